@@ -1,0 +1,2 @@
+#include "test_suites.h"
+void register_kube_tests(void) {}
