@@ -27,7 +27,7 @@ int log_parse_level(const char *s)
 
 static void emit(enum log_level lvl, const char *msg, va_list kv)
 {
-	char ts[40];
+	char ts[96];
 	struct timespec now;
 	struct tm tm;
 	clock_gettime(CLOCK_REALTIME, &now);
