@@ -1,1 +1,261 @@
-int main(void) { return 0; }
+/* sandbox-controller: flags, configuration, wiring, start-up order and
+ * shutdown. Nothing else lives here. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/xmalloc.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "obs/httpserver.h"
+#include "obs/log.h"
+#include "sandbox/config.h"
+#include "sandbox/reconcile.h"
+
+#define SEAL_KEY_MIN 32
+#define SEAL_KEY_MAX 4096
+
+struct options {
+	const char *kubeconfig;
+	const char *context;
+	const char *config;
+	const char *metrics_addr;
+	const char *probe_addr;
+	const char *seal_key_file;
+	const char *log_level;
+	long key_lifetime_s;
+	int workers;
+	double qps;
+	int burst;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sandbox-controller [flags]\n"
+		"  --kubeconfig PATH                  kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)\n"
+		"  --context NAME                     kubeconfig context (default: current-context)\n"
+		"  --config PATH                      controller YAML config (workspace root, mounts, key lifetime)\n"
+		"  --seal-key-file PATH               secret key for pod seals, shared by all replicas (>= %d bytes)\n"
+		"  --key-lifetime SECONDS             idempotency key lifetime (overrides the config; default 86400)\n"
+		"  --workers N                        concurrent reconciles (default 4)\n"
+		"  --kube-api-qps Q --kube-api-burst B client-side rate limit (default 50 / 100)\n"
+		"  --metrics-bind-address ADDR        /metrics listener (default :8080; 0 disables)\n"
+		"  --health-probe-bind-address ADDR   /healthz and /readyz listener (default :8081; 0 disables)\n"
+		"  --log-level debug|info|warn|error  (default info)\n",
+		SEAL_KEY_MIN);
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	enum { O_KUBECONFIG = 256, O_CONTEXT, O_CONFIG, O_METRICS, O_PROBE, O_SEAL, O_LOG, O_LIFETIME, O_WORKERS,
+	       O_QPS, O_BURST, O_HELP };
+	static const struct option longopts[] = {
+		{ "kubeconfig", required_argument, NULL, O_KUBECONFIG },
+		{ "context", required_argument, NULL, O_CONTEXT },
+		{ "config", required_argument, NULL, O_CONFIG },
+		{ "metrics-bind-address", required_argument, NULL, O_METRICS },
+		{ "health-probe-bind-address", required_argument, NULL, O_PROBE },
+		{ "seal-key-file", required_argument, NULL, O_SEAL },
+		{ "log-level", required_argument, NULL, O_LOG },
+		{ "key-lifetime", required_argument, NULL, O_LIFETIME },
+		{ "workers", required_argument, NULL, O_WORKERS },
+		{ "kube-api-qps", required_argument, NULL, O_QPS },
+		{ "kube-api-burst", required_argument, NULL, O_BURST },
+		{ "help", no_argument, NULL, O_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 4,
+			       .key_lifetime_s = -1, .qps = 50, .burst = 100 };
+	int ch;
+	char *end;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case O_KUBECONFIG: o->kubeconfig = optarg; break;
+		case O_CONTEXT: o->context = optarg; break;
+		case O_CONFIG: o->config = optarg; break;
+		case O_METRICS: o->metrics_addr = optarg; break;
+		case O_PROBE: o->probe_addr = optarg; break;
+		case O_SEAL: o->seal_key_file = optarg; break;
+		case O_LOG: o->log_level = optarg; break;
+		case O_LIFETIME:
+			o->key_lifetime_s = strtol(optarg, &end, 10);
+			if (*end || o->key_lifetime_s <= 0) {
+				fprintf(stderr, "--key-lifetime must be a positive number of seconds\n");
+				return -1;
+			}
+			break;
+		case O_WORKERS:
+			o->workers = (int)strtol(optarg, &end, 10);
+			if (*end || o->workers < 1 || o->workers > 256) {
+				fprintf(stderr, "--workers must be between 1 and 256\n");
+				return -1;
+			}
+			break;
+		case O_QPS:
+			o->qps = strtod(optarg, &end);
+			if (*end || o->qps <= 0) {
+				fprintf(stderr, "--kube-api-qps must be positive\n");
+				return -1;
+			}
+			break;
+		case O_BURST:
+			o->burst = (int)strtol(optarg, &end, 10);
+			if (*end || o->burst < 1) {
+				fprintf(stderr, "--kube-api-burst must be positive\n");
+				return -1;
+			}
+			break;
+		case O_HELP: usage(stdout); exit(0);
+		default: usage(stderr); return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "unexpected argument: %s\n", argv[optind]);
+		return -1;
+	}
+	return 0;
+}
+
+static void metrics(void *ctx, struct buf *out)
+{
+	struct sbx_controller *c = ctx;
+	struct sbx_stats *s = &c->stats;
+	buf_appendf(out,
+		    "# HELP sandbox_reconciles_total Sandbox reconciles run.\n# TYPE sandbox_reconciles_total counter\n"
+		    "sandbox_reconciles_total %lu\n"
+		    "# HELP sandbox_reconcile_errors_total Reconciles that ended in an error and were retried.\n"
+		    "# TYPE sandbox_reconcile_errors_total counter\nsandbox_reconcile_errors_total %lu\n"
+		    "# HELP sandbox_pods_created_total Pods created for Sandboxes.\n"
+		    "# TYPE sandbox_pods_created_total counter\nsandbox_pods_created_total %lu\n"
+		    "# HELP sandbox_pods_adopted_total Sandboxes bound to a pod an earlier Sandbox created.\n"
+		    "# TYPE sandbox_pods_adopted_total counter\nsandbox_pods_adopted_total %lu\n"
+		    "# HELP sandbox_key_conflicts_total Sandboxes rejected for reusing a key with another spec.\n"
+		    "# TYPE sandbox_key_conflicts_total counter\nsandbox_key_conflicts_total %lu\n"
+		    "# HELP sandbox_foreign_pods_total Pods found under a claim name that failed verification.\n"
+		    "# TYPE sandbox_foreign_pods_total counter\nsandbox_foreign_pods_total %lu\n"
+		    "# HELP sandbox_status_writes_total Sandbox status updates written.\n"
+		    "# TYPE sandbox_status_writes_total counter\nsandbox_status_writes_total %lu\n"
+		    "# HELP workqueue_depth Current depth of the work queue.\n# TYPE workqueue_depth gauge\n"
+		    "workqueue_depth{name=\"sandbox\"} %zu\n",
+		    atomic_load(&s->reconciles), atomic_load(&s->errors), atomic_load(&s->pods_created),
+		    atomic_load(&s->pods_adopted), atomic_load(&s->key_conflicts), atomic_load(&s->foreign_pods),
+		    atomic_load(&s->status_writes), c->queue ? workqueue_len(c->queue) : (size_t)0);
+}
+
+static int ready(void *ctx)
+{
+	return sbx_controller_synced(ctx);
+}
+
+/* Reads the seal key; it must be long enough to be a real secret. */
+static unsigned char *load_seal_key(const char *path, size_t *len, char *err, size_t errlen)
+{
+	struct buf b;
+	buf_init(&b, SEAL_KEY_MAX);
+	if (buf_read_file(&b, path) < 0) {
+		snprintf(err, errlen, "seal key %s: %s", path, errno == EFBIG ? "larger than 4 KiB" : strerror(errno));
+		return NULL;
+	}
+	while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r'))
+		b.len--;
+	if (b.len < SEAL_KEY_MIN) {
+		snprintf(err, errlen, "seal key %s holds %zu bytes; at least %d are needed", path, b.len, SEAL_KEY_MIN);
+		buf_release(&b);
+		return NULL;
+	}
+	*len = b.len;
+	return (unsigned char *)buf_detach(&b);
+}
+
+int main(int argc, char **argv)
+{
+	/* cJSON follows the program's one out-of-memory policy too. */
+	cJSON_Hooks hooks = { .malloc_fn = xmalloc, .free_fn = free };
+	cJSON_InitHooks(&hooks);
+	struct options o;
+	if (parse_options(argc, argv, &o) < 0)
+		return 2;
+	int lvl = log_parse_level(o.log_level);
+	if (lvl < 0) {
+		fprintf(stderr, "--log-level must be debug, info, warn or error\n");
+		return 2;
+	}
+	log_set_level((enum log_level)lvl);
+
+	/* Signals are taken synchronously by main; every thread inherits the mask. */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	char err[1024];
+	struct sbx_config cfg;
+	sbx_config_init(&cfg);
+	if (o.config && sbx_config_load(&cfg, o.config, err, sizeof err) < 0) {
+		log_kv(LOG_ERROR, "invalid config", "error", err, (const char *)NULL);
+		return 1;
+	}
+	if (o.key_lifetime_s > 0)
+		cfg.key_lifetime_s = o.key_lifetime_s;
+	const char *seal_path = o.seal_key_file ? o.seal_key_file : cfg.seal_key_file;
+	if (!seal_path) {
+		log_kv(LOG_ERROR, "no seal key: set --seal-key-file or seal.keyFile in the config "
+				  "(a Secret shared by all replicas, readable by no tenant)",
+		       (const char *)NULL);
+		return 1;
+	}
+	size_t seal_len = 0;
+	unsigned char *seal = load_seal_key(seal_path, &seal_len, err, sizeof err);
+	if (!seal) {
+		log_kv(LOG_ERROR, "cannot load the seal key", "error", err, (const char *)NULL);
+		return 1;
+	}
+	struct kube_config *kcfg = kube_config_load(o.kubeconfig, o.context, err, sizeof err);
+	if (!kcfg) {
+		log_kv(LOG_ERROR, "cannot load Kubernetes credentials", "error", err, (const char *)NULL);
+		return 1;
+	}
+	log_kv(LOG_INFO, "starting", "server", kube_config_server(kcfg), (const char *)NULL);
+	struct kube_client_opts copts = { .qps = o.qps, .burst = o.burst };
+	struct kube_client *kc = kube_client_new(kcfg, &copts);
+
+	struct sbx_controller ctl;
+	sbx_controller_init(&ctl, kc, &cfg, seal, seal_len, o.workers);
+	struct obs_server *msrv = NULL, *psrv = NULL;
+	if (strcmp(o.metrics_addr, "0") &&
+	    !(msrv = obs_server_start(o.metrics_addr, metrics, ready, &ctl, err, sizeof err))) {
+		log_kv(LOG_ERROR, "metrics server", "error", err, (const char *)NULL);
+		return 1;
+	}
+	if (strcmp(o.probe_addr, "0") && !(psrv = obs_server_start(o.probe_addr, metrics, ready, &ctl, err, sizeof err))) {
+		log_kv(LOG_ERROR, "probe server", "error", err, (const char *)NULL);
+		return 1;
+	}
+	int rc = 0;
+	if (sbx_controller_start(&ctl, 120000, err, sizeof err) < 0) {
+		log_kv(LOG_ERROR, "cannot start the controller", "error", err, (const char *)NULL);
+		rc = 1;
+	} else {
+		log_kv(LOG_INFO, "controller running", (const char *)NULL);
+		int sig = 0;
+		sigwait(&sigs, &sig);
+		log_kv(LOG_INFO, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", (const char *)NULL);
+	}
+	sbx_controller_release(&ctl);
+	obs_server_free(msrv);
+	obs_server_free(psrv);
+	kube_client_free(kc);
+	sbx_config_release(&cfg);
+	free(seal);
+	log_kv(LOG_INFO, "stopped", (const char *)NULL);
+	return rc;
+}

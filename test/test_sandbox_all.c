@@ -1,2 +1,15 @@
+/* Registers the suites of controller/sandbox, one file per module group. */
 #include "test_suites.h"
-void register_sandbox_tests(void) {}
+
+void register_sandbox_jcs_tests(void);
+void register_sandbox_scope_tests(void);
+void register_sandbox_config_tests(void);
+void register_sandbox_pod_tests(void);
+
+void register_sandbox_tests(void)
+{
+	register_sandbox_jcs_tests();
+	register_sandbox_scope_tests();
+	register_sandbox_config_tests();
+	register_sandbox_pod_tests();
+}

@@ -2,11 +2,14 @@
 #ifndef SBX_TEST_SUITES_H
 #define SBX_TEST_SUITES_H
 
+#include <stdlib.h>
+
 #include <CUnit/CUnit.h>
 
 void register_base_tests(void);
 void register_sandbox_tests(void);
 void register_kube_tests(void);
+void register_status_tests(void);
 
 /* Adds a suite with its tests; aborts the run if CUnit cannot register it. */
 #define SBX_SUITE(name, ...)                                                          \

@@ -1,0 +1,11 @@
+/* Fault points that only tests switch on: SBX_FAULT_POINTS is a comma list of
+ * point names; reaching a listed point kills the process with SIGKILL, exactly
+ * as a crash at that instant would. SBX_FAULT_ONCE_FILE, if set, names a file
+ * that is created at the first kill and disables further kills while it exists,
+ * so a restarted controller runs through. Unset, every point is a no-op. */
+#ifndef SBX_BASE_FAULT_H
+#define SBX_BASE_FAULT_H
+
+void fault_point(const char *name);
+
+#endif

@@ -1,0 +1,99 @@
+/* The HTTP transport to the Kubernetes API (libcurl): one request in, a parsed
+ * JSON body or a typed error out. Each calling thread gets its own reused curl
+ * handle (connection reuse, HTTP/2 where the server offers it over TLS); DNS and
+ * TLS sessions are shared; credentials come from the kube_config under its lock.
+ * A client-side token bucket (qps/burst) spaces requests as client-go does. */
+#ifndef SBX_KUBE_CLIENT_H
+#define SBX_KUBE_CLIENT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "kube/config.h"
+#include "kube/errors.h"
+
+/* Zero fields take defaults: qps 50, burst 100, timeout 30000, connect 5000,
+ * UA "sandbox-controller/0.1", max_body 16 MiB. A negative qps disables the
+ * client-side limit. */
+struct kube_client_opts {
+	double qps;
+	int burst;
+	long timeout_ms;
+	long connect_timeout_ms;
+	const char *user_agent;
+	size_t max_body; /* response body cap (bytes) */
+};
+
+struct kube_client;
+
+/* Takes ownership of cfg (also on failure). Thread-safe. Returns a new client
+ * (caller frees with kube_client_free), or NULL if curl cannot be initialised.
+ * The first call initialises libcurl and, if SIGPIPE is at its default
+ * disposition, ignores it (OpenSSL raises it on connections the peer closed,
+ * and curl cannot block it for a multi-threaded program). */
+struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_client_opts *opts);
+/* Frees the client and its config. No thread may be inside a call on it. */
+void kube_client_free(struct kube_client *c);
+/* The client's config (borrowed): namespace, server. */
+const struct kube_config *kube_client_config(const struct kube_client *c);
+/* HTTP requests sent so far (every attempt, including 401 retries). */
+unsigned long kube_client_requests(const struct kube_client *c);
+
+/* One request. path like "/api/v1/namespaces/ns/pods/name"; query a
+ * NULL-terminated array of key,value pairs (keys and values URL-escaped here; a
+ * pair whose value is NULL is skipped; query itself may be NULL); body NULL or
+ * a JSON/patch text; content_type NULL = "application/json". On 2xx returns
+ * KUBE_OK and *out (if out non-NULL) receives the parsed body (caller frees;
+ * NULL for an empty body). Otherwise returns the typed error, described in *err
+ * (err may be NULL), and *out is set to NULL. On a 401 with refreshable
+ * credentials (token file, exec plugin) they are refreshed and the request is
+ * retried once. No other retries: backoff is the caller's (work queue's). */
+enum kube_err kube_request(struct kube_client *c, const char *method, const char *path,
+			   const char *const *query, const char *body, const char *content_type,
+			   cJSON **out, struct kube_error *err);
+
+/* Per-call overrides for kube_request_ex. */
+struct kube_request_opts {
+	long timeout_ms;	 /* 0 = the client's */
+	const atomic_int *abort; /* NULL, or a flag that aborts the call when set (-> TRANSPORT) */
+};
+/* kube_request with overrides (ro may be NULL). */
+enum kube_err kube_request_ex(struct kube_client *c, const char *method, const char *path,
+			      const char *const *query, const char *body, const char *content_type,
+			      const struct kube_request_opts *ro, cJSON **out,
+			      struct kube_error *err);
+
+/* Paginated LIST (limit 500 + continue). Calls item_cb for each item (borrowed
+ * for the call). On 410 for an expired continue token the list restarts from
+ * scratch (up to 3 times), so item_cb may see an item twice; use kube_list_ex to
+ * be told. On KUBE_OK, *rv_out (if non-NULL) receives the list's
+ * resourceVersion (caller frees); on error it is left NULL. */
+enum kube_err kube_list(struct kube_client *c, const char *path, const char *label_selector,
+			void (*item_cb)(void *ctx, const cJSON *item), void *ctx, char **rv_out,
+			struct kube_error *err);
+/* kube_list that calls reset_cb (NULL ok) before a restart, so the caller can
+ * drop what it collected, and applies ro (NULL ok) to every page request. */
+enum kube_err kube_list_ex(struct kube_client *c, const char *path, const char *label_selector,
+			   void (*item_cb)(void *ctx, const cJSON *item),
+			   void (*reset_cb)(void *ctx), void *ctx,
+			   const struct kube_request_opts *ro, char **rv_out,
+			   struct kube_error *err);
+
+/* Receives streamed body bytes; returns non-zero to end the stream. */
+typedef int (*kube_data_fn)(void *ctx, const char *data, size_t n);
+struct kube_stream_opts {
+	long low_speed_time_s;	/* drop the stream after this long below 1 byte/s; 0 = never */
+	long max_time_ms;	/* hard limit on the whole stream; 0 = none */
+	const atomic_int *stop; /* NULL, or a flag checked at least once a second */
+};
+/* A streaming GET (watch): the 2xx body is handed to cb as it arrives, over a
+ * connection with TCP keepalive. Returns KUBE_OK when the server ended the
+ * stream, cb returned non-zero, or *stop was set; otherwise the typed error
+ * (a non-2xx answer is decoded like kube_request's). */
+enum kube_err kube_stream(struct kube_client *c, const char *path, const char *const *query,
+			  const struct kube_stream_opts *so, kube_data_fn cb, void *ctx,
+			  struct kube_error *err);
+
+#endif

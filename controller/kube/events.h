@@ -1,0 +1,34 @@
+/* Kubernetes Events (core/v1 Event POST) that cannot flood the API: an
+ * identical (object uid, type, reason, message) seen again within a 10-minute
+ * window is aggregated into the existing Event (its count is PATCHed at most
+ * every 30 s) or skipped; writes pass a token bucket (5/s, burst 25); sending
+ * happens on a small background thread behind a bounded queue (when it is
+ * full, events are dropped and counted). */
+#ifndef SBX_KUBE_EVENTS_H
+#define SBX_KUBE_EVENTS_H
+
+#include <stddef.h>
+
+#include "kube/client.h"
+
+struct event_recorder;
+
+/* Returns a new recorder writing as component (e.g. "sandbox-controller") and
+ * starts its thread; the client is borrowed and must outlive the recorder.
+ * Returns NULL if the thread cannot be started. */
+struct event_recorder *event_recorder_new(struct kube_client *c, const char *component);
+/* Records an Event about the object (apiVersion, kind, namespace, name, uid;
+ * ns "" or NULL for cluster-scoped objects, whose Events go to "default").
+ * type is "Normal" or "Warning"; reason CamelCase; the message is cut at 1024
+ * bytes. Never blocks on the network. */
+void event_record(struct event_recorder *r, const char *api_version, const char *kind,
+		  const char *ns, const char *name, const char *uid, const char *type,
+		  const char *reason, const char *message);
+/* Events dropped so far (queue full or send failed). */
+size_t event_recorder_dropped(struct event_recorder *r);
+/* Events written so far (creates and count patches that succeeded). */
+size_t event_recorder_sent(struct event_recorder *r);
+/* Flushes what it can within about 2 s, then stops the thread and frees. */
+void event_recorder_free(struct event_recorder *r);
+
+#endif

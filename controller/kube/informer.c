@@ -1,0 +1,614 @@
+#include "kube/informer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <uthash.h>
+
+#include "base/xmalloc.h"
+#include "kube/ktime.h"
+#include "kube/watch.h"
+#include "obs/log.h"
+
+#define MAX_WATCH_LINE ((size_t)4 << 20)
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 30000
+#define WATCH_TIMEOUT_MIN_S 300 /* timeoutSeconds is drawn from [300, 600] */
+#define WATCH_TIMEOUT_SPAN_S 300
+/* Bookmarks arrive about once a minute; a watch silent for longer than this is
+ * presumed dead (a half-open connection) and re-established. */
+#define WATCH_LOW_SPEED_S 150
+#define WATCH_HEALTHY_MS 1000 /* a watch that lasted this long resets the backoff */
+
+struct entry {
+	char *key; /* "ns/name", or "name" when cluster-scoped */
+	cJSON *obj;
+	char *idx;	    /* index label value, or NULL */
+	struct entry *next; /* scratch list during a relist */
+	UT_hash_handle hh;
+	UT_hash_handle hh_idx;
+};
+
+struct bucket {
+	char *value;
+	struct entry *members; /* by hh_idx */
+	UT_hash_handle hh;
+};
+
+struct informer {
+	struct kube_client *c;
+	char *path;
+	char *selector;
+	informer_trim_fn trim;
+	char *index_label;
+	struct informer_handlers h;
+	void *ctx;
+
+	pthread_t thread;
+	int started;
+	atomic_int stop;
+
+	pthread_mutex_t mu; /* guards store, index, count, synced */
+	pthread_cond_t cv;  /* synced changes, stop requested */
+	struct entry *store;
+	struct bucket *index;
+	size_t count;
+	int synced;
+
+	/* informer thread only */
+	char *rv;
+	uint64_t rng;
+	int64_t backoff_ms;
+	int relist;
+	struct entry *fresh; /* the list being collected */
+};
+
+/* ---- the store (caller holds mu) ---- */
+
+static void index_add(struct informer *inf, struct entry *e)
+{
+	if (!e->idx)
+		return;
+	struct bucket *b;
+	HASH_FIND_STR(inf->index, e->idx, b);
+	if (!b) {
+		b = xcalloc(1, sizeof *b);
+		b->value = xstrdup(e->idx);
+		HASH_ADD_KEYPTR(hh, inf->index, b->value, strlen(b->value), b);
+	}
+	HASH_ADD_KEYPTR(hh_idx, b->members, e->key, strlen(e->key), e);
+}
+
+static void index_del(struct informer *inf, struct entry *e)
+{
+	if (!e->idx)
+		return;
+	struct bucket *b;
+	HASH_FIND_STR(inf->index, e->idx, b);
+	if (!b)
+		return;
+	HASH_DELETE(hh_idx, b->members, e);
+	if (!b->members) {
+		HASH_DEL(inf->index, b);
+		free(b->value);
+		free(b);
+	}
+}
+
+/* Removes and returns the entry for key, or NULL. */
+static struct entry *store_take(struct informer *inf, const char *key)
+{
+	struct entry *e;
+	HASH_FIND_STR(inf->store, key, e);
+	if (!e)
+		return NULL;
+	HASH_DEL(inf->store, e);
+	index_del(inf, e);
+	inf->count--;
+	return e;
+}
+
+/* Inserts e (whose key must not be present). */
+static void store_put(struct informer *inf, struct entry *e)
+{
+	HASH_ADD_KEYPTR(hh, inf->store, e->key, strlen(e->key), e);
+	index_add(inf, e);
+	inf->count++;
+}
+
+static void entry_free(struct entry *e)
+{
+	if (!e)
+		return;
+	free(e->key);
+	free(e->idx);
+	cJSON_Delete(e->obj);
+	free(e);
+}
+
+/* ---- objects ---- */
+
+static cJSON *default_trim(const cJSON *obj)
+{
+	cJSON *c = cJSON_Duplicate(obj, 1);
+	if (!c)
+		abort(); /* cJSON_Duplicate fails only when out of memory */
+	cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "metadata"),
+						"managedFields");
+	return c;
+}
+
+static const char *md_str(const cJSON *obj, const char *field)
+{
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(md, field);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static char *make_key(const char *ns, const char *name)
+{
+	return ns && *ns ? xasprintf("%s/%s", ns, name) : xstrdup(name);
+}
+
+/* Builds a store entry from an API object (trimmed copy), or NULL if the
+ * object has no name. */
+static struct entry *entry_from(struct informer *inf, const cJSON *obj)
+{
+	const char *name = md_str(obj, "name");
+	if (!name)
+		return NULL;
+	struct entry *e = xcalloc(1, sizeof *e);
+	e->key = make_key(md_str(obj, "namespace"), name);
+	e->obj = inf->trim ? inf->trim(obj) : NULL;
+	if (!e->obj)
+		e->obj = default_trim(obj);
+	if (inf->index_label) {
+		const cJSON *labels = cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "labels");
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(labels, inf->index_label);
+		if (cJSON_IsString(v))
+			e->idx = xstrdup(v->valuestring);
+	}
+	return e;
+}
+
+static void set_rv(struct informer *inf, const cJSON *obj)
+{
+	const char *rv = md_str(obj, "resourceVersion");
+	if (rv && *rv) {
+		free(inf->rv);
+		inf->rv = xstrdup(rv);
+	}
+}
+
+/* ---- timing ---- */
+
+static uint64_t rnd(struct informer *inf)
+{
+	/* xorshift64*: jitter only, not security. */
+	inf->rng ^= inf->rng >> 12;
+	inf->rng ^= inf->rng << 25;
+	inf->rng ^= inf->rng >> 27;
+	return inf->rng * 2685821657736338717ull;
+}
+
+/* Sleeps up to ms, returning early (1) when stop is requested. */
+static int pause_ms(struct informer *inf, int64_t ms)
+{
+	int64_t deadline = ktime_mono_ms() + ms;
+	pthread_mutex_lock(&inf->mu);
+	while (!atomic_load(&inf->stop)) {
+		if (ktime_cond_wait_until(&inf->cv, &inf->mu, deadline) == ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&inf->mu);
+	return atomic_load(&inf->stop);
+}
+
+/* Waits out the current backoff (with jitter: between half and all of it, or
+ * at least retry_after_s) and doubles it. Returns 1 if stop was requested. */
+static int back_off(struct informer *inf, int retry_after_s)
+{
+	int64_t b = inf->backoff_ms;
+	int64_t d = b / 2 + (int64_t)(rnd(inf) % (uint64_t)(b / 2 + 1));
+	if (retry_after_s > 0 && d < (int64_t)retry_after_s * 1000)
+		d = (int64_t)retry_after_s * 1000;
+	inf->backoff_ms = b * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b * 2;
+	return pause_ms(inf, d);
+}
+
+/* ---- list ---- */
+
+static void fresh_clear(struct informer *inf)
+{
+	struct entry *e, *t;
+	HASH_ITER(hh, inf->fresh, e, t)
+	{
+		HASH_DEL(inf->fresh, e);
+		entry_free(e);
+	}
+}
+
+static void on_list_reset(void *u)
+{
+	fresh_clear(u);
+}
+
+static void on_list_item(void *u, const cJSON *item)
+{
+	struct informer *inf = u;
+	struct entry *e = entry_from(inf, item), *old;
+	if (!e)
+		return;
+	HASH_FIND_STR(inf->fresh, e->key, old);
+	if (old) {
+		HASH_DEL(inf->fresh, old);
+		entry_free(old);
+	}
+	HASH_ADD_KEYPTR(hh, inf->fresh, e->key, strlen(e->key), e);
+}
+
+struct change {
+	struct entry *old; /* owned here; NULL for an add */
+	const cJSON *now;  /* in the store */
+};
+
+/* LISTs and replaces the store, delivering the differences. Returns 0 or -1
+ * (with the error logged and *retry_after set). */
+static int relist(struct informer *inf, int *retry_after)
+{
+	struct kube_error err;
+	char *rv = NULL;
+	struct kube_request_opts ro = {.abort = &inf->stop};
+	enum kube_err r = kube_list_ex(inf->c, inf->path, inf->selector, on_list_item,
+				       on_list_reset, inf, &ro, &rv, &err);
+	if (r != KUBE_OK) {
+		fresh_clear(inf);
+		if (!atomic_load(&inf->stop))
+			log_kv(LOG_WARN, "informer list failed", "path", inf->path, "error",
+			       kube_err_str(r), "message", err.message, NULL);
+		*retry_after = err.retry_after_s;
+		return -1;
+	}
+	free(inf->rv);
+	inf->rv = rv;
+
+	struct entry *gone = NULL, *e, *t;
+	size_t nfresh = HASH_COUNT(inf->fresh), nch = 0;
+	struct change *ch = xcalloc(nfresh ? nfresh : 1, sizeof *ch);
+	pthread_mutex_lock(&inf->mu);
+	HASH_ITER(hh, inf->store, e, t)
+	{
+		struct entry *f;
+		HASH_FIND_STR(inf->fresh, e->key, f);
+		if (!f) {
+			store_take(inf, e->key);
+			e->next = gone;
+			gone = e;
+		}
+	}
+	HASH_ITER(hh, inf->fresh, e, t)
+	{
+		HASH_DEL(inf->fresh, e);
+		ch[nch].old = store_take(inf, e->key);
+		ch[nch++].now = e->obj;
+		store_put(inf, e);
+	}
+	int was_synced = inf->synced;
+	inf->synced = 1;
+	pthread_cond_broadcast(&inf->cv);
+	pthread_mutex_unlock(&inf->mu);
+	if (!was_synced)
+		log_kv(LOG_INFO, "informer synced", "path", inf->path, "resourceVersion", inf->rv,
+		       NULL);
+
+	while (gone) {
+		e = gone;
+		gone = e->next;
+		if (inf->h.on_delete)
+			inf->h.on_delete(inf->ctx, e->obj);
+		entry_free(e);
+	}
+	for (size_t i = 0; i < nch; i++) {
+		if (ch[i].old && inf->h.on_update)
+			inf->h.on_update(inf->ctx, ch[i].old->obj, ch[i].now);
+		else if (!ch[i].old && inf->h.on_add)
+			inf->h.on_add(inf->ctx, ch[i].now);
+		entry_free(ch[i].old);
+	}
+	free(ch);
+	return 0;
+}
+
+/* ---- watch ---- */
+
+struct watch_state {
+	struct informer *inf;
+	struct watch_parser *parser;
+	int parse_failed;
+	int events;
+	char msg[256];
+};
+
+/* Applies one watch event to the store and tells the handlers. Returns
+ * non-zero to end the stream (ERROR events). */
+static int on_event(void *u, enum watch_event_type t, const cJSON *obj)
+{
+	struct watch_state *ws = u;
+	struct informer *inf = ws->inf;
+	ws->events++;
+	if (t == WATCH_BOOKMARK) {
+		set_rv(inf, obj);
+		return 0;
+	}
+	if (t == WATCH_ERROR) {
+		struct kube_error e;
+		kube_error_from_status(obj, &e);
+		char code[16];
+		snprintf(code, sizeof code, "%ld", e.http_status);
+		log_kv(e.code == KUBE_ERR_GONE ? LOG_INFO : LOG_WARN,
+		       "informer watch error event, relisting", "path", inf->path, "code", code,
+		       "reason", e.reason, "message", e.message, NULL);
+		inf->relist = 1;
+		return 1;
+	}
+	struct entry *e = entry_from(inf, obj);
+	if (!e)
+		return 0;
+	set_rv(inf, obj);
+	pthread_mutex_lock(&inf->mu);
+	struct entry *old = store_take(inf, e->key);
+	if (t == WATCH_DELETED) {
+		pthread_mutex_unlock(&inf->mu);
+		if (inf->h.on_delete)
+			inf->h.on_delete(inf->ctx, e->obj);
+		entry_free(e);
+		entry_free(old);
+		return 0;
+	}
+	store_put(inf, e);
+	pthread_mutex_unlock(&inf->mu);
+	if (old && inf->h.on_update)
+		inf->h.on_update(inf->ctx, old->obj, e->obj);
+	else if (!old && inf->h.on_add)
+		inf->h.on_add(inf->ctx, e->obj);
+	entry_free(old);
+	return 0;
+}
+
+static int on_data(void *u, const char *data, size_t n)
+{
+	struct watch_state *ws = u;
+	int rc = watch_parser_feed(ws->parser, data, n, on_event, ws, ws->msg, sizeof ws->msg);
+	if (rc < 0)
+		ws->parse_failed = 1;
+	return rc != 0;
+}
+
+/* Runs one watch until it ends. Returns 0 when it ended normally (server
+ * timeout) having been healthy, or -1 when the caller should back off; sets
+ * inf->relist when the cache must be re-listed. */
+static int watch_once(struct informer *inf, int *retry_after)
+{
+	char timeout[16];
+	long tmo = WATCH_TIMEOUT_MIN_S + (long)(rnd(inf) % (WATCH_TIMEOUT_SPAN_S + 1));
+	snprintf(timeout, sizeof timeout, "%ld", tmo);
+	const char *q[] = {"watch",
+			   "true",
+			   "allowWatchBookmarks",
+			   "true",
+			   "timeoutSeconds",
+			   timeout,
+			   "resourceVersion",
+			   inf->rv,
+			   "labelSelector",
+			   inf->selector,
+			   NULL};
+	struct watch_state ws = {.inf = inf, .parser = watch_parser_new(MAX_WATCH_LINE)};
+	struct kube_stream_opts so = {.low_speed_time_s = WATCH_LOW_SPEED_S,
+				      .max_time_ms = (tmo + 60) * 1000,
+				      .stop = &inf->stop};
+	struct kube_error err;
+	int64_t t0 = ktime_mono_ms();
+	enum kube_err r = kube_stream(inf->c, inf->path, q, &so, on_data, &ws, &err);
+	int64_t lasted = ktime_mono_ms() - t0;
+	watch_parser_free(ws.parser);
+	*retry_after = 0;
+	if (atomic_load(&inf->stop))
+		return 0;
+	if (ws.parse_failed) {
+		log_kv(LOG_WARN, "informer watch stream unusable, relisting", "path", inf->path,
+		       "error", ws.msg, NULL);
+		inf->relist = 1;
+		return -1;
+	}
+	/* A healthy watch ends (server timeout) and is simply resumed; one that
+	 * fails at once backs off, so a server that keeps refusing cannot make us
+	 * relist in a tight loop. */
+	int healthy = lasted >= WATCH_HEALTHY_MS || ws.events > 1;
+	if (inf->relist)
+		return healthy ? 0 : -1; /* an ERROR event (usually 410 Expired) */
+	if (r == KUBE_ERR_GONE) {
+		log_kv(LOG_INFO, "informer resourceVersion expired, relisting", "path", inf->path,
+		       NULL);
+		inf->relist = 1;
+		return healthy ? 0 : -1;
+	}
+	if (r != KUBE_OK) {
+		log_kv(LOG_WARN, "informer watch failed", "path", inf->path, "error",
+		       kube_err_str(r), "message", err.message, NULL);
+		*retry_after = err.retry_after_s;
+		return -1;
+	}
+	return healthy || ws.events > 0 ? 0 : -1;
+}
+
+static void *informer_main(void *u)
+{
+	struct informer *inf = u;
+	inf->relist = 1;
+	while (!atomic_load(&inf->stop)) {
+		int ra = 0;
+		if (inf->relist) {
+			if (relist(inf, &ra) < 0) {
+				back_off(inf, ra);
+				continue;
+			}
+			inf->relist = 0;
+		}
+		if (watch_once(inf, &ra) < 0) {
+			back_off(inf, ra);
+			continue;
+		}
+		inf->backoff_ms = BACKOFF_MIN_MS;
+	}
+	return NULL;
+}
+
+/* ---- public ---- */
+
+struct informer *informer_new(struct kube_client *c, const char *path, const char *label_selector,
+			      informer_trim_fn trim, const char *index_label,
+			      const struct informer_handlers *h, void *ctx)
+{
+	struct informer *inf = xcalloc(1, sizeof *inf);
+	inf->c = c;
+	inf->path = xstrdup(path);
+	inf->selector = label_selector && *label_selector ? xstrdup(label_selector) : NULL;
+	inf->trim = trim;
+	inf->index_label = xstrdup(index_label);
+	if (h)
+		inf->h = *h;
+	inf->ctx = ctx;
+	atomic_init(&inf->stop, 0);
+	pthread_mutex_init(&inf->mu, NULL);
+	ktime_cond_init(&inf->cv);
+	inf->backoff_ms = BACKOFF_MIN_MS;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	inf->rng = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)inf;
+	if (!inf->rng)
+		inf->rng = 88172645463325252ull;
+	return inf;
+}
+
+int informer_start(struct informer *inf)
+{
+	if (inf->started)
+		return -1;
+	if (pthread_create(&inf->thread, NULL, informer_main, inf) != 0)
+		return -1;
+	inf->started = 1;
+	return 0;
+}
+
+int informer_wait_synced(struct informer *inf, long timeout_ms)
+{
+	int64_t deadline = timeout_ms < 0 ? -1 : ktime_mono_ms() + timeout_ms;
+	pthread_mutex_lock(&inf->mu);
+	while (!inf->synced && !atomic_load(&inf->stop)) {
+		if (ktime_cond_wait_until(&inf->cv, &inf->mu, deadline) == ETIMEDOUT)
+			break;
+	}
+	int s = inf->synced;
+	pthread_mutex_unlock(&inf->mu);
+	return s;
+}
+
+cJSON *informer_get(struct informer *inf, const char *ns, const char *name)
+{
+	char *key = make_key(ns, name);
+	cJSON *copy = NULL;
+	pthread_mutex_lock(&inf->mu);
+	struct entry *e;
+	HASH_FIND_STR(inf->store, key, e);
+	if (e)
+		copy = cJSON_Duplicate(e->obj, 1);
+	pthread_mutex_unlock(&inf->mu);
+	free(key);
+	if (e && !copy)
+		abort(); /* out of memory */
+	return copy;
+}
+
+/* Appends a deep copy of obj to arr; aborts when out of memory. */
+static void add_copy(cJSON *arr, const cJSON *obj)
+{
+	cJSON *d = cJSON_Duplicate(obj, 1);
+	if (!d || !cJSON_AddItemToArray(arr, d))
+		abort();
+}
+
+cJSON *informer_list_by_index(struct informer *inf, const char *value)
+{
+	cJSON *arr = cJSON_CreateArray();
+	if (!arr)
+		abort();
+	pthread_mutex_lock(&inf->mu);
+	struct bucket *b = NULL;
+	if (value)
+		HASH_FIND_STR(inf->index, value, b);
+	for (struct entry *e = b ? b->members : NULL; e; e = e->hh_idx.next)
+		add_copy(arr, e->obj);
+	pthread_mutex_unlock(&inf->mu);
+	return arr;
+}
+
+cJSON *informer_list(struct informer *inf)
+{
+	cJSON *arr = cJSON_CreateArray();
+	if (!arr)
+		abort();
+	pthread_mutex_lock(&inf->mu);
+	for (struct entry *e = inf->store; e; e = e->hh.next)
+		add_copy(arr, e->obj);
+	pthread_mutex_unlock(&inf->mu);
+	return arr;
+}
+
+size_t informer_size(struct informer *inf)
+{
+	pthread_mutex_lock(&inf->mu);
+	size_t n = inf->count;
+	pthread_mutex_unlock(&inf->mu);
+	return n;
+}
+
+void informer_stop(struct informer *inf)
+{
+	atomic_store(&inf->stop, 1);
+	pthread_mutex_lock(&inf->mu);
+	pthread_cond_broadcast(&inf->cv);
+	pthread_mutex_unlock(&inf->mu);
+	if (inf->started) {
+		pthread_join(inf->thread, NULL);
+		inf->started = 0;
+	}
+}
+
+void informer_free(struct informer *inf)
+{
+	if (!inf)
+		return;
+	informer_stop(inf);
+	struct entry *e, *t;
+	HASH_ITER(hh, inf->store, e, t)
+	{
+		store_take(inf, e->key);
+		entry_free(e);
+	}
+	fresh_clear(inf);
+	free(inf->rv);
+	free(inf->path);
+	free(inf->selector);
+	free(inf->index_label);
+	pthread_cond_destroy(&inf->cv);
+	pthread_mutex_destroy(&inf->mu);
+	free(inf);
+}

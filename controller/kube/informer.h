@@ -1,0 +1,62 @@
+/* An informer (client-go's reflector + indexer): LIST a collection, then WATCH
+ * it from the list's resourceVersion, keeping a local cache of (trimmed)
+ * objects and telling handlers what changed. Watches carry bookmarks and a
+ * randomised server timeout; an expired resourceVersion (410 / ERROR event) or a
+ * broken stream leads to a relist whose differences are delivered as adds,
+ * updates and deletes; reconnects back off exponentially with jitter. */
+#ifndef SBX_KUBE_INFORMER_H
+#define SBX_KUBE_INFORMER_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "kube/client.h"
+
+/* Returns a new trimmed copy of obj to store (only the fields the controller
+ * reads). Must not return NULL. */
+typedef cJSON *(*informer_trim_fn)(const cJSON *obj);
+
+/* Objects are borrowed for the call. Handlers run on the informer thread,
+ * without the store lock held (so they may call informer_get). After a relist,
+ * on_update is called for every object still present (a resync). Any handler
+ * may be NULL. */
+struct informer_handlers {
+	void (*on_add)(void *ctx, const cJSON *obj);
+	void (*on_update)(void *ctx, const cJSON *old_obj, const cJSON *new_obj);
+	void (*on_delete)(void *ctx, const cJSON *obj);
+};
+
+struct informer;
+
+/* Returns a new informer for path (a collection, e.g. "/api/v1/pods" for all
+ * namespaces), optionally filtered by label_selector. trim NULL stores a copy
+ * minus metadata.managedFields. index_label (NULL ok) is a label key whose
+ * value indexes the cache for informer_list_by_index. The client is borrowed
+ * and must outlive the informer. Strings are copied. */
+struct informer *informer_new(struct kube_client *c, const char *path, const char *label_selector,
+			      informer_trim_fn trim, const char *index_label,
+			      const struct informer_handlers *h, void *ctx);
+/* Starts the informer thread. Returns 0, or -1 if it cannot be started (or
+ * already was). */
+int informer_start(struct informer *inf);
+/* Returns 1 once the first LIST is in the store, 0 on timeout (timeout_ms < 0
+ * waits forever). */
+int informer_wait_synced(struct informer *inf, long timeout_ms);
+/* Returns a deep copy of the cached object (caller frees), or NULL. ns NULL or
+ * "" for cluster-scoped objects. */
+cJSON *informer_get(struct informer *inf, const char *ns, const char *name);
+/* Returns a new array (caller frees, possibly empty) of deep copies of the
+ * cached objects whose index label has this value. */
+cJSON *informer_list_by_index(struct informer *inf, const char *value);
+/* Returns a new array of deep copies of every cached object (caller frees). */
+cJSON *informer_list(struct informer *inf);
+/* Number of cached objects. */
+size_t informer_size(struct informer *inf);
+/* Stops the thread and joins it; a blocked watch or list is aborted within
+ * about a second. Safe to call more than once, or before start. */
+void informer_stop(struct informer *inf);
+/* Stops (if needed) and frees the informer and its cache. */
+void informer_free(struct informer *inf);
+
+#endif

@@ -1,0 +1,378 @@
+#include "kube/workqueue.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uthash.h>
+
+#include "base/xmalloc.h"
+#include "kube/ktime.h"
+#include "kube/ratelimit.h"
+
+#define BACKOFF_BASE_MS 5
+#define BACKOFF_MAX_MS (1000L * 1000)
+#define BUCKET_QPS 10.0
+#define BUCKET_BURST 100
+
+struct member { /* an element of the dirty and processing sets */
+	char *key;
+	UT_hash_handle hh;
+};
+
+struct node { /* the FIFO of ready keys */
+	char *key;
+	struct node *next;
+};
+
+struct delayed {
+	char *key;
+	int64_t ready_ms;
+	size_t pos; /* index in the heap */
+	UT_hash_handle hh;
+};
+
+struct failure {
+	char *key;
+	int n;
+	UT_hash_handle hh;
+};
+
+struct workqueue {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct node *head, *tail;
+	size_t len;
+	struct member *dirty, *processing;
+	struct delayed *waiting; /* by key */
+	struct delayed **heap;	 /* min-heap on ready_ms */
+	size_t nheap, capheap;
+	struct failure *failures; /* guarded by mu too */
+	struct token_bucket bucket;
+	int shutting_down;
+};
+
+/* ---- sets ---- */
+
+static int set_has(struct member *s, const char *key)
+{
+	struct member *m;
+	HASH_FIND_STR(s, key, m);
+	return m != NULL;
+}
+
+static void set_add(struct member **s, const char *key)
+{
+	struct member *m = xcalloc(1, sizeof *m);
+	m->key = xstrdup(key);
+	HASH_ADD_KEYPTR(hh, *s, m->key, strlen(m->key), m);
+}
+
+/* Removes key; returns 1 if it was present. */
+static int set_del(struct member **s, const char *key)
+{
+	struct member *m;
+	HASH_FIND_STR(*s, key, m);
+	if (!m)
+		return 0;
+	HASH_DEL(*s, m);
+	free(m->key);
+	free(m);
+	return 1;
+}
+
+static void set_clear(struct member **s)
+{
+	struct member *m, *t;
+	HASH_ITER(hh, *s, m, t)
+	{
+		HASH_DEL(*s, m);
+		free(m->key);
+		free(m);
+	}
+}
+
+/* ---- the delay heap (caller holds mu) ---- */
+
+static void heap_swap(struct workqueue *q, size_t a, size_t b)
+{
+	struct delayed *t = q->heap[a];
+	q->heap[a] = q->heap[b];
+	q->heap[b] = t;
+	q->heap[a]->pos = a;
+	q->heap[b]->pos = b;
+}
+
+static void heap_up(struct workqueue *q, size_t i)
+{
+	while (i > 0 && q->heap[(i - 1) / 2]->ready_ms > q->heap[i]->ready_ms) {
+		heap_swap(q, i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+}
+
+static void heap_down(struct workqueue *q, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < q->nheap && q->heap[l]->ready_ms < q->heap[m]->ready_ms)
+			m = l;
+		if (r < q->nheap && q->heap[r]->ready_ms < q->heap[m]->ready_ms)
+			m = r;
+		if (m == i)
+			return;
+		heap_swap(q, i, m);
+		i = m;
+	}
+}
+
+/* Removes and returns the earliest delayed item. */
+static struct delayed *heap_pop(struct workqueue *q)
+{
+	struct delayed *d = q->heap[0];
+	q->nheap--;
+	if (q->nheap) {
+		q->heap[0] = q->heap[q->nheap];
+		q->heap[0]->pos = 0;
+		heap_down(q, 0);
+	}
+	HASH_DEL(q->waiting, d);
+	return d;
+}
+
+/* ---- core (caller holds mu) ---- */
+
+static void push_locked(struct workqueue *q, const char *key)
+{
+	struct node *n = xcalloc(1, sizeof *n);
+	n->key = xstrdup(key);
+	if (q->tail)
+		q->tail->next = n;
+	else
+		q->head = n;
+	q->tail = n;
+	q->len++;
+	pthread_cond_signal(&q->cv);
+}
+
+static void add_locked(struct workqueue *q, const char *key)
+{
+	if (q->shutting_down || set_has(q->dirty, key))
+		return;
+	set_add(&q->dirty, key);
+	if (set_has(q->processing, key))
+		return; /* queued again by workqueue_done */
+	push_locked(q, key);
+}
+
+/* Moves every delayed item that is due into the queue. */
+static void promote_due(struct workqueue *q, int64_t now)
+{
+	while (q->nheap && q->heap[0]->ready_ms <= now) {
+		struct delayed *d = heap_pop(q);
+		add_locked(q, d->key);
+		free(d->key);
+		free(d);
+	}
+}
+
+static void drop_delayed(struct workqueue *q)
+{
+	while (q->nheap) {
+		struct delayed *d = heap_pop(q);
+		free(d->key);
+		free(d);
+	}
+}
+
+/* ---- public ---- */
+
+struct workqueue *workqueue_new(void)
+{
+	struct workqueue *q = xcalloc(1, sizeof *q);
+	pthread_mutex_init(&q->mu, NULL);
+	ktime_cond_init(&q->cv);
+	token_bucket_init(&q->bucket, BUCKET_QPS, BUCKET_BURST);
+	return q;
+}
+
+void workqueue_free(struct workqueue *q)
+{
+	if (!q)
+		return;
+	while (q->head) {
+		struct node *n = q->head;
+		q->head = n->next;
+		free(n->key);
+		free(n);
+	}
+	set_clear(&q->dirty);
+	set_clear(&q->processing);
+	drop_delayed(q);
+	free(q->heap);
+	struct failure *f, *t;
+	HASH_ITER(hh, q->failures, f, t)
+	{
+		HASH_DEL(q->failures, f);
+		free(f->key);
+		free(f);
+	}
+	token_bucket_release(&q->bucket);
+	pthread_cond_destroy(&q->cv);
+	pthread_mutex_destroy(&q->mu);
+	free(q);
+}
+
+void workqueue_add(struct workqueue *q, const char *key)
+{
+	pthread_mutex_lock(&q->mu);
+	add_locked(q, key);
+	pthread_mutex_unlock(&q->mu);
+}
+
+void workqueue_add_after(struct workqueue *q, const char *key, long delay_ms)
+{
+	if (delay_ms <= 0) {
+		workqueue_add(q, key);
+		return;
+	}
+	int64_t ready = ktime_mono_ms() + delay_ms;
+	pthread_mutex_lock(&q->mu);
+	if (q->shutting_down) {
+		pthread_mutex_unlock(&q->mu);
+		return;
+	}
+	struct delayed *d;
+	HASH_FIND_STR(q->waiting, key, d);
+	if (d) {
+		if (ready < d->ready_ms) {
+			d->ready_ms = ready;
+			heap_up(q, d->pos);
+		}
+	} else {
+		d = xcalloc(1, sizeof *d);
+		d->key = xstrdup(key);
+		d->ready_ms = ready;
+		if (q->nheap == q->capheap) {
+			q->capheap = q->capheap ? q->capheap * 2 : 16;
+			q->heap = xrealloc(q->heap, q->capheap * sizeof *q->heap);
+		}
+		d->pos = q->nheap;
+		q->heap[q->nheap++] = d;
+		HASH_ADD_KEYPTR(hh, q->waiting, d->key, strlen(d->key), d);
+		heap_up(q, d->pos);
+	}
+	/* Waiting getters recompute how long to sleep. */
+	if (q->heap[0] == d)
+		pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+}
+
+long workqueue_next_backoff_ms(struct workqueue *q, const char *key)
+{
+	pthread_mutex_lock(&q->mu);
+	struct failure *f;
+	HASH_FIND_STR(q->failures, key, f);
+	if (!f) {
+		f = xcalloc(1, sizeof *f);
+		f->key = xstrdup(key);
+		HASH_ADD_KEYPTR(hh, q->failures, f->key, strlen(f->key), f);
+	}
+	int exp = f->n++;
+	pthread_mutex_unlock(&q->mu);
+	long per = BACKOFF_MAX_MS;
+	if (exp < 30) {
+		int64_t d = (int64_t)BACKOFF_BASE_MS << exp;
+		per = d < BACKOFF_MAX_MS ? (long)d : BACKOFF_MAX_MS;
+	}
+	int64_t overall = token_bucket_reserve(&q->bucket);
+	return overall > per ? (long)overall : per;
+}
+
+void workqueue_add_rate_limited(struct workqueue *q, const char *key)
+{
+	workqueue_add_after(q, key, workqueue_next_backoff_ms(q, key));
+}
+
+void workqueue_forget(struct workqueue *q, const char *key)
+{
+	pthread_mutex_lock(&q->mu);
+	struct failure *f;
+	HASH_FIND_STR(q->failures, key, f);
+	if (f) {
+		HASH_DEL(q->failures, f);
+		free(f->key);
+		free(f);
+	}
+	pthread_mutex_unlock(&q->mu);
+}
+
+int workqueue_num_requeues(struct workqueue *q, const char *key)
+{
+	pthread_mutex_lock(&q->mu);
+	struct failure *f;
+	HASH_FIND_STR(q->failures, key, f);
+	int n = f ? f->n : 0;
+	pthread_mutex_unlock(&q->mu);
+	return n;
+}
+
+char *workqueue_get(struct workqueue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		if (!q->shutting_down)
+			promote_due(q, ktime_mono_ms());
+		if (q->head)
+			break;
+		if (q->shutting_down) {
+			pthread_mutex_unlock(&q->mu);
+			return NULL;
+		}
+		int64_t deadline = q->nheap ? q->heap[0]->ready_ms : -1;
+		ktime_cond_wait_until(&q->cv, &q->mu, deadline);
+	}
+	struct node *n = q->head;
+	q->head = n->next;
+	if (!q->head)
+		q->tail = NULL;
+	q->len--;
+	set_add(&q->processing, n->key);
+	set_del(&q->dirty, n->key);
+	if (q->head)
+		pthread_cond_signal(&q->cv); /* promote_due may have queued several */
+	pthread_mutex_unlock(&q->mu);
+	char *key = n->key;
+	free(n);
+	return key;
+}
+
+void workqueue_done(struct workqueue *q, const char *key)
+{
+	pthread_mutex_lock(&q->mu);
+	set_del(&q->processing, key);
+	if (set_has(q->dirty, key))
+		push_locked(q, key);
+	pthread_mutex_unlock(&q->mu);
+}
+
+void workqueue_shutdown(struct workqueue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->shutting_down = 1;
+	drop_delayed(q);
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+}
+
+size_t workqueue_len(struct workqueue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	if (!q->shutting_down)
+		promote_due(q, ktime_mono_ms());
+	size_t n = q->len;
+	pthread_mutex_unlock(&q->mu);
+	return n;
+}

@@ -1,0 +1,45 @@
+/* A rate-limited work queue of string keys with controller-runtime semantics:
+ * a key is never handed to two workers at once, a key queued many times before
+ * it is processed is processed once, a key added while it is being processed
+ * is queued again when its worker calls workqueue_done, delayed adds, and
+ * per-key exponential backoff combined with an overall token bucket.
+ * Thread-safe; getters block. */
+#ifndef SBX_KUBE_WORKQUEUE_H
+#define SBX_KUBE_WORKQUEUE_H
+
+#include <stddef.h>
+
+struct workqueue;
+
+/* Returns a new queue (caller frees with workqueue_free). */
+struct workqueue *workqueue_new(void);
+/* Frees the queue; no thread may be inside a call on it. */
+void workqueue_free(struct workqueue *q);
+/* Queues key (copied) unless it is already waiting; after shutdown, ignored. */
+void workqueue_add(struct workqueue *q, const char *key);
+/* Queues key after delay_ms (at once when <= 0). A key already waiting for a
+ * later time is moved earlier; an earlier one is kept. */
+void workqueue_add_after(struct workqueue *q, const char *key, long delay_ms);
+/* Queues key after its rate-limited delay: max(5 ms * 2^failures capped at
+ * 1000 s, the overall 10 qps / burst 100 bucket), and counts a failure. */
+void workqueue_add_rate_limited(struct workqueue *q, const char *key);
+/* Computes and records the delay workqueue_add_rate_limited would use (the
+ * failure count is incremented), in milliseconds. */
+long workqueue_next_backoff_ms(struct workqueue *q, const char *key);
+/* Resets the key's backoff (call after a successful reconcile). */
+void workqueue_forget(struct workqueue *q, const char *key);
+/* Number of rate-limited requeues of key since the last forget. */
+int workqueue_num_requeues(struct workqueue *q, const char *key);
+/* Blocks until a key is ready and returns it (caller frees, then calls
+ * workqueue_done with it); returns NULL once shut down and drained. */
+char *workqueue_get(struct workqueue *q);
+/* Marks key processed; if it was added meanwhile, it is queued again. */
+void workqueue_done(struct workqueue *q, const char *key);
+/* Wakes all getters; delayed items are dropped; keys already queued are still
+ * handed out, after which workqueue_get returns NULL. */
+void workqueue_shutdown(struct workqueue *q);
+/* Number of keys ready to be handed out (due delayed keys included; keys
+ * still waiting or being processed are not). */
+size_t workqueue_len(struct workqueue *q);
+
+#endif

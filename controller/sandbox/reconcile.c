@@ -1,0 +1,828 @@
+#define _GNU_SOURCE
+#include "sandbox/reconcile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <uthash.h>
+
+#include "base/fault.h"
+#include "base/xmalloc.h"
+#include "obs/log.h"
+#include "sandbox/podbuild.h"
+#include "sandbox/scope.h"
+#include "sandbox/seal.h"
+#include "sandbox/spec.h"
+#include "sandbox/status.h"
+#include "sandbox/verify.h"
+
+#define SBX_API "sandbox.dev/v1alpha1"
+#define LABEL_DIGEST "sandbox.dev/scope-digest"
+#define ANN_CLAIMED_AT "sandbox.dev/claimed-at"
+/* A bound to the -<n> names tried in one reconcile; far beyond any real
+ * key reuse, it only stops a pathological namespace from spinning. */
+#define MAX_GENERATIONS 10000
+#define REQUEUE_BUSY_MS 25
+#define REQUEUE_WAIT_MS 1000
+#define REQUEUE_FOREIGN_MS 30000
+
+/* ---- in-flight claims, keyed by the scope digest, never by the raw key ---- */
+
+struct inflight_entry {
+	char digest[33];
+	UT_hash_handle hh;
+};
+
+struct sbx_inflight {
+	pthread_mutex_t lock;
+	struct inflight_entry *set;
+};
+
+static struct sbx_inflight *inflight_new(void)
+{
+	struct sbx_inflight *f = xcalloc(1, sizeof *f);
+	pthread_mutex_init(&f->lock, NULL);
+	return f;
+}
+
+static void inflight_free(struct sbx_inflight *f)
+{
+	if (!f)
+		return;
+	struct inflight_entry *e, *tmp;
+	HASH_ITER(hh, f->set, e, tmp)
+	{
+		HASH_DEL(f->set, e);
+		free(e);
+	}
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+/* Returns 1 when this worker now owns the digest, 0 when another has it. */
+static int inflight_acquire(struct sbx_inflight *f, const char *digest)
+{
+	struct inflight_entry *e;
+	int got = 0;
+	pthread_mutex_lock(&f->lock);
+	HASH_FIND_STR(f->set, digest, e);
+	if (!e) {
+		e = xcalloc(1, sizeof *e);
+		snprintf(e->digest, sizeof e->digest, "%s", digest);
+		HASH_ADD_STR(f->set, digest, e);
+		got = 1;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return got;
+}
+
+static void inflight_release(struct sbx_inflight *f, const char *digest)
+{
+	struct inflight_entry *e;
+	pthread_mutex_lock(&f->lock);
+	HASH_FIND_STR(f->set, digest, e);
+	if (e) {
+		HASH_DEL(f->set, e);
+		free(e);
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* ---- small JSON accessors ---- */
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const cJSON *jobj(const cJSON *o, const char *k)
+{
+	return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+static const char *meta_str(const cJSON *obj, const char *k)
+{
+	return jstr(jobj(obj, "metadata"), k);
+}
+
+static const char *annotation(const cJSON *obj, const char *k)
+{
+	return jstr(jobj(jobj(obj, "metadata"), "annotations"), k);
+}
+
+static long long now_s(void)
+{
+	return (long long)time(NULL);
+}
+
+/* ---- trimming for the caches ---- */
+
+static void copy_fields(cJSON *dst, const cJSON *src, const char *const *names)
+{
+	for (; *names; names++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(src, *names);
+		if (v)
+			cJSON_AddItemToObject(dst, *names, cJSON_Duplicate(v, 1));
+	}
+}
+
+cJSON *sbx_trim_sandbox(const cJSON *obj)
+{
+	static const char *const meta[] = { "name", "namespace", "uid", "generation", "resourceVersion",
+					    "creationTimestamp", "deletionTimestamp", NULL };
+	static const char *const top[] = { "spec", "status", NULL };
+	cJSON *t = cJSON_CreateObject();
+	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
+	copy_fields(m, jobj(obj, "metadata"), meta);
+	copy_fields(t, obj, top);
+	return t;
+}
+
+cJSON *sbx_trim_pod(const cJSON *obj)
+{
+	static const char *const meta[] = { "name",	   "namespace",		"uid",
+					    "resourceVersion", "labels",		"annotations",
+					    "ownerReferences", "deletionTimestamp", "creationTimestamp",
+					    NULL };
+	cJSON *t = cJSON_CreateObject();
+	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
+	copy_fields(m, jobj(obj, "metadata"), meta);
+	const cJSON *st = jobj(obj, "status");
+	cJSON *s = cJSON_AddObjectToObject(t, "status");
+	const char *phase = jstr(st, "phase");
+	if (phase)
+		cJSON_AddStringToObject(s, "phase", phase);
+	const cJSON *cond;
+	cJSON *conds = cJSON_AddArrayToObject(s, "conditions");
+	cJSON_ArrayForEach(cond, jobj(st, "conditions"))
+	{
+		const char *ty = jstr(cond, "type"), *cs = jstr(cond, "status");
+		if (ty && cs && !strcmp(ty, "Ready")) {
+			cJSON *c = cJSON_CreateObject();
+			cJSON_AddStringToObject(c, "type", ty);
+			cJSON_AddStringToObject(c, "status", cs);
+			cJSON_AddItemToArray(conds, c);
+		}
+	}
+	return t;
+}
+
+/* ---- one reconcile ---- */
+
+/* Everything one reconcile needs about its Sandbox, borrowed from `obj`. */
+struct sbx_view {
+	const cJSON *obj;
+	const char *ns, *name, *uid;
+	long long generation, created;
+	const cJSON *spec, *status;
+	const char *owner; /* NULL when spec.workspaceOwner is absent */
+	struct sbx_scope scope;
+};
+
+static void path_sandbox_status(char *out, size_t n, const struct sbx_view *v)
+{
+	snprintf(out, n, "/apis/" SBX_API "/namespaces/%s/sandboxes/%s/status", v->ns, v->name);
+}
+
+static void path_pod(char *out, size_t n, const char *ns, const char *name)
+{
+	snprintf(out, n, "/api/v1/namespaces/%s/pods/%s", ns, name);
+}
+
+static void record(struct sbx_controller *c, const struct sbx_view *v, const char *type, const char *reason,
+		   const char *msg)
+{
+	if (c->events)
+		event_record(c->events, SBX_API, "Sandbox", v->ns, v->name, v->uid, type, reason, msg);
+}
+
+/* Writes the status when it differs from the cached one. Returns 1 when written,
+ * 0 when unchanged, -1 on error (the caller retries). */
+static int write_status(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in)
+{
+	char now[32], path[512];
+	sbx_rfc3339(now_s(), now, sizeof now);
+	cJSON *st = sbx_status_build(in, v->status, now);
+	if (v->status && sbx_status_same(st, v->status)) {
+		cJSON_Delete(st);
+		return 0;
+	}
+	cJSON *patch = cJSON_CreateObject();
+	cJSON_AddItemToObject(patch, "status", st);
+	char *body = cJSON_PrintUnformatted(patch);
+	cJSON_Delete(patch);
+	path_sandbox_status(path, sizeof path, v);
+	struct kube_error err;
+	fault_point("before-status-write");
+	enum kube_err e = kube_request(c->kc, "PATCH", path, NULL, body, "application/merge-patch+json", NULL, &err);
+	free(body);
+	if (e == KUBE_ERR_NOT_FOUND)
+		return 0; /* the Sandbox is gone; nothing to report to */
+	if (e != KUBE_OK) {
+		log_kv(LOG_WARN, "status write failed", "sandbox", v->name, "namespace", v->ns, "error",
+		       err.message, (const char *)NULL);
+		return -1;
+	}
+	atomic_fetch_add(&c->stats.status_writes, 1);
+	fault_point("after-status-write");
+	return 1;
+}
+
+static const char *old_bound_reason(const struct sbx_view *v)
+{
+	return jstr(sbx_status_condition(v->status, "Bound"), "reason");
+}
+
+/* Reports a Sandbox that gets no pod: Rejected (terminal) or Pending (will retry). */
+static int report_unbound(struct sbx_controller *c, const struct sbx_view *v, const char *phase,
+			  const char *reason, const char *msg, const char *event_reason)
+{
+	const char *old = old_bound_reason(v);
+	int changed = !old || strcmp(old, reason);
+	struct sbx_status_in in = {
+		.phase = phase,
+		.scope_digest = v->scope.digest[0] ? v->scope.digest : NULL,
+		.fingerprint = v->scope.fingerprint[0] ? v->scope.fingerprint : NULL,
+		.generation = v->generation,
+		.bound = 0,
+		.bound_reason = reason,
+		.bound_message = msg,
+		.ready = 0,
+		.ready_reason = "NotBound",
+		.ready_message = "the Sandbox is not bound to a pod",
+	};
+	int w = write_status(c, v, &in);
+	if (w < 0)
+		return -1;
+	if (changed && event_reason)
+		record(c, v, "Warning", event_reason, msg);
+	return 0;
+}
+
+/* Fills phase and Ready from the bound pod (NULL pod = missing). */
+static void pod_readiness(const cJSON *pod, struct sbx_status_in *in)
+{
+	if (!pod) {
+		in->phase = "Failed";
+		in->ready = 0;
+		in->ready_reason = "PodMissing";
+		in->ready_message = "the bound pod no longer exists; create a new Sandbox for a new sandbox";
+		return;
+	}
+	const char *phase = jstr(jobj(pod, "status"), "phase");
+	int ready = 0;
+	const cJSON *cond;
+	cJSON_ArrayForEach(cond, jobj(jobj(pod, "status"), "conditions"))
+	{
+		const char *ty = jstr(cond, "type"), *cs = jstr(cond, "status");
+		if (ty && cs && !strcmp(ty, "Ready") && !strcmp(cs, "True"))
+			ready = 1;
+	}
+	in->ready = 0;
+	if (phase && !strcmp(phase, "Running")) {
+		in->phase = "Running";
+		in->ready = ready;
+		in->ready_reason = ready ? "PodReady" : "PodPending";
+		in->ready_message = ready ? "the pod is running and ready" : "the pod is running but not ready";
+	} else if (phase && !strcmp(phase, "Succeeded")) {
+		in->phase = "Succeeded";
+		in->ready_reason = "PodSucceeded";
+		in->ready_message = "the pod has completed";
+	} else if (phase && !strcmp(phase, "Failed")) {
+		in->phase = "Failed";
+		in->ready_reason = "PodFailed";
+		in->ready_message = "the pod has failed";
+	} else {
+		in->phase = "Pending";
+		in->ready_reason = "PodPending";
+		in->ready_message = "the pod is not running yet";
+	}
+}
+
+static int owned_by(const cJSON *pod, const char *uid, int *is_controller)
+{
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
+	{
+		const char *u = jstr(ref, "uid");
+		if (u && !strcmp(u, uid)) {
+			if (is_controller)
+				*is_controller = cJSON_IsTrue(jobj(ref, "controller"));
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static const char *controller_owner_name(const cJSON *pod)
+{
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
+	{
+		if (cJSON_IsTrue(jobj(ref, "controller")))
+			return jstr(ref, "name");
+	}
+	return NULL;
+}
+
+/* Writes the bound status for pod and, on the first binding, the event. */
+static int report_bound(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int created)
+{
+	const char *claimed = annotation(pod, ANN_CLAIMED_AT);
+	long long t = 0;
+	char expires[32] = "";
+	if (claimed && sbx_parse_rfc3339(claimed, &t) == 0)
+		sbx_rfc3339(t + c->cfg->key_lifetime_s, expires, sizeof expires);
+	const char *pod_name = meta_str(pod, "name");
+	char msg[256];
+	snprintf(msg, sizeof msg, "%s pod %s", created ? "created" : "adopted", pod_name);
+	struct sbx_status_in in = {
+		.pod_name = pod_name,
+		.pod_uid = meta_str(pod, "uid"),
+		.scope_digest = v->scope.digest,
+		.fingerprint = v->scope.fingerprint,
+		.binding = created ? "Created" : "Adopted",
+		.claimed_at = claimed,
+		.key_expires_at = expires[0] ? expires : NULL,
+		.generation = v->generation,
+		.bound = 1,
+		.bound_reason = created ? "PodCreated" : "PodAdopted",
+		.bound_message = msg,
+	};
+	pod_readiness(pod, &in);
+	const char *old = old_bound_reason(v);
+	int first = !old || strcmp(old, in.bound_reason);
+	if (write_status(c, v, &in) < 0)
+		return -1;
+	if (first) {
+		atomic_fetch_add(created ? &c->stats.pods_created : &c->stats.pods_adopted, 1);
+		record(c, v, "Normal", created ? "PodCreated" : "PodAdopted", msg);
+		log_kv(LOG_INFO, created ? "pod created" : "pod adopted", "sandbox", v->name, "namespace", v->ns,
+		       "pod", pod_name, "scopeDigest", v->scope.digest, (const char *)NULL);
+	}
+	return 0;
+}
+
+/* A bound Sandbox only follows its pod; it is never re-bound or re-created. */
+static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
+{
+	const char *pod_name = jstr(v->status, "podName");
+	const char *pod_uid = jstr(v->status, "podUID");
+	cJSON *pod = informer_get(c->pods, v->ns, pod_name);
+	if (!pod) {
+		/* The cache may lag behind our own create: ask the API before saying "missing". */
+		char path[512];
+		struct kube_error err;
+		path_pod(path, sizeof path, v->ns, pod_name);
+		enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &pod, &err);
+		if (e != KUBE_OK && e != KUBE_ERR_NOT_FOUND)
+			return -1;
+	}
+	if (pod && (!meta_str(pod, "uid") || strcmp(meta_str(pod, "uid"), pod_uid))) {
+		cJSON_Delete(pod); /* same name, another pod: ours is gone */
+		pod = NULL;
+	}
+	const char *binding = jstr(v->status, "binding");
+	int created = binding && !strcmp(binding, "Created");
+	char msg[256];
+	snprintf(msg, sizeof msg, "%s pod %s", created ? "created" : "adopted", pod_name);
+	struct sbx_status_in in = {
+		.pod_name = pod_name,
+		.pod_uid = pod_uid,
+		.scope_digest = v->scope.digest,
+		.fingerprint = v->scope.fingerprint,
+		.binding = binding,
+		.claimed_at = jstr(v->status, "claimedAt"),
+		.key_expires_at = jstr(v->status, "keyExpiresAt"),
+		.generation = v->generation,
+		.bound = 1,
+		.bound_reason = created ? "PodCreated" : "PodAdopted",
+		.bound_message = msg,
+	};
+	pod_readiness(pod, &in);
+	int r = write_status(c, v, &in);
+	cJSON_Delete(pod);
+	return r < 0 ? -1 : 0;
+}
+
+/* Adds v as a non-controller owner of pod, guarded by the pod's uid and
+ * resourceVersion so the pod we verified is the pod we adopt. */
+static enum kube_err add_owner(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod,
+			       struct kube_error *err)
+{
+	cJSON *patch = cJSON_CreateObject();
+	cJSON *m = cJSON_AddObjectToObject(patch, "metadata");
+	cJSON_AddStringToObject(m, "uid", meta_str(pod, "uid"));
+	cJSON_AddStringToObject(m, "resourceVersion", meta_str(pod, "resourceVersion"));
+	cJSON *refs = cJSON_AddArrayToObject(m, "ownerReferences");
+	cJSON *ref = cJSON_CreateObject();
+	cJSON_AddStringToObject(ref, "apiVersion", SBX_API);
+	cJSON_AddStringToObject(ref, "kind", "Sandbox");
+	cJSON_AddStringToObject(ref, "name", v->name);
+	cJSON_AddStringToObject(ref, "uid", v->uid);
+	cJSON_AddFalseToObject(ref, "controller");
+	cJSON_AddTrueToObject(ref, "blockOwnerDeletion");
+	cJSON_AddItemToArray(refs, ref);
+	char *body = cJSON_PrintUnformatted(patch);
+	cJSON_Delete(patch);
+	char path[512];
+	path_pod(path, sizeof path, v->ns, meta_str(pod, "name"));
+	enum kube_err e =
+		kube_request(c->kc, "PATCH", path, NULL, body, "application/strategic-merge-patch+json", NULL, err);
+	free(body);
+	return e;
+}
+
+enum examine { EX_DONE, EX_NEXT_GENERATION, EX_RETRY, EX_RETRY_SOON };
+
+/* Decides what a pod found under a claim name means for v. The pod was read
+ * live from the API. Never adopts anything that fails verification. */
+static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int *delay)
+{
+	struct sbx_verify_expect ex = {
+		.ns = v->ns,
+		.owner = v->owner,
+		.scope = &v->scope,
+		.seal_key = c->seal_key,
+		.seal_keylen = c->seal_keylen,
+		.check_fingerprint = 0,
+	};
+	enum sbx_verify vr = sbx_pod_verify(pod, &ex);
+	const char *pod_name = meta_str(pod, "name");
+	if (vr == SBX_VERIFY_TERMINATING) {
+		*delay = REQUEUE_WAIT_MS;
+		char msg[256];
+		snprintf(msg, sizeof msg, "pod %s is terminating; waiting for its name to be free", pod_name);
+		return report_unbound(c, v, "Pending", "Waiting", msg, NULL) < 0 ? EX_RETRY : EX_DONE;
+	}
+	if (vr != SBX_VERIFY_OK) {
+		atomic_fetch_add(&c->stats.foreign_pods, 1);
+		char msg[384];
+		snprintf(msg, sizeof msg,
+			 "pod %s exists but was not created by sandbox-controller for this scope (%s); it is not adopted",
+			 pod_name ? pod_name : "?", sbx_verify_str(vr));
+		log_kv(LOG_WARN, "foreign pod rejected", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
+		       "reason", sbx_verify_str(vr), (const char *)NULL);
+		*delay = REQUEUE_FOREIGN_MS;
+		return report_unbound(c, v, "Pending", "ForeignPodConflict", msg, "ForeignPodRejected") < 0
+			       ? EX_RETRY
+			       : EX_DONE;
+	}
+	int is_controller = 0;
+	int ours = owned_by(pod, v->uid, &is_controller);
+	if (!ours) {
+		long long claimed = 0;
+		if (sbx_parse_rfc3339(annotation(pod, ANN_CLAIMED_AT), &claimed) < 0)
+			return EX_RETRY; /* the seal covered it, so this cannot happen */
+		if (claimed + c->cfg->key_lifetime_s <= v->created)
+			return EX_NEXT_GENERATION; /* the key had expired when this Sandbox was made */
+		const char *fp = annotation(pod, "sandbox.dev/spec-fingerprint");
+		if (!fp || strcmp(fp, v->scope.fingerprint)) {
+			atomic_fetch_add(&c->stats.key_conflicts, 1);
+			const char *holder = controller_owner_name(pod);
+			char msg[512];
+			snprintf(msg, sizeof msg,
+				 "idempotency key is held by Sandbox %s (pod %s) with a different spec; "
+				 "use another key or the same spec",
+				 holder ? holder : "(deleted)", pod_name);
+			*delay = 0;
+			return report_unbound(c, v, "Rejected", "IdempotencyKeyConflict", msg,
+					      "IdempotencyKeyConflict") < 0
+				       ? EX_RETRY
+				       : EX_DONE;
+		}
+		struct kube_error err;
+		enum kube_err e = add_owner(c, v, pod, &err);
+		if (e == KUBE_ERR_NOT_FOUND || e == KUBE_ERR_CONFLICT)
+			return EX_RETRY_SOON; /* the pod changed under us: look again */
+		if (e != KUBE_OK) {
+			log_kv(LOG_WARN, "adopting pod failed", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
+			       "error", err.message, (const char *)NULL);
+			return EX_RETRY;
+		}
+		fault_point("after-adopt");
+	}
+	*delay = 0;
+	return report_bound(c, v, pod, ours && is_controller) < 0 ? EX_RETRY : EX_DONE;
+}
+
+/* Creates the pod for generation name, or tells what stands in the way. */
+static enum kube_err create_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name,
+				cJSON **out, struct kube_error *err)
+{
+	char claimed[32], seal[65], path[512];
+	sbx_rfc3339(now_s(), claimed, sizeof claimed);
+	if (sbx_seal_compute(c->seal_key, c->seal_keylen, v->ns, pod_name, v->scope.digest, v->owner,
+			     v->scope.fingerprint, claimed, seal) < 0) {
+		snprintf(err->message, sizeof err->message, "cannot compute the pod seal");
+		err->code = KUBE_ERR_OTHER;
+		return KUBE_ERR_OTHER;
+	}
+	struct sbx_pod_params p = {
+		.ns = v->ns,
+		.pod_name = pod_name,
+		.sandbox_name = v->name,
+		.sandbox_uid = v->uid,
+		.spec = v->spec,
+		.scope = &v->scope,
+		.claimed_at = claimed,
+		.seal = seal,
+		.cfg = c->cfg,
+	};
+	cJSON *pod = sbx_pod_build(&p);
+	char *body = cJSON_PrintUnformatted(pod);
+	cJSON_Delete(pod);
+	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", v->ns);
+	fault_point("before-pod-create");
+	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, out, err);
+	free(body);
+	fault_point("after-pod-create");
+	return e;
+}
+
+static int claim(struct sbx_controller *c, const struct sbx_view *v)
+{
+	for (unsigned n = 0; n < MAX_GENERATIONS; n++) {
+		char pod_name[80], path[512];
+		sbx_pod_name(&v->scope, n, pod_name, sizeof pod_name);
+		cJSON *pod = NULL;
+		struct kube_error err;
+		enum kube_err e;
+
+		/* The cache may prove a generation expired without any API call. */
+		cJSON *cached = informer_get(c->pods, v->ns, pod_name);
+		if (cached) {
+			struct sbx_verify_expect ex = { v->ns, v->owner, &v->scope, c->seal_key, c->seal_keylen, 0 };
+			long long claimed = 0;
+			int expired = sbx_pod_verify(cached, &ex) == SBX_VERIFY_OK && !owned_by(cached, v->uid, NULL) &&
+				      sbx_parse_rfc3339(annotation(cached, ANN_CLAIMED_AT), &claimed) == 0 &&
+				      claimed + c->cfg->key_lifetime_s <= v->created;
+			cJSON_Delete(cached);
+			if (expired)
+				continue;
+			e = KUBE_ERR_ALREADY_EXISTS; /* known to exist: verify it live */
+		} else {
+			e = create_pod(c, v, pod_name, &pod, &err);
+			if (e == KUBE_OK) {
+				int delay = 0;
+				enum examine r = examine_pod(c, v, pod, &delay);
+				cJSON_Delete(pod);
+				return r == EX_DONE ? delay : -1;
+			}
+		}
+		if (e == KUBE_ERR_INVALID || e == KUBE_ERR_BAD_REQUEST) {
+			char msg[600];
+			snprintf(msg, sizeof msg, "the pod for this Sandbox was refused by the API: %s", err.message);
+			return report_unbound(c, v, "Rejected", "InvalidSpec", msg, "InvalidSpec") < 0 ? -1 : 0;
+		}
+		if (e != KUBE_ERR_ALREADY_EXISTS && e != KUBE_ERR_TRANSPORT && e != KUBE_ERR_SERVER &&
+		    e != KUBE_ERR_DECODE && e != KUBE_ERR_TOO_MANY_REQUESTS) {
+			log_kv(LOG_WARN, "creating pod failed", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
+			       "error", err.message, (const char *)NULL);
+			return -1;
+		}
+		/* AlreadyExists, or the outcome is unknown (lost response): GET and verify. */
+		path_pod(path, sizeof path, v->ns, pod_name);
+		e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &pod, &err);
+		if (e == KUBE_ERR_NOT_FOUND)
+			return REQUEUE_BUSY_MS; /* nothing there (yet, or any more): claim again */
+		if (e != KUBE_OK)
+			return -1; /* never adopt on a guess */
+		int delay = 0;
+		enum examine r = examine_pod(c, v, pod, &delay);
+		cJSON_Delete(pod);
+		switch (r) {
+		case EX_DONE:
+			return delay;
+		case EX_NEXT_GENERATION:
+			continue;
+		case EX_RETRY_SOON:
+			return REQUEUE_BUSY_MS;
+		case EX_RETRY:
+			return -1;
+		}
+	}
+	log_kv(LOG_ERROR, "too many expired generations for one key", "sandbox", v->name, "namespace", v->ns,
+	       (const char *)NULL);
+	return -1;
+}
+
+static int view_init(struct sbx_view *v, const cJSON *obj)
+{
+	memset(v, 0, sizeof *v);
+	v->obj = obj;
+	const cJSON *m = jobj(obj, "metadata");
+	v->ns = jstr(m, "namespace");
+	v->name = jstr(m, "name");
+	v->uid = jstr(m, "uid");
+	const cJSON *g = jobj(m, "generation");
+	v->generation = cJSON_IsNumber(g) ? (long long)g->valuedouble : 0;
+	if (!v->ns || !v->name || !v->uid || sbx_parse_rfc3339(jstr(m, "creationTimestamp"), &v->created) < 0)
+		return -1;
+	v->spec = jobj(obj, "spec");
+	v->status = jobj(obj, "status");
+	v->owner = jstr(v->spec, "workspaceOwner");
+	return 0;
+}
+
+static int terminal_rejection(const struct sbx_view *v)
+{
+	const char *phase = jstr(v->status, "phase");
+	const cJSON *og = jobj(v->status, "observedGeneration");
+	const char *reason = old_bound_reason(v);
+	return phase && !strcmp(phase, "Rejected") && cJSON_IsNumber(og) &&
+	       (long long)og->valuedouble == v->generation && reason &&
+	       (!strcmp(reason, "IdempotencyKeyConflict") || !strcmp(reason, "InvalidSpec"));
+}
+
+int sbx_reconcile(struct sbx_controller *c, const char *key)
+{
+	const char *slash = strchr(key, '/');
+	if (!slash)
+		return 0;
+	char *ns = xstrndup(key, (size_t)(slash - key));
+	cJSON *obj = informer_get(c->sandboxes, ns, slash + 1);
+	free(ns);
+	if (!obj)
+		return 0; /* deleted: the garbage collector takes its pod */
+	atomic_fetch_add(&c->stats.reconciles, 1);
+	struct sbx_view v;
+	int r = 0;
+	if (view_init(&v, obj) < 0 || meta_str(obj, "deletionTimestamp"))
+		goto out;
+	char msg[512];
+	if (!cJSON_IsObject(v.spec) || sbx_spec_validate(v.spec, msg, sizeof msg) < 0) {
+		if (!cJSON_IsObject(v.spec))
+			snprintf(msg, sizeof msg, "spec is missing");
+		r = report_unbound(c, &v, "Rejected", "InvalidSpec", msg, "InvalidSpec");
+		goto out;
+	}
+	if (sbx_scope_compute(v.ns, v.uid, v.spec, &v.scope, msg, sizeof msg) < 0) {
+		r = report_unbound(c, &v, "Rejected", "InvalidSpec", msg, "InvalidSpec");
+		goto out;
+	}
+	const char *bound_digest = jstr(v.status, "scopeDigest");
+	if (jstr(v.status, "podName") && jstr(v.status, "podUID") && jstr(v.status, "binding") && bound_digest &&
+	    !strcmp(bound_digest, v.scope.digest)) {
+		r = follow_bound(c, &v);
+		goto out;
+	}
+	if (terminal_rejection(&v))
+		goto out;
+	if (!inflight_acquire(c->inflight, v.scope.digest)) {
+		r = REQUEUE_BUSY_MS;
+		goto out;
+	}
+	r = claim(c, &v);
+	inflight_release(c->inflight, v.scope.digest);
+out:
+	if (r < 0)
+		atomic_fetch_add(&c->stats.errors, 1);
+	cJSON_Delete(obj);
+	return r;
+}
+
+/* ---- wiring: informers, queue, workers ---- */
+
+static void enqueue_sandbox(void *ctx, const cJSON *obj)
+{
+	struct sbx_controller *c = ctx;
+	const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
+	if (!ns || !name)
+		return;
+	char key[600];
+	snprintf(key, sizeof key, "%s/%s", ns, name);
+	workqueue_add(c->queue, key);
+}
+
+static void on_sandbox_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	(void)old_obj;
+	enqueue_sandbox(ctx, new_obj);
+}
+
+static void on_sandbox_delete(void *ctx, const cJSON *obj)
+{
+	(void)ctx;
+	(void)obj; /* the garbage collector removes the pod once its last owner is gone */
+}
+
+/* A pod changed: look again at every Sandbox that owns it. */
+static void enqueue_pod_owners(void *ctx, const cJSON *pod)
+{
+	struct sbx_controller *c = ctx;
+	const char *ns = meta_str(pod, "namespace");
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
+	{
+		const char *kind = jstr(ref, "kind"), *api = jstr(ref, "apiVersion"), *name = jstr(ref, "name");
+		if (!ns || !kind || !api || !name || strcmp(kind, "Sandbox") || strncmp(api, "sandbox.dev/", 12))
+			continue;
+		char key[600];
+		snprintf(key, sizeof key, "%s/%s", ns, name);
+		workqueue_add(c->queue, key);
+	}
+}
+
+static void on_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	(void)old_obj;
+	enqueue_pod_owners(ctx, new_obj);
+}
+
+static void *worker_main(void *arg)
+{
+	struct sbx_controller *c = arg;
+	char *key;
+	while ((key = workqueue_get(c->queue))) {
+		int r = sbx_reconcile(c, key);
+		if (r == 0) {
+			workqueue_forget(c->queue, key);
+		} else if (r > 0) {
+			workqueue_forget(c->queue, key);
+			workqueue_add_after(c->queue, key, r);
+		} else {
+			workqueue_add_rate_limited(c->queue, key);
+		}
+		workqueue_done(c->queue, key);
+		free(key);
+	}
+	return NULL;
+}
+
+void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const struct sbx_config *cfg,
+			 const unsigned char *seal_key, size_t seal_keylen, int workers)
+{
+	memset(c, 0, sizeof *c);
+	c->kc = kc;
+	c->cfg = cfg;
+	c->seal_key = seal_key;
+	c->seal_keylen = seal_keylen;
+	c->workers = workers > 0 ? workers : 4;
+}
+
+int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen)
+{
+	static const struct informer_handlers sh = { enqueue_sandbox, on_sandbox_update, on_sandbox_delete };
+	static const struct informer_handlers ph = { enqueue_pod_owners, on_pod_update, enqueue_pod_owners };
+	c->queue = workqueue_new();
+	c->inflight = inflight_new();
+	c->events = event_recorder_new(c->kc, "sandbox-controller");
+	c->sandboxes = informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, NULL, &sh, c);
+	/* The selector only narrows the watch; every pod is re-verified before use. */
+	c->pods = informer_new(c->kc, "/api/v1/pods", "app.kubernetes.io/managed-by=sandbox-controller", sbx_trim_pod,
+			       LABEL_DIGEST, &ph, c);
+	if (informer_start(c->pods) < 0 || informer_start(c->sandboxes) < 0) {
+		snprintf(err, errlen, "cannot start the informers");
+		return -1;
+	}
+	if (!informer_wait_synced(c->pods, timeout_ms) || !informer_wait_synced(c->sandboxes, timeout_ms)) {
+		snprintf(err, errlen, "caches did not sync within %ld ms (is the Sandbox CRD installed?)", timeout_ms);
+		return -1;
+	}
+	c->threads = xcalloc((size_t)c->workers, sizeof *c->threads);
+	for (int i = 0; i < c->workers; i++) {
+		if (pthread_create(&c->threads[i], NULL, worker_main, c) != 0) {
+			snprintf(err, errlen, "cannot start worker threads");
+			c->workers = i;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int sbx_controller_synced(struct sbx_controller *c)
+{
+	return c->sandboxes && c->pods && informer_wait_synced(c->sandboxes, 0) && informer_wait_synced(c->pods, 0);
+}
+
+void sbx_controller_release(struct sbx_controller *c)
+{
+	if (c->sandboxes)
+		informer_stop(c->sandboxes);
+	if (c->pods)
+		informer_stop(c->pods);
+	if (c->queue)
+		workqueue_shutdown(c->queue);
+	for (int i = 0; c->threads && i < c->workers; i++)
+		pthread_join(c->threads[i], NULL);
+	free(c->threads);
+	c->threads = NULL;
+	if (c->events)
+		event_recorder_free(c->events);
+	if (c->sandboxes)
+		informer_free(c->sandboxes);
+	if (c->pods)
+		informer_free(c->pods);
+	if (c->queue)
+		workqueue_free(c->queue);
+	inflight_free(c->inflight);
+	c->events = NULL;
+	c->sandboxes = c->pods = NULL;
+	c->queue = NULL;
+	c->inflight = NULL;
+}

@@ -1,0 +1,70 @@
+/* The reconcile loop: turns each Sandbox into exactly one Pod per scope and key.
+ *
+ * Correctness never depends on the cache or on leader election: the Pod's name
+ * is derived from the scope digest, so the create itself is the atomic claim,
+ * and AlreadyExists (or an unknown outcome) leads to a live GET and a full
+ * verification (sandbox/verify.h) before anything is adopted. The informer
+ * caches only drive the work queue and let the loop skip API calls it can
+ * prove unnecessary. */
+#ifndef SBX_SANDBOX_RECONCILE_H
+#define SBX_SANDBOX_RECONCILE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "kube/client.h"
+#include "kube/events.h"
+#include "kube/informer.h"
+#include "kube/workqueue.h"
+#include "sandbox/config.h"
+
+struct sbx_inflight; /* scope digests being claimed in this process */
+
+struct sbx_stats {
+	atomic_ulong reconciles;
+	atomic_ulong pods_created;
+	atomic_ulong pods_adopted;
+	atomic_ulong key_conflicts;
+	atomic_ulong foreign_pods;
+	atomic_ulong errors;
+	atomic_ulong status_writes;
+};
+
+struct sbx_controller {
+	struct kube_client *kc;          /* borrowed */
+	const struct sbx_config *cfg;    /* borrowed */
+	const unsigned char *seal_key;   /* borrowed */
+	size_t seal_keylen;
+	int workers;
+
+	struct informer *sandboxes;      /* owned from here on */
+	struct informer *pods;
+	struct workqueue *queue;
+	struct event_recorder *events;
+	struct sbx_inflight *inflight;
+	pthread_t *threads;
+	struct sbx_stats stats;
+};
+
+/* Fills c; kc, cfg and the seal key must outlive the controller. */
+void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const struct sbx_config *cfg,
+			 const unsigned char *seal_key, size_t seal_keylen, int workers);
+/* Starts the informers, waits for their first sync (up to timeout_ms) and
+ * starts the workers. Returns 0, or -1 with a message in err. */
+int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen);
+/* Stops the informers, drains the queue, joins the workers and frees what
+ * start created. Safe on a controller that never started. */
+void sbx_controller_release(struct sbx_controller *c);
+/* 1 once both caches have synced (for /readyz). */
+int sbx_controller_synced(struct sbx_controller *c);
+
+/* Reconciles one Sandbox "namespace/name". Returns 0 when done, a positive
+ * delay in ms to look again later, or -1 to retry with backoff. */
+int sbx_reconcile(struct sbx_controller *c, const char *key);
+
+/* Trimmers for the informer caches: keep only what the reconcile reads. */
+cJSON *sbx_trim_sandbox(const cJSON *obj);
+cJSON *sbx_trim_pod(const cJSON *obj);
+
+#endif

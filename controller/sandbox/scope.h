@@ -1,0 +1,40 @@
+/* The scope digest and spec fingerprint (contract section 3): the names under
+ * which the controller claims a pod for an idempotency key. Changing anything
+ * here orphans live pods, so scope-vectors.json pins the output. */
+#ifndef SBX_SANDBOX_SCOPE_H
+#define SBX_SANDBOX_SCOPE_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "base/buf.h"
+
+struct sbx_scope {
+	char digest[33];      /* 32 lowercase hex: first half of SHA-256(M) */
+	char fingerprint[65]; /* 64 lowercase hex: SHA-256(JCS(spec)) */
+};
+
+/* Computes the scope of a Sandbox from its namespace, metadata.uid and stored
+ * spec. The owner is present iff spec has a "workspaceOwner" string member,
+ * the key iff it has an "idempotencyKey" string member (uid is only used, and
+ * only required, when the key is absent). Returns 0, or -1 with a message in
+ * err (size errlen) when the spec cannot be canonicalized, an argument is
+ * missing, or workspaceOwner/idempotencyKey is present but not a string (never
+ * read as "absent"); on error out is zeroed. */
+int sbx_scope_compute(const char *ns, const char *uid, const cJSON *spec, struct sbx_scope *out,
+		      char *err, size_t errlen);
+
+/* Writes the pod name of a claim into out (outlen >= 64): generation 0 is
+ * "sbx-<digest>", n > 0 is "sbx-<digest>-<n>". */
+void sbx_pod_name(const struct sbx_scope *s, unsigned generation, char *out, size_t outlen);
+
+/* Appends lp(x) = uint32 big-endian byte length of x || bytes of x, the
+ * unambiguous encoding the digest and the seal are built from. Returns 0 or
+ * -1 (b's cap, or x longer than 4 GiB). */
+int sbx_lp_append(struct buf *b, const void *x, size_t len);
+
+/* Writes the lowercase hex of n bytes into out (size >= 2n + 1). */
+void sbx_hex(const unsigned char *p, size_t n, char *out);
+
+#endif

@@ -1,0 +1,208 @@
+#include "sandbox/spec.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sandbox/jcs.h"
+
+/* Longest user value quoted in a message, in bytes before escaping. */
+#define QUOTE_MAX 64
+
+/* Returns 1 iff c may appear in an owner; edge: first or last position. */
+static int owner_char(char c, int edge)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+		return 1;
+	return !edge && (c == '.' || c == '_' || c == '-');
+}
+
+int sbx_owner_valid(const char *owner)
+{
+	if (!owner)
+		return 0;
+	size_t n = strlen(owner);
+	if (n < 1 || n > SBX_OWNER_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!owner_char(owner[i], i == 0 || i == n - 1))
+			return 0;
+	return 1;
+}
+
+int sbx_key_valid(const char *key)
+{
+	if (!key)
+		return 0;
+	size_t n = strlen(key);
+	if (n < 1 || n > SBX_KEY_MAX)
+		return 0;
+	for (size_t i = 0; i < n;) {
+		uint32_t cp;
+		size_t used = jcs_utf8_next(key + i, n - i, &cp);
+		if (!used || cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
+			return 0;
+		i += used;
+	}
+	return 1;
+}
+
+/* Writes s into out as a double-quoted string of printable ASCII (other bytes
+ * as \xNN), cut after QUOTE_MAX bytes, so a hostile value cannot forge log
+ * lines or bloat a status message. */
+static void quote(const char *s, char *out, size_t outlen)
+{
+	size_t o = 0;
+	if (outlen < 8) {
+		if (outlen)
+			out[0] = '\0';
+		return;
+	}
+	out[o++] = '"';
+	size_t i;
+	for (i = 0; s[i] && i < QUOTE_MAX && o + 8 < outlen; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\')
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", c);
+	}
+	if (s[i] && o + 5 < outlen) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o++] = '"';
+	out[o] = '\0';
+}
+
+static int fail(char *msg, size_t msglen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Formats the message and returns -1, so checks read "return fail(...)". */
+static int fail(char *msg, size_t msglen, const char *fmt, ...)
+{
+	if (msglen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(msg, msglen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+/* Checks that field f, when present, is an array of strings. */
+static int check_string_array(const cJSON *spec, const char *f, char *msg, size_t msglen)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(spec, f);
+	if (!a)
+		return 0;
+	if (!cJSON_IsArray(a))
+		return fail(msg, msglen, "spec.%s must be an array of strings", f);
+	int i = 0;
+	for (const cJSON *c = a->child; c; c = c->next, i++)
+		if (!cJSON_IsString(c) || !c->valuestring)
+			return fail(msg, msglen, "spec.%s[%d] must be a string", f, i);
+	return 0;
+}
+
+/* Checks spec.env, when present: an array of {name, value?} objects. */
+static int check_env(const cJSON *spec, char *msg, size_t msglen)
+{
+	const cJSON *env = cJSON_GetObjectItemCaseSensitive(spec, "env");
+	if (!env)
+		return 0;
+	if (!cJSON_IsArray(env))
+		return fail(msg, msglen, "spec.env must be an array of {name, value}");
+	int i = 0;
+	for (const cJSON *e = env->child; e; e = e->next, i++) {
+		if (!cJSON_IsObject(e))
+			return fail(msg, msglen,
+				    "spec.env[%d] must be an object with name and value", i);
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+		if (!cJSON_IsString(name) || !name->valuestring || !name->valuestring[0])
+			return fail(msg, msglen, "spec.env[%d].name must be a non-empty string", i);
+		const cJSON *value = cJSON_GetObjectItemCaseSensitive(e, "value");
+		if (value && (!cJSON_IsString(value) || !value->valuestring))
+			return fail(msg, msglen, "spec.env[%d].value must be a string", i);
+	}
+	return 0;
+}
+
+/* Checks spec.resources, when present: an object whose limits and requests
+ * are objects (quantities are left to the apiserver). */
+static int check_resources(const cJSON *spec, char *msg, size_t msglen)
+{
+	const cJSON *r = cJSON_GetObjectItemCaseSensitive(spec, "resources");
+	if (!r)
+		return 0;
+	if (!cJSON_IsObject(r))
+		return fail(msg, msglen,
+			    "spec.resources must be an object (core/v1 ResourceRequirements)");
+	static const char *const parts[] = {"limits", "requests"};
+	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(r, parts[i]);
+		if (p && !cJSON_IsObject(p))
+			return fail(msg, msglen, "spec.resources.%s must be an object", parts[i]);
+	}
+	return 0;
+}
+
+int sbx_spec_validate(const cJSON *spec, char *msg, size_t msglen)
+{
+	char q[QUOTE_MAX * 4 + 8];
+	if (msglen)
+		msg[0] = '\0';
+	if (!cJSON_IsObject(spec))
+		return fail(msg, msglen, "spec must be an object");
+	const cJSON *image = cJSON_GetObjectItemCaseSensitive(spec, "image");
+	if (!image)
+		return fail(msg, msglen, "spec.image is required");
+	if (!cJSON_IsString(image) || !image->valuestring || !image->valuestring[0])
+		return fail(msg, msglen, "spec.image must be a non-empty string");
+	if (check_string_array(spec, "command", msg, msglen) < 0 ||
+	    check_string_array(spec, "args", msg, msglen) < 0 || check_env(spec, msg, msglen) < 0 ||
+	    check_resources(spec, msg, msglen) < 0)
+		return -1;
+	const cJSON *rc = cJSON_GetObjectItemCaseSensitive(spec, "runtimeClassName");
+	if (rc && (!cJSON_IsString(rc) || !rc->valuestring || !rc->valuestring[0]))
+		return fail(msg, msglen, "spec.runtimeClassName must be a non-empty string");
+	const cJSON *key = cJSON_GetObjectItemCaseSensitive(spec, "idempotencyKey");
+	if (key) {
+		if (!cJSON_IsString(key) || !key->valuestring)
+			return fail(msg, msglen, "spec.idempotencyKey must be a string");
+		if (!sbx_key_valid(key->valuestring)) {
+			quote(key->valuestring, q, sizeof q);
+			return fail(
+			    msg, msglen,
+			    "spec.idempotencyKey %s is invalid: must be 1..%d bytes of UTF-8 "
+			    "without control characters",
+			    q, SBX_KEY_MAX);
+		}
+	}
+	const cJSON *owner = cJSON_GetObjectItemCaseSensitive(spec, "workspaceOwner");
+	if (owner) {
+		if (!cJSON_IsString(owner) || !owner->valuestring)
+			return fail(msg, msglen, "spec.workspaceOwner must be a string");
+		if (!sbx_owner_valid(owner->valuestring)) {
+			quote(owner->valuestring, q, sizeof q);
+			return fail(msg, msglen,
+				    "spec.workspaceOwner %s is invalid: must match %s%s", q,
+				    SBX_OWNER_PATTERN,
+				    owner->valuestring[0] ? "" : " (omit the field for no owner)");
+		}
+	}
+	return 0;
+}
+
+const char *sbx_spec_owner(const cJSON *spec)
+{
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(spec, "workspaceOwner");
+	return cJSON_IsString(o) ? o->valuestring : NULL;
+}
+
+const char *sbx_spec_key(const cJSON *spec)
+{
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(spec, "idempotencyKey");
+	return cJSON_IsString(k) ? k->valuestring : NULL;
+}

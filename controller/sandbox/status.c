@@ -1,0 +1,168 @@
+#define _GNU_SOURCE
+#include "sandbox/status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const cJSON *sbx_status_condition(const cJSON *status, const char *type)
+{
+	const cJSON *conds = cJSON_GetObjectItemCaseSensitive(status, "conditions");
+	const cJSON *c;
+	cJSON_ArrayForEach(c, conds)
+	{
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "type");
+		if (cJSON_IsString(t) && !strcmp(t->valuestring, type))
+			return c;
+	}
+	return NULL;
+}
+
+static void add_str_or_null(cJSON *o, const char *k, const char *v)
+{
+	if (v)
+		cJSON_AddStringToObject(o, k, v);
+	else
+		cJSON_AddNullToObject(o, k);
+}
+
+static cJSON *condition(const cJSON *old_status, const char *type, int ok, const char *reason,
+			const char *message, long long gen, const char *now)
+{
+	const char *st = ok ? "True" : "False";
+	const char *ltt = now;
+	const cJSON *old = sbx_status_condition(old_status, type);
+	if (old) {
+		const cJSON *os = cJSON_GetObjectItemCaseSensitive(old, "status");
+		const cJSON *ot = cJSON_GetObjectItemCaseSensitive(old, "lastTransitionTime");
+		if (cJSON_IsString(os) && !strcmp(os->valuestring, st) && cJSON_IsString(ot))
+			ltt = ot->valuestring;
+	}
+	cJSON *c = cJSON_CreateObject();
+	cJSON_AddStringToObject(c, "type", type);
+	cJSON_AddStringToObject(c, "status", st);
+	cJSON_AddStringToObject(c, "reason", reason);
+	cJSON_AddStringToObject(c, "message", message ? message : "");
+	cJSON_AddStringToObject(c, "lastTransitionTime", ltt);
+	cJSON_AddNumberToObject(c, "observedGeneration", (double)gen);
+	return c;
+}
+
+cJSON *sbx_status_build(const struct sbx_status_in *in, const cJSON *old_status, const char *now)
+{
+	cJSON *s = cJSON_CreateObject();
+	add_str_or_null(s, "phase", in->phase);
+	add_str_or_null(s, "podName", in->pod_name);
+	add_str_or_null(s, "podUID", in->pod_uid);
+	add_str_or_null(s, "scopeDigest", in->scope_digest);
+	add_str_or_null(s, "specFingerprint", in->fingerprint);
+	add_str_or_null(s, "binding", in->binding);
+	add_str_or_null(s, "claimedAt", in->claimed_at);
+	add_str_or_null(s, "keyExpiresAt", in->key_expires_at);
+	cJSON_AddNumberToObject(s, "observedGeneration", (double)in->generation);
+	cJSON *conds = cJSON_AddArrayToObject(s, "conditions");
+	cJSON_AddItemToArray(conds, condition(old_status, "Bound", in->bound, in->bound_reason,
+					      in->bound_message, in->generation, now));
+	cJSON_AddItemToArray(conds, condition(old_status, "Ready", in->ready, in->ready_reason,
+					      in->ready_message, in->generation, now));
+	return s;
+}
+
+/* Compares a against b field by field, treating null and absent alike and
+ * skipping lastTransitionTime. */
+static int same_value(const cJSON *a, const cJSON *b);
+
+static int is_absent(const cJSON *v)
+{
+	return !v || cJSON_IsNull(v);
+}
+
+static int same_object(const cJSON *a, const cJSON *b)
+{
+	const cJSON *x;
+	cJSON_ArrayForEach(x, a)
+	{
+		if (!strcmp(x->string, "lastTransitionTime"))
+			continue;
+		if (!same_value(x, cJSON_GetObjectItemCaseSensitive(b, x->string)))
+			return 0;
+	}
+	cJSON_ArrayForEach(x, b)
+	{
+		if (!strcmp(x->string, "lastTransitionTime"))
+			continue;
+		if (is_absent(x))
+			continue;
+		if (!cJSON_GetObjectItemCaseSensitive(a, x->string))
+			return 0;
+	}
+	return 1;
+}
+
+static int same_value(const cJSON *a, const cJSON *b)
+{
+	if (is_absent(a) || is_absent(b))
+		return is_absent(a) && is_absent(b);
+	if (cJSON_IsObject(a) && cJSON_IsObject(b))
+		return same_object(a, b);
+	if (cJSON_IsArray(a) && cJSON_IsArray(b)) {
+		if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b))
+			return 0;
+		const cJSON *y = b->child;
+		const cJSON *x;
+		cJSON_ArrayForEach(x, a)
+		{
+			if (!same_value(x, y))
+				return 0;
+			y = y->next;
+		}
+		return 1;
+	}
+	return cJSON_Compare(a, b, 1);
+}
+
+int sbx_status_same(const cJSON *a, const cJSON *b)
+{
+	return same_value(a, b);
+}
+
+void sbx_rfc3339(long long t, char *out, size_t outlen)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+	gmtime_r(&tt, &tm);
+	strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int sbx_parse_rfc3339(const char *s, long long *t)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof tm);
+	if (!s)
+		return -1;
+	const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!p)
+		return -1;
+	if (*p == '.') {
+		p++;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	long off = 0;
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int hh, mm;
+		if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
+			return -1;
+		off = (hh * 3600L + mm * 60L) * (*p == '-' ? -1 : 1);
+		p += 6;
+	} else {
+		return -1;
+	}
+	if (*p)
+		return -1;
+	*t = (long long)timegm(&tm) - off;
+	return 0;
+}

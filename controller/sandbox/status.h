@@ -1,0 +1,47 @@
+/* The Sandbox status as a pure function of what the reconcile decided, so the
+ * condition bookkeeping (observedGeneration, lastTransitionTime kept while the
+ * status of a condition does not change) is testable without a cluster. */
+#ifndef SBX_SANDBOX_STATUS_H
+#define SBX_SANDBOX_STATUS_H
+
+#include <cjson/cJSON.h>
+
+/* What the reconcile decided. NULL strings are written as absent (null in the
+ * merge patch, so stale values are cleared). */
+struct sbx_status_in {
+	const char *phase;        /* Pending, Running, Succeeded, Failed, Rejected */
+	const char *pod_name;
+	const char *pod_uid;
+	const char *scope_digest;
+	const char *fingerprint;
+	const char *binding;      /* Created, Adopted or NULL */
+	const char *claimed_at;
+	const char *key_expires_at;
+	long long generation;
+	int bound;                /* Bound condition: 1 True, 0 False */
+	const char *bound_reason; /* PodCreated, PodAdopted, Waiting, IdempotencyKeyConflict, InvalidSpec, ForeignPodConflict */
+	const char *bound_message;
+	int ready;                /* Ready condition: 1 True, 0 False */
+	const char *ready_reason; /* PodReady, PodPending, PodSucceeded, PodFailed, PodMissing, NotBound */
+	const char *ready_message;
+};
+
+/* Builds the new status object (caller frees). old_status is the Sandbox's
+ * current .status (may be NULL): a condition whose status is unchanged keeps
+ * its lastTransitionTime; otherwise now (RFC 3339) is used. */
+cJSON *sbx_status_build(const struct sbx_status_in *in, const cJSON *old_status, const char *now);
+
+/* 1 when the two statuses say the same thing (lastTransitionTime ignored), so
+ * an unchanged reconcile writes nothing. */
+int sbx_status_same(const cJSON *a, const cJSON *b);
+
+/* Finds condition `type` in a status (borrowed pointer or NULL). */
+const cJSON *sbx_status_condition(const cJSON *status, const char *type);
+
+/* Formats t (UTC) as RFC 3339 with seconds precision into out (>= 21 bytes). */
+void sbx_rfc3339(long long t, char *out, size_t outlen);
+/* Parses an RFC 3339 timestamp ("2026-01-02T03:04:05Z" or with offset /
+ * fraction). Returns 0 and sets *t, or -1. */
+int sbx_parse_rfc3339(const char *s, long long *t);
+
+#endif

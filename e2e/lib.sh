@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Shared helpers for the end-to-end tests: a real local control plane
+# (hack/cluster.sh), the CRD, the controller binary, and small assertions.
+# Each test file sources this, defines test_* functions and calls e2e_main.
+set -uo pipefail
+
+E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${SBX_BUILD_DIR:-$E2E_ROOT/build}
+CONTROLLER_BIN=${SBX_CONTROLLER_BIN:-$BUILD_DIR/sandbox-controller}
+E2E_PASSED=0
+E2E_FAILED=0
+E2E_FAILURES=()
+CTL_PIDS=()
+
+say() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+
+# cluster_up: a fresh control plane for this file, torn down on exit.
+cluster_up() {
+  E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/sbx-e2e.XXXXXX")
+  trap e2e_cleanup EXIT
+  export KUBECONFIG
+  KUBECONFIG=$("$E2E_ROOT/hack/cluster.sh" up "$E2E_DIR") || { say "control plane failed to start"; exit 1; }
+  BIN=$(sed -n 's/^BIN=//p' "$E2E_DIR/state")
+  export PATH="$BIN:$PATH"
+  kubectl apply -f "$E2E_ROOT/crd/sandbox.dev_sandboxes.yaml" >/dev/null
+  kubectl wait --for=condition=Established crd/sandboxes.sandbox.dev --timeout=60s >/dev/null
+  head -c 48 /dev/urandom | base64 >"$E2E_DIR/seal.key"
+}
+
+e2e_cleanup() {
+  local p
+  for p in "${CTL_PIDS[@]:-}"; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null; done
+  "$E2E_ROOT/hack/cluster.sh" down "$E2E_DIR" >/dev/null 2>&1
+  if [ "$E2E_FAILED" -eq 0 ] && [ -z "${SBX_E2E_KEEP:-}" ]; then rm -rf "$E2E_DIR"; else say "logs kept in $E2E_DIR"; fi
+}
+
+# controller_start NAME [flags...]: runs a controller in the background; its
+# pid is in CTL_PID and its log in $E2E_DIR/NAME.log.
+controller_start() {
+  local name=$1; shift
+  "$CONTROLLER_BIN" --kubeconfig "$E2E_DIR/controller.kubeconfig" --seal-key-file "$E2E_DIR/seal.key" \
+    --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 "$@" \
+    >>"$E2E_DIR/$name.log" 2>&1 &
+  CTL_PID=$!
+  CTL_PIDS+=("$CTL_PID")
+}
+
+controller_stop() { # controller_stop PID
+  kill -TERM "$1" 2>/dev/null
+  local i
+  for i in $(seq 1 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$1" 2>/dev/null
+  return 1
+}
+
+# grant_controller_rbac: the controller runs as user sandbox-controller with
+# the ClusterRole from manifests/, as it would in a cluster.
+grant_controller_rbac() {
+  kubectl apply -f "$E2E_ROOT/manifests/rbac/role.yaml" >/dev/null
+  kubectl create clusterrolebinding sandbox-controller-e2e --clusterrole=sandbox-controller \
+    --user=sandbox-controller >/dev/null 2>&1 || true
+}
+
+# new_namespace NAME: a namespace with the owner-workspace PVC bound to a hostPath PV.
+new_namespace() {
+  local ns=$1
+  kubectl create namespace "$ns" >/dev/null
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: ws-$ns}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteMany]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  hostPath: {path: /srv/sandbox-workspaces/$ns}
+  claimRef: {namespace: $ns, name: sandbox-workspaces}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: sandbox-workspaces, namespace: $ns}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: ""
+  volumeName: ws-$ns
+  resources: {requests: {storage: 10Gi}}
+YAML
+}
+
+# sandbox NS NAME IMAGE [KEY] [OWNER]: kubectl apply of a Sandbox. KEY/OWNER
+# "-" means absent. Prints kubectl's output; returns its status.
+sandbox() {
+  local ns=$1 name=$2 image=$3 key=${4--} owner=${5--}
+  {
+    echo "apiVersion: sandbox.dev/v1alpha1"
+    echo "kind: Sandbox"
+    echo "metadata: {name: $name, namespace: $ns}"
+    echo "spec:"
+    echo "  image: $image"
+    [ "$key" != "-" ] && printf '  idempotencyKey: %s\n' "$(printf '%s' "$key" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')"
+    [ "$owner" != "-" ] && printf '  workspaceOwner: %s\n' "$(printf '%s' "$owner" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')"
+    true
+  } | kubectl apply -f - 2>&1
+}
+
+jp() { # jp NS KIND NAME JSONPATH
+  kubectl get -n "$1" "$2" "$3" -o "jsonpath=$4" 2>/dev/null
+}
+
+# wait_for SECONDS CMD...: polls CMD until it succeeds.
+wait_for() {
+  local secs=$1; shift
+  local end=$((SECONDS + secs))
+  while [ $SECONDS -lt $end ]; do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  "$@" >/dev/null 2>&1
+}
+
+bound() { [ "$(jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].status}')" = "True" ]; }
+has_reason() { [ "$(jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].reason}')" = "$3" ]; }
+pod_count() { kubectl get pods -n "$1" -l app.kubernetes.io/managed-by=sandbox-controller --no-headers 2>/dev/null | wc -l; }
+
+# Assertions record a failure for the current test and go on.
+fail() { say "  FAIL: $*"; E2E_TEST_OK=0; }
+expect_eq() { [ "$1" = "$2" ] || fail "${3:-values differ}: got '$1', want '$2'"; }
+expect_ne() { [ "$1" != "$2" ] || fail "${3:-values equal}: both '$1'"; }
+expect_match() { [[ "$1" =~ $2 ]] || fail "${3:-no match}: '$1' !~ /$2/"; }
+expect_ok() { "$@" >/dev/null 2>&1 || fail "command failed: $*"; }
+expect_fail() { ! "$@" >/dev/null 2>&1 || fail "command succeeded: $*"; }
+
+# e2e_main: runs every test_* function (or those named in E2E_ONLY) and prints
+# the summary line CI reads.
+e2e_main() {
+  local t
+  for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
+    if [ -n "${E2E_ONLY:-}" ] && [[ " $E2E_ONLY " != *" $t "* ]]; then continue; fi
+    E2E_TEST_OK=1
+    say "RUN  $t"
+    "$t"
+    if [ "$E2E_TEST_OK" = 1 ]; then
+      E2E_PASSED=$((E2E_PASSED + 1)); say "PASS $t"
+    else
+      E2E_FAILED=$((E2E_FAILED + 1)); E2E_FAILURES+=("$t"); say "FAIL $t"
+    fi
+  done
+  echo "$(basename "$0"): $E2E_PASSED passed, $E2E_FAILED failed"
+  [ "$E2E_FAILED" -eq 0 ]
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# End-to-end: the foundation's promises, through kubectl apply as users do.
+. "$(dirname "$0")/lib.sh"
+
+IMG=registry.local/agent:1.0
+
+setup() {
+  cluster_up
+  grant_controller_rbac
+  controller_start ctl
+  new_namespace team-a
+  new_namespace team-b
+}
+
+mounts_of() { # mounts_of NS POD -> "subPath:mountPath ..." of the pod
+  kubectl get pod -n "$1" "$2" -o jsonpath='{range .spec.containers[0].volumeMounts[*]}{.subPath}:{.mountPath} {end}'
+}
+
+test_two_owners_same_key_get_two_pods() {
+  sandbox team-a alice-1 $IMG task-42 alice >/dev/null
+  sandbox team-a bob-1 $IMG task-42 bob >/dev/null
+  wait_for 30 bound team-a alice-1 || fail "alice-1 not bound"
+  wait_for 30 bound team-a bob-1 || fail "bob-1 not bound"
+  local pa pb
+  pa=$(jp team-a sandbox alice-1 '{.status.podName}')
+  pb=$(jp team-a sandbox bob-1 '{.status.podName}')
+  expect_ne "$pa" "$pb" "alice and bob share a pod"
+  expect_eq "$pa" "sbx-a2c8db0f290b9f479603660ab6f7894e" "alice's pod name (contract vector)"
+  expect_eq "$pb" "sbx-2b59077280f1f6e9e63c027f82b66e2a" "bob's pod name (contract vector)"
+  local ma mb
+  ma=$(mounts_of team-a "$pa")
+  mb=$(mounts_of team-a "$pb")
+  expect_eq "$ma" "alice/workspace:/workspace alice/claude:/home/agent/.claude alice/codex:/home/agent/.codex alice/gemini:/home/agent/.gemini " "alice's mounts"
+  expect_eq "$mb" "bob/workspace:/workspace bob/claude:/home/agent/.claude bob/codex:/home/agent/.codex bob/gemini:/home/agent/.gemini " "bob's mounts"
+  expect_eq "$(kubectl get pod -n team-a "$pa" -o jsonpath='{.spec.volumes[0].persistentVolumeClaim.claimName}')" \
+    sandbox-workspaces "alice's claim"
+  expect_eq "$(kubectl get pod -n team-a "$pa" -o jsonpath='{.metadata.annotations.sandbox\.dev/workspace-owner}')" alice
+}
+
+test_same_intent_twice_gives_one_pod() {
+  sandbox team-b first $IMG retry-7 carol >/dev/null
+  wait_for 30 bound team-b first || fail "first not bound"
+  sandbox team-b second $IMG retry-7 carol >/dev/null
+  wait_for 30 bound team-b second || fail "second not bound"
+  local p1 p2
+  p1=$(jp team-b sandbox first '{.status.podName}')
+  p2=$(jp team-b sandbox second '{.status.podName}')
+  expect_eq "$p2" "$p1" "both Sandboxes report the same pod"
+  expect_eq "$(jp team-b sandbox first '{.status.binding}')" Created
+  expect_eq "$(jp team-b sandbox second '{.status.binding}')" Adopted
+  expect_eq "$(jp team-b sandbox second '{.status.conditions[?(@.type=="Bound")].reason}')" PodAdopted
+  expect_eq "$(kubectl get pods -n team-b -l sandbox.dev/scope-digest="$(jp team-b sandbox first '{.status.scopeDigest}')" --no-headers | wc -l)" 1 "pods for the scope"
+  expect_eq "$(kubectl get pod -n team-b "$p1" -o jsonpath='{range .metadata.ownerReferences[*]}{.name}={.controller}{"\n"}{end}' | sort | tr '\n' ' ')" \
+    "first=true second=false " "owners: the creator as controller, the adopter beside it"
+}
+
+test_bad_owners_refused_by_api() {
+  local out before
+  before=$(pod_count team-a)
+  out=$(sandbox team-a empty-owner $IMG k1 "")
+  [ $? -ne 0 ] || fail "owner \"\" was accepted"
+  expect_match "$out" "workspaceOwner" "message names the field"
+  out=$(sandbox team-a dotdot-owner $IMG k2 "../x")
+  [ $? -ne 0 ] || fail "owner ../x was accepted"
+  expect_match "$out" "workspaceOwner.*should match" "message names the field and the rule"
+  expect_fail kubectl get sandbox -n team-a empty-owner
+  expect_fail kubectl get sandbox -n team-a dotdot-owner
+  sleep 1
+  expect_eq "$(pod_count team-a)" "$before" "no pod appeared"
+}
+
+test_ready_when_kwok_runs_the_pod() {
+  sandbox team-a ready-1 $IMG ready-key dave >/dev/null
+  kubectl wait --for=condition=Ready sandbox/ready-1 -n team-a --timeout=60s >/dev/null || fail "never Ready"
+  expect_eq "$(jp team-a sandbox ready-1 '{.status.phase}')" Running
+  expect_eq "$(jp team-a sandbox ready-1 '{.status.conditions[?(@.type=="Ready")].reason}')" PodReady
+  expect_match "$(kubectl get sbx -n team-a ready-1 --no-headers)" "ready-1 +Running +sbx-[0-9a-f]{32} +ready-key +dave +True"
+}
+
+test_no_owner_gets_empty_dirs() {
+  sandbox team-a anon $IMG anon-key >/dev/null
+  wait_for 30 bound team-a anon || fail "anon not bound"
+  local p
+  p=$(jp team-a sandbox anon '{.status.podName}')
+  expect_eq "$(kubectl get pod -n team-a "$p" -o jsonpath='{.spec.volumes[*].emptyDir}')" "{} {} {} {}" "four emptyDirs"
+  expect_eq "$(kubectl get pod -n team-a "$p" -o jsonpath='{.spec.volumes[*].persistentVolumeClaim}')" "" "no claim"
+  expect_eq "$(kubectl get pod -n team-a "$p" -o jsonpath='{.metadata.annotations.sandbox\.dev/workspace-owner}')" "" "no owner annotation"
+}
+
+test_delete_lets_gc_remove_the_pod() {
+  sandbox team-b gc-1 $IMG gc-key erin >/dev/null
+  wait_for 30 bound team-b gc-1 || fail "gc-1 not bound"
+  local p
+  p=$(jp team-b sandbox gc-1 '{.status.podName}')
+  expect_ok kubectl get pod -n team-b "$p"
+  kubectl delete sandbox -n team-b gc-1 --wait=false >/dev/null
+  # The garbage collector notices dependents of a new CRD after a resync: poll.
+  wait_for 120 bash -c "! kubectl get pod -n team-b $p" || fail "pod $p still there after its Sandbox was deleted"
+}
+
+setup
+e2e_main

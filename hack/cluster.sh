@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# A real local control plane for development and tests: etcd, kube-apiserver,
+# kube-controller-manager (garbage collector, namespaces, service accounts),
+# kube-scheduler and kwok (fake nodes, so pods become Running).
+#
+#   hack/cluster.sh up DIR     start one in DIR (created), print its kubeconfig path
+#   hack/cluster.sh down DIR   stop it and leave no process behind
+#   hack/cluster.sh restart-apiserver DIR   stop and start kube-apiserver only
+#
+# Everything binds to 127.0.0.1 on free ports and lives under DIR, so several
+# control planes run side by side. Certificates are made with openssl: a CA, the
+# apiserver's serving certificate, an admin client certificate (O=system:masters),
+# a controller client certificate (CN=sandbox-controller) and service-account keys.
+set -euo pipefail
+
+HACK=$(cd "$(dirname "$0")" && pwd)
+cmd=${1:-}
+DIR=${2:-}
+[ -n "$cmd" ] && [ -n "$DIR" ] || { echo "usage: $0 up|down|restart-apiserver DIR" >&2; exit 2; }
+
+log() { echo "cluster: $*" >&2; }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# start NAME CMD...: runs CMD in its own session with its output in DIR/logs.
+start() {
+  local name=$1; shift
+  setsid "$@" >"$DIR/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$DIR/pids/$name"
+}
+
+stop_one() {
+  local f="$DIR/pids/$1" pid
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+wait_http() { # wait_http NAME URL SECONDS [curl args...]
+  local name=$1 url=$2 secs=$3; shift 3
+  local i
+  for i in $(seq 1 $((secs * 10))); do
+    if curl -fsS -o /dev/null --max-time 2 "$@" "$url" 2>/dev/null; then return 0; fi
+    if [ -f "$DIR/pids/$name" ] && ! kill -0 "$(cat "$DIR/pids/$name")" 2>/dev/null; then
+      log "$name exited; last lines of $DIR/logs/$name.log:"; tail -n 20 "$DIR/logs/$name.log" >&2; return 1
+    fi
+    sleep 0.1
+  done
+  log "$name not ready at $url after ${secs}s; see $DIR/logs/$name.log"; tail -n 20 "$DIR/logs/$name.log" >&2
+  return 1
+}
+
+make_certs() {
+  local p="$DIR/pki"
+  mkdir -p "$p"
+  [ -f "$p/ca.crt" ] && return 0
+  openssl ecparam -name prime256v1 -genkey -noout -out "$p/ca.key" 2>/dev/null
+  openssl req -x509 -new -key "$p/ca.key" -subj "/CN=sandbox-local-ca" -days 3650 -out "$p/ca.crt" 2>/dev/null
+  cert() { # cert NAME SUBJ [SAN]
+    openssl ecparam -name prime256v1 -genkey -noout -out "$p/$1.key" 2>/dev/null
+    openssl req -new -key "$p/$1.key" -subj "$2" -out "$p/$1.csr" 2>/dev/null
+    local ext="$p/$1.ext"
+    { echo "basicConstraints=CA:FALSE"; echo "keyUsage=digitalSignature,keyEncipherment"
+      if [ -n "${3:-}" ]; then echo "extendedKeyUsage=serverAuth"; echo "subjectAltName=$3"
+      else echo "extendedKeyUsage=clientAuth"; fi; } >"$ext"
+    openssl x509 -req -in "$p/$1.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial \
+      -days 3650 -extfile "$ext" -out "$p/$1.crt" 2>/dev/null
+    rm -f "$p/$1.csr" "$ext"
+  }
+  cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+  cert admin "/O=system:masters/CN=admin"
+  cert controller "/CN=sandbox-controller"
+  openssl genrsa -out "$p/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$p/sa.key" -pubout -out "$p/sa.pub" 2>/dev/null
+  chmod 600 "$p"/*.key
+}
+
+write_kubeconfig() { # write_kubeconfig FILE CERTNAME
+  cat >"$1" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority: $DIR/pki/ca.crt
+users:
+- name: $2
+  user:
+    client-certificate: $DIR/pki/$2.crt
+    client-key: $DIR/pki/$2.key
+contexts:
+- name: local
+  context: {cluster: local, user: $2, namespace: default}
+current-context: local
+KC
+}
+
+start_apiserver() {
+  local extra=()
+  [ -f "$DIR/tokens.csv" ] && extra+=("--token-auth-file=$DIR/tokens.csv")
+  start kube-apiserver "$BIN/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
+    --tls-cert-file="$DIR/pki/apiserver.crt" --tls-private-key-file="$DIR/pki/apiserver.key" \
+    --client-ca-file="$DIR/pki/ca.crt" \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --authorization-mode=RBAC \
+    --service-account-issuer=https://kubernetes.default.svc \
+    --service-account-key-file="$DIR/pki/sa.pub" \
+    --service-account-signing-key-file="$DIR/pki/sa.key" \
+    --disable-admission-plugins=ServiceAccount \
+    --allow-privileged=true --profiling=false \
+    --cert-dir="$DIR/pki" "${extra[@]}" ${SBX_APISERVER_FLAGS:-}
+  wait_http kube-apiserver "https://127.0.0.1:$APISERVER_PORT/readyz" 90 \
+    --cacert "$DIR/pki/ca.crt" --cert "$DIR/pki/admin.crt" --key "$DIR/pki/admin.key"
+}
+
+load_state() {
+  # shellcheck disable=SC1091
+  . "$DIR/state"
+}
+
+up() {
+  BIN=$("$HACK/build-control-plane.sh")
+  mkdir -p "$DIR/logs" "$DIR/pids" "$DIR/etcd"
+  DIR=$(cd "$DIR" && pwd)
+  make_certs
+  ETCD_PORT=$(free_port); ETCD_PEER_PORT=$(free_port); APISERVER_PORT=$(free_port)
+  KWOK_PORT=$(free_port)
+  cat >"$DIR/state" <<ST
+BIN=$BIN
+ETCD_PORT=$ETCD_PORT
+ETCD_PEER_PORT=$ETCD_PEER_PORT
+APISERVER_PORT=$APISERVER_PORT
+KWOK_PORT=$KWOK_PORT
+ST
+  start etcd "$BIN/etcd" --name=default --data-dir="$DIR/etcd" \
+    --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster="default=http://127.0.0.1:$ETCD_PEER_PORT" --unsafe-no-fsync --log-level=warn
+  wait_http etcd "http://127.0.0.1:$ETCD_PORT/health" 30
+  start_apiserver
+  write_kubeconfig "$DIR/kubeconfig" admin
+  write_kubeconfig "$DIR/controller.kubeconfig" controller
+  export KUBECONFIG="$DIR/kubeconfig"
+  start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$DIR/kubeconfig" \
+    --leader-elect=false --secure-port=0 \
+    --controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,persistentvolume-binder-controller \
+    --service-account-private-key-file="$DIR/pki/sa.key" --root-ca-file="$DIR/pki/ca.crt" \
+    --concurrent-gc-syncs=5
+  start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$DIR/kubeconfig" --leader-elect=false \
+    --secure-port=0
+  start kwok "$BIN/kwok" --kubeconfig="$DIR/kubeconfig" --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --manage-nodes-with-label-selector= --manage-single-node= \
+    --cidr=10.0.0.0/24 --node-ip=10.0.0.1 --server-address="127.0.0.1:$KWOK_PORT"
+  for n in 0 1; do
+    "$BIN/kubectl" apply -f - >/dev/null <<NODE
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-$n
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  labels: {type: kwok, kubernetes.io/hostname: kwok-node-$n, kubernetes.io/os: linux}
+status:
+  allocatable: {cpu: "2000", memory: 8Ti, pods: "2000"}
+  capacity: {cpu: "2000", memory: 8Ti, pods: "2000"}
+NODE
+  done
+  # Wait until kwok reports the nodes Ready so the first pod does not sit Pending.
+  "$BIN/kubectl" wait --for=condition=Ready node --all --timeout=60s >/dev/null
+  # Admission taints new nodes not-ready; the node-lifecycle controller (not run
+  # here: kwok owns node health) would lift it once Ready, so lift it ourselves.
+  "$BIN/kubectl" taint nodes --all node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
+  log "control plane up in $DIR (apiserver https://127.0.0.1:$APISERVER_PORT)"
+  echo "$DIR/kubeconfig"
+}
+
+down() {
+  [ -d "$DIR" ] || return 0
+  local n
+  for n in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_one "$n"; done
+  log "control plane in $DIR stopped"
+}
+
+case "$cmd" in
+  up) up ;;
+  down) down ;;
+  restart-apiserver)
+    load_state
+    stop_one kube-apiserver
+    start_apiserver
+    ;;
+  *) echo "unknown command $cmd" >&2; exit 2 ;;
+esac

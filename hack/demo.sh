@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Sets everything up and shows the product: a local control plane, the CRD,
+# the controller, and a demo Sandbox with its Pod. Ctrl-C stops it all.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+export PATH="$PATH:/usr/local/go/bin"
+DIR=${SBX_DEMO_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sandbox-controller/demo}
+
+bash hack/deps.sh
+BIN=$(bash hack/build-control-plane.sh)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j2 >/dev/null
+bash hack/cluster.sh down "$DIR" 2>/dev/null || true
+rm -rf "$DIR"
+export KUBECONFIG
+KUBECONFIG=$(bash hack/cluster.sh up "$DIR")
+export PATH="$BIN:$PATH"
+cleanup() {
+  [ -n "${CTL:-}" ] && kill -TERM "$CTL" 2>/dev/null && wait "$CTL" 2>/dev/null
+  bash hack/cluster.sh down "$DIR"
+}
+trap cleanup EXIT
+
+kubectl apply -f crd/sandbox.dev_sandboxes.yaml
+kubectl wait --for=condition=Established crd/sandboxes.sandbox.dev --timeout=60s
+kubectl apply -f manifests/rbac/role.yaml
+kubectl create clusterrolebinding sandbox-controller-demo --clusterrole=sandbox-controller --user=sandbox-controller
+head -c 48 /dev/urandom | base64 >"$DIR/seal.key"
+./build/sandbox-controller --kubeconfig "$DIR/controller.kubeconfig" --seal-key-file "$DIR/seal.key" \
+  --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 2>"$DIR/controller.log" &
+CTL=$!
+
+kubectl apply -f - <<'YAML'
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: demo-workspaces}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteMany]
+  storageClassName: ""
+  hostPath: {path: /srv/sandbox-workspaces}
+  claimRef: {namespace: default, name: sandbox-workspaces}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: sandbox-workspaces, namespace: default}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: ""
+  volumeName: demo-workspaces
+  resources: {requests: {storage: 10Gi}}
+YAML
+kubectl apply -f e2e/demo-sandbox.yaml
+kubectl wait --for=condition=Ready sandbox/demo --timeout=60s
+echo
+kubectl get sbx -o wide
+echo
+kubectl get pods -l app.kubernetes.io/managed-by=sandbox-controller -o wide
+echo
+echo "Pod volume mounts:"
+kubectl get pod "$(kubectl get sbx demo -o jsonpath='{.status.podName}')" \
+  -o jsonpath='{range .spec.containers[0].volumeMounts[*]}  {.mountPath} <- {.subPath}{"\n"}{end}'
+echo
+echo "Control plane: export KUBECONFIG=$KUBECONFIG PATH=$BIN:\$PATH"
+echo "Controller log: $DIR/controller.log"
+if [ -t 0 ] && [ -z "${SBX_DEMO_EXIT:-}" ]; then
+  echo "Press Ctrl-C to stop the controller and the control plane."
+  wait "$CTL"
+fi

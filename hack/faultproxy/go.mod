@@ -1,0 +1,3 @@
+module sandbox.dev/hack/faultproxy
+
+go 1.25.0

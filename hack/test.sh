@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Sets everything up and runs every test: unit tests (CUnit) under ASan/UBSan
+# and under valgrind, then the end-to-end tests on a real local control plane.
+# Exits non-zero when any test fails.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+export PATH="$PATH:/usr/local/go/bin"
+step() { echo; echo "=== $* ==="; }
+results=()
+failed=0
+record() { # record NAME RC
+  if [ "$2" -eq 0 ]; then results+=("PASS $1"); else results+=("FAIL $1"); failed=1; fi
+}
+
+step "dependencies"
+bash hack/deps.sh || exit 1
+step "control plane binaries (cached after the first run)"
+bash hack/build-control-plane.sh >/dev/null || exit 1
+
+step "build (warnings are errors) with ASan/UBSan"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSBX_SANITIZE=ON >/dev/null &&
+  cmake --build build-asan -j2 || exit 1
+step "unit tests under ASan/UBSan"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ./build-asan/unit-tests
+record "unit tests (ASan/UBSan)" $?
+
+step "release build"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build build -j2 || exit 1
+step "unit tests under valgrind"
+valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
+  --error-exitcode=3 ./build/unit-tests >build/valgrind-unit.log 2>&1
+rc=$?; tail -n 3 build/valgrind-unit.log; [ $rc -eq 0 ] || grep -E "==[0-9]+==" build/valgrind-unit.log | head -40
+record "unit tests (valgrind)" $rc
+
+for t in e2e/test_*.sh; do
+  [ -n "${E2E_FILES:-}" ] && [[ " $E2E_FILES " != *" $(basename "$t") "* ]] && continue
+  step "end-to-end: $t"
+  SBX_BUILD_DIR="$ROOT/build" bash "$t"
+  record "$t" $?
+done
+
+step "summary"
+printf '%s\n' "${results[@]}"
+p=$(printf '%s\n' "${results[@]}" | grep -c '^PASS'); f=$(printf '%s\n' "${results[@]}" | grep -c '^FAIL')
+echo "suites: $p passed, $f failed"
+exit $failed

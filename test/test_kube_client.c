@@ -1,0 +1,1110 @@
+/* Tests of the transport, LIST pagination, the informer and the event recorder
+ * against a scripted fake API server (libevent's evhttp on 127.0.0.1, plain
+ * HTTP) running on its own thread. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/thread.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "base/buf.h"
+#include "base/xmalloc.h"
+#include "kube/client.h"
+#include "kube/events.h"
+#include "kube/informer.h"
+#include "kube/ktime.h"
+#include "test_suites.h"
+
+void register_kube_client_tests(void);
+
+/* ---- the fake API server ---- */
+
+#define MAX_LOG 256
+
+struct fake_req {
+	char method[16];
+	char *uri;   /* raw, as sent */
+	char *path;  /* decoded path */
+	char *auth;  /* Authorization header or NULL */
+	char *ua;    /* User-Agent */
+	char *ctype; /* Content-Type */
+	char *peer;  /* TLS client certificate CN, or NULL */
+	char *body;
+	struct evkeyvalq query;
+};
+
+struct fake;
+typedef void (*fake_handler)(struct fake *f, struct evhttp_request *req, const struct fake_req *r);
+
+struct fake {
+	struct event_base *base;
+	struct evhttp *http;
+	pthread_t thread;
+	int port;
+	fake_handler handler;
+	void *ctx;
+	pthread_mutex_t mu;
+	struct fake_req *log[MAX_LOG];
+	int nlog;
+	atomic_int counter; /* handlers' scratch */
+	/* Requests a handler left open (loop thread only). libevent hands an
+	 * unanswered request back to its owner when the client goes away, so
+	 * they are finished (and so freed) before the server stops. */
+	struct evhttp_request *held[MAX_LOG];
+	int held_started[MAX_LOG];
+	int nheld;
+};
+
+static char tmpdir[256];
+
+static const char *method_name(enum evhttp_cmd_type t)
+{
+	switch (t) {
+	case EVHTTP_REQ_GET:
+		return "GET";
+	case EVHTTP_REQ_POST:
+		return "POST";
+	case EVHTTP_REQ_PUT:
+		return "PUT";
+	case EVHTTP_REQ_DELETE:
+		return "DELETE";
+	case EVHTTP_REQ_PATCH:
+		return "PATCH";
+	case EVHTTP_REQ_HEAD:
+		return "HEAD";
+	default:
+		return "OTHER";
+	}
+}
+
+static char *dup_header(struct evhttp_request *req, const char *name)
+{
+	const char *v = evhttp_find_header(evhttp_request_get_input_headers(req), name);
+	return v ? xstrdup(v) : NULL;
+}
+
+static void fake_req_free(struct fake_req *r)
+{
+	free(r->uri);
+	free(r->path);
+	free(r->auth);
+	free(r->ua);
+	free(r->ctype);
+	free(r->peer);
+	free(r->body);
+	evhttp_clear_headers(&r->query);
+	free(r);
+}
+
+/* The CN of the TLS client's certificate (caller frees), or NULL. */
+static char *peer_cn(struct evhttp_request *req)
+{
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
+	SSL *ssl = bev ? bufferevent_openssl_get_ssl(bev) : NULL;
+	X509 *cert = ssl ? SSL_get1_peer_certificate(ssl) : NULL;
+	if (!cert)
+		return NULL;
+	char cn[256] = "";
+	X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof cn);
+	X509_free(cert);
+	return xstrdup(cn);
+}
+
+static void on_request(struct evhttp_request *req, void *u)
+{
+	struct fake *f = u;
+	struct fake_req *r = xcalloc(1, sizeof *r);
+	snprintf(r->method, sizeof r->method, "%s", method_name(evhttp_request_get_command(req)));
+	r->uri = xstrdup(evhttp_request_get_uri(req));
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	char *p = evhttp_uridecode(evhttp_uri_get_path(uri), 0, NULL);
+	r->path = xstrdup(p);
+	free(p);
+	TAILQ_INIT(&r->query);
+	if (evhttp_uri_get_query(uri))
+		evhttp_parse_query_str(evhttp_uri_get_query(uri), &r->query);
+	r->auth = dup_header(req, "Authorization");
+	r->ua = dup_header(req, "User-Agent");
+	r->ctype = dup_header(req, "Content-Type");
+	r->peer = peer_cn(req);
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t n = evbuffer_get_length(in);
+	r->body = xmalloc(n + 1);
+	evbuffer_copyout(in, r->body, n);
+	r->body[n] = '\0';
+	f->handler(f, req, r);
+	pthread_mutex_lock(&f->mu);
+	if (f->nlog < MAX_LOG)
+		f->log[f->nlog++] = r;
+	else
+		fake_req_free(r);
+	pthread_mutex_unlock(&f->mu);
+}
+
+static void *fake_main(void *u)
+{
+	struct fake *f = u;
+	event_base_loop(f->base, EVLOOP_NO_EXIT_ON_EMPTY);
+	return NULL;
+}
+
+/* Wraps each accepted connection in TLS (evhttp_set_bevcb). */
+static struct bufferevent *tls_bev(struct event_base *base, void *u)
+{
+	SSL *ssl = SSL_new(u);
+	return ssl ? bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
+						    BEV_OPT_CLOSE_ON_FREE)
+		   : NULL;
+}
+
+/* Starts the server, over TLS when tls (an SSL_CTX, borrowed) is non-NULL. */
+static struct fake *fake_start_tls(fake_handler h, void *ctx, SSL_CTX *tls)
+{
+	struct fake *f = xcalloc(1, sizeof *f);
+	f->handler = h;
+	f->ctx = ctx;
+	pthread_mutex_init(&f->mu, NULL);
+	f->base = event_base_new();
+	f->http = evhttp_new(f->base);
+	evhttp_set_allowed_methods(f->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+						EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH |
+						EVHTTP_REQ_HEAD);
+	evhttp_set_gencb(f->http, on_request, f);
+	if (tls)
+		evhttp_set_bevcb(f->http, tls_bev, tls);
+	struct evhttp_bound_socket *s = evhttp_bind_socket_with_handle(f->http, "127.0.0.1", 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof sa;
+	getsockname(evhttp_bound_socket_get_fd(s), (struct sockaddr *)&sa, &sl);
+	f->port = ntohs(sa.sin_port);
+	pthread_create(&f->thread, NULL, fake_main, f);
+	return f;
+}
+
+/* Leaves req open; started says whether a chunked reply was begun. */
+static void hold(struct fake *f, struct evhttp_request *req, int started)
+{
+	if (f->nheld < MAX_LOG) {
+		f->held[f->nheld] = req;
+		f->held_started[f->nheld++] = started;
+	}
+}
+
+static void finish_held(evutil_socket_t fd, short what, void *u)
+{
+	struct fake *f = u;
+	for (int i = 0; i < f->nheld; i++) {
+		if (f->held_started[i])
+			evhttp_send_reply_end(f->held[i]);
+		else
+			evhttp_send_reply(f->held[i], 503, "Stopping", NULL);
+	}
+	f->nheld = 0;
+	event_base_loopbreak(f->base);
+}
+
+static struct fake *fake_start(fake_handler h, void *ctx)
+{
+	return fake_start_tls(h, ctx, NULL);
+}
+
+static void fake_stop(struct fake *f)
+{
+	event_base_once(f->base, -1, EV_TIMEOUT, finish_held, f, NULL);
+	pthread_join(f->thread, NULL);
+	evhttp_free(f->http);
+	event_base_free(f->base);
+	for (int i = 0; i < f->nlog; i++)
+		fake_req_free(f->log[i]);
+	pthread_mutex_destroy(&f->mu);
+	free(f);
+}
+
+static int fake_count(struct fake *f)
+{
+	pthread_mutex_lock(&f->mu);
+	int n = f->nlog;
+	pthread_mutex_unlock(&f->mu);
+	return n;
+}
+
+/* The i-th logged request (stable once logged). */
+static const struct fake_req *fake_log(struct fake *f, int i)
+{
+	pthread_mutex_lock(&f->mu);
+	const struct fake_req *r = i < f->nlog ? f->log[i] : NULL;
+	pthread_mutex_unlock(&f->mu);
+	return r;
+}
+
+static const char *q(const struct fake_req *r, const char *key)
+{
+	return evhttp_find_header(&r->query, key);
+}
+
+static void reply(struct evhttp_request *req, int code, const char *body, const char *hname,
+		  const char *hvalue)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	evhttp_add_header(h, "Content-Type", "application/json");
+	if (hname)
+		evhttp_add_header(h, hname, hvalue);
+	struct evbuffer *b = evbuffer_new();
+	if (body)
+		evbuffer_add(b, body, strlen(body));
+	evhttp_send_reply(req, code, code < 300 ? "OK" : "Error", b);
+	evbuffer_free(b);
+}
+
+static void stream_chunk(struct evhttp_request *req, const char *text)
+{
+	struct evbuffer *b = evbuffer_new();
+	evbuffer_add(b, text, strlen(text));
+	evhttp_send_reply_chunk(req, b);
+	evbuffer_free(b);
+}
+
+static char *status_json(int code, const char *reason, const char *msg)
+{
+	return xasprintf(
+	    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+	    "\"message\":\"%s\",\"reason\":\"%s\",\"code\":%d}",
+	    msg, reason, code);
+}
+
+/* Writes a kubeconfig with the given cluster and user sections and returns a
+ * client for it. */
+static struct kube_client *client_with(const char *cluster_yaml, const char *user_yaml,
+				       const struct kube_client_opts *o)
+{
+	static int seq;
+	char *path = xasprintf("%s/kubeconfig-%d", tmpdir, ++seq);
+	FILE *fp = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+	fprintf(fp,
+		"clusters:\n- name: fake\n  cluster: %s\n"
+		"users:\n- name: u\n  user: %s\n"
+		"contexts:\n- name: x\n  context: {cluster: fake, user: u, namespace: ns1}\n"
+		"current-context: x\n",
+		cluster_yaml, user_yaml);
+	fclose(fp);
+	char err[512];
+	struct kube_config *cfg = kube_config_load(path, NULL, err, sizeof err);
+	free(path);
+	if (!cfg)
+		fprintf(stderr, "%s\n", err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+	struct kube_client *c = kube_client_new(cfg, o);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+	return c;
+}
+
+/* A client for the plain-HTTP server f with the given user section. */
+static struct kube_client *client_for(struct fake *f, const char *user_yaml,
+				      const struct kube_client_opts *o)
+{
+	char *cluster = xasprintf("{server: 'http://127.0.0.1:%d'}", f->port);
+	struct kube_client *c = client_with(cluster, user_yaml, o);
+	free(cluster);
+	return c;
+}
+
+static int suite_init(void)
+{
+	if (evthread_use_pthreads() < 0)
+		return -1;
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/sbx-kubeclient-XXXXXX");
+	return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int suite_clean(void)
+{
+	char *cmd = xasprintf("rm -rf '%s'", tmpdir);
+	int rc = system(cmd);
+	free(cmd);
+	return rc == 0 ? 0 : -1;
+}
+
+/* ---- requests ---- */
+
+static void h_basics(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	if (!strcmp(r->path, "/api/v1/namespaces/ns1/pods/p")) {
+		reply(req, 200,
+		      "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"ns1\"}}",
+		      NULL, NULL);
+	} else if (!strcmp(r->path, "/api/v1/namespaces/ns1/pods/missing")) {
+		char *s = status_json(404, "NotFound", "pods \\\"missing\\\" not found");
+		reply(req, 404, s, NULL, NULL);
+		free(s);
+	} else if (!strcmp(r->path, "/api/v1/namespaces/ns1/pods") && !strcmp(r->method, "POST")) {
+		char *s = status_json(409, "AlreadyExists", "pods \\\"p\\\" already exists");
+		reply(req, 409, s, NULL, NULL);
+		free(s);
+	} else if (!strcmp(r->path, "/busy")) {
+		char *s = status_json(429, "TooManyRequests", "slow down");
+		reply(req, 429, s, "Retry-After", "4");
+		free(s);
+	} else if (!strcmp(r->path, "/html")) {
+		struct evbuffer *b = evbuffer_new();
+		evbuffer_add_printf(b, "<html>bad gateway</html>");
+		evhttp_send_reply(req, 502, "Bad Gateway", b);
+		evbuffer_free(b);
+	} else if (!strcmp(r->path, "/notjson")) {
+		reply(req, 200, "this is not json", NULL, NULL);
+	} else if (!strcmp(r->path, "/empty")) {
+		reply(req, 200, NULL, NULL, NULL);
+	} else if (!strcmp(r->path, "/big")) {
+		char *big = xmalloc(4096);
+		memset(big, ' ', 4095);
+		big[0] = '[';
+		big[4093] = ']';
+		big[4094] = '\0';
+		reply(req, 200, big, NULL, NULL);
+		free(big);
+	} else if (!strcmp(r->path, "/hang")) {
+		hold(f, req, 0);
+	} else {
+		/* echo the method, content type and body */
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "method", r->method);
+		cJSON_AddStringToObject(o, "ctype", r->ctype ? r->ctype : "");
+		cJSON_AddStringToObject(o, "body", r->body);
+		char *s = cJSON_PrintUnformatted(o);
+		reply(req, 200, s, NULL, NULL);
+		free(s);
+		cJSON_Delete(o);
+	}
+}
+
+static void test_request_basics(void)
+{
+	struct fake *f = fake_start(h_basics, NULL);
+	struct kube_client *c = client_for(f, "{token: tok-0}", NULL);
+	CU_ASSERT_STRING_EQUAL(kube_config_namespace(kube_client_config(c)), "ns1");
+	cJSON *out = NULL;
+	struct kube_error err;
+	const char *query[] = {
+	    "labelSelector", "a=b,c in (x y)", "fieldSelector", NULL, "limit", "5", NULL};
+	CU_ASSERT_EQUAL(
+	    kube_request(c, "GET", "/api/v1/namespaces/ns1/pods/p", query, NULL, NULL, &out, &err),
+	    KUBE_OK);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(out, "kind")->valuestring, "Pod");
+	cJSON_Delete(out);
+	const struct fake_req *r = fake_log(f, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_STRING_EQUAL(r->auth, "Bearer tok-0");
+	CU_ASSERT_STRING_EQUAL(r->ua, "sandbox-controller/0.1");
+	CU_ASSERT_STRING_EQUAL(
+	    r->uri,
+	    "/api/v1/namespaces/ns1/pods/p?labelSelector=a%3Db%2Cc%20in%20%28x%20y%29&limit=5");
+	CU_ASSERT_STRING_EQUAL(q(r, "labelSelector"), "a=b,c in (x y)");
+
+	/* Typed errors. */
+	out = (cJSON *)1;
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/api/v1/namespaces/ns1/pods/missing", NULL, NULL,
+				     NULL, &out, &err),
+			KUBE_ERR_NOT_FOUND);
+	CU_ASSERT_PTR_NULL(out);
+	CU_ASSERT_EQUAL(err.http_status, 404);
+	CU_ASSERT_STRING_EQUAL(err.message, "pods \"missing\" not found");
+	CU_ASSERT_EQUAL(
+	    kube_request(c, "POST", "/api/v1/namespaces/ns1/pods", NULL, "{}", NULL, NULL, &err),
+	    KUBE_ERR_ALREADY_EXISTS);
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/busy", NULL, NULL, NULL, NULL, &err),
+			KUBE_ERR_TOO_MANY_REQUESTS);
+	CU_ASSERT_EQUAL(err.retry_after_s, 4);
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/html", NULL, NULL, NULL, NULL, &err),
+			KUBE_ERR_SERVER);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err.message, "bad gateway"));
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/notjson", NULL, NULL, NULL, &out, &err),
+			KUBE_ERR_DECODE);
+	CU_ASSERT_PTR_NULL(out);
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/notjson", NULL, NULL, NULL, NULL, NULL),
+			KUBE_OK); /* body unused */
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/empty", NULL, NULL, NULL, &out, &err), KUBE_OK);
+	CU_ASSERT_PTR_NULL(out);
+
+	/* Methods, bodies and content types. */
+	static const struct {
+		const char *m, *ct, *want_ct;
+	} ms[] = {{"POST", NULL, "application/json"},
+		  {"PUT", NULL, "application/json"},
+		  {"PATCH", "application/merge-patch+json", "application/merge-patch+json"},
+		  {"DELETE", NULL, "application/json"}};
+	for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+		CU_ASSERT_EQUAL_FATAL(
+		    kube_request(c, ms[i].m, "/echo", NULL, "{\"x\":1}", ms[i].ct, &out, &err),
+		    KUBE_OK);
+		CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(out, "method")->valuestring, ms[i].m);
+		CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(out, "ctype")->valuestring,
+				       ms[i].want_ct);
+		CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(out, "body")->valuestring, "{\"x\":1}");
+		cJSON_Delete(out);
+	}
+	CU_ASSERT_EQUAL(kube_request(c, "DELETE", "/echo", NULL, NULL, NULL, &out, &err), KUBE_OK);
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(out, "body")->valuestring, "");
+	cJSON_Delete(out);
+	kube_client_free(c);
+
+	/* The response cap. */
+	struct kube_client_opts o = {.max_body = 1024};
+	c = client_for(f, "{token: tok-0}", &o);
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/big", NULL, NULL, NULL, &out, &err),
+			KUBE_ERR_TOO_LARGE);
+	CU_ASSERT_PTR_NULL(out);
+	kube_client_free(c);
+
+	/* A request that is never answered times out; an abort flag ends it early. */
+	struct kube_client_opts t = {.timeout_ms = 300};
+	c = client_for(f, "{token: tok-0}", &t);
+	int64_t t0 = ktime_mono_ms();
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/hang", NULL, NULL, NULL, &out, &err),
+			KUBE_ERR_TRANSPORT);
+	int64_t took = ktime_mono_ms() - t0;
+	CU_ASSERT(took >= 250 && took < 3000);
+	atomic_int abort_now;
+	atomic_init(&abort_now, 1);
+	struct kube_request_opts ro = {.timeout_ms = 20000, .abort = &abort_now};
+	t0 = ktime_mono_ms();
+	CU_ASSERT_EQUAL(kube_request_ex(c, "GET", "/hang", NULL, NULL, NULL, &ro, &out, &err),
+			KUBE_ERR_TRANSPORT);
+	CU_ASSERT(ktime_mono_ms() - t0 < 3000);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
+static void test_transport_error(void)
+{
+	/* A port nobody listens on. */
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof sa;
+	bind(s, (struct sockaddr *)&sa, sizeof sa);
+	getsockname(s, (struct sockaddr *)&sa, &sl);
+	close(s);
+	struct fake dead = {.port = ntohs(sa.sin_port)};
+	struct kube_client *c = client_for(&dead, "{token: x}", NULL);
+	struct kube_error err;
+	cJSON *out = NULL;
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/api", NULL, NULL, NULL, &out, &err),
+			KUBE_ERR_TRANSPORT);
+	CU_ASSERT_EQUAL(err.http_status, 0);
+	CU_ASSERT(strlen(err.message) > 0);
+	CU_ASSERT_TRUE(kube_err_retriable(err.code));
+	kube_client_free(c);
+}
+
+/* 401 unless the token is the rotated one. */
+static void h_rotated(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	if (r->auth && !strcmp(r->auth, "Bearer new-token"))
+		reply(req, 200, "{\"ok\":true}", NULL, NULL);
+	else {
+		char *s = status_json(401, "Unauthorized", "Unauthorized");
+		reply(req, 401, s, NULL, NULL);
+		free(s);
+	}
+}
+
+static void test_401_rereads_token(void)
+{
+	struct fake *f = fake_start(h_rotated, NULL);
+	char *tf = xasprintf("%s/token-%d", tmpdir, f->port);
+	FILE *fp = fopen(tf, "w");
+	fputs("old-token\n", fp);
+	fclose(fp);
+	char *user = xasprintf("{tokenFile: '%s'}", tf);
+	struct kube_client *c = client_for(f, user, NULL);
+	/* Rotate right away: the client still holds the old token (it checks the
+	 * file at most once a second), gets a 401, re-reads and retries once. */
+	fp = fopen(tf, "w");
+	fputs("new-token\n", fp);
+	fclose(fp);
+	cJSON *out = NULL;
+	struct kube_error err;
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/x", NULL, NULL, NULL, &out, &err), KUBE_OK);
+	cJSON_Delete(out);
+	CU_ASSERT_EQUAL(fake_count(f), 2);
+	CU_ASSERT_STRING_EQUAL(fake_log(f, 0)->auth, "Bearer old-token");
+	CU_ASSERT_STRING_EQUAL(fake_log(f, 1)->auth, "Bearer new-token");
+	kube_client_free(c);
+
+	/* A static token is not retried. */
+	c = client_for(f, "{token: static}", NULL);
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/x", NULL, NULL, NULL, &out, &err),
+			KUBE_ERR_UNAUTHORIZED);
+	CU_ASSERT_EQUAL(fake_count(f), 3);
+	kube_client_free(c);
+	free(user);
+	free(tf);
+	fake_stop(f);
+}
+
+static void test_client_qps(void)
+{
+	struct fake *f = fake_start(h_basics, NULL);
+	struct kube_client_opts o = {.qps = 20, .burst = 1};
+	struct kube_client *c = client_for(f, "{token: t}", &o);
+	int64_t t0 = ktime_mono_ms();
+	for (int i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(kube_request(c, "GET", "/empty", NULL, NULL, NULL, NULL, NULL),
+				KUBE_OK);
+	CU_ASSERT(ktime_mono_ms() - t0 >= 190); /* 4 waits of 50 ms */
+	kube_client_free(c);
+	fake_stop(f);
+}
+
+/* ---- LIST ---- */
+
+static void h_list(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	const char *cont = q(r, "continue");
+	if (!q(r, "limit") || strcmp(q(r, "limit"), "500")) {
+		reply(req, 400, "{\"kind\":\"Status\",\"message\":\"limit\"}", NULL, NULL);
+	} else if (!cont) {
+		reply(req, 200,
+		      "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"100\","
+		      "\"continue\":\"c1\"},"
+		      "\"items\":[{\"metadata\":{\"name\":\"p1\"}},{\"metadata\":{\"name\":\"p2\"}}"
+		      "]}",
+		      NULL, NULL);
+	} else if (!strcmp(cont, "c1") && atomic_fetch_add(&f->counter, 1) == 0) {
+		char *s = status_json(410, "Expired", "The provided continue parameter is too old");
+		reply(req, 410, s, NULL, NULL);
+		free(s);
+	} else {
+		reply(req, 200,
+		      "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"100\"},"
+		      "\"items\":[{\"metadata\":{\"name\":\"p3\"}}]}",
+		      NULL, NULL);
+	}
+}
+
+static void collect_names(void *ctx, const cJSON *item)
+{
+	struct buf *b = ctx;
+	buf_appendf(
+	    b, "%s,",
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(item, "metadata"), "name")->valuestring);
+}
+
+static void mark_reset(void *ctx)
+{
+	buf_appends(ctx, "RESET,");
+}
+
+static void test_list_pagination(void)
+{
+	struct fake *f = fake_start(h_list, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct buf names;
+	buf_init(&names, 4096);
+	char *rv = NULL;
+	struct kube_error err;
+	CU_ASSERT_EQUAL(kube_list_ex(c, "/api/v1/pods", "app=x", collect_names, mark_reset, &names,
+				     NULL, &rv, &err),
+			KUBE_OK);
+	CU_ASSERT_STRING_EQUAL(names.data, "p1,p2,RESET,p1,p2,p3,");
+	CU_ASSERT_STRING_EQUAL(rv, "100");
+	free(rv);
+	CU_ASSERT_STRING_EQUAL(q(fake_log(f, 0), "labelSelector"), "app=x");
+	CU_ASSERT_STRING_EQUAL(q(fake_log(f, 1), "continue"), "c1");
+	buf_reset(&names);
+	CU_ASSERT_EQUAL(kube_list(c, "/api/v1/pods", NULL, collect_names, &names, &rv, &err),
+			KUBE_OK);
+	CU_ASSERT_STRING_EQUAL(names.data, "p1,p2,p3,");
+	CU_ASSERT_PTR_NULL(q(fake_log(f, 4), "labelSelector"));
+	free(rv);
+	buf_release(&names);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
+/* ---- informer ---- */
+
+struct inf_script {
+	atomic_int lists, watches;
+	atomic_int adds, updates, deletes;
+	atomic_int bad_query; /* the server saw an unexpected watch request */
+	atomic_int held;      /* the last watch is open */
+};
+
+/* A namespaced object with a resourceVersion, a "grp" label and extra
+ * metadata fields. */
+#define ITEM(name, rv, grp, extra)                                                                 \
+	"{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"ns1\",\"resourceVersion\":\"" rv     \
+	"\",\"labels\":{\"grp\":\"" grp "\"}" extra "}}"
+#define MANAGED ",\"managedFields\":[{\"manager\":\"kubectl\"}]"
+
+/* The script: LIST, a watch whose two chunks split a line, a watch that ends
+ * with ERROR 410, the LIST after it, and a last watch that stays open.
+ * (clang-format cannot lay out literals pasted with macros.) */
+/* clang-format off */
+static const char list1[] = "{\"metadata\":{\"resourceVersion\":\"20\"},\"items\":["
+	ITEM("a", "10", "g1", MANAGED) "," ITEM("b", "11", "g1", "") "," ITEM("c", "12", "g2", "") "]}";
+static const char watch1a[] = "{\"type\":\"ADDED\",\"object\":" ITEM("d", "21", "g2", "") "}\n"
+	"{\"type\":\"MODIFIED\",\"object\":" ITEM("a", "22", "g2", "") "}\n{\"type\":\"DEL";
+static const char watch1b[] = "ETED\",\"object\":" ITEM("b", "23", "g1", "") "}\n"
+	"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"30\"}}}\n";
+static const char watch2[] = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"status\":\"Failure\","
+			     "\"message\":\"too old resource version: 30 (45)\",\"reason\":\"Expired\","
+			     "\"code\":410}}\n";
+static const char list2[] = "{\"metadata\":{\"resourceVersion\":\"50\"},\"items\":["
+	ITEM("a", "40", "g2", "") "," ITEM("d", "41", "g2", "") "," ITEM("e", "42", "g1", "") "]}";
+/* clang-format on */
+
+static void h_informer(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	struct inf_script *s = f->ctx;
+	const char *watch = q(r, "watch");
+	if (strcmp(r->path, "/apis/x.dev/v1/things")) {
+		reply(req, 404, NULL, NULL, NULL);
+		return;
+	}
+	if (!watch) {
+		int n = atomic_fetch_add(&s->lists, 1);
+		reply(req, 200, n == 0 ? list1 : list2, NULL, NULL);
+		return;
+	}
+	int n = atomic_fetch_add(&s->watches, 1);
+	const char *rv = q(r, "resourceVersion");
+	const char *tmo = q(r, "timeoutSeconds");
+	const char *bm = q(r, "allowWatchBookmarks");
+	const char *sel = q(r, "labelSelector");
+	int t = tmo ? atoi(tmo) : 0;
+	static const char *const want_rv[] = {"20", "30", "50"};
+	if (strcmp(watch, "true") || !bm || strcmp(bm, "true") || t < 300 || t > 600 || !rv ||
+	    !sel || strcmp(sel, "tier=x") || strcmp(rv, want_rv[n < 3 ? n : 2]))
+		atomic_fetch_add(&s->bad_query, 1);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+			  "application/json");
+	evhttp_send_reply_start(req, 200, "OK");
+	if (n == 0) {
+		stream_chunk(req, watch1a);
+		stream_chunk(req, watch1b);
+		evhttp_send_reply_end(req);
+	} else if (n == 1) {
+		stream_chunk(req, watch2);
+		evhttp_send_reply_end(req);
+	} else {
+		hold(f, req, 1); /* stays open until the client goes */
+		atomic_store(&s->held, 1);
+	}
+}
+
+struct inf_ctx {
+	struct inf_script *s;
+	struct informer *inf;
+	struct kube_client *c;
+	atomic_int get_in_handler_ok;
+	atomic_int nested_request_ok;
+};
+
+static void on_add(void *u, const cJSON *o)
+{
+	struct inf_ctx *x = u;
+	atomic_fetch_add(&x->s->adds, 1);
+	/* Handlers run without the store lock: reading the cache is allowed. */
+	const char *name =
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "name")->valuestring;
+	cJSON *copy = informer_get(x->inf, "ns1", name);
+	if (copy)
+		atomic_fetch_add(&x->get_in_handler_ok, 1);
+	cJSON_Delete(copy);
+	/* So is a request, even from inside the watch stream's callback. */
+	struct kube_error err;
+	if (kube_request(x->c, "GET", "/elsewhere", NULL, NULL, NULL, NULL, &err) ==
+	    KUBE_ERR_NOT_FOUND)
+		atomic_fetch_add(&x->nested_request_ok, 1);
+}
+
+static void on_update(void *u, const cJSON *o, const cJSON *n)
+{
+	struct inf_ctx *x = u;
+	atomic_fetch_add(&x->s->updates, 1);
+}
+
+static void on_delete(void *u, const cJSON *o)
+{
+	struct inf_ctx *x = u;
+	atomic_fetch_add(&x->s->deletes, 1);
+}
+
+static const char *rv_of(const cJSON *o)
+{
+	return cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "resourceVersion")
+	    ->valuestring;
+}
+
+static int wait_for(atomic_int *v, int want, long ms)
+{
+	int64_t deadline = ktime_mono_ms() + ms;
+	while (atomic_load(v) < want && ktime_mono_ms() < deadline)
+		ktime_sleep_ms(10);
+	return atomic_load(v) >= want;
+}
+
+static void test_informer(void)
+{
+	static struct inf_script s;
+	memset(&s, 0, sizeof s);
+	struct fake *f = fake_start(h_informer, &s);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	static struct inf_ctx x;
+	memset(&x, 0, sizeof x);
+	x.s = &s;
+	x.c = c;
+	struct informer_handlers h = {on_add, on_update, on_delete};
+	struct informer *inf =
+	    informer_new(c, "/apis/x.dev/v1/things", "tier=x", NULL, "grp", &h, &x);
+	x.inf = inf;
+	CU_ASSERT_EQUAL(informer_wait_synced(inf, 10), 0);
+	CU_ASSERT_EQUAL_FATAL(informer_start(inf), 0);
+	CU_ASSERT_EQUAL(informer_wait_synced(inf, 5000), 1);
+	/* Until the third watch is open: list, watch (events, bookmark), watch
+	 * (ERROR 410), relist, watch. */
+	CU_ASSERT_TRUE(wait_for(&s.held, 1, 10000));
+	ktime_sleep_ms(50);
+	CU_ASSERT_EQUAL(atomic_load(&s.lists), 2);
+	CU_ASSERT_EQUAL(atomic_load(&s.watches), 3);
+	CU_ASSERT_EQUAL(atomic_load(&s.bad_query), 0);
+	/* list 1: +a +b +c; watch: +d ~a -b; relist: -c ~a ~d +e */
+	CU_ASSERT_EQUAL(atomic_load(&s.adds), 5);
+	CU_ASSERT_EQUAL(atomic_load(&s.updates), 3);
+	CU_ASSERT_EQUAL(atomic_load(&s.deletes), 2);
+	CU_ASSERT_EQUAL(atomic_load(&x.get_in_handler_ok), 5);
+	CU_ASSERT_EQUAL(atomic_load(&x.nested_request_ok), 5);
+	CU_ASSERT_EQUAL(informer_size(inf), 3);
+	cJSON *a = informer_get(inf, "ns1", "a");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+	CU_ASSERT_STRING_EQUAL(rv_of(a), "40");
+	cJSON_Delete(a);
+	CU_ASSERT_PTR_NULL(informer_get(inf, "ns1", "b"));
+	CU_ASSERT_PTR_NULL(informer_get(inf, "ns1", "c"));
+	CU_ASSERT_PTR_NULL(informer_get(inf, "other", "a"));
+	cJSON *g2 = informer_list_by_index(inf, "g2");
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(g2), 2); /* a and d */
+	cJSON_Delete(g2);
+	cJSON *g1 = informer_list_by_index(inf, "g1");
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(g1), 1); /* e */
+	cJSON_Delete(g1);
+	cJSON *none = informer_list_by_index(inf, "g9");
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(none), 0);
+	cJSON_Delete(none);
+	cJSON *all = informer_list(inf);
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(all), 3);
+	cJSON_Delete(all);
+	/* Stopping aborts the open watch promptly. */
+	int64_t t0 = ktime_mono_ms();
+	informer_stop(inf);
+	CU_ASSERT(ktime_mono_ms() - t0 < 2500);
+	informer_free(inf);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
+static void h_managed(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	if (!q(r, "watch"))
+		reply(req, 200,
+		      "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[{\"metadata\":{"
+		      "\"name\":\"n1\","
+		      "\"resourceVersion\":\"5\",\"managedFields\":[{\"manager\":\"x\"}]},\"spec\":"
+		      "{\"big\":\"drop me\"}}]}",
+		      NULL, NULL);
+	else {
+		evhttp_send_reply_start(req, 200, "OK");
+		hold(f, req, 1);
+	}
+}
+
+static cJSON *trim_spec(const cJSON *o)
+{
+	cJSON *c = cJSON_CreateObject();
+	cJSON_AddItemToObject(c, "metadata",
+			      cJSON_Duplicate(cJSON_GetObjectItem(o, "metadata"), 1));
+	return c;
+}
+
+static void test_informer_trim(void)
+{
+	struct fake *f = fake_start(h_managed, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct informer *inf = informer_new(c, "/api/v1/nodes", NULL, NULL, NULL, NULL, NULL);
+	CU_ASSERT_EQUAL_FATAL(informer_start(inf), 0);
+	CU_ASSERT_EQUAL(informer_wait_synced(inf, 5000), 1);
+	cJSON *n = informer_get(inf, NULL, "n1"); /* cluster-scoped */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(n);
+	CU_ASSERT_PTR_NULL(
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(n, "metadata"), "managedFields"));
+	CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(n, "spec"));
+	cJSON_Delete(n);
+	informer_free(inf);
+
+	inf = informer_new(c, "/api/v1/nodes", NULL, trim_spec, NULL, NULL, NULL);
+	CU_ASSERT_EQUAL_FATAL(informer_start(inf), 0);
+	CU_ASSERT_EQUAL(informer_wait_synced(inf, 5000), 1);
+	n = informer_get(inf, "", "n1");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(n);
+	CU_ASSERT_PTR_NULL(cJSON_GetObjectItem(n, "spec"));
+	cJSON_Delete(n);
+	informer_free(inf);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
+/* ---- events ---- */
+
+static void h_events(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	if (f->ctx) { /* hold everything: a dead API server */
+		hold(f, req, 0);
+		return;
+	}
+	reply(req, !strcmp(r->method, "POST") ? 201 : 200, r->body, NULL, NULL);
+}
+
+static void test_events(void)
+{
+	struct fake *f = fake_start(h_events, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct event_recorder *r = event_recorder_new(c, "sandbox-controller");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	for (int i = 0; i < 5; i++)
+		event_record(r, "sandbox.dev/v1alpha1", "Sandbox", "ns1", "sb1", "uid-1", "Normal",
+			     "PodCreated", "Created pod sbx-0123");
+	event_record(r, "sandbox.dev/v1alpha1", "Sandbox", "ns1", "sb1", "uid-1", "Warning",
+		     "IdempotencyKeyConflict", "key reused");
+	event_record(r, "sandbox.dev/v1alpha1", "Sandbox", "ns1", "sb2", "uid-2", "Normal",
+		     "PodCreated", "Created pod sbx-0123");
+	event_record(r, "v1", "Node", NULL, "node-1", "uid-n", "Normal", "Seen", "cluster-scoped");
+	int64_t deadline = ktime_mono_ms() + 5000;
+	while (event_recorder_sent(r) < 4 && ktime_mono_ms() < deadline)
+		ktime_sleep_ms(10);
+	CU_ASSERT_EQUAL(event_recorder_sent(r), 4);
+	CU_ASSERT_EQUAL(event_recorder_dropped(r), 0);
+	event_recorder_free(r);
+	CU_ASSERT_EQUAL(fake_count(f), 4); /* the duplicates were aggregated */
+	int defaults = 0;
+	for (int i = 0; i < fake_count(f); i++) {
+		const struct fake_req *e = fake_log(f, i);
+		CU_ASSERT_STRING_EQUAL(e->method, "POST");
+		cJSON *ev = cJSON_Parse(e->body);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(ev);
+		cJSON *io = cJSON_GetObjectItem(ev, "involvedObject");
+		CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(io, "uid"));
+		CU_ASSERT_EQUAL(cJSON_GetObjectItem(ev, "count")->valueint, 1);
+		CU_ASSERT_STRING_EQUAL(
+		    cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "source"), "component")
+			->valuestring,
+		    "sandbox-controller");
+		const char *ns =
+		    cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "metadata"), "namespace")
+			->valuestring;
+		char *want = xasprintf("/api/v1/namespaces/%s/events", ns);
+		CU_ASSERT_STRING_EQUAL(e->path, want);
+		free(want);
+		if (!strcmp(ns, "default")) {
+			defaults++;
+			CU_ASSERT_PTR_NULL(cJSON_GetObjectItem(io, "namespace"));
+		}
+		const char *name =
+		    cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "metadata"), "name")->valuestring;
+		const char *obj = cJSON_GetObjectItem(io, "name")->valuestring;
+		CU_ASSERT(!strncmp(name, obj, strlen(obj)) && name[strlen(obj)] == '.');
+		cJSON_Delete(ev);
+	}
+	CU_ASSERT_EQUAL(defaults, 1);
+	kube_client_free(c);
+	fake_stop(f);
+
+	/* Against a server that never answers: recording does not block, and
+	 * freeing gives up after about 2 s. */
+	int hold = 1;
+	f = fake_start(h_events, &hold);
+	c = client_for(f, "{token: t}", NULL);
+	r = event_recorder_new(c, "sandbox-controller");
+	int64_t t0 = ktime_mono_ms();
+	char msg[32];
+	for (int i = 0; i < 2000; i++) {
+		snprintf(msg, sizeof msg, "message %d", i);
+		event_record(r, "v1", "Pod", "ns1", "p", "uid-p", "Normal", "Flood", msg);
+	}
+	CU_ASSERT(ktime_mono_ms() - t0 < 1000);
+	t0 = ktime_mono_ms();
+	event_recorder_free(r);
+	int64_t took = ktime_mono_ms() - t0;
+	CU_ASSERT(took < 4500);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
+/* ---- TLS ---- */
+
+#define TLS_DATA SBX_TEST_DATA "/kube/tls/"
+
+/* The fixture file as one base64 line (caller frees). */
+static char *b64_fixture(const char *name)
+{
+	struct buf b;
+	buf_init(&b, 1 << 16);
+	CU_ASSERT_EQUAL_FATAL(buf_read_file(&b, name), 0);
+	char *out = xmalloc(4 * ((b.len + 2) / 3) + 1);
+	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)b.data, (int)b.len);
+	buf_release(&b);
+	return out;
+}
+
+static SSL_CTX *server_tls(void)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+	CU_ASSERT_EQUAL(SSL_CTX_use_certificate_chain_file(ctx, TLS_DATA "server.crt"), 1);
+	CU_ASSERT_EQUAL(SSL_CTX_use_PrivateKey_file(ctx, TLS_DATA "server.key", SSL_FILETYPE_PEM),
+			1);
+	CU_ASSERT_EQUAL(SSL_CTX_load_verify_locations(ctx, TLS_DATA "ca.crt", NULL), 1);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	return ctx;
+}
+
+static void h_whoami(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	char *body = xasprintf("{\"cn\":\"%s\"}", r->peer ? r->peer : "");
+	reply(req, 200, body, NULL, NULL);
+	free(body);
+}
+
+/* GETs /whoami; returns the result and copies the CN seen by the server. */
+static enum kube_err whoami(struct kube_client *c, char *cn, size_t cnlen)
+{
+	cJSON *out = NULL;
+	struct kube_error err;
+	enum kube_err r = kube_request(c, "GET", "/whoami", NULL, NULL, NULL, &out, &err);
+	snprintf(cn, cnlen, "%s",
+		 r == KUBE_OK ? cJSON_GetObjectItem(out, "cn")->valuestring : err.message);
+	cJSON_Delete(out);
+	kube_client_free(c);
+	return r;
+}
+
+static void test_tls(void)
+{
+	SSL_CTX *ctx = server_tls();
+	struct fake *f = fake_start_tls(h_whoami, NULL, ctx);
+	char *ca = b64_fixture(TLS_DATA "ca.crt");
+	char *other = b64_fixture(TLS_DATA "other-ca.crt");
+	char *cert = b64_fixture(TLS_DATA "client.crt");
+	char *key = b64_fixture(TLS_DATA "client.key");
+	char *user = xasprintf("{client-certificate-data: %s, client-key-data: %s}", cert, key);
+	char *good = xasprintf("{server: 'https://127.0.0.1:%d', certificate-authority-data: %s, "
+			       "tls-server-name: kube.test}",
+			       f->port, ca);
+	char *no_sni = xasprintf("{server: 'https://127.0.0.1:%d', certificate-authority-data: %s}",
+				 f->port, ca);
+	char *wrong_ca =
+	    xasprintf("{server: 'https://127.0.0.1:%d', certificate-authority-data: %s, "
+		      "tls-server-name: kube.test}",
+		      f->port, other);
+	char *insecure =
+	    xasprintf("{server: 'https://127.0.0.1:%d', insecure-skip-tls-verify: true}", f->port);
+	char cn[512];
+
+	/* CA and client certificate from memory; the name checked is tls-server-name. */
+	CU_ASSERT_EQUAL(whoami(client_with(good, user, NULL), cn, sizeof cn), KUBE_OK);
+	CU_ASSERT_STRING_EQUAL(cn, "tester");
+	/* The certificate does not name 127.0.0.1. */
+	CU_ASSERT_EQUAL(whoami(client_with(no_sni, user, NULL), cn, sizeof cn), KUBE_ERR_TRANSPORT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(cn, "127.0.0.1"));
+	/* An unrelated CA. */
+	CU_ASSERT_EQUAL(whoami(client_with(wrong_ca, user, NULL), cn, sizeof cn),
+			KUBE_ERR_TRANSPORT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(cn, "certificate"));
+	/* No verification at all. */
+	CU_ASSERT_EQUAL(whoami(client_with(insecure, user, NULL), cn, sizeof cn), KUBE_OK);
+	CU_ASSERT_STRING_EQUAL(cn, "tester");
+	/* The server requires a client certificate. */
+	CU_ASSERT_EQUAL(whoami(client_with(good, "{token: t}", NULL), cn, sizeof cn),
+			KUBE_ERR_TRANSPORT);
+
+	/* An exec plugin that answers with a client certificate (PEM in JSON). */
+	struct buf pem;
+	buf_init(&pem, 1 << 16);
+	cJSON *ec = cJSON_CreateObject();
+	cJSON_AddStringToObject(ec, "apiVersion", "client.authentication.k8s.io/v1beta1");
+	cJSON_AddStringToObject(ec, "kind", "ExecCredential");
+	cJSON *st = cJSON_AddObjectToObject(ec, "status");
+	buf_read_file(&pem, TLS_DATA "client.crt");
+	cJSON_AddStringToObject(st, "clientCertificateData", pem.data);
+	buf_read_file(&pem, TLS_DATA "client.key");
+	cJSON_AddStringToObject(st, "clientKeyData", pem.data);
+	buf_release(&pem);
+	char *json = cJSON_Print(ec);
+	cJSON_Delete(ec);
+	char *jpath = xasprintf("%s/cred.json", tmpdir);
+	char *spath = xasprintf("%s/cred.sh", tmpdir);
+	FILE *fp = fopen(jpath, "w");
+	fputs(json, fp);
+	fclose(fp);
+	fp = fopen(spath, "w");
+	fprintf(fp, "#!/bin/sh\nexec cat '%s'\n", jpath);
+	fclose(fp);
+	chmod(spath, 0755);
+	char *exec_user = xasprintf(
+	    "{exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: '%s'}}", spath);
+	CU_ASSERT_EQUAL(whoami(client_with(good, exec_user, NULL), cn, sizeof cn), KUBE_OK);
+	CU_ASSERT_STRING_EQUAL(cn, "tester");
+
+	free(exec_user);
+	free(jpath);
+	free(spath);
+	free(json);
+	free(good);
+	free(no_sni);
+	free(wrong_ca);
+	free(insecure);
+	free(user);
+	free(ca);
+	free(other);
+	free(cert);
+	free(key);
+	fake_stop(f);
+	SSL_CTX_free(ctx);
+}
+
+void register_kube_client_tests(void)
+{
+	CU_pSuite s = CU_add_suite("kube/client (fake API server)", suite_init, suite_clean);
+	if (!s || !CU_add_test(s, "requests, errors, caps, timeouts", test_request_basics) ||
+	    !CU_add_test(s, "transport error", test_transport_error) ||
+	    !CU_add_test(s, "TLS: CA, client certificates, server name", test_tls) ||
+	    !CU_add_test(s, "401 re-reads the token file once", test_401_rereads_token) ||
+	    !CU_add_test(s, "client-side qps", test_client_qps) ||
+	    !CU_add_test(s, "LIST pages, 410 restart", test_list_pagination) ||
+	    !CU_add_test(s, "informer list/watch/relist", test_informer) ||
+	    !CU_add_test(s, "informer trimming", test_informer_trim) ||
+	    !CU_add_test(s, "events aggregate, never block", test_events))
+		abort();
+}

@@ -1,0 +1,294 @@
+/* Unit tests for the work queue: dedup, one worker per key, backoff, delayed
+ * adds, shutdown. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <CUnit/CUnit.h>
+
+#include "kube/ktime.h"
+#include "kube/workqueue.h"
+#include "test_suites.h"
+
+void register_kube_workqueue_tests(void);
+
+/* Gets a key and compares it; frees it and marks it done. */
+static void expect_get(struct workqueue *q, const char *want)
+{
+	char *k = workqueue_get(q);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+	CU_ASSERT_STRING_EQUAL(k, want);
+	workqueue_done(q, k);
+	free(k);
+}
+
+static void test_dedup(void)
+{
+	struct workqueue *q = workqueue_new();
+	workqueue_add(q, "ns/a");
+	workqueue_add(q, "ns/a");
+	workqueue_add(q, "ns/b");
+	workqueue_add(q, "ns/a");
+	CU_ASSERT_EQUAL(workqueue_len(q), 2);
+	char *a = workqueue_get(q);
+	CU_ASSERT_STRING_EQUAL(a, "ns/a");
+	/* Added while processing: not handed out until done. */
+	workqueue_add(q, "ns/a");
+	workqueue_add(q, "ns/a");
+	CU_ASSERT_EQUAL(workqueue_len(q), 1);
+	expect_get(q, "ns/b");
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	workqueue_done(q, a);
+	free(a);
+	CU_ASSERT_EQUAL(workqueue_len(q), 1);
+	expect_get(q, "ns/a");
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	workqueue_free(q);
+}
+
+#define NKEYS 16
+#define NWORKERS 4
+#define NADDS 4000
+
+struct conc {
+	struct workqueue *q;
+	atomic_int in_flight[NKEYS];
+	atomic_int processed[NKEYS];
+	atomic_int violations;
+	atomic_int pending_adds;
+};
+
+static int key_index(const char *k)
+{
+	return atoi(k + 4);
+}
+
+static void *worker(void *u)
+{
+	struct conc *c = u;
+	char *k;
+	unsigned seed = (unsigned)(uintptr_t)&k;
+	while ((k = workqueue_get(c->q))) {
+		int i = key_index(k);
+		if (atomic_fetch_add(&c->in_flight[i], 1) != 0)
+			atomic_fetch_add(&c->violations, 1);
+		struct timespec ts = {0, (long)(rand_r(&seed) % 200) * 1000};
+		nanosleep(&ts, NULL);
+		atomic_fetch_add(&c->processed[i], 1);
+		atomic_fetch_sub(&c->in_flight[i], 1);
+		workqueue_done(c->q, k);
+		free(k);
+	}
+	return NULL;
+}
+
+static void *producer(void *u)
+{
+	struct conc *c = u;
+	unsigned seed = 7;
+	char key[32];
+	for (int i = 0; i < NADDS; i++) {
+		snprintf(key, sizeof key, "key-%d", rand_r(&seed) % NKEYS);
+		workqueue_add(c->q, key);
+		if (i % 64 == 0) {
+			struct timespec ts = {0, 100000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	atomic_store(&c->pending_adds, 0);
+	return NULL;
+}
+
+static void test_one_worker_per_key(void)
+{
+	static struct conc c;
+	memset(&c, 0, sizeof c);
+	c.q = workqueue_new();
+	atomic_store(&c.pending_adds, 1);
+	pthread_t w[NWORKERS], p1, p2;
+	for (int i = 0; i < NWORKERS; i++)
+		pthread_create(&w[i], NULL, worker, &c);
+	pthread_create(&p1, NULL, producer, &c);
+	pthread_create(&p2, NULL, producer, &c);
+	pthread_join(p1, NULL);
+	pthread_join(p2, NULL);
+	/* Let the workers drain what is queued, then shut down. */
+	int64_t deadline = ktime_mono_ms() + 10000;
+	while (workqueue_len(c.q) > 0 && ktime_mono_ms() < deadline)
+		ktime_sleep_ms(5);
+	workqueue_shutdown(c.q);
+	for (int i = 0; i < NWORKERS; i++)
+		pthread_join(w[i], NULL);
+	CU_ASSERT_EQUAL(atomic_load(&c.violations), 0);
+	int total = 0;
+	for (int i = 0; i < NKEYS; i++) {
+		CU_ASSERT(atomic_load(&c.processed[i]) >= 1);
+		total += atomic_load(&c.processed[i]);
+	}
+	/* Dedup collapses most of the 8000 adds. */
+	CU_ASSERT(total < 2 * NADDS);
+	workqueue_free(c.q);
+}
+
+static void test_backoff(void)
+{
+	struct workqueue *q = workqueue_new();
+	long want[] = {5, 10, 20, 40, 80, 160};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+		CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, "a"), want[i]);
+	CU_ASSERT_EQUAL(workqueue_num_requeues(q, "a"), 6);
+	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, "b"), 5); /* per key */
+	workqueue_forget(q, "a");
+	CU_ASSERT_EQUAL(workqueue_num_requeues(q, "a"), 0);
+	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, "a"), 5);
+	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, "a"), 10);
+	workqueue_free(q);
+
+	/* The cap: 5 ms * 2^n stops at 1000 s. */
+	q = workqueue_new();
+	long last = 0;
+	for (int i = 0; i < 40; i++)
+		last = workqueue_next_backoff_ms(q, "c");
+	CU_ASSERT_EQUAL(last, 1000L * 1000);
+	workqueue_free(q);
+
+	/* The overall bucket: 100 at once pass, then 10 per second. */
+	q = workqueue_new();
+	char key[16];
+	for (int i = 0; i < 100; i++) {
+		snprintf(key, sizeof key, "k%d", i);
+		CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, key), 5);
+	}
+	long d1 = workqueue_next_backoff_ms(q, "x1");
+	long d2 = workqueue_next_backoff_ms(q, "x2");
+	CU_ASSERT(d1 > 0 && d1 <= 100);
+	CU_ASSERT(d2 - d1 >= 80 && d2 - d1 <= 100);
+	workqueue_free(q);
+}
+
+static void test_rate_limited_delivery(void)
+{
+	struct workqueue *q = workqueue_new();
+	for (int i = 0; i < 4; i++)
+		(void)workqueue_next_backoff_ms(q, "k"); /* next is 80 ms */
+	int64_t t0 = ktime_mono_ms();
+	workqueue_add_rate_limited(q, "k");
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	expect_get(q, "k");
+	int64_t took = ktime_mono_ms() - t0;
+	CU_ASSERT(took >= 78 && took < 1000);
+	CU_ASSERT_EQUAL(workqueue_num_requeues(q, "k"), 5);
+	workqueue_free(q);
+}
+
+static void test_add_after_order(void)
+{
+	struct workqueue *q = workqueue_new();
+	int64_t t0 = ktime_mono_ms();
+	workqueue_add_after(q, "c", 150);
+	workqueue_add_after(q, "a", 50);
+	workqueue_add_after(q, "b", 100);
+	workqueue_add_after(q, "b", 400); /* later: the earlier time is kept */
+	workqueue_add_after(q, "d", 10000);
+	workqueue_add_after(q, "d", 200); /* earlier: moved up */
+	workqueue_add(q, "now");
+	expect_get(q, "now");
+	expect_get(q, "a");
+	CU_ASSERT(ktime_mono_ms() - t0 >= 49);
+	expect_get(q, "b");
+	CU_ASSERT(ktime_mono_ms() - t0 >= 99);
+	expect_get(q, "c");
+	CU_ASSERT(ktime_mono_ms() - t0 >= 149);
+	expect_get(q, "d");
+	int64_t took = ktime_mono_ms() - t0;
+	CU_ASSERT(took >= 199 && took < 2000);
+	/* A delayed key that is already queued is handed out once. */
+	workqueue_add(q, "e");
+	workqueue_add_after(q, "e", 20);
+	ktime_sleep_ms(40);
+	CU_ASSERT_EQUAL(workqueue_len(q), 1);
+	expect_get(q, "e");
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	workqueue_free(q);
+}
+
+struct getter {
+	struct workqueue *q;
+	atomic_int returned_null;
+};
+
+static void *blocked_getter(void *u)
+{
+	struct getter *g = u;
+	char *k = workqueue_get(g->q);
+	if (!k)
+		atomic_fetch_add(&g->returned_null, 1);
+	free(k);
+	return NULL;
+}
+
+static void test_shutdown(void)
+{
+	struct workqueue *q = workqueue_new();
+	workqueue_add(q, "a");
+	workqueue_add(q, "b");
+	workqueue_add_after(q, "later", 30);
+	char *a = workqueue_get(q);
+	workqueue_add(q, "a"); /* dirty while processing */
+	workqueue_shutdown(q);
+	workqueue_add(q, "ignored");
+	expect_get(q, "b");
+	workqueue_done(q, a); /* re-queued even though shutting down: it was added before */
+	free(a);
+	expect_get(q, "a");
+	ktime_sleep_ms(50);
+	CU_ASSERT_PTR_NULL(workqueue_get(q)); /* "later" was dropped */
+	workqueue_free(q);
+
+	/* Getters blocked on an empty queue are woken. */
+	static struct getter g;
+	g.q = workqueue_new();
+	atomic_store(&g.returned_null, 0);
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		pthread_create(&t[i], NULL, blocked_getter, &g);
+	ktime_sleep_ms(50);
+	CU_ASSERT_EQUAL(atomic_load(&g.returned_null), 0);
+	workqueue_shutdown(g.q);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	CU_ASSERT_EQUAL(atomic_load(&g.returned_null), 3);
+	workqueue_free(g.q);
+}
+
+static void test_delayed_wakes_blocked_getter(void)
+{
+	/* A getter already asleep on an empty queue wakes for a delayed add. */
+	struct workqueue *q = workqueue_new();
+	static struct getter g;
+	g.q = q;
+	atomic_store(&g.returned_null, 0);
+	pthread_t t;
+	pthread_create(&t, NULL, blocked_getter, &g);
+	ktime_sleep_ms(20);
+	workqueue_add_after(q, "x", 30);
+	int64_t t0 = ktime_mono_ms();
+	pthread_join(t, NULL);
+	CU_ASSERT(ktime_mono_ms() - t0 < 1000);
+	CU_ASSERT_EQUAL(atomic_load(&g.returned_null), 0);
+	workqueue_free(q);
+}
+
+void register_kube_workqueue_tests(void)
+{
+	SBX_SUITE("kube/workqueue", {"dedup and re-add while processing", test_dedup},
+		  {"4 workers never share a key", test_one_worker_per_key},
+		  {"backoff 5,10,20.. and forget", test_backoff},
+		  {"rate-limited delivery", test_rate_limited_delivery},
+		  {"add_after ordering", test_add_after_order},
+		  {"shutdown drains and wakes", test_shutdown},
+		  {"delayed add wakes a blocked getter", test_delayed_wakes_blocked_getter});
+}

@@ -1,0 +1,245 @@
+/* Unit tests for controller/sandbox/config: defaults, YAML schema, errors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "sandbox/config.h"
+#include "test_suites.h"
+
+void register_sandbox_config_tests(void); /* called from test_sandbox_all.c */
+
+static void assert_defaults(const struct sbx_config *c)
+{
+	CU_ASSERT_EQUAL(c->ws_mode, SBX_WS_PVC);
+	CU_ASSERT_STRING_EQUAL(c->pvc_name, "sandbox-workspaces");
+	CU_ASSERT_PTR_NULL(c->host_root);
+	CU_ASSERT_PTR_NULL(c->seal_key_file);
+	CU_ASSERT_EQUAL(c->key_lifetime_s, 86400);
+	CU_ASSERT_EQUAL_FATAL(c->nmounts, 4);
+	CU_ASSERT_STRING_EQUAL(c->mounts[0].subdir, "workspace");
+	CU_ASSERT_STRING_EQUAL(c->mounts[0].path, "/workspace");
+	CU_ASSERT_STRING_EQUAL(c->mounts[1].subdir, "claude");
+	CU_ASSERT_STRING_EQUAL(c->mounts[1].path, "/home/agent/.claude");
+	CU_ASSERT_STRING_EQUAL(c->mounts[2].subdir, "codex");
+	CU_ASSERT_STRING_EQUAL(c->mounts[2].path, "/home/agent/.codex");
+	CU_ASSERT_STRING_EQUAL(c->mounts[3].subdir, "gemini");
+	CU_ASSERT_STRING_EQUAL(c->mounts[3].path, "/home/agent/.gemini");
+}
+
+static int parse(struct sbx_config *c, const char *yaml, char *err, size_t errlen)
+{
+	return sbx_config_parse(c, yaml, strlen(yaml), err, errlen);
+}
+
+static void test_config_defaults(void)
+{
+	struct sbx_config c;
+	char err[256];
+	sbx_config_init(&c);
+	assert_defaults(&c);
+	CU_ASSERT_EQUAL(parse(&c, "", err, sizeof err), 0);
+	assert_defaults(&c);
+	CU_ASSERT_EQUAL(parse(&c, "workspace:\nidempotency:\n", err, sizeof err), 0);
+	assert_defaults(&c);
+	sbx_config_release(&c);
+}
+
+static void test_config_full(void)
+{
+	const char *y = "workspace:\n"
+			"  mode: hostPath\n"
+			"  pvcName: shared-ws\n"
+			"  hostPathRoot: /srv/workspaces\n"
+			"  mounts:\n"
+			"    - subdir: workspace\n"
+			"      mountPath: /workspace\n"
+			"    - {subdir: .config, mountPath: /home/agent/.config}\n"
+			"idempotency:\n"
+			"  keyLifetime: 90m\n"
+			"seal:\n"
+			"  keyFile: /etc/sandbox-controller/seal.key\n";
+	struct sbx_config c;
+	char err[256];
+	sbx_config_init(&c);
+	CU_ASSERT_EQUAL_FATAL(parse(&c, y, err, sizeof err), 0);
+	CU_ASSERT_EQUAL(c.ws_mode, SBX_WS_HOSTPATH);
+	CU_ASSERT_STRING_EQUAL(c.pvc_name, "shared-ws");
+	CU_ASSERT_STRING_EQUAL(c.host_root, "/srv/workspaces");
+	CU_ASSERT_EQUAL(c.key_lifetime_s, 5400);
+	CU_ASSERT_STRING_EQUAL(c.seal_key_file, "/etc/sandbox-controller/seal.key");
+	CU_ASSERT_EQUAL_FATAL(c.nmounts, 2);
+	CU_ASSERT_STRING_EQUAL(c.mounts[1].subdir, ".config");
+	CU_ASSERT_STRING_EQUAL(c.mounts[1].path, "/home/agent/.config");
+
+	/* A later parse overlays: untouched fields keep their values. */
+	CU_ASSERT_EQUAL(parse(&c, "workspace: {mode: pvc}\nidempotency: {keyLifetime: 7200}\n", err,
+			      sizeof err),
+			0);
+	CU_ASSERT_EQUAL(c.ws_mode, SBX_WS_PVC);
+	CU_ASSERT_STRING_EQUAL(c.pvc_name, "shared-ws");
+	CU_ASSERT_EQUAL(c.key_lifetime_s, 7200);
+	CU_ASSERT_EQUAL(c.nmounts, 2);
+	sbx_config_release(&c);
+}
+
+/* Parses yaml over defaults, expects failure with want in the message and
+ * the defaults intact. */
+static void check_error(const char *yaml, const char *want)
+{
+	struct sbx_config c;
+	char err[512];
+	sbx_config_init(&c);
+	CU_ASSERT_EQUAL(parse(&c, yaml, err, sizeof err), -1);
+	if (!strstr(err, want))
+		fprintf(stderr, "\n  yaml %s\n  got  %s\n  want %s\n", yaml, err, want);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+	CU_ASSERT(strncmp(err, "config: ", 8) == 0);
+	assert_defaults(&c);
+	sbx_config_release(&c);
+}
+
+static void test_config_unknown_keys(void)
+{
+	check_error("workspaces: {}\n", "unknown key \"workspaces\" in the top level");
+	check_error("workspace: {mod: pvc}\n", "unknown key \"mod\" in workspace");
+	check_error("idempotency: {keylifetime: 1h}\n",
+		    "unknown key \"keylifetime\" in idempotency");
+	check_error("seal: {file: /k}\n", "unknown key \"file\" in seal");
+	check_error("workspace:\n  mounts:\n    - {subdir: a, mountPath: /a, readOnly: true}\n",
+		    "unknown key \"readOnly\" in workspace.mounts[0]");
+	check_error("- a\n- b\n", "the document must be a mapping");
+	check_error("workspace: pvc\n", "workspace must be a mapping");
+	check_error("workspace: {mode: [\n", "YAML");
+}
+
+static void test_config_bad_values(void)
+{
+	check_error("workspace: {mode: nfs}\n", "workspace.mode \"nfs\" must be pvc or hostPath");
+	check_error("workspace: {mode: hostPath}\n", "hostPathRoot is required");
+	check_error("workspace: {mode: hostPath, hostPathRoot: srv/ws}\n",
+		    "workspace.hostPathRoot");
+	check_error("workspace: {hostPathRoot: /srv/../etc}\n", "workspace.hostPathRoot");
+	check_error("workspace: {pvcName: Bad_Name}\n", "workspace.pvcName \"Bad_Name\"");
+	check_error("workspace: {pvcName: \"\"}\n", "workspace.pvcName must be a non-empty string");
+	check_error("seal: {keyFile: 5}\n", "seal.keyFile must be a non-empty string");
+
+	static const char *const subdirs[] = {"a/b", ".", "..", "../etc", "/abs", "a b", "x\\\\y"};
+	for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++) {
+		char y[256];
+		snprintf(y, sizeof y,
+			 "workspace:\n  mounts:\n    - {subdir: \"%s\", mountPath: /w}\n",
+			 subdirs[i]);
+		check_error(y, "workspace.mounts[0].subdir");
+		check_error(y, "must be one path segment");
+	}
+	check_error("workspace:\n  mounts:\n    - {subdir: \"\", mountPath: /w}\n",
+		    "workspace.mounts[0].subdir must be a non-empty string");
+	check_error("workspace:\n  mounts:\n    - {subdir: a, mountPath: w}\n",
+		    "workspace.mounts[0].mountPath \"w\" must be an absolute path");
+	check_error("workspace:\n  mounts:\n    - {subdir: a, mountPath: /}\n", "mountPath \"/\"");
+	check_error("workspace:\n  mounts:\n    - {subdir: a, mountPath: /w/../x}\n", "mountPath");
+	check_error("workspace:\n  mounts:\n    - {subdir: a, mountPath: /w/}\n", "mountPath");
+	check_error("workspace:\n  mounts:\n    - {subdir: a, mountPath: /w}\n"
+		    "    - {subdir: b, mountPath: /w}\n",
+		    "workspace.mounts[1].mountPath \"/w\" is used twice");
+	check_error("workspace:\n  mounts:\n    - {subdir: a}\n",
+		    "needs both subdir and mountPath");
+	check_error("workspace:\n  mounts: []\n", "must have 1..32 entries");
+	check_error("workspace:\n  mounts: {subdir: a}\n", "workspace.mounts must be a list");
+	check_error("workspace:\n  mounts:\n    - a\n", "workspace.mounts[0] must be a mapping");
+}
+
+static void test_config_durations(void)
+{
+	static const struct {
+		const char *s;
+		long want; /* 0 = error */
+	} t[] = {
+	    {"24h", 86400},
+	    {"90m", 5400},
+	    {"3600s", 3600},
+	    {"3600", 3600},
+	    {"1h30m", 5400},
+	    {"1h0m5s", 3605},
+	    {"0", 0},
+	    {"0h", 0},
+	    {"-5", 0},
+	    {"5x", 0},
+	    {"h", 0},
+	    {"", 0},
+	    {"1.5h", 0},
+	    {"24 h", 0},
+	    {"99999999999999999999", 0},
+	    {"87840h", 87840L * 3600},
+	    {"87841h", 0},
+	};
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+		long secs = -1;
+		int rc = sbx_parse_duration(t[i].s, &secs);
+		CU_ASSERT_EQUAL(rc, t[i].want ? 0 : -1);
+		if (t[i].want)
+			CU_ASSERT_EQUAL(secs, t[i].want);
+	}
+	struct sbx_config c;
+	char err[256];
+	sbx_config_init(&c);
+	CU_ASSERT_EQUAL(parse(&c, "idempotency: {keyLifetime: 24h}\n", err, sizeof err), 0);
+	CU_ASSERT_EQUAL(c.key_lifetime_s, 86400);
+	CU_ASSERT_EQUAL(parse(&c, "idempotency: {keyLifetime: 3600s}\n", err, sizeof err), 0);
+	CU_ASSERT_EQUAL(c.key_lifetime_s, 3600);
+	CU_ASSERT_EQUAL(parse(&c, "idempotency: {keyLifetime: 120}\n", err, sizeof err), 0);
+	CU_ASSERT_EQUAL(c.key_lifetime_s, 120);
+	CU_ASSERT_EQUAL(parse(&c, "idempotency: {keyLifetime: \"600\"}\n", err, sizeof err), 0);
+	CU_ASSERT_EQUAL(c.key_lifetime_s, 600);
+	sbx_config_release(&c);
+	check_error("idempotency: {keyLifetime: 0}\n",
+		    "idempotency.keyLifetime must be a positive whole");
+	check_error("idempotency: {keyLifetime: 1.5}\n",
+		    "idempotency.keyLifetime must be a positive whole");
+	check_error("idempotency: {keyLifetime: -60}\n", "idempotency.keyLifetime");
+	check_error("idempotency: {keyLifetime: 1d}\n",
+		    "idempotency.keyLifetime must be a positive duration");
+	check_error("idempotency: {keyLifetime: true}\n", "idempotency.keyLifetime");
+}
+
+static void test_config_load_file(void)
+{
+	char path[] = "/tmp/sbx-config-test-XXXXXX";
+	int fd = mkstemp(path);
+	CU_ASSERT_FATAL(fd >= 0);
+	FILE *f = fdopen(fd, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fputs("workspace:\n  pvcName: team-ws\n", f);
+	fclose(f);
+	struct sbx_config c;
+	char err[512];
+	sbx_config_init(&c);
+	CU_ASSERT_EQUAL(sbx_config_load(&c, path, err, sizeof err), 0);
+	CU_ASSERT_STRING_EQUAL(c.pvc_name, "team-ws");
+
+	/* Past 1 MiB the file is refused, c unchanged. */
+	f = fopen(path, "w");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fputs("workspace:\n  pvcName: other\n", f);
+	for (int i = 0; i < 70000; i++)
+		fputs("# padding padding\n", f);
+	fclose(f);
+	CU_ASSERT_EQUAL(sbx_config_load(&c, path, err, sizeof err), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "larger than 1 MiB"));
+	CU_ASSERT_STRING_EQUAL(c.pvc_name, "team-ws");
+	unlink(path);
+	CU_ASSERT_EQUAL(sbx_config_load(&c, path, err, sizeof err), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "cannot read"));
+	sbx_config_release(&c);
+}
+
+void register_sandbox_config_tests(void)
+{
+	SBX_SUITE("sandbox/config", {"defaults", test_config_defaults},
+		  {"full YAML", test_config_full}, {"unknown keys", test_config_unknown_keys},
+		  {"bad values", test_config_bad_values}, {"durations", test_config_durations},
+		  {"load from file", test_config_load_file});
+}

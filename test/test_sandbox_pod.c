@@ -1,0 +1,626 @@
+/* Unit tests for controller/sandbox/{seal,podbuild,verify}: the pod the
+ * controller writes and the checks before it adopts one. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/CUnit.h>
+
+#include "sandbox/config.h"
+#include "sandbox/jcs.h"
+#include "sandbox/podbuild.h"
+#include "sandbox/scope.h"
+#include "sandbox/seal.h"
+#include "sandbox/verify.h"
+#include "test_suites.h"
+
+void register_sandbox_pod_tests(void); /* called from test_sandbox_all.c */
+
+static const unsigned char KEY[] = "0123456789abcdef0123456789abcdef";
+static const unsigned char OTHER_KEY[] = "fedcba9876543210fedcba9876543210";
+#define KEYLEN 32
+#define DIGEST "a2c8db0f290b9f479603660ab6f7894e"
+#define FP "eb4def3af4273d4f3475fbf06eddf07e7a3de1237bde499fe9bd8e3077f3857f"
+#define POD "sbx-" DIGEST
+#define CLAIMED "2024-05-01T12:00:00Z"
+
+static void test_seal_known_answer(void)
+{
+	char s[65];
+	/* Pinned with an independent implementation (Python hmac) of the
+	 * encoding in seal.h. */
+	CU_ASSERT_EQUAL(
+	    sbx_seal_compute(KEY, KEYLEN, "team-a", POD, DIGEST, "alice", FP, CLAIMED, s), 0);
+	CU_ASSERT_STRING_EQUAL(s,
+			       "4b910c58b89369f871ad61f17b9dd31b23c10f9449647cea833da1c8e270ce84");
+	CU_ASSERT_EQUAL(sbx_seal_compute(KEY, KEYLEN, "team-a", POD, DIGEST, NULL, FP, CLAIMED, s),
+			0);
+	CU_ASSERT_STRING_EQUAL(s,
+			       "b80bd6ee3cf925d9a2a4e810b282452d3aabdd2c833e6c329cf15454da952dcc");
+}
+
+static void test_seal_sensitivity(void)
+{
+	char base[65], again[65], s[9][65];
+	CU_ASSERT_EQUAL_FATAL(
+	    sbx_seal_compute(KEY, KEYLEN, "team-a", POD, DIGEST, "alice", FP, CLAIMED, base), 0);
+	CU_ASSERT_EQUAL(
+	    sbx_seal_compute(KEY, KEYLEN, "team-a", POD, DIGEST, "alice", FP, CLAIMED, again), 0);
+	CU_ASSERT_STRING_EQUAL(base, again);
+	CU_ASSERT_EQUAL(strlen(base), 64);
+	int rc = 0;
+	rc |=
+	    sbx_seal_compute(OTHER_KEY, KEYLEN, "team-a", POD, DIGEST, "alice", FP, CLAIMED, s[0]);
+	rc |= sbx_seal_compute(KEY, KEYLEN, "team-b", POD, DIGEST, "alice", FP, CLAIMED, s[1]);
+	rc |= sbx_seal_compute(KEY, KEYLEN, "team-a", POD "-1", DIGEST, "alice", FP, CLAIMED, s[2]);
+	rc |= sbx_seal_compute(KEY, KEYLEN, "team-a", POD, "b" DIGEST, "alice", FP, CLAIMED, s[3]);
+	rc |= sbx_seal_compute(KEY, KEYLEN, "team-a", POD, DIGEST, "bob", FP, CLAIMED, s[4]);
+	rc |= sbx_seal_compute(KEY, KEYLEN, "team-a", POD, DIGEST, NULL, FP, CLAIMED, s[5]);
+	rc |= sbx_seal_compute(KEY, KEYLEN, "team-a", POD, DIGEST, "", FP, CLAIMED, s[6]);
+	rc |= sbx_seal_compute(KEY, KEYLEN, "team-a", POD, DIGEST, "alice", "0" FP, CLAIMED, s[7]);
+	rc |= sbx_seal_compute(KEY, KEYLEN, "team-a", POD, DIGEST, "alice", FP,
+			       "2024-05-01T12:00:01Z", s[8]);
+	CU_ASSERT_EQUAL_FATAL(rc, 0);
+	for (int i = 0; i < 9; i++) {
+		CU_ASSERT_STRING_NOT_EQUAL(s[i], base);
+		for (int j = 0; j < i; j++)
+			CU_ASSERT_STRING_NOT_EQUAL(s[i], s[j]);
+	}
+	/* Moving a byte between adjacent fields changes the seal. */
+	CU_ASSERT_EQUAL(
+	    sbx_seal_compute(KEY, KEYLEN, "team-ab", "c", DIGEST, NULL, FP, CLAIMED, s[0]), 0);
+	CU_ASSERT_EQUAL(
+	    sbx_seal_compute(KEY, KEYLEN, "team-a", "bc", DIGEST, NULL, FP, CLAIMED, s[1]), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(s[0], s[1]);
+	/* Short keys and missing fields are refused. */
+	CU_ASSERT_EQUAL(
+	    sbx_seal_compute(KEY, SBX_SEAL_KEY_MIN - 1, "a", "b", "c", NULL, "d", "e", s[0]), -1);
+	CU_ASSERT_STRING_EQUAL(s[0], "");
+	CU_ASSERT_EQUAL(sbx_seal_compute(NULL, KEYLEN, "a", "b", "c", NULL, "d", "e", s[0]), -1);
+	CU_ASSERT_EQUAL(sbx_seal_compute(KEY, KEYLEN, "a", "b", "c", NULL, NULL, "e", s[0]), -1);
+	CU_ASSERT_EQUAL(sbx_seal_compute(KEY, KEYLEN, "a", "b", "c", NULL, "d", NULL, s[0]), -1);
+}
+
+static void test_seal_equal(void)
+{
+	char a[65];
+	CU_ASSERT_EQUAL_FATAL(sbx_seal_compute(KEY, KEYLEN, "ns", "p", "d", NULL, "f", "c", a), 0);
+	char b[65];
+	memcpy(b, a, sizeof b);
+	CU_ASSERT_EQUAL(sbx_seal_equal(a, b), 1);
+	b[63] = b[63] == '0' ? '1' : '0';
+	CU_ASSERT_EQUAL(sbx_seal_equal(a, b), 0);
+	CU_ASSERT_EQUAL(sbx_seal_equal(a, NULL), 0);
+	CU_ASSERT_EQUAL(sbx_seal_equal(NULL, a), 0);
+	CU_ASSERT_EQUAL(sbx_seal_equal(NULL, NULL), 0);
+	memcpy(b, a, sizeof b);
+	b[10] = '\0';
+	CU_ASSERT_EQUAL(sbx_seal_equal(b, b), 0);
+	char longer[70];
+	snprintf(longer, sizeof longer, "%s00", a);
+	CU_ASSERT_EQUAL(sbx_seal_equal(longer, longer), 0);
+	char upper[65] = "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789";
+	CU_ASSERT_EQUAL(sbx_seal_equal(upper, upper), 0);
+}
+
+/* A Sandbox with its scope, and the pod the controller would create for it. */
+struct fixture {
+	cJSON *spec;
+	struct sbx_scope scope;
+	struct sbx_config cfg;
+	char pod_name[64];
+	char seal[65];
+	const char *owner;
+	cJSON *pod;
+};
+
+static const char ALICE_SPEC[] =
+    "{\"image\":\"registry.local/agent:1.0\",\"command\":[\"sh\",\"-c\"],\"args\":[\"run\"],"
+    "\"env\":[{\"name\":\"A\",\"value\":\"1\"},{\"name\":\"B\",\"valueFrom\":{\"secretKeyRef\":{}}}"
+    "],"
+    "\"idempotencyKey\":\"task-42\",\"workspaceOwner\":\"alice\",\"runtimeClassName\":\"gvisor\","
+    "\"labels\":{\"sandbox.dev/seal\":\"user\"},\"annotations\":{\"sandbox.dev/"
+    "workspace-owner\":\"bob\"}}";
+
+static const char ANON_SPEC[] =
+    "{\"image\":\"registry.local/agent:1.0\",\"idempotencyKey\":\"task-42\","
+    "\"resources\":{\"limits\":{\"cpu\":\"1\",\"memory\":\"1Gi\"}}}";
+
+/* Builds fixture f for spec_json under config yaml (NULL = defaults). */
+static void fixture_init(struct fixture *f, const char *spec_json, const char *yaml)
+{
+	char err[256];
+	memset(f, 0, sizeof *f);
+	f->spec = cJSON_Parse(spec_json);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f->spec);
+	sbx_config_init(&f->cfg);
+	if (yaml)
+		CU_ASSERT_EQUAL_FATAL(
+		    sbx_config_parse(&f->cfg, yaml, strlen(yaml), err, sizeof err), 0);
+	CU_ASSERT_EQUAL_FATAL(
+	    sbx_scope_compute("team-a", "uid-1", f->spec, &f->scope, err, sizeof err), 0);
+	sbx_pod_name(&f->scope, 0, f->pod_name, sizeof f->pod_name);
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(f->spec, "workspaceOwner");
+	f->owner = cJSON_IsString(o) ? o->valuestring : NULL;
+	CU_ASSERT_EQUAL_FATAL(sbx_seal_compute(KEY, KEYLEN, "team-a", f->pod_name, f->scope.digest,
+					       f->owner, f->scope.fingerprint, CLAIMED, f->seal),
+			      0);
+	struct sbx_pod_params p = {
+	    .ns = "team-a",
+	    .pod_name = f->pod_name,
+	    .sandbox_name = "sb-1",
+	    .sandbox_uid = "uid-1",
+	    .spec = f->spec,
+	    .scope = &f->scope,
+	    .claimed_at = CLAIMED,
+	    .seal = f->seal,
+	    .cfg = &f->cfg,
+	};
+	f->pod = sbx_pod_build(&p);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f->pod);
+}
+
+static void fixture_release(struct fixture *f)
+{
+	cJSON_Delete(f->pod);
+	cJSON_Delete(f->spec);
+	sbx_config_release(&f->cfg);
+}
+
+/* Follows a path of object members and array indexes ("spec", "volumes", "0"). */
+static const cJSON *at(const cJSON *v, const char *const *path)
+{
+	for (; v && *path; path++) {
+		if (cJSON_IsArray(v))
+			v = cJSON_GetArrayItem(v, atoi(*path));
+		else
+			v = cJSON_GetObjectItemCaseSensitive(v, *path);
+	}
+	return v;
+}
+
+#define AT(v, ...) at((v), (const char *const[]){__VA_ARGS__, NULL})
+
+static const char *str_at(const cJSON *v)
+{
+	return cJSON_IsString(v) ? v->valuestring : "<not a string>";
+}
+
+static void assert_common_metadata(const struct fixture *f)
+{
+	const cJSON *md = AT(f->pod, "metadata");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(f->pod, "apiVersion")), "v1");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(f->pod, "kind")), "Pod");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(md, "name")), f->pod_name);
+	CU_ASSERT_STRING_EQUAL(str_at(AT(md, "namespace")), "team-a");
+	const cJSON *labels = AT(md, "labels");
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(labels), 3);
+	CU_ASSERT_STRING_EQUAL(str_at(AT(labels, "sandbox.dev/scope-digest")), f->scope.digest);
+	CU_ASSERT_STRING_EQUAL(str_at(AT(labels, "app.kubernetes.io/managed-by")),
+			       "sandbox-controller");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(labels, "app.kubernetes.io/name")), "sandbox");
+	const cJSON *ann = AT(md, "annotations");
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(ann), f->owner ? 4 : 3);
+	CU_ASSERT_STRING_EQUAL(str_at(AT(ann, "sandbox.dev/spec-fingerprint")),
+			       f->scope.fingerprint);
+	CU_ASSERT_STRING_EQUAL(str_at(AT(ann, "sandbox.dev/claimed-at")), CLAIMED);
+	CU_ASSERT_STRING_EQUAL(str_at(AT(ann, "sandbox.dev/seal")), f->seal);
+	if (f->owner) {
+		CU_ASSERT_STRING_EQUAL(str_at(AT(ann, "sandbox.dev/workspace-owner")), f->owner);
+	} else {
+		CU_ASSERT_PTR_NULL(AT(ann, "sandbox.dev/workspace-owner"));
+	}
+	const cJSON *refs = AT(md, "ownerReferences");
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(refs), 1);
+	CU_ASSERT_STRING_EQUAL(str_at(AT(refs, "0", "apiVersion")), "sandbox.dev/v1alpha1");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(refs, "0", "kind")), "Sandbox");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(refs, "0", "name")), "sb-1");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(refs, "0", "uid")), "uid-1");
+	CU_ASSERT(cJSON_IsTrue(AT(refs, "0", "controller")));
+	CU_ASSERT(cJSON_IsTrue(AT(refs, "0", "blockOwnerDeletion")));
+	CU_ASSERT_STRING_EQUAL(str_at(AT(f->pod, "spec", "restartPolicy")), "Never");
+	CU_ASSERT(cJSON_IsFalse(AT(f->pod, "spec", "automountServiceAccountToken")));
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(AT(f->pod, "spec", "containers")), 1);
+	CU_ASSERT_STRING_EQUAL(str_at(AT(f->pod, "spec", "containers", "0", "name")), "sandbox");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(f->pod, "spec", "containers", "0", "image")),
+			       "registry.local/agent:1.0");
+}
+
+/* Returns the canonical JSON of v (caller frees), to look for whole words. */
+static char *dump(const cJSON *v)
+{
+	char *s = jcs_string(v);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	return s;
+}
+
+static void test_pod_pvc(void)
+{
+	struct fixture f;
+	fixture_init(&f, ALICE_SPEC, NULL);
+	assert_common_metadata(&f);
+	const cJSON *c = AT(f.pod, "spec", "containers", "0");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(c, "command", "1")), "-c");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(c, "args", "0")), "run");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(f.pod, "spec", "runtimeClassName")), "gvisor");
+	char *env = dump(AT(c, "env"));
+	CU_ASSERT_STRING_EQUAL(env, "[{\"name\":\"A\",\"value\":\"1\"},{\"name\":\"B\"}]");
+	free(env);
+	char *res = dump(AT(c, "resources"));
+	CU_ASSERT_STRING_EQUAL(res, "{\"limits\":{\"cpu\":\"2\",\"memory\":\"4Gi\"},"
+				    "\"requests\":{\"cpu\":\"2\",\"memory\":\"4Gi\"}}");
+	free(res);
+
+	const cJSON *vols = AT(f.pod, "spec", "volumes");
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(vols), 1);
+	CU_ASSERT_STRING_EQUAL(str_at(AT(vols, "0", "name")), "workspaces");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(vols, "0", "persistentVolumeClaim", "claimName")),
+			       "sandbox-workspaces");
+	const cJSON *vm = AT(c, "volumeMounts");
+	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(vm), 4);
+	static const char *const sub[] = {"alice/workspace", "alice/claude", "alice/codex",
+					  "alice/gemini"};
+	static const char *const path[] = {"/workspace", "/home/agent/.claude",
+					   "/home/agent/.codex", "/home/agent/.gemini"};
+	for (int i = 0; i < 4; i++) {
+		const cJSON *m = cJSON_GetArrayItem(vm, i);
+		CU_ASSERT_STRING_EQUAL(str_at(AT(m, "name")), "workspaces");
+		CU_ASSERT_STRING_EQUAL(str_at(AT(m, "subPath")), sub[i]);
+		CU_ASSERT_STRING_EQUAL(str_at(AT(m, "mountPath")), path[i]);
+	}
+	/* The spec's own "labels"/"annotations" members went nowhere. */
+	char *all = dump(f.pod);
+	CU_ASSERT_PTR_NULL(strstr(all, "\"user\""));
+	CU_ASSERT_PTR_NULL(strstr(all, "\"bob\""));
+	CU_ASSERT_PTR_NULL(strstr(all, "valueFrom"));
+	free(all);
+	fixture_release(&f);
+}
+
+static void test_pod_hostpath(void)
+{
+	struct fixture f;
+	fixture_init(&f, ALICE_SPEC, "workspace: {mode: hostPath, hostPathRoot: /srv/ws}\n");
+	assert_common_metadata(&f);
+	const cJSON *vols = AT(f.pod, "spec", "volumes");
+	const cJSON *vm = AT(f.pod, "spec", "containers", "0", "volumeMounts");
+	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(vols), 4);
+	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(vm), 4);
+	static const char *const host[] = {"/srv/ws/alice/workspace", "/srv/ws/alice/claude",
+					   "/srv/ws/alice/codex", "/srv/ws/alice/gemini"};
+	for (int i = 0; i < 4; i++) {
+		char name[8];
+		snprintf(name, sizeof name, "ws-%d", i);
+		const cJSON *v = cJSON_GetArrayItem(vols, i), *m = cJSON_GetArrayItem(vm, i);
+		CU_ASSERT_STRING_EQUAL(str_at(AT(v, "name")), name);
+		CU_ASSERT_STRING_EQUAL(str_at(AT(v, "hostPath", "path")), host[i]);
+		CU_ASSERT_STRING_EQUAL(str_at(AT(v, "hostPath", "type")), "DirectoryOrCreate");
+		CU_ASSERT_STRING_EQUAL(str_at(AT(m, "name")), name);
+		CU_ASSERT_PTR_NULL(AT(m, "subPath"));
+	}
+	char *all = dump(f.pod);
+	CU_ASSERT_PTR_NULL(strstr(all, "persistentVolumeClaim"));
+	free(all);
+	fixture_release(&f);
+}
+
+static void test_pod_no_owner(void)
+{
+	static const char *const cfgs[] = {NULL,
+					   "workspace: {mode: hostPath, hostPathRoot: /srv/ws}\n"};
+	for (size_t k = 0; k < 2; k++) {
+		struct fixture f;
+		fixture_init(&f, ANON_SPEC, cfgs[k]);
+		assert_common_metadata(&f);
+		const cJSON *vols = AT(f.pod, "spec", "volumes");
+		const cJSON *vm = AT(f.pod, "spec", "containers", "0", "volumeMounts");
+		CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(vols), 4);
+		CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(vm), 4);
+		static const char *const path[] = {"/workspace", "/home/agent/.claude",
+						   "/home/agent/.codex", "/home/agent/.gemini"};
+		for (int i = 0; i < 4; i++) {
+			char name[8];
+			snprintf(name, sizeof name, "ws-%d", i);
+			const cJSON *v = cJSON_GetArrayItem(vols, i),
+				    *m = cJSON_GetArrayItem(vm, i);
+			CU_ASSERT(cJSON_IsObject(AT(v, "emptyDir")));
+			CU_ASSERT_EQUAL(cJSON_GetArraySize(v), 2);
+			CU_ASSERT_STRING_EQUAL(str_at(AT(v, "name")), name);
+			CU_ASSERT_STRING_EQUAL(str_at(AT(m, "name")), name);
+			CU_ASSERT_STRING_EQUAL(str_at(AT(m, "mountPath")), path[i]);
+		}
+		char *all = dump(f.pod);
+		CU_ASSERT_PTR_NULL(strstr(all, "persistentVolumeClaim"));
+		CU_ASSERT_PTR_NULL(strstr(all, "hostPath"));
+		CU_ASSERT_PTR_NULL(strstr(all, "subPath"));
+		CU_ASSERT_PTR_NULL(strstr(all, "workspace-owner"));
+		CU_ASSERT_PTR_NULL(strstr(all, "runtimeClassName"));
+		free(all);
+		/* spec.resources is copied as given. */
+		char *res = dump(AT(f.pod, "spec", "containers", "0", "resources"));
+		CU_ASSERT_STRING_EQUAL(res, "{\"limits\":{\"cpu\":\"1\",\"memory\":\"1Gi\"}}");
+		free(res);
+		fixture_release(&f);
+	}
+}
+
+static void test_pod_refusals(void)
+{
+	struct sbx_config cfg;
+	struct sbx_scope sc = {.digest = DIGEST, .fingerprint = FP};
+	sbx_config_init(&cfg);
+	static const char *const bad[] = {
+	    "{\"image\":\"i\",\"workspaceOwner\":\"\"}",
+	    "{\"image\":\"i\",\"workspaceOwner\":\"../x\"}",
+	    "{\"image\":\"i\",\"workspaceOwner\":7}",
+	    "{\"image\":\"\"}",
+	    "{\"command\":[\"sh\"]}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cJSON *spec = cJSON_Parse(bad[i]);
+		struct sbx_pod_params p = {"ns", POD, "sb", "uid", spec, &sc, CLAIMED, FP, &cfg};
+		CU_ASSERT_PTR_NULL(sbx_pod_build(&p));
+		cJSON_Delete(spec);
+	}
+	cJSON *spec = cJSON_Parse("{\"image\":\"i\",\"workspaceOwner\":\"alice\"}");
+	struct sbx_pod_params p = {"ns", POD, "sb", "uid", spec, &sc, CLAIMED, FP, &cfg};
+	cJSON *ok = sbx_pod_build(&p);
+	CU_ASSERT_PTR_NOT_NULL(ok);
+	cJSON_Delete(ok);
+	p.seal = NULL;
+	CU_ASSERT_PTR_NULL(sbx_pod_build(&p));
+	p.seal = FP;
+	/* hostPath mode without a root, or an unsafe subdir, is refused. */
+	cfg.ws_mode = SBX_WS_HOSTPATH;
+	CU_ASSERT_PTR_NULL(sbx_pod_build(&p));
+	cfg.ws_mode = SBX_WS_PVC;
+	free(cfg.mounts[0].subdir);
+	cfg.mounts[0].subdir = strdup("..");
+	CU_ASSERT_PTR_NULL(sbx_pod_build(&p));
+	cJSON_Delete(spec);
+	sbx_config_release(&cfg);
+	CU_ASSERT_PTR_NULL(sbx_pod_build(NULL));
+}
+
+/* Sets (or with val NULL removes) metadata.<section>.<k> of pod. */
+static void set_meta(cJSON *pod, const char *section, const char *k, const char *val)
+{
+	cJSON *md = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
+	cJSON *s = section ? cJSON_GetObjectItemCaseSensitive(md, section) : md;
+	cJSON_DeleteItemFromObjectCaseSensitive(s, k);
+	if (val)
+		cJSON_AddStringToObject(s, k, val);
+}
+
+static void reseal(cJSON *pod, const unsigned char *key)
+{
+	const cJSON *md = AT(pod, "metadata");
+	const cJSON *ow = AT(md, "annotations", SBX_ANN_OWNER);
+	char s[65];
+	CU_ASSERT_EQUAL_FATAL(
+	    sbx_seal_compute(key, KEYLEN, str_at(AT(md, "namespace")), str_at(AT(md, "name")),
+			     str_at(AT(md, "labels", SBX_LABEL_DIGEST)), ow ? str_at(ow) : NULL,
+			     str_at(AT(md, "annotations", SBX_ANN_FINGERPRINT)),
+			     str_at(AT(md, "annotations", SBX_ANN_CLAIMED_AT)), s),
+	    0);
+	set_meta(pod, "annotations", SBX_ANN_SEAL, s);
+}
+
+static struct sbx_verify_expect expect_of(const struct fixture *f)
+{
+	struct sbx_verify_expect e = {"team-a", f->owner, &f->scope, KEY, KEYLEN, 1};
+	return e;
+}
+
+/* Applies one tampering to a fresh copy of f's pod and checks the verdict. */
+static void check_tamper(const struct fixture *f, const char *section, const char *k,
+			 const char *val, int resign, enum sbx_verify want)
+{
+	cJSON *pod = cJSON_Duplicate(f->pod, 1);
+	struct sbx_verify_expect e = expect_of(f);
+	set_meta(pod, section, k, val);
+	if (resign)
+		reseal(pod, KEY);
+	enum sbx_verify got = sbx_pod_verify(pod, &e);
+	if (got != want)
+		fprintf(stderr, "\n  tamper %s.%s=%s: got %s, want %s\n",
+			section ? section : "metadata", k, val ? val : "(removed)",
+			sbx_verify_str(got), sbx_verify_str(want));
+	CU_ASSERT_EQUAL(got, want);
+	cJSON_Delete(pod);
+}
+
+static void test_verify_genuine(void)
+{
+	struct fixture f;
+	fixture_init(&f, ALICE_SPEC, NULL);
+	struct sbx_verify_expect e = expect_of(&f);
+	CU_ASSERT_EQUAL(sbx_pod_verify(f.pod, &e), SBX_VERIFY_OK);
+	/* A pod round-tripped through JSON text still verifies. */
+	char *text = cJSON_PrintUnformatted(f.pod);
+	cJSON *back = cJSON_Parse(text);
+	CU_ASSERT_EQUAL(sbx_pod_verify(back, &e), SBX_VERIFY_OK);
+	cJSON_Delete(back);
+	free(text);
+	fixture_release(&f);
+
+	fixture_init(&f, ANON_SPEC, NULL);
+	e = expect_of(&f);
+	CU_ASSERT_EQUAL(sbx_pod_verify(f.pod, &e), SBX_VERIFY_OK);
+	fixture_release(&f);
+}
+
+static void test_verify_tampering(void)
+{
+	struct fixture f;
+	fixture_init(&f, ALICE_SPEC, NULL);
+	check_tamper(&f, NULL, "namespace", "team-b", 0, SBX_VERIFY_NAMESPACE_MISMATCH);
+	check_tamper(&f, NULL, "namespace", NULL, 0, SBX_VERIFY_NAMESPACE_MISMATCH);
+	check_tamper(&f, "labels", SBX_LABEL_MANAGED_BY, "someone-else", 0, SBX_VERIFY_NOT_MANAGED);
+	check_tamper(&f, "labels", SBX_LABEL_MANAGED_BY, NULL, 0, SBX_VERIFY_NOT_MANAGED);
+	check_tamper(&f, "labels", SBX_LABEL_NAME, "sandboxx", 0, SBX_VERIFY_NOT_MANAGED);
+	check_tamper(&f, "labels", SBX_LABEL_DIGEST, "00000000000000000000000000000000", 0,
+		     SBX_VERIFY_DIGEST_MISMATCH);
+	check_tamper(&f, "labels", SBX_LABEL_DIGEST, NULL, 0, SBX_VERIFY_DIGEST_MISMATCH);
+	check_tamper(&f, "annotations", SBX_ANN_OWNER, "bob", 0, SBX_VERIFY_OWNER_MISMATCH);
+	check_tamper(&f, "annotations", SBX_ANN_OWNER, "alice ", 0, SBX_VERIFY_OWNER_MISMATCH);
+	check_tamper(&f, "annotations", SBX_ANN_OWNER, NULL, 0, SBX_VERIFY_OWNER_MISMATCH);
+	check_tamper(&f, "annotations", SBX_ANN_SEAL, NULL, 0, SBX_VERIFY_BAD_SEAL);
+	check_tamper(&f, "annotations", SBX_ANN_SEAL, "not-hex", 0, SBX_VERIFY_BAD_SEAL);
+	char flipped[65];
+	memcpy(flipped, f.seal, sizeof flipped);
+	flipped[0] = flipped[0] == 'a' ? 'b' : 'a';
+	check_tamper(&f, "annotations", SBX_ANN_SEAL, flipped, 0, SBX_VERIFY_BAD_SEAL);
+	check_tamper(&f, "annotations", SBX_ANN_CLAIMED_AT, "2030-01-01T00:00:00Z", 0,
+		     SBX_VERIFY_BAD_SEAL);
+	check_tamper(&f, NULL, "name", "sbx-other", 0, SBX_VERIFY_BAD_SEAL);
+	check_tamper(&f, "annotations", SBX_ANN_FINGERPRINT, "0000", 0, SBX_VERIFY_BAD_SEAL);
+	check_tamper(&f, "annotations", SBX_ANN_CLAIMED_AT, NULL, 0, SBX_VERIFY_MALFORMED);
+	check_tamper(&f, "annotations", SBX_ANN_FINGERPRINT, NULL, 0, SBX_VERIFY_MALFORMED);
+	check_tamper(&f, NULL, "name", NULL, 0, SBX_VERIFY_MALFORMED);
+	check_tamper(&f, NULL, "annotations", NULL, 0, SBX_VERIFY_MALFORMED);
+	check_tamper(&f, NULL, "labels", NULL, 0, SBX_VERIFY_NOT_MANAGED);
+	check_tamper(&f, NULL, "deletionTimestamp", "2024-05-01T13:00:00Z", 0,
+		     SBX_VERIFY_TERMINATING);
+	/* A genuine pod of the scope for another spec (the seal covers the
+	 * fingerprint, so only the controller could have written it). */
+	check_tamper(&f, "annotations", SBX_ANN_FINGERPRINT, "1111", 1,
+		     SBX_VERIFY_FINGERPRINT_MISMATCH);
+
+	struct sbx_verify_expect e = expect_of(&f);
+	CU_ASSERT_EQUAL(sbx_pod_verify(NULL, &e), SBX_VERIFY_MALFORMED);
+	cJSON *arr = cJSON_CreateArray();
+	CU_ASSERT_EQUAL(sbx_pod_verify(arr, &e), SBX_VERIFY_MALFORMED);
+	cJSON_Delete(arr);
+	cJSON *nometa = cJSON_Duplicate(f.pod, 1);
+	cJSON_DeleteItemFromObjectCaseSensitive(nometa, "metadata");
+	CU_ASSERT_EQUAL(sbx_pod_verify(nometa, &e), SBX_VERIFY_MALFORMED);
+	cJSON_Delete(nometa);
+	/* Without the key nothing verifies. */
+	e.seal_key = NULL;
+	CU_ASSERT_EQUAL(sbx_pod_verify(f.pod, &e), SBX_VERIFY_BAD_SEAL);
+	fixture_release(&f);
+}
+
+static void test_verify_fingerprint_modes(void)
+{
+	struct fixture f;
+	fixture_init(&f, ALICE_SPEC, NULL);
+	cJSON *other = cJSON_Duplicate(f.pod, 1);
+	set_meta(other, "annotations", SBX_ANN_FINGERPRINT,
+		 "2222222222222222222222222222222222222222222222222222222222222222");
+	reseal(other, KEY);
+	struct sbx_verify_expect e = expect_of(&f);
+	CU_ASSERT_EQUAL(sbx_pod_verify(other, &e), SBX_VERIFY_FINGERPRINT_MISMATCH);
+	e.check_fingerprint = 0;
+	CU_ASSERT_EQUAL(sbx_pod_verify(other, &e), SBX_VERIFY_OK);
+	/* Order: terminating is reported before the fingerprint... */
+	set_meta(other, NULL, "deletionTimestamp", "2024-05-01T13:00:00Z");
+	e.check_fingerprint = 1;
+	CU_ASSERT_EQUAL(sbx_pod_verify(other, &e), SBX_VERIFY_TERMINATING);
+	cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(other, "metadata"),
+						"deletionTimestamp");
+	/* ...and a bad seal before either. */
+	reseal(other, OTHER_KEY);
+	CU_ASSERT_EQUAL(sbx_pod_verify(other, &e), SBX_VERIFY_BAD_SEAL);
+	e.check_fingerprint = 0;
+	CU_ASSERT_EQUAL(sbx_pod_verify(other, &e), SBX_VERIFY_BAD_SEAL);
+	cJSON_Delete(other);
+	/* A null deletionTimestamp is not terminating. */
+	cJSON *live = cJSON_Duplicate(f.pod, 1);
+	cJSON_AddNullToObject(cJSON_GetObjectItemCaseSensitive(live, "metadata"),
+			      "deletionTimestamp");
+	e.check_fingerprint = 1;
+	CU_ASSERT_EQUAL(sbx_pod_verify(live, &e), SBX_VERIFY_OK);
+	cJSON_Delete(live);
+	fixture_release(&f);
+}
+
+static void test_verify_forged(void)
+{
+	struct fixture f;
+	fixture_init(&f, ALICE_SPEC, NULL);
+	/* A pod built by someone else: every label and annotation copied from
+	 * the genuine pod, sealed with a key that is not the controller's. */
+	cJSON *forged = cJSON_Duplicate(f.pod, 1);
+	reseal(forged, OTHER_KEY);
+	struct sbx_verify_expect e = expect_of(&f);
+	CU_ASSERT_EQUAL(sbx_pod_verify(forged, &e), SBX_VERIFY_BAD_SEAL);
+	e.check_fingerprint = 0;
+	CU_ASSERT_EQUAL(sbx_pod_verify(forged, &e), SBX_VERIFY_BAD_SEAL);
+	cJSON_Delete(forged);
+	/* A copy of the genuine seal onto a pod under another name. */
+	forged = cJSON_Duplicate(f.pod, 1);
+	set_meta(forged, NULL, "name", POD "-1");
+	CU_ASSERT_EQUAL(sbx_pod_verify(forged, &e), SBX_VERIFY_BAD_SEAL);
+	cJSON_Delete(forged);
+	fixture_release(&f);
+}
+
+static void test_verify_owner_presence(void)
+{
+	struct fixture anon, alice;
+	fixture_init(&anon, ANON_SPEC, NULL);
+	fixture_init(&alice, ALICE_SPEC, NULL);
+	/* Pod without owner: only "no owner" matches, not "" nor "alice". */
+	struct sbx_verify_expect e = expect_of(&anon);
+	CU_ASSERT_EQUAL(sbx_pod_verify(anon.pod, &e), SBX_VERIFY_OK);
+	e.owner = "";
+	CU_ASSERT_EQUAL(sbx_pod_verify(anon.pod, &e), SBX_VERIFY_OWNER_MISMATCH);
+	e.owner = "alice";
+	CU_ASSERT_EQUAL(sbx_pod_verify(anon.pod, &e), SBX_VERIFY_OWNER_MISMATCH);
+	/* Pod with owner alice: neither "no owner" nor "" nor "bob" match. */
+	e = expect_of(&alice);
+	e.owner = NULL;
+	CU_ASSERT_EQUAL(sbx_pod_verify(alice.pod, &e), SBX_VERIFY_OWNER_MISMATCH);
+	e.owner = "";
+	CU_ASSERT_EQUAL(sbx_pod_verify(alice.pod, &e), SBX_VERIFY_OWNER_MISMATCH);
+	e.owner = "bob";
+	CU_ASSERT_EQUAL(sbx_pod_verify(alice.pod, &e), SBX_VERIFY_OWNER_MISMATCH);
+	/* An owner annotation "" (even correctly sealed) is not "no owner". */
+	cJSON *empty = cJSON_Duplicate(anon.pod, 1);
+	set_meta(empty, "annotations", SBX_ANN_OWNER, "");
+	reseal(empty, KEY);
+	e = expect_of(&anon);
+	CU_ASSERT_EQUAL(sbx_pod_verify(empty, &e), SBX_VERIFY_OWNER_MISMATCH);
+	e.owner = "";
+	CU_ASSERT_EQUAL(sbx_pod_verify(empty, &e), SBX_VERIFY_OK);
+	cJSON_Delete(empty);
+	/* A non-string owner annotation never matches. */
+	cJSON *num = cJSON_Duplicate(alice.pod, 1);
+	cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(num, "metadata"), "annotations");
+	cJSON_ReplaceItemInObjectCaseSensitive(ann, SBX_ANN_OWNER, cJSON_CreateNumber(1));
+	e = expect_of(&alice);
+	CU_ASSERT_EQUAL(sbx_pod_verify(num, &e), SBX_VERIFY_OWNER_MISMATCH);
+	cJSON_Delete(num);
+	fixture_release(&anon);
+	fixture_release(&alice);
+}
+
+static void test_verify_str(void)
+{
+	for (int i = SBX_VERIFY_OK; i <= SBX_VERIFY_MALFORMED; i++) {
+		const char *s = sbx_verify_str((enum sbx_verify)i);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+		CU_ASSERT(strlen(s) > 5);
+		for (int j = SBX_VERIFY_OK; j < i; j++)
+			CU_ASSERT_STRING_NOT_EQUAL(s, sbx_verify_str((enum sbx_verify)j));
+	}
+}
+
+void register_sandbox_pod_tests(void)
+{
+	SBX_SUITE("sandbox/seal", {"known answer", test_seal_known_answer},
+		  {"determinism and sensitivity", test_seal_sensitivity},
+		  {"constant-time compare", test_seal_equal});
+	SBX_SUITE("sandbox/podbuild", {"owner + PVC", test_pod_pvc},
+		  {"owner + hostPath", test_pod_hostpath},
+		  {"no owner: emptyDir only", test_pod_no_owner}, {"refusals", test_pod_refusals});
+	SBX_SUITE("sandbox/verify", {"genuine pods", test_verify_genuine},
+		  {"each field tampered", test_verify_tampering},
+		  {"fingerprint modes and order", test_verify_fingerprint_modes},
+		  {"forged pods", test_verify_forged},
+		  {"owner presence", test_verify_owner_presence},
+		  {"verdict strings", test_verify_str});
+}
