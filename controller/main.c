@@ -142,11 +142,13 @@ static void metrics(void *ctx, struct buf *out)
 		    "# TYPE sandbox_foreign_pods_total counter\nsandbox_foreign_pods_total %lu\n"
 		    "# HELP sandbox_status_writes_total Sandbox status updates written.\n"
 		    "# TYPE sandbox_status_writes_total counter\nsandbox_status_writes_total %lu\n"
+		    "# HELP sandbox_kube_requests_total Requests sent to the Kubernetes API.\n"
+		    "# TYPE sandbox_kube_requests_total counter\nsandbox_kube_requests_total %lu\n"
 		    "# HELP workqueue_depth Current depth of the work queue.\n# TYPE workqueue_depth gauge\n"
 		    "workqueue_depth{name=\"sandbox\"} %zu\n",
 		    atomic_load(&s->reconciles), atomic_load(&s->errors), atomic_load(&s->pods_created),
 		    atomic_load(&s->pods_adopted), atomic_load(&s->key_conflicts), atomic_load(&s->foreign_pods),
-		    atomic_load(&s->status_writes), c->queue ? workqueue_len(c->queue) : (size_t)0);
+		    atomic_load(&s->status_writes), (unsigned long)kube_client_requests(c->kc), c->queue ? workqueue_len(c->queue) : (size_t)0);
 }
 
 static int ready(void *ctx)

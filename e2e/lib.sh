@@ -42,6 +42,7 @@ controller_start() {
     --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 "$@" \
     >>"$E2E_DIR/$name.log" 2>&1 &
   CTL_PID=$!
+  disown "$CTL_PID" 2>/dev/null || true
   CTL_PIDS+=("$CTL_PID")
 }
 
@@ -148,4 +149,31 @@ e2e_main() {
   done
   echo "$(basename "$0"): $E2E_PASSED passed, $E2E_FAILED failed"
   [ "$E2E_FAILED" -eq 0 ]
+}
+
+# user_kubeconfig NAME: a client certificate for user NAME signed by the
+# cluster CA, and a kubeconfig using it; prints the kubeconfig path.
+user_kubeconfig() {
+  local u=$1 p="$E2E_DIR/pki"
+  openssl ecparam -name prime256v1 -genkey -noout -out "$p/$u.key" 2>/dev/null
+  openssl req -new -key "$p/$u.key" -subj "/CN=$u" -out "$p/$u.csr" 2>/dev/null
+  printf 'extendedKeyUsage=clientAuth\n' >"$p/$u.ext"
+  openssl x509 -req -in "$p/$u.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial -days 1 \
+    -extfile "$p/$u.ext" -out "$p/$u.crt" 2>/dev/null
+  sed -e "s#$p/controller.crt#$p/$u.crt#; s#$p/controller.key#$p/$u.key#; s#name: controller#name: $u#; s#user: controller#user: $u#" \
+    "$E2E_DIR/controller.kubeconfig" >"$E2E_DIR/$u.kubeconfig"
+  echo "$E2E_DIR/$u.kubeconfig"
+}
+
+# wait_dead PID SECONDS: waits for a process to exit; 0 when it did.
+wait_dead() {
+  local i
+  for i in $(seq 1 $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  return 1
+}
+
+# count_bound NS: Sandboxes in NS with Bound=True.
+count_bound() {
+  kubectl get sbx -n "$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Bound")].status}{"\n"}{end}' |
+    grep -c '^True$'
 }

@@ -28,6 +28,7 @@ record "unit tests (ASan/UBSan)" $?
 
 step "release build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build build -j2 || exit 1
+go build -C hack/faultproxy -o "$ROOT/build/faultproxy" . || exit 1
 step "unit tests under valgrind"
 valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
   --error-exitcode=3 ./build/unit-tests >build/valgrind-unit.log 2>&1

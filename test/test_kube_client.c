@@ -548,6 +548,7 @@ static void test_401_rereads_token(void)
 	CU_ASSERT_EQUAL(kube_request(c, "GET", "/x", NULL, NULL, NULL, &out, &err), KUBE_OK);
 	cJSON_Delete(out);
 	CU_ASSERT_EQUAL(fake_count(f), 2);
+	CU_ASSERT_EQUAL(kube_client_requests(c), 2);
 	CU_ASSERT_STRING_EQUAL(fake_log(f, 0)->auth, "Bearer old-token");
 	CU_ASSERT_STRING_EQUAL(fake_log(f, 1)->auth, "Bearer new-token");
 	kube_client_free(c);
@@ -669,9 +670,9 @@ static const char watch1a[] = "{\"type\":\"ADDED\",\"object\":" ITEM("d", "21", 
 	"{\"type\":\"MODIFIED\",\"object\":" ITEM("a", "22", "g2", "") "}\n{\"type\":\"DEL";
 static const char watch1b[] = "ETED\",\"object\":" ITEM("b", "23", "g1", "") "}\n"
 	"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"30\"}}}\n";
-static const char watch2[] = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"status\":\"Failure\","
-			     "\"message\":\"too old resource version: 30 (45)\",\"reason\":\"Expired\","
-			     "\"code\":410}}\n";
+static const char watch2[] = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\","
+			     "\"status\":\"Failure\",\"message\":\"too old resource version: 30 (45)\","
+			     "\"reason\":\"Expired\",\"code\":410}}\n";
 static const char list2[] = "{\"metadata\":{\"resourceVersion\":\"50\"},\"items\":["
 	ITEM("a", "40", "g2", "") "," ITEM("d", "41", "g2", "") "," ITEM("e", "42", "g1", "") "]}";
 /* clang-format on */

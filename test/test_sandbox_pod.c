@@ -600,13 +600,118 @@ static void test_verify_owner_presence(void)
 
 static void test_verify_str(void)
 {
-	for (int i = SBX_VERIFY_OK; i <= SBX_VERIFY_MALFORMED; i++) {
+	for (int i = SBX_VERIFY_OK; i <= SBX_VERIFY_PAYLOAD_MISMATCH; i++) {
 		const char *s = sbx_verify_str((enum sbx_verify)i);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(s);
 		CU_ASSERT(strlen(s) > 5);
 		for (int j = SBX_VERIFY_OK; j < i; j++)
 			CU_ASSERT_STRING_NOT_EQUAL(s, sbx_verify_str((enum sbx_verify)j));
 	}
+}
+
+/* Applies edit to a copy of the fixture's pod and returns the payload verdict. */
+static enum sbx_verify payload_after(const struct fixture *f, void (*edit)(cJSON *spec))
+{
+	cJSON *live = cJSON_Duplicate(f->pod, 1);
+	edit(cJSON_GetObjectItemCaseSensitive(live, "spec"));
+	enum sbx_verify v = sbx_pod_payload_verify(live, f->pod);
+	cJSON_Delete(live);
+	return v;
+}
+
+static cJSON *container0(cJSON *spec)
+{
+	return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "containers"), 0);
+}
+
+static void edit_nothing(cJSON *spec)
+{
+	(void)spec;
+}
+
+static void edit_apiserver_defaults(cJSON *spec)
+{
+	/* What the apiserver adds must not count as a mismatch. */
+	cJSON_AddStringToObject(spec, "dnsPolicy", "ClusterFirst");
+	cJSON_AddStringToObject(spec, "schedulerName", "default-scheduler");
+	cJSON_AddStringToObject(container0(spec), "imagePullPolicy", "IfNotPresent");
+	cJSON_AddStringToObject(container0(spec), "terminationMessagePath", "/dev/termination-log");
+}
+
+static void edit_image(cJSON *spec)
+{
+	cJSON_ReplaceItemInObjectCaseSensitive(container0(spec), "image", cJSON_CreateString("evil:latest"));
+}
+
+static void edit_command(cJSON *spec)
+{
+	cJSON_ReplaceItemInObjectCaseSensitive(container0(spec), "command", cJSON_CreateStringArray(
+										    (const char *[]){ "sh" }, 1));
+}
+
+static void edit_claim(cJSON *spec)
+{
+	cJSON *v0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "volumes"), 0);
+	cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(v0, "persistentVolumeClaim"),
+					       "claimName", cJSON_CreateString("bobs-workspaces"));
+}
+
+static void edit_subpath(cJSON *spec)
+{
+	cJSON *m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(container0(spec), "volumeMounts"), 0);
+	cJSON_ReplaceItemInObjectCaseSensitive(m0, "subPath", cJSON_CreateString("bob/workspace"));
+}
+
+static void edit_extra_volume(cJSON *spec)
+{
+	cJSON *v = cJSON_CreateObject();
+	cJSON_AddStringToObject(v, "name", "extra");
+	cJSON_AddObjectToObject(v, "emptyDir");
+	cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(spec, "volumes"), v);
+}
+
+static void edit_secret_source(cJSON *spec)
+{
+	cJSON *v0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "volumes"), 0);
+	cJSON_AddObjectToObject(v0, "secret");
+}
+
+static void edit_extra_container(cJSON *spec)
+{
+	cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(spec, "containers"),
+			     cJSON_Duplicate(container0(spec), 1));
+}
+
+static void edit_init_container(cJSON *spec)
+{
+	cJSON *ic = cJSON_AddArrayToObject(spec, "initContainers");
+	cJSON_AddItemToArray(ic, cJSON_Duplicate(container0(spec), 1));
+}
+
+static void edit_env(cJSON *spec)
+{
+	cJSON *e0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(container0(spec), "env"), 0);
+	cJSON_ReplaceItemInObjectCaseSensitive(e0, "value", cJSON_CreateString("2"));
+}
+
+static void edit_runtime_class(cJSON *spec)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(spec, "runtimeClassName");
+}
+
+static void test_verify_payload(void)
+{
+	struct fixture f;
+	fixture_init(&f, ALICE_SPEC, NULL);
+	CU_ASSERT_EQUAL(payload_after(&f, edit_nothing), SBX_VERIFY_OK);
+	CU_ASSERT_EQUAL(payload_after(&f, edit_apiserver_defaults), SBX_VERIFY_OK);
+	void (*bad[])(cJSON *) = { edit_image,		edit_command,	     edit_claim,	  edit_subpath,
+				   edit_extra_volume,	edit_secret_source,  edit_extra_container, edit_init_container,
+				   edit_env,		edit_runtime_class };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		CU_ASSERT_EQUAL(payload_after(&f, bad[i]), SBX_VERIFY_PAYLOAD_MISMATCH);
+	CU_ASSERT_EQUAL(sbx_pod_payload_verify(NULL, f.pod), SBX_VERIFY_MALFORMED);
+	fixture_release(&f);
 }
 
 void register_sandbox_pod_tests(void)
@@ -622,5 +727,5 @@ void register_sandbox_pod_tests(void)
 		  {"fingerprint modes and order", test_verify_fingerprint_modes},
 		  {"forged pods", test_verify_forged},
 		  {"owner presence", test_verify_owner_presence},
-		  {"verdict strings", test_verify_str});
+		  {"verdict strings", test_verify_str}, {"payload replay", test_verify_payload});
 }

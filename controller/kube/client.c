@@ -358,14 +358,14 @@ struct call {
 			rc = curl_easy_setopt((h), (opt), (val));                                  \
 	} while (0)
 
-/* Resets h and applies every option of the call. Returns the first setopt
- * error, or CURLE_OK. *hdrs receives the header list (caller frees). */
+/* Applies every option of the call to h (reset after the previous attempt).
+ * Returns the first setopt error, or CURLE_OK. *hdrs receives the header list
+ * (caller frees). */
 static CURLcode setup(struct kube_client *c, CURL *h, const struct call *k,
 		      const struct kube_creds *cr, struct xfer *x, char *errbuf,
 		      struct curl_slist **hdrs)
 {
 	CURLcode rc = CURLE_OK;
-	curl_easy_reset(h);
 	SETOPT(h, CURLOPT_URL, k->url);
 	SETOPT(h, CURLOPT_NOSIGNAL, 1L);
 	SETOPT(h, CURLOPT_ERRORBUFFER, errbuf);
@@ -471,15 +471,19 @@ static enum kube_err attempt(struct kube_client *c, CURL *h, const struct call *
 	*status = 0;
 	CURLcode rc = setup(c, h, k, cr, x, errbuf, &hdrs);
 	if (rc != CURLE_OK) {
+		curl_easy_reset(h);
 		curl_slist_free_all(hdrs);
 		kube_error_set(err, KUBE_ERR_TRANSPORT, "curl setup: %s", curl_easy_strerror(rc));
 		return KUBE_ERR_TRANSPORT;
 	}
 	atomic_fetch_add(&c->requests, 1);
 	rc = curl_easy_perform(h);
-	curl_slist_free_all(hdrs);
 	if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status) != CURLE_OK)
 		*status = 0;
+	/* The handle must not keep pointers into this frame (error buffer, header
+	 * list, x) nor copies of the key; its connections survive the reset. */
+	curl_easy_reset(h);
+	curl_slist_free_all(hdrs);
 	if (x->too_large) {
 		kube_error_set(err, KUBE_ERR_TOO_LARGE, "%s %s: response body exceeds %zu bytes",
 			       k->method, k->url, x->body.cap);

@@ -1078,7 +1078,7 @@ out:
 struct kube_config *kube_config_load(const char *explicit_path, const char *context, char *err,
 				     size_t errlen)
 {
-	if (explicit_path)
+	if (explicit_path && *explicit_path)
 		return load_files(explicit_path, 0, context, err, errlen);
 	const char *env = getenv("KUBECONFIG");
 	if (env && *env)

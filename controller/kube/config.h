@@ -22,7 +22,7 @@ struct kube_creds {
 	size_t key_len;
 };
 
-/* Loads credentials: explicit_path if non-NULL, else $KUBECONFIG (a
+/* Loads credentials: explicit_path if non-NULL and non-empty, else $KUBECONFIG (a
  * colon-separated list merged as kubectl does: the first file to define a
  * cluster/user/context name or current-context wins; missing files are skipped),
  * else in-cluster (KUBERNETES_SERVICE_HOST/PORT and the ServiceAccount files),

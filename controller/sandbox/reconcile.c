@@ -437,6 +437,28 @@ static enum kube_err add_owner(struct sbx_controller *c, const struct sbx_view *
 	return e;
 }
 
+/* 1 when the live pod carries the payload this controller builds for v (see
+ * sbx_pod_payload_verify: a replayed seal on another payload is foreign). */
+static int payload_matches(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod)
+{
+	const char *claimed = annotation(pod, ANN_CLAIMED_AT), *seal = annotation(pod, "sandbox.dev/seal");
+	struct sbx_pod_params p = {
+		.ns = v->ns,
+		.pod_name = meta_str(pod, "name"),
+		.sandbox_name = v->name,
+		.sandbox_uid = v->uid,
+		.spec = v->spec,
+		.scope = &v->scope,
+		.claimed_at = claimed,
+		.seal = seal,
+		.cfg = c->cfg,
+	};
+	cJSON *want = claimed && seal ? sbx_pod_build(&p) : NULL;
+	int ok = want && sbx_pod_payload_verify(pod, want) == SBX_VERIFY_OK;
+	cJSON_Delete(want);
+	return ok;
+}
+
 enum examine { EX_DONE, EX_NEXT_GENERATION, EX_RETRY, EX_RETRY_SOON };
 
 /* Decides what a pod found under a claim name means for v. The pod was read
@@ -460,6 +482,7 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 		return report_unbound(c, v, "Pending", "Waiting", msg, NULL) < 0 ? EX_RETRY : EX_DONE;
 	}
 	if (vr != SBX_VERIFY_OK) {
+	foreign:
 		atomic_fetch_add(&c->stats.foreign_pods, 1);
 		char msg[384];
 		snprintf(msg, sizeof msg,
@@ -474,13 +497,17 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 	}
 	int is_controller = 0;
 	int ours = owned_by(pod, v->uid, &is_controller);
+	const char *fp = annotation(pod, "sandbox.dev/spec-fingerprint");
+	if (fp && !strcmp(fp, v->scope.fingerprint) && !payload_matches(c, v, pod)) {
+		vr = SBX_VERIFY_PAYLOAD_MISMATCH;
+		goto foreign;
+	}
 	if (!ours) {
 		long long claimed = 0;
 		if (sbx_parse_rfc3339(annotation(pod, ANN_CLAIMED_AT), &claimed) < 0)
 			return EX_RETRY; /* the seal covered it, so this cannot happen */
 		if (claimed + c->cfg->key_lifetime_s <= v->created)
 			return EX_NEXT_GENERATION; /* the key had expired when this Sandbox was made */
-		const char *fp = annotation(pod, "sandbox.dev/spec-fingerprint");
 		if (!fp || strcmp(fp, v->scope.fingerprint)) {
 			atomic_fetch_add(&c->stats.key_conflicts, 1);
 			const char *holder = controller_owner_name(pod);

@@ -98,6 +98,103 @@ const char *sbx_verify_str(enum sbx_verify v)
 		return "pod's seal is missing or was not produced by this controller";
 	case SBX_VERIFY_MALFORMED:
 		return "pod object is malformed or lacks the controller's annotations";
+	case SBX_VERIFY_PAYLOAD_MISMATCH:
+		return "pod's containers or volumes differ from what the controller builds for this Sandbox";
 	}
 	return "unknown verification result";
+}
+
+/* Absent and JSON null count as equal; everything else must be identical. */
+static int same_opt(const cJSON *a, const cJSON *b)
+{
+	int na = !a || cJSON_IsNull(a), nb = !b || cJSON_IsNull(b);
+	if (na || nb)
+		return na && nb;
+	return cJSON_Compare(a, b, 1);
+}
+
+static const cJSON *field(const cJSON *o, const char *k)
+{
+	return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+/* Compares the listed members of every element of two arrays, in order. */
+static int same_list(const cJSON *a, const cJSON *b, const char *const *members)
+{
+	int na = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0;
+	int nb = cJSON_IsArray(b) ? cJSON_GetArraySize(b) : 0;
+	if (na != nb)
+		return 0;
+	for (int i = 0; i < na; i++) {
+		const cJSON *x = cJSON_GetArrayItem(a, i), *y = cJSON_GetArrayItem(b, i);
+		for (const char *const *m = members; *m; m++)
+			if (!same_opt(field(x, *m), field(y, *m)))
+				return 0;
+	}
+	return 1;
+}
+
+/* A volume's source: the members the builder sets. Defaults the apiserver may
+ * add inside a source (readOnly: false, a hostPath type) are not compared
+ * except where the builder sets them. */
+static int same_volume(const cJSON *live, const cJSON *want)
+{
+	static const char *const sources[] = { "persistentVolumeClaim", "hostPath", "emptyDir", NULL };
+	for (const char *const *s = sources; *s; s++) {
+		const cJSON *w = field(want, *s), *l = field(live, *s);
+		if (!w != !l)
+			return 0;
+	}
+	if (field(want, "persistentVolumeClaim") &&
+	    !same_opt(field(field(live, "persistentVolumeClaim"), "claimName"),
+		      field(field(want, "persistentVolumeClaim"), "claimName")))
+		return 0;
+	if (field(want, "hostPath") &&
+	    !same_opt(field(field(live, "hostPath"), "path"), field(field(want, "hostPath"), "path")))
+		return 0;
+	/* Any other source (a projected token, a secret) is not something we build. */
+	const cJSON *m;
+	cJSON_ArrayForEach(m, live)
+	{
+		if (strcmp(m->string, "name") && strcmp(m->string, "persistentVolumeClaim") &&
+		    strcmp(m->string, "hostPath") && strcmp(m->string, "emptyDir"))
+			return 0;
+	}
+	return 1;
+}
+
+enum sbx_verify sbx_pod_payload_verify(const cJSON *live, const cJSON *expected)
+{
+	static const char *const env_members[] = { "name", "value", "valueFrom", NULL };
+	static const char *const mount_members[] = { "name", "mountPath", "subPath", "readOnly", NULL };
+	if (!cJSON_IsObject(live) || !cJSON_IsObject(expected))
+		return SBX_VERIFY_MALFORMED;
+	const cJSON *ls = field(live, "spec"), *ws = field(expected, "spec");
+	const cJSON *lc = field(ls, "containers"), *wc = field(ws, "containers");
+	if (!cJSON_IsArray(lc) || cJSON_GetArraySize(lc) != cJSON_GetArraySize(wc))
+		return SBX_VERIFY_PAYLOAD_MISMATCH;
+	const cJSON *lic = field(ls, "initContainers"), *lec = field(ls, "ephemeralContainers");
+	if ((cJSON_IsArray(lic) && cJSON_GetArraySize(lic) > 0) || (cJSON_IsArray(lec) && cJSON_GetArraySize(lec) > 0))
+		return SBX_VERIFY_PAYLOAD_MISMATCH;
+	for (int i = 0; i < cJSON_GetArraySize(wc); i++) {
+		const cJSON *l = cJSON_GetArrayItem(lc, i), *w = cJSON_GetArrayItem(wc, i);
+		if (!same_opt(field(l, "name"), field(w, "name")) || !same_opt(field(l, "image"), field(w, "image")) ||
+		    !same_opt(field(l, "command"), field(w, "command")) || !same_opt(field(l, "args"), field(w, "args")) ||
+		    !same_list(field(l, "env"), field(w, "env"), env_members) ||
+		    !same_list(field(l, "volumeMounts"), field(w, "volumeMounts"), mount_members) ||
+		    field(l, "envFrom") || field(l, "volumeDevices"))
+			return SBX_VERIFY_PAYLOAD_MISMATCH;
+	}
+	const cJSON *lv = field(ls, "volumes"), *wv = field(ws, "volumes");
+	int nl = cJSON_IsArray(lv) ? cJSON_GetArraySize(lv) : 0, nw = cJSON_IsArray(wv) ? cJSON_GetArraySize(wv) : 0;
+	if (nl != nw)
+		return SBX_VERIFY_PAYLOAD_MISMATCH;
+	for (int i = 0; i < nw; i++) {
+		const cJSON *w = cJSON_GetArrayItem(wv, i), *l = cJSON_GetArrayItem(lv, i);
+		if (!same_opt(field(l, "name"), field(w, "name")) || !same_volume(l, w))
+			return SBX_VERIFY_PAYLOAD_MISMATCH;
+	}
+	if (!same_opt(field(ls, "runtimeClassName"), field(ws, "runtimeClassName")))
+		return SBX_VERIFY_PAYLOAD_MISMATCH;
+	return SBX_VERIFY_OK;
 }

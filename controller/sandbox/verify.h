@@ -21,6 +21,7 @@ enum sbx_verify {
 	SBX_VERIFY_TERMINATING, /* metadata.deletionTimestamp set */
 	SBX_VERIFY_BAD_SEAL,	/* seal missing, malformed or not the controller's */
 	SBX_VERIFY_MALFORMED, /* not an object; metadata, name, fingerprint or claimed-at missing */
+	SBX_VERIFY_PAYLOAD_MISMATCH, /* sealed metadata, but containers/volumes not what we build */
 };
 
 struct sbx_verify_expect {
@@ -44,6 +45,14 @@ struct sbx_verify_expect {
  * OK. */
 enum sbx_verify sbx_pod_verify(const cJSON *pod, const struct sbx_verify_expect *e);
 
+/* The seal covers the pod's identity, not its payload, so a genuine seal can be
+ * replayed onto a pod with another image or volumes by whoever may delete and
+ * create pods. Before a pod is adopted, its payload is compared with the pod the
+ * controller would build (expected, from sbx_pod_build): the container's image,
+ * command, args, env and volume mounts, every volume's source, the runtime
+ * class, and no extra containers or volumes. Returns SBX_VERIFY_OK or
+ * SBX_VERIFY_PAYLOAD_MISMATCH (SBX_VERIFY_MALFORMED for a non-object). */
+enum sbx_verify sbx_pod_payload_verify(const cJSON *live, const cJSON *expected);
 /* Returns a static human-readable description of v. */
 const char *sbx_verify_str(enum sbx_verify v);
 

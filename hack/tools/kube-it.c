@@ -262,9 +262,9 @@ int main(int argc, char **argv)
 	} else if (!strcmp(argv[1], "list-count")) {
 		long n = 0;
 		struct kube_error ke;
-		
+		unsigned long before = kube_client_requests(kc);
 		enum kube_err e = kube_list_ex(kc, argv[2], NULL, count_cb, count_reset, &n, NULL, NULL, &ke);
-		printf("items=%ld requests=%lu result=%s\n", n, 0UL, kube_err_str(e));
+		printf("items=%ld requests=%lu result=%s\n", n, kube_client_requests(kc) - before, kube_err_str(e));
 		rc = e == KUBE_OK ? 0 : 1;
 	}
 	kube_client_free(kc);

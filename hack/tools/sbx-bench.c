@@ -1,0 +1,602 @@
+/* sbx-bench: the load generator and meter behind hack/bench.sh. Not shipped.
+ *
+ *   sbx-bench controller|baseline --namespace NS [--count N] [--concurrency C]
+ *             [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]
+ *             [--pid PID] [--metrics-url URL]
+ *
+ * Both modes run an informer on /apis/sandbox.dev/v1alpha1/sandboxes, then C
+ * threads create the Sandboxes bench-00000.. in NS. Sandbox i belongs to scope
+ * i % S (idempotencyKey bench-key-<scope>, workspaceOwner owner-<scope % O>),
+ * so S < N makes N - S of them adoptions.
+ *
+ *   controller  only POSTs the Sandboxes; the running controller binds them.
+ *   baseline    does by itself the writes the controller's path needs per
+ *               Sandbox: POST the Sandbox, POST a Pod sbx-<i>, merge-PATCH the
+ *               Sandbox's /status with a phase and Bound=True.
+ *
+ * The run ends when the informer has seen Bound=True on every created Sandbox.
+ * With --pid and --metrics-url (controller mode) the controller's API request
+ * counter, CPU time and peak RSS are read as well. Results go to stdout as
+ * KEY=VALUE lines for the script to format; progress and errors go to stderr.
+ * Credentials come from $KUBECONFIG. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "base/buf.h"
+#include "base/xmalloc.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/informer.h"
+#include "obs/log.h"
+
+#define SANDBOXES "/apis/sandbox.dev/v1alpha1/sandboxes"
+#define NAME_PREFIX "bench-"
+#define REQUESTS_METRIC "sandbox_kube_requests_total"
+#define METRICS_MAX (1 << 20)
+#define POST_ATTEMPTS 5
+
+enum mode { MODE_CONTROLLER, MODE_BASELINE };
+
+struct bench_opts {
+	enum mode mode;
+	const char *ns;
+	const char *image;
+	long count;
+	int concurrency;
+	long scopes;
+	long owners;
+	long timeout_s;
+	pid_t pid;		 /* controller to meter, or 0 */
+	const char *metrics_url; /* its /metrics, or NULL */
+};
+
+/* One run. Times are CLOCK_MONOTONIC milliseconds; 0 means "not yet". */
+struct bench {
+	struct bench_opts o;
+	struct kube_client *kc;
+	atomic_long next; /* next Sandbox index to create */
+	atomic_long failed;
+	pthread_barrier_t go; /* writers and main: the clock starts once all are warm */
+	pthread_mutex_t mu; /* guards everything below */
+	pthread_cond_t cv;
+	double *posted; /* when the POST of Sandbox i returned */
+	double *bound;	/* when the informer first saw Bound=True on it */
+	long created, nbound, adopted, done_posting;
+	double last_bound;
+};
+
+/* Milliseconds on the monotonic clock. */
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- the controller process: /proc and /metrics ---- */
+
+/* Returns the CPU seconds (user + system) pid has used, or -1. */
+static double proc_cpu_s(pid_t pid)
+{
+	char path[64], line[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(line, 1, sizeof line - 1, f);
+	fclose(f);
+	line[n] = '\0';
+	/* The command name may hold spaces: fields are counted after its ')'. */
+	char *p = strrchr(line, ')');
+	if (!p)
+		return -1;
+	unsigned long utime = 0, stime = 0;
+	if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
+		return -1;
+	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Returns pid's peak resident set size (VmHWM) in KiB, or -1. */
+static long proc_hwm_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/* curl write callback into a capped struct buf. */
+static size_t metrics_write(char *data, size_t size, size_t nmemb, void *ctx)
+{
+	return buf_append(ctx, data, size * nmemb) == 0 ? size * nmemb : 0;
+}
+
+/* Fetches url into b (emptied first). Returns 0, or -1 with a message on stderr. */
+static int metrics_fetch(const char *url, struct buf *b)
+{
+	buf_reset(b);
+	CURL *h = curl_easy_init();
+	if (!h)
+		return -1;
+	long status = 0;
+	CURLcode rc = curl_easy_setopt(h, CURLOPT_URL, url);
+	if (rc == CURLE_OK)
+		rc = curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+	if (rc == CURLE_OK)
+		rc = curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	if (rc == CURLE_OK)
+		rc = curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, metrics_write);
+	if (rc == CURLE_OK)
+		rc = curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+	if (rc == CURLE_OK)
+		rc = curl_easy_perform(h);
+	if (rc == CURLE_OK && curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
+		status = 0;
+	curl_easy_cleanup(h);
+	if (rc != CURLE_OK || status != 200) {
+		fprintf(stderr, "sbx-bench: GET %s: %s (HTTP %ld)\n", url, curl_easy_strerror(rc), status);
+		return -1;
+	}
+	return 0;
+}
+
+/* Returns the sum of every series of the metric name in a Prometheus text
+ * exposition, or -1 when it has none. */
+static double metric_sum(const char *text, const char *name)
+{
+	size_t nl = strlen(name);
+	double sum = -1;
+	for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+		if (strncmp(line, name, nl) || (line[nl] != ' ' && line[nl] != '{'))
+			continue;
+		const char *v = line + nl;
+		if (*v == '{' && !(v = strchr(v, '}')))
+			continue;
+		char *end;
+		double x = strtod(v + 1, &end);
+		if (end == v + 1)
+			continue;
+		sum = (sum < 0 ? 0 : sum) + x;
+	}
+	return sum;
+}
+
+/* Reads the controller's request counter: -1 when the metric is absent, -2
+ * when /metrics cannot be read. */
+static double requests_now(const struct bench *b, struct buf *mb)
+{
+	if (metrics_fetch(b->o.metrics_url, mb) < 0)
+		return -2;
+	return metric_sum(mb->data ? mb->data : "", REQUESTS_METRIC);
+}
+
+/* ---- the informer side ---- */
+
+/* Keeps what the handlers read: name, namespace, resourceVersion and status. */
+static cJSON *trim(const cJSON *obj)
+{
+	static const char *const meta[] = { "name", "namespace", "resourceVersion", NULL };
+	cJSON *t = cJSON_CreateObject();
+	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
+	const cJSON *om = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+	for (const char *const *f = meta; *f; f++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(om, *f);
+		if (v)
+			cJSON_AddItemToObject(m, *f, cJSON_Duplicate(v, 1));
+	}
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(obj, "status");
+	if (st)
+		cJSON_AddItemToObject(t, "status", cJSON_Duplicate(st, 1));
+	return t;
+}
+
+static const char *str_of(const cJSON *o, const char *field)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, field);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Notes the first time a bench Sandbox of our namespace shows Bound=True. */
+static void observe(void *ctx, const cJSON *obj)
+{
+	struct bench *b = ctx;
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+	const char *ns = str_of(md, "namespace"), *name = str_of(md, "name");
+	if (!ns || !name || strcmp(ns, b->o.ns) || strncmp(name, NAME_PREFIX, strlen(NAME_PREFIX)))
+		return;
+	char *end;
+	long i = strtol(name + strlen(NAME_PREFIX), &end, 10);
+	if (*end || i < 0 || i >= b->o.count)
+		return;
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(obj, "status");
+	const cJSON *c, *conds = cJSON_GetObjectItemCaseSensitive(st, "conditions");
+	int is_bound = 0;
+	cJSON_ArrayForEach(c, conds)
+	{
+		const char *type = str_of(c, "type"), *status = str_of(c, "status");
+		if (type && status && !strcmp(type, "Bound") && !strcmp(status, "True"))
+			is_bound = 1;
+	}
+	if (!is_bound)
+		return;
+	double t = now_ms();
+	const char *binding = str_of(st, "binding");
+	pthread_mutex_lock(&b->mu);
+	if (b->bound[i] == 0) {
+		b->bound[i] = t;
+		b->last_bound = t;
+		b->nbound++;
+		if (binding && !strcmp(binding, "Adopted"))
+			b->adopted++;
+		pthread_cond_broadcast(&b->cv);
+	}
+	pthread_mutex_unlock(&b->mu);
+}
+
+static void on_add(void *ctx, const cJSON *obj)
+{
+	observe(ctx, obj);
+}
+
+static void on_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	(void)old_obj;
+	observe(ctx, new_obj);
+}
+
+/* ---- the writers ---- */
+
+/* A request with a few retries for answers that may pass (429, 5xx,
+ * transport). A POST retried after a lost answer may meet AlreadyExists; that
+ * one counts as done, with *out left NULL. */
+static enum kube_err request(struct bench *b, const char *method, const char *path, const char *body,
+			     const char *ctype, cJSON **out)
+{
+	struct kube_error err;
+	enum kube_err e = KUBE_ERR_OTHER;
+	for (int a = 0; a < POST_ATTEMPTS; a++) {
+		if (a)
+			usleep(100000u << a);
+		e = kube_request(b->kc, method, path, NULL, body, ctype, out, &err);
+		if (e == KUBE_ERR_ALREADY_EXISTS && a > 0)
+			return KUBE_OK;
+		if (!kube_err_retriable(e))
+			break;
+	}
+	if (e != KUBE_OK)
+		fprintf(stderr, "sbx-bench: %s %s: %s\n", method, path, err.message);
+	return e;
+}
+
+/* The Sandbox i as JSON (caller frees). */
+static char *sandbox_body(const struct bench *b, long i)
+{
+	long scope = i % b->o.scopes;
+	return xasprintf("{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\","
+			 "\"metadata\":{\"name\":\"" NAME_PREFIX "%05ld\"},"
+			 "\"spec\":{\"image\":\"%s\",\"command\":[\"sleep\",\"infinity\"],"
+			 "\"idempotencyKey\":\"bench-key-%ld\",\"workspaceOwner\":\"owner-%02ld\"}}",
+			 i, b->o.image, scope, scope % b->o.owners);
+}
+
+/* The baseline's pod for Sandbox i (uid may be NULL): the shape of the
+ * controller's, minus volumes (caller frees). */
+static char *pod_body(const struct bench *b, long i, const char *uid)
+{
+	long scope = i % b->o.scopes;
+	char *ref = uid ? xasprintf(",\"ownerReferences\":[{\"apiVersion\":\"sandbox.dev/v1alpha1\","
+				    "\"kind\":\"Sandbox\",\"name\":\"" NAME_PREFIX "%05ld\",\"uid\":\"%s\","
+				    "\"controller\":true,\"blockOwnerDeletion\":true}]",
+				    i, uid)
+			: xstrdup("");
+	char *s = xasprintf("{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"sbx-%ld\","
+			    "\"labels\":{\"app.kubernetes.io/name\":\"sandbox\","
+			    "\"app.kubernetes.io/managed-by\":\"sbx-bench\","
+			    "\"sandbox.dev/scope-digest\":\"%032lx\"},"
+			    "\"annotations\":{\"sandbox.dev/workspace-owner\":\"owner-%02ld\"}%s},"
+			    "\"spec\":{\"containers\":[{\"name\":\"sandbox\",\"image\":\"%s\","
+			    "\"command\":[\"sleep\",\"infinity\"],\"resources\":{"
+			    "\"requests\":{\"cpu\":\"2\",\"memory\":\"4Gi\"},"
+			    "\"limits\":{\"cpu\":\"2\",\"memory\":\"4Gi\"}}}]}}",
+			    i, (unsigned long)scope, scope % b->o.owners, ref, b->o.image);
+	free(ref);
+	return s;
+}
+
+/* The baseline's status merge patch for Sandbox i (caller frees). */
+static char *status_body(long i)
+{
+	char ts[32];
+	time_t t = time(NULL);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return xasprintf("{\"status\":{\"phase\":\"Pending\",\"podName\":\"sbx-%ld\",\"binding\":\"Created\","
+			 "\"observedGeneration\":1,\"conditions\":[{\"type\":\"Bound\",\"status\":\"True\","
+			 "\"reason\":\"PodCreated\",\"message\":\"created by sbx-bench\","
+			 "\"lastTransitionTime\":\"%s\",\"observedGeneration\":1}]}}",
+			 i, ts);
+}
+
+/* Baseline: the Pod and the status write that follow the Sandbox's POST. */
+static int baseline_rest(struct bench *b, long i, const cJSON *created)
+{
+	char path[512];
+	const char *uid = str_of(cJSON_GetObjectItemCaseSensitive(created, "metadata"), "uid");
+	char *body = pod_body(b, i, uid);
+	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", b->o.ns);
+	enum kube_err e = request(b, "POST", path, body, NULL, NULL);
+	free(body);
+	if (e != KUBE_OK)
+		return -1;
+	body = status_body(i);
+	snprintf(path, sizeof path, "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes/" NAME_PREFIX "%05ld/status",
+		 b->o.ns, i);
+	e = request(b, "PATCH", path, body, "application/merge-patch+json", NULL);
+	free(body);
+	return e == KUBE_OK ? 0 : -1;
+}
+
+/* A writer thread: opens its connection with a cheap GET (the controller's
+ * are open already, so neither side is timed with TLS handshakes), waits for
+ * the start, then takes the next index until all are done. */
+static void *writer(void *arg)
+{
+	struct bench *b = arg;
+	char path[512];
+	snprintf(path, sizeof path, "/api/v1/namespaces/%s", b->o.ns);
+	struct kube_error err;
+	if (kube_request(b->kc, "GET", path, NULL, NULL, NULL, NULL, &err) != KUBE_OK)
+		fprintf(stderr, "sbx-bench: warm-up GET %s: %s\n", path, err.message);
+	pthread_barrier_wait(&b->go);
+	snprintf(path, sizeof path, "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes", b->o.ns);
+	for (long i; (i = atomic_fetch_add(&b->next, 1)) < b->o.count;) {
+		char *body = sandbox_body(b, i);
+		cJSON *created = NULL;
+		enum kube_err e = request(b, "POST", path, body, NULL, &created);
+		free(body);
+		double t = now_ms();
+		if (e == KUBE_OK) {
+			pthread_mutex_lock(&b->mu);
+			b->posted[i] = t;
+			b->created++;
+			pthread_mutex_unlock(&b->mu);
+		}
+		if (e != KUBE_OK || (b->o.mode == MODE_BASELINE && baseline_rest(b, i, created) < 0))
+			atomic_fetch_add(&b->failed, 1);
+		cJSON_Delete(created);
+	}
+	pthread_mutex_lock(&b->mu);
+	b->done_posting++;
+	pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->mu);
+	return NULL;
+}
+
+/* ---- the run ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile p (0..100) of the sorted v[0..n). */
+static double percentile(const double *v, long n, double p)
+{
+	long r = (long)ceil(p / 100.0 * (double)n);
+	return v[r < 1 ? 0 : r - 1];
+}
+
+/* Waits until the controller's request counter and CPU time stop moving (3
+ * quiet seconds, at most 60), so follow-up work such as Ready updates is
+ * counted. Returns the counter then (as requests_now). */
+static double settle(const struct bench *b, struct buf *mb)
+{
+	double req = requests_now(b, mb), cpu = proc_cpu_s(b->o.pid);
+	int quiet = 0;
+	for (int s = 0; s < 60 && quiet < 3; s++) {
+		sleep(1);
+		double r2 = requests_now(b, mb), c2 = proc_cpu_s(b->o.pid);
+		quiet = (r2 == req && c2 - cpu < 0.03) ? quiet + 1 : 0;
+		req = r2;
+		cpu = c2;
+	}
+	return req;
+}
+
+static void print_requests(const char *key, double before, double after, long n)
+{
+	if (before < 0 || after < 0 || n <= 0)
+		printf("%s=n/a\n", key);
+	else
+		printf("%s=%.2f\n", key, (after - before) / (double)n);
+}
+
+static int run(struct bench *b)
+{
+	static const struct informer_handlers h = { on_add, on_update, NULL };
+	struct informer *inf = informer_new(b->kc, SANDBOXES, NULL, trim, NULL, &h, b);
+	if (informer_start(inf) < 0 || !informer_wait_synced(inf, 60000)) {
+		fprintf(stderr, "sbx-bench: the informer on %s did not sync\n", SANDBOXES);
+		informer_free(inf);
+		return 1;
+	}
+	struct buf mb;
+	buf_init(&mb, METRICS_MAX);
+	int meter = b->o.pid > 0 && b->o.metrics_url;
+	double req0 = meter ? requests_now(b, &mb) : -1, cpu0 = meter ? proc_cpu_s(b->o.pid) : -1;
+
+	pthread_t *th = xcalloc((size_t)b->o.concurrency, sizeof *th);
+	pthread_barrier_init(&b->go, NULL, (unsigned)b->o.concurrency + 1);
+	for (int t = 0; t < b->o.concurrency; t++)
+		if (pthread_create(&th[t], NULL, writer, b)) {
+			fprintf(stderr, "sbx-bench: cannot start a writer thread\n");
+			exit(1);
+		}
+	pthread_barrier_wait(&b->go);
+	double t0 = now_ms();
+	double deadline = t0 + (double)b->o.timeout_s * 1e3, last_note = t0;
+	pthread_mutex_lock(&b->mu);
+	while (b->done_posting < b->o.concurrency || b->nbound < b->created) {
+		double t = now_ms();
+		if (t >= deadline) {
+			fprintf(stderr, "sbx-bench: timed out after %lds: %ld of %ld Sandboxes bound\n",
+				b->o.timeout_s, b->nbound, b->created);
+			break;
+		}
+		if (t - last_note >= 10000) {
+			fprintf(stderr, "sbx-bench: %.0fs: %ld created, %ld bound\n", (t - t0) / 1e3, b->created,
+				b->nbound);
+			last_note = t;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+	}
+	long created = b->created, nbound = b->nbound, adopted = b->adopted;
+	double t_last = b->last_bound;
+	pthread_mutex_unlock(&b->mu);
+	for (int t = 0; t < b->o.concurrency; t++)
+		pthread_join(th[t], NULL);
+	free(th);
+	pthread_barrier_destroy(&b->go);
+	double req_bound = meter ? requests_now(b, &mb) : -1;
+	double req_settled = meter ? settle(b, &mb) : -1;
+	informer_stop(inf);
+
+	/* Latencies of the bound ones; a watch event may beat the POST's answer. */
+	double *lat = xcalloc((size_t)(nbound ? nbound : 1), sizeof *lat);
+	long n = 0;
+	pthread_mutex_lock(&b->mu);
+	for (long i = 0; i < b->o.count; i++)
+		if (b->bound[i] > 0 && b->posted[i] > 0)
+			lat[n++] = b->bound[i] > b->posted[i] ? b->bound[i] - b->posted[i] : 0;
+	pthread_mutex_unlock(&b->mu);
+	qsort(lat, (size_t)n, sizeof *lat, cmp_double);
+
+	double secs = nbound ? (t_last - t0) / 1e3 : 0;
+	printf("count=%ld\ncreated=%ld\nbound=%ld\nadopted=%ld\nfailed=%ld\n", b->o.count, created, nbound,
+	       adopted, atomic_load(&b->failed));
+	printf("seconds=%.3f\nrate=%.1f\n", secs, secs > 0 ? (double)nbound / secs : 0.0);
+	printf("p50_ms=%.1f\np99_ms=%.1f\n", n ? percentile(lat, n, 50) : 0.0, n ? percentile(lat, n, 99) : 0.0);
+	if (meter) {
+		double cpu1 = proc_cpu_s(b->o.pid);
+		print_requests("requests_per_sandbox_bound", req0, req_bound, b->o.count);
+		print_requests("requests_per_sandbox_settled", req0, req_settled, b->o.count);
+		printf("requests_metric=%s\n", req0 == -2 ? "unreadable" : req0 < 0 ? "absent" : "present");
+		printf("cpu_s=%.2f\ncpu_run_s=%.2f\nrss_peak_kib=%ld\n", cpu1, cpu1 - cpu0, proc_hwm_kib(b->o.pid));
+	}
+	free(lat);
+	buf_release(&mb);
+	informer_free(inf);
+	return nbound == b->o.count ? 0 : 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: sbx-bench controller|baseline --namespace NS [--count N] [--concurrency C]\n"
+		   "                 [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]\n"
+		   "                 [--pid PID --metrics-url URL]\n");
+}
+
+/* Parses a positive integer option; exits with usage on anything else. */
+static long positive(const char *name, const char *s)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || v < 1) {
+		fprintf(stderr, "sbx-bench: --%s must be a positive integer\n", name);
+		exit(2);
+	}
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "namespace", required_argument, NULL, 'n' }, { "count", required_argument, NULL, 'c' },
+		{ "concurrency", required_argument, NULL, 'j' }, { "scopes", required_argument, NULL, 's' },
+		{ "owners", required_argument, NULL, 'o' },	{ "image", required_argument, NULL, 'i' },
+		{ "timeout", required_argument, NULL, 't' },	{ "pid", required_argument, NULL, 'p' },
+		{ "metrics-url", required_argument, NULL, 'm' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct bench b = { .o = { .image = "registry.local/agent:1.0", .count = 1000, .concurrency = 8,
+				  .owners = 50, .timeout_s = 600 } };
+	if (argc < 2 || (strcmp(argv[1], "controller") && strcmp(argv[1], "baseline"))) {
+		usage(stderr);
+		return 2;
+	}
+	b.o.mode = strcmp(argv[1], "controller") ? MODE_BASELINE : MODE_CONTROLLER;
+	int opt;
+	optind = 2;
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'n': b.o.ns = optarg; break;
+		case 'c': b.o.count = positive("count", optarg); break;
+		case 'j': b.o.concurrency = (int)positive("concurrency", optarg); break;
+		case 's': b.o.scopes = positive("scopes", optarg); break;
+		case 'o': b.o.owners = positive("owners", optarg); break;
+		case 'i': b.o.image = optarg; break;
+		case 't': b.o.timeout_s = positive("timeout", optarg); break;
+		case 'p': b.o.pid = (pid_t)positive("pid", optarg); break;
+		case 'm': b.o.metrics_url = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!b.o.ns || optind < argc || b.o.count > 99999 || b.o.concurrency > 256) {
+		usage(stderr);
+		return 2;
+	}
+	if (!b.o.scopes || b.o.scopes > b.o.count)
+		b.o.scopes = b.o.count;
+	log_set_level(LOG_WARN);
+
+	char err[1024];
+	struct kube_config *cfg = kube_config_load(NULL, NULL, err, sizeof err);
+	if (!cfg) {
+		fprintf(stderr, "sbx-bench: kubeconfig: %s\n", err);
+		return 1;
+	}
+	/* No client-side limit: the bench must not be the bottleneck it measures. */
+	struct kube_client_opts co = { .qps = -1, .user_agent = "sbx-bench" };
+	b.kc = kube_client_new(cfg, &co);
+	if (!b.kc) {
+		fprintf(stderr, "sbx-bench: cannot initialise the HTTP client\n");
+		return 1;
+	}
+	pthread_mutex_init(&b.mu, NULL);
+	pthread_cond_init(&b.cv, NULL);
+	b.posted = xcalloc((size_t)b.o.count, sizeof *b.posted);
+	b.bound = xcalloc((size_t)b.o.count, sizeof *b.bound);
+	int rc = run(&b);
+	free(b.posted);
+	free(b.bound);
+	pthread_cond_destroy(&b.cv);
+	pthread_mutex_destroy(&b.mu);
+	kube_client_free(b.kc);
+	return rc;
+}
