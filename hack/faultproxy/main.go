@@ -1,14 +1,14 @@
-// faultproxy is a TCP proxy for tests that lose responses: every request bytes
-// reach the upstream (the kube-apiserver), but with probability -drop the
-// first chunk of the upstream's answer on a connection is swallowed and the
-// connection is cut, so the client sees a reset after the server has acted.
-// TLS passes through untouched (the proxy never decrypts).
+// faultproxy is a TCP proxy for tests that lose responses. Every request
+// reaches the upstream (the kube-apiserver) whole; with probability -drop a
+// client write (after the TLS handshake) arms the connection, and the next
+// chunk the upstream sends back is swallowed and the connection reset: the
+// server has acted, the client never hears of it. TLS passes through
+// untouched (the proxy never decrypts), so "a write" stands for "a request".
 package main
 
 import (
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"math/rand"
 	"net"
@@ -23,7 +23,7 @@ import (
 var (
 	listen   = flag.String("listen", "127.0.0.1:0", "address to listen on")
 	upstream = flag.String("upstream", "", "host:port to forward to")
-	drop     = flag.Float64("drop", 0.2, "share of upstream->client chunks after which the connection is cut")
+	drop     = flag.Float64("drop", 0.2, "share of client requests whose response is lost (connection reset)")
 	delay    = flag.Duration("delay", 0, "delay before cutting (the server has surely processed the request)")
 	seed     = flag.Int64("seed", 1, "random seed")
 	portFile = flag.String("port-file", "", "write the bound port here")
@@ -75,18 +75,33 @@ func serve(client net.Conn, roll func() bool) {
 		return
 	}
 	defer up.Close()
+	var armed atomic.Bool
 	go func() {
-		io.Copy(up, client)
+		buf := make([]byte, 32*1024)
+		writes := 0
+		for {
+			n, err := client.Read(buf)
+			if n > 0 {
+				writes++
+				// The first write is the ClientHello; later ones carry requests.
+				if writes > 1 && !armed.Load() && roll() {
+					armed.Store(true)
+				}
+				if _, werr := up.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
 		up.Close()
 	}()
 	buf := make([]byte, 32*1024)
-	handshakeDone := false
 	for {
 		n, err := up.Read(buf)
 		if n > 0 {
-			// Let the TLS handshake through (the first upstream flight), then
-			// roll the dice on each later chunk: a cut there loses a response.
-			if handshakeDone && roll() {
+			if armed.Load() {
 				if *delay > 0 {
 					time.Sleep(*delay)
 				}
@@ -99,7 +114,6 @@ func serve(client net.Conn, roll func() bool) {
 				}
 				return
 			}
-			handshakeDone = true
 			if _, werr := client.Write(buf[:n]); werr != nil {
 				return
 			}
