@@ -203,7 +203,7 @@ int main(int argc, char **argv)
 	struct sbx_config cfg;
 	sbx_config_init(&cfg);
 	if (o.config && sbx_config_load(&cfg, o.config, err, sizeof err) < 0) {
-		log_kv(LOG_ERROR, "invalid config", "error", err, (const char *)NULL);
+		log_kv(LOG_ERROR, "invalid config", "error", err);
 		return 1;
 	}
 	if (o.key_lifetime_s > 0)
@@ -211,22 +211,21 @@ int main(int argc, char **argv)
 	const char *seal_path = o.seal_key_file ? o.seal_key_file : cfg.seal_key_file;
 	if (!seal_path) {
 		log_kv(LOG_ERROR, "no seal key: set --seal-key-file or seal.keyFile in the config "
-				  "(a Secret shared by all replicas, readable by no tenant)",
-		       (const char *)NULL);
+				  "(a Secret shared by all replicas, readable by no tenant)");
 		return 1;
 	}
 	size_t seal_len = 0;
 	unsigned char *seal = load_seal_key(seal_path, &seal_len, err, sizeof err);
 	if (!seal) {
-		log_kv(LOG_ERROR, "cannot load the seal key", "error", err, (const char *)NULL);
+		log_kv(LOG_ERROR, "cannot load the seal key", "error", err);
 		return 1;
 	}
 	struct kube_config *kcfg = kube_config_load(o.kubeconfig, o.context, err, sizeof err);
 	if (!kcfg) {
-		log_kv(LOG_ERROR, "cannot load Kubernetes credentials", "error", err, (const char *)NULL);
+		log_kv(LOG_ERROR, "cannot load Kubernetes credentials", "error", err);
 		return 1;
 	}
-	log_kv(LOG_INFO, "starting", "server", kube_config_server(kcfg), (const char *)NULL);
+	log_kv(LOG_INFO, "starting", "server", kube_config_server(kcfg));
 	struct kube_client_opts copts = { .qps = o.qps, .burst = o.burst };
 	struct kube_client *kc = kube_client_new(kcfg, &copts);
 
@@ -235,22 +234,22 @@ int main(int argc, char **argv)
 	struct obs_server *msrv = NULL, *psrv = NULL;
 	if (strcmp(o.metrics_addr, "0") &&
 	    !(msrv = obs_server_start(o.metrics_addr, metrics, ready, &ctl, err, sizeof err))) {
-		log_kv(LOG_ERROR, "metrics server", "error", err, (const char *)NULL);
+		log_kv(LOG_ERROR, "metrics server", "error", err);
 		return 1;
 	}
 	if (strcmp(o.probe_addr, "0") && !(psrv = obs_server_start(o.probe_addr, metrics, ready, &ctl, err, sizeof err))) {
-		log_kv(LOG_ERROR, "probe server", "error", err, (const char *)NULL);
+		log_kv(LOG_ERROR, "probe server", "error", err);
 		return 1;
 	}
 	int rc = 0;
 	if (sbx_controller_start(&ctl, 120000, err, sizeof err) < 0) {
-		log_kv(LOG_ERROR, "cannot start the controller", "error", err, (const char *)NULL);
+		log_kv(LOG_ERROR, "cannot start the controller", "error", err);
 		rc = 1;
 	} else {
-		log_kv(LOG_INFO, "controller running", (const char *)NULL);
+		log_kv(LOG_INFO, "controller running");
 		int sig = 0;
 		sigwait(&sigs, &sig);
-		log_kv(LOG_INFO, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", (const char *)NULL);
+		log_kv(LOG_INFO, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	}
 	sbx_controller_release(&ctl);
 	obs_server_free(msrv);
@@ -258,6 +257,6 @@ int main(int argc, char **argv)
 	kube_client_free(kc);
 	sbx_config_release(&cfg);
 	free(seal);
-	log_kv(LOG_INFO, "stopped", (const char *)NULL);
+	log_kv(LOG_INFO, "stopped");
 	return rc;
 }

@@ -121,7 +121,7 @@ struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_c
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_rc != CURLE_OK) {
 		log_kv(LOG_ERROR, "curl_global_init failed", "error",
-		       curl_easy_strerror(curl_init_rc), NULL);
+		       curl_easy_strerror(curl_init_rc));
 		kube_config_free(cfg);
 		return NULL;
 	}
@@ -142,8 +142,7 @@ struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_c
 		pthread_mutex_init(&c->share_mu[i], NULL);
 	const char *sni = kube_config_tls_server_name(cfg);
 	if (sni && setup_server_name(c, kube_config_server(cfg), sni) < 0) {
-		log_kv(LOG_ERROR, "cannot parse the server URL", "server", kube_config_server(cfg),
-		       NULL);
+		log_kv(LOG_ERROR, "cannot parse the server URL", "server", kube_config_server(cfg));
 		kube_client_free(c);
 		return NULL;
 	}
@@ -157,7 +156,7 @@ struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_c
 	    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
 	    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) !=
 		CURLSHE_OK) {
-		log_kv(LOG_ERROR, "curl_share_init failed", NULL);
+		log_kv(LOG_ERROR, "curl_share_init failed");
 		kube_client_free(c);
 		return NULL;
 	}
@@ -568,8 +567,7 @@ static enum kube_err do_call(struct kube_client *c, const char *path, const char
 			break;
 		struct kube_creds *fresh = kube_config_creds(c->cfg, cr, cerr, sizeof cerr);
 		if (!fresh) {
-			log_kv(LOG_WARN, "credential refresh after 401 failed", "error", cerr,
-			       NULL);
+			log_kv(LOG_WARN, "credential refresh after 401 failed", "error", cerr);
 			break;
 		}
 		int same = fresh == cr;
@@ -577,8 +575,7 @@ static enum kube_err do_call(struct kube_client *c, const char *path, const char
 		cr = fresh;
 		if (same)
 			break;
-		log_kv(LOG_INFO, "retrying with refreshed credentials after 401", "path", path,
-		       NULL);
+		log_kv(LOG_INFO, "retrying with refreshed credentials after 401", "path", path);
 	}
 	kube_creds_put(cr);
 	put_handle(c, h, slot);
@@ -587,7 +584,7 @@ static enum kube_err do_call(struct kube_client *c, const char *path, const char
 		snprintf(st, sizeof st, "%ld", status);
 		snprintf(ms, sizeof ms, "%lld", (long long)(ktime_mono_ms() - t0));
 		log_kv(LOG_DEBUG, "kube request failed", "method", k->method, "path", path,
-		       "status", st, "error", kube_err_str(r), "ms", ms, NULL);
+		       "status", st, "error", kube_err_str(r), "ms", ms);
 	}
 	free(url);
 	return r;

@@ -550,8 +550,7 @@ struct kube_creds *kube_config_creds(struct kube_config *c, const struct kube_cr
 				if (!t) {
 					/* Keep serving the last good token; the file may be
 					 * mid-rotation. */
-					log_kv(LOG_WARN, "cannot re-read token file", "error", e,
-					       NULL);
+					log_kv(LOG_WARN, "cannot re-read token file", "error", e);
 				} else if (!c->cur->token || strcmp(t, c->cur->token)) {
 					set_cur(c, creds_new(t, c->cert, c->cert_len, c->key,
 							     c->key_len));

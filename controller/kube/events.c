@@ -262,7 +262,7 @@ static enum kube_err send_job(struct event_recorder *r, const struct job *j, int
 	}
 	if (rc != KUBE_OK && rc != KUBE_ERR_NOT_FOUND)
 		log_kv(LOG_WARN, "cannot write event", "event", j->event_name, "error",
-		       kube_err_str(rc), "message", err.message, NULL);
+		       kube_err_str(rc), "message", err.message);
 	return rc;
 }
 
@@ -405,7 +405,7 @@ void event_recorder_free(struct event_recorder *r)
 	if (have_wd)
 		pthread_join(wd, NULL);
 	if (r->dropped)
-		log_kv(LOG_INFO, "event recorder stopped with events dropped", NULL);
+		log_kv(LOG_INFO, "event recorder stopped with events dropped");
 	struct seen *s, *t;
 	HASH_ITER(hh, r->cache, s, t)
 	{

@@ -272,7 +272,7 @@ static int relist(struct informer *inf, int *retry_after)
 		fresh_clear(inf);
 		if (!atomic_load(&inf->stop))
 			log_kv(LOG_WARN, "informer list failed", "path", inf->path, "error",
-			       kube_err_str(r), "message", err.message, NULL);
+			       kube_err_str(r), "message", err.message);
 		*retry_after = err.retry_after_s;
 		return -1;
 	}
@@ -305,8 +305,7 @@ static int relist(struct informer *inf, int *retry_after)
 	pthread_cond_broadcast(&inf->cv);
 	pthread_mutex_unlock(&inf->mu);
 	if (!was_synced)
-		log_kv(LOG_INFO, "informer synced", "path", inf->path, "resourceVersion", inf->rv,
-		       NULL);
+		log_kv(LOG_INFO, "informer synced", "path", inf->path, "resourceVersion", inf->rv);
 
 	while (gone) {
 		e = gone;
@@ -354,7 +353,7 @@ static int on_event(void *u, enum watch_event_type t, const cJSON *obj)
 		snprintf(code, sizeof code, "%ld", e.http_status);
 		log_kv(e.code == KUBE_ERR_GONE ? LOG_INFO : LOG_WARN,
 		       "informer watch error event, relisting", "path", inf->path, "code", code,
-		       "reason", e.reason, "message", e.message, NULL);
+		       "reason", e.reason, "message", e.message);
 		inf->relist = 1;
 		return 1;
 	}
@@ -424,7 +423,7 @@ static int watch_once(struct informer *inf, int *retry_after)
 		return 0;
 	if (ws.parse_failed) {
 		log_kv(LOG_WARN, "informer watch stream unusable, relisting", "path", inf->path,
-		       "error", ws.msg, NULL);
+		       "error", ws.msg);
 		inf->relist = 1;
 		return -1;
 	}
@@ -435,14 +434,13 @@ static int watch_once(struct informer *inf, int *retry_after)
 	if (inf->relist)
 		return healthy ? 0 : -1; /* an ERROR event (usually 410 Expired) */
 	if (r == KUBE_ERR_GONE) {
-		log_kv(LOG_INFO, "informer resourceVersion expired, relisting", "path", inf->path,
-		       NULL);
+		log_kv(LOG_INFO, "informer resourceVersion expired, relisting", "path", inf->path);
 		inf->relist = 1;
 		return healthy ? 0 : -1;
 	}
 	if (r != KUBE_OK) {
 		log_kv(LOG_WARN, "informer watch failed", "path", inf->path, "error",
-		       kube_err_str(r), "message", err.message, NULL);
+		       kube_err_str(r), "message", err.message);
 		*retry_after = err.retry_after_s;
 		return -1;
 	}

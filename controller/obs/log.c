@@ -58,7 +58,7 @@ static void emit(enum log_level lvl, const char *msg, va_list kv)
 	cJSON_free(line);
 }
 
-void log_kv(enum log_level lvl, const char *msg, ...)
+void log_kv_(enum log_level lvl, const char *msg, ...)
 {
 	if (lvl < min_level)
 		return;

@@ -9,9 +9,11 @@ enum log_level { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARN = 2, LOG_ERROR = 3 };
 void log_set_level(enum log_level lvl);
 /* Parses "debug", "info", "warn", "error"; returns -1 for anything else. */
 int log_parse_level(const char *s);
-/* Writes {"ts":...,"level":...,"msg":...,<kv pairs>}. kv is a NULL-terminated
- * list of key, value string pairs; NULL values are skipped. */
-void log_kv(enum log_level lvl, const char *msg, ...);
+/* Writes {"ts":...,"level":...,"msg":...,<kv pairs>}: the arguments after msg
+ * are key, value string pairs (NULL values are skipped). The macro appends the
+ * typed terminator, so callers never pass a bare NULL to a variadic. */
+void log_kv_(enum log_level lvl, const char *msg, ...);
+#define log_kv(lvl, ...) log_kv_(lvl, __VA_ARGS__, (const char *)NULL)
 /* printf-style message with no extra fields. */
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -224,7 +224,7 @@ static int write_status(struct sbx_controller *c, const struct sbx_view *v, cons
 		return 0; /* the Sandbox is gone; nothing to report to */
 	if (e != KUBE_OK) {
 		log_kv(LOG_WARN, "status write failed", "sandbox", v->name, "namespace", v->ns, "error",
-		       err.message, (const char *)NULL);
+		       err.message);
 		return -1;
 	}
 	atomic_fetch_add(&c->stats.status_writes, 1);
@@ -362,7 +362,7 @@ static int report_bound(struct sbx_controller *c, const struct sbx_view *v, cons
 		atomic_fetch_add(created ? &c->stats.pods_created : &c->stats.pods_adopted, 1);
 		record(c, v, "Normal", created ? "PodCreated" : "PodAdopted", msg);
 		log_kv(LOG_INFO, created ? "pod created" : "pod adopted", "sandbox", v->name, "namespace", v->ns,
-		       "pod", pod_name, "scopeDigest", v->scope.digest, (const char *)NULL);
+		       "pod", pod_name, "scopeDigest", v->scope.digest);
 	}
 	return 0;
 }
@@ -489,7 +489,7 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 			 "pod %s exists but was not created by sandbox-controller for this scope (%s); it is not adopted",
 			 pod_name ? pod_name : "?", sbx_verify_str(vr));
 		log_kv(LOG_WARN, "foreign pod rejected", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
-		       "reason", sbx_verify_str(vr), (const char *)NULL);
+		       "reason", sbx_verify_str(vr));
 		*delay = REQUEUE_FOREIGN_MS;
 		return report_unbound(c, v, "Pending", "ForeignPodConflict", msg, "ForeignPodRejected") < 0
 			       ? EX_RETRY
@@ -528,7 +528,7 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 			return EX_RETRY_SOON; /* the pod changed under us: look again */
 		if (e != KUBE_OK) {
 			log_kv(LOG_WARN, "adopting pod failed", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
-			       "error", err.message, (const char *)NULL);
+			       "error", err.message);
 			return EX_RETRY;
 		}
 		fault_point("after-adopt");
@@ -609,7 +609,7 @@ static int claim(struct sbx_controller *c, const struct sbx_view *v)
 		if (e != KUBE_ERR_ALREADY_EXISTS && e != KUBE_ERR_TRANSPORT && e != KUBE_ERR_SERVER &&
 		    e != KUBE_ERR_DECODE && e != KUBE_ERR_TOO_MANY_REQUESTS) {
 			log_kv(LOG_WARN, "creating pod failed", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
-			       "error", err.message, (const char *)NULL);
+			       "error", err.message);
 			return -1;
 		}
 		/* AlreadyExists, or the outcome is unknown (lost response): GET and verify. */
@@ -633,8 +633,7 @@ static int claim(struct sbx_controller *c, const struct sbx_view *v)
 			return -1;
 		}
 	}
-	log_kv(LOG_ERROR, "too many expired generations for one key", "sandbox", v->name, "namespace", v->ns,
-	       (const char *)NULL);
+	log_kv(LOG_ERROR, "too many expired generations for one key", "sandbox", v->name, "namespace", v->ns);
 	return -1;
 }
 

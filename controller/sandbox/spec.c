@@ -61,7 +61,7 @@ static void quote(const char *s, char *out, size_t outlen)
 	}
 	out[o++] = '"';
 	size_t i;
-	for (i = 0; s[i] && i < QUOTE_MAX && o + 8 < outlen; i++) {
+	for (i = 0; i < QUOTE_MAX && s[i] && o + 8 < outlen; i++) {
 		unsigned char c = (unsigned char)s[i];
 		if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\')
 			out[o++] = (char)c;
