@@ -73,6 +73,7 @@ bench_fail() { say "$*"; E2E_FAILED=1; exit 1; }
 
 BENCH_ARGS=(--count "$COUNT" --concurrency "$CONC" --scopes "$SCOPES" --owners "$OWNERS" --timeout "$TIMEOUT")
 
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 say "starting the control plane"
 cluster_up
 grant_controller_rbac
@@ -116,7 +117,8 @@ cat <<EOF
 === sandbox-controller benchmark ===
 command:     hack/bench.sh --count $COUNT --concurrency $CONC --scopes $SCOPES --workers $WORKERS --kube-api-qps $QPS --kube-api-burst $BURST
 controller:  $(basename "$CONTROLLER_BIN") ${CTL_FLAGS[*]:0:6} (+ --kubeconfig, --seal-key-file, metrics/probe on 127.0.0.1)
-load:        $COUNT Sandboxes, $SCOPES scopes, $OWNERS owners, $CONC client threads, 1 namespace; machine: $(nproc) CPUs shared by control plane, kwok, controller and bench
+load:        $COUNT Sandboxes, $SCOPES scopes, $OWNERS owners, $CONC client threads, 1 namespace
+host:        $(nproc) CPUs shared by control plane, kwok, controller and bench; loadavg $LOAD_START at start, $(cut -d' ' -f1-3 /proc/loadavg) at end
 
 controller:  $(value "$C" rate) Sandboxes bound/s   ($(value "$C" bound)/$COUNT bound in $(value "$C" seconds) s, first create -> last Bound=True; $(value "$C" adopted) adopted, $pods pods)
 baseline:    $(value "$B" rate) Sandboxes/s         ($(value "$B" bound)/$COUNT in $(value "$B" seconds) s; POST Sandbox + POST Pod + PATCH status, no controller)

@@ -329,6 +329,28 @@ static const char *controller_owner_name(const cJSON *pod)
 	return NULL;
 }
 
+/* The status of a Sandbox bound to pod_name (pod NULL: it is gone). */
+static struct sbx_status_in bound_status(const struct sbx_view *v, const cJSON *pod, const char *pod_name,
+					 const char *pod_uid, int created, const char *claimed, const char *expires,
+					 const char *msg)
+{
+	struct sbx_status_in in = {
+		.pod_name = pod_name,
+		.pod_uid = pod_uid,
+		.scope_digest = v->scope.digest,
+		.fingerprint = v->scope.fingerprint,
+		.binding = created ? "Created" : "Adopted",
+		.claimed_at = claimed,
+		.key_expires_at = expires,
+		.generation = v->generation,
+		.bound = 1,
+		.bound_reason = created ? "PodCreated" : "PodAdopted",
+		.bound_message = msg,
+	};
+	pod_readiness(pod, &in);
+	return in;
+}
+
 /* Writes the bound status for pod and, on the first binding, the event. */
 static int report_bound(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int created)
 {
@@ -340,20 +362,8 @@ static int report_bound(struct sbx_controller *c, const struct sbx_view *v, cons
 	const char *pod_name = meta_str(pod, "name");
 	char msg[256];
 	snprintf(msg, sizeof msg, "%s pod %s", created ? "created" : "adopted", pod_name);
-	struct sbx_status_in in = {
-		.pod_name = pod_name,
-		.pod_uid = meta_str(pod, "uid"),
-		.scope_digest = v->scope.digest,
-		.fingerprint = v->scope.fingerprint,
-		.binding = created ? "Created" : "Adopted",
-		.claimed_at = claimed,
-		.key_expires_at = expires[0] ? expires : NULL,
-		.generation = v->generation,
-		.bound = 1,
-		.bound_reason = created ? "PodCreated" : "PodAdopted",
-		.bound_message = msg,
-	};
-	pod_readiness(pod, &in);
+	struct sbx_status_in in = bound_status(v, pod, pod_name, meta_str(pod, "uid"), created, claimed,
+					       expires[0] ? expires : NULL, msg);
 	const char *old = old_bound_reason(v);
 	int first = !old || strcmp(old, in.bound_reason);
 	if (write_status(c, v, &in) < 0)
@@ -390,20 +400,8 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 	int created = binding && !strcmp(binding, "Created");
 	char msg[256];
 	snprintf(msg, sizeof msg, "%s pod %s", created ? "created" : "adopted", pod_name);
-	struct sbx_status_in in = {
-		.pod_name = pod_name,
-		.pod_uid = pod_uid,
-		.scope_digest = v->scope.digest,
-		.fingerprint = v->scope.fingerprint,
-		.binding = binding,
-		.claimed_at = jstr(v->status, "claimedAt"),
-		.key_expires_at = jstr(v->status, "keyExpiresAt"),
-		.generation = v->generation,
-		.bound = 1,
-		.bound_reason = created ? "PodCreated" : "PodAdopted",
-		.bound_message = msg,
-	};
-	pod_readiness(pod, &in);
+	struct sbx_status_in in = bound_status(v, pod, pod_name, pod_uid, created, jstr(v->status, "claimedAt"),
+					       jstr(v->status, "keyExpiresAt"), msg);
 	int r = write_status(c, v, &in);
 	cJSON_Delete(pod);
 	return r < 0 ? -1 : 0;
@@ -714,15 +712,19 @@ out:
 
 /* ---- wiring: informers, queue, workers ---- */
 
-static void enqueue_sandbox(void *ctx, const cJSON *obj)
+/* Queues the Sandbox "ns/name" (names are DNS subdomains, so 600 bytes hold any key). */
+static void enqueue_key(struct sbx_controller *c, const char *ns, const char *name)
 {
-	struct sbx_controller *c = ctx;
-	const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
 	if (!ns || !name)
 		return;
 	char key[600];
 	snprintf(key, sizeof key, "%s/%s", ns, name);
 	workqueue_add(c->queue, key);
+}
+
+static void enqueue_sandbox(void *ctx, const cJSON *obj)
+{
+	enqueue_key(ctx, meta_str(obj, "namespace"), meta_str(obj, "name"));
 }
 
 static void on_sandbox_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
@@ -746,11 +748,8 @@ static void enqueue_pod_owners(void *ctx, const cJSON *pod)
 	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
 	{
 		const char *kind = jstr(ref, "kind"), *api = jstr(ref, "apiVersion"), *name = jstr(ref, "name");
-		if (!ns || !kind || !api || !name || strcmp(kind, "Sandbox") || strncmp(api, "sandbox.dev/", 12))
-			continue;
-		char key[600];
-		snprintf(key, sizeof key, "%s/%s", ns, name);
-		workqueue_add(c->queue, key);
+		if (kind && api && !strcmp(kind, "Sandbox") && !strncmp(api, "sandbox.dev/", 12))
+			enqueue_key(c, ns, name);
 	}
 }
 
