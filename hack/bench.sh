@@ -126,4 +126,5 @@ ratio:       $ratio (controller / baseline)
 latency:     p50 $(value "$C" p50_ms) ms, p99 $(value "$C" p99_ms) ms   (POST returned -> informer sees Bound=True; baseline p50 $(value "$B" p50_ms) ms, p99 $(value "$B" p99_ms) ms)
 resources:   peak RSS $rss (VmHWM), CPU $(value "$C" cpu_s) s total ($(value "$C" cpu_run_s) s during the run)
 API req/Sbx: $req_line
+reconciles:  $(value "$C" reconciles) ($(value "$C" reconcile_errors) ended in an error and were retried)
 EOF

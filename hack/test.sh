@@ -42,6 +42,14 @@ for t in e2e/test_*.sh; do
   record "$t" $?
 done
 
+# The controller itself under ASan/UBSan/LSan on the real cluster: the
+# foundation suite again with the sanitizer build (a report fails it).
+if [ -z "${E2E_FILES:-}" ] || [[ " $E2E_FILES " == *" asan "* ]]; then
+  step "end-to-end: e2e/test_foundation.sh with the ASan/UBSan controller"
+  ASAN_OPTIONS=detect_leaks=1 SBX_BUILD_DIR="$ROOT/build-asan" bash e2e/test_foundation.sh
+  record "e2e/test_foundation.sh (ASan/UBSan controller)" $?
+fi
+
 step "summary"
 printf '%s\n' "${results[@]}"
 p=$(printf '%s\n' "${results[@]}" | grep -c '^PASS'); f=$(printf '%s\n' "${results[@]}" | grep -c '^FAIL')

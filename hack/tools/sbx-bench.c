@@ -69,7 +69,7 @@ struct bench {
 	atomic_long next; /* next Sandbox index to create */
 	atomic_long failed;
 	pthread_barrier_t go; /* writers and main: the clock starts once all are warm */
-	pthread_mutex_t mu; /* guards everything below */
+	pthread_mutex_t mu;   /* guards everything below */
 	pthread_cond_t cv;
 	double *posted; /* when the POST of Sandbox i returned */
 	double *bound;	/* when the informer first saw Bound=True on it */
@@ -103,7 +103,8 @@ static double proc_cpu_s(pid_t pid)
 	if (!p)
 		return -1;
 	unsigned long utime = 0, stime = 0;
-	if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
+	if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) !=
+	    2)
 		return -1;
 	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }
@@ -153,7 +154,8 @@ static int metrics_fetch(const char *url, struct buf *b)
 		status = 0;
 	curl_easy_cleanup(h);
 	if (rc != CURLE_OK || status != 200) {
-		fprintf(stderr, "sbx-bench: GET %s: %s (HTTP %ld)\n", url, curl_easy_strerror(rc), status);
+		fprintf(stderr, "sbx-bench: GET %s: %s (HTTP %ld)\n", url, curl_easy_strerror(rc),
+			status);
 		return -1;
 	}
 	return 0;
@@ -165,17 +167,20 @@ static double metric_sum(const char *text, const char *name)
 {
 	size_t nl = strlen(name);
 	double sum = -1;
-	for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
-		if (strncmp(line, name, nl) || (line[nl] != ' ' && line[nl] != '{'))
-			continue;
-		const char *v = line + nl;
-		if (*v == '{' && !(v = strchr(v, '}')))
-			continue;
-		char *end;
-		double x = strtod(v + 1, &end);
-		if (end == v + 1)
-			continue;
-		sum = (sum < 0 ? 0 : sum) + x;
+	for (const char *line = text; *line;) {
+		const char *eol = strchrnul(line, '\n');
+		const char *v = NULL;
+		if (!strncmp(line, name, nl) && (line[nl] == ' ' || line[nl] == '{')) {
+			v = line + nl;
+			/* Past the labels (if any) to the value. */
+			if (*v == '{')
+				v = memchr(v, '}', (size_t)(eol - v));
+			char *end;
+			double x = v ? strtod(v + 1, &end) : 0;
+			if (v && end != v + 1)
+				sum = (sum < 0 ? 0 : sum) + x;
+		}
+		line = *eol ? eol + 1 : eol;
 	}
 	return sum;
 }
@@ -194,7 +199,7 @@ static double requests_now(const struct bench *b, struct buf *mb)
 /* Keeps what the handlers read: name, namespace, resourceVersion and status. */
 static cJSON *trim(const cJSON *obj)
 {
-	static const char *const meta[] = { "name", "namespace", "resourceVersion", NULL };
+	static const char *const meta[] = {"name", "namespace", "resourceVersion", NULL};
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
 	const cJSON *om = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
@@ -268,8 +273,8 @@ static void on_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 /* A request with a few retries for answers that may pass (429, 5xx,
  * transport). A POST retried after a lost answer may meet AlreadyExists; that
  * one counts as done, with *out left NULL. */
-static enum kube_err request(struct bench *b, const char *method, const char *path, const char *body,
-			     const char *ctype, cJSON **out)
+static enum kube_err request(struct bench *b, const char *method, const char *path,
+			     const char *body, const char *ctype, cJSON **out)
 {
 	struct kube_error err;
 	enum kube_err e = KUBE_ERR_OTHER;
@@ -291,11 +296,12 @@ static enum kube_err request(struct bench *b, const char *method, const char *pa
 static char *sandbox_body(const struct bench *b, long i)
 {
 	long scope = i % b->o.scopes;
-	return xasprintf("{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\","
-			 "\"metadata\":{\"name\":\"" NAME_PREFIX "%05ld\"},"
-			 "\"spec\":{\"image\":\"%s\",\"command\":[\"sleep\",\"infinity\"],"
-			 "\"idempotencyKey\":\"bench-key-%ld\",\"workspaceOwner\":\"owner-%02ld\"}}",
-			 i, b->o.image, scope, scope % b->o.owners);
+	return xasprintf(
+	    "{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\","
+	    "\"metadata\":{\"name\":\"" NAME_PREFIX "%05ld\"},"
+	    "\"spec\":{\"image\":\"%s\",\"command\":[\"sleep\",\"infinity\"],"
+	    "\"idempotencyKey\":\"bench-key-%ld\",\"workspaceOwner\":\"owner-%02ld\"}}",
+	    i, b->o.image, scope, scope % b->o.owners);
 }
 
 /* The baseline's pod for Sandbox i (uid may be NULL): the shape of the
@@ -303,21 +309,23 @@ static char *sandbox_body(const struct bench *b, long i)
 static char *pod_body(const struct bench *b, long i, const char *uid)
 {
 	long scope = i % b->o.scopes;
-	char *ref = uid ? xasprintf(",\"ownerReferences\":[{\"apiVersion\":\"sandbox.dev/v1alpha1\","
-				    "\"kind\":\"Sandbox\",\"name\":\"" NAME_PREFIX "%05ld\",\"uid\":\"%s\","
-				    "\"controller\":true,\"blockOwnerDeletion\":true}]",
-				    i, uid)
-			: xstrdup("");
-	char *s = xasprintf("{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"sbx-%ld\","
-			    "\"labels\":{\"app.kubernetes.io/name\":\"sandbox\","
-			    "\"app.kubernetes.io/managed-by\":\"sbx-bench\","
-			    "\"sandbox.dev/scope-digest\":\"%032lx\"},"
-			    "\"annotations\":{\"sandbox.dev/workspace-owner\":\"owner-%02ld\"}%s},"
-			    "\"spec\":{\"containers\":[{\"name\":\"sandbox\",\"image\":\"%s\","
-			    "\"command\":[\"sleep\",\"infinity\"],\"resources\":{"
-			    "\"requests\":{\"cpu\":\"2\",\"memory\":\"4Gi\"},"
-			    "\"limits\":{\"cpu\":\"2\",\"memory\":\"4Gi\"}}}]}}",
-			    i, (unsigned long)scope, scope % b->o.owners, ref, b->o.image);
+	char *ref =
+	    uid ? xasprintf(",\"ownerReferences\":[{\"apiVersion\":\"sandbox.dev/v1alpha1\","
+			    "\"kind\":\"Sandbox\",\"name\":\"" NAME_PREFIX "%05ld\",\"uid\":\"%s\","
+			    "\"controller\":true,\"blockOwnerDeletion\":true}]",
+			    i, uid)
+		: xstrdup("");
+	char *s =
+	    xasprintf("{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"sbx-%ld\","
+		      "\"labels\":{\"app.kubernetes.io/name\":\"sandbox\","
+		      "\"app.kubernetes.io/managed-by\":\"sbx-bench\","
+		      "\"sandbox.dev/scope-digest\":\"%032lx\"},"
+		      "\"annotations\":{\"sandbox.dev/workspace-owner\":\"owner-%02ld\"}%s},"
+		      "\"spec\":{\"containers\":[{\"name\":\"sandbox\",\"image\":\"%s\","
+		      "\"command\":[\"sleep\",\"infinity\"],\"resources\":{"
+		      "\"requests\":{\"cpu\":\"2\",\"memory\":\"4Gi\"},"
+		      "\"limits\":{\"cpu\":\"2\",\"memory\":\"4Gi\"}}}]}}",
+		      i, (unsigned long)scope, scope % b->o.owners, ref, b->o.image);
 	free(ref);
 	return s;
 }
@@ -330,11 +338,12 @@ static char *status_body(long i)
 	struct tm tm;
 	gmtime_r(&t, &tm);
 	strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	return xasprintf("{\"status\":{\"phase\":\"Pending\",\"podName\":\"sbx-%ld\",\"binding\":\"Created\","
-			 "\"observedGeneration\":1,\"conditions\":[{\"type\":\"Bound\",\"status\":\"True\","
-			 "\"reason\":\"PodCreated\",\"message\":\"created by sbx-bench\","
-			 "\"lastTransitionTime\":\"%s\",\"observedGeneration\":1}]}}",
-			 i, ts);
+	return xasprintf(
+	    "{\"status\":{\"phase\":\"Pending\",\"podName\":\"sbx-%ld\",\"binding\":\"Created\","
+	    "\"observedGeneration\":1,\"conditions\":[{\"type\":\"Bound\",\"status\":\"True\","
+	    "\"reason\":\"PodCreated\",\"message\":\"created by sbx-bench\","
+	    "\"lastTransitionTime\":\"%s\",\"observedGeneration\":1}]}}",
+	    i, ts);
 }
 
 /* Baseline: the Pod and the status write that follow the Sandbox's POST. */
@@ -349,7 +358,8 @@ static int baseline_rest(struct bench *b, long i, const cJSON *created)
 	if (e != KUBE_OK)
 		return -1;
 	body = status_body(i);
-	snprintf(path, sizeof path, "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes/" NAME_PREFIX "%05ld/status",
+	snprintf(path, sizeof path,
+		 "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes/" NAME_PREFIX "%05ld/status",
 		 b->o.ns, i);
 	e = request(b, "PATCH", path, body, "application/merge-patch+json", NULL);
 	free(body);
@@ -381,7 +391,8 @@ static void *writer(void *arg)
 			b->created++;
 			pthread_mutex_unlock(&b->mu);
 		}
-		if (e != KUBE_OK || (b->o.mode == MODE_BASELINE && baseline_rest(b, i, created) < 0))
+		if (e != KUBE_OK ||
+		    (b->o.mode == MODE_BASELINE && baseline_rest(b, i, created) < 0))
 			atomic_fetch_add(&b->failed, 1);
 		cJSON_Delete(created);
 	}
@@ -434,7 +445,7 @@ static void print_requests(const char *key, double before, double after, long n)
 
 static int run(struct bench *b)
 {
-	static const struct informer_handlers h = { on_add, on_update, NULL };
+	static const struct informer_handlers h = {on_add, on_update, NULL};
 	struct informer *inf = informer_new(b->kc, SANDBOXES, NULL, trim, NULL, &h, b);
 	if (informer_start(inf) < 0 || !informer_wait_synced(inf, 60000)) {
 		fprintf(stderr, "sbx-bench: the informer on %s did not sync\n", SANDBOXES);
@@ -445,6 +456,9 @@ static int run(struct bench *b)
 	buf_init(&mb, METRICS_MAX);
 	int meter = b->o.pid > 0 && b->o.metrics_url;
 	double req0 = meter ? requests_now(b, &mb) : -1, cpu0 = meter ? proc_cpu_s(b->o.pid) : -1;
+	double rec0 = meter ? metric_sum(mb.data ? mb.data : "", "sandbox_reconciles_total") : -1;
+	double rerr0 =
+	    meter ? metric_sum(mb.data ? mb.data : "", "sandbox_reconcile_errors_total") : -1;
 
 	pthread_t *th = xcalloc((size_t)b->o.concurrency, sizeof *th);
 	pthread_barrier_init(&b->go, NULL, (unsigned)b->o.concurrency + 1);
@@ -460,13 +474,14 @@ static int run(struct bench *b)
 	while (b->done_posting < b->o.concurrency || b->nbound < b->created) {
 		double t = now_ms();
 		if (t >= deadline) {
-			fprintf(stderr, "sbx-bench: timed out after %lds: %ld of %ld Sandboxes bound\n",
+			fprintf(stderr,
+				"sbx-bench: timed out after %lds: %ld of %ld Sandboxes bound\n",
 				b->o.timeout_s, b->nbound, b->created);
 			break;
 		}
 		if (t - last_note >= 10000) {
-			fprintf(stderr, "sbx-bench: %.0fs: %ld created, %ld bound\n", (t - t0) / 1e3, b->created,
-				b->nbound);
+			fprintf(stderr, "sbx-bench: %.0fs: %ld created, %ld bound\n",
+				(t - t0) / 1e3, b->created, b->nbound);
 			last_note = t;
 		}
 		struct timespec ts;
@@ -496,16 +511,26 @@ static int run(struct bench *b)
 	qsort(lat, (size_t)n, sizeof *lat, cmp_double);
 
 	double secs = nbound ? (t_last - t0) / 1e3 : 0;
-	printf("count=%ld\ncreated=%ld\nbound=%ld\nadopted=%ld\nfailed=%ld\n", b->o.count, created, nbound,
-	       adopted, atomic_load(&b->failed));
+	printf("count=%ld\ncreated=%ld\nbound=%ld\nadopted=%ld\nfailed=%ld\n", b->o.count, created,
+	       nbound, adopted, atomic_load(&b->failed));
 	printf("seconds=%.3f\nrate=%.1f\n", secs, secs > 0 ? (double)nbound / secs : 0.0);
-	printf("p50_ms=%.1f\np99_ms=%.1f\n", n ? percentile(lat, n, 50) : 0.0, n ? percentile(lat, n, 99) : 0.0);
+	printf("p50_ms=%.1f\np99_ms=%.1f\n", n ? percentile(lat, n, 50) : 0.0,
+	       n ? percentile(lat, n, 99) : 0.0);
 	if (meter) {
 		double cpu1 = proc_cpu_s(b->o.pid);
 		print_requests("requests_per_sandbox_bound", req0, req_bound, b->o.count);
 		print_requests("requests_per_sandbox_settled", req0, req_settled, b->o.count);
-		printf("requests_metric=%s\n", req0 == -2 ? "unreadable" : req0 < 0 ? "absent" : "present");
-		printf("cpu_s=%.2f\ncpu_run_s=%.2f\nrss_peak_kib=%ld\n", cpu1, cpu1 - cpu0, proc_hwm_kib(b->o.pid));
+		printf("requests_metric=%s\n", req0 == -2 ? "unreadable"
+					       : req0 < 0 ? "absent"
+							  : "present");
+		printf("cpu_s=%.2f\ncpu_run_s=%.2f\nrss_peak_kib=%ld\n", cpu1, cpu1 - cpu0,
+		       proc_hwm_kib(b->o.pid));
+		/* mb holds the last scrape, taken once the controller was quiet. */
+		double rec1 = metric_sum(mb.data ? mb.data : "", "sandbox_reconciles_total");
+		double rerr1 = metric_sum(mb.data ? mb.data : "", "sandbox_reconcile_errors_total");
+		if (rec0 >= 0 && rec1 >= 0 && rerr0 >= 0 && rerr1 >= 0)
+			printf("reconciles=%.0f\nreconcile_errors=%.0f\n", rec1 - rec0,
+			       rerr1 - rerr0);
 	}
 	free(lat);
 	buf_release(&mb);
@@ -515,9 +540,10 @@ static int run(struct bench *b)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sbx-bench controller|baseline --namespace NS [--count N] [--concurrency C]\n"
-		   "                 [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]\n"
-		   "                 [--pid PID --metrics-url URL]\n");
+	fprintf(
+	    f, "usage: sbx-bench controller|baseline --namespace NS [--count N] [--concurrency C]\n"
+	       "                 [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]\n"
+	       "                 [--pid PID --metrics-url URL]\n");
 }
 
 /* Parses a positive integer option; exits with usage on anything else. */
@@ -536,15 +562,23 @@ static long positive(const char *name, const char *s)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "namespace", required_argument, NULL, 'n' }, { "count", required_argument, NULL, 'c' },
-		{ "concurrency", required_argument, NULL, 'j' }, { "scopes", required_argument, NULL, 's' },
-		{ "owners", required_argument, NULL, 'o' },	{ "image", required_argument, NULL, 'i' },
-		{ "timeout", required_argument, NULL, 't' },	{ "pid", required_argument, NULL, 'p' },
-		{ "metrics-url", required_argument, NULL, 'm' }, { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"namespace", required_argument, NULL, 'n'},
+	    {"count", required_argument, NULL, 'c'},
+	    {"concurrency", required_argument, NULL, 'j'},
+	    {"scopes", required_argument, NULL, 's'},
+	    {"owners", required_argument, NULL, 'o'},
+	    {"image", required_argument, NULL, 'i'},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"metrics-url", required_argument, NULL, 'm'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
-	struct bench b = { .o = { .image = "registry.local/agent:1.0", .count = 1000, .concurrency = 8,
-				  .owners = 50, .timeout_s = 600 } };
+	struct bench b = {.o = {.image = "registry.local/agent:1.0",
+				.count = 1000,
+				.concurrency = 8,
+				.owners = 50,
+				.timeout_s = 600}};
 	if (argc < 2 || (strcmp(argv[1], "controller") && strcmp(argv[1], "baseline"))) {
 		usage(stderr);
 		return 2;
@@ -554,17 +588,39 @@ int main(int argc, char **argv)
 	optind = 2;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (opt) {
-		case 'n': b.o.ns = optarg; break;
-		case 'c': b.o.count = positive("count", optarg); break;
-		case 'j': b.o.concurrency = (int)positive("concurrency", optarg); break;
-		case 's': b.o.scopes = positive("scopes", optarg); break;
-		case 'o': b.o.owners = positive("owners", optarg); break;
-		case 'i': b.o.image = optarg; break;
-		case 't': b.o.timeout_s = positive("timeout", optarg); break;
-		case 'p': b.o.pid = (pid_t)positive("pid", optarg); break;
-		case 'm': b.o.metrics_url = optarg; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'n':
+			b.o.ns = optarg;
+			break;
+		case 'c':
+			b.o.count = positive("count", optarg);
+			break;
+		case 'j':
+			b.o.concurrency = (int)positive("concurrency", optarg);
+			break;
+		case 's':
+			b.o.scopes = positive("scopes", optarg);
+			break;
+		case 'o':
+			b.o.owners = positive("owners", optarg);
+			break;
+		case 'i':
+			b.o.image = optarg;
+			break;
+		case 't':
+			b.o.timeout_s = positive("timeout", optarg);
+			break;
+		case 'p':
+			b.o.pid = (pid_t)positive("pid", optarg);
+			break;
+		case 'm':
+			b.o.metrics_url = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
 		}
 	}
 	if (!b.o.ns || optind < argc || b.o.count > 99999 || b.o.concurrency > 256) {
@@ -582,7 +638,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* No client-side limit: the bench must not be the bottleneck it measures. */
-	struct kube_client_opts co = { .qps = -1, .user_agent = "sbx-bench" };
+	struct kube_client_opts co = {.qps = -1, .user_agent = "sbx-bench"};
 	b.kc = kube_client_new(cfg, &co);
 	if (!b.kc) {
 		fprintf(stderr, "sbx-bench: cannot initialise the HTTP client\n");
