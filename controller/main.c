@@ -8,11 +8,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
 
 #include "base/buf.h"
 #include "base/xmalloc.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/lease.h"
 #include "obs/httpserver.h"
 #include "obs/log.h"
 #include "sandbox/config.h"
@@ -33,6 +38,9 @@ struct options {
 	int workers;
 	double qps;
 	int burst;
+	int leader_elect;
+	const char *le_namespace;
+	const char *le_id;
 };
 
 static void usage(FILE *f)
@@ -48,14 +56,18 @@ static void usage(FILE *f)
 		"  --kube-api-qps Q --kube-api-burst B client-side rate limit (default 50 / 100)\n"
 		"  --metrics-bind-address ADDR        /metrics listener (default :8080; 0 disables)\n"
 		"  --health-probe-bind-address ADDR   /healthz and /readyz listener (default :8081; 0 disables)\n"
-		"  --log-level debug|info|warn|error  (default info)\n",
+		"  --log-level debug|info|warn|error  (default info)\n"
+		"  --leader-elect                     only the Lease holder reconciles (default off; correctness\n"
+		"                                     never depends on it, it saves duplicate API calls)\n"
+		"  --leader-election-namespace NS     Lease namespace (default: the kubeconfig/in-cluster namespace)\n"
+		"  --leader-election-id NAME          Lease name (default sandbox-controller-leader)\n",
 		SEAL_KEY_MIN);
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	enum { O_KUBECONFIG = 256, O_CONTEXT, O_CONFIG, O_METRICS, O_PROBE, O_SEAL, O_LOG, O_LIFETIME, O_WORKERS,
-	       O_QPS, O_BURST, O_HELP };
+	       O_QPS, O_BURST, O_HELP, O_LE, O_LE_NS, O_LE_ID };
 	static const struct option longopts[] = {
 		{ "kubeconfig", required_argument, NULL, O_KUBECONFIG },
 		{ "context", required_argument, NULL, O_CONTEXT },
@@ -69,10 +81,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "kube-api-qps", required_argument, NULL, O_QPS },
 		{ "kube-api-burst", required_argument, NULL, O_BURST },
 		{ "help", no_argument, NULL, O_HELP },
+		{ "leader-elect", no_argument, NULL, O_LE },
+		{ "leader-election-namespace", required_argument, NULL, O_LE_NS },
+		{ "leader-election-id", required_argument, NULL, O_LE_ID },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 4,
-			       .key_lifetime_s = -1, .qps = 50, .burst = 100 };
+			       .key_lifetime_s = -1, .qps = 50, .burst = 100,
+			       .le_id = "sandbox-controller-leader" };
 	int ch;
 	char *end;
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -112,6 +128,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return -1;
 			}
 			break;
+		case O_LE: o->leader_elect = 1; break;
+		case O_LE_NS: o->le_namespace = optarg; break;
+		case O_LE_ID: o->le_id = optarg; break;
 		case O_HELP: usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -154,6 +173,14 @@ static void metrics(void *ctx, struct buf *out)
 static int ready(void *ctx)
 {
 	return sbx_controller_synced(ctx);
+}
+
+/* Waits up to ms for SIGTERM/SIGINT; returns the signal or 0. */
+static int wait_signal(const sigset_t *sigs, long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	int sig = sigtimedwait(sigs, NULL, &ts);
+	return sig > 0 ? sig : 0;
 }
 
 /* Reads the seal key; it must be long enough to be a real secret. */
@@ -241,17 +268,48 @@ int main(int argc, char **argv)
 		log_kv(LOG_ERROR, "probe server", "error", err);
 		return 1;
 	}
-	int rc = 0;
-	if (sbx_controller_start(&ctl, 120000, err, sizeof err) < 0) {
-		log_kv(LOG_ERROR, "cannot start the controller", "error", err);
-		rc = 1;
-	} else {
-		log_kv(LOG_INFO, "controller running");
-		int sig = 0;
-		sigwait(&sigs, &sig);
-		log_kv(LOG_INFO, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	int rc = 0, sig = 0;
+	struct lease_elector *elector = NULL;
+	if (o.leader_elect) {
+		char host[128] = "unknown", ident[200];
+		unsigned char rnd[6];
+		gethostname(host, sizeof host - 1);
+		if (RAND_bytes(rnd, sizeof rnd) != 1)
+			memset(rnd, 0, sizeof rnd);
+		snprintf(ident, sizeof ident, "%s_%02x%02x%02x%02x%02x%02x", host, rnd[0], rnd[1], rnd[2], rnd[3],
+			 rnd[4], rnd[5]);
+		struct lease_opts lo = {
+			.ns = o.le_namespace ? o.le_namespace : kube_config_namespace(kube_client_config(kc)),
+			.name = o.le_id,
+			.identity = ident,
+		};
+		log_kv(LOG_INFO, "waiting for leadership", "lease", lo.name, "namespace", lo.ns, "identity", ident);
+		elector = lease_elector_start(kc, &lo);
+		if (!elector) {
+			log_kv(LOG_ERROR, "cannot start leader election");
+			rc = 1;
+		}
+		while (elector && !lease_is_leader(elector) && !(sig = wait_signal(&sigs, 200)))
+			;
 	}
+	if (rc == 0 && !sig) {
+		if (sbx_controller_start(&ctl, 120000, err, sizeof err) < 0) {
+			log_kv(LOG_ERROR, "cannot start the controller", "error", err);
+			rc = 1;
+		} else {
+			log_kv(LOG_INFO, "controller running");
+			while (!(sig = wait_signal(&sigs, 500))) {
+				if (elector && lease_lost(elector)) {
+					rc = 1; /* as controller-runtime: exit, the Deployment restarts us */
+					break;
+				}
+			}
+		}
+	}
+	if (sig)
+		log_kv(LOG_INFO, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	sbx_controller_release(&ctl);
+	lease_elector_free(elector); /* after the workers stopped: then give the lease up */
 	obs_server_free(msrv);
 	obs_server_free(psrv);
 	kube_client_free(kc);

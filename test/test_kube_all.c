@@ -6,6 +6,7 @@ void register_kube_errors_tests(void);
 void register_kube_workqueue_tests(void);
 void register_kube_config_tests(void);
 void register_kube_client_tests(void);
+void register_kube_lease_tests(void);
 
 void register_kube_tests(void)
 {
@@ -14,4 +15,5 @@ void register_kube_tests(void)
 	register_kube_workqueue_tests();
 	register_kube_config_tests();
 	register_kube_client_tests();
+	register_kube_lease_tests();
 }
