@@ -73,16 +73,19 @@ apiserver_start() {
 
 # ---- kube-it cache-compare ----
 
+# Its log goes to $E2E_DIR/*.log, where e2e_main looks for sanitizer reports.
 CTL=""
+KIT_LOG=""
 KIT_PID=""
 kit_start() { # kit_start PATH
   CTL="$E2E_DIR/kit-$RANDOM"
+  KIT_LOG="$CTL.log"
   mkdir -p "$CTL"
-  KUBE_IT_CONVERGE_S=90 "$KIT" cache-compare "$1" "$CTL" 2>"$CTL/stderr" &
+  KUBE_IT_CONVERGE_S=90 "$KIT" cache-compare "$1" "$CTL" 2>"$KIT_LOG" &
   KIT_PID=$!
   disown "$KIT_PID" 2>/dev/null || true
   CTL_PIDS+=("$KIT_PID")
-  wait_for 60 test -f "$CTL/ready" || fail "kube-it did not sync: $(tail -n 3 "$CTL/stderr")"
+  wait_for 60 test -f "$CTL/ready" || fail "kube-it did not sync: $(tail -n 3 "$KIT_LOG")"
 }
 kit_stop() {
   touch "$CTL/stop"
@@ -101,7 +104,7 @@ cache_ok() {
   expect_match "$RES" "^OK " "$1: cache and handlers vs a fresh LIST"
 }
 count() { grep -c -- "$1" "$2" 2>/dev/null; } # count PATTERN FILE (prints 0 when none)
-relists() { count '"code":"410"' "$CTL/stderr"; }
+relists() { count '"code":"410"' "$KIT_LOG"; }
 deleted() { count "^$1/$2 " "$CTL/deleted.log"; } # deleted NS NAME: deliveries of its delete
 cm_value() { kubectl get cm -n "$1" "$2" -o jsonpath='{.data.v}' 2>/dev/null; }
 
@@ -172,7 +175,7 @@ test_cache_matches_list_across_restart_and_compaction() {
   cache_ok "offline changes + compaction to revision $rev"
   expect_delivered $ns c09 c10 c11
   expect_eq "$(relists)" "$((r0 + 1))" "one 410 after the compaction"
-  expect_match "$(grep '"code":"410"' "$CTL/stderr" | tail -n 1)" \
+  expect_match "$(grep '"code":"410"' "$KIT_LOG" | tail -n 1)" \
     "relisting.*The resourceVersion for the provided watch is too old" "the 410 came from the compacted etcd"
 
   # 4. Back to the default apiserver (watch cache on), again with offline

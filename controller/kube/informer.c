@@ -134,6 +134,9 @@ static void entry_free(struct entry *e)
 
 /* ---- objects ---- */
 
+/* A copy without metadata.managedFields, and without kind/apiVersion: watch
+ * events carry them and LIST items do not, and the cache should hold the same
+ * shape whichever way an object arrived. */
 static cJSON *default_trim(const cJSON *obj)
 {
 	cJSON *c = cJSON_Duplicate(obj, 1);
@@ -141,6 +144,8 @@ static cJSON *default_trim(const cJSON *obj)
 		abort(); /* cJSON_Duplicate fails only when out of memory */
 	cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "metadata"),
 						"managedFields");
+	cJSON_DeleteItemFromObjectCaseSensitive(c, "kind");
+	cJSON_DeleteItemFromObjectCaseSensitive(c, "apiVersion");
 	return c;
 }
 
@@ -442,6 +447,9 @@ static int watch_once(struct informer *inf, int *retry_after)
 		log_kv(LOG_WARN, "informer watch failed", "path", inf->path, "error",
 		       kube_err_str(r), "message", err.message);
 		*retry_after = err.retry_after_s;
+		/* It served for a while: this break starts a fresh backoff. */
+		if (healthy)
+			inf->backoff_ms = BACKOFF_MIN_MS;
 		return -1;
 	}
 	return healthy || ws.events > 0 ? 0 : -1;

@@ -29,10 +29,11 @@
 #define REQUEUE_WAIT_MS 1000
 #define REQUEUE_FOREIGN_MS 30000
 
-/* ---- in-flight claims, keyed by the scope digest, never by the raw key ---- */
+/* ---- small string sets: in-flight claims keyed by the scope digest (never
+ * by the raw key), and the Sandbox uids whose binding was announced ---- */
 
 struct inflight_entry {
-	char digest[33];
+	char digest[64];
 	UT_hash_handle hh;
 };
 
@@ -364,11 +365,11 @@ static int report_bound(struct sbx_controller *c, const struct sbx_view *v, cons
 	snprintf(msg, sizeof msg, "%s pod %s", created ? "created" : "adopted", pod_name);
 	struct sbx_status_in in = bound_status(v, pod, pod_name, meta_str(pod, "uid"), created, claimed,
 					       expires[0] ? expires : NULL, msg);
-	const char *old = old_bound_reason(v);
-	int first = !old || strcmp(old, in.bound_reason);
 	if (write_status(c, v, &in) < 0)
 		return -1;
-	if (first) {
+	/* Announced once per Sandbox: a second reconcile on a cache that has not
+	 * seen our status write yet must not count or report the binding again. */
+	if (inflight_acquire(c->announced, v->uid)) {
 		atomic_fetch_add(created ? &c->stats.pods_created : &c->stats.pods_adopted, 1);
 		record(c, v, "Normal", created ? "PodCreated" : "PodAdopted", msg);
 		log_kv(LOG_INFO, created ? "pod created" : "pod adopted", "sandbox", v->name, "namespace", v->ns,
@@ -733,10 +734,14 @@ static void on_sandbox_update(void *ctx, const cJSON *old_obj, const cJSON *new_
 	enqueue_sandbox(ctx, new_obj);
 }
 
+/* The garbage collector removes the pod once its last owner is gone; we only
+ * forget that the Sandbox's binding was announced. */
 static void on_sandbox_delete(void *ctx, const cJSON *obj)
 {
-	(void)ctx;
-	(void)obj; /* the garbage collector removes the pod once its last owner is gone */
+	struct sbx_controller *c = ctx;
+	const char *uid = meta_str(obj, "uid");
+	if (uid)
+		inflight_release(c->announced, uid);
 }
 
 /* A pod changed: look again at every Sandbox that owns it. */
@@ -796,6 +801,7 @@ int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, s
 	static const struct informer_handlers ph = { enqueue_pod_owners, on_pod_update, enqueue_pod_owners };
 	c->queue = workqueue_new();
 	c->inflight = inflight_new();
+	c->announced = inflight_new();
 	c->events = event_recorder_new(c->kc, "sandbox-controller");
 	c->sandboxes = informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, NULL, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use. */
@@ -846,6 +852,8 @@ void sbx_controller_release(struct sbx_controller *c)
 	if (c->queue)
 		workqueue_free(c->queue);
 	inflight_free(c->inflight);
+	inflight_free(c->announced);
+	c->announced = NULL;
 	c->events = NULL;
 	c->sandboxes = c->pods = NULL;
 	c->queue = NULL;
