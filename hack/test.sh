@@ -6,7 +6,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 export PATH="$PATH:/usr/local/go/bin"
-step() { echo; echo "=== $* ==="; }
+step() { echo; echo "=== $* (at ${SECONDS}s) ==="; }
 results=()
 failed=0
 record() { # record NAME RC
@@ -53,5 +53,6 @@ fi
 step "summary"
 printf '%s\n' "${results[@]}"
 p=$(printf '%s\n' "${results[@]}" | grep -c '^PASS'); f=$(printf '%s\n' "${results[@]}" | grep -c '^FAIL')
+echo "total time: ${SECONDS}s"
 echo "suites: $p passed, $f failed"
 exit $failed
