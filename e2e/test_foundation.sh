@@ -98,5 +98,26 @@ test_delete_lets_gc_remove_the_pod() {
   wait_for 120 bash -c "! kubectl get pod -n team-b $p" || fail "pod $p still there after its Sandbox was deleted"
 }
 
+test_refused_pod_is_explained_on_the_sandbox() {
+  new_namespace small
+  kubectl apply -n small -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: LimitRange
+metadata: {name: max-one-cpu}
+spec:
+  limits: [{type: Container, max: {cpu: "1"}}]
+YAML
+  sandbox small s1 $IMG q-key alice >/dev/null
+  wait_for 30 has_reason small s1 Waiting || fail "no Waiting reason"
+  expect_match "$(jp small sandbox s1 '{.status.conditions[?(@.type=="Bound")].message}')" \
+    "creating pod sbx-[0-9a-f]+ failed \(Forbidden\): .*maximum cpu usage per Container is 1" \
+    "the API's refusal is on the Sandbox"
+  expect_eq "$(jp small sandbox s1 '{.status.phase}')" Pending
+  expect_eq "$(pod_count small)" 0 "no pod"
+  # Once the limit is lifted, the retry with backoff creates the pod.
+  kubectl delete limitrange -n small max-one-cpu >/dev/null
+  wait_for 120 bound small s1 || fail "not bound after the limit was lifted"
+}
+
 setup
 e2e_main

@@ -609,6 +609,12 @@ static int claim(struct sbx_controller *c, const struct sbx_view *v)
 		    e != KUBE_ERR_DECODE && e != KUBE_ERR_TOO_MANY_REQUESTS) {
 			log_kv(LOG_WARN, "creating pod failed", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
 			       "error", err.message);
+			/* Forbidden (quota, admission), Unauthorized...: say why on the
+			 * Sandbox while the work queue retries with backoff. */
+			char msg[700];
+			snprintf(msg, sizeof msg, "creating pod %s failed (%s): %s; retrying", pod_name, kube_err_str(e),
+				 err.message);
+			report_unbound(c, v, "Pending", "Waiting", msg, NULL);
 			return -1;
 		}
 		/* AlreadyExists, or the outcome is unknown (lost response): GET and verify. */
