@@ -56,7 +56,7 @@ BENCH_BIN=$BUILD_DIR/sbx-bench
 
 if [ "$BUILD" = 1 ]; then
   say "building $CONTROLLER_BIN and $BENCH_BIN"
-  { cmake -S "$ROOT" -B "$BUILD_DIR" >/dev/null && cmake --build "$BUILD_DIR" -j2 --target sandbox-controller sbx-bench >/dev/null; } ||
+  { cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSBX_SANITIZE=OFF >/dev/null && cmake --build "$BUILD_DIR" -j2 --target sandbox-controller sbx-bench >/dev/null; } ||
     { echo "build failed" >&2; exit 1; }
 fi
 [ -x "$CONTROLLER_BIN" ] && [ -x "$BENCH_BIN" ] || { echo "missing $CONTROLLER_BIN or $BENCH_BIN" >&2; exit 1; }
