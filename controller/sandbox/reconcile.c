@@ -436,14 +436,14 @@ static enum kube_err add_owner(struct sbx_controller *c, const struct sbx_view *
 	return e;
 }
 
-/* 1 when the live pod carries the payload this controller builds for v (see
- * sbx_pod_payload_verify: a replayed seal on another payload is foreign). */
-static int payload_matches(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod)
+/* The pod this controller builds for v under pod_name (caller frees; NULL
+ * when the builder refuses, see sbx_pod_build). */
+static cJSON *build_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name,
+			const char *claimed, const char *seal)
 {
-	const char *claimed = annotation(pod, ANN_CLAIMED_AT), *seal = annotation(pod, "sandbox.dev/seal");
 	struct sbx_pod_params p = {
 		.ns = v->ns,
-		.pod_name = meta_str(pod, "name"),
+		.pod_name = pod_name,
 		.sandbox_name = v->name,
 		.sandbox_uid = v->uid,
 		.spec = v->spec,
@@ -452,7 +452,15 @@ static int payload_matches(struct sbx_controller *c, const struct sbx_view *v, c
 		.seal = seal,
 		.cfg = c->cfg,
 	};
-	cJSON *want = claimed && seal ? sbx_pod_build(&p) : NULL;
+	return sbx_pod_build(&p);
+}
+
+/* 1 when the live pod carries the payload this controller builds for v (see
+ * sbx_pod_payload_verify: a replayed seal on another payload is foreign). */
+static int payload_matches(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod)
+{
+	const char *claimed = annotation(pod, ANN_CLAIMED_AT), *seal = annotation(pod, "sandbox.dev/seal");
+	cJSON *want = claimed && seal ? build_pod(c, v, meta_str(pod, "name"), claimed, seal) : NULL;
 	int ok = want && sbx_pod_payload_verify(pod, want) == SBX_VERIFY_OK;
 	cJSON_Delete(want);
 	return ok;
@@ -544,22 +552,15 @@ static enum kube_err create_pod(struct sbx_controller *c, const struct sbx_view 
 	sbx_rfc3339(now_s(), claimed, sizeof claimed);
 	if (sbx_seal_compute(c->seal_key, c->seal_keylen, v->ns, pod_name, v->scope.digest, v->owner,
 			     v->scope.fingerprint, claimed, seal) < 0) {
-		snprintf(err->message, sizeof err->message, "cannot compute the pod seal");
-		err->code = KUBE_ERR_OTHER;
+		kube_error_set(err, KUBE_ERR_OTHER, "%s", "cannot compute the pod seal");
 		return KUBE_ERR_OTHER;
 	}
-	struct sbx_pod_params p = {
-		.ns = v->ns,
-		.pod_name = pod_name,
-		.sandbox_name = v->name,
-		.sandbox_uid = v->uid,
-		.spec = v->spec,
-		.scope = &v->scope,
-		.claimed_at = claimed,
-		.seal = seal,
-		.cfg = c->cfg,
-	};
-	cJSON *pod = sbx_pod_build(&p);
+	cJSON *pod = build_pod(c, v, pod_name, claimed, seal);
+	if (!pod) { /* the spec was validated: the controller's config cannot serve it */
+		kube_error_set(err, KUBE_ERR_OTHER, "%s",
+			       "the controller cannot build a pod for this Sandbox; check its workspace config");
+		return KUBE_ERR_OTHER;
+	}
 	char *body = cJSON_PrintUnformatted(pod);
 	cJSON_Delete(pod);
 	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", v->ns);
