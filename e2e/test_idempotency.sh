@@ -132,7 +132,13 @@ YAML
   expect_eq "$(jp forge sandbox victim '{.status.binding}')" "" "not bound"
   expect_ok bash -c "kubectl get events -n forge --field-selector involvedObject.name=victim,reason=ForeignPodRejected -o name | grep -q ."
   # Once the forgery is gone, the Sandbox gets its real pod.
-  kubectl delete pod -n forge "sbx-$d" --wait=true >/dev/null
+  # kubectl delete --wait follows the name, and the controller re-uses the name
+  # at once: wait for the forged pod's uid to be gone instead.
+  local forged_uid
+  forged_uid=$(kubectl get pod -n forge "sbx-$d" -o jsonpath='{.metadata.uid}')
+  kubectl delete pod -n forge "sbx-$d" --wait=false >/dev/null
+  wait_for 60 bash -c "[ \"\$(kubectl get pod -n forge sbx-$d -o jsonpath='{.metadata.uid}' 2>/dev/null)\" != $forged_uid ]" ||
+    fail "the forged pod was not deleted"
   wait_for 60 bound forge victim || fail "victim not bound after the forged pod was removed"
   expect_eq "$(kubectl get pod -n forge "sbx-$d" -o jsonpath='{.spec.containers[0].image}')" "$IMG" "the real pod"
   stop_controller
@@ -145,7 +151,11 @@ test_bound_pod_deleted_out_of_band() {
   kubectl wait --for=condition=Ready sandbox/s1 -n oob --timeout=60s >/dev/null || fail "s1 never Ready"
   local p
   p=$(pod_of oob s1)
-  kubectl delete pod -n oob "$p" --wait=true >/dev/null
+  local uid
+  uid=$(kubectl get pod -n oob "$p" -o jsonpath='{.metadata.uid}')
+  kubectl delete pod -n oob "$p" --wait=false >/dev/null
+  wait_for 60 bash -c "[ \"\$(kubectl get pod -n oob $p -o jsonpath='{.metadata.uid}' 2>/dev/null)\" != $uid ]" ||
+    fail "the pod was not deleted"
   wait_for 30 bash -c "[ \"\$(kubectl get sbx -n oob s1 -o jsonpath='{.status.phase}')\" = Failed ]" || fail "phase not Failed"
   expect_eq "$(jp oob sandbox s1 '{.status.conditions[?(@.type=="Ready")].reason}')" PodMissing
   sleep 3
