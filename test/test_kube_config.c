@@ -514,6 +514,16 @@ static void test_rfc3339(void)
 	char s[21];
 	ktime_format_rfc3339(1714557600, s);
 	CU_ASSERT_STRING_EQUAL(s, "2024-05-01T10:00:00Z");
+	/* Round trip, an offset naming the same instant, and junk or NULL refused
+	 * (the controller's claimed-at and creationTimestamp go through these). */
+	time_t a = 0, b = 0;
+	CU_ASSERT_EQUAL(ktime_parse_rfc3339("2026-11-30T02:44:29Z", &a), 0);
+	ktime_format_rfc3339(a, s);
+	CU_ASSERT_STRING_EQUAL(s, "2026-11-30T02:44:29Z");
+	CU_ASSERT_EQUAL(ktime_parse_rfc3339("2026-11-30T04:44:29.123+02:00", &b), 0);
+	CU_ASSERT_EQUAL(b, a);
+	CU_ASSERT_EQUAL(ktime_parse_rfc3339("2026-11-30T02:44:29Zjunk", &b), -1);
+	CU_ASSERT_EQUAL(ktime_parse_rfc3339(NULL, &b), -1);
 }
 
 void register_kube_config_tests(void)

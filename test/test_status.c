@@ -84,25 +84,10 @@ static void test_same_ignores_time_and_nulls(void)
 	cJSON_Delete(d);
 }
 
-static void test_rfc3339(void)
-{
-	long long t = 0;
-	char out[32];
-	CU_ASSERT_EQUAL(sbx_parse_rfc3339("2026-11-30T02:44:29Z", &t), 0);
-	sbx_rfc3339(t, out, sizeof out);
-	CU_ASSERT_STRING_EQUAL(out, "2026-11-30T02:44:29Z");
-	long long t2 = 0;
-	CU_ASSERT_EQUAL(sbx_parse_rfc3339("2026-11-30T04:44:29.123+02:00", &t2), 0);
-	CU_ASSERT_EQUAL(t2, t);
-	CU_ASSERT_EQUAL(sbx_parse_rfc3339("2026-11-30 02:44:29", &t2), -1);
-	CU_ASSERT_EQUAL(sbx_parse_rfc3339("2026-11-30T02:44:29Zjunk", &t2), -1);
-	CU_ASSERT_EQUAL(sbx_parse_rfc3339(NULL, &t2), -1);
-}
-
 void register_status_tests(void)
 {
 	SBX_SUITE("sandbox status", { "build fields", test_build_fields },
 		  { "unbound clears fields", test_unbound_clears_fields },
 		  { "transition time kept", test_transition_time_kept },
-		  { "same ignores time and nulls", test_same_ignores_time_and_nulls }, { "rfc3339", test_rfc3339 });
+		  { "same ignores time and nulls", test_same_ignores_time_and_nulls });
 }

@@ -11,6 +11,7 @@
 
 #include "base/fault.h"
 #include "base/xmalloc.h"
+#include "kube/ktime.h"
 #include "obs/log.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/scope.h"
@@ -115,11 +116,6 @@ static const char *annotation(const cJSON *obj, const char *k)
 	return jstr(jobj(jobj(obj, "metadata"), "annotations"), k);
 }
 
-static long long now_s(void)
-{
-	return (long long)time(NULL);
-}
-
 /* ---- trimming for the caches ---- */
 
 static void copy_fields(cJSON *dst, const cJSON *src, const char *const *names)
@@ -178,7 +174,8 @@ cJSON *sbx_trim_pod(const cJSON *obj)
 struct sbx_view {
 	const cJSON *obj;
 	const char *ns, *name, *uid;
-	long long generation, created;
+	long long generation;
+	time_t created;
 	const cJSON *spec, *status;
 	const char *owner; /* NULL when spec.workspaceOwner is absent */
 	struct sbx_scope scope;
@@ -206,7 +203,7 @@ static void record(struct sbx_controller *c, const struct sbx_view *v, const cha
 static int write_status(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in)
 {
 	char now[32], path[512];
-	sbx_rfc3339(now_s(), now, sizeof now);
+	ktime_format_rfc3339(time(NULL), now);
 	cJSON *st = sbx_status_build(in, v->status, now);
 	if (v->status && sbx_status_same(st, v->status)) {
 		cJSON_Delete(st);
@@ -356,10 +353,10 @@ static struct sbx_status_in bound_status(const struct sbx_view *v, const cJSON *
 static int report_bound(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int created)
 {
 	const char *claimed = annotation(pod, ANN_CLAIMED_AT);
-	long long t = 0;
+	time_t t = 0;
 	char expires[32] = "";
-	if (claimed && sbx_parse_rfc3339(claimed, &t) == 0)
-		sbx_rfc3339(t + c->cfg->key_lifetime_s, expires, sizeof expires);
+	if (ktime_parse_rfc3339(claimed, &t) == 0)
+		ktime_format_rfc3339(t + c->cfg->key_lifetime_s, expires);
 	const char *pod_name = meta_str(pod, "name");
 	char msg[256];
 	snprintf(msg, sizeof msg, "%s pod %s", created ? "created" : "adopted", pod_name);
@@ -466,6 +463,18 @@ static int payload_matches(struct sbx_controller *c, const struct sbx_view *v, c
 	return ok;
 }
 
+/* Whether the key had expired when v was made: 1 when the pod's claim is at
+ * least a key lifetime older than v (judged on v's creationTimestamp, so
+ * every replica decides alike), 0 when it was alive, -1 when the pod's
+ * claimed-at cannot be read. */
+static int key_expired(const struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod)
+{
+	time_t claimed = 0;
+	if (ktime_parse_rfc3339(annotation(pod, ANN_CLAIMED_AT), &claimed) < 0)
+		return -1;
+	return claimed + c->cfg->key_lifetime_s <= v->created;
+}
+
 enum examine { EX_DONE, EX_NEXT_GENERATION, EX_RETRY, EX_RETRY_SOON };
 
 /* Decides what a pod found under a claim name means for v. The pod was read
@@ -510,11 +519,11 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 		goto foreign;
 	}
 	if (!ours) {
-		long long claimed = 0;
-		if (sbx_parse_rfc3339(annotation(pod, ANN_CLAIMED_AT), &claimed) < 0)
-			return EX_RETRY; /* the seal covered it, so this cannot happen */
-		if (claimed + c->cfg->key_lifetime_s <= v->created)
-			return EX_NEXT_GENERATION; /* the key had expired when this Sandbox was made */
+		int expired = key_expired(c, v, pod);
+		if (expired < 0)
+			return EX_RETRY; /* the seal covered claimed-at, so this cannot happen */
+		if (expired)
+			return EX_NEXT_GENERATION;
 		if (!fp || strcmp(fp, v->scope.fingerprint)) {
 			atomic_fetch_add(&c->stats.key_conflicts, 1);
 			const char *holder = controller_owner_name(pod);
@@ -549,7 +558,7 @@ static enum kube_err create_pod(struct sbx_controller *c, const struct sbx_view 
 				cJSON **out, struct kube_error *err)
 {
 	char claimed[32], seal[65], path[512];
-	sbx_rfc3339(now_s(), claimed, sizeof claimed);
+	ktime_format_rfc3339(time(NULL), claimed);
 	if (sbx_seal_compute(c->seal_key, c->seal_keylen, v->ns, pod_name, v->scope.digest, v->owner,
 			     v->scope.fingerprint, claimed, seal) < 0) {
 		kube_error_set(err, KUBE_ERR_OTHER, "%s", "cannot compute the pod seal");
@@ -584,10 +593,8 @@ static int claim(struct sbx_controller *c, const struct sbx_view *v)
 		cJSON *cached = informer_get(c->pods, v->ns, pod_name);
 		if (cached) {
 			struct sbx_verify_expect ex = { v->ns, v->owner, &v->scope, c->seal_key, c->seal_keylen, 0 };
-			long long claimed = 0;
 			int expired = sbx_pod_verify(cached, &ex) == SBX_VERIFY_OK && !owned_by(cached, v->uid, NULL) &&
-				      sbx_parse_rfc3339(annotation(cached, ANN_CLAIMED_AT), &claimed) == 0 &&
-				      claimed + c->cfg->key_lifetime_s <= v->created;
+				      key_expired(c, v, cached) == 1;
 			cJSON_Delete(cached);
 			if (expired)
 				continue;
@@ -653,7 +660,7 @@ static int view_init(struct sbx_view *v, const cJSON *obj)
 	v->uid = jstr(m, "uid");
 	const cJSON *g = jobj(m, "generation");
 	v->generation = cJSON_IsNumber(g) ? (long long)g->valuedouble : 0;
-	if (!v->ns || !v->name || !v->uid || sbx_parse_rfc3339(jstr(m, "creationTimestamp"), &v->created) < 0)
+	if (!v->ns || !v->name || !v->uid || ktime_parse_rfc3339(jstr(m, "creationTimestamp"), &v->created) < 0)
 		return -1;
 	v->spec = jobj(obj, "spec");
 	v->status = jobj(obj, "status");

@@ -1,10 +1,6 @@
-#define _GNU_SOURCE
 #include "sandbox/status.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const cJSON *sbx_status_condition(const cJSON *status, const char *type)
 {
@@ -125,44 +121,4 @@ static int same_value(const cJSON *a, const cJSON *b)
 int sbx_status_same(const cJSON *a, const cJSON *b)
 {
 	return same_value(a, b);
-}
-
-void sbx_rfc3339(long long t, char *out, size_t outlen)
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-	gmtime_r(&tt, &tm);
-	strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-int sbx_parse_rfc3339(const char *s, long long *t)
-{
-	struct tm tm;
-	memset(&tm, 0, sizeof tm);
-	if (!s)
-		return -1;
-	const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!p)
-		return -1;
-	if (*p == '.') {
-		p++;
-		while (*p >= '0' && *p <= '9')
-			p++;
-	}
-	long off = 0;
-	if (*p == 'Z' || *p == 'z') {
-		p++;
-	} else if (*p == '+' || *p == '-') {
-		int hh, mm;
-		if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
-			return -1;
-		off = (hh * 3600L + mm * 60L) * (*p == '-' ? -1 : 1);
-		p += 6;
-	} else {
-		return -1;
-	}
-	if (*p)
-		return -1;
-	*t = (long long)timegm(&tm) - off;
-	return 0;
 }

@@ -38,10 +38,4 @@ int sbx_status_same(const cJSON *a, const cJSON *b);
 /* Finds condition `type` in a status (borrowed pointer or NULL). */
 const cJSON *sbx_status_condition(const cJSON *status, const char *type);
 
-/* Formats t (UTC) as RFC 3339 with seconds precision into out (>= 21 bytes). */
-void sbx_rfc3339(long long t, char *out, size_t outlen);
-/* Parses an RFC 3339 timestamp ("2026-01-02T03:04:05Z" or with offset /
- * fraction). Returns 0 and sets *t, or -1. */
-int sbx_parse_rfc3339(const char *s, long long *t);
-
 #endif
