@@ -30,31 +30,33 @@
 #define REQUEUE_WAIT_MS 1000
 #define REQUEUE_FOREIGN_MS 30000
 
-/* ---- small string sets: in-flight claims keyed by the scope digest (never
- * by the raw key), and the Sandbox uids whose binding was announced ---- */
+/* ---- small string sets, thread-safe: the scope digests being claimed in
+ * this process (in-flight work is keyed by the digest, never by the raw key),
+ * and the Sandbox uids whose binding was announced. Members are digests (32)
+ * or uids (36), well inside the 64 bytes an entry holds. ---- */
 
-struct inflight_entry {
-	char digest[64];
+struct strset_entry {
+	char key[64];
 	UT_hash_handle hh;
 };
 
-struct sbx_inflight {
+struct sbx_strset {
 	pthread_mutex_t lock;
-	struct inflight_entry *set;
+	struct strset_entry *set;
 };
 
-static struct sbx_inflight *inflight_new(void)
+static struct sbx_strset *strset_new(void)
 {
-	struct sbx_inflight *f = xcalloc(1, sizeof *f);
+	struct sbx_strset *f = xcalloc(1, sizeof *f);
 	pthread_mutex_init(&f->lock, NULL);
 	return f;
 }
 
-static void inflight_free(struct sbx_inflight *f)
+static void strset_free(struct sbx_strset *f)
 {
 	if (!f)
 		return;
-	struct inflight_entry *e, *tmp;
+	struct strset_entry *e, *tmp;
 	HASH_ITER(hh, f->set, e, tmp)
 	{
 		HASH_DEL(f->set, e);
@@ -64,28 +66,29 @@ static void inflight_free(struct sbx_inflight *f)
 	free(f);
 }
 
-/* Returns 1 when this worker now owns the digest, 0 when another has it. */
-static int inflight_acquire(struct sbx_inflight *f, const char *digest)
+/* Adds key; returns 1 when it was not there (the caller now owns it), 0 when
+ * it already was. */
+static int strset_add(struct sbx_strset *f, const char *key)
 {
-	struct inflight_entry *e;
-	int got = 0;
+	struct strset_entry *e;
+	int added = 0;
 	pthread_mutex_lock(&f->lock);
-	HASH_FIND_STR(f->set, digest, e);
+	HASH_FIND_STR(f->set, key, e);
 	if (!e) {
 		e = xcalloc(1, sizeof *e);
-		snprintf(e->digest, sizeof e->digest, "%s", digest);
-		HASH_ADD_STR(f->set, digest, e);
-		got = 1;
+		snprintf(e->key, sizeof e->key, "%s", key);
+		HASH_ADD_STR(f->set, key, e);
+		added = 1;
 	}
 	pthread_mutex_unlock(&f->lock);
-	return got;
+	return added;
 }
 
-static void inflight_release(struct sbx_inflight *f, const char *digest)
+static void strset_del(struct sbx_strset *f, const char *key)
 {
-	struct inflight_entry *e;
+	struct strset_entry *e;
 	pthread_mutex_lock(&f->lock);
-	HASH_FIND_STR(f->set, digest, e);
+	HASH_FIND_STR(f->set, key, e);
 	if (e) {
 		HASH_DEL(f->set, e);
 		free(e);
@@ -366,7 +369,7 @@ static int report_bound(struct sbx_controller *c, const struct sbx_view *v, cons
 		return -1;
 	/* Announced once per Sandbox: a second reconcile on a cache that has not
 	 * seen our status write yet must not count or report the binding again. */
-	if (inflight_acquire(c->announced, v->uid)) {
+	if (strset_add(c->announced, v->uid)) {
 		atomic_fetch_add(created ? &c->stats.pods_created : &c->stats.pods_adopted, 1);
 		record(c, v, "Normal", created ? "PodCreated" : "PodAdopted", msg);
 		log_kv(LOG_INFO, created ? "pod created" : "pod adopted", "sandbox", v->name, "namespace", v->ns,
@@ -712,12 +715,12 @@ int sbx_reconcile(struct sbx_controller *c, const char *key)
 	}
 	if (terminal_rejection(&v))
 		goto out;
-	if (!inflight_acquire(c->inflight, v.scope.digest)) {
+	if (!strset_add(c->inflight, v.scope.digest)) {
 		r = REQUEUE_BUSY_MS;
 		goto out;
 	}
 	r = claim(c, &v);
-	inflight_release(c->inflight, v.scope.digest);
+	strset_del(c->inflight, v.scope.digest);
 out:
 	if (r < 0)
 		atomic_fetch_add(&c->stats.errors, 1);
@@ -755,7 +758,7 @@ static void on_sandbox_delete(void *ctx, const cJSON *obj)
 	struct sbx_controller *c = ctx;
 	const char *uid = meta_str(obj, "uid");
 	if (uid)
-		inflight_release(c->announced, uid);
+		strset_del(c->announced, uid);
 }
 
 /* A pod changed: look again at every Sandbox that owns it. */
@@ -814,8 +817,8 @@ int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, s
 	static const struct informer_handlers sh = { enqueue_sandbox, on_sandbox_update, on_sandbox_delete };
 	static const struct informer_handlers ph = { enqueue_pod_owners, on_pod_update, enqueue_pod_owners };
 	c->queue = workqueue_new();
-	c->inflight = inflight_new();
-	c->announced = inflight_new();
+	c->inflight = strset_new();
+	c->announced = strset_new();
 	c->events = event_recorder_new(c->kc, "sandbox-controller");
 	c->sandboxes = informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, NULL, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use. */
@@ -865,8 +868,8 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_free(c->pods);
 	if (c->queue)
 		workqueue_free(c->queue);
-	inflight_free(c->inflight);
-	inflight_free(c->announced);
+	strset_free(c->inflight);
+	strset_free(c->announced);
 	c->announced = NULL;
 	c->events = NULL;
 	c->sandboxes = c->pods = NULL;

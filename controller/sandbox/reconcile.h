@@ -19,7 +19,7 @@
 #include "kube/workqueue.h"
 #include "sandbox/config.h"
 
-struct sbx_inflight; /* a set of short strings (digests, uids) */
+struct sbx_strset; /* a set of short strings (digests, uids) */
 
 struct sbx_stats {
 	atomic_ulong reconciles;
@@ -42,8 +42,8 @@ struct sbx_controller {
 	struct informer *pods;
 	struct workqueue *queue;
 	struct event_recorder *events;
-	struct sbx_inflight *inflight;  /* scope digests being claimed */
-	struct sbx_inflight *announced; /* Sandbox uids whose binding was reported */
+	struct sbx_strset *inflight;  /* scope digests being claimed */
+	struct sbx_strset *announced; /* Sandbox uids whose binding was reported */
 	pthread_t *threads;
 	struct sbx_stats stats;
 };
