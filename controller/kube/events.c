@@ -329,6 +329,23 @@ static void *sender_main(void *u)
 	return NULL;
 }
 
+/* Frees r and what it owns (the cache of seen events included); its sender
+ * thread is not running. */
+static void recorder_destroy(struct event_recorder *r)
+{
+	struct seen *s, *t;
+	HASH_ITER(hh, r->cache, s, t)
+	{
+		seen_del(r, s);
+	}
+	token_bucket_release(&r->bucket);
+	pthread_cond_destroy(&r->cv);
+	pthread_mutex_destroy(&r->mu);
+	free(r->component);
+	free(r->host);
+	free(r);
+}
+
 struct event_recorder *event_recorder_new(struct kube_client *c, const char *component)
 {
 	struct event_recorder *r = xcalloc(1, sizeof *r);
@@ -344,12 +361,7 @@ struct event_recorder *event_recorder_new(struct kube_client *c, const char *com
 	atomic_init(&r->abort, 0);
 	token_bucket_init(&r->bucket, SEND_QPS, SEND_BURST);
 	if (pthread_create(&r->thread, NULL, sender_main, r) != 0) {
-		token_bucket_release(&r->bucket);
-		pthread_cond_destroy(&r->cv);
-		pthread_mutex_destroy(&r->mu);
-		free(r->component);
-		free(r->host);
-		free(r);
+		recorder_destroy(r);
 		return NULL;
 	}
 	return r;
@@ -406,15 +418,5 @@ void event_recorder_free(struct event_recorder *r)
 		pthread_join(wd, NULL);
 	if (r->dropped)
 		log_kv(LOG_INFO, "event recorder stopped with events dropped");
-	struct seen *s, *t;
-	HASH_ITER(hh, r->cache, s, t)
-	{
-		seen_del(r, s);
-	}
-	token_bucket_release(&r->bucket);
-	pthread_cond_destroy(&r->cv);
-	pthread_mutex_destroy(&r->mu);
-	free(r->component);
-	free(r->host);
-	free(r);
+	recorder_destroy(r);
 }

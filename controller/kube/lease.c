@@ -166,6 +166,18 @@ static void *campaign(void *arg)
 	return NULL;
 }
 
+/* Frees e and what it owns; its thread is not running. */
+static void elector_destroy(struct lease_elector *e)
+{
+	pthread_mutex_destroy(&e->mu);
+	pthread_cond_destroy(&e->cv);
+	free(e->seen_record);
+	free(e->ns);
+	free(e->name);
+	free(e->identity);
+	free(e);
+}
+
 struct lease_elector *lease_elector_start(struct kube_client *c, const struct lease_opts *o)
 {
 	struct lease_elector *e = xcalloc(1, sizeof *e);
@@ -179,12 +191,7 @@ struct lease_elector *lease_elector_start(struct kube_client *c, const struct le
 	pthread_mutex_init(&e->mu, NULL);
 	ktime_cond_init(&e->cv);
 	if (pthread_create(&e->thread, NULL, campaign, e) != 0) {
-		pthread_mutex_destroy(&e->mu);
-		pthread_cond_destroy(&e->cv);
-		free(e->ns);
-		free(e->name);
-		free(e->identity);
-		free(e);
+		elector_destroy(e);
 		return NULL;
 	}
 	return e;
@@ -235,11 +242,5 @@ void lease_elector_free(struct lease_elector *e)
 	pthread_join(e->thread, NULL);
 	if (atomic_load(&e->leader))
 		release(e);
-	pthread_mutex_destroy(&e->mu);
-	pthread_cond_destroy(&e->cv);
-	free(e->seen_record);
-	free(e->ns);
-	free(e->name);
-	free(e->identity);
-	free(e);
+	elector_destroy(e);
 }
