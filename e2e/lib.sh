@@ -181,6 +181,20 @@ wait_dead() {
   return 1
 }
 
+# delete_pod NS NAME SECONDS: deletes a pod and waits until that pod (its uid)
+# is gone. Not `kubectl delete --wait`, which follows the name: the controller
+# may rightly re-use the name at once.
+delete_pod() {
+  local uid
+  uid=$(kubectl get pod -n "$1" "$2" -o jsonpath='{.metadata.uid}')
+  kubectl delete pod -n "$1" "$2" --wait=false >/dev/null
+  wait_for "$3" pod_uid_is_not "$1" "$2" "$uid"
+}
+pod_uid_is_not() { [ "$(kubectl get pod -n "$1" "$2" -o jsonpath='{.metadata.uid}' 2>/dev/null)" != "$3" ]; }
+
+# bound_count_is NS N: exactly N Sandboxes in NS have Bound=True.
+bound_count_is() { [ "$(count_bound "$1")" -eq "$2" ]; }
+
 # count_bound NS: Sandboxes in NS with Bound=True.
 count_bound() {
   kubectl get sbx -n "$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Bound")].status}{"\n"}{end}' |

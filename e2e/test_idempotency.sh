@@ -132,13 +132,7 @@ YAML
   expect_eq "$(jp forge sandbox victim '{.status.binding}')" "" "not bound"
   expect_ok bash -c "kubectl get events -n forge --field-selector involvedObject.name=victim,reason=ForeignPodRejected -o name | grep -q ."
   # Once the forgery is gone, the Sandbox gets its real pod.
-  # kubectl delete --wait follows the name, and the controller re-uses the name
-  # at once: wait for the forged pod's uid to be gone instead.
-  local forged_uid
-  forged_uid=$(kubectl get pod -n forge "sbx-$d" -o jsonpath='{.metadata.uid}')
-  kubectl delete pod -n forge "sbx-$d" --wait=false >/dev/null
-  wait_for 60 bash -c "[ \"\$(kubectl get pod -n forge sbx-$d -o jsonpath='{.metadata.uid}' 2>/dev/null)\" != $forged_uid ]" ||
-    fail "the forged pod was not deleted"
+  delete_pod forge "sbx-$d" 60 || fail "the forged pod was not deleted"
   wait_for 60 bound forge victim || fail "victim not bound after the forged pod was removed"
   expect_eq "$(kubectl get pod -n forge "sbx-$d" -o jsonpath='{.spec.containers[0].image}')" "$IMG" "the real pod"
   stop_controller
@@ -151,11 +145,7 @@ test_bound_pod_deleted_out_of_band() {
   kubectl wait --for=condition=Ready sandbox/s1 -n oob --timeout=60s >/dev/null || fail "s1 never Ready"
   local p
   p=$(pod_of oob s1)
-  local uid
-  uid=$(kubectl get pod -n oob "$p" -o jsonpath='{.metadata.uid}')
-  kubectl delete pod -n oob "$p" --wait=false >/dev/null
-  wait_for 60 bash -c "[ \"\$(kubectl get pod -n oob $p -o jsonpath='{.metadata.uid}' 2>/dev/null)\" != $uid ]" ||
-    fail "the pod was not deleted"
+  delete_pod oob "$p" 60 || fail "the pod was not deleted"
   wait_for 30 bash -c "[ \"\$(kubectl get sbx -n oob s1 -o jsonpath='{.status.phase}')\" = Failed ]" || fail "phase not Failed"
   expect_eq "$(jp oob sandbox s1 '{.status.conditions[?(@.type=="Ready")].reason}')" PodMissing
   sleep 3
@@ -240,7 +230,7 @@ YAML
   local jobs=()
   for i in $(seq 0 9); do kubectl create -f "$f/batch-$i.yaml" >/dev/null 2>&1 & jobs+=($!); done
   wait "${jobs[@]}"
-  wait_for 300 bash -c "[ \$(kubectl get sbx -n race -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Bound\")].status}{\"\\n\"}{end}' | grep -c '^True\$') -eq 500 ]" ||
+  wait_for 300 bound_count_is race 500 ||
     fail "not all 500 bound: $(count_bound race)"
   say "  500 Sandboxes bound in $((SECONDS - t0)) s by two racing controllers"
   expect_eq "$(kubectl get sbx -n race --no-headers | wc -l)" 500 "Sandboxes"
@@ -273,7 +263,7 @@ test_lost_responses() {
     sandbox lossy l-$i $IMG "lk-$((i % 15))" "owner-$((i % 15 % 4))" >/dev/null & jobs+=($!)
     if [ $((i % 10)) -eq 9 ]; then wait "${jobs[@]}"; jobs=(); fi
   done
-  wait_for 240 bash -c "[ \$(kubectl get sbx -n lossy -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Bound\")].status}{\"\\n\"}{end}' | grep -c '^True\$') -eq 60 ]" ||
+  wait_for 240 bound_count_is lossy 60 ||
     fail "not all 60 bound under lost responses: $(count_bound lossy)"
   expect_eq "$(pod_count lossy)" 15 "no duplicate pods"
   expect_eq "$(kubectl get sbx -n lossy -o jsonpath='{range .items[*]}{.status.binding}{"\n"}{end}' | grep -c Created)" 15 "one Created per pod"
