@@ -22,6 +22,7 @@
 #include "obs/log.h"
 #include "sandbox/config.h"
 #include "sandbox/reconcile.h"
+#include "webhook/certs.h"
 
 #define SEAL_KEY_MIN 32
 #define SEAL_KEY_MAX 4096
@@ -41,6 +42,11 @@ struct options {
 	int leader_elect;
 	const char *le_namespace;
 	const char *le_id;
+	/* webhook serving certificates */
+	const char *cert_mode; /* "external" or "self-managed" */
+	const char *cert_dir;
+	long cert_validity_s, ca_lifetime_s;
+	const char *cert_dns_names, *cert_ips, *service_name, *config_name;
 };
 
 static void usage(FILE *f)
@@ -60,14 +66,28 @@ static void usage(FILE *f)
 		"  --leader-elect                     only the Lease holder reconciles (default off; correctness\n"
 		"                                     never depends on it, it saves duplicate API calls)\n"
 		"  --leader-election-namespace NS     Lease namespace (default: the kubeconfig/in-cluster namespace)\n"
-		"  --leader-election-id NAME          Lease name (default sandbox-controller-leader)\n",
+		"  --leader-election-id NAME          Lease name (default sandbox-controller-leader)\n"
+		"  --webhook-cert-dir DIR             tls.crt and tls.key of the webhook server\n"
+		"                                     (default /tmp/k8s-webhook-server/serving-certs)\n"
+		"  --webhook-cert-mode MODE           external: the files come from cert-manager or the operator\n"
+		"                                     (default); self-managed: the controller writes and renews\n"
+		"                                     them, signed by a CA derived from the seal key, and keeps\n"
+		"                                     the webhook configurations' caBundle current\n"
+		"  --webhook-cert-validity DUR        self-managed serving certificate validity (default 24h, min 30s)\n"
+		"  --webhook-ca-lifetime DUR          self-managed CA epoch (default 30 x validity, min 2 x)\n"
+		"  --webhook-service-name NAME        Service in front of the webhook (default sandbox-controller-webhook)\n"
+		"  --webhook-cert-dns-names A,B       certificate DNS names (default NAME.NS.svc,NAME.NS.svc.cluster.local)\n"
+		"  --webhook-cert-ips A,B             certificate IP addresses (default none)\n"
+		"  --webhook-config-name NAME         webhook configurations whose caBundle is kept current\n"
+		"                                     (default sandbox-controller; empty = leave them alone)\n",
 		SEAL_KEY_MIN);
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	enum { O_KUBECONFIG = 256, O_CONTEXT, O_CONFIG, O_METRICS, O_PROBE, O_SEAL, O_LOG, O_LIFETIME, O_WORKERS,
-	       O_QPS, O_BURST, O_HELP, O_LE, O_LE_NS, O_LE_ID };
+	       O_QPS, O_BURST, O_HELP, O_LE, O_LE_NS, O_LE_ID, O_CERT_MODE, O_CERT_DIR, O_CERT_VALIDITY,
+	       O_CA_LIFETIME, O_CERT_DNS, O_CERT_IPS, O_SVC_NAME, O_CONFIG_NAME };
 	static const struct option longopts[] = {
 		{ "kubeconfig", required_argument, NULL, O_KUBECONFIG },
 		{ "context", required_argument, NULL, O_CONTEXT },
@@ -84,11 +104,21 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "leader-elect", no_argument, NULL, O_LE },
 		{ "leader-election-namespace", required_argument, NULL, O_LE_NS },
 		{ "leader-election-id", required_argument, NULL, O_LE_ID },
+		{ "webhook-cert-mode", required_argument, NULL, O_CERT_MODE },
+		{ "webhook-cert-dir", required_argument, NULL, O_CERT_DIR },
+		{ "webhook-cert-validity", required_argument, NULL, O_CERT_VALIDITY },
+		{ "webhook-ca-lifetime", required_argument, NULL, O_CA_LIFETIME },
+		{ "webhook-cert-dns-names", required_argument, NULL, O_CERT_DNS },
+		{ "webhook-cert-ips", required_argument, NULL, O_CERT_IPS },
+		{ "webhook-service-name", required_argument, NULL, O_SVC_NAME },
+		{ "webhook-config-name", required_argument, NULL, O_CONFIG_NAME },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 4,
 			       .key_lifetime_s = -1, .qps = 50, .burst = 100,
-			       .le_id = "sandbox-controller-leader" };
+			       .le_id = "sandbox-controller-leader", .cert_mode = "external",
+			       .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400,
+			       .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller" };
 	int ch;
 	char *end;
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -131,6 +161,26 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case O_LE: o->leader_elect = 1; break;
 		case O_LE_NS: o->le_namespace = optarg; break;
 		case O_LE_ID: o->le_id = optarg; break;
+		case O_CERT_MODE:
+			if (strcmp(optarg, "external") && strcmp(optarg, "self-managed")) {
+				fprintf(stderr, "--webhook-cert-mode must be external or self-managed\n");
+				return -1;
+			}
+			o->cert_mode = optarg;
+			break;
+		case O_CERT_DIR: o->cert_dir = optarg; break;
+		case O_CERT_VALIDITY:
+		case O_CA_LIFETIME:
+			if (sbx_parse_duration(optarg, ch == O_CERT_VALIDITY ? &o->cert_validity_s : &o->ca_lifetime_s) < 0) {
+				fprintf(stderr, "--%s must be a duration such as 24h, 90m or 60s\n",
+					ch == O_CERT_VALIDITY ? "webhook-cert-validity" : "webhook-ca-lifetime");
+				return -1;
+			}
+			break;
+		case O_CERT_DNS: o->cert_dns_names = optarg; break;
+		case O_CERT_IPS: o->cert_ips = optarg; break;
+		case O_SVC_NAME: o->service_name = optarg; break;
+		case O_CONFIG_NAME: o->config_name = optarg; break;
 		case O_HELP: usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -203,6 +253,56 @@ static unsigned char *load_seal_key(const char *path, size_t *len, char *err, si
 	return (unsigned char *)buf_detach(&b);
 }
 
+/* Splits a comma-separated list into v (at most max entries, each a heap
+ * copy the caller frees); empty entries are skipped. Returns the count. */
+static size_t split_list(const char *list, char **v, size_t max)
+{
+	size_t n = 0;
+	for (const char *p = list; p && *p && n < max;) {
+		size_t len = strcspn(p, ",");
+		if (len)
+			v[n++] = xstrndup(p, len);
+		p += len + (p[len] == ',');
+	}
+	return n;
+}
+
+/* In self-managed mode, writes the first webhook serving certificate and
+ * starts its renewal and the caBundle upkeep; in external mode does nothing.
+ * Returns 0 with *out set (NULL in external mode), or -1 (logged). */
+static int start_webhook_certs(const struct options *o, struct kube_client *kc, const unsigned char *seal,
+			       size_t seal_len, struct webhook_certs **out)
+{
+	*out = NULL;
+	if (strcmp(o->cert_mode, "self-managed"))
+		return 0;
+	enum { MAX_NAMES = 32 };
+	char *dns[MAX_NAMES], *ips[MAX_NAMES], err[512];
+	const char *ns = kube_config_namespace(kube_client_config(kc));
+	size_t ndns = o->cert_dns_names ? split_list(o->cert_dns_names, dns, MAX_NAMES) : 0;
+	if (!o->cert_dns_names) {
+		dns[ndns++] = xasprintf("%s.%s.svc", o->service_name, ns);
+		dns[ndns++] = xasprintf("%s.%s.svc.cluster.local", o->service_name, ns);
+	}
+	size_t nips = split_list(o->cert_ips, ips, MAX_NAMES);
+	struct webhook_certs_opts co = {
+		.cert = { .dns_names = (const char *const *)dns, .ndns = ndns, .ips = (const char *const *)ips,
+			  .nips = nips, .validity_s = o->cert_validity_s, .ca_lifetime_s = o->ca_lifetime_s },
+		.cert_dir = o->cert_dir,
+		.config_name = o->config_name,
+	};
+	*out = webhook_certs_start(kc, seal, seal_len, &co, err, sizeof err);
+	for (size_t i = 0; i < ndns; i++)
+		free(dns[i]);
+	for (size_t i = 0; i < nips; i++)
+		free(ips[i]);
+	if (!*out) {
+		log_kv(LOG_ERROR, "cannot start self-managed webhook certificates", "error", err);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	/* cJSON follows the program's one out-of-memory policy too. */
@@ -255,6 +355,10 @@ int main(int argc, char **argv)
 	log_kv(LOG_INFO, "starting", "server", kube_config_server(kcfg));
 	struct kube_client_opts copts = { .qps = o.qps, .burst = o.burst };
 	struct kube_client *kc = kube_client_new(kcfg, &copts);
+
+	struct webhook_certs *certs = NULL;
+	if (start_webhook_certs(&o, kc, seal, seal_len, &certs) < 0)
+		return 1;
 
 	struct sbx_controller ctl;
 	sbx_controller_init(&ctl, kc, &cfg, seal, seal_len, o.workers);
@@ -312,6 +416,7 @@ int main(int argc, char **argv)
 	lease_elector_free(elector); /* after the workers stopped: then give the lease up */
 	obs_server_free(msrv);
 	obs_server_free(psrv);
+	webhook_certs_free(certs);
 	kube_client_free(kc);
 	sbx_config_release(&cfg);
 	free(seal);
