@@ -69,8 +69,8 @@ static void usage(FILE *f)
 		"  --leader-election-id NAME          Lease name (default sandbox-controller-leader)\n"
 		"  --webhook-cert-dir DIR             tls.crt and tls.key of the webhook server\n"
 		"                                     (default /tmp/k8s-webhook-server/serving-certs)\n"
-		"  --webhook-cert-mode MODE           external: the files come from cert-manager or the operator\n"
-		"                                     (default); self-managed: the controller writes and renews\n"
+		"  --webhook-cert-mode MODE           external (alias cert-manager): the files come from cert-manager\n"
+		"                                     or the operator (default); self-managed: the controller writes and renews\n"
 		"                                     them, signed by a CA derived from the seal key, and keeps\n"
 		"                                     the webhook configurations' caBundle current\n"
 		"  --webhook-cert-validity DUR        self-managed serving certificate validity (default 24h, min 30s)\n"
@@ -162,8 +162,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case O_LE_NS: o->le_namespace = optarg; break;
 		case O_LE_ID: o->le_id = optarg; break;
 		case O_CERT_MODE:
-			if (strcmp(optarg, "external") && strcmp(optarg, "self-managed")) {
-				fprintf(stderr, "--webhook-cert-mode must be external or self-managed\n");
+			/* cert-manager: an alias of external (its files, its CA injection) */
+			if (strcmp(optarg, "external") && strcmp(optarg, "cert-manager") &&
+			    strcmp(optarg, "self-managed")) {
+				fprintf(stderr, "--webhook-cert-mode must be external (alias cert-manager) or self-managed\n");
 				return -1;
 			}
 			o->cert_mode = optarg;

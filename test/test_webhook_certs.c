@@ -297,6 +297,23 @@ static void test_cabundle_apply(void)
 	cJSON_Delete(cfg);
 }
 
+static void test_keeper_start_stop(void)
+{
+	char dir[] = "/tmp/sbx-certs-keeper.XXXXXX", crt[160], key[160], err[256];
+	CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+	snprintf(crt, sizeof crt, "%s/tls.crt", dir);
+	snprintf(key, sizeof key, "%s/tls.key", dir);
+	struct webhook_certs_opts o = { .cert = { .ips = ips, .nips = 1, .validity_s = 60 }, .cert_dir = dir };
+	struct webhook_certs *c = webhook_certs_start(NULL, seal_a, sizeof seal_a - 1, &o, err, sizeof err);
+	CU_ASSERT_FATAL(c != NULL);
+	CU_ASSERT(access(crt, R_OK) == 0 && access(key, R_OK) == 0);
+	webhook_certs_free(c); /* the thread stops at once */
+	o.cert.validity_s = 10;
+	CU_ASSERT(webhook_certs_start(NULL, seal_a, sizeof seal_a - 1, &o, err, sizeof err) == NULL);
+	CU_ASSERT(strstr(err, "validity") != NULL);
+	unlink(crt), unlink(key), rmdir(dir);
+}
+
 void register_webhook_certs_tests(void)
 {
 	SBX_SUITE("webhook_certs", { "CA derivation is deterministic", test_ca_deterministic },
@@ -305,5 +322,6 @@ void register_webhook_certs_tests(void)
 		  { "epoch rollover keeps certificates trusted", test_epoch_rollover },
 		  { "another seal key gives another CA", test_other_seal_other_ca },
 		  { "option checks", test_opts_check }, { "atomic file writes", test_write_files },
-		  { "caBundle patch logic", test_cabundle_apply });
+		  { "caBundle patch logic", test_cabundle_apply },
+		  { "keeper writes at start and stops", test_keeper_start_stop });
 }
