@@ -15,6 +15,7 @@
 #include <openssl/x509v3.h>
 
 #include "base/buf.h"
+#include "obs/metrics.h"
 #include "webhook/certs.h"
 
 #include "test_suites.h"
@@ -307,6 +308,8 @@ static void test_keeper_start_stop(void)
 	struct webhook_certs *c = webhook_certs_start(NULL, seal_a, sizeof seal_a - 1, &o, err, sizeof err);
 	CU_ASSERT_FATAL(c != NULL);
 	CU_ASSERT(access(crt, R_OK) == 0 && access(key, R_OK) == 0);
+	double na = obs_metric_value(obs_gauge("webhook_serving_certificate_expiration_timestamp_seconds", "", NULL), NULL);
+	CU_ASSERT(na > (double)time(NULL) + 50 && na <= (double)time(NULL) + 60);
 	webhook_certs_free(c); /* the thread stops at once */
 	o.cert.validity_s = 10;
 	CU_ASSERT(webhook_certs_start(NULL, seal_a, sizeof seal_a - 1, &o, err, sizeof err) == NULL);

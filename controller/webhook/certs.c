@@ -24,6 +24,7 @@
 
 #include "base/xmalloc.h"
 #include "kube/ktime.h"
+#include "obs/metrics.h"
 #include "obs/log.h"
 
 #define CA_SALT "sandbox.dev/webhook-ca/v1"
@@ -474,6 +475,8 @@ struct webhook_certs {
 	long bundle_epoch;
 	int missing_logged[2]; /* NotFound logged once per kind */
 
+	struct obs_metric *m_expiry, *m_renewals, *m_bundle;
+
 	pthread_t thread;
 	int started;
 	pthread_mutex_t mu;
@@ -510,9 +513,11 @@ static int renew(struct webhook_certs *c, time_t now)
 		if (rc == 0)
 			rc = webhook_serving_write(&s, c->cert_dir, err, sizeof err);
 	}
+	obs_metric_add(c->m_renewals, (const char *const[]){ rc < 0 ? "error" : "success" }, 1);
 	if (rc < 0) {
 		log_kv(LOG_ERROR, "cannot renew the webhook serving certificate", "error", err);
 	} else {
+		obs_metric_set(c->m_expiry, NULL, (double)s.not_after);
 		char na[21], ep[24];
 		webhook_cert_fingerprint(s.cert, fp);
 		webhook_cert_fingerprint(ca.cert, cafp);
@@ -564,6 +569,7 @@ static int sync_kind(struct webhook_certs *c, int k, const char *want, const cha
 		e = kube_request_ex(c->kc, "PUT", path, NULL, body, NULL, &ro, NULL, &ke);
 		free(body);
 		if (e == KUBE_OK) {
+			obs_metric_add(c->m_bundle, (const char *const[]){ kinds[k], "updated" }, 1);
 			char nb[16];
 			snprintf(nb, sizeof nb, "%d", n);
 			log_kv(LOG_INFO, "webhook caBundle updated", "resource", kinds[k], "name", c->config_name,
@@ -574,9 +580,11 @@ static int sync_kind(struct webhook_certs *c, int k, const char *want, const cha
 		if (e != KUBE_ERR_CONFLICT)
 			break;
 	}
-	if (rc < 0 && !atomic_load(&c->stop))
+	if (rc < 0 && !atomic_load(&c->stop)) {
+		obs_metric_add(c->m_bundle, (const char *const[]){ kinds[k], "error" }, 1);
 		log_kv(LOG_WARN, "cannot update the webhook caBundle", "resource", kinds[k], "name", c->config_name,
 		       "error", kube_err_str(ke.code), "message", ke.message);
+	}
 	free(path);
 	return rc;
 }
@@ -681,6 +689,13 @@ struct webhook_certs *webhook_certs_start(struct kube_client *kc, const unsigned
 	c->config_name = o->config_name && *o->config_name ? xstrdup(o->config_name) : NULL;
 	c->check_s = o->bundle_check_s > 0 ? o->bundle_check_s : 60;
 	c->epoch = -1;
+	c->m_expiry = obs_gauge("webhook_serving_certificate_expiration_timestamp_seconds",
+				"notAfter of the self-managed webhook serving certificate, in Unix seconds.", NULL);
+	c->m_renewals = obs_counter("webhook_serving_certificate_renewals_total",
+				    "Self-managed webhook serving certificates issued, by result.", "result");
+	c->m_bundle = obs_counter("webhook_cabundle_updates_total",
+				  "Writes of the webhook configurations' caBundle, by resource and result.",
+				  "resource,result");
 	pthread_mutex_init(&c->mu, NULL);
 	ktime_cond_init(&c->cv);
 	if (renew(c, time(NULL)) < 0) {
