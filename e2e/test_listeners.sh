@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# End-to-end: the HTTP listeners under hostile and unlucky clients (issue 8
+# items 4 and 6). The controller runs with `ulimit -n 256`; slow clients
+# (e2e/slowclients.py: one header byte every 5 s, reconnecting when dropped)
+# hold 300, then 1000 connections on the probe port while /healthz must keep
+# answering, the log must stay quiet and Sandboxes must still be bound. Each
+# endpoint answers only on its own listener, and SIGTERM with keep-alive
+# clients connected exits cleanly (the ASan build when there is one).
+. "$(dirname "$0")/lib.sh"
+
+IMG=registry.local/agent:1.0
+SLOW="$E2E_ROOT/e2e/slowclients.py"
+ASAN_BIN=${SBX_ASAN_BIN:-$E2E_ROOT/build-asan/sandbox-controller}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# start_limited NAME BIN: the controller BIN under `ulimit -n 256` on fresh
+# ports (MPORT, PPORT); pid in CTL_PID.
+start_limited() {
+  local name=$1 bin=$2
+  MPORT=$(free_port); PPORT=$(free_port)
+  cat >"$E2E_DIR/limited-$name.sh" <<SH
+#!/usr/bin/env bash
+ulimit -n 256
+exec "$bin" "\$@"
+SH
+  chmod +x "$E2E_DIR/limited-$name.sh"
+  CONTROLLER_BIN="$E2E_DIR/limited-$name.sh" controller_start "$name" \
+    --metrics-bind-address "127.0.0.1:$MPORT" --health-probe-bind-address "127.0.0.1:$PPORT"
+}
+
+code() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$1"; }
+ready() { [ "$(code "http://127.0.0.1:$PPORT/readyz")" = 200 ]; }
+
+setup() {
+  cluster_up
+  grant_controller_rbac
+  new_namespace slow
+  start_limited ctl "$CONTROLLER_BIN"
+  MAIN_PID=$CTL_PID
+  wait_for 60 ready || say "controller not ready"
+}
+
+test_each_endpoint_on_its_own_listener() {
+  local m="http://127.0.0.1:$MPORT" p="http://127.0.0.1:$PPORT"
+  expect_eq "$(code "$m/metrics")" 200 "/metrics on the metrics port"
+  expect_eq "$(code "$p/healthz")" 200 "/healthz on the probe port"
+  expect_eq "$(code "$p/readyz")" 200 "/readyz on the probe port"
+  expect_eq "$(code "$p/metrics")" 404 "/metrics on the probe port"
+  expect_eq "$(code "$m/healthz")" 404 "/healthz on the metrics port"
+  expect_eq "$(code "$m/readyz")" 404 "/readyz on the metrics port"
+}
+
+# hold_slow N SECONDS LABEL: N slow clients on the probe port while /healthz
+# is timed every second and a Sandbox is created; prints the figures.
+hold_slow() {
+  local n=$1 secs=$2 label=$3 log="$E2E_DIR/ctl.log"
+  python3 "$SLOW" 127.0.0.1 "$PPORT" "$n" "$secs" 5 >"$E2E_DIR/slow-$n.out" 2>&1 &
+  local spid=$!
+  sleep 3 # let the clients connect
+  local l0 t0 lat=() codes=() i
+  l0=$(wc -l <"$log"); t0=$SECONDS
+  sandbox slow "$label" $IMG "key-$label" alice >/dev/null
+  for i in $(seq 1 $((secs - 6))); do
+    local out
+    out=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' --max-time 5 "http://127.0.0.1:$PPORT/healthz")
+    codes+=("${out%% *}"); lat+=("${out##* }")
+    sleep 1
+  done
+  local l1 t1
+  l1=$(wc -l <"$log"); t1=$SECONDS
+  wait "$spid"
+  local bad max p50 rate
+  bad=$(printf '%s\n' "${codes[@]}" | grep -vc '^200$')
+  max=$(printf '%s\n' "${lat[@]}" | sort -g | tail -1)
+  p50=$(printf '%s\n' "${lat[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  rate=$(awk -v a="$l0" -v b="$l1" -v s=$((t1 - t0)) 'BEGIN {printf "%.2f", (b - a) / (s > 0 ? s : 1)}')
+  say "  figures ($n slow connections, ulimit -n 256): /healthz ${#codes[@]} probes, $bad not 200," \
+    "latency median ${p50}s max ${max}s; controller log $rate lines/s ($((l1 - l0)) lines in $((t1 - t0))s);" \
+    "slow clients: $(cat "$E2E_DIR/slow-$n.out")"
+  expect_eq "$bad" 0 "/healthz answers while $n slow connections are held"
+  awk -v m="$max" 'BEGIN {exit !(m < 1.0)}' || fail "/healthz max latency ${max}s with $n slow connections"
+  awk -v r="$rate" 'BEGIN {exit !(r <= 3)}' || fail "controller log grows $rate lines/s"
+  wait_for 60 bound slow "$label" || fail "$label not bound while $n slow connections are held"
+  kill -0 "$MAIN_PID" 2>/dev/null || fail "controller died"
+}
+
+test_slow_a_300_connections() { hold_slow 300 30 s300; }
+test_slow_b_1000_connections() { hold_slow 1000 30 s1000; }
+
+# Keep-alive clients hammer /readyz and /metrics while SIGTERM arrives.
+test_sigterm_with_keepalive_clients() {
+  local bin=$CONTROLLER_BIN
+  [ -x "$ASAN_BIN" ] && bin=$ASAN_BIN
+  start_limited term "$bin"
+  local pid=$CTL_PID
+  wait_for 60 ready || fail "second controller not ready"
+  python3 - "$MPORT" "$PPORT" >"$E2E_DIR/keepalive.out" 2>&1 <<'PY' &
+import socket, sys, time
+mport, pport = int(sys.argv[1]), int(sys.argv[2])
+conns = []
+for i in range(16):
+    port, path = (pport, "/readyz") if i % 2 else (mport, "/metrics")
+    s = socket.create_connection(("127.0.0.1", port)); s.settimeout(2)
+    conns.append((s, path))
+end = time.time() + 30
+while time.time() < end and conns:
+    for c in list(conns):
+        s, path = c
+        try:
+            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path).encode())
+            if not s.recv(65536):
+                conns.remove(c)
+        except OSError:
+            conns.remove(c)
+print("keep-alive clients done", flush=True)
+PY
+  local kpid=$!
+  sleep 2
+  local t0=$SECONDS
+  kill -TERM "$pid"
+  wait_dead "$pid" 20 || fail "controller did not exit within 20 s of SIGTERM"
+  say "  SIGTERM with 16 keep-alive clients: exited in $((SECONDS - t0))s ($(basename "$(dirname "$bin")") build)"
+  kill "$kpid" 2>/dev/null; wait "$kpid" 2>/dev/null
+  grep -q '"msg":"stopped"' "$E2E_DIR/term.log" || fail "no clean stop in the log"
+  if grep -qE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|WARNING: ThreadSanitizer" "$E2E_DIR/term.log"; then
+    fail "sanitizer report on SIGTERM: $(grep -m1 -E 'ERROR:|runtime error|WARNING: ThreadSanitizer' "$E2E_DIR/term.log")"
+  fi
+}
+
+setup
+e2e_main
