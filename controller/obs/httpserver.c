@@ -1,151 +1,777 @@
+/* The bounded HTTP/HTTPS server (see httpserver.h for the bounds).
+ *
+ * libevent 2.1's evhttp has no connection limit, no whole-request deadline and
+ * no hook when a server connection opens or closes, so this file keeps its own
+ * per-connection record:
+ * - evhttp calls our bufferevent callback (evhttp_set_bevcb) for every
+ *   accepted socket: that is where a connection is counted, gets its TLS
+ *   session and its deadline, and where accepting pauses at the cap;
+ * - evhttp creates the evhttp_connection right after that callback returns,
+ *   inside the listener's callback. A priority-0 event ("adopt"), activated by
+ *   our callback, runs before any I/O callback of that connection (libevent
+ *   runs higher-priority active events first and interrupts a lower-priority
+ *   queue to do so) and installs the close callback; evhttp calls it from
+ *   evhttp_connection_free, the one place where every server connection ends
+ *   (client close, error, evhttp timeout, our deadline, evhttp_free);
+ * - a callback on the connection's input buffer notices the first byte of a
+ *   request on an idle keep-alive connection (the request deadline starts),
+ *   and the request's on-complete callback notices the response is written
+ *   (the connection becomes idle and may be shed at the cap).
+ * Each loop owns its connections; they are only touched on the loop's thread
+ * (or on the stopping thread after the loop was joined). */
+#define _GNU_SOURCE
 #include "obs/httpserver.h"
 
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 #include <event2/thread.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <uthash.h>
 
 #include "base/xmalloc.h"
+#include "obs/log.h"
 
-struct obs_server {
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 2000
+#define TLS_CHECK_MS 1000
+#define LISTEN_BACKLOG 511
+
+struct conn {
+	struct http_thread *t;
+	struct bufferevent *bev;
+	struct evhttp_connection *evcon; /* NULL until adopted */
+	struct event *deadline;
+	struct evbuffer_cb_entry *incb;
+	int waiting;   /* no request being answered: may be shed at the cap */
+	int idle;      /* keep-alive, no byte of the next request yet */
+	int64_t since; /* when it started waiting */
+	struct conn *prev, *next;    /* t->conns, oldest first */
+	struct conn *next_pending;   /* t->pending */
+	UT_hash_handle hh;           /* t->byevcon, keyed by evcon */
+};
+
+struct http_thread {
+	struct obs_http_server *s;
 	struct event_base *base;
 	struct evhttp *http;
-	pthread_t thread;
-	int port;
-	obs_metrics_fn metrics;
-	obs_ready_fn ready;
+	struct evconnlistener *lev; /* owned by http */
+	int fd;                      /* listening socket */
+	struct event *adopt, *retry, *watch, *stop;
+	int cap, nconns;
+	int paused;     /* at the cap */
+	int backing_off;
+	int backoff_ms;
+	int stopping;
+	struct conn *conns, *conns_tail, *pending;
+	struct conn *byevcon;
+	pthread_t tid;
+	int started;
+};
+
+struct route {
+	char *path;
+	obs_http_handler fn;
 	void *ctx;
 };
 
-static void reply(struct evhttp_request *req, int code, const char *reason, const char *ctype, const char *body,
-		  size_t len)
+struct obs_http_server {
+	char *name;
+	int port;
+	int request_timeout_s, idle_timeout_s;
+	size_t max_body, max_headers;
+	struct route *routes;
+	size_t nroutes;
+	struct http_thread *threads;
+	int nthreads;
+
+	/* TLS: the context for new connections, swapped when the files change */
+	char *cert_file, *key_file;
+	pthread_mutex_t tls_mu;
+	SSL_CTX *ssl_ctx;
+	struct stat cert_st, key_st;
+	int64_t tls_checked_ms;
+
+	/* a warning at most once a second, with the number left out */
+	atomic_llong warn_next_ms;
+	atomic_ulong warn_dropped;
+
+	atomic_ulong accepted, deferred, shed, timeouts, accept_errors, tls_reloads, tls_reload_errors, open;
+};
+
+static __thread struct http_thread *current_thread; /* the loop running on this thread */
+
+static int64_t now_ms(void)
 {
-	struct evbuffer *b = evbuffer_new();
-	if (!b)
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Logs a warning unless one was logged less than a second ago (then counts it). */
+static void warn_limited(atomic_llong *next, atomic_ulong *dropped, const char *msg, const char *k1, const char *v1,
+			 const char *k2, const char *v2)
+{
+	int64_t now = now_ms();
+	long long due = atomic_load(next);
+	if (now < due || !atomic_compare_exchange_strong(next, &due, now + 1000)) {
+		atomic_fetch_add(dropped, 1);
 		return;
-	evbuffer_add(b, body, len);
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
-	evhttp_send_reply(req, code, reason, b);
-	evbuffer_free(b);
-}
-
-static void handle(struct evhttp_request *req, void *arg)
-{
-	struct obs_server *s = arg;
-	const char *uri = evhttp_request_get_uri(req);
-	const char *path = uri ? uri : "/";
-	size_t plen = strcspn(path, "?");
-	if (plen == 8 && !strncmp(path, "/metrics", 8)) {
-		struct buf out;
-		buf_init(&out, 4 << 20);
-		s->metrics(s->ctx, &out);
-		reply(req, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", out.data ? out.data : "", out.len);
-		buf_release(&out);
-	} else if (plen == 8 && !strncmp(path, "/healthz", 8)) {
-		reply(req, 200, "OK", "text/plain", "ok\n", 3);
-	} else if (plen == 7 && !strncmp(path, "/readyz", 7)) {
-		if (s->ready(s->ctx))
-			reply(req, 200, "OK", "text/plain", "ok\n", 3);
-		else
-			reply(req, 503, "Service Unavailable", "text/plain", "caches not synced\n", 18);
-	} else {
-		reply(req, 404, "Not Found", "text/plain", "not found\n", 10);
 	}
+	char n[32];
+	snprintf(n, sizeof n, "%lu", atomic_exchange(dropped, 0));
+	log_kv(LOG_WARN, msg, k1, v1, k2, v2, "suppressed", n);
 }
 
-static void *loop(void *arg)
+static void server_warn(struct obs_http_server *s, const char *msg, const char *detail)
 {
-	struct obs_server *s = arg;
-	event_base_dispatch(s->base);
+	warn_limited(&s->warn_next_ms, &s->warn_dropped, msg, "server", s->name, "error", detail);
+}
+
+/* libevent's own warnings ("Error from accept() call", ...) share one limit. */
+static atomic_llong libevent_next_ms;
+static atomic_ulong libevent_dropped;
+static void libevent_log(int severity, const char *msg)
+{
+	if (severity >= EVENT_LOG_WARN)
+		warn_limited(&libevent_next_ms, &libevent_dropped, "libevent", "detail", msg, NULL, NULL);
+}
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static void global_init(void)
+{
+	evthread_use_pthreads();
+	event_set_log_callback(libevent_log);
+}
+
+/* ---- TLS ---- */
+
+static void ssl_error(char *err, size_t errlen, const char *what, const char *path)
+{
+	char detail[256] = "unknown error";
+	unsigned long e = ERR_get_error();
+	if (e)
+		ERR_error_string_n(e, detail, sizeof detail);
+	ERR_clear_error();
+	snprintf(err, errlen, "%s %s: %s", what, path, detail);
+}
+
+/* A server context for the pair, TLS 1.2 minimum; NULL with a message. */
+static SSL_CTX *tls_ctx_new(const char *cert, const char *key, char *err, size_t errlen)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	if (!ctx) {
+		ssl_error(err, errlen, "TLS context", "");
+		return NULL;
+	}
+	if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
+		ssl_error(err, errlen, "TLS minimum version", "");
+		goto fail;
+	}
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS); /* idle connections hold no buffers */
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
+		ssl_error(err, errlen, "certificate", cert);
+		goto fail;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+		ssl_error(err, errlen, "private key", key);
+		goto fail;
+	}
+	if (SSL_CTX_check_private_key(ctx) != 1) {
+		ssl_error(err, errlen, "key does not match certificate", cert);
+		goto fail;
+	}
+	return ctx;
+fail:
+	SSL_CTX_free(ctx);
 	return NULL;
 }
 
-struct obs_server *obs_server_start(const char *addr, obs_metrics_fn metrics, obs_ready_fn ready, void *ctx,
-				    char *err, size_t errlen)
+static int same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Reloads the pair if either file changed (checked at most once a second);
+ * a pair that does not load keeps the previous context. Caller holds tls_mu. */
+static void tls_maybe_reload(struct obs_http_server *s)
+{
+	int64_t now = now_ms();
+	if (now - s->tls_checked_ms < TLS_CHECK_MS)
+		return;
+	s->tls_checked_ms = now;
+	struct stat cst, kst;
+	if (stat(s->cert_file, &cst) < 0 || stat(s->key_file, &kst) < 0)
+		return; /* mid-rotation (or gone): keep serving the pair we have */
+	if (same_file(&cst, &s->cert_st) && same_file(&kst, &s->key_st))
+		return;
+	s->cert_st = cst;
+	s->key_st = kst;
+	char err[512];
+	SSL_CTX *ctx = tls_ctx_new(s->cert_file, s->key_file, err, sizeof err);
+	if (!ctx) {
+		atomic_fetch_add(&s->tls_reload_errors, 1);
+		log_kv(LOG_ERROR, "changed TLS certificate not loaded; serving the previous one", "server", s->name,
+		       "error", err);
+		return;
+	}
+	SSL_CTX_free(s->ssl_ctx); /* sessions already open keep their reference */
+	s->ssl_ctx = ctx;
+	atomic_fetch_add(&s->tls_reloads, 1);
+	log_kv(LOG_INFO, "TLS certificate reloaded", "server", s->name, "cert", s->cert_file);
+}
+
+static SSL *tls_session_new(struct obs_http_server *s)
+{
+	pthread_mutex_lock(&s->tls_mu);
+	tls_maybe_reload(s);
+	SSL *ssl = SSL_new(s->ssl_ctx);
+	pthread_mutex_unlock(&s->tls_mu);
+	if (!ssl)
+		abort(); /* out of memory: the program's one policy */
+	return ssl;
+}
+
+/* ---- connections ---- */
+
+static void arm(struct conn *c, int seconds)
+{
+	struct timeval tv = { seconds, 0 };
+	evtimer_add(c->deadline, &tv);
+}
+
+/* The connection that has waited longest without a request being answered. */
+static struct conn *oldest_waiting(struct http_thread *t)
+{
+	struct conn *best = NULL;
+	for (struct conn *c = t->conns; c; c = c->next)
+		if (c->waiting && (!best || c->since < best->since))
+			best = c;
+	return best;
+}
+
+static void pause_accepting(struct http_thread *t)
+{
+	if (t->paused)
+		return;
+	t->paused = 1;
+	atomic_fetch_add(&t->s->deferred, 1);
+	evconnlistener_disable(t->lev);
+	/* While paused, the listening socket turning readable means someone is
+	 * queued behind the cap: see on_queued. */
+	event_add(t->watch, NULL);
+}
+
+static void resume_accepting(struct http_thread *t)
+{
+	if (!t->paused || t->stopping)
+		return;
+	t->paused = 0;
+	event_del(t->watch);
+	if (!t->backing_off)
+		evconnlistener_enable(t->lev);
+}
+
+/* evhttp_connection_free is ending the connection: forget it. */
+static void on_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct conn *c = arg;
+	struct http_thread *t = c->t;
+	HASH_DEL(t->byevcon, c);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		t->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		t->conns_tail = c->prev;
+	evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->incb);
+	event_free(c->deadline);
+	free(c);
+	t->nconns--;
+	atomic_fetch_sub(&t->s->open, 1);
+	if (t->nconns < t->cap)
+		resume_accepting(t);
+}
+
+/* Priority 0: runs before any I/O of the connections just accepted. */
+static void on_adopt(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_thread *t = arg;
+	struct conn *c;
+	while ((c = t->pending)) {
+		t->pending = c->next_pending;
+		void *cbarg = NULL;
+		bufferevent_getcb(c->bev, NULL, NULL, NULL, &cbarg);
+		c->evcon = cbarg;
+		if (!c->evcon || evhttp_connection_get_bufferevent(c->evcon) != c->bev)
+			abort(); /* evhttp's callback argument is its connection, since libevent 2.0 */
+		evhttp_connection_set_closecb(c->evcon, on_close, c);
+		HASH_ADD_PTR(t->byevcon, evcon, c);
+		c->prev = t->conns_tail;
+		if (t->conns_tail)
+			t->conns_tail->next = c;
+		else
+			t->conns = c;
+		t->conns_tail = c;
+	}
+}
+
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	if (!c->evcon)
+		return;
+	atomic_fetch_add(&c->t->s->timeouts, 1);
+	evhttp_connection_free(c->evcon); /* calls on_close */
+}
+
+/* Bytes arrived: on an idle keep-alive connection a new request starts. */
+static void on_input(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct conn *c = arg;
+	if (info->n_added && c->idle) {
+		c->idle = 0;
+		arm(c, c->t->s->request_timeout_s);
+	}
+}
+
+/* The response is written; the connection waits for the next request. */
+static void on_complete(struct evhttp_request *req, void *arg)
+{
+	struct conn *c = arg;
+	c->waiting = 1;
+	c->idle = 1;
+	c->since = now_ms();
+	arm(c, c->t->s->idle_timeout_s);
+	if (c->t->paused)
+		event_add(c->t->watch, NULL);
+}
+
+/* Someone is queued while we are at the cap: make room by closing the
+ * connection that has waited longest for a request, if any. */
+static void on_queued(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_thread *t = arg;
+	struct conn *c = oldest_waiting(t);
+	if (!c || !c->evcon) {
+		event_del(t->watch); /* all busy: wait for a close (on_close resumes) */
+		return;
+	}
+	atomic_fetch_add(&t->s->shed, 1);
+	evhttp_connection_free(c->evcon);
+}
+
+/* evhttp's bufferevent callback: one per accepted socket. */
+static struct bufferevent *on_accept(struct event_base *base, void *arg)
+{
+	struct http_thread *t = arg;
+	struct obs_http_server *s = t->s;
+	struct bufferevent *bev;
+	if (s->cert_file) {
+		bev = bufferevent_openssl_socket_new(base, -1, tls_session_new(s), BUFFEREVENT_SSL_ACCEPTING,
+						     BEV_OPT_CLOSE_ON_FREE);
+		if (bev)
+			bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	} else {
+		bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	}
+	if (!bev)
+		abort(); /* out of memory; and never let evhttp fall back to plain text */
+	struct conn *c = xcalloc(1, sizeof *c);
+	c->t = t;
+	c->bev = bev;
+	c->waiting = 1;
+	c->since = now_ms();
+	c->deadline = evtimer_new(base, on_deadline, c);
+	c->incb = evbuffer_add_cb(bufferevent_get_input(bev), on_input, c);
+	if (!c->deadline || !c->incb)
+		abort();
+	arm(c, s->request_timeout_s);
+	c->next_pending = t->pending;
+	t->pending = c;
+	event_active(t->adopt, EV_TIMEOUT, 1);
+	t->backoff_ms = 0;
+	t->nconns++;
+	atomic_fetch_add(&s->accepted, 1);
+	atomic_fetch_add(&s->open, 1);
+	if (t->nconns >= t->cap)
+		pause_accepting(t); /* the listener checks after each accept */
+	return bev;
+}
+
+/* accept() failed for a reason other than "try again" (EMFILE, ENFILE,
+ * ENOBUFS...): the socket stays readable, so stop watching it for a while
+ * instead of spinning (libevent's default logs and retries at once). */
+static void on_accept_error(struct evconnlistener *lev, void *arg)
+{
+	int e = errno;
+	struct http_thread *t = current_thread;
+	if (!t)
+		return;
+	atomic_fetch_add(&t->s->accept_errors, 1);
+	t->backoff_ms = t->backoff_ms ? t->backoff_ms * 2 : BACKOFF_MIN_MS;
+	if (t->backoff_ms > BACKOFF_MAX_MS)
+		t->backoff_ms = BACKOFF_MAX_MS;
+	t->backing_off = 1;
+	evconnlistener_disable(lev);
+	struct timeval tv = { t->backoff_ms / 1000, (t->backoff_ms % 1000) * 1000 };
+	evtimer_add(t->retry, &tv);
+	server_warn(t->s, "accept failed; pausing the listener", strerror(e));
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_thread *t = arg;
+	t->backing_off = 0;
+	if (!t->paused && !t->stopping)
+		evconnlistener_enable(t->lev);
+}
+
+/* ---- requests ---- */
+
+static const char *method_name(enum evhttp_cmd_type m)
+{
+	switch (m) {
+	case EVHTTP_REQ_GET: return "GET";
+	case EVHTTP_REQ_HEAD: return "HEAD";
+	case EVHTTP_REQ_POST: return "POST";
+	default: return "OTHER";
+	}
+}
+
+const char *obs_http_req_header(const struct obs_http_req *r, const char *name)
+{
+	return r->headers ? evhttp_find_header(r->headers, name) : NULL;
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+	struct http_thread *t = arg;
+	struct obs_http_server *s = t->s;
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct conn *c = NULL;
+	HASH_FIND_PTR(t->byevcon, &evcon, c);
+	if (c) {
+		c->waiting = 0;
+		c->idle = 0;
+		arm(c, s->request_timeout_s); /* the answer, too, must not take forever */
+		evhttp_request_set_on_complete_cb(req, on_complete, c);
+	}
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+	if (!path || !*path)
+		path = "/";
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t blen = evbuffer_get_length(in); /* at most max_body: evhttp enforces it */
+	char *body = xmalloc(blen + 1);
+	evbuffer_copyout(in, body, blen);
+	body[blen] = '\0';
+	char peer[64] = "";
+	char *paddr = NULL;
+	ev_uint16_t pport = 0;
+	if (evcon) {
+		evhttp_connection_get_peer(evcon, &paddr, &pport);
+		snprintf(peer, sizeof peer, "%s:%u", paddr ? paddr : "?", pport);
+	}
+	struct obs_http_req r = {
+		.method = method_name(evhttp_request_get_command(req)),
+		.path = path,
+		.query = uri ? evhttp_uri_get_query(uri) : NULL,
+		.body = body,
+		.body_len = blen,
+		.headers = evhttp_request_get_input_headers(req),
+		.peer = peer,
+	};
+	struct obs_http_resp resp = { .status = 200, .content_type = "text/plain; charset=utf-8" };
+	buf_init(&resp.body, OBS_HTTP_MAX_RESPONSE);
+	const struct route *rt = NULL;
+	for (size_t i = 0; i < s->nroutes && !rt; i++)
+		if (!strcmp(s->routes[i].path, path))
+			rt = &s->routes[i];
+	if (rt) {
+		rt->fn(rt->ctx, &r, &resp);
+	} else {
+		resp.status = 404;
+		buf_appends(&resp.body, "not found\n");
+	}
+	if (resp.status < 100 || resp.status > 599)
+		resp.status = 500;
+	struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+	evhttp_add_header(oh, "Content-Type", resp.content_type ? resp.content_type : "text/plain");
+	evhttp_add_header(oh, "X-Content-Type-Options", "nosniff");
+	if (resp.body.len)
+		evbuffer_add(evhttp_request_get_output_buffer(req), resp.body.data, resp.body.len);
+	evhttp_send_reply(req, resp.status, NULL, NULL);
+	buf_release(&resp.body);
+	free(body);
+}
+
+/* ---- loops ---- */
+
+static void on_stop(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_thread *t = arg;
+	event_base_loopbreak(t->base);
+}
+
+static void *loop_main(void *arg)
+{
+	struct http_thread *t = arg;
+	current_thread = t;
+	event_base_dispatch(t->base);
+	current_thread = NULL;
+	return NULL;
+}
+
+/* Splits "host:port", ":port" or "[v6]:port". */
+static int split_addr(const char *addr, char *host, size_t hostlen, char *port, size_t portlen)
 {
 	const char *colon = strrchr(addr, ':');
-	if (!colon) {
-		snprintf(err, errlen, "bind address %s must be host:port or :port", addr);
-		return NULL;
-	}
-	char host[256];
+	if (!colon)
+		return -1;
+	const char *h = addr;
 	size_t hl = (size_t)(colon - addr);
-	if (hl >= sizeof host) {
-		snprintf(err, errlen, "bind address %s is too long", addr);
-		return NULL;
+	if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+		h++;
+		hl -= 2;
 	}
-	memcpy(host, addr, hl);
+	size_t pl = strlen(colon + 1);
+	if (hl >= hostlen || pl == 0 || pl >= portlen || strspn(colon + 1, "0123456789") != pl)
+		return -1;
+	memcpy(host, h, hl);
 	host[hl] = '\0';
-	char *end;
-	long port = strtol(colon + 1, &end, 10);
-	if (*end || port < 0 || port > 65535) {
-		snprintf(err, errlen, "bind address %s has an invalid port", addr);
+	memcpy(port, colon + 1, pl + 1);
+	return atoi(port) <= 65535 ? 0 : -1;
+}
+
+/* A listening socket on sa (port already set), one of the SO_REUSEPORT group. */
+static int listen_on(const struct sockaddr *sa, socklen_t salen, char *err, size_t errlen)
+{
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	int one = 1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 || bind(fd, sa, salen) < 0 ||
+	    listen(fd, LISTEN_BACKLOG) < 0) {
+		snprintf(err, errlen, "%s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int thread_setup(struct obs_http_server *s, struct http_thread *t, int fd, char *err, size_t errlen)
+{
+	t->s = s;
+	t->fd = fd;
+	t->base = event_base_new();
+	/* Two priorities: 0 for adopting new connections, 1 (the default) for the rest. */
+	if (!t->base || event_base_priority_init(t->base, 2) < 0) {
+		snprintf(err, errlen, "cannot create an event loop");
+		return -1;
+	}
+	t->adopt = event_new(t->base, -1, 0, on_adopt, t);
+	t->retry = evtimer_new(t->base, on_retry, t);
+	t->watch = event_new(t->base, fd, EV_READ | EV_PERSIST, on_queued, t);
+	t->stop = event_new(t->base, -1, 0, on_stop, t);
+	t->http = evhttp_new(t->base);
+	if (!t->adopt || !t->retry || !t->watch || !t->stop || !t->http || event_priority_set(t->adopt, 0) < 0) {
+		snprintf(err, errlen, "cannot create the HTTP server");
+		return -1;
+	}
+	evhttp_set_gencb(t->http, on_request, t);
+	evhttp_set_bevcb(t->http, on_accept, t);
+	evhttp_set_allowed_methods(t->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST);
+	evhttp_set_max_headers_size(t->http, (ev_ssize_t)s->max_headers);
+	evhttp_set_max_body_size(t->http, (ev_ssize_t)s->max_body);
+	/* evhttp's own per-read/write timeout is only a backstop; the deadlines
+	 * above are the real bounds. */
+	evhttp_set_timeout(t->http, s->request_timeout_s > s->idle_timeout_s ? s->request_timeout_s
+									     : s->idle_timeout_s);
+	struct evhttp_bound_socket *bs = evhttp_accept_socket_with_handle(t->http, fd);
+	if (!bs) {
+		snprintf(err, errlen, "cannot accept on the listening socket");
+		return -1;
+	}
+	t->fd = -1; /* the listener owns it now */
+	t->lev = evhttp_bound_socket_get_listener(bs);
+	evconnlistener_set_error_cb(t->lev, on_accept_error);
+	return 0;
+}
+
+static void thread_teardown(struct http_thread *t)
+{
+	t->stopping = 1;
+	on_adopt(-1, 0, t); /* so evhttp_free reports every connection to on_close */
+	if (t->http)
+		evhttp_free(t->http); /* closes the listener and every connection */
+	if (t->fd >= 0)
+		close(t->fd);
+	if (t->adopt)
+		event_free(t->adopt);
+	if (t->retry)
+		event_free(t->retry);
+	if (t->watch)
+		event_free(t->watch);
+	if (t->stop)
+		event_free(t->stop);
+	if (t->base)
+		event_base_free(t->base);
+}
+
+struct obs_http_server *obs_http_start(const struct obs_http_opts *o, char *err, size_t errlen)
+{
+	pthread_once(&global_once, global_init);
+	char host[256], port[8];
+	if (!o->addr || split_addr(o->addr, host, sizeof host, port, sizeof port) < 0) {
+		snprintf(err, errlen, "bind address %s must be host:port, :port or [v6]:port", o->addr ? o->addr : "");
 		return NULL;
 	}
-	evthread_use_pthreads();
-	struct obs_server *s = xcalloc(1, sizeof *s);
-	s->metrics = metrics;
-	s->ready = ready;
-	s->ctx = ctx;
-	s->base = event_base_new();
-	s->http = s->base ? evhttp_new(s->base) : NULL;
-	if (!s->http) {
-		snprintf(err, errlen, "cannot create the HTTP server");
-		goto fail;
+	if (!o->tls_cert_file != !o->tls_key_file) {
+		snprintf(err, errlen, "TLS needs both a certificate and a key file");
+		return NULL;
 	}
-	evhttp_set_gencb(s->http, handle, s);
-	evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
-	evhttp_set_max_headers_size(s->http, 16384);
-	evhttp_set_max_body_size(s->http, 4096);
-	evhttp_set_timeout(s->http, 10);
-	struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(s->http, host[0] ? host : "0.0.0.0",
-									(ev_uint16_t)port);
-	if (!bs) {
-		snprintf(err, errlen, "cannot listen on %s", addr);
+	struct obs_http_server *s = xcalloc(1, sizeof *s);
+	s->name = xstrdup(o->name ? o->name : "http");
+	s->nthreads = o->threads > 0 ? o->threads : 2;
+	int maxc = o->max_connections > 0 ? o->max_connections : 64;
+	if (maxc < s->nthreads)
+		s->nthreads = maxc;
+	s->request_timeout_s = o->request_timeout_s > 0 ? o->request_timeout_s : 10;
+	s->idle_timeout_s = o->idle_timeout_s > 0 ? o->idle_timeout_s : 30;
+	s->max_body = o->max_body ? o->max_body : 64 << 10;
+	s->max_headers = o->max_headers ? o->max_headers : 16 << 10;
+	s->nroutes = o->nroutes;
+	s->routes = xcalloc(o->nroutes ? o->nroutes : 1, sizeof *s->routes);
+	for (size_t i = 0; i < o->nroutes; i++)
+		s->routes[i] = (struct route){ xstrdup(o->routes[i].path), o->routes[i].fn, o->routes[i].ctx };
+	pthread_mutex_init(&s->tls_mu, NULL);
+	s->threads = xcalloc((size_t)s->nthreads, sizeof *s->threads);
+	for (int i = 0; i < s->nthreads; i++) {
+		s->threads[i].fd = -1;
+		s->threads[i].cap = maxc / s->nthreads + (i < maxc % s->nthreads);
+	}
+	if (o->tls_cert_file) {
+		s->cert_file = xstrdup(o->tls_cert_file);
+		s->key_file = xstrdup(o->tls_key_file);
+		if (stat(s->cert_file, &s->cert_st) < 0 || stat(s->key_file, &s->key_st) < 0) {
+			snprintf(err, errlen, "TLS files %s, %s: %s", s->cert_file, s->key_file, strerror(errno));
+			goto fail;
+		}
+		s->tls_checked_ms = now_ms();
+		if (!(s->ssl_ctx = tls_ctx_new(s->cert_file, s->key_file, err, errlen)))
+			goto fail;
+	}
+
+	struct addrinfo hints = { .ai_family = host[0] ? AF_UNSPEC : AF_INET, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV },
+			*ai = NULL;
+	int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+	if (gai != 0) {
+		snprintf(err, errlen, "bind address %s: %s", o->addr, gai_strerror(gai));
 		goto fail;
 	}
 	struct sockaddr_storage ss;
-	socklen_t sl = sizeof ss;
-	evutil_socket_t fd = evhttp_bound_socket_get_fd(bs);
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-		if (ss.ss_family == AF_INET)
-			s->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-		else if (ss.ss_family == AF_INET6)
-			s->port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	socklen_t sl = (socklen_t)ai->ai_addrlen;
+	memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+	char lerr[256];
+	for (int i = 0; i < s->nthreads; i++) {
+		int fd = listen_on((struct sockaddr *)&ss, sl, lerr, sizeof lerr);
+		if (fd < 0) {
+			snprintf(err, errlen, "cannot listen on %s: %s", o->addr, lerr);
+			goto fail;
+		}
+		if (i == 0) { /* port 0: the others join the port the first one got */
+			socklen_t bl = sizeof ss;
+			getsockname(fd, (struct sockaddr *)&ss, &bl);
+			s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+								 : ((struct sockaddr_in *)&ss)->sin_port);
+		}
+		if (thread_setup(s, &s->threads[i], fd, err, errlen) < 0)
+			goto fail; /* the teardown closes fd */
 	}
-	if (pthread_create(&s->thread, NULL, loop, s) != 0) {
-		snprintf(err, errlen, "cannot start the HTTP server thread");
-		goto fail;
+	for (int i = 0; i < s->nthreads; i++) {
+		if (pthread_create(&s->threads[i].tid, NULL, loop_main, &s->threads[i]) != 0) {
+			snprintf(err, errlen, "cannot start the HTTP server threads");
+			goto fail;
+		}
+		s->threads[i].started = 1;
 	}
 	return s;
 fail:
-	if (s->http)
-		evhttp_free(s->http);
-	if (s->base)
-		event_base_free(s->base);
-	free(s);
+	obs_http_free(s);
 	return NULL;
 }
 
-int obs_server_port(const struct obs_server *s)
+int obs_http_port(const struct obs_http_server *s)
 {
 	return s->port;
 }
 
-void obs_server_free(struct obs_server *s)
+void obs_http_stats(const struct obs_http_server *s, struct obs_http_stats *out)
+{
+	struct obs_http_server *m = (struct obs_http_server *)s; /* atomics are read-only here */
+	*out = (struct obs_http_stats){
+		.accepted = atomic_load(&m->accepted),
+		.deferred = atomic_load(&m->deferred),
+		.shed = atomic_load(&m->shed),
+		.timeouts = atomic_load(&m->timeouts),
+		.accept_errors = atomic_load(&m->accept_errors),
+		.tls_reloads = atomic_load(&m->tls_reloads),
+		.tls_reload_errors = atomic_load(&m->tls_reload_errors),
+		.open = atomic_load(&m->open),
+	};
+}
+
+void obs_http_free(struct obs_http_server *s)
 {
 	if (!s)
 		return;
-	event_base_loopbreak(s->base);
-	pthread_join(s->thread, NULL);
-	evhttp_free(s->http);
-	event_base_free(s->base);
+	/* event_active persists until the loop runs it, even if the loop has not
+	 * started yet (event_base_loopbreak would be forgotten then). */
+	for (int i = 0; i < s->nthreads; i++)
+		if (s->threads[i].started)
+			event_active(s->threads[i].stop, EV_TIMEOUT, 1);
+	for (int i = 0; i < s->nthreads; i++)
+		if (s->threads[i].started)
+			pthread_join(s->threads[i].tid, NULL);
+	for (int i = 0; i < s->nthreads; i++)
+		thread_teardown(&s->threads[i]);
+	free(s->threads);
+	for (size_t i = 0; i < s->nroutes; i++)
+		free(s->routes[i].path);
+	free(s->routes);
+	SSL_CTX_free(s->ssl_ctx);
+	pthread_mutex_destroy(&s->tls_mu);
+	free(s->cert_file);
+	free(s->key_file);
+	free(s->name);
 	free(s);
 }

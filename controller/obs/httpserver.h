@@ -1,23 +1,112 @@
-/* The plain-HTTP endpoints for probes and scraping (/metrics, /healthz,
- * /readyz), served by libevent's evhttp on a thread of its own. */
+/* A bounded HTTP/HTTPS server for the controller's listeners (metrics, probes,
+ * admission webhook), built on libevent's evhttp and OpenSSL bufferevents.
+ *
+ * Bounds, each one a defence against a slow or hostile client:
+ * - `threads` event loops share the port (one SO_REUSEPORT socket each), so a
+ *   slow handler holds up only its own loop;
+ * - at most max_connections open connections (split across the loops). At the
+ *   cap a loop stops accepting; if someone is queued behind the cap, the
+ *   connection that has waited longest without delivering a complete request
+ *   (a slow sender, an idle keep-alive) is closed to make room, so a pile of
+ *   slow clients can never lock a quick client (a kubelet probe) out. Busy
+ *   connections (a request being answered) are never closed for this;
+ * - a whole-request deadline: request_timeout_s from the connection's first
+ *   byte (TLS handshake included) or from the first byte of a later request on
+ *   a keep-alive connection until the request is complete, however slowly the
+ *   bytes trickle in; idle_timeout_s for an idle keep-alive connection;
+ * - header and body size caps (413 for a body past its cap; 400 for headers
+ *   past theirs, libevent 2.1's answer, and for a malformed request);
+ * - accept errors (EMFILE, ENFILE, ...) pause accepting with a backoff of
+ *   100 ms doubling to 2 s, logged at most once per second.
+ * With a certificate and key, the listener speaks TLS 1.2+ only; both files
+ * are checked for changes (at most once a second, on accept) and a changed,
+ * valid pair serves every new connection without a restart; a broken pair is
+ * logged and the previous one kept. */
 #ifndef SBX_OBS_HTTPSERVER_H
 #define SBX_OBS_HTTPSERVER_H
 
+#include <stddef.h>
+
 #include "base/buf.h"
 
-/* Appends the Prometheus text exposition to out. */
-typedef void (*obs_metrics_fn)(void *ctx, struct buf *out);
-/* Returns 1 when ready to serve traffic. */
-typedef int (*obs_ready_fn)(void *ctx);
+struct evkeyvalq;
 
-struct obs_server;
+/* A request, borrowed for the handler call. path is the URI path without the
+ * query; query is NULL when absent; body is NUL-terminated (body_len bytes). */
+struct obs_http_req {
+	const char *method, *path, *query;
+	const char *body;
+	size_t body_len;
+	const struct evkeyvalq *headers;
+	const char *peer; /* client address, for logs */
+};
 
-/* Listens on addr ("host:port" or ":port"; port 0 picks a free one). Returns a
- * running server (caller frees with obs_server_free) or NULL with a message. */
-struct obs_server *obs_server_start(const char *addr, obs_metrics_fn metrics, obs_ready_fn ready, void *ctx,
-				    char *err, size_t errlen);
+/* The value of a request header (case-insensitive name), or NULL. */
+const char *obs_http_req_header(const struct obs_http_req *r, const char *name);
+
+/* Filled by the handler: status (preset 200), content_type (preset
+ * "text/plain; charset=utf-8"; must be a static string or outlive the call)
+ * and the body (preset empty, capped at OBS_HTTP_MAX_RESPONSE bytes). */
+struct obs_http_resp {
+	int status;
+	const char *content_type;
+	struct buf body;
+};
+
+#define OBS_HTTP_MAX_RESPONSE (64u << 20)
+
+/* Runs on a server thread; may block briefly (an API call). */
+typedef void (*obs_http_handler)(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp);
+
+/* Exact path match; any method the server allows (GET, HEAD, POST). */
+struct obs_http_route {
+	const char *path;
+	obs_http_handler fn;
+	void *ctx;
+};
+
+/* Zero (or NULL) picks the default noted for each field. */
+struct obs_http_opts {
+	const char *addr;                        /* "host:port", ":port" or "[v6]:port"; port 0 picks one */
+	const char *tls_cert_file, *tls_key_file; /* PEM files; both NULL = plain HTTP */
+	int threads;                             /* event loops (default 2) */
+	int max_connections;                     /* total, split across the loops (default 64) */
+	int request_timeout_s;                   /* whole request (default 10) */
+	int idle_timeout_s;                      /* idle keep-alive connection (default 30) */
+	size_t max_body;                         /* request body cap (default 64 KiB) */
+	size_t max_headers;                      /* request line + headers cap (default 16 KiB) */
+	const struct obs_http_route *routes;
+	size_t nroutes;
+	const char *name; /* for logs (default "http") */
+};
+
+struct obs_http_server;
+
+/* Binds, starts the loops and returns the running server (caller frees with
+ * obs_http_free), or NULL with a message in err. Everything in o is copied
+ * except the routes' ctx pointers, which must stay valid until obs_http_free
+ * returns. */
+struct obs_http_server *obs_http_start(const struct obs_http_opts *o, char *err, size_t errlen);
+
 /* The port actually bound. */
-int obs_server_port(const struct obs_server *s);
-void obs_server_free(struct obs_server *s);
+int obs_http_port(const struct obs_http_server *s);
+
+/* Counters since start (thread-safe reads). */
+struct obs_http_stats {
+	unsigned long accepted;  /* connections accepted */
+	unsigned long deferred;  /* times accepting paused at the connection cap */
+	unsigned long shed;      /* waiting connections closed to make room at the cap */
+	unsigned long timeouts;  /* connections cut by the request or idle deadline */
+	unsigned long accept_errors; /* accept() failures (EMFILE, ENFILE, ...) */
+	unsigned long tls_reloads;   /* certificate pairs (re)loaded after start */
+	unsigned long tls_reload_errors;
+	unsigned long open;      /* connections open now */
+};
+void obs_http_stats(const struct obs_http_server *s, struct obs_http_stats *out);
+
+/* Stops accepting, closes every connection, stops and joins the loops: after
+ * it returns no handler runs and nothing from the routes is used. NULL is a
+ * no-op. */
+void obs_http_free(struct obs_http_server *s);
 
 #endif
