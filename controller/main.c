@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,9 +195,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-static void metrics(void *ctx, struct buf *out)
+/* GET /metrics (metrics listener only). */
+static void serve_metrics(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
 {
 	struct sbx_controller *c = ctx;
+	struct buf *out = &resp->body;
+	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
 	struct sbx_stats *s = &c->stats;
 	buf_appendf(out,
 		    "# HELP sandbox_reconciles_total Sandbox reconciles run.\n# TYPE sandbox_reconciles_total counter\n"
@@ -222,9 +226,51 @@ static void metrics(void *ctx, struct buf *out)
 		    atomic_load(&s->status_writes), (unsigned long)kube_client_requests(c->kc), c->queue ? workqueue_len(c->queue) : (size_t)0);
 }
 
-static int ready(void *ctx)
+/* GET /healthz (probe listener only): the process serves. */
+static void serve_healthz(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
 {
-	return sbx_controller_synced(ctx);
+	buf_appends(&resp->body, "ok\n");
+}
+
+/* GET /readyz (probe listener only): the caches are current. */
+static void serve_readyz(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+{
+	if (sbx_controller_synced(ctx)) {
+		buf_appends(&resp->body, "ok\n");
+	} else {
+		resp->status = 503;
+		buf_appends(&resp->body, "caches not synced\n");
+	}
+}
+
+/* Connections each listener may hold: a share of the descriptor limit, so
+ * that slow clients can never take the descriptors the API connections need. */
+static int listener_cap(void)
+{
+	struct rlimit rl;
+	long n = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 65536;
+	long cap = (n - 128) / 4; /* 128 for the process itself; room for four listeners */
+	return cap < 8 ? 8 : cap > 256 ? 256 : (int)cap;
+}
+
+/* Starts one listener; addr "0" disables it (*out stays NULL). */
+static int start_listener(struct obs_http_server **out, const char *name, const char *addr,
+			  const struct obs_http_route *routes, size_t nroutes)
+{
+	if (!strcmp(addr, "0"))
+		return 0;
+	char err[512];
+	struct obs_http_opts ho = { .addr = addr, .threads = 2, .max_connections = listener_cap(),
+				    .request_timeout_s = 10, .idle_timeout_s = 60, .max_body = 4096,
+				    .max_headers = 16384, .routes = routes, .nroutes = nroutes, .name = name };
+	if (!(*out = obs_http_start(&ho, err, sizeof err))) {
+		log_kv(LOG_ERROR, "cannot start a listener", "listener", name, "error", err);
+		return -1;
+	}
+	char port[16];
+	snprintf(port, sizeof port, "%d", obs_http_port(*out));
+	log_kv(LOG_INFO, "listening", "listener", name, "port", port);
+	return 0;
 }
 
 /* Waits up to ms for SIGTERM/SIGINT; returns the signal or 0. */
@@ -357,6 +403,10 @@ int main(int argc, char **argv)
 	log_kv(LOG_INFO, "starting", "server", kube_config_server(kcfg));
 	struct kube_client_opts copts = { .qps = o.qps, .burst = o.burst };
 	struct kube_client *kc = kube_client_new(kcfg, &copts);
+	if (!kc) {
+		log_kv(LOG_ERROR, "cannot create the Kubernetes client"); /* it freed kcfg */
+		return 1;
+	}
 
 	struct webhook_certs *certs = NULL;
 	if (start_webhook_certs(&o, kc, seal, seal_len, &certs) < 0)
@@ -364,14 +414,17 @@ int main(int argc, char **argv)
 
 	struct sbx_controller ctl;
 	sbx_controller_init(&ctl, kc, &cfg, seal, seal_len, o.workers);
-	struct obs_server *msrv = NULL, *psrv = NULL;
-	if (strcmp(o.metrics_addr, "0") &&
-	    !(msrv = obs_server_start(o.metrics_addr, metrics, ready, &ctl, err, sizeof err))) {
-		log_kv(LOG_ERROR, "metrics server", "error", err);
-		return 1;
-	}
-	if (strcmp(o.probe_addr, "0") && !(psrv = obs_server_start(o.probe_addr, metrics, ready, &ctl, err, sizeof err))) {
-		log_kv(LOG_ERROR, "probe server", "error", err);
+	/* /metrics only on the metrics listener, the probes only on the probe
+	 * listener: a scraper's port never answers probes and the other way round. */
+	const struct obs_http_route mroutes[] = { { "/metrics", serve_metrics, &ctl } };
+	const struct obs_http_route proutes[] = { { "/healthz", serve_healthz, NULL }, { "/readyz", serve_readyz, &ctl } };
+	struct obs_http_server *msrv = NULL, *psrv = NULL;
+	if (start_listener(&msrv, "metrics", o.metrics_addr, mroutes, 1) < 0 ||
+	    start_listener(&psrv, "probe", o.probe_addr, proutes, 2) < 0) {
+		obs_http_free(msrv);
+		sbx_controller_release(&ctl);
+		webhook_certs_free(certs);
+		kube_client_free(kc);
 		return 1;
 	}
 	int rc = 0, sig = 0;
@@ -414,10 +467,12 @@ int main(int argc, char **argv)
 	}
 	if (sig)
 		log_kv(LOG_INFO, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	/* The listeners go first: their handlers read the controller, so no
+	 * handler may run once it is being released. */
+	obs_http_free(msrv);
+	obs_http_free(psrv);
 	sbx_controller_release(&ctl);
 	lease_elector_free(elector); /* after the workers stopped: then give the lease up */
-	obs_server_free(msrv);
-	obs_server_free(psrv);
 	webhook_certs_free(certs);
 	kube_client_free(kc);
 	sbx_config_release(&cfg);

@@ -805,6 +805,7 @@ void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const
 			 const unsigned char *seal_key, size_t seal_keylen, int workers)
 {
 	memset(c, 0, sizeof *c);
+	pthread_mutex_init(&c->informers_mu, NULL);
 	c->kc = kc;
 	c->cfg = cfg;
 	c->seal_key = seal_key;
@@ -820,10 +821,15 @@ int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, s
 	c->inflight = strset_new();
 	c->announced = strset_new();
 	c->events = event_recorder_new(c->kc, "sandbox-controller");
-	c->sandboxes = informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, NULL, &sh, c);
+	struct informer *sandboxes =
+		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, NULL, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use. */
-	c->pods = informer_new(c->kc, "/api/v1/pods", "app.kubernetes.io/managed-by=sandbox-controller", sbx_trim_pod,
-			       LABEL_DIGEST, &ph, c);
+	struct informer *pods = informer_new(c->kc, "/api/v1/pods", "app.kubernetes.io/managed-by=sandbox-controller",
+					     sbx_trim_pod, LABEL_DIGEST, &ph, c);
+	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
+	c->sandboxes = sandboxes;
+	c->pods = pods;
+	pthread_mutex_unlock(&c->informers_mu);
 	if (informer_start(c->pods) < 0 || informer_start(c->sandboxes) < 0) {
 		snprintf(err, errlen, "cannot start the informers");
 		return -1;
@@ -845,7 +851,11 @@ int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, s
 
 int sbx_controller_synced(struct sbx_controller *c)
 {
-	return c->sandboxes && c->pods && informer_wait_synced(c->sandboxes, 0) && informer_wait_synced(c->pods, 0);
+	pthread_mutex_lock(&c->informers_mu);
+	int synced = c->sandboxes && c->pods && informer_wait_synced(c->sandboxes, 0) &&
+		     informer_wait_synced(c->pods, 0);
+	pthread_mutex_unlock(&c->informers_mu);
+	return synced;
 }
 
 void sbx_controller_release(struct sbx_controller *c)
@@ -862,17 +872,20 @@ void sbx_controller_release(struct sbx_controller *c)
 	c->threads = NULL;
 	if (c->events)
 		event_recorder_free(c->events);
-	if (c->sandboxes)
-		informer_free(c->sandboxes);
-	if (c->pods)
-		informer_free(c->pods);
+	pthread_mutex_lock(&c->informers_mu);
+	struct informer *sandboxes = c->sandboxes, *pods = c->pods;
+	c->sandboxes = c->pods = NULL;
+	pthread_mutex_unlock(&c->informers_mu);
+	if (sandboxes)
+		informer_free(sandboxes);
+	if (pods)
+		informer_free(pods);
 	if (c->queue)
 		workqueue_free(c->queue);
 	strset_free(c->inflight);
 	strset_free(c->announced);
 	c->announced = NULL;
 	c->events = NULL;
-	c->sandboxes = c->pods = NULL;
 	c->queue = NULL;
 	c->inflight = NULL;
 }

@@ -38,6 +38,7 @@ struct sbx_controller {
 	size_t seal_keylen;
 	int workers;
 
+	pthread_mutex_t informers_mu;    /* guards the two pointers below (read by /readyz) */
 	struct informer *sandboxes;      /* owned from here on */
 	struct informer *pods;
 	struct workqueue *queue;
@@ -57,7 +58,8 @@ int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, s
 /* Stops the informers, drains the queue, joins the workers and frees what
  * start created. Safe on a controller that never started. */
 void sbx_controller_release(struct sbx_controller *c);
-/* 1 once both caches have synced (for /readyz). */
+/* 1 once both caches have synced (for /readyz). Safe to call from any thread
+ * at any time between init and release, also while start or release runs. */
 int sbx_controller_synced(struct sbx_controller *c);
 
 /* Reconciles one Sandbox "namespace/name". Returns 0 when done, a positive
