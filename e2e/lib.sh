@@ -149,12 +149,13 @@ e2e_main() {
   done
   # Every controller is stopped with SIGTERM (a clean shutdown is part of the
   # contract, and it lets LeakSanitizer run in a sanitizer build); any sanitizer
-  # report in a controller log fails the run.
+  # report (ASan, LSan, UBSan, TSan) in a controller log fails the run.
   local p
   for p in "${CTL_PIDS[@]:-}"; do [ -n "$p" ] && controller_stop "$p"; done
-  if grep -lE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$E2E_DIR"/*.log >/dev/null 2>&1; then
+  local reports="ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|WARNING: ThreadSanitizer"
+  if grep -lE "$reports" "$E2E_DIR"/*.log >/dev/null 2>&1; then
     E2E_FAILED=$((E2E_FAILED + 1)); E2E_FAILURES+=(sanitizer)
-    say "FAIL sanitizer reports in: $(grep -lE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$E2E_DIR"/*.log | tr '\n' ' ')"
+    say "FAIL sanitizer reports in: $(grep -lE "$reports" "$E2E_DIR"/*.log | tr '\n' ' ')"
   fi
   echo "$(basename "$0"): $E2E_PASSED passed, $E2E_FAILED failed"
   [ "$E2E_FAILED" -eq 0 ]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up and runs every test: unit tests (CUnit) under ASan/UBSan
-# and under valgrind, then the end-to-end tests on a real local control plane.
+# and under valgrind, then the end-to-end tests on a real local control plane,
+# and one end-to-end suite again with the ASan and the TSan controller.
 # Exits non-zero when any test fails.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,6 +49,17 @@ if [ -z "${E2E_FILES:-}" ] || [[ " $E2E_FILES " == *" asan "* ]]; then
   step "end-to-end: e2e/test_foundation.sh with the ASan/UBSan controller"
   ASAN_OPTIONS=detect_leaks=1 SBX_BUILD_DIR="$ROOT/build-asan" bash e2e/test_foundation.sh
   record "e2e/test_foundation.sh (ASan/UBSan controller)" $?
+fi
+
+# The controller under ThreadSanitizer on the real cluster: the foundation
+# suite again (a "WARNING: ThreadSanitizer" in its log fails it).
+if [ -z "${E2E_FILES:-}" ] || [[ " $E2E_FILES " == *" tsan "* ]]; then
+  step "build with ThreadSanitizer"
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSBX_TSAN=ON >/dev/null &&
+    cmake --build build-tsan -j2 --target sandbox-controller || exit 1
+  step "end-to-end: e2e/test_foundation.sh with the TSan controller"
+  TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1" SBX_BUILD_DIR="$ROOT/build-tsan" bash e2e/test_foundation.sh
+  record "e2e/test_foundation.sh (TSan controller)" $?
 fi
 
 step "summary"
