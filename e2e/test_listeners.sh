@@ -5,12 +5,14 @@
 # hold 300, then 1000 connections on the probe port while /healthz must keep
 # answering, the log must stay quiet and Sandboxes must still be bound. Each
 # endpoint answers only on its own listener, and SIGTERM with keep-alive
-# clients connected exits cleanly (the ASan build when there is one).
+# clients connected exits cleanly, with no report from the ASan and the TSan
+# builds when they exist (SBX_ASAN_BIN, SBX_TSAN_BIN override their paths).
 . "$(dirname "$0")/lib.sh"
 
 IMG=registry.local/agent:1.0
 SLOW="$E2E_ROOT/e2e/slowclients.py"
 ASAN_BIN=${SBX_ASAN_BIN:-$E2E_ROOT/build-asan/sandbox-controller}
+TSAN_BIN=${SBX_TSAN_BIN:-$E2E_ROOT/build-tsan/sandbox-controller}
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -88,14 +90,17 @@ hold_slow() {
 test_slow_a_300_connections() { hold_slow 300 30 s300; }
 test_slow_b_1000_connections() { hold_slow 1000 30 s1000; }
 
-# Keep-alive clients hammer /readyz and /metrics while SIGTERM arrives.
-test_sigterm_with_keepalive_clients() {
-  local bin=$CONTROLLER_BIN
-  [ -x "$ASAN_BIN" ] && bin=$ASAN_BIN
-  start_limited term "$bin"
-  local pid=$CTL_PID
-  wait_for 60 ready || fail "second controller not ready"
-  python3 - "$MPORT" "$PPORT" >"$E2E_DIR/keepalive.out" 2>&1 <<'PY' &
+# sigterm_with_keepalive BIN: a second controller (its own ports) gets SIGTERM
+# while keep-alive clients hammer /readyz and /metrics.
+sigterm_with_keepalive() {
+  local bin=$1 build name
+  build=$(basename "$(dirname "$bin")"); name="term-$build"
+  local main_m=$MPORT main_p=$PPORT
+  start_limited "$name" "$bin"
+  local pid=$CTL_PID mport=$MPORT pport=$PPORT
+  MPORT=$main_m; PPORT=$main_p
+  wait_for 120 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" = 200 ]' || fail "$build controller not ready"
+  python3 - "$mport" "$pport" >"$E2E_DIR/keepalive-$build.out" 2>&1 <<'PY' &
 import socket, sys, time
 mport, pport = int(sys.argv[1]), int(sys.argv[2])
 conns = []
@@ -119,13 +124,24 @@ PY
   sleep 2
   local t0=$SECONDS
   kill -TERM "$pid"
-  wait_dead "$pid" 20 || fail "controller did not exit within 20 s of SIGTERM"
-  say "  SIGTERM with 16 keep-alive clients: exited in $((SECONDS - t0))s ($(basename "$(dirname "$bin")") build)"
+  wait_dead "$pid" 30 || fail "$build controller did not exit within 30 s of SIGTERM"
+  say "  SIGTERM with 16 keep-alive clients: $build controller exited in $((SECONDS - t0))s"
   kill "$kpid" 2>/dev/null; wait "$kpid" 2>/dev/null
-  grep -q '"msg":"stopped"' "$E2E_DIR/term.log" || fail "no clean stop in the log"
-  if grep -qE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|WARNING: ThreadSanitizer" "$E2E_DIR/term.log"; then
-    fail "sanitizer report on SIGTERM: $(grep -m1 -E 'ERROR:|runtime error|WARNING: ThreadSanitizer' "$E2E_DIR/term.log")"
+  grep -q '"msg":"stopped"' "$E2E_DIR/$name.log" || fail "no clean stop in the $build log"
+  local reports="ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|WARNING: ThreadSanitizer"
+  if grep -qE "$reports" "$E2E_DIR/$name.log"; then
+    fail "sanitizer report on SIGTERM ($build): $(grep -m1 -A3 -E "$reports" "$E2E_DIR/$name.log" | tr '\n' ' ')"
   fi
+}
+
+# With each sanitizer build there is (hack/test.sh builds both first).
+test_sigterm_with_keepalive_clients() {
+  local ran=0 b
+  for b in "$ASAN_BIN" "$TSAN_BIN"; do
+    [ -x "$b" ] || continue
+    sigterm_with_keepalive "$b"; ran=1
+  done
+  [ $ran = 1 ] || sigterm_with_keepalive "$CONTROLLER_BIN"
 }
 
 setup

@@ -30,6 +30,9 @@ record "unit tests (ASan/UBSan)" $?
 step "release build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build build -j2 || exit 1
 go build -C hack/faultproxy -o "$ROOT/build/faultproxy" . || exit 1
+step "controller build with ThreadSanitizer"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSBX_TSAN=ON >/dev/null &&
+  cmake --build build-tsan -j2 --target sandbox-controller || exit 1
 step "unit tests under valgrind"
 valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
   --error-exitcode=3 ./build/unit-tests >build/valgrind-unit.log 2>&1
@@ -54,9 +57,6 @@ fi
 # The controller under ThreadSanitizer on the real cluster: the foundation
 # suite again (a "WARNING: ThreadSanitizer" in its log fails it).
 if [ -z "${E2E_FILES:-}" ] || [[ " $E2E_FILES " == *" tsan "* ]]; then
-  step "build with ThreadSanitizer"
-  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSBX_TSAN=ON >/dev/null &&
-    cmake --build build-tsan -j2 --target sandbox-controller || exit 1
   step "end-to-end: e2e/test_foundation.sh with the TSan controller"
   TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1" SBX_BUILD_DIR="$ROOT/build-tsan" bash e2e/test_foundation.sh
   record "e2e/test_foundation.sh (TSan controller)" $?
