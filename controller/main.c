@@ -25,8 +25,6 @@
 #include "sandbox/reconcile.h"
 #include "webhook/certs.h"
 
-#define SEAL_KEY_MIN 32
-#define SEAL_KEY_MAX 4096
 
 struct options {
 	const char *kubeconfig;
@@ -34,7 +32,8 @@ struct options {
 	const char *config;
 	const char *metrics_addr;
 	const char *probe_addr;
-	const char *seal_key_file;
+	const char *seal_key_files[SBX_SEAL_MAX_KEYS]; /* newest first */
+	int nseal_key_files;
 	const char *log_level;
 	long key_lifetime_s;
 	int workers;
@@ -57,7 +56,9 @@ static void usage(FILE *f)
 		"  --kubeconfig PATH                  kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)\n"
 		"  --context NAME                     kubeconfig context (default: current-context)\n"
 		"  --config PATH                      controller YAML config (workspace root, mounts, key lifetime)\n"
-		"  --seal-key-file PATH               secret key for pod seals, shared by all replicas (>= %d bytes)\n"
+		"  --seal-key-file PATH               pod seal keys, shared by all replicas: one key per line\n"
+		"                                     (>= %d bytes), newest first; repeat the flag for more\n"
+		"                                     files (newest first); the newest key seals new pods\n"
 		"  --key-lifetime SECONDS             idempotency key lifetime (overrides the config; default 86400)\n"
 		"  --workers N                        concurrent reconciles (default 4)\n"
 		"  --kube-api-qps Q --kube-api-burst B client-side rate limit (default 50 / 100)\n"
@@ -81,7 +82,7 @@ static void usage(FILE *f)
 		"  --webhook-cert-ips A,B             certificate IP addresses (default none)\n"
 		"  --webhook-config-name NAME         webhook configurations whose caBundle is kept current\n"
 		"                                     (default sandbox-controller; empty = leave them alone)\n",
-		SEAL_KEY_MIN);
+		SBX_SEAL_FILE_KEY_MIN);
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -129,7 +130,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case O_CONFIG: o->config = optarg; break;
 		case O_METRICS: o->metrics_addr = optarg; break;
 		case O_PROBE: o->probe_addr = optarg; break;
-		case O_SEAL: o->seal_key_file = optarg; break;
+		case O_SEAL:
+			if (o->nseal_key_files >= SBX_SEAL_MAX_KEYS) {
+				fprintf(stderr, "--seal-key-file given more than %d times\n", SBX_SEAL_MAX_KEYS);
+				return -1;
+			}
+			o->seal_key_files[o->nseal_key_files++] = optarg;
+			break;
 		case O_LOG: o->log_level = optarg; break;
 		case O_LIFETIME:
 			o->key_lifetime_s = strtol(optarg, &end, 10);
@@ -281,26 +288,6 @@ static int wait_signal(const sigset_t *sigs, long ms)
 	return sig > 0 ? sig : 0;
 }
 
-/* Reads the seal key; it must be long enough to be a real secret. */
-static unsigned char *load_seal_key(const char *path, size_t *len, char *err, size_t errlen)
-{
-	struct buf b;
-	buf_init(&b, SEAL_KEY_MAX);
-	if (buf_read_file(&b, path) < 0) {
-		snprintf(err, errlen, "seal key %s: %s", path, errno == EFBIG ? "larger than 4 KiB" : strerror(errno));
-		return NULL;
-	}
-	while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r'))
-		b.len--;
-	if (b.len < SEAL_KEY_MIN) {
-		snprintf(err, errlen, "seal key %s holds %zu bytes; at least %d are needed", path, b.len, SEAL_KEY_MIN);
-		buf_release(&b);
-		return NULL;
-	}
-	*len = b.len;
-	return (unsigned char *)buf_detach(&b);
-}
-
 /* Splits a comma-separated list into v (at most max entries, each a heap
  * copy the caller frees); empty entries are skipped. Returns the count. */
 static size_t split_list(const char *list, char **v, size_t max)
@@ -383,18 +370,25 @@ int main(int argc, char **argv)
 	}
 	if (o.key_lifetime_s > 0)
 		cfg.key_lifetime_s = o.key_lifetime_s;
-	const char *seal_path = o.seal_key_file ? o.seal_key_file : cfg.seal_key_file;
-	if (!seal_path) {
+	if (!o.nseal_key_files && cfg.seal_key_file)
+		o.seal_key_files[o.nseal_key_files++] = cfg.seal_key_file;
+	if (!o.nseal_key_files) {
 		log_kv(LOG_ERROR, "no seal key: set --seal-key-file or seal.keyFile in the config "
 				  "(a Secret shared by all replicas, readable by no tenant)");
 		return 1;
 	}
-	size_t seal_len = 0;
-	unsigned char *seal = load_seal_key(seal_path, &seal_len, err, sizeof err);
-	if (!seal) {
-		log_kv(LOG_ERROR, "cannot load the seal key", "error", err);
-		return 1;
+	struct sbx_seal_keys seal;
+	sbx_seal_keys_init(&seal);
+	for (int i = 0; i < o.nseal_key_files; i++) {
+		if (sbx_seal_keys_load(&seal, o.seal_key_files[i], err, sizeof err) < 0) {
+			log_kv(LOG_ERROR, "cannot load the seal keys", "error", err);
+			sbx_seal_keys_release(&seal);
+			return 1;
+		}
 	}
+	char nkeys[16];
+	snprintf(nkeys, sizeof nkeys, "%zu", seal.n);
+	log_kv(LOG_INFO, "seal keys loaded", "keys", nkeys);
 	struct kube_config *kcfg = kube_config_load(o.kubeconfig, o.context, err, sizeof err);
 	if (!kcfg) {
 		log_kv(LOG_ERROR, "cannot load Kubernetes credentials", "error", err);
@@ -409,11 +403,13 @@ int main(int argc, char **argv)
 	}
 
 	struct webhook_certs *certs = NULL;
-	if (start_webhook_certs(&o, kc, seal, seal_len, &certs) < 0)
+	/* The webhook CA derives from the newest seal key: all replicas hold the
+	 * same list, so they derive the same CA (a rotation renews it). */
+	if (start_webhook_certs(&o, kc, seal.key[0], seal.len[0], &certs) < 0)
 		return 1;
 
 	struct sbx_controller ctl;
-	sbx_controller_init(&ctl, kc, &cfg, seal, seal_len, o.workers);
+	sbx_controller_init(&ctl, kc, &cfg, &seal, o.workers);
 	/* /metrics only on the metrics listener, the probes only on the probe
 	 * listener: a scraper's port never answers probes and the other way round. */
 	const struct obs_http_route mroutes[] = { { "/metrics", serve_metrics, &ctl } };
@@ -476,7 +472,7 @@ int main(int argc, char **argv)
 	webhook_certs_free(certs);
 	kube_client_free(kc);
 	sbx_config_release(&cfg);
-	free(seal);
+	sbx_seal_keys_release(&seal);
 	log_kv(LOG_INFO, "stopped");
 	return rc;
 }

@@ -236,9 +236,123 @@ static void test_config_load_file(void)
 	sbx_config_release(&c);
 }
 
+/* Item 7: the pod and adoption sections: values, refusals, caps. */
+static void test_config_pod_settings(void)
+{
+	const char *y = "pod:\n"
+			"  runAsUser: 2000\n"
+			"  runAsGroup: 3000\n"
+			"  fsGroup: 4000\n"
+			"  runtimeClasses: {allowed: [gvisor, kata], default: gvisor}\n"
+			"  nodeSelector: {pool: sandboxes, example.com/zone: a}\n"
+			"  tolerations:\n"
+			"    - {key: dedicated, operator: Equal, value: sandbox, effect: NoSchedule}\n"
+			"    - {operator: Exists, effect: NoExecute, tolerationSeconds: 60}\n"
+			"  priorityClassName: sandbox-low\n"
+			"  imagePullSecrets: [regcred]\n"
+			"  labels: {team: platform}\n"
+			"  annotations: {example.com/note: \"free text: ok\"}\n"
+			"adoption:\n"
+			"  allowedMutations:\n"
+			"    imageDigestPinning: true\n"
+			"    injectedContainers:\n"
+			"      - {name: istio-proxy, image: \"docker.io/istio/proxyv2:*\", volumes: [istio-envoy]}\n"
+			"      - {name: istio-init, image: docker.io/istio/proxyv2:1.22, init: true}\n"
+			"    labels: [security.istio.io/tlsMode]\n";
+	struct sbx_config c;
+	char err[256];
+	sbx_config_init(&c);
+	CU_ASSERT_EQUAL(c.pod.run_as_user, 1000);
+	CU_ASSERT_EQUAL(c.pod.run_as_group, 1000);
+	CU_ASSERT_EQUAL(c.pod.fs_group, 1000);
+	CU_ASSERT_EQUAL(c.pod.nruntime_allowed, 0);
+	CU_ASSERT_EQUAL_FATAL(parse(&c, y, err, sizeof err), 0);
+	CU_ASSERT_EQUAL(c.pod.run_as_user, 2000);
+	CU_ASSERT_EQUAL(c.pod.run_as_group, 3000);
+	CU_ASSERT_EQUAL(c.pod.fs_group, 4000);
+	CU_ASSERT_EQUAL(c.pod.nruntime_allowed, 2);
+	CU_ASSERT_STRING_EQUAL(c.pod.runtime_default, "gvisor");
+	CU_ASSERT(sbx_runtime_allowed(&c, "kata"));
+	CU_ASSERT(!sbx_runtime_allowed(&c, "runc"));
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(c.pod.node_selector), 2);
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(c.pod.tolerations), 2);
+	CU_ASSERT_STRING_EQUAL(c.pod.priority_class, "sandbox-low");
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(c.pod.pull_secrets), 1);
+	CU_ASSERT_EQUAL(c.mutations.digest_pinning, 1);
+	CU_ASSERT_EQUAL_FATAL(c.mutations.ninjected, 2);
+	CU_ASSERT_STRING_EQUAL(c.mutations.injected[0].name, "istio-proxy");
+	CU_ASSERT_EQUAL(c.mutations.injected[0].init, 0);
+	CU_ASSERT_EQUAL(c.mutations.injected[0].nvolumes, 1);
+	CU_ASSERT_EQUAL(c.mutations.injected[1].init, 1);
+	CU_ASSERT_EQUAL(c.mutations.nlabels, 1);
+	CU_ASSERT(sbx_image_pattern_match("docker.io/istio/proxyv2:*", "docker.io/istio/proxyv2:1.2"));
+	CU_ASSERT(!sbx_image_pattern_match("docker.io/istio/proxyv2:*", "docker.io/istio/other:1"));
+	CU_ASSERT(sbx_image_pattern_match("a:1", "a:1"));
+	CU_ASSERT(!sbx_image_pattern_match("a:1", "a:10"));
+	/* A failed overlay leaves everything as it was (deep copies). */
+	CU_ASSERT_EQUAL(parse(&c, "pod: {runAsUser: 0}\n", err, sizeof err), -1);
+	CU_ASSERT_EQUAL(c.pod.run_as_user, 2000);
+	CU_ASSERT_EQUAL(c.mutations.ninjected, 2);
+	sbx_config_release(&c);
+}
+
+static void test_config_pod_refusals(void)
+{
+	check_error("pod: {runAsUser: 0}\n", "pod.runAsUser must be a whole number 1..2147483647");
+	check_error("pod: {fsGroup: -1}\n", "pod.fsGroup");
+	check_error("pod: {runAsGroup: x}\n", "pod.runAsGroup");
+	check_error("pod: {privileged: true}\n", "unknown key \"privileged\" in pod");
+	check_error("pod: {runtimeClasses: {allowed: [gvisor], default: kata}}\n",
+		    "pod.runtimeClasses.default \"kata\" must be one of");
+	check_error("pod: {runtimeClasses: {default: kata}}\n", "must be one of");
+	check_error("pod: {runtimeClasses: {allowed: [Bad_Name]}}\n", "invalid entry \"Bad_Name\"");
+	check_error("pod: {runtimeClasses: {permitted: [x]}}\n", "unknown key \"permitted\"");
+	check_error("pod: {labels: {sandbox.dev/scope-digest: x}}\n", "is reserved to the controller");
+	check_error("pod: {labels: {a.sandbox.dev/x: y}}\n", "is reserved to the controller");
+	check_error("pod: {labels: {app.kubernetes.io/managed-by: me}}\n", "is reserved");
+	check_error("pod: {annotations: {sandbox.dev/seal: x}}\n", "is reserved to the controller");
+	check_error("pod: {labels: {team: \"not a label value\"}}\n", "invalid value");
+	check_error("pod: {labels: {\"bad key!\": x}}\n", "not a valid qualified name");
+	check_error("pod: {nodeSelector: [a]}\n", "pod.nodeSelector must be a mapping");
+	check_error("pod: {tolerations: [{key: a, operator: Sometimes}]}\n", "Exists or Equal");
+	check_error("pod: {tolerations: [{key: a, effect: Never}]}\n", "effect must be");
+	check_error("pod: {tolerations: [{key: a, colour: red}]}\n", "unknown key \"colour\"");
+	check_error("pod: {tolerations: [a]}\n", "must be a mapping");
+	check_error("pod: {imagePullSecrets: [\"\"]}\n", "pod.imagePullSecrets has an invalid entry");
+	check_error("pod: {priorityClassName: \"A B\"}\n", "pod.priorityClassName");
+	check_error("adoption: {allowedMutations: {imageDigestPinning: yes please}}\n",
+		    "imageDigestPinning must be true or false");
+	check_error("adoption: {allowedMutations: {injectedContainers: [{name: sandbox, image: x}]}}\n",
+		    "not \"sandbox\"");
+	check_error("adoption: {allowedMutations: {injectedContainers: [{name: s, image: \"*\"}]}}\n",
+		    "needs a container name");
+	check_error("adoption: {allowedMutations: {injectedContainers: [{name: s, image: \"a*b\"}]}}\n",
+		    "needs a container name");
+	check_error("adoption: {allowedMutations: {injectedContainers: [{name: s, image: x, "
+		    "volumes: [workspaces]}]}}\n",
+		    "invalid entry \"workspaces\"");
+	check_error("adoption: {allowedMutations: {injectedContainers: [{name: s, image: x, "
+		    "volumes: [ws-0]}]}}\n",
+		    "invalid entry \"ws-0\"");
+	check_error("adoption: {allowedMutations: {sidecars: []}}\n", "unknown key \"sidecars\"");
+	check_error("adoption: {trustEverything: true}\n", "unknown key \"trustEverything\"");
+	/* Caps on sizes. */
+	char y[4096];
+	int n = snprintf(y, sizeof y, "pod:\n  labels:\n");
+	for (int i = 0; i <= SBX_CONFIG_MAX_ITEMS; i++)
+		n += snprintf(y + n, sizeof y - (size_t)n, "    l%d: v\n", i);
+	check_error(y, "pod.labels has more than 32 entries");
+	n = snprintf(y, sizeof y, "pod:\n  imagePullSecrets:\n");
+	for (int i = 0; i <= SBX_CONFIG_MAX_ITEMS; i++)
+		n += snprintf(y + n, sizeof y - (size_t)n, "    - s%d\n", i);
+	check_error(y, "has more than 32 entries");
+}
+
 void register_sandbox_config_tests(void)
 {
 	SBX_SUITE("sandbox/config", {"defaults", test_config_defaults},
+		  {"pod and adoption settings", test_config_pod_settings},
+		  {"pod and adoption refusals", test_config_pod_refusals},
 		  {"full YAML", test_config_full}, {"unknown keys", test_config_unknown_keys},
 		  {"bad values", test_config_bad_values}, {"durations", test_config_durations},
 		  {"load from file", test_config_load_file});

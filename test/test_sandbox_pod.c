@@ -9,6 +9,7 @@
 #include "sandbox/config.h"
 #include "sandbox/jcs.h"
 #include "sandbox/podbuild.h"
+#include "sandbox/reconcile.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
 #include "sandbox/verify.h"
@@ -134,6 +135,8 @@ static void fixture_init(struct fixture *f, const char *spec_json, const char *y
 	f->spec = cJSON_Parse(spec_json);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(f->spec);
 	sbx_config_init(&f->cfg);
+	static const char base[] = "pod: {runtimeClasses: {allowed: [gvisor, kata]}}\n";
+	CU_ASSERT_EQUAL_FATAL(sbx_config_parse(&f->cfg, base, strlen(base), err, sizeof err), 0);
 	if (yaml)
 		CU_ASSERT_EQUAL_FATAL(
 		    sbx_config_parse(&f->cfg, yaml, strlen(yaml), err, sizeof err), 0);
@@ -286,8 +289,8 @@ static void test_pod_hostpath(void)
 	const cJSON *vm = AT(f.pod, "spec", "containers", "0", "volumeMounts");
 	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(vols), 4);
 	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(vm), 4);
-	static const char *const host[] = {"/srv/ws/alice/workspace", "/srv/ws/alice/claude",
-					   "/srv/ws/alice/codex", "/srv/ws/alice/gemini"};
+	static const char *const host[] = {"/srv/ws/team-a/alice/workspace", "/srv/ws/team-a/alice/claude",
+					   "/srv/ws/team-a/alice/codex", "/srv/ws/team-a/alice/gemini"};
 	for (int i = 0; i < 4; i++) {
 		char name[8];
 		snprintf(name, sizeof name, "ws-%d", i);
@@ -406,9 +409,20 @@ static void reseal(cJSON *pod, const unsigned char *key)
 	set_meta(pod, "annotations", SBX_ANN_SEAL, s);
 }
 
+/* The controller's key list in these tests: KEY only. */
+static const struct sbx_seal_keys *keyring(void)
+{
+	static struct sbx_seal_keys k;
+	if (!k.n) {
+		char err[128];
+		CU_ASSERT_EQUAL_FATAL(sbx_seal_keys_add(&k, KEY, KEYLEN, 0, err, sizeof err), 0);
+	}
+	return &k;
+}
+
 static struct sbx_verify_expect expect_of(const struct fixture *f)
 {
-	struct sbx_verify_expect e = {"team-a", f->owner, &f->scope, KEY, KEYLEN, 1};
+	struct sbx_verify_expect e = {"team-a", f->owner, &f->scope, keyring(), 1};
 	return e;
 }
 
@@ -497,7 +511,7 @@ static void test_verify_tampering(void)
 	CU_ASSERT_EQUAL(sbx_pod_verify(nometa, &e), SBX_VERIFY_MALFORMED);
 	cJSON_Delete(nometa);
 	/* Without the key nothing verifies. */
-	e.seal_key = NULL;
+	e.keys = NULL;
 	CU_ASSERT_EQUAL(sbx_pod_verify(f.pod, &e), SBX_VERIFY_BAD_SEAL);
 	fixture_release(&f);
 }
@@ -614,7 +628,9 @@ static enum sbx_verify payload_after(const struct fixture *f, void (*edit)(cJSON
 {
 	cJSON *live = cJSON_Duplicate(f->pod, 1);
 	edit(cJSON_GetObjectItemCaseSensitive(live, "spec"));
-	enum sbx_verify v = sbx_pod_payload_verify(live, f->pod);
+	struct sbx_certify c = {f->pod, f->spec, &f->cfg};
+	char why[256];
+	enum sbx_verify v = sbx_pod_payload_verify(live, &c, why, sizeof why);
 	cJSON_Delete(live);
 	return v;
 }
@@ -710,7 +726,8 @@ static void test_verify_payload(void)
 				   edit_env,		edit_runtime_class };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		CU_ASSERT_EQUAL(payload_after(&f, bad[i]), SBX_VERIFY_PAYLOAD_MISMATCH);
-	CU_ASSERT_EQUAL(sbx_pod_payload_verify(NULL, f.pod), SBX_VERIFY_MALFORMED);
+	struct sbx_certify c = {f.pod, f.spec, &f.cfg};
+	CU_ASSERT_EQUAL(sbx_pod_payload_verify(NULL, &c, NULL, 0), SBX_VERIFY_MALFORMED);
 	fixture_release(&f);
 }
 
@@ -787,9 +804,597 @@ static void test_verify_forged_isolation(void)
 	/* The identity checks pass (the seal is genuine)... */
 	CU_ASSERT_EQUAL(sbx_pod_verify(forged, &e), SBX_VERIFY_OK);
 	/* ...so the payload check must refuse it. */
-	CU_ASSERT_EQUAL(sbx_pod_payload_verify(forged, f.pod), SBX_VERIFY_PAYLOAD_MISMATCH);
+	struct sbx_certify c = {f.pod, f.spec, &f.cfg};
+	char why[256];
+	CU_ASSERT_EQUAL(sbx_pod_payload_verify(forged, &c, why, sizeof why),
+			SBX_VERIFY_PAYLOAD_MISMATCH);
 	cJSON_Delete(forged);
 	fixture_release(&f);
+}
+
+/* ---- table-driven pod edits for the certificate ---- */
+
+/* Sets the member at path ("spec/containers/0/image") of root to the JSON
+ * text val (NULL removes it; a leading '+' appends to the array at path),
+ * creating missing objects on the way. A '~' in path is a '/' inside a key. */
+static void put(cJSON *root, const char *path, const char *val)
+{
+	char buf[256], *save = NULL;
+	snprintf(buf, sizeof buf, "%s", path);
+	for (char *t = buf; *t; t++)
+		if (*t == '~')
+			*t = '\x01';
+	cJSON *cur = root, *parent = NULL;
+	char *tok = strtok_r(buf, "/", &save), *last = NULL;
+	while (tok) {
+		char *next = strtok_r(NULL, "/", &save);
+		for (char *t = tok; *t; t++)
+			if (*t == '\x01')
+				*t = '/';
+		if (!next) {
+			last = tok;
+			break;
+		}
+		parent = cur;
+		cur = cJSON_IsArray(parent) ? cJSON_GetArrayItem(parent, atoi(tok))
+					    : cJSON_GetObjectItemCaseSensitive(parent, tok);
+		if (!cur)
+			cur = cJSON_AddObjectToObject(parent, tok);
+		tok = next;
+	}
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cur);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(last);
+	if (val && val[0] == '+') {
+		cJSON *arr = cJSON_GetObjectItemCaseSensitive(cur, last);
+		if (!arr)
+			arr = cJSON_AddArrayToObject(cur, last);
+		cJSON *item = cJSON_Parse(val + 1);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(item);
+		cJSON_AddItemToArray(arr, item);
+		return;
+	}
+	if (cJSON_IsArray(cur)) {
+		cJSON *item = cJSON_Parse(val);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(item);
+		cJSON_ReplaceItemInArray(cur, atoi(last), item);
+		return;
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(cur, last);
+	if (val) {
+		cJSON *item = cJSON_Parse(val);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(item);
+		cJSON_AddItemToObject(cur, last, item);
+	}
+}
+
+struct edit {
+	const char *path, *val;
+};
+
+/* Certifies a copy of f's pod after the edits (up to a NULL path) against
+ * f's expected pod under cfg (NULL = f's own config). */
+static enum sbx_verify certify_after(const struct fixture *f, const struct sbx_config *cfg,
+				     const struct edit *edits, char *why, size_t whylen)
+{
+	cJSON *live = cJSON_Duplicate(f->pod, 1);
+	for (; edits && edits->path; edits++)
+		put(live, edits->path, edits->val);
+	struct sbx_certify c = {f->pod, f->spec, cfg ? cfg : &f->cfg};
+	enum sbx_verify v = sbx_pod_payload_verify(live, &c, why, whylen);
+	cJSON_Delete(live);
+	return v;
+}
+
+#define C0 "spec/containers/0/"
+
+/* Finding 1: each isolation field on a pod that carries the genuine seal. */
+static void test_verify_each_isolation_field(void)
+{
+	static const struct edit forged[][3] = {
+	    {{C0 "securityContext/privileged", "true"}},
+	    {{C0 "securityContext/allowPrivilegeEscalation", "true"}},
+	    {{C0 "securityContext/allowPrivilegeEscalation", NULL}},
+	    {{C0 "securityContext/capabilities/add", "[\"SYS_ADMIN\"]"}},
+	    {{C0 "securityContext/capabilities/drop", "[\"NET_RAW\"]"}},
+	    {{C0 "securityContext/runAsUser", "0"}},
+	    {{C0 "securityContext/runAsNonRoot", "false"}},
+	    {{C0 "securityContext/seccompProfile", "{\"type\":\"Unconfined\"}"}},
+	    {{C0 "securityContext/procMount", "\"Unmasked\""}},
+	    {{C0 "securityContext/seLinuxOptions", "{\"type\":\"spc_t\"}"}},
+	    {{C0 "securityContext", NULL}},
+	    {{"spec/securityContext/runAsUser", "0"}},
+	    {{"spec/securityContext/runAsNonRoot", NULL}},
+	    {{"spec/securityContext/seccompProfile/type", "\"Unconfined\""}},
+	    {{"spec/securityContext/sysctls", "[{\"name\":\"kernel.shm_rmid_forced\",\"value\":\"0\"}]"}},
+	    {{"spec/securityContext/supplementalGroups", "[0]"}},
+	    {{"spec/securityContext", NULL}},
+	    {{"spec/hostNetwork", "true"}},
+	    {{"spec/hostPID", "true"}},
+	    {{"spec/hostIPC", "true"}},
+	    {{"spec/shareProcessNamespace", "true"}},
+	    {{"spec/hostUsers", "true"}},
+	    {{"spec/hostAliases", "[{\"ip\":\"10.0.0.1\",\"hostnames\":[\"registry\"]}]"}},
+	    {{"spec/automountServiceAccountToken", "true"}},
+	    {{"spec/automountServiceAccountToken", NULL}},
+	    {{"spec/serviceAccountName", "\"admin\""}},
+	    {{"spec/enableServiceLinks", "true"}},
+	    {{"spec/restartPolicy", "\"Always\""}},
+	    {{"spec/dnsPolicy", "\"None\""}},
+	    {{"spec/dnsConfig", "{\"nameservers\":[\"6.6.6.6\"]}"}},
+	    {{"spec/schedulerName", "\"evil-scheduler\""}},
+	    {{"spec/affinity", "{\"nodeAffinity\":{}}"}},
+	    {{"spec/runtimeClassName", NULL}},
+	    {{"spec/runtimeClassName", "\"runc\""}},
+	    {{"spec/runtimeClassName", "\"kata\""}}, /* the spec names gvisor */
+	    {{C0 "lifecycle", "{\"postStart\":{\"exec\":{\"command\":[\"sh\"]}}}"}},
+	    {{C0 "livenessProbe", "{\"exec\":{\"command\":[\"sh\"]}}"}},
+	    {{C0 "readinessProbe", "{\"exec\":{\"command\":[\"sh\"]}}"}},
+	    {{C0 "startupProbe", "{\"exec\":{\"command\":[\"sh\"]}}"}},
+	    {{C0 "ports", "[{\"containerPort\":22,\"hostPort\":22}]"}},
+	    {{C0 "envFrom", "[{\"secretRef\":{\"name\":\"db\"}}]"}},
+	    {{C0 "env", "+{\"name\":\"LD_PRELOAD\",\"value\":\"/x.so\"}"}},
+	    {{C0 "env/0", "{\"name\":\"A\",\"valueFrom\":{\"secretKeyRef\":{\"name\":\"s\",\"key\":\"k\"}}}"}},
+	    {{C0 "workingDir", "\"/\""}},
+	    {{C0 "tty", "true"}},
+	    {{C0 "image", "\"evil:latest\""}},
+	    {{C0 "image", "\"registry.local/agent@sha256:0000000000000000000000000000000000000000000000000000000000000000\""}},
+	    {{C0 "command", "[\"sh\"]"}},
+	    {{C0 "args", NULL}},
+	    {{C0 "resources/limits/cpu", "\"64\""}},
+	    {{C0 "resources/requests/nvidia.com~gpu", "\"1\""}},
+	    {{C0 "volumeDevices", "[{\"name\":\"workspaces\",\"devicePath\":\"/dev/x\"}]"}},
+	    {{C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/all\"}"}},
+	    {{C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/bob\",\"subPath\":\"bob/workspace\"}"}},
+	    {{C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/a\",\"subPath\":\"alice\"}"}},
+	    {{C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/a\",\"subPath\":\"alice/x/y\"}"}},
+	    {{C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/a\",\"subPathExpr\":\"alice/$(X)\"}"}},
+	    {{C0 "volumeMounts/0/mountPropagation", "\"Bidirectional\""}},
+	    {{"spec/volumes/0/persistentVolumeClaim/claimName", "\"other-claim\""}},
+	    {{"spec/volumes", "+{\"name\":\"host\",\"hostPath\":{\"path\":\"/\"}}"},
+	     {C0 "volumeMounts", "+{\"name\":\"host\",\"mountPath\":\"/host\"}"}},
+	    {{"spec/volumes", "+{\"name\":\"tok\",\"projected\":{\"sources\":[{\"serviceAccountToken\":{\"path\":\"t\"}}]}}"},
+	     {C0 "volumeMounts", "+{\"name\":\"tok\",\"mountPath\":\"/var/run/secrets/x\"}"}},
+	    {{"spec/volumes", "+{\"name\":\"unused\",\"emptyDir\":{}}"}},
+	    {{"spec/volumes/0/secret", "{\"secretName\":\"x\"}"}},
+	    {{"spec/containers", "+{\"name\":\"spy\",\"image\":\"evil\"}"}},
+	    {{"spec/containers", "+{\"name\":\"sandbox\",\"image\":\"registry.local/agent:1.0\"}"}},
+	    {{"spec/initContainers", "+{\"name\":\"init\",\"image\":\"evil\"}"}},
+	    {{"spec/ephemeralContainers", "+{\"name\":\"debug\",\"image\":\"busybox\"}"}},
+	    {{"spec/nodeName", "\"n1\""}, {"spec/hostNetwork", "true"}},
+	    {{"spec/activeDeadlineSeconds", "1"}},
+	    {{"spec/someFutureField", "{}"}},
+	    {{C0 "someFutureField", "{}"}},
+	    {{"metadata/labels/role", "\"admin\""}},
+	    {{"metadata/annotations/sandbox.dev~extra", "\"x\""}},
+	    {{"metadata/annotations/container.apparmor.security.beta.kubernetes.io~sandbox", "\"unconfined\""}},
+	};
+	struct fixture f;
+	fixture_init(&f, ALICE_SPEC, NULL);
+	for (size_t i = 0; i < sizeof forged / sizeof forged[0]; i++) {
+		char why[256] = "";
+		cJSON *live = cJSON_Duplicate(f.pod, 1);
+		for (int k = 0; k < 2 && forged[i][k].path; k++)
+			put(live, forged[i][k].path, forged[i][k].val);
+		struct sbx_certify c = {f.pod, f.spec, &f.cfg};
+		struct sbx_verify_expect ex = expect_of(&f);
+		CU_ASSERT_EQUAL(sbx_pod_verify(live, &ex), SBX_VERIFY_OK); /* the seal is genuine */
+		enum sbx_verify got = sbx_pod_payload_verify(live, &c, why, sizeof why);
+		if (got != SBX_VERIFY_PAYLOAD_MISMATCH)
+			fprintf(stderr, "\n  forged %s=%s was certified\n", forged[i][0].path,
+				forged[i][0].val ? forged[i][0].val : "(removed)");
+		CU_ASSERT_EQUAL(got, SBX_VERIFY_PAYLOAD_MISMATCH);
+		CU_ASSERT(strlen(why) > 5);
+		if (getenv("SBX_TEST_VERBOSE"))
+			fprintf(stderr, "\n  %s=%s: %s", forged[i][0].path,
+				forged[i][0].val ? forged[i][0].val : "(removed)", why);
+		cJSON_Delete(live);
+	}
+	fixture_release(&f);
+}
+
+/* What the apiserver, its admission plugins and the scheduler write into
+ * the controller's own pod never makes it foreign. */
+static void test_verify_apiserver_defaults(void)
+{
+	static const struct edit defaults[] = {
+	    {"spec/dnsPolicy", "\"ClusterFirst\""},
+	    {"spec/schedulerName", "\"default-scheduler\""},
+	    {"spec/serviceAccountName", "\"default\""},
+	    {"spec/serviceAccount", "\"default\""},
+	    {"spec/terminationGracePeriodSeconds", "30"},
+	    {"spec/priority", "0"},
+	    {"spec/preemptionPolicy", "\"PreemptLowerPriority\""},
+	    {"spec/nodeName", "\"kwok-node-0\""},
+	    {"spec/overhead", "{\"cpu\":\"250m\"}"},
+	    {"spec/tolerations", "+{\"key\":\"node.kubernetes.io/not-ready\",\"operator\":\"Exists\","
+				 "\"effect\":\"NoExecute\",\"tolerationSeconds\":300}"},
+	    {"spec/tolerations", "+{\"key\":\"node.kubernetes.io/unreachable\",\"operator\":\"Exists\","
+				 "\"effect\":\"NoExecute\",\"tolerationSeconds\":300}"},
+	    {C0 "terminationMessagePath", "\"/dev/termination-log\""},
+	    {C0 "terminationMessagePolicy", "\"File\""},
+	    {C0 "imagePullPolicy", "\"IfNotPresent\""},
+	    {C0 "resizePolicy", "[{\"resourceName\":\"cpu\",\"restartPolicy\":\"NotRequired\"}]"},
+	    {C0 "resources/limits/cpu", "\"2000m\""},     /* the same quantity, spelled otherwise */
+	    {C0 "resources/requests/memory", "\"4096Mi\""},
+	    {"spec/volumes/0/persistentVolumeClaim/readOnly", "false"},
+	    {"metadata/uid", "\"u-1\""},
+	    {"metadata/annotations/kubectl.kubernetes.io~restartedAt", "\"x\""},
+	    {NULL, NULL},
+	};
+	struct fixture f;
+	char why[256] = "";
+	fixture_init(&f, ALICE_SPEC, NULL);
+	CU_ASSERT_EQUAL(certify_after(&f, NULL, defaults, why, sizeof why), SBX_VERIFY_OK);
+	if (why[0])
+		fprintf(stderr, "\n  refused: %s\n", why);
+	fixture_release(&f);
+	/* A limit without a request: the apiserver copies the limit. */
+	static const struct edit copied[] = {
+	    {C0 "resources/requests", "{\"cpu\":\"1\",\"memory\":\"1Gi\"}"},
+	    {NULL, NULL},
+	};
+	fixture_init(&f, ANON_SPEC, NULL);
+	CU_ASSERT_EQUAL(certify_after(&f, NULL, copied, why, sizeof why), SBX_VERIFY_OK);
+	static const struct edit other_request[] = {
+	    {C0 "resources/requests", "{\"cpu\":\"100m\"}"},
+	    {NULL, NULL},
+	};
+	CU_ASSERT_EQUAL(certify_after(&f, NULL, other_request, why, sizeof why),
+			SBX_VERIFY_PAYLOAD_MISMATCH);
+	fixture_release(&f);
+}
+
+static const char MUTATIONS_YAML[] =
+    "adoption:\n"
+    "  allowedMutations:\n"
+    "    imageDigestPinning: true\n"
+    "    injectedContainers:\n"
+    "      - {name: sbx-sidecar, image: \"registry.local/sidecar:*\", volumes: [sidecar-data]}\n"
+    "    labels: [sidecar.example/injected]\n";
+
+#define DIGEST64 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+
+/* Finding 1, the other way round: declared admission mutations keep the
+ * controller's own pods bindable; undeclared ones do not. */
+static void test_verify_declared_mutations(void)
+{
+	static const struct edit mutated[] = {
+	    {C0 "image", "\"registry.local/agent:1.0@" DIGEST64 "\""},
+	    {"spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\","
+				"\"args\":[\"serve\"],\"ports\":[{\"containerPort\":15000}],"
+				"\"securityContext\":{\"allowPrivilegeEscalation\":false},"
+				"\"volumeMounts\":[{\"name\":\"sidecar-data\",\"mountPath\":\"/data\"}]}"},
+	    {"spec/volumes", "+{\"name\":\"sidecar-data\",\"emptyDir\":{}}"},
+	    {"metadata/labels/sidecar.example~injected", "\"true\""},
+	    {NULL, NULL},
+	};
+	struct fixture f, strict;
+	char why[256] = "";
+	fixture_init(&f, ALICE_SPEC, MUTATIONS_YAML);
+	fixture_init(&strict, ALICE_SPEC, NULL);
+	cJSON *live = cJSON_Duplicate(f.pod, 1);
+	for (const struct edit *x = mutated; x->path; x++)
+		put(live, x->path, x->val);
+	struct sbx_certify c = {f.pod, f.spec, &f.cfg};
+	CU_ASSERT_EQUAL(sbx_pod_payload_verify(live, &c, why, sizeof why), SBX_VERIFY_OK);
+	if (why[0])
+		fprintf(stderr, "\n  refused: %s\n", why);
+	/* The same pod under a configuration that declares nothing. */
+	struct sbx_certify cs = {strict.pod, strict.spec, &strict.cfg};
+	CU_ASSERT_EQUAL(sbx_pod_payload_verify(live, &cs, why, sizeof why), SBX_VERIFY_PAYLOAD_MISMATCH);
+	cJSON_Delete(live);
+
+	/* Each step beyond the declaration is refused. */
+	static const struct edit beyond[][3] = {
+	    {{C0 "image", "\"registry.local/other@" DIGEST64 "\""}},
+	    {{C0 "image", "\"registry.local/agent:2.0@" DIGEST64 "\""}},
+	    {{C0 "image", "\"registry.local/agent:1.0@sha256:abc\""}},
+	    {{"spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"evil/sidecar:2\"}"}},
+	    {{"spec/containers", "+{\"name\":\"other\",\"image\":\"registry.local/sidecar:2\"}"}},
+	    {{"spec/initContainers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\"}"}},
+	    {{"spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\","
+				 "\"securityContext\":{\"privileged\":true}}"}},
+	    {{"spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\","
+				 "\"volumeMounts\":[{\"name\":\"workspaces\",\"mountPath\":\"/w\",\"subPath\":\"alice/workspace\"}]}"}},
+	    {{"spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\","
+				 "\"volumeMounts\":[{\"name\":\"sidecar-data\",\"mountPath\":\"/d\"}]}"},
+	     {"spec/volumes", "+{\"name\":\"sidecar-data\",\"hostPath\":{\"path\":\"/\"}}"}},
+	    {{"spec/volumes", "+{\"name\":\"sidecar-data\",\"emptyDir\":{}}"}}, /* no sidecar to own it */
+	};
+	for (size_t i = 0; i < sizeof beyond / sizeof beyond[0]; i++) {
+		CU_ASSERT_EQUAL(certify_after(&f, NULL, beyond[i], why, sizeof why),
+				SBX_VERIFY_PAYLOAD_MISMATCH);
+	}
+	/* Digest pinning of an image given without a tag. */
+	CU_ASSERT_EQUAL(sbx_image_matches("busybox@" DIGEST64, "busybox", 1), 1);
+	CU_ASSERT_EQUAL(sbx_image_matches("busybox@" DIGEST64, "busybox", 0), 0);
+	CU_ASSERT_EQUAL(sbx_image_matches("localhost:5000/a@" DIGEST64, "localhost:5000/a:1", 1), 1);
+	CU_ASSERT_EQUAL(sbx_image_matches("localhost:5000/b@" DIGEST64, "localhost:5000/a:1", 1), 0);
+	CU_ASSERT_EQUAL(sbx_image_matches("localhost@" DIGEST64, "localhost:5000/a", 1), 0);
+	CU_ASSERT_EQUAL(sbx_image_matches("a@" DIGEST64, "a@sha256:2222", 1), 0);
+	fixture_release(&f);
+	fixture_release(&strict);
+}
+
+/* A pod built under an older configuration (other uid, node selector,
+ * tolerations, priority class, pull secrets, mount table, runtime default)
+ * is not foreign; other storage is. */
+static void test_verify_older_config(void)
+{
+	static const char old_yaml[] =
+	    "workspace:\n"
+	    "  mounts: [{subdir: workspace, mountPath: /work}, {subdir: cache, mountPath: /cache}]\n"
+	    "pod:\n"
+	    "  runAsUser: 2000\n"
+	    "  runAsGroup: 3000\n"
+	    "  fsGroup: 4000\n"
+	    "  nodeSelector: {pool: sandboxes}\n"
+	    "  tolerations: [{key: dedicated, operator: Equal, value: sandbox, effect: NoSchedule}]\n"
+	    "  priorityClassName: low\n"
+	    "  imagePullSecrets: [regcred]\n"
+	    "  annotations: {team.example/cost-center: \"42\"}\n"
+	    "  runtimeClasses: {allowed: [gvisor, kata], default: kata}\n";
+	static const char new_yaml[] =
+	    "pod: {nodeSelector: {pool: new}, runtimeClasses: {allowed: [gvisor, kata], default: gvisor}}\n";
+	static const char anon_named[] = "{\"image\":\"i:1\",\"idempotencyKey\":\"k\"}";
+	struct fixture old, now;
+	char why[256] = "";
+	fixture_init(&old, ALICE_SPEC, old_yaml);
+	fixture_init(&now, ALICE_SPEC, new_yaml);
+	struct sbx_certify c = {now.pod, now.spec, &now.cfg};
+	CU_ASSERT_EQUAL(sbx_pod_payload_verify(old.pod, &c, why, sizeof why), SBX_VERIFY_OK);
+	if (why[0])
+		fprintf(stderr, "\n  refused: %s\n", why);
+	fixture_release(&old);
+	fixture_release(&now);
+
+	/* Runtime class of a Sandbox that names none: the old default (still
+	 * allowed) is fine; no class while today has a default is not. */
+	fixture_init(&old, anon_named, old_yaml);
+	fixture_init(&now, anon_named, new_yaml);
+	CU_ASSERT_STRING_EQUAL(str_at(AT(old.pod, "spec", "runtimeClassName")), "kata");
+	c = (struct sbx_certify){now.pod, now.spec, &now.cfg};
+	CU_ASSERT_EQUAL(sbx_pod_payload_verify(old.pod, &c, why, sizeof why), SBX_VERIFY_OK);
+	cJSON *none = cJSON_Duplicate(old.pod, 1);
+	put(none, "spec/runtimeClassName", NULL);
+	CU_ASSERT_EQUAL(sbx_pod_payload_verify(none, &c, why, sizeof why), SBX_VERIFY_PAYLOAD_MISMATCH);
+	cJSON_Delete(none);
+	fixture_release(&old);
+	fixture_release(&now);
+
+	/* Other storage is not this owner's workspace. */
+	static const char *const storage[] = {
+	    "workspace: {pvcName: other-ws}\n",
+	    "workspace: {mode: hostPath, hostPathRoot: /srv/ws}\n",
+	};
+	for (size_t i = 0; i < 2; i++) {
+		fixture_init(&old, ALICE_SPEC, storage[i]);
+		fixture_init(&now, ALICE_SPEC, NULL);
+		c = (struct sbx_certify){now.pod, now.spec, &now.cfg};
+		CU_ASSERT_EQUAL(sbx_pod_payload_verify(old.pod, &c, why, sizeof why),
+				SBX_VERIFY_PAYLOAD_MISMATCH);
+		fixture_release(&old);
+		fixture_release(&now);
+	}
+}
+
+/* hostPath mode: never a mount outside <root>/<namespace>/<owner>/. */
+static void test_verify_hostpath_confined(void)
+{
+	static const char *const outside[] = {
+	    "/srv/ws/team-a/bob/workspace", "/srv/ws/team-b/alice/workspace",
+	    "/srv/ws/alice/workspace",	    "/srv/ws/team-a/alice",
+	    "/srv/ws/team-a/alice/..",	    "/srv/ws/team-a/alice/workspace/sub",
+	    "/srv/ws/team-a/alice/.",	    "/srv/ws",
+	    "/srv/ws/team-a/alice/",	    "/etc",
+	};
+	struct fixture f;
+	char why[256], val[128];
+	fixture_init(&f, ALICE_SPEC, "workspace: {mode: hostPath, hostPathRoot: /srv/ws}\n");
+	CU_ASSERT_EQUAL(certify_after(&f, NULL, NULL, why, sizeof why), SBX_VERIFY_OK);
+	for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
+		snprintf(val, sizeof val, "\"%s\"", outside[i]);
+		struct edit e[] = {{"spec/volumes/0/hostPath/path", val}, {NULL, NULL}};
+		CU_ASSERT_EQUAL(certify_after(&f, NULL, e, why, sizeof why), SBX_VERIFY_PAYLOAD_MISMATCH);
+	}
+	struct edit sub[] = {{C0 "volumeMounts/0/subPath", "\"x\""}, {NULL, NULL}};
+	CU_ASSERT_EQUAL(certify_after(&f, NULL, sub, why, sizeof why), SBX_VERIFY_PAYLOAD_MISMATCH);
+	struct edit type[] = {{"spec/volumes/0/hostPath/type", "\"Socket\""}, {NULL, NULL}};
+	CU_ASSERT_EQUAL(certify_after(&f, NULL, type, why, sizeof why), SBX_VERIFY_PAYLOAD_MISMATCH);
+	fixture_release(&f);
+
+	/* The builder itself: every owner, namespace and mount lands below
+	 * <root>/<namespace>/<owner>/ in one segment. */
+	static const char *const owners[] = {"a", "alice", "a.b", "a-b_c", "x1"};
+	for (size_t i = 0; i < sizeof owners / sizeof owners[0]; i++) {
+		char spec[128], prefix[128];
+		snprintf(spec, sizeof spec, "{\"image\":\"i\",\"workspaceOwner\":\"%s\"}", owners[i]);
+		fixture_init(&f, spec, "workspace: {mode: hostPath, hostPathRoot: /srv/ws}\n");
+		snprintf(prefix, sizeof prefix, "/srv/ws/team-a/%s/", owners[i]);
+		const cJSON *v;
+		cJSON_ArrayForEach(v, AT(f.pod, "spec", "volumes"))
+		{
+			const char *p = str_at(AT(v, "hostPath", "path"));
+			CU_ASSERT_EQUAL(strncmp(p, prefix, strlen(prefix)), 0);
+			CU_ASSERT_PTR_NULL(strchr(p + strlen(prefix), '/'));
+		}
+		fixture_release(&f);
+	}
+}
+
+/* Finding 8: what may change on a bound pod, on the full pod and on the
+ * cache's trimmed copy. */
+static void test_tamper_check(void)
+{
+	struct fixture f;
+	char why[256];
+	fixture_init(&f, ALICE_SPEC, MUTATIONS_YAML);
+	struct sbx_certify c = {f.pod, f.spec, &f.cfg};
+	CU_ASSERT_EQUAL(sbx_pod_tamper_check(f.pod, &c, why, sizeof why), SBX_VERIFY_OK);
+	static const struct edit ok[][2] = {
+	    {{C0 "image", "\"registry.local/agent:1.0@" DIGEST64 "\""}},
+	    {{"spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:9\"}"}},
+	};
+	static const struct edit bad[][2] = {
+	    {{C0 "image", "\"evil:latest\""}},
+	    {{"spec/containers", "+{\"name\":\"spy\",\"image\":\"evil\"}"}},
+	    {{"spec/initContainers", "+{\"name\":\"spy\",\"image\":\"evil\"}"}},
+	    {{"spec/ephemeralContainers", "+{\"name\":\"debug\",\"image\":\"busybox\"}"}},
+	    {{"spec/containers/0/name", "\"renamed\""}},
+	};
+	for (int trim = 0; trim < 2; trim++) {
+		for (size_t i = 0; i < 2 + sizeof bad / sizeof bad[0]; i++) {
+			cJSON *live = cJSON_Duplicate(f.pod, 1);
+			const struct edit *e = i < 2 ? ok[i] : bad[i - 2];
+			put(live, e->path, e->val);
+			if (trim) {
+				cJSON *t = sbx_trim_pod(live);
+				cJSON_Delete(live);
+				live = t;
+			}
+			CU_ASSERT_EQUAL(sbx_pod_tamper_check(live, &c, why, sizeof why),
+					i < 2 ? SBX_VERIFY_OK : SBX_VERIFY_PAYLOAD_MISMATCH);
+			cJSON_Delete(live);
+		}
+	}
+	/* The trimmed pod keeps what the identity check and the tamper check read. */
+	cJSON *t = sbx_trim_pod(f.pod);
+	struct sbx_verify_expect ex = expect_of(&f);
+	CU_ASSERT_EQUAL(sbx_pod_verify(t, &ex), SBX_VERIFY_OK);
+	CU_ASSERT_EQUAL(sbx_pod_tamper_check(t, &c, why, sizeof why), SBX_VERIFY_OK);
+	cJSON_Delete(t);
+	/* Too many containers to keep: the trimmed pod says so. */
+	cJSON *many = cJSON_Duplicate(f.pod, 1);
+	for (int i = 0; i < 5; i++)
+		put(many, "spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:1\"}");
+	t = sbx_trim_pod(many);
+	CU_ASSERT(cJSON_IsTrue(AT(t, "spec", "truncated")));
+	CU_ASSERT_EQUAL(sbx_pod_tamper_check(t, &c, why, sizeof why), SBX_VERIFY_PAYLOAD_MISMATCH);
+	cJSON_Delete(t);
+	cJSON_Delete(many);
+	fixture_release(&f);
+}
+
+/* Finding 10: verify with a list of keys, sign with the newest. */
+static void test_seal_rotation(void)
+{
+	static const char old_key[] = "old-key-old-key-old-key-old-key!"; /* KEYLEN bytes */
+	static const char new_key[] = "new-key-new-key-new-key-new-key!";
+	struct sbx_seal_keys before, after, only_new;
+	char err[256], s_old[65], s_new[65];
+	sbx_seal_keys_init(&before);
+	sbx_seal_keys_init(&after);
+	sbx_seal_keys_init(&only_new);
+	CU_ASSERT_EQUAL(sbx_seal_keys_parse(&before, old_key, strlen(old_key), "t", err, sizeof err), 1);
+	char text[256];
+	snprintf(text, sizeof text, "%s\r\n\n%s\n", new_key, old_key); /* newest first */
+	CU_ASSERT_EQUAL(sbx_seal_keys_parse(&after, text, strlen(text), "t", err, sizeof err), 2);
+	CU_ASSERT_EQUAL(sbx_seal_keys_parse(&only_new, new_key, strlen(new_key), "t", err, sizeof err), 1);
+	CU_ASSERT_EQUAL(after.len[0], strlen(new_key));
+	CU_ASSERT_EQUAL(sbx_seal_sign(&before, "ns", "p", "d", NULL, "f", "c", s_old), 0);
+	CU_ASSERT_EQUAL(sbx_seal_sign(&after, "ns", "p", "d", NULL, "f", "c", s_new), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(s_old, s_new);
+	/* the newest key signs */
+	char direct[65];
+	CU_ASSERT_EQUAL(sbx_seal_compute((const unsigned char *)new_key, strlen(new_key), "ns", "p", "d",
+					 NULL, "f", "c", direct),
+			0);
+	CU_ASSERT_STRING_EQUAL(s_new, direct);
+	/* a pod sealed before the rotation verifies with the new list (key 1) */
+	CU_ASSERT_EQUAL(sbx_seal_check(&after, "ns", "p", "d", NULL, "f", "c", s_old), 1);
+	CU_ASSERT_EQUAL(sbx_seal_check(&after, "ns", "p", "d", NULL, "f", "c", s_new), 0);
+	CU_ASSERT_EQUAL(sbx_seal_check(&only_new, "ns", "p", "d", NULL, "f", "c", s_old), -1);
+	CU_ASSERT_EQUAL(sbx_seal_check(&after, "ns", "p2", "d", NULL, "f", "c", s_old), -1);
+	CU_ASSERT_EQUAL(sbx_seal_check(NULL, "ns", "p", "d", NULL, "f", "c", s_old), -1);
+
+	/* ... and so does a whole pod, through sbx_pod_verify. */
+	struct fixture f;
+	fixture_init(&f, ALICE_SPEC, NULL);
+	cJSON *pod = cJSON_Duplicate(f.pod, 1);
+	reseal(pod, (const unsigned char *)old_key);
+	struct sbx_verify_expect e = expect_of(&f);
+	e.keys = &after;
+	CU_ASSERT_EQUAL(sbx_pod_verify(pod, &e), SBX_VERIFY_OK);
+	e.keys = &only_new;
+	CU_ASSERT_EQUAL(sbx_pod_verify(pod, &e), SBX_VERIFY_BAD_SEAL);
+	cJSON_Delete(pod);
+	fixture_release(&f);
+
+	/* Refusals leave the list unchanged. */
+	size_t n = after.n;
+	CU_ASSERT_EQUAL(sbx_seal_keys_parse(&after, "short\n", 6, "t", err, sizeof err), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "line 1"));
+	snprintf(text, sizeof text, "%s\nshort\n", new_key);
+	CU_ASSERT_EQUAL(sbx_seal_keys_parse(&after, text, strlen(text), "t", err, sizeof err), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "line 2"));
+	CU_ASSERT_EQUAL(sbx_seal_keys_parse(&after, "\n\n", 2, "t", err, sizeof err), -1);
+	CU_ASSERT_EQUAL(after.n, n);
+	struct sbx_seal_keys full;
+	sbx_seal_keys_init(&full);
+	for (int i = 0; i < SBX_SEAL_MAX_KEYS; i++)
+		CU_ASSERT_EQUAL(sbx_seal_keys_parse(&full, new_key, strlen(new_key), "t", err, sizeof err), 1);
+	CU_ASSERT_EQUAL(sbx_seal_keys_parse(&full, new_key, strlen(new_key), "t", err, sizeof err), -1);
+	/* Release wipes and empties. */
+	sbx_seal_keys_release(&full);
+	CU_ASSERT_EQUAL(full.n, 0);
+	CU_ASSERT_PTR_NULL(full.key[0]);
+	CU_ASSERT_EQUAL(sbx_seal_sign(&full, "ns", "p", "d", NULL, "f", "c", s_old), -1);
+	sbx_seal_keys_release(&before);
+	sbx_seal_keys_release(&after);
+	sbx_seal_keys_release(&only_new);
+}
+
+/* Item 7: the operator's settings reach the pod; a runtime class outside
+ * the allow-list is refused with a message, the default applies when the
+ * Sandbox names none. */
+static void test_pod_operator_settings(void)
+{
+	static const char yaml[] =
+	    "pod:\n"
+	    "  runAsUser: 2000\n"
+	    "  nodeSelector: {pool: sandboxes}\n"
+	    "  tolerations: [{key: dedicated, operator: Equal, value: sandbox, effect: NoSchedule}]\n"
+	    "  priorityClassName: sandbox-low\n"
+	    "  imagePullSecrets: [regcred]\n"
+	    "  labels: {team: platform}\n"
+	    "  annotations: {example.com/note: hi}\n"
+	    "  runtimeClasses: {allowed: [gvisor, kata], default: kata}\n";
+	struct fixture f;
+	fixture_init(&f, ANON_SPEC, yaml);
+	const cJSON *ps = AT(f.pod, "spec");
+	CU_ASSERT_EQUAL(cJSON_GetNumberValue(AT(ps, "securityContext", "runAsUser")), 2000);
+	CU_ASSERT_STRING_EQUAL(str_at(AT(ps, "nodeSelector", "pool")), "sandboxes");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(ps, "tolerations", "0", "key")), "dedicated");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(ps, "priorityClassName")), "sandbox-low");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(ps, "imagePullSecrets", "0", "name")), "regcred");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(f.pod, "metadata", "labels", "team")), "platform");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(f.pod, "metadata", "annotations", "example.com/note")), "hi");
+	CU_ASSERT_STRING_EQUAL(str_at(AT(ps, "runtimeClassName")), "kata");
+	/* the pod the controller builds certifies against itself */
+	char why[256];
+	CU_ASSERT_EQUAL(certify_after(&f, NULL, NULL, why, sizeof why), SBX_VERIFY_OK);
+	const char *rc = NULL;
+	char msg[256];
+	cJSON *spec = cJSON_Parse("{\"image\":\"i\",\"runtimeClassName\":\"runc\"}");
+	CU_ASSERT_EQUAL(sbx_pod_runtime_class(spec, &f.cfg, &rc, msg, sizeof msg), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "\"runc\" is not allowed"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "gvisor, kata"));
+	struct sbx_pod_params p = {"ns", POD, "sb", "uid", spec, &f.scope, CLAIMED, FP, &f.cfg};
+	CU_ASSERT_PTR_NULL(sbx_pod_build(&p));
+	cJSON_Delete(spec);
+	fixture_release(&f);
+	/* With the default config no class may be named. */
+	struct sbx_config d;
+	sbx_config_init(&d);
+	spec = cJSON_Parse("{\"image\":\"i\",\"runtimeClassName\":\"gvisor\"}");
+	CU_ASSERT_EQUAL(sbx_pod_runtime_class(spec, &d, &rc, msg, sizeof msg), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "none"));
+	cJSON_Delete(spec);
+	spec = cJSON_Parse("{\"image\":\"i\"}");
+	CU_ASSERT_EQUAL(sbx_pod_runtime_class(spec, &d, &rc, msg, sizeof msg), 0);
+	CU_ASSERT_PTR_NULL(rc);
+	cJSON_Delete(spec);
+	sbx_config_release(&d);
 }
 
 void register_sandbox_pod_tests(void)
@@ -801,12 +1406,20 @@ void register_sandbox_pod_tests(void)
 		  {"owner + hostPath", test_pod_hostpath},
 		  {"no owner: emptyDir only", test_pod_no_owner}, {"refusals", test_pod_refusals},
 		  {"hardened by default", test_pod_hardened},
-		  {"hostPath per namespace", test_pod_hostpath_namespaced});
+		  {"hostPath per namespace", test_pod_hostpath_namespaced},
+		  {"operator settings and runtime classes", test_pod_operator_settings});
 	SBX_SUITE("sandbox/verify", {"genuine pods", test_verify_genuine},
 		  {"each field tampered", test_verify_tampering},
 		  {"fingerprint modes and order", test_verify_fingerprint_modes},
 		  {"forged pods", test_verify_forged},
 		  {"owner presence", test_verify_owner_presence},
 		  {"verdict strings", test_verify_str}, {"payload replay", test_verify_payload},
-		  {"forged isolation fields", test_verify_forged_isolation});
+		  {"forged isolation fields", test_verify_forged_isolation},
+		  {"each isolation field", test_verify_each_isolation_field},
+		  {"apiserver defaults accepted", test_verify_apiserver_defaults},
+		  {"declared mutations", test_verify_declared_mutations},
+		  {"older configuration", test_verify_older_config},
+		  {"hostPath confined", test_verify_hostpath_confined},
+		  {"bound pod tampering", test_tamper_check});
+	SBX_SUITE("sandbox/seal-rotation", {"key list", test_seal_rotation});
 }

@@ -37,6 +37,58 @@ static void free_mounts(struct sbx_mount *m, size_t n)
 	free(m);
 }
 
+/* Frees n strings and the array. */
+static void free_strv(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* Returns a deep copy of n strings (an array of at least one slot). */
+static char **dup_strv(char *const *v, size_t n)
+{
+	char **out = xcalloc(n ? n : 1, sizeof *out);
+	for (size_t i = 0; i < n; i++)
+		out[i] = xstrdup(v[i]);
+	return out;
+}
+
+static void free_injected(struct sbx_injected *inj, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(inj[i].name);
+		free(inj[i].image);
+		free_strv(inj[i].volumes, inj[i].nvolumes);
+	}
+	free(inj);
+}
+
+/* Returns a deep copy of a cJSON tree, or NULL for NULL (aborts on OOM). */
+static cJSON *dup_json(const cJSON *j)
+{
+	if (!j)
+		return NULL;
+	cJSON *d = cJSON_Duplicate(j, 1);
+	if (!d) {
+		fprintf(stderr, "sandbox-controller: out of memory copying the config\n");
+		abort();
+	}
+	return d;
+}
+
+static void pod_settings_release(struct sbx_pod_settings *p)
+{
+	free_strv(p->runtime_allowed, p->nruntime_allowed);
+	free(p->runtime_default);
+	free(p->priority_class);
+	cJSON_Delete(p->node_selector);
+	cJSON_Delete(p->tolerations);
+	cJSON_Delete(p->pull_secrets);
+	cJSON_Delete(p->labels);
+	cJSON_Delete(p->annotations);
+}
+
 void sbx_config_init(struct sbx_config *c)
 {
 	size_t n = sizeof default_mounts / sizeof default_mounts[0];
@@ -50,6 +102,7 @@ void sbx_config_init(struct sbx_config *c)
 	}
 	c->nmounts = n;
 	c->key_lifetime_s = 86400;
+	c->pod.run_as_user = c->pod.run_as_group = c->pod.fs_group = SBX_DEFAULT_UID;
 }
 
 void sbx_config_release(struct sbx_config *c)
@@ -58,6 +111,9 @@ void sbx_config_release(struct sbx_config *c)
 	free(c->host_root);
 	free(c->seal_key_file);
 	free_mounts(c->mounts, c->nmounts);
+	pod_settings_release(&c->pod);
+	free_injected(c->mutations.injected, c->mutations.ninjected);
+	free_strv(c->mutations.labels, c->mutations.nlabels);
 	memset(c, 0, sizeof *c);
 }
 
@@ -72,6 +128,26 @@ static void config_copy(struct sbx_config *dst, const struct sbx_config *src)
 	for (size_t i = 0; i < src->nmounts; i++) {
 		dst->mounts[i].subdir = xstrdup(src->mounts[i].subdir);
 		dst->mounts[i].path = xstrdup(src->mounts[i].path);
+	}
+	const struct sbx_pod_settings *sp = &src->pod;
+	struct sbx_pod_settings *dp = &dst->pod;
+	dp->runtime_allowed = dup_strv(sp->runtime_allowed, sp->nruntime_allowed);
+	dp->runtime_default = xstrdup(sp->runtime_default);
+	dp->priority_class = xstrdup(sp->priority_class);
+	dp->node_selector = dup_json(sp->node_selector);
+	dp->tolerations = dup_json(sp->tolerations);
+	dp->pull_secrets = dup_json(sp->pull_secrets);
+	dp->labels = dup_json(sp->labels);
+	dp->annotations = dup_json(sp->annotations);
+	const struct sbx_mutations *sm = &src->mutations;
+	struct sbx_mutations *dm = &dst->mutations;
+	dm->labels = dup_strv(sm->labels, sm->nlabels);
+	dm->injected = xcalloc(sm->ninjected ? sm->ninjected : 1, sizeof *dm->injected);
+	for (size_t i = 0; i < sm->ninjected; i++) {
+		dm->injected[i] = sm->injected[i];
+		dm->injected[i].name = xstrdup(sm->injected[i].name);
+		dm->injected[i].image = xstrdup(sm->injected[i].image);
+		dm->injected[i].volumes = dup_strv(sm->injected[i].volumes, sm->injected[i].nvolumes);
 	}
 }
 
@@ -387,22 +463,415 @@ static int apply_seal(struct sbx_config *t, const cJSON *seal, char *err, size_t
 	return 0;
 }
 
+/* ---- pod settings and declared mutations ---- */
+
+/* Returns 1 iff s is 0..63 characters of [A-Za-z0-9._-] beginning and ending
+ * alphanumeric (a label value; empty allowed when empty_ok). */
+static int label_name(const char *s, int empty_ok)
+{
+	size_t n = strlen(s);
+	if (n == 0)
+		return empty_ok;
+	if (n > 63)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		if (!alnum && ((c != '-' && c != '_' && c != '.') || i == 0 || i == n - 1))
+			return 0;
+	}
+	return 1;
+}
+
+/* Returns 1 iff k is a Kubernetes qualified name: [dns-subdomain/]name. */
+static int qualified_name(const char *k)
+{
+	const char *slash = strchr(k, '/');
+	if (!slash)
+		return label_name(k, 0);
+	if (strchr(slash + 1, '/') || slash == k || (size_t)(slash - k) > 253)
+		return 0;
+	char prefix[254];
+	memcpy(prefix, k, (size_t)(slash - k));
+	prefix[slash - k] = '\0';
+	return dns_subdomain(prefix) && label_name(slash + 1, 0);
+}
+
+/* Returns 1 iff key is reserved to the controller: under sandbox.dev/ (or a
+ * subdomain of it), or, for labels, one of the fixed labels it sets. */
+static int reserved_key(const char *key, int is_label)
+{
+	const char *slash = strchr(key, '/');
+	if (slash) {
+		size_t pl = (size_t)(slash - key);
+		static const char dom[] = "sandbox.dev";
+		size_t dl = sizeof dom - 1;
+		if ((pl == dl && !strncmp(key, dom, dl)) ||
+		    (pl > dl && key[pl - dl - 1] == '.' && !strncmp(key + pl - dl, dom, dl)))
+			return 1;
+	}
+	return is_label && (!strcmp(key, "app.kubernetes.io/managed-by") ||
+			    !strcmp(key, "app.kubernetes.io/name"));
+}
+
+/* Validates a map of strings (labels, annotations or a node selector) and
+ * stores a copy in *out (replacing it). what names it in messages. */
+static int apply_string_map(cJSON **out, const cJSON *m, const char *what, int is_label,
+			    int check_reserved, char *err, size_t errlen)
+{
+	if (!cJSON_IsObject(m))
+		return cfail(err, errlen, "%s must be a mapping of strings", what);
+	if (cJSON_GetArraySize(m) > SBX_CONFIG_MAX_ITEMS)
+		return cfail(err, errlen, "%s has more than %d entries", what, SBX_CONFIG_MAX_ITEMS);
+	for (const cJSON *e = m->child; e; e = e->next) {
+		if (!qualified_name(e->string))
+			return cfail(err, errlen, "%s key \"%.64s\" is not a valid qualified name",
+				     what, e->string);
+		if (check_reserved && reserved_key(e->string, is_label))
+			return cfail(err, errlen,
+				     "%s key \"%.64s\" is reserved to the controller (sandbox.dev/ "
+				     "and the fixed labels cannot be set by configuration)",
+				     what, e->string);
+		if (!cJSON_IsString(e))
+			return cfail(err, errlen, "%s.%.64s must be a string", what, e->string);
+		if (is_label ? !label_name(e->valuestring, 1)
+			     : strlen(e->valuestring) > SBX_CONFIG_MAX_VALUE)
+			return cfail(err, errlen, "%s.%.64s has an invalid value", what, e->string);
+	}
+	cJSON_Delete(*out);
+	*out = cJSON_GetArraySize(m) ? dup_json(m) : NULL;
+	return 0;
+}
+
+/* Validates a list of strings, each accepted by ok(), and stores a copy in
+ * (*out, *n), replacing the old list. */
+static int apply_string_list(char ***out, size_t *n, const cJSON *l, const char *what,
+			     int (*ok)(const char *), char *err, size_t errlen)
+{
+	if (!cJSON_IsArray(l))
+		return cfail(err, errlen, "%s must be a list of strings", what);
+	int cnt = cJSON_GetArraySize(l);
+	if (cnt > SBX_CONFIG_MAX_ITEMS)
+		return cfail(err, errlen, "%s has more than %d entries", what, SBX_CONFIG_MAX_ITEMS);
+	for (const cJSON *e = l->child; e; e = e->next)
+		if (!cJSON_IsString(e) || !ok(e->valuestring))
+			return cfail(err, errlen, "%s has an invalid entry \"%.64s\"", what,
+				     cJSON_IsString(e) ? e->valuestring : "(not a string)");
+	char **v = xcalloc(cnt ? (size_t)cnt : 1, sizeof *v);
+	size_t i = 0;
+	for (const cJSON *e = l->child; e; e = e->next)
+		v[i++] = xstrdup(e->valuestring);
+	free_strv(*out, *n);
+	*out = v;
+	*n = i;
+	return 0;
+}
+
+/* Fetches an optional id (uid/gid) 1..2147483647: root is never configurable. */
+static int id_field(const cJSON *obj, const char *name, long *out, char *err, size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+	if (!v)
+		return 0;
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble) ||
+	    v->valuedouble < 1 || v->valuedouble > 2147483647.0)
+		return cfail(err, errlen, "pod.%s must be a whole number 1..2147483647 (never 0: root)",
+			     name);
+	*out = (long)v->valuedouble;
+	return 0;
+}
+
+static int dns_subdomain_ok(const char *s)
+{
+	return dns_subdomain(s);
+}
+
+static int qualified_name_ok(const char *s)
+{
+	return qualified_name(s);
+}
+
+/* Validates pod.tolerations (a list of core/v1 Tolerations). */
+static int apply_tolerations(struct sbx_pod_settings *p, const cJSON *l, char *err, size_t errlen)
+{
+	static const char *const keys[] = {"key", "operator", "value", "effect",
+					   "tolerationSeconds", NULL};
+	if (!cJSON_IsArray(l) || cJSON_GetArraySize(l) > SBX_CONFIG_MAX_ITEMS)
+		return cfail(err, errlen, "pod.tolerations must be a list of at most %d tolerations",
+			     SBX_CONFIG_MAX_ITEMS);
+	for (const cJSON *t = l->child; t; t = t->next) {
+		const char *key, *op, *val, *eff;
+		if (!cJSON_IsObject(t))
+			return cfail(err, errlen, "pod.tolerations[] must be a mapping");
+		if (only_keys(t, "pod.tolerations[]", keys, err, errlen) < 0 ||
+		    string_field(t, "pod.tolerations[]", "operator", &op, err, errlen) < 0 ||
+		    string_field(t, "pod.tolerations[]", "effect", &eff, err, errlen) < 0)
+			return -1;
+		const cJSON *k = cJSON_GetObjectItemCaseSensitive(t, "key");
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, "value");
+		const cJSON *secs = cJSON_GetObjectItemCaseSensitive(t, "tolerationSeconds");
+		key = cJSON_IsString(k) ? k->valuestring : NULL;
+		val = cJSON_IsString(v) ? v->valuestring : NULL;
+		if ((k && (!key || (key[0] && !qualified_name(key)))) || (v && !val) ||
+		    (val && !label_name(val, 1)))
+			return cfail(err, errlen, "pod.tolerations[]: key/value invalid");
+		if (op && strcmp(op, "Exists") && strcmp(op, "Equal"))
+			return cfail(err, errlen, "pod.tolerations[].operator must be Exists or Equal");
+		if (op && !strcmp(op, "Exists") && val && val[0])
+			return cfail(err, errlen, "pod.tolerations[]: operator Exists takes no value");
+		if (eff && strcmp(eff, "NoSchedule") && strcmp(eff, "PreferNoSchedule") &&
+		    strcmp(eff, "NoExecute"))
+			return cfail(err, errlen,
+				     "pod.tolerations[].effect must be NoSchedule, PreferNoSchedule "
+				     "or NoExecute");
+		if (secs && (!cJSON_IsNumber(secs) || secs->valuedouble != floor(secs->valuedouble)))
+			return cfail(err, errlen, "pod.tolerations[].tolerationSeconds must be whole");
+	}
+	cJSON_Delete(p->tolerations);
+	p->tolerations = cJSON_GetArraySize(l) ? dup_json(l) : NULL;
+	return 0;
+}
+
+/* Validates pod.imagePullSecrets (names) and stores them as [{name}]. */
+static int apply_pull_secrets(struct sbx_pod_settings *p, const cJSON *l, char *err, size_t errlen)
+{
+	char **names = NULL;
+	size_t n = 0;
+	if (apply_string_list(&names, &n, l, "pod.imagePullSecrets", dns_subdomain_ok, err,
+			      errlen) < 0)
+		return -1;
+	cJSON *arr = n ? cJSON_CreateArray() : NULL;
+	for (size_t i = 0; i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+		if (!arr || !o || !cJSON_AddStringToObject(o, "name", names[i]) ||
+		    !cJSON_AddItemToArray(arr, o)) {
+			fprintf(stderr, "sandbox-controller: out of memory reading the config\n");
+			abort();
+		}
+	}
+	free_strv(names, n);
+	cJSON_Delete(p->pull_secrets);
+	p->pull_secrets = arr;
+	return 0;
+}
+
+/* Applies pod.runtimeClasses. */
+static int apply_runtime(struct sbx_pod_settings *p, const cJSON *rc, char *err, size_t errlen)
+{
+	static const char *const keys[] = {"allowed", "default", NULL};
+	const char *def;
+	if (!cJSON_IsObject(rc))
+		return cfail(err, errlen, "pod.runtimeClasses must be a mapping {allowed, default}");
+	if (only_keys(rc, "pod.runtimeClasses", keys, err, errlen) < 0 ||
+	    string_field(rc, "pod.runtimeClasses", "default", &def, err, errlen) < 0)
+		return -1;
+	const cJSON *allowed = cJSON_GetObjectItemCaseSensitive(rc, "allowed");
+	if (allowed && apply_string_list(&p->runtime_allowed, &p->nruntime_allowed, allowed,
+					 "pod.runtimeClasses.allowed", dns_subdomain_ok, err,
+					 errlen) < 0)
+		return -1;
+	if (def) {
+		free(p->runtime_default);
+		p->runtime_default = xstrdup(def);
+	}
+	return 0;
+}
+
+/* Applies the pod section to t. */
+static int apply_pod(struct sbx_config *t, const cJSON *pod, char *err, size_t errlen)
+{
+	static const char *const keys[] = {"runAsUser",	  "runAsGroup",	 "fsGroup",
+					   "runtimeClasses", "nodeSelector", "tolerations",
+					   "priorityClassName", "imagePullSecrets", "labels",
+					   "annotations",	  NULL};
+	struct sbx_pod_settings *p = &t->pod;
+	const char *prio;
+	if (only_keys(pod, "pod", keys, err, errlen) < 0 ||
+	    id_field(pod, "runAsUser", &p->run_as_user, err, errlen) < 0 ||
+	    id_field(pod, "runAsGroup", &p->run_as_group, err, errlen) < 0 ||
+	    id_field(pod, "fsGroup", &p->fs_group, err, errlen) < 0 ||
+	    string_field(pod, "pod", "priorityClassName", &prio, err, errlen) < 0)
+		return -1;
+	if (prio) {
+		if (!dns_subdomain(prio))
+			return cfail(err, errlen, "pod.priorityClassName \"%.64s\" is not a valid name",
+				     prio);
+		free(p->priority_class);
+		p->priority_class = xstrdup(prio);
+	}
+	const cJSON *v;
+	if ((v = cJSON_GetObjectItemCaseSensitive(pod, "runtimeClasses")) &&
+	    apply_runtime(p, v, err, errlen) < 0)
+		return -1;
+	if ((v = cJSON_GetObjectItemCaseSensitive(pod, "nodeSelector")) &&
+	    apply_string_map(&p->node_selector, v, "pod.nodeSelector", 1, 0, err, errlen) < 0)
+		return -1;
+	if ((v = cJSON_GetObjectItemCaseSensitive(pod, "labels")) &&
+	    apply_string_map(&p->labels, v, "pod.labels", 1, 1, err, errlen) < 0)
+		return -1;
+	if ((v = cJSON_GetObjectItemCaseSensitive(pod, "annotations")) &&
+	    apply_string_map(&p->annotations, v, "pod.annotations", 0, 1, err, errlen) < 0)
+		return -1;
+	if ((v = cJSON_GetObjectItemCaseSensitive(pod, "tolerations")) &&
+	    apply_tolerations(p, v, err, errlen) < 0)
+		return -1;
+	if ((v = cJSON_GetObjectItemCaseSensitive(pod, "imagePullSecrets")) &&
+	    apply_pull_secrets(p, v, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+/* Returns 1 iff s is a usable image pattern: printable, no spaces, at most
+ * SBX_CONFIG_MAX_VALUE bytes, and '*' only as the last character. */
+static int image_pattern_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > SBX_CONFIG_MAX_VALUE || (n == 1 && s[0] == '*'))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= 0x20 || s[i] == 0x7F || (s[i] == '*' && i != n - 1))
+			return 0;
+	return 1;
+}
+
+/* A volume name an injection may declare: a DNS label that is not one of
+ * the workspace volumes the builder names ("workspaces", "ws-<n>"). */
+static int injected_volume_ok(const char *s)
+{
+	return label_name(s, 0) && strlen(s) <= 63 && strcmp(s, "workspaces") &&
+	       strncmp(s, "ws-", 3) != 0 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(s);
+}
+
+/* Applies adoption.allowedMutations.injectedContainers. */
+static int apply_injected(struct sbx_mutations *m, const cJSON *l, char *err, size_t errlen)
+{
+	static const char *const keys[] = {"name", "image", "init", "volumes", NULL};
+	const char *where = "adoption.allowedMutations.injectedContainers[]";
+	if (!cJSON_IsArray(l) || cJSON_GetArraySize(l) > SBX_CONFIG_MAX_ITEMS)
+		return cfail(err, errlen, "%s: a list of at most %d entries", where,
+			     SBX_CONFIG_MAX_ITEMS);
+	size_t n = (size_t)cJSON_GetArraySize(l), got = 0;
+	struct sbx_injected *inj = xcalloc(n ? n : 1, sizeof *inj);
+	int rc = -1;
+	for (const cJSON *e = l->child; e; e = e->next) {
+		const char *name, *image;
+		if (!cJSON_IsObject(e)) {
+			cfail(err, errlen, "%s must be a mapping {name, image, init, volumes}", where);
+			goto out;
+		}
+		if (only_keys(e, where, keys, err, errlen) < 0 ||
+		    string_field(e, where, "name", &name, err, errlen) < 0 ||
+		    string_field(e, where, "image", &image, err, errlen) < 0)
+			goto out;
+		if (!name || !image || !label_name(name, 0) || !strcmp(name, "sandbox") ||
+		    !image_pattern_ok(image)) {
+			cfail(err, errlen,
+			      "%s needs a container name (not \"sandbox\") and an image (exact, or a "
+			      "prefix ending in \"*\")",
+			      where);
+			goto out;
+		}
+		const cJSON *init = cJSON_GetObjectItemCaseSensitive(e, "init");
+		if (init && !cJSON_IsBool(init)) {
+			cfail(err, errlen, "%s.init must be true or false", where);
+			goto out;
+		}
+		struct sbx_injected *x = &inj[got++];
+		x->name = xstrdup(name);
+		x->image = xstrdup(image);
+		x->init = cJSON_IsTrue(init);
+		const cJSON *vols = cJSON_GetObjectItemCaseSensitive(e, "volumes");
+		if (vols && apply_string_list(&x->volumes, &x->nvolumes, vols,
+					      "injectedContainers[].volumes (not workspaces or ws-<n>)",
+					      injected_volume_ok, err, errlen) < 0)
+			goto out;
+	}
+	free_injected(m->injected, m->ninjected);
+	m->injected = inj;
+	m->ninjected = got;
+	inj = NULL;
+	rc = 0;
+out:
+	if (inj)
+		free_injected(inj, got);
+	return rc;
+}
+
+/* Applies the adoption section to t. */
+static int apply_adoption(struct sbx_config *t, const cJSON *ad, char *err, size_t errlen)
+{
+	static const char *const keys[] = {"allowedMutations", NULL};
+	static const char *const mkeys[] = {"imageDigestPinning", "injectedContainers", "labels",
+					    NULL};
+	const cJSON *am;
+	if (only_keys(ad, "adoption", keys, err, errlen) < 0 ||
+	    section(ad, "allowedMutations", &am, err, errlen) < 0)
+		return -1;
+	if (!am)
+		return 0;
+	if (only_keys(am, "adoption.allowedMutations", mkeys, err, errlen) < 0)
+		return -1;
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(am, "imageDigestPinning");
+	if (v) {
+		if (!cJSON_IsBool(v))
+			return cfail(err, errlen,
+				     "adoption.allowedMutations.imageDigestPinning must be true or false");
+		t->mutations.digest_pinning = cJSON_IsTrue(v);
+	}
+	if ((v = cJSON_GetObjectItemCaseSensitive(am, "injectedContainers")) &&
+	    apply_injected(&t->mutations, v, err, errlen) < 0)
+		return -1;
+	if ((v = cJSON_GetObjectItemCaseSensitive(am, "labels")) &&
+	    apply_string_list(&t->mutations.labels, &t->mutations.nlabels, v,
+			      "adoption.allowedMutations.labels", qualified_name_ok, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+int sbx_runtime_allowed(const struct sbx_config *c, const char *name)
+{
+	for (size_t i = 0; name && i < c->pod.nruntime_allowed; i++)
+		if (!strcmp(c->pod.runtime_allowed[i], name))
+			return 1;
+	return 0;
+}
+
+int sbx_image_pattern_match(const char *pattern, const char *image)
+{
+	if (!pattern || !image)
+		return 0;
+	size_t n = strlen(pattern);
+	if (n && pattern[n - 1] == '*')
+		return strncmp(pattern, image, n - 1) == 0;
+	return strcmp(pattern, image) == 0;
+}
+
 /* Applies the document root to t and checks the result as a whole. */
 static int apply(struct sbx_config *t, const cJSON *root, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"workspace", "idempotency", "seal", NULL};
-	const cJSON *ws, *idem, *seal;
+	static const char *const keys[] = {"workspace", "idempotency", "seal", "pod", "adoption",
+					   NULL};
+	const cJSON *ws, *idem, *seal, *pod, *ad;
 	if (!cJSON_IsObject(root))
 		return cfail(err, errlen, "the document must be a mapping");
 	if (only_keys(root, "the top level", keys, err, errlen) < 0 ||
 	    section(root, "workspace", &ws, err, errlen) < 0 ||
 	    section(root, "idempotency", &idem, err, errlen) < 0 ||
-	    section(root, "seal", &seal, err, errlen) < 0)
+	    section(root, "seal", &seal, err, errlen) < 0 ||
+	    section(root, "pod", &pod, err, errlen) < 0 ||
+	    section(root, "adoption", &ad, err, errlen) < 0)
 		return -1;
 	if ((ws && apply_workspace(t, ws, err, errlen) < 0) ||
 	    (idem && apply_idempotency(t, idem, err, errlen) < 0) ||
-	    (seal && apply_seal(t, seal, err, errlen) < 0))
+	    (seal && apply_seal(t, seal, err, errlen) < 0) ||
+	    (pod && apply_pod(t, pod, err, errlen) < 0) ||
+	    (ad && apply_adoption(t, ad, err, errlen) < 0))
 		return -1;
+	if (t->pod.runtime_default && !sbx_runtime_allowed(t, t->pod.runtime_default))
+		return cfail(err, errlen,
+			     "pod.runtimeClasses.default \"%.64s\" must be one of "
+			     "pod.runtimeClasses.allowed",
+			     t->pod.runtime_default);
 	if (t->ws_mode == SBX_WS_HOSTPATH && !t->host_root)
 		return cfail(err, errlen,
 			     "workspace.hostPathRoot is required when workspace.mode is hostPath");

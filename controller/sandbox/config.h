@@ -11,18 +11,49 @@
  *   idempotency:
  *     keyLifetime: 24h                  # "24h", "90m", "3600s", "1h30m" or seconds
  *   seal:
- *     keyFile: /etc/sandbox-controller/seal.key
+ *     keyFile: /etc/sandbox-controller/seal.key   # one key per line, newest first
+ *   pod:                                # the hardened pod (contract section 4)
+ *     runAsUser: 1000                   # 1..2147483647 (never root)
+ *     runAsGroup: 1000
+ *     fsGroup: 1000
+ *     runtimeClasses:
+ *       allowed: [gvisor, kata]         # classes a Sandbox may name; default none
+ *       default: gvisor                 # given to Sandboxes that name none; must be allowed
+ *     nodeSelector: {k: v}              # <= SBX_CONFIG_MAX_ITEMS entries each
+ *     tolerations: [{key, operator, value, effect, tolerationSeconds}]
+ *     priorityClassName: sandboxes
+ *     imagePullSecrets: [regcred]
+ *     labels: {k: v}                    # never under sandbox.dev/, never the fixed labels
+ *     annotations: {k: v}               # never under sandbox.dev/
+ *   adoption:
+ *     allowedMutations:                 # what the cluster's admission chain may change
+ *       imageDigestPinning: true        # image may become <image or repository>@sha256:<64 hex>
+ *       injectedContainers:             # sidecars admission may add
+ *         - {name: istio-proxy, image: "docker.io/istio/proxyv2:*", init: false,
+ *            volumes: [istio-envoy]}     # image: exact, or a prefix ending in "*"
+ *       labels: [security.istio.io/tlsMode]   # label keys admission may add
  *
- * Unknown keys are errors, so a typo never silently leaves a default. */
+ * Unknown keys are errors, so a typo never silently leaves a default. The
+ * map- and list-valued pod settings are kept as validated cJSON trees owned
+ * by the config (read-only after loading). */
 #ifndef SBX_SANDBOX_CONFIG_H
 #define SBX_SANDBOX_CONFIG_H
 
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
+
 /* Largest config file read. */
 #define SBX_CONFIG_MAX (1024 * 1024)
 /* Most mounts accepted. */
 #define SBX_CONFIG_MAX_MOUNTS 32
+/* Most entries in any pod settings map or list (node selector, tolerations,
+ * pull secrets, labels, annotations, runtime classes, injected containers). */
+#define SBX_CONFIG_MAX_ITEMS 32
+/* Longest label/annotation value, toleration value or image pattern. */
+#define SBX_CONFIG_MAX_VALUE 4096
+/* The default uid/gid/fsGroup of sandbox pods. */
+#define SBX_DEFAULT_UID 1000
 /* Longest key lifetime accepted (10 years), in seconds. */
 #define SBX_KEY_LIFETIME_MAX (10L * 366 * 86400)
 
@@ -33,6 +64,36 @@ struct sbx_mount {
 	char *path;   /* absolute mount path in the container */
 };
 
+/* A sidecar the operator's admission chain injects (adoption.allowedMutations). */
+struct sbx_injected {
+	char *name;	  /* exact container name */
+	char *image;	  /* exact image, or a prefix when it ends in '*' */
+	int init;	  /* 1: an initContainer, 0: a container */
+	char **volumes;	  /* names of the volumes the injection adds (not workspace ones) */
+	size_t nvolumes;
+};
+
+struct sbx_pod_settings {
+	long run_as_user, run_as_group, fs_group; /* default SBX_DEFAULT_UID, never 0 */
+	char **runtime_allowed;			  /* runtime classes a Sandbox may name */
+	size_t nruntime_allowed;
+	char *runtime_default; /* NULL = none; else one of runtime_allowed */
+	cJSON *node_selector;  /* object of strings, or NULL */
+	cJSON *tolerations;    /* array of toleration objects, or NULL */
+	char *priority_class;  /* NULL = none */
+	cJSON *pull_secrets;   /* array of {name}, or NULL */
+	cJSON *labels;	       /* object of strings, or NULL */
+	cJSON *annotations;    /* object of strings, or NULL */
+};
+
+struct sbx_mutations {
+	int digest_pinning;
+	struct sbx_injected *injected;
+	size_t ninjected;
+	char **labels; /* label keys admission may add */
+	size_t nlabels;
+};
+
 struct sbx_config {
 	enum sbx_ws_mode ws_mode; /* default SBX_WS_PVC */
 	char *pvc_name;		  /* default "sandbox-workspaces" */
@@ -41,6 +102,8 @@ struct sbx_config {
 	size_t nmounts;
 	long key_lifetime_s; /* default 86400 */
 	char *seal_key_file; /* default NULL */
+	struct sbx_pod_settings pod;
+	struct sbx_mutations mutations;
 };
 
 /* Fills a caller-owned config with the defaults; all strings are owned by c. */
@@ -64,5 +127,12 @@ int sbx_safe_segment(const char *s);
  * <digits><h|m|s> such as "24h", "90m", "1h30m". Returns 0 with *secs > 0, or
  * -1 when malformed, zero or above SBX_KEY_LIFETIME_MAX. */
 int sbx_parse_duration(const char *s, long *secs);
+
+/* Returns 1 iff name is in the configured runtime class allow-list. */
+int sbx_runtime_allowed(const struct sbx_config *c, const char *name);
+
+/* Returns 1 iff image matches pattern: equal, or pattern ends in '*' and
+ * image starts with the rest. */
+int sbx_image_pattern_match(const char *pattern, const char *image);
 
 #endif

@@ -145,7 +145,8 @@ static cJSON *resources(const cJSON *spec)
 }
 
 /* Adds the volumes to pod spec ps and the matching mounts to container c. */
-static void workspace(cJSON *ps, cJSON *c, const struct sbx_config *cfg, const char *owner)
+static void workspace(cJSON *ps, cJSON *c, const struct sbx_config *cfg, const char *ns,
+		      const char *owner)
 {
 	cJSON *mounts = add_arr(c, "volumeMounts");
 	cJSON *vols = add_arr(ps, "volumes");
@@ -171,8 +172,8 @@ static void workspace(cJSON *ps, cJSON *c, const struct sbx_config *cfg, const c
 			cJSON *v = new_obj();
 			add_str(v, "name", vname);
 			if (owner) {
-				char *path =
-				    xasprintf("%s/%s/%s", cfg->host_root, owner, m->subdir);
+				char *path = xasprintf("%s/%s/%s/%s", cfg->host_root, ns, owner,
+						       m->subdir);
 				cJSON *hp = add_obj(v, "hostPath");
 				add_str(hp, "path", path);
 				add_str(hp, "type", "DirectoryOrCreate");
@@ -186,6 +187,79 @@ static void workspace(cJSON *ps, cJSON *c, const struct sbx_config *cfg, const c
 		}
 		push(mounts, vm);
 	}
+}
+
+/* The pod-level securityContext of the restricted Pod Security profile. */
+static cJSON *pod_security(const struct sbx_pod_settings *ps)
+{
+	cJSON *sc = new_obj();
+	add_bool(sc, "runAsNonRoot", 1);
+	add(sc, "runAsUser", must(cJSON_CreateNumber((double)ps->run_as_user)));
+	add(sc, "runAsGroup", must(cJSON_CreateNumber((double)ps->run_as_group)));
+	add(sc, "fsGroup", must(cJSON_CreateNumber((double)ps->fs_group)));
+	add_str(add_obj(sc, "seccompProfile"), "type", "RuntimeDefault");
+	return sc;
+}
+
+/* The container's securityContext: no escalation, no capabilities. */
+static cJSON *container_security(void)
+{
+	cJSON *sc = new_obj();
+	add_bool(sc, "allowPrivilegeEscalation", 0);
+	add_bool(sc, "runAsNonRoot", 1);
+	push(add_arr(add_obj(sc, "capabilities"), "drop"), must(cJSON_CreateString("ALL")));
+	return sc;
+}
+
+/* Adds the operator's settings from the config (validated when loaded;
+ * reserved keys were refused there). */
+static void operator_settings(cJSON *pod, cJSON *ps, const struct sbx_pod_settings *s)
+{
+	cJSON *md = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
+	const cJSON *e;
+	cJSON_ArrayForEach(e, s->labels)
+	{
+		add_str(cJSON_GetObjectItemCaseSensitive(md, "labels"), e->string, e->valuestring);
+	}
+	cJSON_ArrayForEach(e, s->annotations)
+	{
+		add_str(cJSON_GetObjectItemCaseSensitive(md, "annotations"), e->string,
+			e->valuestring);
+	}
+	if (s->node_selector)
+		add(ps, "nodeSelector", must(cJSON_Duplicate(s->node_selector, 1)));
+	if (s->tolerations)
+		add(ps, "tolerations", must(cJSON_Duplicate(s->tolerations, 1)));
+	if (s->priority_class)
+		add_str(ps, "priorityClassName", s->priority_class);
+	if (s->pull_secrets)
+		add(ps, "imagePullSecrets", must(cJSON_Duplicate(s->pull_secrets, 1)));
+}
+
+int sbx_pod_runtime_class(const cJSON *spec, const struct sbx_config *cfg, const char **out,
+			  char *msg, size_t msglen)
+{
+	const cJSON *rc = cJSON_GetObjectItemCaseSensitive(spec, "runtimeClassName");
+	*out = NULL;
+	if (!rc) {
+		*out = cfg->pod.runtime_default;
+		return 0;
+	}
+	if (cJSON_IsString(rc) && rc->valuestring[0] && sbx_runtime_allowed(cfg, rc->valuestring)) {
+		*out = rc->valuestring;
+		return 0;
+	}
+	if (msglen) {
+		int n = snprintf(msg, msglen, "spec.runtimeClassName \"%.64s\" is not allowed; the "
+					      "controller's configuration allows: ",
+				 cJSON_IsString(rc) ? rc->valuestring : "?");
+		for (size_t i = 0; n >= 0 && (size_t)n < msglen && i < cfg->pod.nruntime_allowed; i++)
+			n += snprintf(msg + n, msglen - (size_t)n, "%s%s", i ? ", " : "",
+				      cfg->pod.runtime_allowed[i]);
+		if (!cfg->pod.nruntime_allowed && n >= 0 && (size_t)n < msglen)
+			snprintf(msg + n, msglen - (size_t)n, "none (pod.runtimeClasses.allowed)");
+	}
+	return -1;
 }
 
 /* Returns 1 iff the config can be turned into volumes for this owner. */
@@ -221,6 +295,9 @@ cJSON *sbx_pod_build(const struct sbx_pod_params *p)
 	}
 	if (!config_usable(p->cfg, owner))
 		return NULL;
+	const char *rc = NULL;
+	if (sbx_pod_runtime_class(p->spec, p->cfg, &rc, NULL, 0) < 0)
+		return NULL;
 
 	cJSON *pod = new_obj();
 	add_str(pod, "apiVersion", "v1");
@@ -230,9 +307,10 @@ cJSON *sbx_pod_build(const struct sbx_pod_params *p)
 	cJSON *ps = add_obj(pod, "spec");
 	add_str(ps, "restartPolicy", "Never");
 	add_bool(ps, "automountServiceAccountToken", 0);
-	const cJSON *rc = cJSON_GetObjectItemCaseSensitive(p->spec, "runtimeClassName");
-	if (cJSON_IsString(rc) && rc->valuestring && rc->valuestring[0])
-		add_str(ps, "runtimeClassName", rc->valuestring);
+	add_bool(ps, "enableServiceLinks", 0);
+	add(ps, "securityContext", pod_security(&p->cfg->pod));
+	if (rc)
+		add_str(ps, "runtimeClassName", rc);
 
 	cJSON *c = new_obj();
 	push(add_arr(ps, "containers"), c);
@@ -242,6 +320,8 @@ cJSON *sbx_pod_build(const struct sbx_pod_params *p)
 	copy_strings(c, p->spec, "args");
 	copy_env(c, p->spec);
 	add(c, "resources", resources(p->spec));
-	workspace(ps, c, p->cfg, owner);
+	add(c, "securityContext", container_security());
+	workspace(ps, c, p->cfg, p->ns, owner);
+	operator_settings(pod, ps, &p->cfg->pod);
 	return pod;
 }

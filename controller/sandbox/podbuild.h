@@ -36,15 +36,31 @@ struct sbx_pod_params {
 	const struct sbx_config *cfg;
 };
 
+/* Decides the pod's runtime class: spec.runtimeClassName when it is in the
+ * configured allow-list, or the configured default when the spec names none
+ * (so a tenant cannot opt out of gVisor or Kata). Sets *out (borrowed from
+ * spec or cfg; NULL = no class) and returns 0, or returns -1 with a message
+ * for the Sandbox (msg may be NULL when msglen is 0) when the spec names a
+ * class that is not allowed. */
+int sbx_pod_runtime_class(const cJSON *spec, const struct sbx_config *cfg, const char **out,
+			  char *msg, size_t msglen);
+
 /* Returns the Pod as a new cJSON object (caller frees with cJSON_Delete), or
- * NULL when a parameter is missing, the spec has no image, or the owner fails
+ * NULL when a parameter is missing, the spec has no image, names a runtime
+ * class that is not allowed (sbx_pod_runtime_class), or the owner fails
  * sbx_owner_valid() (it becomes a path, so it is checked again here). The
  * owner is spec.workspaceOwner when that is a string member:
  *   PVC mode:      one volume "workspaces" (claim cfg->pvc_name), each mount
  *                  with subPath "<owner>/<subdir>";
  *   hostPath mode: one hostPath volume "ws-<i>" per mount at
- *                  "<host_root>/<owner>/<subdir>", type DirectoryOrCreate;
- *   no owner:      one emptyDir volume "ws-<i>" per mount, nothing shared. */
+ *                  "<host_root>/<namespace>/<owner>/<subdir>", type
+ *                  DirectoryOrCreate (owners of two namespaces never share);
+ *   no owner:      one emptyDir volume "ws-<i>" per mount, nothing shared.
+ * Hardened (contract section 4): pod securityContext runAsNonRoot with the
+ * configured uid/gid/fsGroup and seccomp RuntimeDefault; the container drops
+ * ALL capabilities, allowPrivilegeEscalation false; no service account token,
+ * no service links; the operator's nodeSelector, tolerations,
+ * priorityClassName, imagePullSecrets, labels and annotations from cfg->pod. */
 cJSON *sbx_pod_build(const struct sbx_pod_params *p);
 
 #endif

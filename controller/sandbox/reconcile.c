@@ -142,6 +142,35 @@ cJSON *sbx_trim_sandbox(const cJSON *obj)
 	return t;
 }
 
+/* Name and image of each container in list k of pod spec ps, for the tamper
+ * check of bound pods (sbx_pod_tamper_check). At most TRIM_CONTAINERS per
+ * list and TRIM_IMAGE bytes per image: beyond that the trimmed spec says
+ * "truncated" and follow_bound reads the live pod instead. Worst case added
+ * per cached pod: 2 lists x 4 x (63 + 512 bytes + cJSON nodes), under 5 KiB;
+ * a sandbox pod adds about 150 bytes. */
+#define TRIM_CONTAINERS 4
+#define TRIM_IMAGE 512
+static void trim_containers(cJSON *ts, const cJSON *ps, const char *k)
+{
+	const cJSON *list = jobj(ps, k), *x;
+	if (!cJSON_IsArray(list))
+		return;
+	int n = 0;
+	cJSON *out = cJSON_AddArrayToObject(ts, k);
+	cJSON_ArrayForEach(x, list)
+	{
+		const char *name = jstr(x, "name"), *image = jstr(x, "image");
+		if (++n > TRIM_CONTAINERS || !name || strlen(name) > 63 || !image || strlen(image) > TRIM_IMAGE) {
+			cJSON_AddTrueToObject(ts, "truncated");
+			return;
+		}
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "name", name);
+		cJSON_AddStringToObject(o, "image", image);
+		cJSON_AddItemToArray(out, o);
+	}
+}
+
 cJSON *sbx_trim_pod(const cJSON *obj)
 {
 	static const char *const meta[] = { "name",	   "namespace",		"uid",
@@ -151,6 +180,12 @@ cJSON *sbx_trim_pod(const cJSON *obj)
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
 	copy_fields(m, jobj(obj, "metadata"), meta);
+	const cJSON *ps = jobj(obj, "spec");
+	cJSON *ts = cJSON_AddObjectToObject(t, "spec");
+	trim_containers(ts, ps, "containers");
+	trim_containers(ts, ps, "initContainers");
+	if (cJSON_GetArraySize(jobj(ps, "ephemeralContainers")) > 0)
+		cJSON_AddTrueToObject(ts, "truncated");
 	const cJSON *st = jobj(obj, "status");
 	cJSON *s = cJSON_AddObjectToObject(t, "status");
 	const char *phase = jstr(st, "phase");
@@ -378,33 +413,88 @@ static int report_bound(struct sbx_controller *c, const struct sbx_view *v, cons
 	return 0;
 }
 
+/* Fetches the live pod; *pod NULL when it does not exist. */
+static int get_pod(struct sbx_controller *c, const char *ns, const char *name, cJSON **pod)
+{
+	char path[512];
+	struct kube_error err;
+	path_pod(path, sizeof path, ns, name);
+	*pod = NULL;
+	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, pod, &err);
+	return e == KUBE_OK || e == KUBE_ERR_NOT_FOUND ? 0 : -1;
+}
+
+static cJSON *build_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name,
+			const char *claimed, const char *seal);
+
+/* 1 when the bound pod was changed out of band (contract section 5): its
+ * sealed identity no longer verifies, or an image or container changed
+ * (sbx_pod_tamper_check); the reason goes to why. A terminating pod is not
+ * tampered. */
+static int pod_tampered(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *why,
+			size_t whylen)
+{
+	struct sbx_verify_expect ex = {
+		.ns = v->ns, .owner = v->owner, .scope = &v->scope, .keys = c->seal_keys, .check_fingerprint = 1
+	};
+	enum sbx_verify vr = sbx_pod_verify(pod, &ex);
+	if (vr == SBX_VERIFY_TERMINATING)
+		return 0;
+	if (vr != SBX_VERIFY_OK) {
+		snprintf(why, whylen, "%s", sbx_verify_str(vr));
+		return 1;
+	}
+	cJSON *want = build_pod(c, v, meta_str(pod, "name"), annotation(pod, ANN_CLAIMED_AT),
+				annotation(pod, SBX_ANN_SEAL));
+	struct sbx_certify cert = { .expected = want, .spec = v->spec, .cfg = c->cfg };
+	int t = want && sbx_pod_tamper_check(pod, &cert, why, whylen) != SBX_VERIFY_OK;
+	cJSON_Delete(want);
+	return t;
+}
+
 /* A bound Sandbox only follows its pod; it is never re-bound or re-created. */
 static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 {
 	const char *pod_name = jstr(v->status, "podName");
 	const char *pod_uid = jstr(v->status, "podUID");
 	cJSON *pod = informer_get(c->pods, v->ns, pod_name);
-	if (!pod) {
-		/* The cache may lag behind our own create: ask the API before saying "missing". */
-		char path[512];
-		struct kube_error err;
-		path_pod(path, sizeof path, v->ns, pod_name);
-		enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &pod, &err);
-		if (e != KUBE_OK && e != KUBE_ERR_NOT_FOUND)
+	/* The cache may lag behind our own create: ask the API before saying
+	 * "missing"; a trimmed pod with too many containers to keep is read live. */
+	if (!pod || cJSON_IsTrue(jobj(jobj(pod, "spec"), "truncated"))) {
+		cJSON_Delete(pod);
+		if (get_pod(c, v->ns, pod_name, &pod) < 0)
 			return -1;
 	}
 	if (pod && (!meta_str(pod, "uid") || strcmp(meta_str(pod, "uid"), pod_uid))) {
 		cJSON_Delete(pod); /* same name, another pod: ours is gone */
 		pod = NULL;
 	}
+	char why[256] = "", tmsg[400];
+	int tampered = pod && pod_tampered(c, v, pod, why, sizeof why);
 	const char *binding = jstr(v->status, "binding");
 	int created = binding && !strcmp(binding, "Created");
 	char msg[256];
 	snprintf(msg, sizeof msg, "%s pod %s", created ? "created" : "adopted", pod_name);
 	struct sbx_status_in in = bound_status(v, pod, pod_name, pod_uid, created, jstr(v->status, "claimedAt"),
 					       jstr(v->status, "keyExpiresAt"), msg);
+	if (tampered) {
+		snprintf(tmsg, sizeof tmsg, "pod %s was changed out of band (%s); it is not re-created", pod_name,
+			 why);
+		in.ready = 0;
+		in.ready_reason = "PodTampered";
+		in.ready_message = tmsg;
+	}
 	int r = write_status(c, v, &in);
 	cJSON_Delete(pod);
+	if (r >= 0 && tampered) {
+		char key[64];
+		snprintf(key, sizeof key, "tampered/%s", v->uid);
+		if (strset_add(c->announced, key)) { /* once per Sandbox */
+			record(c, v, "Warning", "PodTampered", tmsg);
+			log_kv(LOG_WARN, "bound pod tampered", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
+			       "reason", why);
+		}
+	}
 	return r < 0 ? -1 : 0;
 }
 
@@ -455,13 +545,17 @@ static cJSON *build_pod(struct sbx_controller *c, const struct sbx_view *v, cons
 	return sbx_pod_build(&p);
 }
 
-/* 1 when the live pod carries the payload this controller builds for v (see
- * sbx_pod_payload_verify: a replayed seal on another payload is foreign). */
-static int payload_matches(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod)
+/* 1 when the live pod is certified for v (sbx_pod_payload_verify: the whole
+ * pod, not only its sealed identity; a replayed seal on another payload is
+ * foreign); else 0 with the reason in why. */
+static int payload_matches(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *why,
+			   size_t whylen)
 {
-	const char *claimed = annotation(pod, ANN_CLAIMED_AT), *seal = annotation(pod, "sandbox.dev/seal");
+	const char *claimed = annotation(pod, ANN_CLAIMED_AT), *seal = annotation(pod, SBX_ANN_SEAL);
 	cJSON *want = claimed && seal ? build_pod(c, v, meta_str(pod, "name"), claimed, seal) : NULL;
-	int ok = want && sbx_pod_payload_verify(pod, want) == SBX_VERIFY_OK;
+	struct sbx_certify cert = { .expected = want, .spec = v->spec, .cfg = c->cfg };
+	snprintf(why, whylen, "the controller cannot build a pod for this Sandbox");
+	int ok = want && sbx_pod_payload_verify(pod, &cert, why, whylen) == SBX_VERIFY_OK;
 	cJSON_Delete(want);
 	return ok;
 }
@@ -488,12 +582,12 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 		.ns = v->ns,
 		.owner = v->owner,
 		.scope = &v->scope,
-		.seal_key = c->seal_key,
-		.seal_keylen = c->seal_keylen,
+		.keys = c->seal_keys,
 		.check_fingerprint = 0,
 	};
 	enum sbx_verify vr = sbx_pod_verify(pod, &ex);
 	const char *pod_name = meta_str(pod, "name");
+	char why[256] = "";
 	if (vr == SBX_VERIFY_TERMINATING) {
 		*delay = REQUEUE_WAIT_MS;
 		char msg[256];
@@ -503,12 +597,13 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 	if (vr != SBX_VERIFY_OK) {
 	foreign:
 		atomic_fetch_add(&c->stats.foreign_pods, 1);
-		char msg[384];
+		char msg[640];
 		snprintf(msg, sizeof msg,
-			 "pod %s exists but was not created by sandbox-controller for this scope (%s); it is not adopted",
-			 pod_name ? pod_name : "?", sbx_verify_str(vr));
+			 "pod %s exists but was not created by sandbox-controller for this scope (%s%s%s); it is not "
+			 "adopted",
+			 pod_name ? pod_name : "?", sbx_verify_str(vr), why[0] ? ": " : "", why);
 		log_kv(LOG_WARN, "foreign pod rejected", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
-		       "reason", sbx_verify_str(vr));
+		       "reason", sbx_verify_str(vr), "detail", why);
 		*delay = REQUEUE_FOREIGN_MS;
 		return report_unbound(c, v, "Pending", "ForeignPodConflict", msg, "ForeignPodRejected") < 0
 			       ? EX_RETRY
@@ -517,7 +612,7 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 	int is_controller = 0;
 	int ours = owned_by(pod, v->uid, &is_controller);
 	const char *fp = annotation(pod, "sandbox.dev/spec-fingerprint");
-	if (fp && !strcmp(fp, v->scope.fingerprint) && !payload_matches(c, v, pod)) {
+	if (fp && !strcmp(fp, v->scope.fingerprint) && !payload_matches(c, v, pod, why, sizeof why)) {
 		vr = SBX_VERIFY_PAYLOAD_MISMATCH;
 		goto foreign;
 	}
@@ -562,8 +657,8 @@ static enum kube_err create_pod(struct sbx_controller *c, const struct sbx_view 
 {
 	char claimed[32], seal[65], path[512];
 	ktime_format_rfc3339(time(NULL), claimed);
-	if (sbx_seal_compute(c->seal_key, c->seal_keylen, v->ns, pod_name, v->scope.digest, v->owner,
-			     v->scope.fingerprint, claimed, seal) < 0) {
+	if (sbx_seal_sign(c->seal_keys, v->ns, pod_name, v->scope.digest, v->owner, v->scope.fingerprint,
+			  claimed, seal) < 0) {
 		kube_error_set(err, KUBE_ERR_OTHER, "%s", "cannot compute the pod seal");
 		return KUBE_ERR_OTHER;
 	}
@@ -595,7 +690,7 @@ static int claim(struct sbx_controller *c, const struct sbx_view *v)
 		/* The cache may prove a generation expired without any API call. */
 		cJSON *cached = informer_get(c->pods, v->ns, pod_name);
 		if (cached) {
-			struct sbx_verify_expect ex = { v->ns, v->owner, &v->scope, c->seal_key, c->seal_keylen, 0 };
+			struct sbx_verify_expect ex = { v->ns, v->owner, &v->scope, c->seal_keys, 0 };
 			int expired = sbx_pod_verify(cached, &ex) == SBX_VERIFY_OK && !owned_by(cached, v->uid, NULL) &&
 				      key_expired(c, v, cached) == 1;
 			cJSON_Delete(cached);
@@ -715,6 +810,11 @@ int sbx_reconcile(struct sbx_controller *c, const char *key)
 	}
 	if (terminal_rejection(&v))
 		goto out;
+	const char *rc_name;
+	if (sbx_pod_runtime_class(v.spec, c->cfg, &rc_name, msg, sizeof msg) < 0) {
+		r = report_unbound(c, &v, "Rejected", "InvalidSpec", msg, "InvalidSpec");
+		goto out;
+	}
 	if (!strset_add(c->inflight, v.scope.digest)) {
 		r = REQUEUE_BUSY_MS;
 		goto out;
@@ -757,8 +857,12 @@ static void on_sandbox_delete(void *ctx, const cJSON *obj)
 {
 	struct sbx_controller *c = ctx;
 	const char *uid = meta_str(obj, "uid");
-	if (uid)
+	if (uid) {
+		char key[64];
+		snprintf(key, sizeof key, "tampered/%s", uid);
 		strset_del(c->announced, uid);
+		strset_del(c->announced, key);
+	}
 }
 
 /* A pod changed: look again at every Sandbox that owns it. */
@@ -802,14 +906,13 @@ static void *worker_main(void *arg)
 }
 
 void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const struct sbx_config *cfg,
-			 const unsigned char *seal_key, size_t seal_keylen, int workers)
+			 const struct sbx_seal_keys *seal_keys, int workers)
 {
 	memset(c, 0, sizeof *c);
 	pthread_mutex_init(&c->informers_mu, NULL);
 	c->kc = kc;
 	c->cfg = cfg;
-	c->seal_key = seal_key;
-	c->seal_keylen = seal_keylen;
+	c->seal_keys = seal_keys;
 	c->workers = workers > 0 ? workers : 4;
 }
 

@@ -18,6 +18,7 @@
 #include "kube/informer.h"
 #include "kube/workqueue.h"
 #include "sandbox/config.h"
+#include "sandbox/seal.h"
 
 struct sbx_strset; /* a set of short strings (digests, uids) */
 
@@ -34,8 +35,7 @@ struct sbx_stats {
 struct sbx_controller {
 	struct kube_client *kc;          /* borrowed */
 	const struct sbx_config *cfg;    /* borrowed */
-	const unsigned char *seal_key;   /* borrowed */
-	size_t seal_keylen;
+	const struct sbx_seal_keys *seal_keys; /* borrowed; [0] signs, all verify */
 	int workers;
 
 	pthread_mutex_t informers_mu;    /* guards the two pointers below (read by /readyz) */
@@ -51,7 +51,7 @@ struct sbx_controller {
 
 /* Fills c; kc, cfg and the seal key must outlive the controller. */
 void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const struct sbx_config *cfg,
-			 const unsigned char *seal_key, size_t seal_keylen, int workers);
+			 const struct sbx_seal_keys *seal_keys, int workers);
 /* Starts the informers, waits for their first sync (up to timeout_ms) and
  * starts the workers. Returns 0, or -1 with a message in err. */
 int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen);
