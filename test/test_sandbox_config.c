@@ -348,11 +348,31 @@ static void test_config_pod_refusals(void)
 	check_error(y, "has more than 32 entries");
 }
 
+/* The shipped manifest documents every key with its default: it must load
+ * and equal the defaults. */
+static void test_config_shipped_manifest(void)
+{
+	struct sbx_config c;
+	char err[256];
+	sbx_config_init(&c);
+	int rc = sbx_config_load(&c, SBX_TEST_DATA "/../../manifests/manager/config.yaml", err, sizeof err);
+	if (rc)
+		fprintf(stderr, "\n  %s\n", err);
+	CU_ASSERT_EQUAL_FATAL(rc, 0);
+	CU_ASSERT_EQUAL(c.pod.run_as_user, 1000);
+	CU_ASSERT_EQUAL(c.pod.nruntime_allowed, 0);
+	CU_ASSERT_EQUAL(c.mutations.digest_pinning, 0);
+	CU_ASSERT_EQUAL(c.mutations.ninjected, 0);
+	CU_ASSERT_STRING_EQUAL(c.seal_key_file, "/var/run/sandbox-controller/seal/key");
+	sbx_config_release(&c);
+}
+
 void register_sandbox_config_tests(void)
 {
 	SBX_SUITE("sandbox/config", {"defaults", test_config_defaults},
 		  {"pod and adoption settings", test_config_pod_settings},
 		  {"pod and adoption refusals", test_config_pod_refusals},
+		  {"shipped manifest", test_config_shipped_manifest},
 		  {"full YAML", test_config_full}, {"unknown keys", test_config_unknown_keys},
 		  {"bad values", test_config_bad_values}, {"durations", test_config_durations},
 		  {"load from file", test_config_load_file});
