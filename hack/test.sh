@@ -30,6 +30,7 @@ record "unit tests (ASan/UBSan)" $?
 step "release build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build build -j2 || exit 1
 go build -C hack/faultproxy -o "$ROOT/build/faultproxy" . || exit 1
+go build -C hack/mutator -o "$ROOT/build/mutator" . || exit 1
 step "controller build with ThreadSanitizer"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSBX_TSAN=ON >/dev/null &&
   cmake --build build-tsan -j2 --target sandbox-controller || exit 1

@@ -1,0 +1,3 @@
+module sandbox.dev/hack/mutator
+
+go 1.25.0
