@@ -274,7 +274,7 @@ static int check_resources(struct cert *c, const cJSON *live, const cJSON *want)
 	cJSON_ArrayForEach(e, lr)
 	{
 		const cJSON *w = field(wr, e->string);
-		if (!w && !field(wr, e->string))
+		if (!w)
 			w = field(wl, e->string); /* defaulted from the limit */
 		if (!w || !same_quantity(e, w))
 			return refuse(c, "container.resources.requests.%.32s differs from the Sandbox's",
@@ -660,8 +660,9 @@ static int certify(struct cert *c)
 		return 0;
 	static const char *const host[] = {"hostNetwork", "hostPID", "hostIPC",
 					   "shareProcessNamespace", "hostUsers", NULL};
+	/* hostUsers: false (a user namespace) is more isolation, so only true is refused. */
 	for (const char *const *h = host; *h; h++)
-		if (strcmp(*h, "hostUsers") ? !off(field(ls, *h)) : !(off(field(ls, *h))))
+		if (!off(field(ls, *h)))
 			return refuse(c, "pod.spec.%s is set", *h);
 	if (!cJSON_IsFalse(field(ls, "automountServiceAccountToken")) ||
 	    !cJSON_IsFalse(field(ls, "enableServiceLinks")))
