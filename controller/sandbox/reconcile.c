@@ -471,6 +471,8 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 	}
 	char why[256] = "", tmsg[400];
 	int tampered = pod && pod_tampered(c, v, pod, why, sizeof why);
+	const char *old_ready = jstr(sbx_status_condition(v->status, "Ready"), "reason");
+	int reported = old_ready && !strcmp(old_ready, "PodTampered"); /* by this or an earlier process */
 	const char *binding = jstr(v->status, "binding");
 	int created = binding && !strcmp(binding, "Created");
 	char msg[256];
@@ -486,10 +488,11 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 	}
 	int r = write_status(c, v, &in);
 	cJSON_Delete(pod);
-	if (r >= 0 && tampered) {
+	if (r >= 0 && tampered && !reported) {
 		char key[64];
 		snprintf(key, sizeof key, "tampered/%s", v->uid);
-		if (strset_add(c->announced, key)) { /* once per Sandbox */
+		/* Once per Sandbox: the set covers a cache that has not seen our write yet. */
+		if (strset_add(c->announced, key)) {
 			record(c, v, "Warning", "PodTampered", tmsg);
 			log_kv(LOG_WARN, "bound pod tampered", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
 			       "reason", why);
