@@ -24,6 +24,7 @@
 #include <openssl/x509.h>
 
 #include "obs/httpserver.h"
+#include "obs/metrics.h"
 #include "test_suites.h"
 
 static atomic_int handler_calls;
@@ -189,7 +190,13 @@ static void test_routes(void)
 	CU_ASSERT_PTR_NOT_NULL(strcasestr(out, "Content-Type: application/json"));
 	CU_ASSERT_EQUAL(request(port, "PUT /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", out, sizeof out),
 			501);
+	/* The counts are in the metrics registry too, labelled with the name. */
+	const char *ok[] = { "test", "200" }, *nf[] = { "test", "404" }, *l[] = { "test" };
+	CU_ASSERT(obs_metric_value(obs_counter("http_server_requests_total", "", "listener,code"), ok) >= 1);
+	CU_ASSERT(obs_metric_value(obs_counter("http_server_requests_total", "", "listener,code"), nf) >= 2);
+	CU_ASSERT(obs_metric_value(obs_counter("http_server_connections_accepted_total", "", "listener"), l) >= 5);
 	obs_http_free(s);
+	CU_ASSERT_EQUAL(obs_metric_value(obs_gauge("http_server_open_connections", "", "listener"), l), 0);
 }
 
 static void test_size_caps(void)

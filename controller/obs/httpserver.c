@@ -50,6 +50,7 @@
 
 #include "base/xmalloc.h"
 #include "obs/log.h"
+#include "obs/metrics.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000
@@ -116,7 +117,39 @@ struct obs_http_server {
 	atomic_ulong warn_dropped;
 
 	atomic_ulong accepted, deferred, shed, timeouts, accept_errors, tls_reloads, tls_reload_errors, open;
+
+	/* the same counts in the metrics registry, labelled with the name */
+	const char *label[1];
+	struct obs_metric *m_accepted, *m_deferred, *m_shed, *m_timeouts, *m_accept_errors, *m_tls_reloads,
+		*m_open, *m_requests;
 };
+
+/* Counts in both the plain counter (obs_http_stats) and the registry. */
+static void count(struct obs_http_server *s, atomic_ulong *c, struct obs_metric *m)
+{
+	atomic_fetch_add(c, 1);
+	obs_metric_add(m, s->label, 1);
+}
+
+static void register_metrics(struct obs_http_server *s)
+{
+	s->label[0] = s->name;
+	s->m_accepted = obs_counter("http_server_connections_accepted_total", "Connections accepted by a listener.",
+				    "listener");
+	s->m_deferred = obs_counter("http_server_connection_cap_pauses_total",
+				    "Times a listener stopped accepting at its connection cap.", "listener");
+	s->m_shed = obs_counter("http_server_connections_shed_total",
+				"Waiting connections closed to make room for a queued client at the cap.", "listener");
+	s->m_timeouts = obs_counter("http_server_deadline_closes_total",
+				    "Connections closed by the whole-request or idle keep-alive deadline.", "listener");
+	s->m_accept_errors = obs_counter("http_server_accept_errors_total",
+					 "accept() failures (EMFILE, ENFILE, ...) that paused a listener.", "listener");
+	s->m_tls_reloads = obs_counter("http_server_tls_reloads_total",
+				       "Changed certificate pairs loaded (ok) or refused (error).", "listener,result");
+	s->m_open = obs_gauge("http_server_open_connections", "Connections open on a listener.", "listener");
+	s->m_requests = obs_counter("http_server_requests_total", "Requests answered by a handler, by status code.",
+				    "listener,code");
+}
 
 static __thread struct http_thread *current_thread; /* the loop running on this thread */
 
@@ -231,14 +264,18 @@ static void tls_maybe_reload(struct obs_http_server *s)
 	char err[512];
 	SSL_CTX *ctx = tls_ctx_new(s->cert_file, s->key_file, err, sizeof err);
 	if (!ctx) {
+		const char *lv[] = { s->name, "error" };
 		atomic_fetch_add(&s->tls_reload_errors, 1);
+		obs_metric_add(s->m_tls_reloads, lv, 1);
 		log_kv(LOG_ERROR, "changed TLS certificate not loaded; serving the previous one", "server", s->name,
 		       "error", err);
 		return;
 	}
 	SSL_CTX_free(s->ssl_ctx); /* sessions already open keep their reference */
 	s->ssl_ctx = ctx;
+	const char *lv[] = { s->name, "ok" };
 	atomic_fetch_add(&s->tls_reloads, 1);
+	obs_metric_add(s->m_tls_reloads, lv, 1);
 	log_kv(LOG_INFO, "TLS certificate reloaded", "server", s->name, "cert", s->cert_file);
 }
 
@@ -276,7 +313,7 @@ static void pause_accepting(struct http_thread *t)
 	if (t->paused)
 		return;
 	t->paused = 1;
-	atomic_fetch_add(&t->s->deferred, 1);
+	count(t->s, &t->s->deferred, t->s->m_deferred);
 	evconnlistener_disable(t->lev);
 	/* While paused, the listening socket turning readable means someone is
 	 * queued behind the cap: see on_queued. */
@@ -312,6 +349,7 @@ static void on_close(struct evhttp_connection *evcon, void *arg)
 	free(c);
 	t->nconns--;
 	atomic_fetch_sub(&t->s->open, 1);
+	obs_metric_add(t->s->m_open, t->s->label, -1);
 	if (t->nconns < t->cap)
 		resume_accepting(t);
 }
@@ -344,7 +382,7 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 	struct conn *c = arg;
 	if (!c->evcon)
 		return;
-	atomic_fetch_add(&c->t->s->timeouts, 1);
+	count(c->t->s, &c->t->s->timeouts, c->t->s->m_timeouts);
 	evhttp_connection_free(c->evcon); /* calls on_close */
 }
 
@@ -380,7 +418,7 @@ static void on_queued(evutil_socket_t fd, short what, void *arg)
 		event_del(t->watch); /* all busy: wait for a close (on_close resumes) */
 		return;
 	}
-	atomic_fetch_add(&t->s->shed, 1);
+	count(t->s, &t->s->shed, t->s->m_shed);
 	evhttp_connection_free(c->evcon);
 }
 
@@ -415,8 +453,9 @@ static struct bufferevent *on_accept(struct event_base *base, void *arg)
 	event_active(t->adopt, EV_TIMEOUT, 1);
 	t->backoff_ms = 0;
 	t->nconns++;
-	atomic_fetch_add(&s->accepted, 1);
+	count(s, &s->accepted, s->m_accepted);
 	atomic_fetch_add(&s->open, 1);
+	obs_metric_add(s->m_open, s->label, 1);
 	if (t->nconns >= t->cap)
 		pause_accepting(t); /* the listener checks after each accept */
 	return bev;
@@ -431,7 +470,7 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 	struct http_thread *t = current_thread;
 	if (!t)
 		return;
-	atomic_fetch_add(&t->s->accept_errors, 1);
+	count(t->s, &t->s->accept_errors, t->s->m_accept_errors);
 	t->backoff_ms = t->backoff_ms ? t->backoff_ms * 2 : BACKOFF_MIN_MS;
 	if (t->backoff_ms > BACKOFF_MAX_MS)
 		t->backoff_ms = BACKOFF_MAX_MS;
@@ -524,6 +563,10 @@ static void on_request(struct evhttp_request *req, void *arg)
 	evhttp_add_header(oh, "X-Content-Type-Options", "nosniff");
 	if (resp.body.len)
 		evbuffer_add(evhttp_request_get_output_buffer(req), resp.body.data, resp.body.len);
+	char code[8];
+	snprintf(code, sizeof code, "%d", resp.status);
+	const char *lv[] = { s->name, code };
+	obs_metric_add(s->m_requests, lv, 1);
 	evhttp_send_reply(req, resp.status, NULL, NULL);
 	buf_release(&resp.body);
 	free(body);
@@ -659,6 +702,7 @@ struct obs_http_server *obs_http_start(const struct obs_http_opts *o, char *err,
 	}
 	struct obs_http_server *s = xcalloc(1, sizeof *s);
 	s->name = xstrdup(o->name ? o->name : "http");
+	register_metrics(s);
 	s->nthreads = o->threads > 0 ? o->threads : 2;
 	int maxc = o->max_connections > 0 ? o->max_connections : 64;
 	if (maxc < s->nthreads)
