@@ -16,10 +16,10 @@ TSAN_BIN=${SBX_TSAN_BIN:-$E2E_ROOT/build-tsan/sandbox-controller}
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# start_limited NAME BIN: the controller BIN under `ulimit -n 256` on fresh
-# ports (MPORT, PPORT); pid in CTL_PID.
+# start_limited NAME BIN [FLAGS...]: the controller BIN under `ulimit -n 256`
+# on fresh ports (MPORT, PPORT); pid in CTL_PID.
 start_limited() {
-  local name=$1 bin=$2
+  local name=$1 bin=$2; shift 2
   MPORT=$(free_port); PPORT=$(free_port)
   cat >"$E2E_DIR/limited-$name.sh" <<SH
 #!/usr/bin/env bash
@@ -28,7 +28,7 @@ exec "$bin" "\$@"
 SH
   chmod +x "$E2E_DIR/limited-$name.sh"
   CONTROLLER_BIN="$E2E_DIR/limited-$name.sh" controller_start "$name" \
-    --metrics-bind-address "127.0.0.1:$MPORT" --health-probe-bind-address "127.0.0.1:$PPORT"
+    --metrics-bind-address "127.0.0.1:$MPORT" --health-probe-bind-address "127.0.0.1:$PPORT" "$@"
 }
 
 code() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$1"; }
@@ -142,6 +142,39 @@ test_sigterm_with_keepalive_clients() {
     sigterm_with_keepalive "$b"; ran=1
   done
   [ $ran = 1 ] || sigterm_with_keepalive "$CONTROLLER_BIN"
+}
+
+# mcert CN: a self-signed pair for 127.0.0.1 in $E2E_DIR/mcert (written aside
+# and moved in, as a Secret volume update does).
+mcert() {
+  mkdir -p "$E2E_DIR/mcert" "$E2E_DIR/mcert.new"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj "/CN=$1" \
+    -addext "subjectAltName=IP:127.0.0.1" -keyout "$E2E_DIR/mcert.new/tls.key" -out "$E2E_DIR/mcert.new/tls.crt" 2>/dev/null
+  mv "$E2E_DIR/mcert.new/tls.key" "$E2E_DIR/mcert/tls.key"
+  mv "$E2E_DIR/mcert.new/tls.crt" "$E2E_DIR/mcert/tls.crt"
+}
+served_cn() { # served_cn PORT: the CN of the certificate the listener presents
+  openssl s_client -connect "127.0.0.1:$1" </dev/null 2>/dev/null | openssl x509 -noout -subject 2>/dev/null |
+    sed 's/.*CN *= *//'
+}
+
+# --metrics-cert-path: /metrics over HTTPS only, and a rotated pair is served
+# without a restart (issue 9 item 6, the TLS part).
+test_metrics_over_https() {
+  mcert first
+  local main_m=$MPORT main_p=$PPORT
+  start_limited tls "$CONTROLLER_BIN" --metrics-cert-path "$E2E_DIR/mcert"
+  local pid=$CTL_PID mport=$MPORT
+  MPORT=$main_m; PPORT=$main_p
+  wait_for 30 eval '[ "$(curl -s -o /dev/null -w "%{http_code}" --cacert "$E2E_DIR/mcert/tls.crt" "https://127.0.0.1:$mport/metrics")" = 200 ]' ||
+    fail "/metrics over HTTPS"
+  expect_eq "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$mport/metrics")" 000 "plain HTTP on the HTTPS listener"
+  expect_eq "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --tls-max 1.1 -k "https://127.0.0.1:$mport/metrics")" 000 "TLS 1.1"
+  expect_eq "$(served_cn "$mport")" first "certificate served"
+  mcert second
+  wait_for 10 eval '[ "$(served_cn "$mport")" = second ]' || fail "rotated certificate not served without a restart"
+  expect_eq "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$E2E_DIR/mcert/tls.crt" "https://127.0.0.1:$mport/metrics")" 200 "/metrics with the rotated certificate"
+  controller_stop "$pid"
 }
 
 setup
