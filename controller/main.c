@@ -44,6 +44,7 @@ struct options {
 	const char *le_id;
 	/* webhook serving certificates */
 	const char *cert_mode; /* "external" or "self-managed" */
+	const char *metrics_cert_path, *metrics_cert_name, *metrics_cert_key; /* HTTPS /metrics */
 	const char *cert_dir;
 	long cert_validity_s, ca_lifetime_s;
 	const char *cert_dns_names, *cert_ips, *service_name, *config_name;
@@ -63,6 +64,9 @@ static void usage(FILE *f)
 		"  --workers N                        concurrent reconciles (default 4)\n"
 		"  --kube-api-qps Q --kube-api-burst B client-side rate limit (default 50 / 100)\n"
 		"  --metrics-bind-address ADDR        /metrics listener (default :8080; 0 disables)\n"
+		"  --metrics-cert-path DIR            serve /metrics over HTTPS (TLS 1.2+) with DIR/tls.crt and DIR/tls.key,\n"
+		"                                     re-read when they change (default: plain HTTP)\n"
+		"  --metrics-cert-name, --metrics-cert-key FILE  file names in DIR (default tls.crt, tls.key)\n"
 		"  --health-probe-bind-address ADDR   /healthz and /readyz listener (default :8081; 0 disables)\n"
 		"  --log-level debug|info|warn|error  (default info)\n"
 		"  --leader-elect                     only the Lease holder reconciles (default off; correctness\n"
@@ -89,7 +93,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 {
 	enum { O_KUBECONFIG = 256, O_CONTEXT, O_CONFIG, O_METRICS, O_PROBE, O_SEAL, O_LOG, O_LIFETIME, O_WORKERS,
 	       O_QPS, O_BURST, O_HELP, O_LE, O_LE_NS, O_LE_ID, O_CERT_MODE, O_CERT_DIR, O_CERT_VALIDITY,
-	       O_CA_LIFETIME, O_CERT_DNS, O_CERT_IPS, O_SVC_NAME, O_CONFIG_NAME };
+	       O_CA_LIFETIME, O_CERT_DNS, O_CERT_IPS, O_SVC_NAME, O_CONFIG_NAME, O_MCERT_PATH, O_MCERT_NAME,
+	       O_MCERT_KEY };
 	static const struct option longopts[] = {
 		{ "kubeconfig", required_argument, NULL, O_KUBECONFIG },
 		{ "context", required_argument, NULL, O_CONTEXT },
@@ -107,6 +112,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "leader-election-namespace", required_argument, NULL, O_LE_NS },
 		{ "leader-election-id", required_argument, NULL, O_LE_ID },
 		{ "webhook-cert-mode", required_argument, NULL, O_CERT_MODE },
+		{ "metrics-cert-path", required_argument, NULL, O_MCERT_PATH },
+		{ "metrics-cert-name", required_argument, NULL, O_MCERT_NAME },
+		{ "metrics-cert-key", required_argument, NULL, O_MCERT_KEY },
 		{ "webhook-cert-dir", required_argument, NULL, O_CERT_DIR },
 		{ "webhook-cert-validity", required_argument, NULL, O_CERT_VALIDITY },
 		{ "webhook-ca-lifetime", required_argument, NULL, O_CA_LIFETIME },
@@ -118,7 +126,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	};
 	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 4,
 			       .key_lifetime_s = -1, .qps = 50, .burst = 100,
-			       .le_id = "sandbox-controller-leader", .cert_mode = "external",
+			       .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key",
 			       .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400,
 			       .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller" };
 	int ch;
@@ -179,6 +187,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			o->cert_mode = optarg;
 			break;
 		case O_CERT_DIR: o->cert_dir = optarg; break;
+		case O_MCERT_PATH: o->metrics_cert_path = optarg; break;
+		case O_MCERT_NAME: o->metrics_cert_name = optarg; break;
+		case O_MCERT_KEY: o->metrics_cert_key = optarg; break;
 		case O_CERT_VALIDITY:
 		case O_CA_LIFETIME:
 			if (sbx_parse_duration(optarg, ch == O_CERT_VALIDITY ? &o->cert_validity_s : &o->ca_lifetime_s) < 0) {
@@ -262,21 +273,28 @@ static int listener_cap(void)
 
 /* Starts one listener; addr "0" disables it (*out stays NULL). */
 static int start_listener(struct obs_http_server **out, const char *name, const char *addr,
-			  const struct obs_http_route *routes, size_t nroutes)
+			  const struct obs_http_route *routes, size_t nroutes, const char *cert_dir,
+			  const char *cert_name, const char *key_name)
 {
 	if (!strcmp(addr, "0"))
 		return 0;
 	char err[512];
-	struct obs_http_opts ho = { .addr = addr, .threads = 2, .max_connections = listener_cap(),
-				    .request_timeout_s = 10, .idle_timeout_s = 60, .max_body = 4096,
-				    .max_headers = 16384, .routes = routes, .nroutes = nroutes, .name = name };
-	if (!(*out = obs_http_start(&ho, err, sizeof err))) {
+	char *cert = cert_dir ? xasprintf("%s/%s", cert_dir, cert_name) : NULL;
+	char *key = cert_dir ? xasprintf("%s/%s", cert_dir, key_name) : NULL;
+	struct obs_http_opts ho = { .addr = addr, .tls_cert_file = cert, .tls_key_file = key, .threads = 2,
+				    .max_connections = listener_cap(), .request_timeout_s = 10, .idle_timeout_s = 60,
+				    .max_body = 4096, .max_headers = 16384, .routes = routes, .nroutes = nroutes,
+				    .name = name };
+	*out = obs_http_start(&ho, err, sizeof err);
+	free(cert);
+	free(key);
+	if (!*out) {
 		log_kv(LOG_ERROR, "cannot start a listener", "listener", name, "error", err);
 		return -1;
 	}
 	char port[16];
 	snprintf(port, sizeof port, "%d", obs_http_port(*out));
-	log_kv(LOG_INFO, "listening", "listener", name, "port", port);
+	log_kv(LOG_INFO, "listening", "listener", name, "port", port, "scheme", cert_dir ? "https" : "http");
 	return 0;
 }
 
@@ -415,8 +433,9 @@ int main(int argc, char **argv)
 	const struct obs_http_route mroutes[] = { { "/metrics", serve_metrics, &ctl } };
 	const struct obs_http_route proutes[] = { { "/healthz", serve_healthz, NULL }, { "/readyz", serve_readyz, &ctl } };
 	struct obs_http_server *msrv = NULL, *psrv = NULL;
-	if (start_listener(&msrv, "metrics", o.metrics_addr, mroutes, 1) < 0 ||
-	    start_listener(&psrv, "probe", o.probe_addr, proutes, 2) < 0) {
+	if (start_listener(&msrv, "metrics", o.metrics_addr, mroutes, 1, o.metrics_cert_path, o.metrics_cert_name,
+			   o.metrics_cert_key) < 0 ||
+	    start_listener(&psrv, "probe", o.probe_addr, proutes, 2, NULL, NULL, NULL) < 0) {
 		obs_http_free(msrv);
 		sbx_controller_release(&ctl);
 		webhook_certs_free(certs);
