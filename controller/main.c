@@ -444,7 +444,13 @@ int main(int argc, char **argv)
 	}
 	int rc = 0, sig = 0;
 	struct lease_elector *elector = NULL;
-	if (o.leader_elect) {
+	/* Caches run on every replica: the webhook reads them and a standby is
+	 * Ready (controller-runtime's behaviour); only workers wait for the lease. */
+	if (sbx_controller_start_caches(&ctl, 120000, err, sizeof err) < 0) {
+		log_kv(LOG_ERROR, "cannot start the controller", "error", err);
+		rc = 1;
+	}
+	if (rc == 0 && o.leader_elect) {
 		char host[128] = "unknown", ident[200];
 		unsigned char rnd[6];
 		gethostname(host, sizeof host - 1);
@@ -467,7 +473,7 @@ int main(int argc, char **argv)
 			;
 	}
 	if (rc == 0 && !sig) {
-		if (sbx_controller_start(&ctl, 120000, err, sizeof err) < 0) {
+		if (sbx_controller_start_workers(&ctl, err, sizeof err) < 0) {
 			log_kv(LOG_ERROR, "cannot start the controller", "error", err);
 			rc = 1;
 		} else {

@@ -919,14 +919,13 @@ void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const
 	c->workers = workers > 0 ? workers : 4;
 }
 
-int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen)
+int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen)
 {
 	static const struct informer_handlers sh = { enqueue_sandbox, on_sandbox_update, on_sandbox_delete };
 	static const struct informer_handlers ph = { enqueue_pod_owners, on_pod_update, enqueue_pod_owners };
 	c->queue = workqueue_new();
 	c->inflight = strset_new();
 	c->announced = strset_new();
-	c->events = event_recorder_new(c->kc, "sandbox-controller");
 	struct informer *sandboxes =
 		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, NULL, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use. */
@@ -944,6 +943,16 @@ int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, s
 		snprintf(err, errlen, "caches did not sync within %ld ms (is the Sandbox CRD installed?)", timeout_ms);
 		return -1;
 	}
+	return 0;
+}
+
+int sbx_controller_start_workers(struct sbx_controller *c, char *err, size_t errlen)
+{
+	if (!c->queue || c->threads) {
+		snprintf(err, errlen, "workers need started caches and start once");
+		return -1;
+	}
+	c->events = event_recorder_new(c->kc, "sandbox-controller");
 	c->threads = xcalloc((size_t)c->workers, sizeof *c->threads);
 	for (int i = 0; i < c->workers; i++) {
 		if (pthread_create(&c->threads[i], NULL, worker_main, c) != 0) {
@@ -953,6 +962,13 @@ int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, s
 		}
 	}
 	return 0;
+}
+
+int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen)
+{
+	if (sbx_controller_start_caches(c, timeout_ms, err, errlen) < 0)
+		return -1;
+	return sbx_controller_start_workers(c, err, errlen);
 }
 
 int sbx_controller_synced(struct sbx_controller *c)

@@ -52,8 +52,16 @@ struct sbx_controller {
 /* Fills c; kc, cfg and the seal key must outlive the controller. */
 void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const struct sbx_config *cfg,
 			 const struct sbx_seal_keys *seal_keys, int workers);
-/* Starts the informers, waits for their first sync (up to timeout_ms) and
- * starts the workers. Returns 0, or -1 with a message in err. */
+/* Starts the informers and waits for their first sync (up to timeout_ms).
+ * Every replica runs them (the admission webhook reads them, and readiness
+ * never depends on holding the lease); their events fill the work queue,
+ * which only workers drain. Returns 0, or -1 with a message in err. */
+int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen);
+/* Starts the workers (and the event recorder): on the lease holder only, or
+ * at once without leader election. Caches must have started. Returns 0, or
+ * -1 with a message in err. */
+int sbx_controller_start_workers(struct sbx_controller *c, char *err, size_t errlen);
+/* Both of the above. */
 int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen);
 /* Stops the informers, drains the queue, joins the workers and frees what
  * start created. Safe on a controller that never started. */
