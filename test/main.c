@@ -18,6 +18,7 @@ int main(void)
 	register_obs_tests();
 	register_webhook_certs_tests();
 	register_obs_httpserver_tests();
+	register_webhook_tests();
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
 	unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();

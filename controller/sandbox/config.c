@@ -850,8 +850,9 @@ int sbx_image_pattern_match(const char *pattern, const char *image)
 static int apply(struct sbx_config *t, const cJSON *root, char *err, size_t errlen)
 {
 	static const char *const keys[] = {"workspace", "idempotency", "seal", "pod", "adoption",
-					   NULL};
+					   "ownerAuthorization", NULL};
 	const cJSON *ws, *idem, *seal, *pod, *ad;
+	const char *oa;
 	if (!cJSON_IsObject(root))
 		return cfail(err, errlen, "the document must be a mapping");
 	if (only_keys(root, "the top level", keys, err, errlen) < 0 ||
@@ -859,8 +860,15 @@ static int apply(struct sbx_config *t, const cJSON *root, char *err, size_t errl
 	    section(root, "idempotency", &idem, err, errlen) < 0 ||
 	    section(root, "seal", &seal, err, errlen) < 0 ||
 	    section(root, "pod", &pod, err, errlen) < 0 ||
-	    section(root, "adoption", &ad, err, errlen) < 0)
+	    section(root, "adoption", &ad, err, errlen) < 0 ||
+	    string_field(root, "the top level", "ownerAuthorization", &oa, err, errlen) < 0)
 		return -1;
+	if (oa && !strcmp(oa, "accessReview"))
+		t->owner_authz = SBX_OWNER_AUTHZ_ACCESS_REVIEW;
+	else if (oa && !strcmp(oa, "namespace"))
+		t->owner_authz = SBX_OWNER_AUTHZ_NAMESPACE;
+	else if (oa)
+		return cfail(err, errlen, "ownerAuthorization must be accessReview or namespace");
 	if ((ws && apply_workspace(t, ws, err, errlen) < 0) ||
 	    (idem && apply_idempotency(t, idem, err, errlen) < 0) ||
 	    (seal && apply_seal(t, seal, err, errlen) < 0) ||

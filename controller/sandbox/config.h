@@ -32,6 +32,7 @@
  *         - {name: istio-proxy, image: "docker.io/istio/proxyv2:*", init: false,
  *            volumes: [istio-envoy]}     # image: exact, or a prefix ending in "*"
  *       labels: [security.istio.io/tlsMode]   # label keys admission may add
+ *   ownerAuthorization: accessReview     # or namespace (contract section 2a)
  *
  * Unknown keys are errors, so a typo never silently leaves a default. The
  * map- and list-valued pod settings are kept as validated cJSON trees owned
@@ -58,6 +59,12 @@
 #define SBX_KEY_LIFETIME_MAX (10L * 366 * 86400)
 
 enum sbx_ws_mode { SBX_WS_PVC, SBX_WS_HOSTPATH };
+
+/* Who may name a workspace owner. ACCESS_REVIEW (the default): the creator
+ * must be allowed to `use` workspaces/<owner> (SubjectAccessReview at
+ * admission, recorded and verified before anything is mounted). NAMESPACE:
+ * one namespace is one tenant, every creator may use every owner. */
+enum sbx_owner_authz { SBX_OWNER_AUTHZ_ACCESS_REVIEW, SBX_OWNER_AUTHZ_NAMESPACE };
 
 struct sbx_mount {
 	char *subdir; /* one safe path segment below <root>/<owner>/ */
@@ -104,6 +111,7 @@ struct sbx_config {
 	char *seal_key_file; /* default NULL */
 	struct sbx_pod_settings pod;
 	struct sbx_mutations mutations;
+	enum sbx_owner_authz owner_authz; /* default SBX_OWNER_AUTHZ_ACCESS_REVIEW */
 };
 
 /* Fills a caller-owned config with the defaults; all strings are owned by c. */

@@ -13,6 +13,7 @@
 #include "base/xmalloc.h"
 #include "kube/ktime.h"
 #include "obs/log.h"
+#include "sandbox/authz.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
@@ -132,13 +133,27 @@ static void copy_fields(cJSON *dst, const cJSON *src, const char *const *names)
 
 cJSON *sbx_trim_sandbox(const cJSON *obj)
 {
-	static const char *const meta[] = { "name", "namespace", "uid", "generation", "resourceVersion",
-					    "creationTimestamp", "deletionTimestamp", NULL };
+	static const char *const meta[] = { "name",	       "namespace",	    "uid",	 "generation",
+					    "resourceVersion", "creationTimestamp", "deletionTimestamp", "generateName",
+					    NULL };
 	static const char *const top[] = { "spec", "status", NULL };
+	/* Of the annotations, only the owner authorization record and its
+	 * requester are read (a tenant may write 256 KiB of others). */
+	static const char *const ann[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, NULL };
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
 	copy_fields(m, jobj(obj, "metadata"), meta);
 	copy_fields(t, obj, top);
+	const cJSON *a = jobj(jobj(obj, "metadata"), "annotations");
+	cJSON *kept = NULL;
+	for (const char *const *k = ann; *k; k++) {
+		const char *val = jstr(a, *k);
+		if (val && strlen(val) <= SBX_AUTHZ_MAX_FIELD) {
+			if (!kept)
+				kept = cJSON_AddObjectToObject(m, "annotations");
+			cJSON_AddStringToObject(kept, *k, val);
+		}
+	}
 	return t;
 }
 
@@ -818,6 +833,28 @@ int sbx_reconcile(struct sbx_controller *c, const char *key)
 		r = report_unbound(c, &v, "Rejected", "InvalidSpec", msg, "InvalidSpec");
 		goto out;
 	}
+	if (v.owner && c->cfg->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) {
+		/* Never mount a workspace whose authorization cannot be verified. */
+		struct sbx_authz_subject s = {
+			.ns = v.ns,
+			.name = v.name,
+			.generate_name = meta_str(obj, "generateName"),
+			.owner = v.owner,
+			.fingerprint = v.scope.fingerprint,
+			.username = annotation(obj, SBX_ANN_REQUESTED_BY),
+		};
+		enum sbx_authz_check ac =
+		    sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
+				     c->seal_keys->n, &s, v.created, annotation(obj, SBX_ANN_OWNER_AUTHZ));
+		if (ac != SBX_AUTHZ_OK) {
+			snprintf(msg, sizeof msg,
+				 "workspace owner %s: %s; no pod is created (create the Sandbox with the admission "
+				 "webhook installed, as an identity allowed to use this owner)",
+				 v.owner, sbx_authz_str(ac));
+			r = report_unbound(c, &v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
+			goto out;
+		}
+	}
 	if (!strset_add(c->inflight, v.scope.digest)) {
 		r = REQUEUE_BUSY_MS;
 		goto out;
@@ -927,7 +964,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->inflight = strset_new();
 	c->announced = strset_new();
 	struct informer *sandboxes =
-		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, NULL, &sh, c);
+		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, LABEL_DIGEST, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use. */
 	struct informer *pods = informer_new(c->kc, "/api/v1/pods", "app.kubernetes.io/managed-by=sandbox-controller",
 					     sbx_trim_pod, LABEL_DIGEST, &ph, c);

@@ -1,0 +1,145 @@
+#include "webhook/admission.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "base/xmalloc.h"
+
+static const char *str_at(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const cJSON *obj_at(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsObject(v) ? v : NULL;
+}
+
+static int dfail(char *err, size_t errlen, const char *msg)
+{
+	snprintf(err, errlen, "%s", msg);
+	return -1;
+}
+
+int wh_review_decode(const char *body, size_t len, struct wh_review *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof *out);
+	if (!body || len == 0)
+		return dfail(err, errlen, "empty AdmissionReview");
+	if (len > WH_REVIEW_MAX)
+		return dfail(err, errlen, "AdmissionReview larger than 3 MiB");
+	cJSON *root = cJSON_ParseWithLength(body, len);
+	if (!root)
+		return dfail(err, errlen, "AdmissionReview is not valid JSON");
+	const char *av = str_at(root, "apiVersion"), *kind = str_at(root, "kind");
+	const cJSON *req = obj_at(root, "request");
+	const cJSON *rk = obj_at(req, "kind"), *rr = obj_at(req, "resource"), *ui = obj_at(req, "userInfo");
+	if (!av || strcmp(av, "admission.k8s.io/v1") || !kind || strcmp(kind, "AdmissionReview")) {
+		cJSON_Delete(root);
+		return dfail(err, errlen, "not an admission.k8s.io/v1 AdmissionReview");
+	}
+	out->root = root;
+	out->uid = str_at(req, "uid");
+	out->operation = str_at(req, "operation");
+	out->group = str_at(rk, "group");
+	out->kind = str_at(rk, "kind");
+	out->resource = str_at(rr, "resource");
+	out->subresource = str_at(req, "subResource");
+	out->ns = str_at(req, "namespace");
+	out->name = str_at(req, "name");
+	out->dry_run = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "dryRun"));
+	out->user_info = ui;
+	out->username = str_at(ui, "username");
+	out->object = obj_at(req, "object");
+	out->old_object = obj_at(req, "oldObject");
+	if (!out->uid || !*out->uid || !out->operation || !out->kind || !out->username) {
+		wh_review_release(out);
+		return dfail(err, errlen, "AdmissionReview request lacks uid, operation, kind or userInfo.username");
+	}
+	return 0;
+}
+
+void wh_review_release(struct wh_review *r)
+{
+	cJSON_Delete(r->root);
+	memset(r, 0, sizeof *r);
+}
+
+void wh_verdict_allow(struct wh_verdict *v)
+{
+	memset(v, 0, sizeof *v);
+	v->allowed = 1;
+	v->code = 200;
+	v->outcome = "allowed";
+}
+
+void wh_verdict_deny(struct wh_verdict *v, int code, const char *reason, const char *fmt, ...)
+{
+	memset(v, 0, sizeof *v);
+	v->code = code;
+	v->reason = reason;
+	v->outcome = code >= 500 ? "error" : "denied";
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(v->message, sizeof v->message, fmt, ap);
+	va_end(ap);
+}
+
+void wh_verdict_release(struct wh_verdict *v)
+{
+	cJSON_Delete(v->patch);
+	v->patch = NULL;
+}
+
+char *wh_response_encode(const char *uid, const struct wh_verdict *v)
+{
+	cJSON *root = cJSON_CreateObject();
+	cJSON_AddStringToObject(root, "apiVersion", "admission.k8s.io/v1");
+	cJSON_AddStringToObject(root, "kind", "AdmissionReview");
+	cJSON *resp = cJSON_AddObjectToObject(root, "response");
+	cJSON_AddStringToObject(resp, "uid", uid ? uid : "");
+	cJSON_AddBoolToObject(resp, "allowed", v->allowed);
+	if (!v->allowed) {
+		cJSON *st = cJSON_AddObjectToObject(resp, "status");
+		cJSON_AddNumberToObject(st, "code", v->code);
+		if (v->reason)
+			cJSON_AddStringToObject(st, "reason", v->reason);
+		cJSON_AddStringToObject(st, "message", v->message);
+	} else if (v->patch && cJSON_GetArraySize(v->patch) > 0) {
+		char *p = cJSON_PrintUnformatted(v->patch);
+		size_t pl = strlen(p);
+		char *b64 = xmalloc(4 * ((pl + 2) / 3) + 1);
+		EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)p, (int)pl);
+		cJSON_AddStringToObject(resp, "patchType", "JSONPatch");
+		cJSON_AddStringToObject(resp, "patch", b64);
+		free(b64);
+		free(p);
+	}
+	char *s = cJSON_PrintUnformatted(root);
+	cJSON_Delete(root);
+	return s;
+}
+
+void wh_json_pointer_escape(const char *tok, char *out, size_t outlen)
+{
+	size_t o = 0;
+	for (; *tok && o + 3 < outlen; tok++) {
+		if (*tok == '~') {
+			out[o++] = '~';
+			out[o++] = '0';
+		} else if (*tok == '/') {
+			out[o++] = '~';
+			out[o++] = '1';
+		} else {
+			out[o++] = *tok;
+		}
+	}
+	if (outlen)
+		out[o < outlen ? o : outlen - 1] = '\0';
+}

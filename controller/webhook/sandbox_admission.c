@@ -1,0 +1,352 @@
+#include "webhook/sandbox_admission.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube/ktime.h"
+#include "sandbox/authz.h"
+#include "sandbox/podbuild.h"
+#include "sandbox/scope.h"
+#include "sandbox/spec.h"
+
+#define RESERVED_PREFIX "sandbox.dev/"
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const cJSON *jobj(const cJSON *o, const char *k)
+{
+	return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+int wh_reserved_key(const char *key)
+{
+	return key && !strncmp(key, RESERVED_PREFIX, sizeof RESERVED_PREFIX - 1);
+}
+
+/* Quotes a user string for a message: printable ASCII, shortened. */
+static void quote(const char *s, char *out, size_t outlen)
+{
+	size_t o = 0;
+	for (; s && *s && o + 5 < outlen; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", c);
+	}
+	if (s && *s && o + 4 <= outlen) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o < outlen ? o : outlen - 1] = '\0';
+}
+
+/* The first reserved key among the object's labels and annotations, or NULL;
+ * *where says which map it is in. */
+static const char *first_reserved(const cJSON *obj, const char **where)
+{
+	static const char *const maps[] = { "labels", "annotations" };
+	for (size_t i = 0; i < 2; i++) {
+		const cJSON *kv;
+		cJSON_ArrayForEach(kv, jobj(jobj(obj, "metadata"), maps[i]))
+		{
+			if (wh_reserved_key(kv->string)) {
+				*where = maps[i];
+				return kv->string;
+			}
+		}
+	}
+	return NULL;
+}
+
+/* Counts reserved entries in a map other than the allowed ones. */
+static const char *unexpected_reserved(const cJSON *map, const char *const *allowed)
+{
+	const cJSON *kv;
+	cJSON_ArrayForEach(kv, map)
+	{
+		if (!wh_reserved_key(kv->string))
+			continue;
+		const char *const *a = allowed;
+		while (*a && strcmp(*a, kv->string))
+			a++;
+		if (!*a)
+			return kv->string;
+	}
+	return NULL;
+}
+
+/* 1 when the reserved entries of map m in a and b are the same. */
+static int reserved_same(const cJSON *a, const cJSON *b, const char *m)
+{
+	const cJSON *ma = jobj(jobj(a, "metadata"), m), *mb = jobj(jobj(b, "metadata"), m);
+	for (int pass = 0; pass < 2; pass++) {
+		const cJSON *kv;
+		cJSON_ArrayForEach(kv, (pass ? mb : ma))
+		{
+			if (!wh_reserved_key(kv->string))
+				continue;
+			const char *x = jstr(pass ? ma : mb, kv->string);
+			if (!cJSON_IsString(kv) || !x || strcmp(x, kv->valuestring))
+				return 0;
+		}
+	}
+	return 1;
+}
+
+static int is_sandbox_create(const struct wh_review *r)
+{
+	return r->object && r->kind && !strcmp(r->kind, "Sandbox") && !strcmp(r->operation, "CREATE");
+}
+
+/* The scope of the request's spec (fingerprint always; the digest only
+ * means something when the key is present: without one the uid, not known
+ * yet, takes its place). Returns 0 or -1 with a message. */
+static int request_scope(const struct wh_review *r, const cJSON *spec, struct sbx_scope *sc, char *msg,
+			 size_t msglen)
+{
+	if (!cJSON_IsObject(spec)) {
+		snprintf(msg, msglen, "spec is required");
+		return -1;
+	}
+	if (sbx_spec_validate(spec, msg, msglen) < 0)
+		return -1;
+	const char *uid = jstr(jobj(r->object, "metadata"), "uid");
+	return sbx_scope_compute(r->ns, uid && *uid ? uid : "uid-not-assigned-yet", spec, sc, msg, msglen);
+}
+
+/* Adds JSON Patch ops setting map[key] = value, creating the map if absent. */
+static void patch_set(cJSON *patch, const cJSON *obj, const char *map, const char *key, const char *value,
+		      cJSON **created_map)
+{
+	if (!jobj(jobj(obj, "metadata"), map)) {
+		if (!*created_map) {
+			cJSON *op = cJSON_CreateObject();
+			cJSON_AddStringToObject(op, "op", "add");
+			char path[64];
+			snprintf(path, sizeof path, "/metadata/%s", map);
+			cJSON_AddStringToObject(op, "path", path);
+			*created_map = cJSON_AddObjectToObject(op, "value");
+			cJSON_AddItemToArray(patch, op);
+		}
+		cJSON_AddStringToObject(*created_map, key, value);
+		return;
+	}
+	char esc[128], path[192];
+	wh_json_pointer_escape(key, esc, sizeof esc);
+	snprintf(path, sizeof path, "/metadata/%s/%s", map, esc);
+	cJSON *op = cJSON_CreateObject();
+	cJSON_AddStringToObject(op, "op", "add");
+	cJSON_AddStringToObject(op, "path", path);
+	cJSON_AddStringToObject(op, "value", value);
+	cJSON_AddItemToArray(patch, op);
+}
+
+void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
+		       struct wh_verdict *v)
+{
+	wh_verdict_allow(v);
+	if (!is_sandbox_create(r) || !r->ns)
+		return;
+	const char *where = NULL, *res = first_reserved(r->object, &where);
+	char q[200], msg[512];
+	if (res) {
+		quote(res, q, sizeof q);
+		wh_verdict_deny(v, 403, "Forbidden",
+				"metadata.%s[\"%s\"]: labels and annotations under sandbox.dev/ are reserved for "
+				"sandbox-controller; remove it",
+				where, q);
+		return;
+	}
+	const cJSON *spec = jobj(r->object, "spec");
+	struct sbx_scope sc;
+	if (request_scope(r, spec, &sc, msg, sizeof msg) < 0) {
+		wh_verdict_deny(v, 422, "Invalid", "%s", msg);
+		return;
+	}
+	const char *owner = sbx_spec_owner(spec), *key = sbx_spec_key(spec);
+	const cJSON *meta = jobj(r->object, "metadata");
+	if (owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) {
+		char why[256] = "";
+		int ok = p->may_use_owner(p->ctx, r->user_info, r->ns, owner, why, sizeof why);
+		char uq[200];
+		quote(r->username, uq, sizeof uq);
+		if (ok < 0) {
+			wh_verdict_deny(v, 500, "InternalError",
+					"cannot check whether %s may use workspace owner \"%s\": %s", uq, owner, why);
+			return;
+		}
+		if (!ok) {
+			wh_verdict_deny(v, 403, "Forbidden",
+					"%s may not use workspace owner \"%s\" in namespace %s: missing permission "
+					"\"use\" on workspaces.sandbox.dev \"%s\" (RBAC: apiGroups [sandbox.dev], "
+					"resources [workspaces], resourceNames [%s], verbs [use])%s%s",
+					uq, owner, r->ns, owner, owner, why[0] ? "; " : "", why);
+			return;
+		}
+	}
+	char record[SBX_AUTHZ_MAX] = "";
+	if (owner) {
+		struct sbx_authz_subject s = {
+			.ns = r->ns,
+			.name = jstr(meta, "name"),
+			.generate_name = jstr(meta, "generateName"),
+			.owner = owner,
+			.fingerprint = sc.fingerprint,
+			.username = r->username,
+		};
+		if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, record, sizeof record) < 0) {
+			wh_verdict_deny(v, 500, "InternalError", "cannot record the owner authorization");
+			return;
+		}
+	}
+	v->patch = cJSON_CreateArray();
+	cJSON *ann = NULL, *lab = NULL;
+	patch_set(v->patch, r->object, "annotations", SBX_ANN_REQUESTED_BY, r->username, &ann);
+	if (owner)
+		patch_set(v->patch, r->object, "annotations", SBX_ANN_OWNER_AUTHZ, record, &ann);
+	if (key)
+		patch_set(v->patch, r->object, "labels", SBX_LABEL_DIGEST, sc.digest, &lab);
+	v->outcome = "mutated";
+}
+
+/* 1 when the candidate holds the key against a new Sandbox at `now`: not
+ * deleting, not rejected, and either not bound yet (in flight) or bound with
+ * a claim younger than the key lifetime. */
+static int holds_key(const cJSON *cand, long lifetime, time_t now)
+{
+	const cJSON *st = jobj(cand, "status");
+	const char *phase = jstr(st, "phase");
+	if (jstr(jobj(cand, "metadata"), "deletionTimestamp") || (phase && !strcmp(phase, "Rejected")))
+		return 0;
+	time_t t;
+	if (ktime_parse_rfc3339(jstr(st, "claimedAt"), &t) == 0)
+		return t + lifetime > now;
+	if (ktime_parse_rfc3339(jstr(jobj(cand, "metadata"), "creationTimestamp"), &t) == 0)
+		return t + lifetime > now;
+	return 1;
+}
+
+static int same_opt(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+/* Refuses a key held in the same scope by a live Sandbox with another spec. */
+static void check_key_conflict(const struct wh_sandbox_policy *p, const struct wh_review *r,
+			       const struct sbx_scope *sc, time_t now, struct wh_verdict *v)
+{
+	const cJSON *spec = jobj(r->object, "spec");
+	const char *key = sbx_spec_key(spec), *owner = sbx_spec_owner(spec);
+	if (!key || !p->by_digest)
+		return;
+	cJSON *cands = p->by_digest(p->ctx, sc->digest);
+	const cJSON *c;
+	const char *name = jstr(jobj(r->object, "metadata"), "name");
+	cJSON_ArrayForEach(c, cands)
+	{
+		const cJSON *cm = jobj(c, "metadata"), *cs = jobj(c, "spec");
+		const char *cns = jstr(cm, "namespace"), *cname = jstr(cm, "name");
+		/* The label only narrowed the search: re-check every field. */
+		if (!cns || strcmp(cns, r->ns) || !cname || (name && !strcmp(cname, name)) ||
+		    !same_opt(sbx_spec_owner(cs), owner) || !same_opt(sbx_spec_key(cs), key))
+			continue;
+		struct sbx_scope other;
+		char msg[256];
+		if (!cJSON_IsObject(cs) || sbx_scope_compute(cns, "x", cs, &other, msg, sizeof msg) < 0 ||
+		    !strcmp(other.fingerprint, sc->fingerprint) || !holds_key(c, p->key_lifetime_s, now))
+			continue;
+		char kq[300], until[32] = "";
+		quote(key, kq, sizeof kq);
+		time_t t;
+		if (ktime_parse_rfc3339(jstr(jobj(c, "status"), "keyExpiresAt"), &t) == 0)
+			ktime_format_rfc3339(t, until);
+		wh_verdict_deny(v, 422, "Invalid",
+				"spec.idempotencyKey: Invalid value: \"%s\": the key is held by Sandbox %s/%s%s%s "
+				"with a different spec%s%s; use another key, or the same spec to share its sandbox",
+				kq, cns, cname, owner ? " of workspace owner " : "", owner ? owner : "",
+				until[0] ? " until " : "", until);
+		break;
+	}
+	cJSON_Delete(cands);
+}
+
+void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
+			 struct wh_verdict *v)
+{
+	wh_verdict_allow(v);
+	if (!r->object || !r->kind || strcmp(r->kind, "Sandbox") || !r->ns)
+		return;
+	char q[200], msg[512];
+	if (!strcmp(r->operation, "UPDATE")) {
+		if (!r->old_object)
+			return;
+		if (!reserved_same(r->object, r->old_object, "labels") ||
+		    !reserved_same(r->object, r->old_object, "annotations")) {
+			wh_verdict_deny(v, 403, "Forbidden",
+					"labels and annotations under sandbox.dev/ are reserved for sandbox-controller "
+					"and cannot be changed");
+			return;
+		}
+		const cJSON *a = jobj(r->object, "spec"), *b = jobj(r->old_object, "spec");
+		if (!cJSON_Compare(a, b, 1))
+			wh_verdict_deny(v, 422, "Invalid",
+					"spec: Forbidden: spec is immutable after creation; create a new Sandbox for "
+					"a new intent");
+		return;
+	}
+	if (strcmp(r->operation, "CREATE"))
+		return;
+	const cJSON *spec = jobj(r->object, "spec"), *meta = jobj(r->object, "metadata");
+	struct sbx_scope sc;
+	if (request_scope(r, spec, &sc, msg, sizeof msg) < 0) {
+		wh_verdict_deny(v, 422, "Invalid", "%s", msg);
+		return;
+	}
+	const char *owner = sbx_spec_owner(spec), *key = sbx_spec_key(spec);
+	static const char *const ann_ok[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, NULL };
+	static const char *const lab_ok[] = { SBX_LABEL_DIGEST, NULL };
+	const char *bad = unexpected_reserved(jobj(meta, "annotations"), ann_ok);
+	if (!bad)
+		bad = unexpected_reserved(jobj(meta, "labels"), lab_ok);
+	const char *by = jstr(jobj(meta, "annotations"), SBX_ANN_REQUESTED_BY);
+	const char *dl = jstr(jobj(meta, "labels"), SBX_LABEL_DIGEST);
+	if (!bad && by && strcmp(by, r->username))
+		bad = SBX_ANN_REQUESTED_BY;
+	if (!bad && dl && (!key || strcmp(dl, sc.digest)))
+		bad = SBX_LABEL_DIGEST;
+	if (bad) {
+		quote(bad, q, sizeof q);
+		wh_verdict_deny(v, 403, "Forbidden",
+				"\"%s\": labels and annotations under sandbox.dev/ are reserved for sandbox-controller",
+				q);
+		return;
+	}
+	if (owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) {
+		struct sbx_authz_subject s = {
+			.ns = r->ns,
+			.name = jstr(meta, "name"),
+			.generate_name = jstr(meta, "generateName"),
+			.owner = owner,
+			.fingerprint = sc.fingerprint,
+			.username = r->username,
+		};
+		time_t created = now;
+		ktime_parse_rfc3339(jstr(meta, "creationTimestamp"), &created);
+		enum sbx_authz_check ac = sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, created,
+							   jstr(jobj(meta, "annotations"), SBX_ANN_OWNER_AUTHZ));
+		if (ac != SBX_AUTHZ_OK) {
+			wh_verdict_deny(v, 403, "Forbidden",
+					"workspace owner \"%s\": %s (is the mutating webhook sandbox-controller "
+					"installed, and did a later mutating webhook change the spec?)",
+					owner, sbx_authz_str(ac));
+			return;
+		}
+	}
+	check_key_conflict(p, r, &sc, now, v);
+}

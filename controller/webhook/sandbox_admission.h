@@ -1,0 +1,54 @@
+/* The admission decisions for Sandboxes (contract sections 2a and 6), as
+ * functions of the decoded request and a policy, so they are tested without
+ * a cluster:
+ *
+ * mutate (CREATE): refuses reserved sandbox.dev/ labels and annotations set
+ *   by the requester; checks that the requester may use the workspace owner
+ *   (SubjectAccessReview, unless ownerAuthorization is namespace); stamps
+ *   sandbox.dev/requested-by, the owner authorization record
+ *   (sandbox/authz.h) and, with a key, the sandbox.dev/scope-digest label
+ *   that indexes Sandboxes by scope.
+ * validate (CREATE, UPDATE): on CREATE, only the webhook's own reserved
+ *   metadata, matching this request; a key held by a live Sandbox of the
+ *   same scope with another spec is refused with 422 naming that Sandbox.
+ *   On UPDATE, reserved metadata and spec never change.
+ * Deletes are never sent here. */
+#ifndef SBX_WEBHOOK_SANDBOX_ADMISSION_H
+#define SBX_WEBHOOK_SANDBOX_ADMISSION_H
+
+#include <stddef.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "sandbox/config.h"
+#include "webhook/admission.h"
+
+struct wh_sandbox_policy {
+	const unsigned char *const *keys; /* seal keys, newest first: keys[0] signs */
+	const size_t *keylens;
+	size_t nkeys;
+	enum sbx_owner_authz owner_authz;
+	long key_lifetime_s;
+	/* Whether user_info may use owner in ns: 1 yes, 0 no (why: the
+	 * authorizer's words, may be ""), -1 could not be asked (why says why). */
+	int (*may_use_owner)(void *ctx, const cJSON *user_info, const char *ns, const char *owner, char *why,
+			     size_t whylen);
+	/* A new array (caller frees) of the cached Sandboxes labelled with
+	 * this scope digest, or NULL when the cache cannot answer. */
+	cJSON *(*by_digest)(void *ctx, const char *digest);
+	void *ctx;
+};
+
+/* Decides a mutating review; fills v (release with wh_verdict_release).
+ * now is the time the record is issued at. */
+void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
+		       struct wh_verdict *v);
+/* Decides a validating review; fills v. */
+void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
+			 struct wh_verdict *v);
+
+/* 1 when key is a reserved label/annotation key (prefix sandbox.dev/). */
+int wh_reserved_key(const char *key);
+
+#endif

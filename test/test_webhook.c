@@ -1,0 +1,515 @@
+/* Unit tests for the admission half: the owner authorization record
+ * (sandbox/authz), AdmissionReview decoding/encoding and the Sandbox
+ * admission decisions (webhook/). Adversarial cases first: forged, copied
+ * and replayed records, reserved metadata, bad owners, key conflicts. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/CUnit.h>
+#include <openssl/evp.h>
+
+#include "sandbox/authz.h"
+#include "sandbox/podbuild.h"
+#include "webhook/admission.h"
+#include "webhook/sandbox_admission.h"
+#include "test_suites.h"
+
+static const unsigned char KEY1[] = "0123456789abcdef0123456789abcdef-key-one";
+static const unsigned char KEY2[] = "fedcba9876543210fedcba9876543210-key-two";
+#define FP_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define FP_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+static struct sbx_authz_subject subject(void)
+{
+	struct sbx_authz_subject s = { .ns = "team-a", .name = "alice-42", .owner = "alice",
+				       .fingerprint = FP_A, .username = "alice" };
+	return s;
+}
+
+static enum sbx_authz_check verify1(const struct sbx_authz_subject *s, time_t created, const char *rec)
+{
+	const unsigned char *keys[] = { KEY1 };
+	size_t lens[] = { sizeof KEY1 - 1 };
+	return sbx_authz_verify(keys, lens, 1, s, created, rec);
+}
+
+static void test_authz_roundtrip(void)
+{
+	struct sbx_authz_subject s = subject();
+	char rec[SBX_AUTHZ_MAX];
+	CU_ASSERT_EQUAL_FATAL(sbx_authz_issue(KEY1, sizeof KEY1 - 1, &s, 1000, rec, sizeof rec), 0);
+	CU_ASSERT_EQUAL(strncmp(rec, "v1.1000.n.", 10), 0);
+	CU_ASSERT_EQUAL(verify1(&s, 1000, rec), SBX_AUTHZ_OK);
+	CU_ASSERT_EQUAL(verify1(&s, 1000 + SBX_AUTHZ_MAX_AGE_S, rec), SBX_AUTHZ_OK);
+}
+
+/* Every field of the intent is bound: changing any one is a mismatch. */
+static void test_authz_not_transferable(void)
+{
+	struct sbx_authz_subject s = subject();
+	char rec[SBX_AUTHZ_MAX];
+	CU_ASSERT_EQUAL_FATAL(sbx_authz_issue(KEY1, sizeof KEY1 - 1, &s, 1000, rec, sizeof rec), 0);
+	struct sbx_authz_subject t;
+	t = s; t.ns = "team-b";
+	CU_ASSERT_EQUAL(verify1(&t, 1000, rec), SBX_AUTHZ_MISMATCH);
+	t = s; t.name = "bob-42";
+	CU_ASSERT_EQUAL(verify1(&t, 1000, rec), SBX_AUTHZ_MISMATCH);
+	t = s; t.owner = "bob";
+	CU_ASSERT_EQUAL(verify1(&t, 1000, rec), SBX_AUTHZ_MISMATCH);
+	t = s; t.fingerprint = FP_B;
+	CU_ASSERT_EQUAL(verify1(&t, 1000, rec), SBX_AUTHZ_MISMATCH);
+	t = s; t.username = "bob";
+	CU_ASSERT_EQUAL(verify1(&t, 1000, rec), SBX_AUTHZ_MISMATCH);
+	/* a forged MAC (one digit changed) */
+	char forged[SBX_AUTHZ_MAX];
+	snprintf(forged, sizeof forged, "%s", rec);
+	forged[strlen(forged) - 1] = forged[strlen(forged) - 1] == '0' ? '1' : '0';
+	CU_ASSERT_EQUAL(verify1(&s, 1000, forged), SBX_AUTHZ_MISMATCH);
+	/* the issue time is authenticated too */
+	char moved[SBX_AUTHZ_MAX];
+	snprintf(moved, sizeof moved, "v1.2000%s", rec + 7);
+	CU_ASSERT_EQUAL(verify1(&s, 2000, moved), SBX_AUTHZ_MISMATCH);
+	/* a key the controller does not hold */
+	char other[SBX_AUTHZ_MAX];
+	CU_ASSERT_EQUAL(sbx_authz_issue(KEY2, sizeof KEY2 - 1, &s, 1000, other, sizeof other), 0);
+	CU_ASSERT_EQUAL(verify1(&s, 1000, other), SBX_AUTHZ_MISMATCH);
+}
+
+static void test_authz_stale_and_malformed(void)
+{
+	struct sbx_authz_subject s = subject();
+	char rec[SBX_AUTHZ_MAX];
+	CU_ASSERT_EQUAL_FATAL(sbx_authz_issue(KEY1, sizeof KEY1 - 1, &s, 1000, rec, sizeof rec), 0);
+	CU_ASSERT_EQUAL(verify1(&s, 1000 + SBX_AUTHZ_MAX_AGE_S + 1, rec), SBX_AUTHZ_STALE);
+	CU_ASSERT_EQUAL(verify1(&s, 1000 - SBX_AUTHZ_MAX_SKEW_S - 1, rec), SBX_AUTHZ_STALE);
+	CU_ASSERT_EQUAL(verify1(&s, 1000, NULL), SBX_AUTHZ_MISSING);
+	struct sbx_authz_subject nouser = s;
+	nouser.username = NULL;
+	CU_ASSERT_EQUAL(verify1(&nouser, 1000, rec), SBX_AUTHZ_MISSING);
+	static const char *const bad[] = { "", "v2.1.n.x", "v1..n." FP_A, "v1.1x.n." FP_A, "v1.1.x." FP_A,
+					   "v1.1.n.abc", "v1.1.n" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		CU_ASSERT_EQUAL(verify1(&s, 1, bad[i]), SBX_AUTHZ_MALFORMED);
+	/* a key shorter than the seal minimum is refused */
+	CU_ASSERT_EQUAL(sbx_authz_issue((const unsigned char *)"short", 5, &s, 1, rec, sizeof rec), -1);
+}
+
+/* generateName: the record names the prefix; the stored name must extend it. */
+static void test_authz_generate_name(void)
+{
+	struct sbx_authz_subject s = subject();
+	s.name = "";
+	s.generate_name = "alice-";
+	char rec[SBX_AUTHZ_MAX];
+	CU_ASSERT_EQUAL_FATAL(sbx_authz_issue(KEY1, sizeof KEY1 - 1, &s, 1000, rec, sizeof rec), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(rec, ".g."));
+	struct sbx_authz_subject stored = s;
+	stored.name = "alice-x7k2p";
+	CU_ASSERT_EQUAL(verify1(&stored, 1000, rec), SBX_AUTHZ_OK);
+	stored.name = "bob-x7k2p";
+	CU_ASSERT_EQUAL(verify1(&stored, 1000, rec), SBX_AUTHZ_MISMATCH);
+	stored.name = "alice-x7k2p";
+	stored.generate_name = NULL; /* copied onto a Sandbox that was named by its creator */
+	CU_ASSERT_EQUAL(verify1(&stored, 1000, rec), SBX_AUTHZ_MISMATCH);
+}
+
+static void test_authz_rotation(void)
+{
+	struct sbx_authz_subject s = subject();
+	char rec[SBX_AUTHZ_MAX];
+	CU_ASSERT_EQUAL_FATAL(sbx_authz_issue(KEY2, sizeof KEY2 - 1, &s, 1000, rec, sizeof rec), 0);
+	const unsigned char *keys[] = { KEY1, KEY2 };
+	size_t lens[] = { sizeof KEY1 - 1, sizeof KEY2 - 1 };
+	CU_ASSERT_EQUAL(sbx_authz_verify(keys, lens, 2, &s, 1000, rec), SBX_AUTHZ_OK);
+	CU_ASSERT_EQUAL(sbx_authz_verify(keys, lens, 1, &s, 1000, rec), SBX_AUTHZ_MISMATCH);
+}
+
+/* ---- AdmissionReview ---- */
+
+static char *review_json(const char *op, const char *user, const char *object, const char *old)
+{
+	size_t n = strlen(object) + (old ? strlen(old) : 0) + 1024;
+	char *b = malloc(n);
+	snprintf(b, n,
+		 "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
+		 "\"uid\":\"req-1\",\"operation\":\"%s\",\"kind\":{\"group\":\"sandbox.dev\",\"version\":"
+		 "\"v1alpha1\",\"kind\":\"Sandbox\"},\"resource\":{\"group\":\"sandbox.dev\",\"resource\":"
+		 "\"sandboxes\"},\"namespace\":\"team-a\",\"name\":\"s1\",\"userInfo\":{\"username\":\"%s\","
+		 "\"groups\":[\"system:authenticated\"]},\"object\":%s%s%s}}",
+		 op, user, object, old ? ",\"oldObject\":" : "", old ? old : "");
+	return b;
+}
+
+static void test_review_decode(void)
+{
+	char *b = review_json("CREATE", "alice", "{\"metadata\":{\"name\":\"s1\"}}", NULL);
+	struct wh_review r;
+	char err[256];
+	CU_ASSERT_EQUAL_FATAL(wh_review_decode(b, strlen(b), &r, err, sizeof err), 0);
+	CU_ASSERT_STRING_EQUAL(r.uid, "req-1");
+	CU_ASSERT_STRING_EQUAL(r.operation, "CREATE");
+	CU_ASSERT_STRING_EQUAL(r.kind, "Sandbox");
+	CU_ASSERT_STRING_EQUAL(r.ns, "team-a");
+	CU_ASSERT_STRING_EQUAL(r.username, "alice");
+	CU_ASSERT_PTR_NOT_NULL(r.object);
+	wh_review_release(&r);
+	free(b);
+	static const char *const bad[] = {
+		"", "not json", "{}", "{\"apiVersion\":\"admission.k8s.io/v1beta1\",\"kind\":\"AdmissionReview\"}",
+		"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\"}}",
+		"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":1,"
+		"\"operation\":\"CREATE\",\"kind\":{\"kind\":\"Sandbox\"},\"userInfo\":{\"username\":\"a\"}}}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		CU_ASSERT_EQUAL(wh_review_decode(bad[i], strlen(bad[i]), &r, err, sizeof err), -1);
+	CU_ASSERT_EQUAL(wh_review_decode("{}", WH_REVIEW_MAX + 1, &r, err, sizeof err), -1);
+}
+
+static cJSON *decode_patch(const char *resp)
+{
+	cJSON *root = cJSON_Parse(resp);
+	const cJSON *r = cJSON_GetObjectItem(root, "response");
+	const cJSON *p = cJSON_GetObjectItem(r, "patch");
+	cJSON *out = NULL;
+	if (cJSON_IsString(p)) {
+		size_t n = strlen(p->valuestring);
+		unsigned char *d = calloc(1, n + 1);
+		int len = EVP_DecodeBlock(d, (const unsigned char *)p->valuestring, (int)n);
+		while (len > 0 && d[len - 1] == '\0')
+			len--;
+		out = cJSON_ParseWithLength((const char *)d, (size_t)len);
+		free(d);
+		CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(r, "patchType")->valuestring, "JSONPatch");
+	}
+	cJSON_Delete(root);
+	return out;
+}
+
+static void test_response_encode(void)
+{
+	struct wh_verdict v;
+	wh_verdict_deny(&v, 422, "Invalid", "key %s held", "k");
+	char *s = wh_response_encode("u1", &v);
+	cJSON *root = cJSON_Parse(s);
+	const cJSON *r = cJSON_GetObjectItem(root, "response");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(r, "uid")->valuestring, "u1");
+	CU_ASSERT(cJSON_IsFalse(cJSON_GetObjectItem(r, "allowed")));
+	CU_ASSERT_EQUAL((int)cJSON_GetObjectItem(cJSON_GetObjectItem(r, "status"), "code")->valuedouble, 422);
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "status"), "message")->valuestring,
+			       "key k held");
+	cJSON_Delete(root);
+	free(s);
+	wh_verdict_release(&v);
+	char esc[64];
+	wh_json_pointer_escape("sandbox.dev/a~b", esc, sizeof esc);
+	CU_ASSERT_STRING_EQUAL(esc, "sandbox.dev~1a~0b");
+}
+
+/* ---- Sandbox decisions ---- */
+
+struct fake {
+	int sar_answer; /* 1, 0, -1 */
+	int sar_calls;
+	char last_owner[64];
+	cJSON *cache;	/* array of Sandboxes returned for any digest */
+};
+
+static int fake_may_use(void *ctx, const cJSON *ui, const char *ns, const char *owner, char *why, size_t n)
+{
+	struct fake *f = ctx;
+	f->sar_calls++;
+	snprintf(f->last_owner, sizeof f->last_owner, "%s", owner);
+	snprintf(why, n, "%s", f->sar_answer < 0 ? "connection refused" : "");
+	return f->sar_answer;
+}
+
+static cJSON *fake_by_digest(void *ctx, const char *digest)
+{
+	struct fake *f = ctx;
+	return f->cache ? cJSON_Duplicate(f->cache, 1) : cJSON_CreateArray();
+}
+
+static const unsigned char *const POLICY_KEYS[] = { KEY1 };
+static const size_t POLICY_LENS[] = { sizeof KEY1 - 1 };
+
+static struct wh_sandbox_policy policy(struct fake *f)
+{
+	struct wh_sandbox_policy p = { POLICY_KEYS, POLICY_LENS, 1, SBX_OWNER_AUTHZ_ACCESS_REVIEW, 86400,
+				       fake_may_use, fake_by_digest, f };
+	return p;
+}
+
+#define SPEC_ALICE "{\"image\":\"img:1\",\"idempotencyKey\":\"task-43\",\"workspaceOwner\":\"alice\"}"
+#define SPEC_ALICE2 "{\"image\":\"evil:1\",\"idempotencyKey\":\"task-43\",\"workspaceOwner\":\"alice\"}"
+
+static void decide(const struct wh_sandbox_policy *p, int mutate, const char *op, const char *user,
+		   const char *object, const char *old, struct wh_verdict *v)
+{
+	char *b = review_json(op, user, object, old);
+	struct wh_review r;
+	char err[256];
+	CU_ASSERT_EQUAL_FATAL(wh_review_decode(b, strlen(b), &r, err, sizeof err), 0);
+	(mutate ? wh_sandbox_mutate : wh_sandbox_validate)(p, &r, 1000, v);
+	wh_review_release(&r);
+	free(b);
+}
+
+/* Applies the webhook's JSON Patch (only "add" of a map or a map entry under
+ * /metadata, all it ever emits) to obj. */
+static void apply_patch(cJSON *obj, const cJSON *patch)
+{
+	const cJSON *op;
+	cJSON_ArrayForEach(op, patch)
+	{
+		CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(op, "op")->valuestring, "add");
+		const char *path = cJSON_GetObjectItem(op, "path")->valuestring;
+		cJSON *meta = cJSON_GetObjectItem(obj, "metadata");
+		char map[32] = "", key[128] = "";
+		const char *p = path + strlen("/metadata/"), *slash = strchr(p, '/');
+		if (!slash) {
+			cJSON_AddItemToObject(meta, p, cJSON_Duplicate(cJSON_GetObjectItem(op, "value"), 1));
+			continue;
+		}
+		snprintf(map, sizeof map, "%.*s", (int)(slash - p), p);
+		size_t k = 0;
+		for (const char *q = slash + 1; *q && k + 1 < sizeof key; q++) {
+			if (q[0] == '~' && q[1] == '1') { key[k++] = '/'; q++; }
+			else if (q[0] == '~' && q[1] == '0') { key[k++] = '~'; q++; }
+			else key[k++] = *q;
+		}
+		key[k] = '\0';
+		cJSON_AddItemToObject(cJSON_GetObjectItem(meta, map), key,
+				      cJSON_Duplicate(cJSON_GetObjectItem(op, "value"), 1));
+	}
+}
+
+static void test_mutate_refuses_unauthorized_owner(void)
+{
+	struct fake f = { .sar_answer = 0 };
+	struct wh_sandbox_policy p = policy(&f);
+	struct wh_verdict v;
+	decide(&p, 1, "CREATE", "bob", "{\"metadata\":{\"name\":\"s1\"},\"spec\":" SPEC_ALICE "}", NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 403);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "\"alice\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "\"use\" on workspaces.sandbox.dev"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "bob"));
+	CU_ASSERT_STRING_EQUAL(f.last_owner, "alice");
+	wh_verdict_release(&v);
+	/* the authorizer cannot be asked: fail closed */
+	f.sar_answer = -1;
+	decide(&p, 1, "CREATE", "bob", "{\"metadata\":{\"name\":\"s1\"},\"spec\":" SPEC_ALICE "}", NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 500);
+	wh_verdict_release(&v);
+	/* owner "" is refused, never read as "no owner" */
+	f.sar_answer = 1;
+	decide(&p, 1, "CREATE", "bob", "{\"metadata\":{\"name\":\"s1\"},\"spec\":{\"image\":\"i\",\"workspaceOwner\":\"\"}}",
+	       NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 422);
+	wh_verdict_release(&v);
+}
+
+static void test_mutate_refuses_reserved(void)
+{
+	struct fake f = { .sar_answer = 1 };
+	struct wh_sandbox_policy p = policy(&f);
+	struct wh_verdict v;
+	decide(&p, 1, "CREATE", "alice",
+	       "{\"metadata\":{\"name\":\"s1\",\"annotations\":{\"sandbox.dev/owner-authorization\":\"v1.1.n.x\"}},"
+	       "\"spec\":" SPEC_ALICE "}", NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 403);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "reserved"));
+	CU_ASSERT_EQUAL(f.sar_calls, 0);
+	wh_verdict_release(&v);
+	decide(&p, 1, "CREATE", "alice",
+	       "{\"metadata\":{\"name\":\"s1\",\"labels\":{\"sandbox.dev/scope-digest\":\"x\"}},\"spec\":{\"image\":\"i\"}}",
+	       NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+}
+
+/* Authorized: the stamped object passes validation and the controller's check. */
+static void test_mutate_then_validate(void)
+{
+	struct fake f = { .sar_answer = 1 };
+	struct wh_sandbox_policy p = policy(&f);
+	struct wh_verdict v;
+	const char *obj_s = "{\"metadata\":{\"name\":\"s1\",\"namespace\":\"team-a\",\"labels\":{\"app\":\"x\"}},"
+			    "\"spec\":" SPEC_ALICE "}";
+	decide(&p, 1, "CREATE", "alice", obj_s, NULL, &v);
+	CU_ASSERT_TRUE_FATAL(v.allowed);
+	CU_ASSERT_STRING_EQUAL(v.outcome, "mutated");
+	char *resp = wh_response_encode("req-1", &v);
+	cJSON *patch = decode_patch(resp);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(patch);
+	cJSON *obj = cJSON_Parse(obj_s);
+	apply_patch(obj, patch);
+	const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "annotations");
+	const cJSON *lab = cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "labels");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_REQUESTED_BY)->valuestring, "alice");
+	CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ));
+	CU_ASSERT_EQUAL(strlen(cJSON_GetObjectItem(lab, SBX_LABEL_DIGEST)->valuestring), 32);
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(lab, "app")->valuestring, "x");
+	char *stamped = cJSON_PrintUnformatted(obj);
+	struct wh_verdict vv;
+	decide(&p, 0, "CREATE", "alice", stamped, NULL, &vv);
+	CU_ASSERT_TRUE(vv.allowed);
+	wh_verdict_release(&vv);
+	/* bob replays alice's stamped object under his own identity: refused */
+	decide(&p, 0, "CREATE", "bob", stamped, NULL, &vv);
+	CU_ASSERT_FALSE(vv.allowed);
+	CU_ASSERT_EQUAL(vv.code, 403);
+	wh_verdict_release(&vv);
+	/* alice's record on another spec (bob copies it onto his own image) */
+	cJSON_ReplaceItemInObject(obj, "spec", cJSON_Parse(SPEC_ALICE2));
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(obj, "metadata"), "labels");
+	char *copied = cJSON_PrintUnformatted(obj);
+	decide(&p, 0, "CREATE", "alice", copied, NULL, &vv);
+	CU_ASSERT_FALSE(vv.allowed);
+	CU_ASSERT_PTR_NOT_NULL(strstr(vv.message, "not issued for this Sandbox"));
+	wh_verdict_release(&vv);
+	free(copied);
+	free(stamped);
+	free(resp);
+	cJSON_Delete(obj);
+	cJSON_Delete(patch);
+	wh_verdict_release(&v);
+}
+
+static void test_namespace_mode_skips_review(void)
+{
+	struct fake f = { .sar_answer = 0 };
+	struct wh_sandbox_policy p = policy(&f);
+	p.owner_authz = SBX_OWNER_AUTHZ_NAMESPACE;
+	struct wh_verdict v;
+	decide(&p, 1, "CREATE", "bob", "{\"metadata\":{\"name\":\"s1\"},\"spec\":" SPEC_ALICE "}", NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	CU_ASSERT_EQUAL(f.sar_calls, 0);
+	wh_verdict_release(&v);
+}
+
+static void test_validate_update_guards(void)
+{
+	struct fake f = { .sar_answer = 1 };
+	struct wh_sandbox_policy p = policy(&f);
+	struct wh_verdict v;
+	const char *old = "{\"metadata\":{\"name\":\"s1\",\"annotations\":{\"sandbox.dev/requested-by\":\"alice\","
+			  "\"note\":\"a\"}},\"spec\":" SPEC_ALICE "}";
+	/* an ordinary annotation may change */
+	decide(&p, 0, "UPDATE", "alice",
+	       "{\"metadata\":{\"name\":\"s1\",\"annotations\":{\"sandbox.dev/requested-by\":\"alice\",\"note\":\"b\"}},"
+	       "\"spec\":" SPEC_ALICE "}", old, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	/* a reserved one may not change, be added or be removed */
+	decide(&p, 0, "UPDATE", "alice",
+	       "{\"metadata\":{\"name\":\"s1\",\"annotations\":{\"sandbox.dev/requested-by\":\"bob\"}},"
+	       "\"spec\":" SPEC_ALICE "}", old, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	decide(&p, 0, "UPDATE", "alice", "{\"metadata\":{\"name\":\"s1\"},\"spec\":" SPEC_ALICE "}", old, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	decide(&p, 0, "UPDATE", "alice",
+	       "{\"metadata\":{\"name\":\"s1\",\"labels\":{\"sandbox.dev/x\":\"1\"},\"annotations\":{"
+	       "\"sandbox.dev/requested-by\":\"alice\"}},\"spec\":" SPEC_ALICE "}", old, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	/* spec changes are refused */
+	decide(&p, 0, "UPDATE", "alice",
+	       "{\"metadata\":{\"name\":\"s1\",\"annotations\":{\"sandbox.dev/requested-by\":\"alice\",\"note\":\"a\"}},"
+	       "\"spec\":" SPEC_ALICE2 "}", old, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 422);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "immutable"));
+	wh_verdict_release(&v);
+}
+
+/* A stamped object for user/spec, as the mutating step leaves it. */
+static char *stamped_object(struct wh_sandbox_policy *p, const char *user, const char *name, const char *spec)
+{
+	char obj_s[1024];
+	snprintf(obj_s, sizeof obj_s, "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"team-a\"},\"spec\":%s}", name,
+		 spec);
+	struct wh_verdict v;
+	decide(p, 1, "CREATE", user, obj_s, NULL, &v);
+	char *resp = wh_response_encode("r", &v);
+	cJSON *patch = decode_patch(resp);
+	cJSON *obj = cJSON_Parse(obj_s);
+	apply_patch(obj, patch);
+	char *out = cJSON_PrintUnformatted(obj);
+	cJSON_Delete(obj);
+	cJSON_Delete(patch);
+	free(resp);
+	wh_verdict_release(&v);
+	return out;
+}
+
+static void test_validate_key_conflict(void)
+{
+	struct fake f = { .sar_answer = 1 };
+	struct wh_sandbox_policy p = policy(&f);
+	/* The cache holds alice-first with the same owner and key, another spec, bound 10 s ago. */
+	char *held = stamped_object(&p, "alice", "alice-first", SPEC_ALICE2);
+	cJSON *h = cJSON_Parse(held);
+	cJSON_AddStringToObject(cJSON_GetObjectItem(h, "metadata"), "namespace", "team-a");
+	cJSON *st = cJSON_AddObjectToObject(h, "status");
+	cJSON_AddStringToObject(st, "phase", "Running");
+	cJSON_AddStringToObject(st, "claimedAt", "1970-01-01T00:16:30Z"); /* 990 */
+	cJSON_AddStringToObject(st, "keyExpiresAt", "1970-01-02T00:16:30Z");
+	f.cache = cJSON_CreateArray();
+	cJSON_AddItemToArray(f.cache, h);
+	char *mine = stamped_object(&p, "alice", "alice-second", SPEC_ALICE);
+	struct wh_verdict v;
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 422);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "team-a/alice-first"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "task-43"));
+	wh_verdict_release(&v);
+	/* the same spec shares the key: allowed */
+	char *same = stamped_object(&p, "alice", "alice-third", SPEC_ALICE2);
+	decide(&p, 0, "CREATE", "alice", same, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	/* an expired claim no longer holds the key */
+	p.key_lifetime_s = 5;
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	p.key_lifetime_s = 86400;
+	/* a rejected Sandbox holds nothing */
+	cJSON_ReplaceItemInObject(st, "phase", cJSON_CreateString("Rejected"));
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	/* another owner with the same key is another scope (the fake ignores the digest: the re-check must not) */
+	cJSON_ReplaceItemInObject(st, "phase", cJSON_CreateString("Running"));
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(h, "spec"), "workspaceOwner", cJSON_CreateString("bob"));
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	free(same);
+	free(mine);
+	free(held);
+	cJSON_Delete(f.cache);
+}
+
+void register_webhook_tests(void)
+{
+	SBX_SUITE("sandbox/authz", { "issue and verify", test_authz_roundtrip },
+		  { "not transferable to another intent", test_authz_not_transferable },
+		  { "stale and malformed records", test_authz_stale_and_malformed },
+		  { "generateName form", test_authz_generate_name }, { "key rotation", test_authz_rotation });
+	SBX_SUITE("webhook/admission", { "decode", test_review_decode }, { "encode", test_response_encode },
+		  { "owner not authorized", test_mutate_refuses_unauthorized_owner },
+		  { "reserved metadata refused", test_mutate_refuses_reserved },
+		  { "mutate then validate; copies refused", test_mutate_then_validate },
+		  { "namespace mode", test_namespace_mode_skips_review },
+		  { "update guards", test_validate_update_guards },
+		  { "key conflict 422", test_validate_key_conflict });
+}
