@@ -24,6 +24,7 @@
 #include "sandbox/config.h"
 #include "sandbox/reconcile.h"
 #include "webhook/certs.h"
+#include "webhook/server.h"
 
 
 struct options {
@@ -48,6 +49,7 @@ struct options {
 	const char *cert_dir;
 	long cert_validity_s, ca_lifetime_s;
 	const char *cert_dns_names, *cert_ips, *service_name, *config_name;
+	const char *webhook_addr;
 };
 
 static void usage(FILE *f)
@@ -73,7 +75,8 @@ static void usage(FILE *f)
 		"                                     never depends on it, it saves duplicate API calls)\n"
 		"  --leader-election-namespace NS     Lease namespace (default: the kubeconfig/in-cluster namespace)\n"
 		"  --leader-election-id NAME          Lease name (default sandbox-controller-leader)\n"
-		"  --webhook-cert-dir DIR             tls.crt and tls.key of the webhook server\n"
+		"  --webhook-bind-address ADDR        admission webhook (HTTPS) listener, e.g. :9443 (default 0: off)\n"
+		"  --webhook-cert-dir DIR             tls.crt and tls.key of the webhook server, re-read when they change\n"
 		"                                     (default /tmp/k8s-webhook-server/serving-certs)\n"
 		"  --webhook-cert-mode MODE           external (alias cert-manager): the files come from cert-manager\n"
 		"                                     or the operator (default); self-managed: the controller writes and renews\n"
@@ -94,7 +97,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	enum { O_KUBECONFIG = 256, O_CONTEXT, O_CONFIG, O_METRICS, O_PROBE, O_SEAL, O_LOG, O_LIFETIME, O_WORKERS,
 	       O_QPS, O_BURST, O_HELP, O_LE, O_LE_NS, O_LE_ID, O_CERT_MODE, O_CERT_DIR, O_CERT_VALIDITY,
 	       O_CA_LIFETIME, O_CERT_DNS, O_CERT_IPS, O_SVC_NAME, O_CONFIG_NAME, O_MCERT_PATH, O_MCERT_NAME,
-	       O_MCERT_KEY };
+	       O_MCERT_KEY, O_WH_ADDR };
 	static const struct option longopts[] = {
 		{ "kubeconfig", required_argument, NULL, O_KUBECONFIG },
 		{ "context", required_argument, NULL, O_CONTEXT },
@@ -122,13 +125,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "webhook-cert-ips", required_argument, NULL, O_CERT_IPS },
 		{ "webhook-service-name", required_argument, NULL, O_SVC_NAME },
 		{ "webhook-config-name", required_argument, NULL, O_CONFIG_NAME },
+		{ "webhook-bind-address", required_argument, NULL, O_WH_ADDR },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 4,
 			       .key_lifetime_s = -1, .qps = 50, .burst = 100,
 			       .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key",
 			       .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400,
-			       .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller" };
+			       .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller",
+			       .webhook_addr = "0" };
 	int ch;
 	char *end;
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -202,6 +207,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case O_CERT_IPS: o->cert_ips = optarg; break;
 		case O_SVC_NAME: o->service_name = optarg; break;
 		case O_CONFIG_NAME: o->config_name = optarg; break;
+		case O_WH_ADDR: o->webhook_addr = optarg; break;
 		case O_HELP: usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -450,6 +456,33 @@ int main(int argc, char **argv)
 		log_kv(LOG_ERROR, "cannot start the controller", "error", err);
 		rc = 1;
 	}
+	/* Every replica serves the webhook, from the caches it just synced. */
+	struct wh_server *whs = NULL;
+	const unsigned char *wh_keys[1] = { seal };
+	size_t wh_keylens[1] = { seal_len };
+	char wh_cert[4096], wh_key[4096];
+	if (rc == 0 && strcmp(o.webhook_addr, "0")) {
+		snprintf(wh_cert, sizeof wh_cert, "%s/tls.crt", o.cert_dir);
+		snprintf(wh_key, sizeof wh_key, "%s/tls.key", o.cert_dir);
+		struct wh_server_opts wo = {
+			.addr = o.webhook_addr,
+			.cert_file = wh_cert,
+			.key_file = wh_key,
+			.cfg = &cfg,
+			.keys = wh_keys,
+			.keylens = wh_keylens,
+			.nkeys = 1,
+			.kc = kc,
+			.sandboxes = ctl.sandboxes,
+		};
+		if (!(whs = wh_server_start(&wo, err, sizeof err))) {
+			log_kv(LOG_ERROR, "webhook server", "error", err);
+			rc = 1;
+		} else {
+			log_kv(LOG_INFO, "serving the admission webhook", "address", o.webhook_addr, "certDir",
+			       o.cert_dir);
+		}
+	}
 	if (rc == 0 && o.leader_elect) {
 		char host[128] = "unknown", ident[200];
 		unsigned char rnd[6];
@@ -490,6 +523,7 @@ int main(int argc, char **argv)
 		log_kv(LOG_INFO, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	/* The listeners go first: their handlers read the controller, so no
 	 * handler may run once it is being released. */
+	wh_server_free(whs);
 	obs_http_free(msrv);
 	obs_http_free(psrv);
 	sbx_controller_release(&ctl);

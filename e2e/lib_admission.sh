@@ -29,20 +29,20 @@ free_port() {
 # cluster CA as caBundle, and the pod policy's identity set.
 render_admission() {
   local port=$1 user=$2
-  python3 - "$E2E_ROOT/manifests/webhook" "$port" "$user" "$E2E_DIR/pki/ca.crt" <<'PY'
-import base64, sys, yaml
-d, port, user, ca = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+  kubectl create --dry-run=client -o json -f "$E2E_ROOT/manifests/webhook/webhooks.yaml" \
+    -f "$E2E_ROOT/manifests/webhook/pod-policy.yaml" >"$E2E_DIR/admission.json" || return 1
+  python3 - "$E2E_DIR/admission.json" "$port" "$user" "$E2E_DIR/pki/ca.crt" <<'PY'
+import base64, json, sys
+src, port, user, ca = sys.argv[1:5]
 bundle = base64.b64encode(open(ca, 'rb').read()).decode()
-docs = []
-for f in ('webhooks.yaml', 'pod-policy.yaml'):
-    docs += [x for x in yaml.safe_load_all(open(f'{d}/{f}')) if x]
-for x in docs:
+doc = json.load(open(src))
+for x in doc.get('items', [doc]):
     for w in x.get('webhooks', []):
         path = w['clientConfig']['service']['path']
         w['clientConfig'] = {'url': f'https://127.0.0.1:{port}{path}', 'caBundle': bundle}
     if x['kind'] == 'ConfigMap':
         x['data']['controllerUsername'] = user
-print(yaml.safe_dump_all(docs))
+print(json.dumps(doc))
 PY
 }
 

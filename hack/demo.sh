@@ -27,9 +27,18 @@ kubectl wait --for=condition=Established crd/sandboxes.sandbox.dev --timeout=60s
 kubectl apply -f manifests/rbac/role.yaml
 kubectl create clusterrolebinding sandbox-controller-demo --clusterrole=sandbox-controller --user=sandbox-controller
 head -c 48 /dev/urandom | base64 >"$DIR/seal.key"
+# The admission webhook: served by the controller on 127.0.0.1, called by the
+# API server through the product's webhook configurations (manifests/webhook/).
+E2E_DIR=$DIR E2E_ROOT=$ROOT
+say() { echo "$*" >&2; }
+. e2e/lib_admission.sh
+webhook_certs
+WEBHOOK_PORT=$(free_port)
 ./build/sandbox-controller --kubeconfig "$DIR/controller.kubeconfig" --seal-key-file "$DIR/seal.key" \
-  --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 2>"$DIR/controller.log" &
+  --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
+  --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" 2>"$DIR/controller.log" &
 CTL=$!
+install_admission "$WEBHOOK_PORT" sandbox-controller
 
 kubectl apply -f - <<'YAML'
 apiVersion: v1
@@ -53,6 +62,11 @@ spec:
 YAML
 kubectl apply -f e2e/demo-sandbox.yaml
 kubectl wait --for=condition=Ready sandbox/demo --timeout=60s
+echo
+echo "Admission: user bob, who may create Sandboxes but not use alice's workspace, asks for one:"
+kubectl create role sandbox-editor --verb=create,get,list --resource=sandboxes.sandbox.dev >/dev/null
+kubectl create rolebinding demo-bob --role=sandbox-editor --user=bob >/dev/null
+sed 's/name: demo$/name: demo-bob/' e2e/demo-sandbox.yaml | kubectl --as=bob apply -f - 2>&1 | sed 's/^/  /' || true
 echo
 kubectl get sbx -o wide
 echo
