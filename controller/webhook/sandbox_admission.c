@@ -147,10 +147,38 @@ static void patch_set(cJSON *patch, const cJSON *obj, const char *map, const cha
 	cJSON_AddItemToArray(patch, op);
 }
 
+/* On UPDATE, puts back reserved entries the request dropped. Server-side
+ * apply attributes the webhook's stamps to the creating field manager, so a
+ * second apply of the same manifest omits them; that is no attempt to change
+ * them. Changed or added reserved entries are left for validation to refuse. */
+static void restore_reserved(const struct wh_review *r, struct wh_verdict *v)
+{
+	static const char *const maps[] = { "labels", "annotations" };
+	for (size_t i = 0; i < 2; i++) {
+		cJSON *created = NULL;
+		const cJSON *now_map = jobj(jobj(r->object, "metadata"), maps[i]);
+		const cJSON *kv;
+		cJSON_ArrayForEach(kv, jobj(jobj(r->old_object, "metadata"), maps[i]))
+		{
+			if (!wh_reserved_key(kv->string) || !cJSON_IsString(kv) || jobj(now_map, kv->string))
+				continue;
+			if (!v->patch)
+				v->patch = cJSON_CreateArray();
+			patch_set(v->patch, r->object, maps[i], kv->string, kv->valuestring, &created);
+		}
+	}
+	if (v->patch)
+		v->outcome = "mutated";
+}
+
 void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
 		       struct wh_verdict *v)
 {
 	wh_verdict_allow(v);
+	if (r->object && r->old_object && r->kind && !strcmp(r->kind, "Sandbox") && !strcmp(r->operation, "UPDATE")) {
+		restore_reserved(r, v);
+		return;
+	}
 	if (!is_sandbox_create(r) || !r->ns)
 		return;
 	const char *where = NULL, *res = first_reserved(r->object, &where);

@@ -8,6 +8,8 @@
  *   sandbox.dev/requested-by, the owner authorization record
  *   (sandbox/authz.h) and, with a key, the sandbox.dev/scope-digest label
  *   that indexes Sandboxes by scope.
+ * mutate (UPDATE): puts back reserved entries the request dropped (a
+ *   server-side apply of the original manifest omits them).
  * validate (CREATE, UPDATE): on CREATE, only the webhook's own reserved
  *   metadata, matching this request; a key held by a live Sandbox of the
  *   same scope with another spec is refused with 422 naming that Sandbox.
