@@ -50,6 +50,7 @@ struct options {
 	long cert_validity_s, ca_lifetime_s;
 	const char *cert_dns_names, *cert_ips, *service_name, *config_name;
 	const char *webhook_addr;
+	const char *owner_authz;
 };
 
 static void usage(FILE *f)
@@ -75,6 +76,7 @@ static void usage(FILE *f)
 		"                                     never depends on it, it saves duplicate API calls)\n"
 		"  --leader-election-namespace NS     Lease namespace (default: the kubeconfig/in-cluster namespace)\n"
 		"  --leader-election-id NAME          Lease name (default sandbox-controller-leader)\n"
+		"  --owner-authorization MODE         accessReview (default) or namespace (overrides the config)\n"
 		"  --webhook-bind-address ADDR        admission webhook (HTTPS) listener, e.g. :9443 (default 0: off)\n"
 		"  --webhook-cert-dir DIR             tls.crt and tls.key of the webhook server, re-read when they change\n"
 		"                                     (default /tmp/k8s-webhook-server/serving-certs)\n"
@@ -97,7 +99,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	enum { O_KUBECONFIG = 256, O_CONTEXT, O_CONFIG, O_METRICS, O_PROBE, O_SEAL, O_LOG, O_LIFETIME, O_WORKERS,
 	       O_QPS, O_BURST, O_HELP, O_LE, O_LE_NS, O_LE_ID, O_CERT_MODE, O_CERT_DIR, O_CERT_VALIDITY,
 	       O_CA_LIFETIME, O_CERT_DNS, O_CERT_IPS, O_SVC_NAME, O_CONFIG_NAME, O_MCERT_PATH, O_MCERT_NAME,
-	       O_MCERT_KEY, O_WH_ADDR };
+	       O_MCERT_KEY, O_WH_ADDR, O_OWNER_AUTHZ };
 	static const struct option longopts[] = {
 		{ "kubeconfig", required_argument, NULL, O_KUBECONFIG },
 		{ "context", required_argument, NULL, O_CONTEXT },
@@ -126,6 +128,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "webhook-service-name", required_argument, NULL, O_SVC_NAME },
 		{ "webhook-config-name", required_argument, NULL, O_CONFIG_NAME },
 		{ "webhook-bind-address", required_argument, NULL, O_WH_ADDR },
+		{ "owner-authorization", required_argument, NULL, O_OWNER_AUTHZ },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 4,
@@ -208,6 +211,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case O_SVC_NAME: o->service_name = optarg; break;
 		case O_CONFIG_NAME: o->config_name = optarg; break;
 		case O_WH_ADDR: o->webhook_addr = optarg; break;
+		case O_OWNER_AUTHZ:
+			if (strcmp(optarg, "accessReview") && strcmp(optarg, "namespace")) {
+				fprintf(stderr, "--owner-authorization must be accessReview or namespace\n");
+				return -1;
+			}
+			o->owner_authz = optarg;
+			break;
 		case O_HELP: usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -394,6 +404,11 @@ int main(int argc, char **argv)
 	}
 	if (o.key_lifetime_s > 0)
 		cfg.key_lifetime_s = o.key_lifetime_s;
+	if (o.owner_authz)
+		cfg.owner_authz = strcmp(o.owner_authz, "namespace") ? SBX_OWNER_AUTHZ_ACCESS_REVIEW
+								     : SBX_OWNER_AUTHZ_NAMESPACE;
+	log_kv(LOG_INFO, "owner authorization", "mode",
+	       cfg.owner_authz == SBX_OWNER_AUTHZ_NAMESPACE ? "namespace" : "accessReview");
 	if (!o.nseal_key_files && cfg.seal_key_file)
 		o.seal_key_files[o.nseal_key_files++] = cfg.seal_key_file;
 	if (!o.nseal_key_files) {

@@ -36,10 +36,15 @@ e2e_cleanup() {
 
 # controller_start NAME [flags...]: runs a controller in the background; its
 # pid is in CTL_PID and its log in $E2E_DIR/NAME.log.
+# Suites that do not install the admission webhook run the controller with
+# --owner-authorization namespace (nothing would record owner authorizations);
+# a suite that installs it sets E2E_ADMISSION=1.
 controller_start() {
   local name=$1; shift
+  local authz=(--owner-authorization namespace)
+  [ -n "${E2E_ADMISSION:-}" ] && authz=()
   "$CONTROLLER_BIN" --kubeconfig "$E2E_DIR/controller.kubeconfig" --seal-key-file "$E2E_DIR/seal.key" \
-    --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 "$@" \
+    --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 "${authz[@]}" "$@" \
     >>"$E2E_DIR/$name.log" 2>&1 &
   CTL_PID=$!
   disown "$CTL_PID" 2>/dev/null || true

@@ -35,8 +35,16 @@ render_admission() {
 import base64, json, sys
 src, port, user, ca = sys.argv[1:5]
 bundle = base64.b64encode(open(ca, 'rb').read()).decode()
-doc = json.load(open(src))
-for x in doc.get('items', [doc]):
+text, docs, dec, i = open(src).read(), [], json.JSONDecoder(), 0
+while True:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text):
+        break
+    d, i = dec.raw_decode(text, i)
+    docs += d.get('items', [d])
+doc = {'apiVersion': 'v1', 'kind': 'List', 'items': docs}
+for x in docs:
     for w in x.get('webhooks', []):
         path = w['clientConfig']['service']['path']
         w['clientConfig'] = {'url': f'https://127.0.0.1:{port}{path}', 'caBundle': bundle}

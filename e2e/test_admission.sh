@@ -8,6 +8,7 @@
 . "$(dirname "$0")/lib_admission.sh"
 
 IMG=registry.local/agent:1.0
+E2E_ADMISSION=1
 
 setup() {
   cluster_up

@@ -303,12 +303,17 @@ static void test_mutate_refuses_unauthorized_owner(void)
 	CU_ASSERT_FALSE(v.allowed);
 	CU_ASSERT_EQUAL(v.code, 500);
 	wh_verdict_release(&v);
-	/* owner "" is refused, never read as "no owner" */
+	/* owner "" is refused by validation, never read as "no owner"; the
+	 * mutating step leaves it to the schema and stamps nothing */
 	f.sar_answer = 1;
-	decide(&p, 1, "CREATE", "bob", "{\"metadata\":{\"name\":\"s1\"},\"spec\":{\"image\":\"i\",\"workspaceOwner\":\"\"}}",
-	       NULL, &v);
+	const char *empty = "{\"metadata\":{\"name\":\"s1\"},\"spec\":{\"image\":\"i\",\"workspaceOwner\":\"\"}}";
+	decide(&p, 1, "CREATE", "bob", empty, NULL, &v);
+	CU_ASSERT_PTR_NULL(v.patch);
+	wh_verdict_release(&v);
+	decide(&p, 0, "CREATE", "bob", empty, NULL, &v);
 	CU_ASSERT_FALSE(v.allowed);
 	CU_ASSERT_EQUAL(v.code, 422);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "workspaceOwner"));
 	wh_verdict_release(&v);
 }
 

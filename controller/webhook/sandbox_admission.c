@@ -193,10 +193,11 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 	}
 	const cJSON *spec = jobj(r->object, "spec");
 	struct sbx_scope sc;
-	if (request_scope(r, spec, &sc, msg, sizeof msg) < 0) {
-		wh_verdict_deny(v, 422, "Invalid", "%s", msg);
+	/* Mutating admission runs before the schema: leave a spec the schema
+	 * refuses to the schema, whose message names the field (validation
+	 * here refuses it too, and the controller never mounts it). */
+	if (request_scope(r, spec, &sc, msg, sizeof msg) < 0)
 		return;
-	}
 	const char *owner = sbx_spec_owner(spec), *key = sbx_spec_key(spec);
 	const cJSON *meta = jobj(r->object, "metadata");
 	if (owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) {
