@@ -19,7 +19,7 @@ le_start() {
   mp=$(free_port); pp=$(free_port)
   "$CONTROLLER_BIN" --kubeconfig "$E2E_DIR/controller.kubeconfig" --seal-key-file "$E2E_DIR/seal.key" \
     --metrics-bind-address "127.0.0.1:$mp" --health-probe-bind-address "127.0.0.1:$pp" \
-    --leader-elect --leader-election-namespace ops >>"$E2E_DIR/$name.log" 2>&1 &
+    --leader-elect --leader-election-namespace ops --owner-authorization namespace >>"$E2E_DIR/$name.log" 2>&1 &
   CTL_PID=$!
   disown "$CTL_PID"
   CTL_PIDS+=("$CTL_PID")
