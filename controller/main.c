@@ -473,8 +473,6 @@ int main(int argc, char **argv)
 	}
 	/* Every replica serves the webhook, from the caches it just synced. */
 	struct wh_server *whs = NULL;
-	const unsigned char *wh_keys[1] = { seal };
-	size_t wh_keylens[1] = { seal_len };
 	char wh_cert[4096], wh_key[4096];
 	if (rc == 0 && strcmp(o.webhook_addr, "0")) {
 		snprintf(wh_cert, sizeof wh_cert, "%s/tls.crt", o.cert_dir);
@@ -484,9 +482,9 @@ int main(int argc, char **argv)
 			.cert_file = wh_cert,
 			.key_file = wh_key,
 			.cfg = &cfg,
-			.keys = wh_keys,
-			.keylens = wh_keylens,
-			.nkeys = 1,
+			.keys = (const unsigned char *const *)seal.key,
+			.keylens = seal.len,
+			.nkeys = seal.n,
 			.kc = kc,
 			.sandboxes = ctl.sandboxes,
 		};
