@@ -55,8 +55,10 @@ enum kube_err kube_access_review(struct kube_client *c, const cJSON *user_info, 
 	char *body = cJSON_PrintUnformatted(req);
 	cJSON_Delete(req);
 	cJSON *resp = NULL;
-	enum kube_err e = kube_request(c, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", NULL, body,
-				       NULL, &resp, err);
+	/* An admission webhook waits on this: answer well inside its timeout. */
+	const struct kube_request_opts ro = { .timeout_ms = KUBE_ACCESS_TIMEOUT_MS };
+	enum kube_err e = kube_request_ex(c, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", NULL,
+					  body, NULL, &ro, &resp, err);
 	free(body);
 	if (e != KUBE_OK)
 		return e;
@@ -101,8 +103,9 @@ enum kube_err kube_token_review(struct kube_client *c, const char *token, const 
 	char *body = cJSON_PrintUnformatted(req);
 	cJSON_Delete(req);
 	cJSON *resp = NULL;
-	enum kube_err e = kube_request(c, "POST", "/apis/authentication.k8s.io/v1/tokenreviews", NULL, body, NULL,
-				       &resp, err);
+	const struct kube_request_opts ro = { .timeout_ms = KUBE_ACCESS_TIMEOUT_MS };
+	enum kube_err e = kube_request_ex(c, "POST", "/apis/authentication.k8s.io/v1/tokenreviews", NULL, body,
+					  NULL, &ro, &resp, err);
 	/* The token was in the body: wipe our copy. */
 	memset(body, 0, strlen(body));
 	free(body);

@@ -12,6 +12,9 @@
 
 #include "kube/client.h"
 
+/* Each review gives up after this long (a webhook calling it has 10 s). */
+#define KUBE_ACCESS_TIMEOUT_MS 5000
+
 /* What is asked about. For a resource: ns (NULL for cluster-scoped), verb,
  * group ("" for core), resource, subresource (NULL ok), name (NULL = any).
  * For a non-resource URL: path and verb, everything else NULL. */
