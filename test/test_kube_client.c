@@ -28,6 +28,7 @@
 
 #include "base/buf.h"
 #include "base/xmalloc.h"
+#include "kube/access.h"
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
@@ -1095,6 +1096,105 @@ static void test_tls(void)
 	SSL_CTX_free(ctx);
 }
 
+/* ---- access reviews ---- */
+
+/* Answers SubjectAccessReviews: "alice" may use workspace alice; a review
+ * naming "broken" gets a 500; "denied" is allowed by one authorizer and
+ * explicitly denied by another. TokenReviews: token "good" is alice. */
+static void h_access(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	cJSON *b = cJSON_Parse(r->body ? r->body : "");
+	const cJSON *spec = cJSON_GetObjectItem(b, "spec");
+	if (!strcmp(r->path, "/apis/authentication.k8s.io/v1/tokenreviews")) {
+		const cJSON *t = cJSON_GetObjectItem(spec, "token");
+		reply(req, 201,
+		      cJSON_IsString(t) && !strcmp(t->valuestring, "good")
+			  ? "{\"status\":{\"authenticated\":true,\"user\":{\"username\":\"alice\",\"groups\":[\"g\"]}}}"
+			  : "{\"status\":{\"authenticated\":false,\"error\":\"invalid token\"}}",
+		      NULL, NULL);
+		cJSON_Delete(b);
+		return;
+	}
+	const cJSON *ra = cJSON_GetObjectItem(spec, "resourceAttributes");
+	const cJSON *name = cJSON_GetObjectItem(ra, "name");
+	const char *n = cJSON_IsString(name) ? name->valuestring : "";
+	if (!strcmp(n, "broken"))
+		reply(req, 500, "{}", NULL, NULL);
+	else if (!strcmp(n, "denied"))
+		reply(req, 201, "{\"status\":{\"allowed\":true,\"denied\":true,\"reason\":\"deny rule\"}}", NULL, NULL);
+	else if (!strcmp(n, "garbage"))
+		reply(req, 201, "{\"status\":{}}", NULL, NULL);
+	else
+		reply(req, 201, !strcmp(n, "alice") ? "{\"status\":{\"allowed\":true,\"reason\":\"RBAC: rolebinding\"}}"
+						     : "{\"status\":{\"allowed\":false}}",
+		      NULL, NULL);
+	cJSON_Delete(b);
+}
+
+static void test_access_review(void)
+{
+	struct fake *f = fake_start(h_access, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	cJSON *ui = cJSON_Parse("{\"username\":\"alice\",\"uid\":\"u-1\",\"groups\":[\"team\",\"system:authenticated\"],"
+				"\"extra\":{\"scopes\":[\"a\"]}}");
+	struct kube_access_attrs a = { .ns = "team-a", .verb = "use", .group = "sandbox.dev",
+				       .resource = "workspaces", .name = "alice" };
+	int allowed = -1;
+	char why[128];
+	struct kube_error err;
+	CU_ASSERT_EQUAL(kube_access_review(c, ui, &a, &allowed, why, sizeof why, &err), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 1);
+	CU_ASSERT_STRING_EQUAL(why, "RBAC: rolebinding");
+	/* the request carries the whole identity and the attributes */
+	const struct fake_req *r = fake_log(f, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_STRING_EQUAL(r->method, "POST");
+	CU_ASSERT_STRING_EQUAL(r->path, "/apis/authorization.k8s.io/v1/subjectaccessreviews");
+	cJSON *body = cJSON_Parse(r->body);
+	const cJSON *spec = cJSON_GetObjectItem(body, "spec");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(spec, "user")->valuestring, "alice");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(spec, "uid")->valuestring, "u-1");
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(spec, "groups")), 2);
+	CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(cJSON_GetObjectItem(spec, "extra"), "scopes"));
+	const cJSON *ra = cJSON_GetObjectItem(spec, "resourceAttributes");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ra, "namespace")->valuestring, "team-a");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ra, "verb")->valuestring, "use");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ra, "group")->valuestring, "sandbox.dev");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ra, "resource")->valuestring, "workspaces");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ra, "name")->valuestring, "alice");
+	cJSON_Delete(body);
+	/* not allowed; explicitly denied; an error or an answer without allowed is never "allowed" */
+	a.name = "bob";
+	CU_ASSERT_EQUAL(kube_access_review(c, ui, &a, &allowed, why, sizeof why, &err), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 0);
+	a.name = "denied";
+	CU_ASSERT_EQUAL(kube_access_review(c, ui, &a, &allowed, why, sizeof why, &err), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 0);
+	a.name = "broken";
+	allowed = 1;
+	CU_ASSERT_EQUAL(kube_access_review(c, ui, &a, &allowed, why, sizeof why, &err), KUBE_ERR_SERVER);
+	CU_ASSERT_EQUAL(allowed, 0);
+	a.name = "garbage";
+	allowed = 1;
+	CU_ASSERT_EQUAL(kube_access_review(c, ui, &a, &allowed, why, sizeof why, &err), KUBE_ERR_DECODE);
+	CU_ASSERT_EQUAL(allowed, 0);
+	/* no username: refused before asking */
+	cJSON *anon = cJSON_Parse("{\"groups\":[\"x\"]}");
+	CU_ASSERT_EQUAL(kube_access_review(c, anon, &a, &allowed, why, sizeof why, &err), KUBE_ERR_OTHER);
+	cJSON_Delete(anon);
+	/* token reviews */
+	cJSON *user = NULL;
+	CU_ASSERT_EQUAL(kube_token_review(c, "good", NULL, &user, &err), KUBE_OK);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(user);
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(user, "username")->valuestring, "alice");
+	cJSON_Delete(user);
+	CU_ASSERT_EQUAL(kube_token_review(c, "bad", NULL, &user, &err), KUBE_OK);
+	CU_ASSERT_PTR_NULL(user);
+	cJSON_Delete(ui);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
 void register_kube_client_tests(void)
 {
 	CU_pSuite s = CU_add_suite("kube/client (fake API server)", suite_init, suite_clean);
@@ -1106,6 +1206,7 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "LIST pages, 410 restart", test_list_pagination) ||
 	    !CU_add_test(s, "informer list/watch/relist", test_informer) ||
 	    !CU_add_test(s, "informer trimming", test_informer_trim) ||
-	    !CU_add_test(s, "events aggregate, never block", test_events))
+	    !CU_add_test(s, "events aggregate, never block", test_events) ||
+	    !CU_add_test(s, "SubjectAccessReview and TokenReview", test_access_review))
 		abort();
 }
