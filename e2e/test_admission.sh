@@ -248,6 +248,28 @@ test_schema_limits() {
   exists team-a many-env && fail "many-env stored"
 }
 
+# With the webhook unreachable (failurePolicy Fail), deleting a Sandbox still
+# completes: the finalizer removals of a deletion are not sent to it.
+test_y_deletion_never_blocked_by_the_webhook() {
+  as "$ALICE" apply -f - >/dev/null <<YAML || fail "create fin-1"
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: fin-1, namespace: team-a, finalizers: [example.com/hold]}
+spec: {image: $IMG, workspaceOwner: alice}
+YAML
+  controller_stop "$MAIN_CTL"
+  as "$ALICE" delete sbx -n team-a fin-1 --wait=false >/dev/null || fail "delete fin-1"
+  local out
+  out=$(as "$ALICE" patch sbx -n team-a fin-1 --type json -p '[{"op":"remove","path":"/metadata/finalizers"}]' 2>&1) ||
+    fail "finalizer removal blocked while the webhook is down: $out"
+  wait_for 20 sh -c "! kubectl get sbx -n team-a fin-1" || fail "fin-1 not deleted"
+  # ordinary updates do go to the webhook, and fail closed while it is down
+  as "$ALICE" annotate sbx -n team-a alice-1 note=x --overwrite >/dev/null 2>&1 && fail "update passed a dead webhook"
+  controller_start main --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR"
+  MAIN_CTL=$CTL_PID
+  wait_for 60 sh -c "KUBECONFIG=$ALICE kubectl annotate sbx -n team-a alice-1 note=y --overwrite" || fail "webhook not back"
+}
+
 # Last: deletes the admission objects.
 test_zz_webhook_absent_never_mounts() {
   kubectl get sbx -n team-a alice-1 -o json >"$E2E_DIR/alice-1.json"
