@@ -298,6 +298,44 @@ static void test_cabundle_apply(void)
 	cJSON_Delete(cfg);
 }
 
+/* base64 of a PEM text (caller frees). */
+static char *b64(const char *pem)
+{
+	size_t n = strlen(pem);
+	char *out = malloc(4 * ((n + 2) / 3) + 1);
+	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)pem, (int)n);
+	return out;
+}
+
+/* A webhook configuration whose one webhook carries caBundle b (caller frees). */
+static cJSON *config_with(const char *b)
+{
+	cJSON *cfg = cJSON_Parse("{\"webhooks\":[{\"name\":\"a\",\"clientConfig\":{}}]}");
+	cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(cfg, "webhooks"), 0),
+						    "clientConfig"),
+				"caBundle", b);
+	return cfg;
+}
+
+/* Seal key rotation (newest key first, every replica restarted in turn): a
+ * replica that still has only the old key and one that has [new, old] must
+ * both accept the bundle the other writes when it trusts their own CAs, or
+ * they rewrite each other's caBundle for the whole rollout and admission
+ * calls to one side fail in between. */
+static void test_rotation_no_flapping(void)
+{
+	long L = 3600, e = 100;
+	char *old_b = bundle(seal_a, sizeof seal_a - 1, L, e), *old_next = bundle(seal_a, sizeof seal_a - 1, L, e + 1);
+	char *new_b = bundle(seal_b, sizeof seal_b - 1, L, e);
+	char *both = malloc(strlen(new_b) + strlen(old_b) + 1);
+	strcat(strcpy(both, new_b), old_b); /* what a [new, old] replica writes */
+	char *w_old = b64(old_b), *w_old_next = b64(old_next), *w_both = b64(both);
+	cJSON *cfg = config_with(w_both);
+	CU_ASSERT(webhook_cabundle_apply(cfg, w_old, w_old_next) == 0); /* the old replica keeps it */
+	cJSON_Delete(cfg);
+	free(old_b), free(old_next), free(new_b), free(both), free(w_old), free(w_old_next), free(w_both);
+}
+
 static void test_keeper_start_stop(void)
 {
 	char dir[] = "/tmp/sbx-certs-keeper.XXXXXX", crt[160], key[160], err[256];
@@ -326,5 +364,6 @@ void register_webhook_certs_tests(void)
 		  { "another seal key gives another CA", test_other_seal_other_ca },
 		  { "option checks", test_opts_check }, { "atomic file writes", test_write_files },
 		  { "caBundle patch logic", test_cabundle_apply },
-		  { "keeper writes at start and stops", test_keeper_start_stop });
+		  { "keeper writes at start and stops", test_keeper_start_stop },
+		  { "seal key rotation: replicas do not rewrite each other", test_rotation_no_flapping });
 }
