@@ -339,8 +339,8 @@ static size_t split_list(const char *list, char **v, size_t max)
 /* In self-managed mode, writes the first webhook serving certificate and
  * starts its renewal and the caBundle upkeep; in external mode does nothing.
  * Returns 0 with *out set (NULL in external mode), or -1 (logged). */
-static int start_webhook_certs(const struct options *o, struct kube_client *kc, const unsigned char *seal,
-			       size_t seal_len, struct webhook_certs **out)
+static int start_webhook_certs(const struct options *o, struct kube_client *kc, const struct sbx_seal_keys *seal,
+			       struct webhook_certs **out)
 {
 	*out = NULL;
 	if (strcmp(o->cert_mode, "self-managed"))
@@ -360,7 +360,7 @@ static int start_webhook_certs(const struct options *o, struct kube_client *kc, 
 		.cert_dir = o->cert_dir,
 		.config_name = o->config_name,
 	};
-	*out = webhook_certs_start(kc, seal, seal_len, &co, err, sizeof err);
+	*out = webhook_certs_start(kc, seal, &co, err, sizeof err);
 	for (size_t i = 0; i < ndns; i++)
 		free(dns[i]);
 	for (size_t i = 0; i < nips; i++)
@@ -442,9 +442,9 @@ int main(int argc, char **argv)
 	}
 
 	struct webhook_certs *certs = NULL;
-	/* The webhook CA derives from the newest seal key: all replicas hold the
-	 * same list, so they derive the same CA (a rotation renews it). */
-	if (start_webhook_certs(&o, kc, seal.key[0], seal.len[0], &certs) < 0)
+	/* The webhook CA derives from the newest seal key; the caBundle trusts
+	 * the CAs of every key in the list, so replicas mid-rotation agree. */
+	if (start_webhook_certs(&o, kc, &seal, &certs) < 0)
 		return 1;
 
 	struct sbx_controller ctl;

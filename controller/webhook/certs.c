@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -249,19 +250,36 @@ static int append_pem(struct buf *out, X509 *x)
 	return ok ? 0 : -1;
 }
 
-int webhook_ca_bundle(struct buf *out, const unsigned char *seal, size_t seal_len, long ca_lifetime_s,
-		      long epoch, char *err, size_t errlen)
+/* Appends the PEM of CA(from..to) of keys->key[k] for k < nkeys. */
+static int append_cas(struct buf *out, const struct sbx_seal_keys *keys, size_t nkeys, long ca_lifetime_s,
+		      long from, long to, char *err, size_t errlen)
 {
-	for (long e = epoch > 0 ? epoch - 1 : 0; e <= epoch + 1; e++) {
-		struct webhook_ca ca;
-		if (webhook_ca_derive(&ca, seal, seal_len, ca_lifetime_s, e, err, errlen) < 0)
-			return -1;
-		int rc = append_pem(out, ca.cert);
-		webhook_ca_release(&ca);
-		if (rc < 0)
-			return fail(err, errlen, "caBundle too large");
+	if (keys->n == 0)
+		return fail(err, errlen, "no seal key");
+	for (size_t k = 0; k < nkeys && k < keys->n; k++) {
+		for (long e = from > 0 ? from : 0; e <= to; e++) {
+			struct webhook_ca ca;
+			if (webhook_ca_derive(&ca, keys->key[k], keys->len[k], ca_lifetime_s, e, err, errlen) < 0)
+				return -1;
+			int rc = append_pem(out, ca.cert);
+			webhook_ca_release(&ca);
+			if (rc < 0)
+				return fail(err, errlen, "caBundle too large");
+		}
 	}
 	return 0;
+}
+
+int webhook_ca_bundle(struct buf *out, const struct sbx_seal_keys *keys, long ca_lifetime_s, long epoch,
+		      char *err, size_t errlen)
+{
+	return append_cas(out, keys, keys->n, ca_lifetime_s, epoch - 1, epoch + 1, err, errlen);
+}
+
+int webhook_ca_required(struct buf *out, const struct sbx_seal_keys *keys, long ca_lifetime_s, long epoch,
+			char *err, size_t errlen)
+{
+	return append_cas(out, keys, 1, ca_lifetime_s, epoch, epoch + 1, err, errlen);
 }
 
 /* A fresh ECDSA P-256 key. */
@@ -434,7 +452,32 @@ void webhook_cert_fingerprint(X509 *cert, char out[96])
 		snprintf(out + 3 * i, 4, "%02X%s", md[i], i + 1 < n ? ":" : "");
 }
 
-int webhook_cabundle_apply(cJSON *config, const char *want, const char *also_ok)
+/* 1 iff the base64 PEM text b64 holds every certificate PEM block of required. */
+static int bundle_holds(const char *b64, const char *required)
+{
+	static const char end_marker[] = "-----END CERTIFICATE-----\n";
+	size_t n = strlen(b64);
+	if (n == 0 || n % 4 || n > (size_t)INT_MAX)
+		return 0;
+	char *pem = xmalloc(n / 4 * 3 + 1);
+	int len = EVP_DecodeBlock((unsigned char *)pem, (const unsigned char *)b64, (int)n);
+	int ok = len >= 0;
+	if (ok) {
+		pem[len] = '\0'; /* padding decodes to NULs, which end the text early: harmless */
+		for (const char *p = required; ok && *p;) {
+			const char *e = strstr(p, end_marker);
+			size_t blen = e ? (size_t)(e - p) + sizeof end_marker - 1 : strlen(p);
+			char *block = xstrndup(p, blen);
+			ok = strstr(pem, block) != NULL;
+			free(block);
+			p += blen;
+		}
+	}
+	free(pem);
+	return ok;
+}
+
+int webhook_cabundle_apply(cJSON *config, const char *want, const char *required)
 {
 	int changed = 0;
 	const cJSON *hooks = cJSON_GetObjectItemCaseSensitive(config, "webhooks");
@@ -446,7 +489,7 @@ int webhook_cabundle_apply(cJSON *config, const char *want, const char *also_ok)
 			continue;
 		const cJSON *cur = cJSON_GetObjectItemCaseSensitive(cc, "caBundle");
 		const char *s = cJSON_IsString(cur) ? cur->valuestring : "";
-		if (!strcmp(s, want) || (also_ok && !strcmp(s, also_ok)))
+		if (!strcmp(s, want) || bundle_holds(s, required))
 			continue;
 		cJSON_DeleteItemFromObjectCaseSensitive(cc, "caBundle");
 		cJSON_AddItemToObject(cc, "caBundle", cJSON_CreateString(want));
@@ -458,9 +501,8 @@ int webhook_cabundle_apply(cJSON *config, const char *want, const char *also_ok)
 /* --- the keeper thread --- */
 
 struct webhook_certs {
-	struct kube_client *kc; /* borrowed; NULL = no caBundle upkeep */
-	unsigned char *seal;	/* owned copy, wiped on free */
-	size_t seal_len;
+	struct kube_client *kc;	    /* borrowed; NULL = no caBundle upkeep */
+	struct sbx_seal_keys keys; /* owned copies, wiped on free; key[0] signs */
 	struct webhook_cert_opts cert; /* strings below owned */
 	char **dns, **ips;
 	char *cert_dir;
@@ -471,7 +513,8 @@ struct webhook_certs {
 	long epoch;	 /* of the certificate written last */
 	time_t renew_at; /* when the written certificate is due */
 	time_t next_check;
-	char *bundle_b64[2]; /* caBundle for epoch, epoch + 1 */
+	char *bundle_b64; /* the caBundle this replica writes, for bundle_epoch */
+	char *required;	  /* PEM of the CAs it needs, for bundle_epoch */
 	long bundle_epoch;
 	int missing_logged[2]; /* NotFound logged once per kind */
 
@@ -486,18 +529,26 @@ struct webhook_certs {
 
 static const char *const kinds[2] = { "mutatingwebhookconfigurations", "validatingwebhookconfigurations" };
 
-/* The base64 of the PEM caBundle for epoch (caller frees), or NULL. */
-static char *bundle_b64(const struct webhook_certs *c, long epoch, char *err, size_t errlen)
+/* Computes c->bundle_b64 and c->required for epoch. Returns 0 or -1. */
+static int make_bundle(struct webhook_certs *c, long epoch, char *err, size_t errlen)
 {
-	struct buf pem;
+	struct buf pem, req;
 	buf_init(&pem, BUNDLE_CAP);
-	char *out = NULL;
-	if (webhook_ca_bundle(&pem, c->seal, c->seal_len, c->cert.ca_lifetime_s, epoch, err, errlen) == 0) {
-		out = xmalloc(4 * ((pem.len + 2) / 3) + 1);
-		EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)pem.data, (int)pem.len);
+	buf_init(&req, BUNDLE_CAP);
+	int rc = -1;
+	if (webhook_ca_bundle(&pem, &c->keys, c->cert.ca_lifetime_s, epoch, err, errlen) == 0 &&
+	    webhook_ca_required(&req, &c->keys, c->cert.ca_lifetime_s, epoch, err, errlen) == 0) {
+		free(c->bundle_b64);
+		free(c->required);
+		c->bundle_b64 = xmalloc(4 * ((pem.len + 2) / 3) + 1);
+		EVP_EncodeBlock((unsigned char *)c->bundle_b64, (const unsigned char *)pem.data, (int)pem.len);
+		c->required = buf_detach(&req);
+		c->bundle_epoch = epoch;
+		rc = 0;
 	}
 	buf_release(&pem);
-	return out;
+	buf_release(&req);
+	return rc;
 }
 
 /* Issues and writes a serving certificate for now. Returns 0 or -1 (logged). */
@@ -507,7 +558,8 @@ static int renew(struct webhook_certs *c, time_t now)
 	long epoch = webhook_ca_epoch(now, c->cert.ca_lifetime_s);
 	struct webhook_ca ca;
 	struct webhook_serving s = { 0 };
-	int rc = webhook_ca_derive(&ca, c->seal, c->seal_len, c->cert.ca_lifetime_s, epoch, err, sizeof err);
+	int rc = webhook_ca_derive(&ca, c->keys.key[0], c->keys.len[0], c->cert.ca_lifetime_s, epoch, err,
+				   sizeof err);
 	if (rc == 0) {
 		rc = webhook_serving_issue(&s, &ca, &c->cert, now, err, sizeof err);
 		if (rc == 0)
@@ -535,7 +587,7 @@ static int renew(struct webhook_certs *c, time_t now)
 
 /* Makes one webhook configuration's caBundle current. Returns 0 (done or
  * nothing to do) or -1 (logged; retry later). */
-static int sync_kind(struct webhook_certs *c, int k, const char *want, const char *also_ok)
+static int sync_kind(struct webhook_certs *c, int k)
 {
 	char *path = xasprintf("/apis/admissionregistration.k8s.io/v1/%s/%s", kinds[k], c->config_name);
 	struct kube_request_opts ro = { .abort = &c->stop };
@@ -556,7 +608,7 @@ static int sync_kind(struct webhook_certs *c, int k, const char *want, const cha
 			break;
 		}
 		c->missing_logged[k] = 0;
-		int n = webhook_cabundle_apply(obj, want, also_ok);
+		int n = webhook_cabundle_apply(obj, c->bundle_b64, c->required);
 		if (n == 0) {
 			cJSON_Delete(obj);
 			rc = 0;
@@ -596,20 +648,13 @@ static int sync_bundles(struct webhook_certs *c, long epoch)
 	if (!c->kc || !c->config_name)
 		return 0;
 	char err[512];
-	if (!c->bundle_b64[0] || c->bundle_epoch != epoch) {
-		for (int i = 0; i < 2; i++) {
-			free(c->bundle_b64[i]);
-			c->bundle_b64[i] = bundle_b64(c, epoch + i, err, sizeof err);
-			if (!c->bundle_b64[i]) {
-				log_kv(LOG_ERROR, "cannot build the webhook caBundle", "error", err);
-				return -1;
-			}
-		}
-		c->bundle_epoch = epoch;
+	if ((!c->bundle_b64 || c->bundle_epoch != epoch) && make_bundle(c, epoch, err, sizeof err) < 0) {
+		log_kv(LOG_ERROR, "cannot build the webhook caBundle", "error", err);
+		return -1;
 	}
 	int rc = 0;
 	for (int k = 0; k < 2; k++)
-		rc |= sync_kind(c, k, c->bundle_b64[0], c->bundle_b64[1]);
+		rc |= sync_kind(c, k);
 	return rc;
 }
 
@@ -665,21 +710,24 @@ static void strv_free(char **v, size_t n)
 	free(v);
 }
 
-struct webhook_certs *webhook_certs_start(struct kube_client *kc, const unsigned char *seal, size_t seal_len,
+struct webhook_certs *webhook_certs_start(struct kube_client *kc, const struct sbx_seal_keys *keys,
 					  const struct webhook_certs_opts *o, char *err, size_t errlen)
 {
 	struct webhook_cert_opts co = o->cert;
 	if (webhook_cert_opts_check(&co, err, errlen) < 0)
 		return NULL;
-	if (!o->cert_dir || !*o->cert_dir || !seal || !seal_len) {
+	if (!o->cert_dir || !*o->cert_dir || !keys || keys->n == 0) {
 		fail(err, errlen, "self-managed certificates need a cert dir and the seal key");
 		return NULL;
 	}
 	struct webhook_certs *c = xcalloc(1, sizeof *c);
 	c->kc = kc;
-	c->seal = xmalloc(seal_len);
-	memcpy(c->seal, seal, seal_len);
-	c->seal_len = seal_len;
+	sbx_seal_keys_init(&c->keys);
+	for (size_t i = 0; i < keys->n; i++)
+		if (sbx_seal_keys_add(&c->keys, keys->key[i], keys->len[i], 0, err, errlen) < 0) {
+			webhook_certs_free(c);
+			return NULL;
+		}
 	c->dns = strv_dup(co.dns_names, co.ndns);
 	c->ips = strv_dup(co.ips, co.nips);
 	c->cert = co;
@@ -725,13 +773,12 @@ void webhook_certs_free(struct webhook_certs *c)
 	}
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
-	OPENSSL_cleanse(c->seal, c->seal_len);
-	free(c->seal);
+	sbx_seal_keys_release(&c->keys);
 	strv_free(c->dns, c->cert.ndns);
 	strv_free(c->ips, c->cert.nips);
 	free(c->cert_dir);
 	free(c->config_name);
-	free(c->bundle_b64[0]);
-	free(c->bundle_b64[1]);
+	free(c->bundle_b64);
+	free(c->required);
 	free(c);
 }

@@ -18,6 +18,15 @@
  * CA(e) is valid from start(e) - 1 h to start(e) + 2 ca_lifetime, so it
  * outlives every serving certificate it signs.
  *
+ * Seal key rotation (a list of keys, newest first; replicas restarted in
+ * turn): the newest key's CA signs, and the caBundle holds those three CAs
+ * for every key in the list. A replica leaves a caBundle alone as long as it
+ * contains the CAs its own certificates need (CA(epoch) and CA(epoch+1) of its
+ * newest key) and writes its own bundle otherwise. So replicas holding [old]
+ * and [new, old] during a rollout, or replicas whose clocks straddle an epoch
+ * change, never rewrite each other; CAs of a key dropped from the list leave
+ * the caBundle at the next epoch change (or at once if someone clears it).
+ *
  * Each replica makes its own serving key (ECDSA P-256, random, never leaves
  * the cert dir) and a certificate signed by CA(epoch), valid for `validity`
  * seconds, renewed at 2/3 of its validity and at each epoch change, and
@@ -37,6 +46,7 @@
 
 #include "base/buf.h"
 #include "kube/client.h"
+#include "sandbox/seal.h"
 
 /* Shortest serving certificate validity accepted (tests use 60 s); the
  * renewal runs at 2/3 of it, so this keeps renewals >= 20 s apart. */
@@ -83,10 +93,15 @@ int webhook_ca_derive(struct webhook_ca *ca, const unsigned char *seal, size_t s
 /* Frees the CA's certificate and key (the key is wiped). */
 void webhook_ca_release(struct webhook_ca *ca);
 
-/* Appends the PEM caBundle for epoch, CA(epoch-1) CA(epoch) CA(epoch+1), to
- * out. Returns 0, or -1 with a message (out may hold part of it). */
-int webhook_ca_bundle(struct buf *out, const unsigned char *seal, size_t seal_len,
-		      long ca_lifetime_s, long epoch, char *err, size_t errlen);
+/* Appends the PEM caBundle for epoch to out: CA(epoch-1) CA(epoch) CA(epoch+1)
+ * of each key, in the keys' order. Returns 0, or -1 with a message (out may
+ * hold part of it). */
+int webhook_ca_bundle(struct buf *out, const struct sbx_seal_keys *keys, long ca_lifetime_s, long epoch,
+		      char *err, size_t errlen);
+/* Appends the PEM of the CAs a replica's serving certificates need at epoch:
+ * CA(epoch) and CA(epoch+1) of the newest key. Returns 0 or -1 with a message. */
+int webhook_ca_required(struct buf *out, const struct sbx_seal_keys *keys, long ca_lifetime_s, long epoch,
+			char *err, size_t errlen);
 
 /* A serving certificate and its key: both pointers owned. */
 struct webhook_serving {
@@ -114,10 +129,11 @@ void webhook_cert_fingerprint(X509 *cert, char out[96]);
 
 /* Sets every webhooks[*].clientConfig.caBundle of a webhook configuration
  * object (admissionregistration.k8s.io/v1) to want (base64 of the PEM bundle)
- * unless it already equals want or also_ok (NULL ok: the bundle of the next
- * epoch, written by a replica whose clock runs ahead). Returns the number of
+ * unless it already holds every PEM certificate of required (a PEM text, as
+ * webhook_ca_required makes; certificates are compared by their exact PEM
+ * text, which is deterministic for the derived CAs). Returns the number of
  * entries changed. */
-int webhook_cabundle_apply(cJSON *config, const char *want, const char *also_ok);
+int webhook_cabundle_apply(cJSON *config, const char *want, const char *required);
 
 /* The self-managed certificate keeper. */
 struct webhook_certs_opts {
@@ -136,15 +152,16 @@ struct webhook_certs;
  * o->config_name current (at start, after each renewal and every
  * bundle_check_s; GET + PUT with the resourceVersion, retried on Conflict;
  * NotFound means nothing to patch). kc (borrowed, may be NULL = no caBundle
- * upkeep) must outlive the keeper. The seal key and all options are copied.
+ * upkeep) must outlive the keeper. The seal keys (newest first; the newest
+ * signs) and all options are copied.
  * Returns the keeper (caller frees with webhook_certs_free), or NULL with a
  * message when the options are invalid or the first certificate cannot be
  * written. */
-struct webhook_certs *webhook_certs_start(struct kube_client *kc, const unsigned char *seal,
-					  size_t seal_len, const struct webhook_certs_opts *o,
+struct webhook_certs *webhook_certs_start(struct kube_client *kc, const struct sbx_seal_keys *keys,
+					  const struct webhook_certs_opts *o,
 					  char *err, size_t errlen);
 /* Stops the thread (an API call in flight is aborted), wipes the seal key
- * copy and frees c. NULL ok. */
+ * copies and frees c. NULL ok. */
 void webhook_certs_free(struct webhook_certs *c);
 
 #endif
