@@ -345,6 +345,10 @@ static int start_webhook_certs(const struct options *o, struct kube_client *kc, 
 	*out = NULL;
 	if (strcmp(o->cert_mode, "self-managed"))
 		return 0;
+	if (!strcmp(o->webhook_addr, "0")) {
+		log_kv(LOG_WARN, "--webhook-cert-mode self-managed without --webhook-bind-address: no certificate made");
+		return 0;
+	}
 	enum { MAX_NAMES = 32 };
 	char *dns[MAX_NAMES], *ips[MAX_NAMES], err[512];
 	const char *ns = kube_config_namespace(kube_client_config(kc));
