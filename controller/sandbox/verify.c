@@ -319,10 +319,11 @@ static int under_one_segment(const char *s, const char *prefix)
 	return s && !strncmp(s, prefix, n) && s[n] == '/' && sbx_safe_segment(s + n + 1);
 }
 
-static const cJSON *volume_named(const cJSON *vols, const char *name)
+/* The element of list (volumes, mounts) whose "name" is name, or NULL. */
+static const cJSON *named(const cJSON *list, const char *name)
 {
 	const cJSON *v;
-	cJSON_ArrayForEach(v, vols)
+	cJSON_ArrayForEach(v, list)
 	{
 		const cJSON *n = field(v, "name");
 		if (cJSON_IsString(n) && !strcmp(n->valuestring, name))
@@ -348,7 +349,7 @@ static int check_workspace_mount(struct cert *c, const cJSON *m, const cJSON *vo
 		return refuse(c, "a volume mount of the sandbox container is malformed");
 	if (prop && !(cJSON_IsString(prop) && !strcmp(prop->valuestring, "None")))
 		return refuse(c, "volume mount %.64s propagates mounts", name->valuestring);
-	const cJSON *v = volume_named(vols, name->valuestring);
+	const cJSON *v = named(vols, name->valuestring);
 	if (!v)
 		return refuse(c, "volume mount %.64s names no volume", name->valuestring);
 	const char *sub = cJSON_IsString(field(m, "subPath")) ? field(m, "subPath")->valuestring : NULL;
@@ -554,19 +555,6 @@ static int check_other_volume(struct cert *c, const cJSON *v, const cJSON *ls)
 	return 1;
 }
 
-/* 1 iff the sandbox container mounts the volume named name. */
-static int main_mounts(const cJSON *main_c, const char *name)
-{
-	const cJSON *m;
-	cJSON_ArrayForEach(m, field(main_c, "volumeMounts"))
-	{
-		const cJSON *n = field(m, "name");
-		if (cJSON_IsString(n) && !strcmp(n->valuestring, name))
-			return 1;
-	}
-	return 0;
-}
-
 /* The pod-level securityContext: runAsNonRoot, non-root ids (any: an older
  * configuration's), seccomp RuntimeDefault, nothing else. */
 static int check_pod_security(struct cert *c, const cJSON *sc)
@@ -716,7 +704,7 @@ static int certify(struct cert *c)
 		const cJSON *n = field(v, "name");
 		if (!cJSON_IsString(n))
 			return refuse(c, "a volume has no name");
-		if (!main_mounts(main_c, n->valuestring) && !check_other_volume(c, v, ls))
+		if (!named(field(main_c, "volumeMounts"), n->valuestring) && !check_other_volume(c, v, ls))
 			return 0;
 	}
 	return 1;
