@@ -99,6 +99,22 @@ static int reserved_same(const cJSON *a, const cJSON *b, const char *m)
 	return 1;
 }
 
+/* What the record of this request names: its namespace, name (or
+ * generateName), owner, spec fingerprint and requester. */
+static struct sbx_authz_subject request_subject(const struct wh_review *r, const char *owner, const char *fingerprint)
+{
+	const cJSON *meta = jobj(r->object, "metadata");
+	struct sbx_authz_subject s = {
+		.ns = r->ns,
+		.name = jstr(meta, "name"),
+		.generate_name = jstr(meta, "generateName"),
+		.owner = owner,
+		.fingerprint = fingerprint,
+		.username = r->username,
+	};
+	return s;
+}
+
 static int is_sandbox_create(const struct wh_review *r)
 {
 	return r->object && r->kind && !strcmp(r->kind, "Sandbox") && !strcmp(r->operation, "CREATE");
@@ -199,7 +215,6 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 	if (request_scope(r, spec, &sc, msg, sizeof msg) < 0)
 		return;
 	const char *owner = sbx_spec_owner(spec), *key = sbx_spec_key(spec);
-	const cJSON *meta = jobj(r->object, "metadata");
 	if (owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) {
 		char why[256] = "";
 		int ok = p->may_use_owner(p->ctx, r->user_info, r->ns, owner, why, sizeof why);
@@ -221,14 +236,7 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 	}
 	char record[SBX_AUTHZ_MAX] = "";
 	if (owner) {
-		struct sbx_authz_subject s = {
-			.ns = r->ns,
-			.name = jstr(meta, "name"),
-			.generate_name = jstr(meta, "generateName"),
-			.owner = owner,
-			.fingerprint = sc.fingerprint,
-			.username = r->username,
-		};
+		struct sbx_authz_subject s = request_subject(r, owner, sc.fingerprint);
 		if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, record, sizeof record) < 0) {
 			wh_verdict_deny(v, 500, "InternalError", "cannot record the owner authorization");
 			return;
@@ -357,14 +365,7 @@ void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_revi
 		return;
 	}
 	if (owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) {
-		struct sbx_authz_subject s = {
-			.ns = r->ns,
-			.name = jstr(meta, "name"),
-			.generate_name = jstr(meta, "generateName"),
-			.owner = owner,
-			.fingerprint = sc.fingerprint,
-			.username = r->username,
-		};
+		struct sbx_authz_subject s = request_subject(r, owner, sc.fingerprint);
 		time_t created = now;
 		ktime_parse_rfc3339(jstr(meta, "creationTimestamp"), &created);
 		enum sbx_authz_check ac = sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, created,
