@@ -187,8 +187,8 @@ test_crash_before_pod_create() { crash_at before-pod-create crash-5; }
 
 test_key_lifetime_and_racing_expiry() {
   new_namespace ttl
-  controller_start ttl-a --key-lifetime 3; local a=$CTL_PID
-  controller_start ttl-b --key-lifetime 3; local b=$CTL_PID
+  controller_start ttl-a --key-lifetime 10; local a=$CTL_PID
+  controller_start ttl-b --key-lifetime 10; local b=$CTL_PID
   sandbox ttl old $IMG ttl-key alice >/dev/null
   wait_for 30 bound ttl old || fail "old not bound"
   local p0
@@ -196,7 +196,7 @@ test_key_lifetime_and_racing_expiry() {
   sandbox ttl within $IMG ttl-key alice >/dev/null
   wait_for 30 bound ttl within || fail "within not bound"
   expect_eq "$(pod_of ttl within)" "$p0" "within the lifetime: the same pod"
-  sleep 5
+  sleep 11
   sandbox ttl new1 $IMG ttl-key alice >/dev/null & local j1=$!
   sandbox ttl new2 $IMG ttl-key alice >/dev/null & local j2=$!
   wait $j1 $j2
