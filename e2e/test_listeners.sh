@@ -177,5 +177,22 @@ test_metrics_over_https() {
   controller_stop "$pid"
 }
 
+# SIGTERM while the caches cannot sync (the API server is unreachable) stops
+# the controller at once, not after the 120 s sync timeout.
+test_sigterm_while_caches_sync() {
+  sed -E 's#(server: https://[^:]+):[0-9]+#\1:1#' "$E2E_DIR/controller.kubeconfig" >"$E2E_DIR/dead.kubeconfig"
+  local main_m=$MPORT main_p=$PPORT
+  start_limited nosync "$CONTROLLER_BIN" --kubeconfig "$E2E_DIR/dead.kubeconfig"
+  local pid=$CTL_PID pport=$PPORT
+  MPORT=$main_m; PPORT=$main_p
+  wait_for 10 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" = 503 ]' || fail "not serving /readyz 503 while unsynced"
+  local t0=$SECONDS
+  kill -TERM "$pid"
+  wait_dead "$pid" 10 || fail "SIGTERM during the cache sync not honoured within 10 s"
+  say "  SIGTERM while the caches could not sync: exited in $((SECONDS - t0))s"
+  grep -q '"msg":"stopped"' "$E2E_DIR/nosync.log" || fail "no clean stop in the log"
+  kill -KILL "$pid" 2>/dev/null
+}
+
 setup
 e2e_main
