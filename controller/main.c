@@ -471,14 +471,24 @@ int main(int argc, char **argv)
 	struct lease_elector *elector = NULL;
 	/* Caches run on every replica: the webhook reads them and a standby is
 	 * Ready (controller-runtime's behaviour); only workers wait for the lease. */
-	if (sbx_controller_start_caches(&ctl, 120000, err, sizeof err) < 0) {
+	if (sbx_controller_start_caches(&ctl, 0, err, sizeof err) < 0) {
 		log_kv(LOG_ERROR, "cannot start the controller", "error", err);
 		rc = 1;
+	}
+	/* Wait for the first sync (up to 120 s), but never past a SIGTERM. */
+	for (int waited = 0; rc == 0 && !sig && !sbx_controller_synced(&ctl); waited += 200) {
+		if (waited >= 120000) {
+			log_kv(LOG_ERROR, "cannot start the controller", "error",
+			       "caches did not sync within 120 s (is the Sandbox CRD installed?)");
+			rc = 1;
+		} else {
+			sig = wait_signal(&sigs, 200);
+		}
 	}
 	/* Every replica serves the webhook, from the caches it just synced. */
 	struct wh_server *whs = NULL;
 	char wh_cert[4096], wh_key[4096];
-	if (rc == 0 && strcmp(o.webhook_addr, "0")) {
+	if (rc == 0 && !sig && strcmp(o.webhook_addr, "0")) {
 		snprintf(wh_cert, sizeof wh_cert, "%s/tls.crt", o.cert_dir);
 		snprintf(wh_key, sizeof wh_key, "%s/tls.key", o.cert_dir);
 		struct wh_server_opts wo = {
@@ -500,7 +510,7 @@ int main(int argc, char **argv)
 			       o.cert_dir);
 		}
 	}
-	if (rc == 0 && o.leader_elect) {
+	if (rc == 0 && !sig && o.leader_elect) {
 		char host[128] = "unknown", ident[200];
 		unsigned char rnd[6];
 		gethostname(host, sizeof host - 1);

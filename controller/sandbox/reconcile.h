@@ -52,7 +52,8 @@ struct sbx_controller {
 /* Fills c; kc, cfg and the seal key must outlive the controller. */
 void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const struct sbx_config *cfg,
 			 const struct sbx_seal_keys *seal_keys, int workers);
-/* Starts the informers and waits for their first sync (up to timeout_ms).
+/* Starts the informers and waits for their first sync (up to timeout_ms;
+ * 0 does not wait: poll sbx_controller_synced, e.g. between signal checks).
  * Every replica runs them (the admission webhook reads them, and readiness
  * never depends on holding the lease); their events fill the work queue,
  * which only workers drain. Returns 0, or -1 with a message in err. */
