@@ -878,6 +878,113 @@ static void test_informer_trim(void)
 	fake_stop(f);
 }
 
+/* ---- tenant-sized objects (issue 8 item 3) ---- */
+
+#define BIG_ITEMS 40
+#define BIG_ITEM_BYTES 10000
+
+/* A LIST of BIG_ITEMS objects of about 10 KB each, paged by limit and
+ * continue (the continue token is the offset), as the API server pages. */
+static void h_biglist(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	if (q(r, "watch")) {
+		evhttp_send_reply_start(req, 200, "OK");
+		hold(f, req, 1);
+		return;
+	}
+	int limit = q(r, "limit") ? atoi(q(r, "limit")) : 0;
+	int from = q(r, "continue") ? atoi(q(r, "continue")) : 0;
+	if (limit <= 0)
+		limit = BIG_ITEMS;
+	int to = from + limit < BIG_ITEMS ? from + limit : BIG_ITEMS;
+	struct buf b;
+	buf_init(&b, 1 << 24);
+	char *pad = xmalloc(BIG_ITEM_BYTES + 1);
+	memset(pad, 'x', BIG_ITEM_BYTES);
+	pad[BIG_ITEM_BYTES] = '\0';
+	buf_appendf(&b, "{\"metadata\":{\"resourceVersion\":\"7\"");
+	if (to < BIG_ITEMS)
+		buf_appendf(&b, ",\"continue\":\"%d\"", to);
+	buf_appends(&b, "},\"items\":[");
+	for (int i = from; i < to; i++)
+		buf_appendf(&b, "%s{\"metadata\":{\"name\":\"o%d\",\"annotations\":{\"a\":\"%s\"}}}",
+			    i > from ? "," : "", i, pad);
+	buf_appends(&b, "]}");
+	reply(req, 200, b.data, NULL, NULL);
+	free(pad);
+	buf_release(&b);
+}
+
+static void count_items(void *ctx, const cJSON *item)
+{
+	(*(int *)ctx)++;
+}
+
+/* A LIST whose pages exceed the body cap is retried with smaller pages
+ * instead of failing for good. */
+static void test_list_adapts_page_size(void)
+{
+	struct fake *f = fake_start(h_biglist, NULL);
+	struct kube_client_opts o = {.max_body = 128 * 1024};
+	struct kube_client *c = client_for(f, "{token: t}", &o);
+	int n = 0;
+	char *rv = NULL;
+	struct kube_error err;
+	CU_ASSERT_EQUAL(kube_list(c, "/api/v1/pods", NULL, count_items, &n, &rv, &err), KUBE_OK);
+	CU_ASSERT_EQUAL(n, BIG_ITEMS);
+	CU_ASSERT_PTR_NOT_NULL(rv);
+	free(rv);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
+/* LIST fails (500) while f->counter is 0 after the first LIST; the first
+ * watch ends with ERROR 410, so a relist is needed. */
+static void h_relist_fails(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	static const char ok[] = "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[]}";
+	atomic_int *lists = f->ctx;
+	if (!q(r, "watch")) {
+		int n = atomic_fetch_add(lists, 1);
+		if (n == 0 || atomic_load(&f->counter))
+			reply(req, 200, ok, NULL, NULL);
+		else
+			reply(req, 500, "{\"kind\":\"Status\",\"code\":500,\"message\":\"etcd\"}", NULL,
+			      NULL);
+		return;
+	}
+	evhttp_send_reply_start(req, 200, "OK");
+	if (atomic_load(&f->counter)) {
+		hold(f, req, 1);
+		return;
+	}
+	stream_chunk(req, watch2);
+	evhttp_send_reply_end(req);
+}
+
+/* Readiness follows the cache: a failed relist clears "synced", a
+ * successful one sets it again. */
+static void test_informer_unsynced_on_failed_relist(void)
+{
+	static atomic_int lists;
+	atomic_store(&lists, 0);
+	struct fake *f = fake_start(h_relist_fails, &lists);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct informer *inf = informer_new(c, "/api/v1/pods", NULL, NULL, NULL, NULL, NULL);
+	CU_ASSERT_EQUAL_FATAL(informer_start(inf), 0);
+	CU_ASSERT_EQUAL(informer_wait_synced(inf, 5000), 1);
+	CU_ASSERT_TRUE(wait_for(&lists, 2, 5000)); /* the relist after 410, failing */
+	int64_t deadline = ktime_mono_ms() + 5000;
+	while (informer_wait_synced(inf, 0) && ktime_mono_ms() < deadline)
+		ktime_sleep_ms(10);
+	CU_ASSERT_EQUAL(informer_wait_synced(inf, 0), 0);
+	atomic_store(&f->counter, 1); /* the API server recovers */
+	CU_ASSERT_EQUAL(informer_wait_synced(inf, 15000), 1);
+	informer_free(inf);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
 /* ---- events ---- */
 
 static void h_events(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
@@ -1207,6 +1314,9 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "informer list/watch/relist", test_informer) ||
 	    !CU_add_test(s, "informer trimming", test_informer_trim) ||
 	    !CU_add_test(s, "events aggregate, never block", test_events) ||
-	    !CU_add_test(s, "SubjectAccessReview and TokenReview", test_access_review))
+	    !CU_add_test(s, "SubjectAccessReview and TokenReview", test_access_review) ||
+	    !CU_add_test(s, "LIST adapts its page size to the body cap", test_list_adapts_page_size) ||
+	    !CU_add_test(s, "informer unsynced while relists fail",
+			 test_informer_unsynced_on_failed_relist))
 		abort();
 }

@@ -5,6 +5,7 @@ void register_sandbox_jcs_tests(void);
 void register_sandbox_scope_tests(void);
 void register_sandbox_config_tests(void);
 void register_sandbox_pod_tests(void);
+void register_sandbox_trim_tests(void);
 
 void register_sandbox_tests(void)
 {
@@ -12,4 +13,5 @@ void register_sandbox_tests(void)
 	register_sandbox_scope_tests();
 	register_sandbox_config_tests();
 	register_sandbox_pod_tests();
+	register_sandbox_trim_tests();
 }

@@ -75,7 +75,11 @@ int sbx_controller_synced(struct sbx_controller *c);
  * delay in ms to look again later, or -1 to retry with backoff. */
 int sbx_reconcile(struct sbx_controller *c, const char *key);
 
-/* Trimmers for the informer caches: keep only what the reconcile reads. */
+/* Trimmers for the informer caches: keep only what the reconcile reads, with
+ * a bound on the size kept per object whatever the tenant wrote (README,
+ * "Memory"). A Sandbox whose spec is too large to cache is kept without it,
+ * with SBX_TRIM_OVERSIZED set to the spec's size, and is rejected. */
+#define SBX_TRIM_OVERSIZED "oversizedSpecBytes"
 cJSON *sbx_trim_sandbox(const cJSON *obj);
 cJSON *sbx_trim_pod(const cJSON *obj);
 
