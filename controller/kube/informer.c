@@ -25,6 +25,10 @@
  * presumed dead (a half-open connection) and re-established. */
 #define WATCH_LOW_SPEED_S 150
 #define WATCH_HEALTHY_MS 1000 /* a watch that lasted this long resets the backoff */
+/* A cache that could not be brought up to date (no successful LIST, no
+ * healthy watch) for this long is no longer "synced": readiness drops until a
+ * relist succeeds. */
+#define STALE_AFTER_MS 60000
 
 struct entry {
 	char *key; /* "ns/name", or "name" when cluster-scoped */
@@ -66,6 +70,7 @@ struct informer {
 	uint64_t rng;
 	int64_t backoff_ms;
 	int relist;
+	int64_t current_ms;  /* when the cache was last known current */
 	struct entry *fresh; /* the list being collected */
 };
 
@@ -283,6 +288,7 @@ static int relist(struct informer *inf, int *retry_after)
 	}
 	free(inf->rv);
 	inf->rv = rv;
+	inf->current_ms = ktime_mono_ms();
 
 	struct entry *gone = NULL, *e, *t;
 	size_t nfresh = HASH_COUNT(inf->fresh), nch = 0;
@@ -436,6 +442,8 @@ static int watch_once(struct informer *inf, int *retry_after)
 	 * fails at once backs off, so a server that keeps refusing cannot make us
 	 * relist in a tight loop. */
 	int healthy = lasted >= WATCH_HEALTHY_MS || ws.events > 1;
+	if (healthy)
+		inf->current_ms = ktime_mono_ms(); /* it kept the cache current until now */
 	if (inf->relist)
 		return healthy ? 0 : -1; /* an ERROR event (usually 410 Expired) */
 	if (r == KUBE_ERR_GONE) {
@@ -455,6 +463,19 @@ static int watch_once(struct informer *inf, int *retry_after)
 	return healthy || ws.events > 0 ? 0 : -1;
 }
 
+/* The cache can no longer be kept current: readiness drops (informer_wait_synced
+ * answers 0) until a relist succeeds. */
+static void unsync(struct informer *inf, const char *why)
+{
+	pthread_mutex_lock(&inf->mu);
+	int was = inf->synced;
+	inf->synced = 0;
+	pthread_mutex_unlock(&inf->mu);
+	if (was && !atomic_load(&inf->stop))
+		log_kv(LOG_WARN, "informer cache not current, not ready until a relist succeeds", "path",
+		       inf->path, "reason", why);
+}
+
 static void *informer_main(void *u)
 {
 	struct informer *inf = u;
@@ -463,15 +484,23 @@ static void *informer_main(void *u)
 		int ra = 0;
 		if (inf->relist) {
 			if (relist(inf, &ra) < 0) {
+				unsync(inf, "relist failed");
 				back_off(inf, ra);
 				continue;
 			}
 			inf->relist = 0;
 		}
 		if (watch_once(inf, &ra) < 0) {
+			if (ktime_mono_ms() - inf->current_ms > STALE_AFTER_MS) {
+				/* Events may have been missed for a minute: only a
+				 * relist makes the cache trustworthy again. */
+				unsync(inf, "watch cannot be re-established");
+				inf->relist = 1;
+			}
 			back_off(inf, ra);
 			continue;
 		}
+		inf->current_ms = ktime_mono_ms();
 		inf->backoff_ms = BACKOFF_MIN_MS;
 	}
 	return NULL;

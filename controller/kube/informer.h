@@ -40,8 +40,10 @@ struct informer *informer_new(struct kube_client *c, const char *path, const cha
 /* Starts the informer thread. Returns 0, or -1 if it cannot be started (or
  * already was). */
 int informer_start(struct informer *inf);
-/* Returns 1 once the first LIST is in the store, 0 on timeout (timeout_ms < 0
- * waits forever). */
+/* Returns 1 while the cache is current: after a successful LIST, until a
+ * relist fails or no watch could be established for a minute (then 0 until
+ * the next successful relist). Waits up to timeout_ms for it (< 0 waits
+ * forever, 0 only looks). */
 int informer_wait_synced(struct informer *inf, long timeout_ms);
 /* Returns a deep copy of the cached object (caller frees), or NULL. ns NULL or
  * "" for cluster-scoped objects. */

@@ -131,19 +131,54 @@ static void copy_fields(cJSON *dst, const cJSON *src, const char *const *names)
 	}
 }
 
+/* What the caches keep, whatever a tenant wrote (README, "Memory"): a spec is
+ * schema-checked but its lists are not capped, and pods anyone labels may
+ * carry 256 KiB of annotations or a huge spec. */
+#define SPEC_KEEP_MAX (64 * 1024)   /* a Sandbox spec larger than this is not cached */
+#define STATUS_KEEP_MAX (16 * 1024) /* our own status; larger = not ours, dropped */
+#define POD_ANNOTATION_KEEP_MAX 512 /* per reserved annotation value */
+#define POD_OWNER_REFS_MAX 256
+
+/* Adds v's approximate printed size (strings, keys and a few bytes per node)
+ * to *acc, stopping early once it exceeds limit (a huge object is never
+ * printed). Returns 1 when it did. Depth is bounded by cJSON's nesting limit. */
+static int json_larger_than(const cJSON *v, size_t limit, size_t *acc)
+{
+	*acc += 4 + (v->string ? strlen(v->string) : 0) +
+		(cJSON_IsString(v) && v->valuestring ? strlen(v->valuestring) : 0) + (cJSON_IsNumber(v) ? 24 : 0);
+	if (*acc > limit)
+		return 1;
+	for (const cJSON *c = v->child; c; c = c->next)
+		if (json_larger_than(c, limit, acc))
+			return 1;
+	return 0;
+}
+
+/* 1 when v (NULL ok) is larger than limit; *size gets the size counted. */
+static int json_size_over(const cJSON *v, size_t limit, size_t *size)
+{
+	*size = 0;
+	return v && json_larger_than(v, limit, size);
+}
+
 cJSON *sbx_trim_sandbox(const cJSON *obj)
 {
 	static const char *const meta[] = { "name",	       "namespace",	    "uid",	 "generation",
 					    "resourceVersion", "creationTimestamp", "deletionTimestamp", "generateName",
 					    NULL };
-	static const char *const top[] = { "spec", "status", NULL };
 	/* Of the annotations, only the owner authorization record and its
 	 * requester are read (a tenant may write 256 KiB of others). */
 	static const char *const ann[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, NULL };
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
 	copy_fields(m, jobj(obj, "metadata"), meta);
-	copy_fields(t, obj, top);
+	size_t n;
+	if (json_size_over(jobj(obj, "spec"), SPEC_KEEP_MAX, &n))
+		cJSON_AddNumberToObject(t, SBX_TRIM_OVERSIZED, (double)n);
+	else
+		copy_fields(t, obj, (const char *const[]){ "spec", NULL });
+	if (!json_size_over(jobj(obj, "status"), STATUS_KEEP_MAX, &n))
+		copy_fields(t, obj, (const char *const[]){ "status", NULL });
 	const cJSON *a = jobj(jobj(obj, "metadata"), "annotations");
 	cJSON *kept = NULL;
 	for (const char *const *k = ann; *k; k++) {
@@ -186,15 +221,63 @@ static void trim_containers(cJSON *ts, const cJSON *ps, const char *k)
 	}
 }
 
+/* Copies the string members of src whose key passes keep() and whose value
+ * is at most maxlen bytes into a new object dst[name]. */
+static void copy_strings(cJSON *dst, const char *name, const cJSON *src, int (*keep)(const char *key),
+			 size_t maxlen)
+{
+	cJSON *o = NULL;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, src)
+	{
+		if (!it->string || !cJSON_IsString(it) || !keep(it->string) || strlen(it->valuestring) > maxlen)
+			continue;
+		if (!o)
+			o = cJSON_AddObjectToObject(dst, name);
+		cJSON_AddStringToObject(o, it->string, it->valuestring);
+	}
+}
+
+static int reserved_key(const char *k)
+{
+	return !strncmp(k, "sandbox.dev/", 12);
+}
+
+static int pod_label_kept(const char *k)
+{
+	return reserved_key(k) || !strcmp(k, "app.kubernetes.io/managed-by") || !strcmp(k, "app.kubernetes.io/name");
+}
+
 cJSON *sbx_trim_pod(const cJSON *obj)
 {
-	static const char *const meta[] = { "name",	   "namespace",		"uid",
-					    "resourceVersion", "labels",		"annotations",
-					    "ownerReferences", "deletionTimestamp", "creationTimestamp",
-					    NULL };
+	static const char *const meta[] = { "name", "namespace", "uid", "resourceVersion", "deletionTimestamp",
+					    "creationTimestamp", NULL };
+	static const char *const ref_fields[] = { "apiVersion", "kind", "name", "uid", "controller", NULL };
+	const cJSON *om = jobj(obj, "metadata");
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
-	copy_fields(m, jobj(obj, "metadata"), meta);
+	copy_fields(m, om, meta);
+	copy_strings(m, "labels", jobj(om, "labels"), pod_label_kept, 63);
+	copy_strings(m, "annotations", jobj(om, "annotations"), reserved_key, POD_ANNOTATION_KEEP_MAX);
+	/* Only Sandbox owners matter (they are queued when the pod changes). */
+	cJSON *refs = NULL;
+	int nrefs = 0;
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, jobj(om, "ownerReferences"))
+	{
+		const char *api = jstr(ref, "apiVersion"), *kind = jstr(ref, "kind"), *name = jstr(ref, "name"),
+			   *uid = jstr(ref, "uid");
+		if (!api || !kind || !name || !uid || strncmp(api, "sandbox.dev/", 12) || strcmp(kind, "Sandbox") ||
+		    strlen(name) > 253 || strlen(uid) > 64 || strlen(api) > 64 || nrefs >= POD_OWNER_REFS_MAX)
+			continue;
+		if (!refs)
+			refs = cJSON_AddArrayToObject(m, "ownerReferences");
+		cJSON *r = cJSON_CreateObject();
+		copy_fields(r, ref, ref_fields);
+		cJSON_AddItemToArray(refs, r);
+		nrefs++;
+	}
+	/* Of the spec, only what the tamper check reads (bounded, see trim_containers). */
 	const cJSON *ps = jobj(obj, "spec");
 	cJSON *ts = cJSON_AddObjectToObject(t, "spec");
 	trim_containers(ts, ps, "containers");
@@ -204,18 +287,19 @@ cJSON *sbx_trim_pod(const cJSON *obj)
 	const cJSON *st = jobj(obj, "status");
 	cJSON *s = cJSON_AddObjectToObject(t, "status");
 	const char *phase = jstr(st, "phase");
-	if (phase)
+	if (phase && strlen(phase) <= 32)
 		cJSON_AddStringToObject(s, "phase", phase);
 	const cJSON *cond;
 	cJSON *conds = cJSON_AddArrayToObject(s, "conditions");
 	cJSON_ArrayForEach(cond, jobj(st, "conditions"))
 	{
 		const char *ty = jstr(cond, "type"), *cs = jstr(cond, "status");
-		if (ty && cs && !strcmp(ty, "Ready")) {
+		if (ty && cs && !strcmp(ty, "Ready") && strlen(cs) <= 16) {
 			cJSON *c = cJSON_CreateObject();
 			cJSON_AddStringToObject(c, "type", ty);
 			cJSON_AddStringToObject(c, "status", cs);
 			cJSON_AddItemToArray(conds, c);
+			break;
 		}
 	}
 	return t;
@@ -810,8 +894,12 @@ int sbx_reconcile(struct sbx_controller *c, const char *key)
 	if (view_init(&v, obj) < 0 || meta_str(obj, "deletionTimestamp"))
 		goto out;
 	char msg[512];
+	const cJSON *oversized = jobj(obj, SBX_TRIM_OVERSIZED);
 	if (!cJSON_IsObject(v.spec) || sbx_spec_validate(v.spec, msg, sizeof msg) < 0) {
-		if (!cJSON_IsObject(v.spec))
+		if (cJSON_IsNumber(oversized))
+			snprintf(msg, sizeof msg, "spec is about %.0f bytes; this controller accepts at most %d",
+				 oversized->valuedouble, SPEC_KEEP_MAX);
+		else if (!cJSON_IsObject(v.spec))
 			snprintf(msg, sizeof msg, "spec is missing");
 		r = report_unbound(c, &v, "Rejected", "InvalidSpec", msg, "InvalidSpec");
 		goto out;
@@ -965,9 +1053,10 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->announced = strset_new();
 	struct informer *sandboxes =
 		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, LABEL_DIGEST, &sh, c);
-	/* The selector only narrows the watch; every pod is re-verified before use. */
-	struct informer *pods = informer_new(c->kc, "/api/v1/pods", "app.kubernetes.io/managed-by=sandbox-controller",
-					     sbx_trim_pod, LABEL_DIGEST, &ph, c);
+	/* The selector only narrows the watch; every pod is re-verified before use.
+	 * It is the digest label, reserved to the controller by admission, not
+	 * managed-by, which anyone may put on any pod (and fill the cache). */
+	struct informer *pods = informer_new(c->kc, "/api/v1/pods", LABEL_DIGEST, sbx_trim_pod, LABEL_DIGEST, &ph, c);
 	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
 	c->sandboxes = sandboxes;
 	c->pods = pods;
