@@ -281,6 +281,21 @@ static void test_delayed_wakes_blocked_getter(void)
 	CU_ASSERT_EQUAL(atomic_load(&g.returned_null), 0);
 	workqueue_free(q);
 }
+/* The overall bucket is per namespace (the part of the key before '/'): many
+ * failing Sandboxes in one namespace do not delay another namespace's retries. */
+static void test_bucket_per_namespace(void)
+{
+	struct workqueue *q = workqueue_new();
+	char key[32];
+	for (int i = 0; i < 300; i++) {
+		snprintf(key, sizeof key, "noisy/s%d", i);
+		(void)workqueue_next_backoff_ms(q, key);
+	}
+	snprintf(key, sizeof key, "noisy/s%d", 301);
+	CU_ASSERT(workqueue_next_backoff_ms(q, key) > 1000); /* that namespace waits */
+	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, "quiet/s1"), 5);
+	workqueue_free(q);
+}
 
 void register_kube_workqueue_tests(void)
 {
@@ -290,5 +305,6 @@ void register_kube_workqueue_tests(void)
 		  {"rate-limited delivery", test_rate_limited_delivery},
 		  {"add_after ordering", test_add_after_order},
 		  {"shutdown drains and wakes", test_shutdown},
-		  {"delayed add wakes a blocked getter", test_delayed_wakes_blocked_getter});
+		  {"delayed add wakes a blocked getter", test_delayed_wakes_blocked_getter},
+		  {"overall bucket per namespace", test_bucket_per_namespace});
 }

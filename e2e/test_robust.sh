@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# End-to-end: no tenant and no fault breaks the controller (issue 8 items 2, 3,
+# 5 and 9): generation gaps, tenant-sized objects, a pod admission that always
+# fails, a policy that refuses pods for a while.
+. "$(dirname "$0")/lib.sh"
+
+IMG=registry.local/agent:1.0
+
+setup() {
+  cluster_up
+  grant_controller_rbac
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+# ctl NAME [flags...]: a controller with known ports: NAME_pid, NAME_metrics, NAME_probes.
+ctl() {
+  local name=$1 mp pp; shift
+  mp=$(free_port); pp=$(free_port)
+  controller_start "$name" --metrics-bind-address "127.0.0.1:$mp" --health-probe-bind-address "127.0.0.1:$pp" "$@"
+  eval "${name}_pid=$CTL_PID ${name}_metrics=$mp ${name}_probes=$pp"
+}
+
+metric() { # metric PORT NAME: the value of an unlabelled counter
+  curl -s "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n {print $2}'
+}
+readyz() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/readyz")" = 200 ]; }
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+pod_of() { jp "$1" sandbox "$2" '{.status.podName}'; }
+bound_reason() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].reason}'; }
+bound_message() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].message}'; }
+pod_gone() { ! kubectl get pod -n "$1" "$2" >/dev/null 2>&1; }
+
+# Item 2: with sbx-<d> deleted and sbx-<d>-1 alive, a new Sandbox with the same
+# key and spec adopts -1; the gap at sbx-<d> is never refilled.
+test_generation_gap() {
+  local life=30
+  new_namespace gen
+  ctl gen --key-lifetime $life
+  sandbox gen a $IMG gap-key alice >/dev/null
+  wait_for 30 bound gen a || fail "a not bound"
+  local d0; d0=$(pod_of gen a)
+  sleep $((life + 1))
+  sandbox gen b $IMG gap-key alice >/dev/null
+  wait_for 30 bound gen b || fail "b not bound"
+  expect_eq "$(pod_of gen b)" "$d0-1" "b gets the next generation"
+  kubectl delete sandbox -n gen a --wait=false >/dev/null
+  wait_for 30 pod_gone gen "$d0" || { say "  the garbage collector is slow; deleting $d0"; delete_pod gen "$d0" 30; }
+  sandbox gen c $IMG gap-key alice >/dev/null
+  wait_for 30 bound gen c || fail "c not bound"
+  expect_eq "$(pod_of gen c)" "$d0-1" "c adopts the newest live generation"
+  expect_eq "$(jp gen sandbox c '{.status.binding}')" Adopted
+  sleep 2
+  expect_ok pod_gone gen "$d0"
+  controller_stop "$gen_pid"
+}
+
+# Item 5: a pod create that always fails with 500 (a webhook that cannot be
+# reached, failurePolicy Fail) is retried with a per-Sandbox backoff, counted,
+# logged and reported, and does not slow another namespace.
+test_retry_storm() {
+  new_namespace storm-a
+  new_namespace storm-b
+  kubectl label namespace storm-a robust-e2e=broken-webhook >/dev/null
+  local closed; closed=$(free_port)
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: robust-broken}
+webhooks:
+- name: broken.robust.e2e
+  clientConfig: {url: "https://127.0.0.1:$closed/validate"}
+  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  namespaceSelector: {matchLabels: {robust-e2e: broken-webhook}}
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  timeoutSeconds: 2
+YAML
+  sleep 2
+  ctl storm
+  wait_for 30 readyz "$storm_probes" || fail "controller not ready"
+  local r0 t0 r1 t1
+  r0=$(metric "$storm_metrics" sandbox_kube_requests_total); t0=$SECONDS
+  sandbox storm-a doomed $IMG storm-key alice >/dev/null
+  wait_for 20 has_reason storm-a doomed Waiting || fail "no Bound=False/Waiting on the failing Sandbox"
+  expect_match "$(bound_message storm-a doomed)" "failed calling webhook" "the API's message is on the Sandbox"
+  # Another namespace is served at once.
+  sandbox storm-b fine $IMG storm-key alice >/dev/null
+  wait_for 10 bound storm-b fine || fail "a Sandbox in another namespace was delayed"
+  sleep $((60 - (SECONDS - t0)))
+  r1=$(metric "$storm_metrics" sandbox_kube_requests_total); t1=$SECONDS
+  local rate
+  rate=$(python3 -c "print(round(($r1 - $r0) / ($t1 - $t0), 2))")
+  say "  API requests/s with one Sandbox whose pod create always fails, over the first minute: $rate ($((r1 - r0)) requests in $((t1 - t0)) s)"
+  expect_ok python3 -c "import sys; sys.exit(0 if $rate < 1.0 else 1)"
+  local errs; errs=$(metric "$storm_metrics" sandbox_reconcile_errors_total)
+  expect_ok test "${errs:-0}" -gt 0
+  expect_ok grep -q '"creating pod failed"' "$E2E_DIR/storm.log"
+  expect_eq "$(pod_count storm-a)" 0 "no pod in the broken namespace"
+  kubectl delete validatingwebhookconfiguration robust-broken >/dev/null
+  controller_stop "$storm_pid"
+}
+
+# Item 9: a pod refused by a policy (a ValidatingAdmissionPolicy answers 422)
+# is Waiting and retried, not Rejected for good; once the policy goes, it binds.
+test_policy_denial_is_waiting() {
+  new_namespace vap
+  kubectl label namespace vap robust-e2e=vap >/dev/null
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: robust-no-sandboxes}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  validations:
+  - expression: "!has(object.metadata.labels) || !('sandbox.dev/scope-digest' in object.metadata.labels)"
+    message: "sandbox pods are paused in this namespace"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: robust-no-sandboxes}
+spec:
+  policyName: robust-no-sandboxes
+  validationActions: [Deny]
+  matchResources: {namespaceSelector: {matchLabels: {robust-e2e: vap}}}
+YAML
+  sleep 3
+  ctl vap
+  sandbox vap held $IMG vap-key alice >/dev/null
+  wait_for 30 has_reason vap held Waiting || fail "a policy denial is not Bound=False/Waiting (got '$(bound_reason vap held)')"
+  expect_match "$(bound_message vap held)" "paused in this namespace" "the policy's message is on the Sandbox"
+  expect_ne "$(jp vap sandbox held '{.status.phase}')" Rejected "a policy denial is not final"
+  kubectl delete validatingadmissionpolicybinding robust-no-sandboxes >/dev/null
+  kubectl delete validatingadmissionpolicy robust-no-sandboxes >/dev/null
+  wait_for 60 bound vap held || fail "the Sandbox did not bind after the policy was removed"
+  controller_stop "$vap_pid"
+}
+
+# Item 3: 80 Sandboxes with ~240 KB annotations from a user who may only use
+# Sandboxes (the LIST is bigger than the 16 MiB body cap), and 200 pods anyone
+# labelled managed-by with 250 KB annotations.
+test_tenant_sized_objects() {
+  new_namespace big
+  new_namespace other
+  kubectl create role sbx-only -n big --verb=create,get,list --resource=sandboxes.sandbox.dev >/dev/null
+  kubectl create rolebinding sbx-only -n big --role=sbx-only --user=tenant >/dev/null
+  local tkc; tkc=$(user_kubeconfig tenant)
+  python3 - "$E2E_DIR/big-sandboxes.json" <<'PY'
+import json, sys
+pad = "x" * (240 * 1024)
+items = [{"apiVersion": "sandbox.dev/v1alpha1", "kind": "Sandbox",
+          "metadata": {"name": "big-%02d" % i, "namespace": "big", "annotations": {"tenant.example/blob": pad}},
+          "spec": {"image": "registry.local/agent:1.0", "idempotencyKey": "big"}} for i in range(80)]
+json.dump({"apiVersion": "v1", "kind": "List", "items": items}, open(sys.argv[1], "w"))
+PY
+  kubectl --kubeconfig "$tkc" create -f "$E2E_DIR/big-sandboxes.json" >/dev/null || fail "the tenant could not create the Sandboxes"
+  expect_eq "$(kubectl get sbx -n big --no-headers | wc -l)" 80 "Sandboxes created"
+  ctl big
+  wait_for 90 readyz "$big_probes" || fail "/readyz is not 200 with 80 tenant-sized Sandboxes"
+  sandbox other small $IMG small-key alice >/dev/null
+  wait_for 60 bound other small || fail "another tenant's Sandbox is not bound"
+  wait_for 90 bound_count_is big 80 || fail "the tenant-sized Sandboxes are not all bound ($(count_bound big))"
+  kill -0 "$big_pid" 2>/dev/null || fail "the controller exited"
+
+  new_namespace foreign
+  sleep 2
+  local base; base=$(rss_kib "$big_pid")
+  python3 - "$E2E_DIR/foreign-pods.json" <<'PY'
+import json, sys
+pad = "x" * (250 * 1024)
+items = [{"apiVersion": "v1", "kind": "Pod",
+          "metadata": {"name": "foreign-%03d" % i, "namespace": "foreign",
+                       "labels": {"app.kubernetes.io/managed-by": "sandbox-controller"},
+                       "annotations": {"tenant.example/blob": pad}},
+          "spec": {"containers": [{"name": "c", "image": "registry.local/x:1"}]}} for i in range(200)]
+json.dump({"apiVersion": "v1", "kind": "List", "items": items}, open(sys.argv[1], "w"))
+PY
+  kubectl create -f "$E2E_DIR/foreign-pods.json" >/dev/null || fail "foreign pods not created"
+  sleep 5
+  sandbox other small2 $IMG small-key-2 alice >/dev/null
+  wait_for 60 bound other small2 || fail "not bound after the foreign pods"
+  local after; after=$(rss_kib "$big_pid")
+  say "  controller RSS: $((base / 1024)) MiB before 200 foreign 250 KB pods, $((after / 1024)) MiB after"
+  expect_ok test $((after - base)) -lt $((10 * 1024))
+  # A restart lists everything again.
+  controller_stop "$big_pid"
+  ctl big2
+  wait_for 90 readyz "$big2_probes" || fail "/readyz is not 200 after a restart"
+  sandbox other small3 $IMG small-key-3 alice >/dev/null
+  wait_for 60 bound other small3 || fail "not bound after a restart"
+  say "  controller RSS after a restart with all of it: $(($(rss_kib "$big2_pid") / 1024)) MiB"
+  controller_stop "$big2_pid"
+}
+
+setup
+e2e_main
