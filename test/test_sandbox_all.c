@@ -6,6 +6,7 @@ void register_sandbox_scope_tests(void);
 void register_sandbox_config_tests(void);
 void register_sandbox_pod_tests(void);
 void register_sandbox_trim_tests(void);
+void register_sandbox_refusal_tests(void);
 
 void register_sandbox_tests(void)
 {
@@ -14,4 +15,5 @@ void register_sandbox_tests(void)
 	register_sandbox_config_tests();
 	register_sandbox_pod_tests();
 	register_sandbox_trim_tests();
+	register_sandbox_refusal_tests();
 }

@@ -204,6 +204,20 @@ static int read_status(const cJSON *st, struct kube_error *out)
 	const cJSON *ra = cJSON_GetObjectItemCaseSensitive(details, "retryAfterSeconds");
 	if (cJSON_IsNumber(ra) && ra->valuedouble > 0)
 		out->retry_after_s = ra->valuedouble > 86400 ? 86400 : (int)ra->valuedouble;
+	const cJSON *cause;
+	cJSON_ArrayForEach(cause, cJSON_GetObjectItemCaseSensitive(details, "causes"))
+	{
+		out->ncauses_total++;
+		if (out->ncauses >= KUBE_ERROR_CAUSES)
+			continue;
+		struct kube_error_cause *c = &out->causes[out->ncauses++];
+		const cJSON *cr = cJSON_GetObjectItemCaseSensitive(cause, "reason");
+		const cJSON *cf = cJSON_GetObjectItemCaseSensitive(cause, "field");
+		if (cJSON_IsString(cr))
+			snprintf(c->reason, sizeof c->reason, "%s", cr->valuestring);
+		if (cJSON_IsString(cf))
+			snprintf(c->field, sizeof c->field, "%s", cf->valuestring);
+	}
 	return 1;
 }
 

@@ -26,12 +26,21 @@ enum kube_err {
 	KUBE_ERR_OTHER,
 };
 
+#define KUBE_ERROR_CAUSES 4
+
 struct kube_error {
 	enum kube_err code;
 	long http_status;  /* 0 when no HTTP response was received */
 	char reason[64];   /* Status.reason (e.g. "AlreadyExists"), or the conventional one */
 	char message[512]; /* Status.message or transport text */
 	int retry_after_s; /* from Retry-After or Status.details.retryAfterSeconds, else 0 */
+	/* Status.details.causes: the first KUBE_ERROR_CAUSES kept (longer
+	 * strings cut), ncauses_total counts them all. */
+	int ncauses, ncauses_total;
+	struct kube_error_cause {
+		char reason[48]; /* e.g. "FieldValueInvalid" */
+		char field[128]; /* e.g. "spec.containers[0].image" */
+	} causes[KUBE_ERROR_CAUSES];
 };
 
 /* Returns a static name for e ("NotFound", "Transport", ...). */

@@ -40,6 +40,14 @@ struct failure {
 	UT_hash_handle hh;
 };
 
+/* The overall token bucket of one namespace (the part of a key before '/'):
+ * a namespace full of failing keys uses up its own budget, not another's. */
+struct ns_bucket {
+	char *ns;
+	struct token_bucket tb;
+	UT_hash_handle hh;
+};
+
 struct workqueue {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -50,7 +58,7 @@ struct workqueue {
 	struct delayed **heap;	 /* min-heap on ready_ms */
 	size_t nheap, capheap;
 	struct failure *failures; /* guarded by mu too */
-	struct token_bucket bucket;
+	struct ns_bucket *buckets; /* guarded by mu too; one per namespace seen failing */
 	int shutting_down;
 };
 
@@ -194,7 +202,6 @@ struct workqueue *workqueue_new(void)
 	struct workqueue *q = xcalloc(1, sizeof *q);
 	pthread_mutex_init(&q->mu, NULL);
 	ktime_cond_init(&q->cv);
-	token_bucket_init(&q->bucket, BUCKET_QPS, BUCKET_BURST);
 	return q;
 }
 
@@ -219,7 +226,14 @@ void workqueue_free(struct workqueue *q)
 		free(f->key);
 		free(f);
 	}
-	token_bucket_release(&q->bucket);
+	struct ns_bucket *b, *bt;
+	HASH_ITER(hh, q->buckets, b, bt)
+	{
+		HASH_DEL(q->buckets, b);
+		token_bucket_release(&b->tb);
+		free(b->ns);
+		free(b);
+	}
 	pthread_cond_destroy(&q->cv);
 	pthread_mutex_destroy(&q->mu);
 	free(q);
@@ -281,19 +295,36 @@ long workqueue_next_backoff_ms(struct workqueue *q, const char *key)
 		HASH_ADD_KEYPTR(hh, q->failures, f->key, strlen(f->key), f);
 	}
 	int exp = f->n++;
+	const char *slash = strchr(key, '/');
+	size_t nslen = slash ? (size_t)(slash - key) : 0;
+	struct ns_bucket *b;
+	HASH_FIND(hh, q->buckets, key, nslen, b);
+	if (!b) {
+		b = xcalloc(1, sizeof *b);
+		b->ns = xstrndup(key, nslen);
+		token_bucket_init(&b->tb, BUCKET_QPS, BUCKET_BURST);
+		HASH_ADD_KEYPTR(hh, q->buckets, b->ns, nslen, b);
+	}
+	struct token_bucket *tb = &b->tb; /* buckets live as long as the queue */
 	pthread_mutex_unlock(&q->mu);
 	long per = BACKOFF_MAX_MS;
 	if (exp < 30) {
 		int64_t d = (int64_t)BACKOFF_BASE_MS << exp;
 		per = d < BACKOFF_MAX_MS ? (long)d : BACKOFF_MAX_MS;
 	}
-	int64_t overall = token_bucket_reserve(&q->bucket);
+	int64_t overall = token_bucket_reserve(tb);
 	return overall > per ? (long)overall : per;
 }
 
 void workqueue_add_rate_limited(struct workqueue *q, const char *key)
 {
 	workqueue_add_after(q, key, workqueue_next_backoff_ms(q, key));
+}
+
+void workqueue_add_rate_limited_min(struct workqueue *q, const char *key, long min_delay_ms)
+{
+	long d = workqueue_next_backoff_ms(q, key);
+	workqueue_add_after(q, key, d > min_delay_ms ? d : min_delay_ms);
 }
 
 void workqueue_forget(struct workqueue *q, const char *key)

@@ -21,8 +21,13 @@ void workqueue_add(struct workqueue *q, const char *key);
  * later time is moved earlier; an earlier one is kept. */
 void workqueue_add_after(struct workqueue *q, const char *key, long delay_ms);
 /* Queues key after its rate-limited delay: max(5 ms * 2^failures capped at
- * 1000 s, the overall 10 qps / burst 100 bucket), and counts a failure. */
+ * 1000 s, the overall 10 qps / burst 100 bucket of the key's namespace, the
+ * part before '/'), and counts a failure. One bucket per namespace, so keys
+ * failing in one namespace never delay another's retries. */
 void workqueue_add_rate_limited(struct workqueue *q, const char *key);
+/* workqueue_add_rate_limited, but never sooner than min_delay_ms (the API's
+ * Retry-After). */
+void workqueue_add_rate_limited_min(struct workqueue *q, const char *key, long min_delay_ms);
 /* Computes and records the delay workqueue_add_rate_limited would use (the
  * failure count is incremented), in milliseconds. */
 long workqueue_next_backoff_ms(struct workqueue *q, const char *key);

@@ -316,6 +316,7 @@ struct sbx_view {
 	const cJSON *spec, *status;
 	const char *owner; /* NULL when spec.workspaceOwner is absent */
 	struct sbx_scope scope;
+	long retry_after_ms; /* set by claim: the API's Retry-After for the next attempt */
 };
 
 static void path_sandbox_status(char *out, size_t n, const struct sbx_view *v)
@@ -780,74 +781,227 @@ static enum kube_err create_pod(struct sbx_controller *c, const struct sbx_view 
 	return e;
 }
 
-static int claim(struct sbx_controller *c, const struct sbx_view *v)
+/* Pod-field paths the Sandbox spec controls (the container built from it and
+ * the runtime class): a validation failure there is the spec's own fault. */
+static int spec_controlled_field(const char *f)
 {
-	for (unsigned n = 0; n < MAX_GENERATIONS; n++) {
+	static const char *const container[] = { "image", "command", "args", "env", "resources", NULL };
+	if (!strcmp(f, "spec.runtimeClassName"))
+		return 1;
+	if (strncmp(f, "spec.containers[", 16))
+		return 0;
+	const char *close = strchr(f + 16, ']');
+	if (!close || close[1] != '.')
+		return 0;
+	for (const char *const *k = container; *k; k++) {
+		size_t n = strlen(*k);
+		if (!strncmp(close + 2, *k, n) && (close[2 + n] == '\0' || close[2 + n] == '[' || close[2 + n] == '.'))
+			return 1;
+	}
+	return 0;
+}
+
+int sbx_pod_refusal_is_final(const struct kube_error *e)
+{
+	if (e->code != KUBE_ERR_INVALID || strcmp(e->reason, "Invalid") || e->ncauses == 0 ||
+	    e->ncauses != e->ncauses_total)
+		return 0;
+	/* Admission (policies, webhooks) may answer 422 too: that is a decision
+	 * about this cluster now, not about the spec. */
+	if (strstr(e->message, "admission webhook") || strstr(e->message, "ValidatingAdmissionPolicy") ||
+	    strstr(e->message, "denied request") || strstr(e->message, "denied the request"))
+		return 0;
+	for (int i = 0; i < e->ncauses; i++) {
+		const struct kube_error_cause *k = &e->causes[i];
+		if (strncmp(k->reason, "FieldValue", 10) || !strcmp(k->reason, "FieldValueForbidden") ||
+		    !spec_controlled_field(k->field))
+			return 0;
+	}
+	return 1;
+}
+
+/* Logs a failed pod create, at most about once a second for the whole
+ * process (a broken admission chain fails every Sandbox alike). */
+static void log_create_failure(const struct sbx_view *v, const char *pod_name, enum kube_err e, const char *msg)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static int64_t next_ms;
+	static unsigned long suppressed;
+	int64_t now = ktime_mono_ms();
+	pthread_mutex_lock(&mu);
+	int go = now >= next_ms;
+	unsigned long dropped = suppressed;
+	if (go) {
+		next_ms = now + 1000;
+		suppressed = 0;
+	} else {
+		suppressed++;
+	}
+	pthread_mutex_unlock(&mu);
+	if (!go)
+		return;
+	char n[24];
+	snprintf(n, sizeof n, "%lu", dropped);
+	log_kv(LOG_WARN, "creating pod failed", "sandbox", v->name, "namespace", v->ns, "pod", pod_name, "error",
+	       kube_err_str(e), "message", msg, "suppressedSinceLast", n);
+}
+
+/* The API refused or lost the create of pod_name: say why on the Sandbox and
+ * retry with the per-Sandbox backoff (never sooner than Retry-After). */
+static int create_failed(struct sbx_controller *c, struct sbx_view *v, const char *pod_name, enum kube_err e,
+			 const struct kube_error *err)
+{
+	log_create_failure(v, pod_name, e, err->message);
+	char msg[700];
+	snprintf(msg, sizeof msg, "creating pod %s failed (%s): %s; retrying", pod_name, kube_err_str(e),
+		 err->message);
+	report_unbound(c, v, "Pending", "Waiting", msg, NULL);
+	v->retry_after_ms = (long)err->retry_after_s * 1000;
+	return -1;
+}
+
+/* The generation n of pod name for v's digest ("sbx-<d>" 0, "sbx-<d>-<n>"
+ * n), or -1 when the name is not one of v's generations. */
+static long generation_of(const struct sbx_view *v, const char *name)
+{
+	char base[80];
+	sbx_pod_name(&v->scope, 0, base, sizeof base);
+	size_t n = strlen(base);
+	if (!name || strncmp(name, base, n))
+		return -1;
+	if (!name[n])
+		return 0;
+	const char *d = name + n + 1;
+	if (name[n] != '-' || *d < '1' || *d > '9' || strlen(d) > 5)
+		return -1;
+	for (const char *p = d; *p; p++)
+		if (*p < '0' || *p > '9')
+			return -1;
+	long g = strtol(d, NULL, 10);
+	return g < MAX_GENERATIONS ? g : -1;
+}
+
+struct generations {
+	const struct sbx_view *v;
+	cJSON *pods; /* v's generations, as listed */
+	long newest; /* -1: none */
+};
+
+static void collect_generation(void *ctx, const cJSON *pod)
+{
+	struct generations *g = ctx;
+	long n = generation_of(g->v, meta_str(pod, "name"));
+	if (n < 0)
+		return;
+	cJSON *d = cJSON_Duplicate(pod, 1);
+	if (!d || !cJSON_AddItemToArray(g->pods, d))
+		abort(); /* out of memory */
+	if (n > g->newest)
+		g->newest = n;
+}
+
+static void reset_generations(void *ctx)
+{
+	struct generations *g = ctx;
+	cJSON_Delete(g->pods);
+	g->pods = cJSON_CreateArray();
+	g->newest = -1;
+}
+
+/* Removes and returns the listed pod called name (caller frees), or NULL. */
+static cJSON *take_listed(struct generations *g, const char *name)
+{
+	cJSON *p;
+	cJSON_ArrayForEach(p, g->pods)
+	{
+		const char *n = meta_str(p, "name");
+		if (n && !strcmp(n, name))
+			return cJSON_DetachItemViaPointer(g->pods, p);
+	}
+	return NULL;
+}
+
+/* Claims a pod for v. The newest generation of v's key decides, read live
+ * (a LIST by the digest label, not the cache): an older generation, or a gap
+ * a deleted one left, is never claimed while a later one exists. */
+static int claim(struct sbx_controller *c, struct sbx_view *v)
+{
+	char sel[128];
+	snprintf(sel, sizeof sel, LABEL_DIGEST "=%s", v->scope.digest);
+	char lpath[320];
+	snprintf(lpath, sizeof lpath, "/api/v1/namespaces/%s/pods", v->ns);
+	struct generations g = { .v = v, .pods = cJSON_CreateArray(), .newest = -1 };
+	struct kube_error err;
+	enum kube_err e = kube_list_ex(c->kc, lpath, sel, collect_generation, reset_generations, &g, NULL, NULL, &err);
+	if (e != KUBE_OK) {
+		cJSON_Delete(g.pods);
+		v->retry_after_ms = (long)err.retry_after_s * 1000;
+		return -1; /* never claim on a guess */
+	}
+	int r = -1;
+	unsigned n = g.newest > 0 ? (unsigned)g.newest : 0;
+	for (; n < MAX_GENERATIONS; n++) {
 		char pod_name[80], path[512];
 		sbx_pod_name(&v->scope, n, pod_name, sizeof pod_name);
-		cJSON *pod = NULL;
-		struct kube_error err;
-		enum kube_err e;
-
-		/* The cache may prove a generation expired without any API call. */
-		cJSON *cached = informer_get(c->pods, v->ns, pod_name);
-		if (cached) {
-			struct sbx_verify_expect ex = { v->ns, v->owner, &v->scope, c->seal_keys, 0 };
-			int expired = sbx_pod_verify(cached, &ex) == SBX_VERIFY_OK && !owned_by(cached, v->uid, NULL) &&
-				      key_expired(c, v, cached) == 1;
-			cJSON_Delete(cached);
-			if (expired)
-				continue;
-			e = KUBE_ERR_ALREADY_EXISTS; /* known to exist: verify it live */
-		} else {
+		cJSON *pod = take_listed(&g, pod_name);
+		if (!pod) {
 			e = create_pod(c, v, pod_name, &pod, &err);
 			if (e == KUBE_OK) {
 				int delay = 0;
-				enum examine r = examine_pod(c, v, pod, &delay);
+				enum examine x = examine_pod(c, v, pod, &delay);
 				cJSON_Delete(pod);
-				return r == EX_DONE ? delay : -1;
+				r = x == EX_DONE ? delay : -1;
+				goto out;
+			}
+			if ((e == KUBE_ERR_INVALID || e == KUBE_ERR_BAD_REQUEST) && sbx_pod_refusal_is_final(&err)) {
+				char msg[600];
+				snprintf(msg, sizeof msg, "the pod for this Sandbox was refused by the API: %s",
+					 err.message);
+				r = report_unbound(c, v, "Rejected", "InvalidSpec", msg, "InvalidSpec") < 0 ? -1 : 0;
+				goto out;
+			}
+			if (e != KUBE_ERR_ALREADY_EXISTS && !kube_err_retriable(e)) {
+				/* Forbidden (quota, admission), a policy's 422, Unauthorized...:
+				 * say why on the Sandbox while the work queue retries. */
+				r = create_failed(c, v, pod_name, e, &err);
+				goto out;
+			}
+			/* AlreadyExists, or the outcome is unknown (lost response): GET and verify. */
+			struct kube_error gerr;
+			path_pod(path, sizeof path, v->ns, pod_name);
+			enum kube_err ge = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &pod, &gerr);
+			if (ge == KUBE_ERR_NOT_FOUND) {
+				/* AlreadyExists then gone: it was just deleted, claim again
+				 * soon. Otherwise the create failed (5xx, 429, transport):
+				 * back off, per Sandbox. */
+				r = e == KUBE_ERR_ALREADY_EXISTS ? REQUEUE_BUSY_MS : create_failed(c, v, pod_name, e, &err);
+				goto out;
+			}
+			if (ge != KUBE_OK) {
+				v->retry_after_ms = (long)gerr.retry_after_s * 1000;
+				goto out; /* never adopt on a guess */
 			}
 		}
-		if (e == KUBE_ERR_INVALID || e == KUBE_ERR_BAD_REQUEST) {
-			char msg[600];
-			snprintf(msg, sizeof msg, "the pod for this Sandbox was refused by the API: %s", err.message);
-			return report_unbound(c, v, "Rejected", "InvalidSpec", msg, "InvalidSpec") < 0 ? -1 : 0;
-		}
-		if (e != KUBE_ERR_ALREADY_EXISTS && e != KUBE_ERR_TRANSPORT && e != KUBE_ERR_SERVER &&
-		    e != KUBE_ERR_DECODE && e != KUBE_ERR_TOO_MANY_REQUESTS) {
-			log_kv(LOG_WARN, "creating pod failed", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
-			       "error", err.message);
-			/* Forbidden (quota, admission), Unauthorized...: say why on the
-			 * Sandbox while the work queue retries with backoff. */
-			char msg[700];
-			snprintf(msg, sizeof msg, "creating pod %s failed (%s): %s; retrying", pod_name, kube_err_str(e),
-				 err.message);
-			report_unbound(c, v, "Pending", "Waiting", msg, NULL);
-			return -1;
-		}
-		/* AlreadyExists, or the outcome is unknown (lost response): GET and verify. */
-		path_pod(path, sizeof path, v->ns, pod_name);
-		e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &pod, &err);
-		if (e == KUBE_ERR_NOT_FOUND)
-			return REQUEUE_BUSY_MS; /* nothing there (yet, or any more): claim again */
-		if (e != KUBE_OK)
-			return -1; /* never adopt on a guess */
 		int delay = 0;
-		enum examine r = examine_pod(c, v, pod, &delay);
+		enum examine x = examine_pod(c, v, pod, &delay);
 		cJSON_Delete(pod);
-		switch (r) {
+		switch (x) {
 		case EX_DONE:
-			return delay;
+			r = delay;
+			goto out;
 		case EX_NEXT_GENERATION:
 			continue;
 		case EX_RETRY_SOON:
-			return REQUEUE_BUSY_MS;
+			r = REQUEUE_BUSY_MS;
+			goto out;
 		case EX_RETRY:
-			return -1;
+			goto out;
 		}
 	}
 	log_kv(LOG_ERROR, "too many expired generations for one key", "sandbox", v->name, "namespace", v->ns);
-	return -1;
+out:
+	cJSON_Delete(g.pods);
+	return r;
 }
 
 static int view_init(struct sbx_view *v, const cJSON *obj)
@@ -880,6 +1034,13 @@ static int terminal_rejection(const struct sbx_view *v)
 
 int sbx_reconcile(struct sbx_controller *c, const char *key)
 {
+	return sbx_reconcile_ex(c, key, NULL);
+}
+
+int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_after_ms)
+{
+	if (retry_after_ms)
+		*retry_after_ms = 0;
 	const char *slash = strchr(key, '/');
 	if (!slash)
 		return 0;
@@ -949,6 +1110,8 @@ int sbx_reconcile(struct sbx_controller *c, const char *key)
 	}
 	r = claim(c, &v);
 	strset_del(c->inflight, v.scope.digest);
+	if (retry_after_ms)
+		*retry_after_ms = v.retry_after_ms;
 out:
 	if (r < 0)
 		atomic_fetch_add(&c->stats.errors, 1);
@@ -1018,14 +1181,16 @@ static void *worker_main(void *arg)
 	struct sbx_controller *c = arg;
 	char *key;
 	while ((key = workqueue_get(c->queue))) {
-		int r = sbx_reconcile(c, key);
+		long retry_after_ms = 0;
+		int r = sbx_reconcile_ex(c, key, &retry_after_ms);
 		if (r == 0) {
 			workqueue_forget(c->queue, key);
 		} else if (r > 0) {
 			workqueue_forget(c->queue, key);
 			workqueue_add_after(c->queue, key, r);
 		} else {
-			workqueue_add_rate_limited(c->queue, key);
+			/* Per-Sandbox exponential backoff, never sooner than the API asked. */
+			workqueue_add_rate_limited_min(c->queue, key, retry_after_ms);
 		}
 		workqueue_done(c->queue, key);
 		free(key);

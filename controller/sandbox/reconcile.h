@@ -74,6 +74,20 @@ int sbx_controller_synced(struct sbx_controller *c);
 /* Reconciles one Sandbox "namespace/name". Returns 0 when done, a positive
  * delay in ms to look again later, or -1 to retry with backoff. */
 int sbx_reconcile(struct sbx_controller *c, const char *key);
+/* sbx_reconcile that also tells, when it returns -1, the least delay the API
+ * asked for before the next attempt (Retry-After, in ms; 0 = none). */
+int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_after_ms);
+
+/* Whether the API's refusal of a pod create means the Sandbox's spec can never
+ * yield a valid pod (Rejected/InvalidSpec), rather than a decision of this
+ * cluster now (Waiting, retried). Final only for a 422 Invalid whose every
+ * cause is a field validation (FieldValue*, not Forbidden) of a pod field the
+ * spec controls (the container's image, command, args, env, resources, or
+ * spec.runtimeClassName), and whose message does not come from admission
+ * (webhooks, ValidatingAdmissionPolicy). Policies, quotas, webhooks (any
+ * code), and failures in fields the controller's configuration controls are
+ * not final. */
+int sbx_pod_refusal_is_final(const struct kube_error *e);
 
 /* Trimmers for the informer caches: keep only what the reconcile reads, with
  * a bound on the size kept per object whatever the tenant wrote (README,
