@@ -501,6 +501,44 @@ static void test_in_cluster(void)
 	free(t);
 }
 
+/* From memory (kube_config_parse), and server URLs that are not URLs are
+ * refused (found by fuzz/fuzz_kubeconfig.c). */
+static void test_parse_server_urls(void)
+{
+	static const char fmt[] = "clusters:\n- name: c\n  cluster: {server: '%s'}\n"
+				  "users:\n- name: u\n  user: {token: t}\n"
+				  "contexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+				  "current-context: x\n";
+	static const struct {
+		const char *server, *want; /* want NULL: refused */
+	} cases[] = {
+	    {"https://127.0.0.1:6443/", "https://127.0.0.1:6443"},
+	    {"http://localhost:8080", "http://localhost:8080"},
+	    {"kube.example:6443", "https://kube.example:6443"},
+	    {"https:/%127.0.0.1:6:///", NULL},
+	    {"https://", NULL},
+	    {"ftp://x", NULL},
+	    {"https://a b", NULL},
+	    {"://x", NULL},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char yaml[1024], err[512];
+		snprintf(yaml, sizeof yaml, fmt, cases[i].server);
+		struct kube_config *c = kube_config_parse(yaml, strlen(yaml), NULL, NULL, err, sizeof err);
+		if (!cases[i].want) {
+			CU_ASSERT_PTR_NULL(c);
+			if (c)
+				fprintf(stderr, "accepted server %s\n", cases[i].server);
+			else
+				CU_ASSERT_PTR_NOT_NULL(strstr(err, "server"));
+		} else {
+			CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+			CU_ASSERT_STRING_EQUAL(kube_config_server(c), cases[i].want);
+		}
+		kube_config_free(c);
+	}
+}
+
 static void test_rfc3339(void)
 {
 	time_t t = 0;
@@ -536,6 +574,7 @@ void register_kube_config_tests(void)
 	    !CU_add_test(s, "clear errors", test_errors) ||
 	    !CU_add_test(s, "exec plugin", test_exec_plugin) ||
 	    !CU_add_test(s, "in-cluster", test_in_cluster) ||
-	    !CU_add_test(s, "RFC 3339", test_rfc3339))
+	    !CU_add_test(s, "RFC 3339", test_rfc3339) ||
+	    !CU_add_test(s, "in memory; server URLs checked", test_parse_server_urls))
 		abort();
 }

@@ -747,6 +747,40 @@ static int merge_list(struct named_list *l, const cJSON *doc, const char *list, 
 	return 0;
 }
 
+/* Merges one kubeconfig document (YAML text, name src for messages, relative
+ * paths resolved against dir, which m takes over) into m. Returns 0 or -1 with
+ * a message. */
+static int merge_text(struct merged *m, const char *text, size_t len, const char *src, char *dir,
+		      char *err, size_t errlen)
+{
+	char yerr[200];
+	cJSON *doc = yaml_to_json(text, len, yerr, sizeof yerr);
+	if (!doc) {
+		free(dir);
+		seterr(err, errlen, "kubeconfig %s: %s", src, yerr);
+		return -1;
+	}
+	if (!cJSON_IsObject(doc)) {
+		free(dir);
+		cJSON_Delete(doc);
+		seterr(err, errlen, "kubeconfig %s: not a mapping", src);
+		return -1;
+	}
+	m->docs = xrealloc(m->docs, (m->ndocs + 1) * sizeof *m->docs);
+	m->dirs = xrealloc(m->dirs, (m->ndocs + 1) * sizeof *m->dirs);
+	m->docs[m->ndocs] = doc;
+	m->dirs[m->ndocs] = dir;
+	m->ndocs++;
+	if (merge_list(&m->clusters, doc, "clusters", "cluster", dir, src, err, errlen) < 0 ||
+	    merge_list(&m->users, doc, "users", "user", dir, src, err, errlen) < 0 ||
+	    merge_list(&m->contexts, doc, "contexts", "context", dir, src, err, errlen) < 0)
+		return -1;
+	const cJSON *cc = cJSON_GetObjectItemCaseSensitive(doc, "current-context");
+	if (!m->current_context && cJSON_IsString(cc) && cc->valuestring[0])
+		m->current_context = cc->valuestring;
+	return 0;
+}
+
 /* Loads and merges one file into m. Returns 0, 1 when the file does not exist
  * (skip_missing), or -1 with a message. */
 static int merge_file(struct merged *m, const char *path, int skip_missing, char *err,
@@ -763,31 +797,9 @@ static int merge_file(struct merged *m, const char *path, int skip_missing, char
 		       e == EFBIG ? "file too large" : strerror(e));
 		return -1;
 	}
-	char yerr[200];
-	cJSON *doc = yaml_to_json(b.data, b.len, yerr, sizeof yerr);
+	int rc = merge_text(m, b.data, b.len, path, dir_of(path), err, errlen);
 	buf_release(&b);
-	if (!doc) {
-		seterr(err, errlen, "kubeconfig %s: %s", path, yerr);
-		return -1;
-	}
-	if (!cJSON_IsObject(doc)) {
-		cJSON_Delete(doc);
-		seterr(err, errlen, "kubeconfig %s: not a mapping", path);
-		return -1;
-	}
-	m->docs = xrealloc(m->docs, (m->ndocs + 1) * sizeof *m->docs);
-	m->dirs = xrealloc(m->dirs, (m->ndocs + 1) * sizeof *m->dirs);
-	m->docs[m->ndocs] = doc;
-	m->dirs[m->ndocs] = dir_of(path);
-	const char *dir = m->dirs[m->ndocs++];
-	if (merge_list(&m->clusters, doc, "clusters", "cluster", dir, path, err, errlen) < 0 ||
-	    merge_list(&m->users, doc, "users", "user", dir, path, err, errlen) < 0 ||
-	    merge_list(&m->contexts, doc, "contexts", "context", dir, path, err, errlen) < 0)
-		return -1;
-	const cJSON *cc = cJSON_GetObjectItemCaseSensitive(doc, "current-context");
-	if (!m->current_context && cJSON_IsString(cc) && cc->valuestring[0])
-		m->current_context = cc->valuestring;
-	return 0;
+	return rc;
 }
 
 static void merged_release(struct merged *m)
@@ -1071,6 +1083,22 @@ out:
 	merged_release(&m);
 	free(srcs);
 	free(copy);
+	return c;
+}
+
+struct kube_config *kube_config_parse(const char *yaml, size_t len, const char *dir,
+				      const char *context, char *err, size_t errlen)
+{
+	struct merged m = {0};
+	struct kube_config *c = NULL;
+	if (len > KUBECONFIG_MAX) {
+		seterr(err, errlen, "kubeconfig (memory): larger than %d bytes", (int)KUBECONFIG_MAX);
+		return NULL;
+	}
+	m.src = "(memory)";
+	if (merge_text(&m, yaml, len, m.src, xstrdup(dir ? dir : "."), err, errlen) == 0)
+		c = from_merged(&m, context, err, errlen);
+	merged_release(&m);
 	return c;
 }
 

@@ -32,6 +32,11 @@ struct kube_creds {
  * with a message in err such as `kubeconfig /x: context "foo" not found`. */
 struct kube_config *kube_config_load(const char *explicit_path, const char *context, char *err,
 				     size_t errlen);
+/* kube_config_load from one kubeconfig document in memory (yaml[0..len), at
+ * most the file cap); relative paths are resolved against dir (NULL = "."),
+ * files it names are read as from a file. For tests and fuzzing. */
+struct kube_config *kube_config_parse(const char *yaml, size_t len, const char *dir,
+				      const char *context, char *err, size_t errlen);
 /* The in-cluster configuration, reading token, ca.crt and namespace from sa_dir
  * (normally /var/run/secrets/kubernetes.io/serviceaccount). The token is re-read
  * as the kubelet rotates it. Returns a new config or NULL with a message. */

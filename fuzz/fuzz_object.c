@@ -1,0 +1,176 @@
+/* libFuzzer target: the whole path of one Sandbox object through the
+ * controller, as a tenant controls it: cache trim, spec validation, scope
+ * digest and fingerprint, pod build (PVC and hostPath workspaces), seal and
+ * verification, status. Invariants asserted:
+ *  - a workspace is never mounted outside <root>/<namespace>/<owner>/ (hostPath)
+ *    or <owner>/ of the namespace's PVC, and never without an owner;
+ *  - JCS is idempotent on the spec: JCS(parse(JCS(spec))) == JCS(spec);
+ *  - the controller verifies and adopts the pod it built itself;
+ *  - trimmed cache copies stay bounded. */
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox/config.h"
+#include "sandbox/jcs.h"
+#include "sandbox/podbuild.h"
+#include "sandbox/reconcile.h"
+#include "sandbox/scope.h"
+#include "sandbox/seal.h"
+#include "sandbox/spec.h"
+#include "sandbox/status.h"
+#include "sandbox/verify.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define NS "team-a"
+#define UID "6f1c2a8e-0000-4000-8000-000000000001"
+#define CLAIMED "2026-01-01T00:00:00Z"
+#define TRIM_BOUND (96 * 1024) /* what README promises per cached object, with slack */
+
+static const unsigned char key[32] = "fuzz-seal-key-fuzz-seal-key-0123";
+
+static size_t printed_size(const cJSON *o)
+{
+	char *s = cJSON_PrintUnformatted(o);
+	assert(s != NULL);
+	size_t n = strlen(s);
+	free(s);
+	return n;
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The mounts of pod obey the workspace invariant for owner under cfg. */
+static void check_mounts(const cJSON *pod, const struct sbx_config *cfg, const char *owner)
+{
+	const cJSON *ps = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+	const cJSON *v;
+	cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(ps, "volumes"))
+	{
+		const cJSON *hp = cJSON_GetObjectItemCaseSensitive(v, "hostPath");
+		const cJSON *pvc = cJSON_GetObjectItemCaseSensitive(v, "persistentVolumeClaim");
+		if (hp) {
+			assert(owner && cfg->ws_mode == SBX_WS_HOSTPATH);
+			const char *path = str(hp, "path");
+			assert(path);
+			size_t rl = strlen(cfg->host_root);
+			assert(!strncmp(path, cfg->host_root, rl) && path[rl] == '/');
+			const char *rest = path + rl + 1;
+			size_t nl = strlen(NS), ol = strlen(owner);
+			assert(!strncmp(rest, NS, nl) && rest[nl] == '/');
+			rest += nl + 1;
+			assert(!strncmp(rest, owner, ol) && rest[ol] == '/');
+			assert(sbx_safe_segment(rest + ol + 1));
+		}
+		if (pvc)
+			assert(owner && cfg->ws_mode == SBX_WS_PVC);
+	}
+	const cJSON *c;
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(ps, "containers"))
+	{
+		const cJSON *m;
+		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(c, "volumeMounts"))
+		{
+			const char *sub = str(m, "subPath");
+			if (!sub)
+				continue;
+			assert(owner && cfg->ws_mode == SBX_WS_PVC);
+			size_t ol = strlen(owner);
+			assert(!strncmp(sub, owner, ol) && sub[ol] == '/' && sbx_safe_segment(sub + ol + 1));
+		}
+	}
+}
+
+static void build_and_verify(const cJSON *spec, const struct sbx_scope *scope, const struct sbx_config *cfg)
+{
+	const char *owner = sbx_spec_owner(spec);
+	char pod_name[80], seal[65];
+	sbx_pod_name(scope, 0, pod_name, sizeof pod_name);
+	assert(sbx_seal_compute(key, sizeof key, NS, pod_name, scope->digest, owner, scope->fingerprint, CLAIMED,
+				seal) == 0);
+	struct sbx_pod_params p = { NS, pod_name, "sbx", UID, spec, scope, CLAIMED, seal, cfg };
+	cJSON *pod = sbx_pod_build(&p);
+	if (!pod)
+		return;
+	check_mounts(pod, cfg, owner);
+	struct sbx_verify_expect ex = { NS, owner, scope, key, sizeof key, 1 };
+	assert(sbx_pod_verify(pod, &ex) == SBX_VERIFY_OK);
+	assert(sbx_pod_payload_verify(pod, pod) == SBX_VERIFY_OK);
+	cJSON *t = sbx_trim_pod(pod);
+	assert(printed_size(t) <= TRIM_BOUND);
+	cJSON_Delete(t);
+	cJSON_Delete(pod);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct sbx_config pvc, host;
+	static int ready;
+	if (!ready) {
+		char err[256];
+		static const char y[] = "workspace: {mode: hostPath, hostPathRoot: /srv/ws}\n";
+		sbx_config_init(&pvc);
+		sbx_config_init(&host);
+		if (sbx_config_parse(&host, y, sizeof y - 1, err, sizeof err) < 0)
+			abort();
+		ready = 1;
+	}
+	cJSON *obj = cJSON_ParseWithLength((const char *)data, size);
+	if (!obj)
+		return 0;
+	/* Whatever arrives is trimmed to a bounded copy, as a Sandbox and as a pod. */
+	cJSON *ts = sbx_trim_sandbox(obj);
+	assert(printed_size(ts) <= TRIM_BOUND);
+	cJSON *tp = sbx_trim_pod(obj);
+	assert(printed_size(tp) <= TRIM_BOUND);
+	cJSON_Delete(tp);
+	cJSON_Delete(obj);
+	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(ts, "spec");
+	char msg[512];
+	struct sbx_scope scope;
+	if (!cJSON_IsObject(spec) || sbx_spec_validate(spec, msg, sizeof msg) < 0 ||
+	    sbx_scope_compute(NS, UID, spec, &scope, msg, sizeof msg) < 0) {
+		cJSON_Delete(ts);
+		return 0;
+	}
+	char *a = jcs_string(spec);
+	assert(a);
+	cJSON *again = cJSON_Parse(a);
+	assert(again);
+	char *b = jcs_string(again);
+	assert(b && !strcmp(a, b));
+	free(a);
+	free(b);
+	cJSON_Delete(again);
+	build_and_verify(spec, &scope, &pvc);
+	build_and_verify(spec, &scope, &host);
+	/* The status the reconcile writes for it. */
+	char pod_name[80];
+	sbx_pod_name(&scope, 3, pod_name, sizeof pod_name);
+	struct sbx_status_in in = { .phase = "Running",
+				    .pod_name = pod_name,
+				    .pod_uid = "p-uid",
+				    .scope_digest = scope.digest,
+				    .fingerprint = scope.fingerprint,
+				    .binding = "Created",
+				    .claimed_at = CLAIMED,
+				    .generation = 1,
+				    .bound = 1,
+				    .bound_reason = "PodCreated",
+				    .bound_message = msg,
+				    .ready = 1,
+				    .ready_reason = "PodReady",
+				    .ready_message = "ok" };
+	cJSON *st = sbx_status_build(&in, cJSON_GetObjectItemCaseSensitive(ts, "status"), CLAIMED);
+	assert(st && sbx_status_same(st, st));
+	cJSON_Delete(st);
+	cJSON_Delete(ts);
+	return 0;
+}
