@@ -925,6 +925,19 @@ static struct exec_spec *load_exec(const cJSON *ex, const char *dir, const char 
 }
 
 /* Builds a config from the merged files for the chosen context. */
+/* 1 when u is http:// or https:// followed by a host (and maybe a port and
+ * path) of printable characters without spaces. */
+static int server_url_ok(const char *u)
+{
+	const char *h = !strncmp(u, "https://", 8) ? u + 8 : !strncmp(u, "http://", 7) ? u + 7 : NULL;
+	if (!h || !*h || *h == '/' || *h == ':')
+		return 0;
+	for (const char *p = h; *p; p++)
+		if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f || *p == '%' || *p == '\\')
+			return 0;
+	return 1;
+}
+
 static struct kube_config *from_merged(const struct merged *m, const char *context, char *err,
 				       size_t errlen)
 {
@@ -978,6 +991,11 @@ static struct kube_config *from_merged(const struct merged *m, const char *conte
 	size_t sl = strlen(c->server);
 	while (sl > 0 && c->server[sl - 1] == '/')
 		c->server[--sl] = '\0';
+	if (!server_url_ok(c->server)) {
+		seterr(err, errlen, "kubeconfig %s: cluster \"%s\": server \"%.100s\" is not an http(s) URL",
+		       m->src, clname, server);
+		goto fail;
+	}
 	c->ns = xstrdup(get_nonempty(ctx->node, "namespace", s));
 	c->tls_server_name = xstrdup(get_nonempty(cl->node, "tls-server-name", s));
 	c->proxy = xstrdup(get_nonempty(cl->node, "proxy-url", s));
