@@ -3,7 +3,8 @@
 # and checks for Go (the control plane is built from Go modules).
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config libcurl4-openssl-dev libcjson-dev libssl-dev libyaml-dev
-      libcunit1-dev libevent-dev uthash-dev valgrind openssl curl python3 procps)
+      libcunit1-dev libevent-dev uthash-dev valgrind openssl curl python3 procps
+      clang)  # clang: libFuzzer for hack/fuzz.sh
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

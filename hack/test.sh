@@ -40,6 +40,10 @@ valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-l
 rc=$?; tail -n 3 build/valgrind-unit.log; [ $rc -eq 0 ] || grep -E "==[0-9]+==" build/valgrind-unit.log | head -40
 record "unit tests (valgrind)" $rc
 
+step "fuzzing: every target under fuzz/ for 20 s (hack/fuzz.sh)"
+bash hack/fuzz.sh 20
+record "fuzzing (20 s per target)" $?
+
 for t in e2e/test_*.sh; do
   [ -n "${E2E_FILES:-}" ] && [[ " $E2E_FILES " != *" $(basename "$t") "* ]] && continue
   step "end-to-end: $t"
