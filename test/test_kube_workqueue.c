@@ -297,6 +297,20 @@ static void test_bucket_per_namespace(void)
 	workqueue_free(q);
 }
 
+/* The API's Retry-After is a floor under the backoff, and still counts. */
+static void test_rate_limited_min(void)
+{
+	struct workqueue *q = workqueue_new();
+	int64_t t0 = ktime_mono_ms();
+	workqueue_add_rate_limited_min(q, "ns/k", 300);
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	expect_get(q, "ns/k");
+	int64_t took = ktime_mono_ms() - t0;
+	CU_ASSERT(took >= 295 && took < 2000);
+	CU_ASSERT_EQUAL(workqueue_num_requeues(q, "ns/k"), 1);
+	workqueue_free(q);
+}
+
 void register_kube_workqueue_tests(void)
 {
 	SBX_SUITE("kube/workqueue", {"dedup and re-add while processing", test_dedup},
@@ -306,5 +320,6 @@ void register_kube_workqueue_tests(void)
 		  {"add_after ordering", test_add_after_order},
 		  {"shutdown drains and wakes", test_shutdown},
 		  {"delayed add wakes a blocked getter", test_delayed_wakes_blocked_getter},
-		  {"overall bucket per namespace", test_bucket_per_namespace});
+		  {"overall bucket per namespace", test_bucket_per_namespace},
+		  {"Retry-After is a floor", test_rate_limited_min});
 }
