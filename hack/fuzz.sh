@@ -14,7 +14,7 @@ SECS=${1:-600}; shift || true
 B="$ROOT/build-fuzz"
 command -v clang >/dev/null || { echo "fuzz: clang is required (hack/deps.sh installs it)" >&2; exit 1; }
 CC=clang cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Debug -DSBX_FUZZ=ON >/dev/null &&
-  cmake --build "$B" -j2 >"$B.log" 2>&1 || { tail -n 30 "$B.log"; exit 1; }
+  cmake --build "$B" -j2 >"$B/build.log" 2>&1 || { tail -n 30 "$B/build.log"; exit 1; }
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=($(cd "$ROOT/fuzz" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//'))
 failed=0
