@@ -10,6 +10,7 @@
 #include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +89,21 @@ static void check_mounts(const cJSON *pod, const struct sbx_config *cfg, const c
 	}
 }
 
+/* The seal keys: a current and a previous one (rotation). */
+static const struct sbx_seal_keys *seal_keys(void)
+{
+	static struct sbx_seal_keys k;
+	if (!k.n) {
+		char err[128];
+		sbx_seal_keys_init(&k);
+		if (sbx_seal_keys_add(&k, key, sizeof key, 16, err, sizeof err) < 0 ||
+		    sbx_seal_keys_add(&k, (const unsigned char *)"previous-key-previous-key-012345", 32, 16, err,
+				      sizeof err) < 0)
+			abort();
+	}
+	return &k;
+}
+
 static void build_and_verify(const cJSON *spec, const struct sbx_scope *scope, const struct sbx_config *cfg)
 {
 	const char *owner = sbx_spec_owner(spec);
@@ -100,11 +116,19 @@ static void build_and_verify(const cJSON *spec, const struct sbx_scope *scope, c
 	if (!pod)
 		return;
 	check_mounts(pod, cfg, owner);
-	struct sbx_verify_expect ex = { NS, owner, scope, key, sizeof key, 1 };
+	struct sbx_verify_expect ex = { NS, owner, scope, seal_keys(), 1 };
 	assert(sbx_pod_verify(pod, &ex) == SBX_VERIFY_OK);
-	assert(sbx_pod_payload_verify(pod, pod) == SBX_VERIFY_OK);
+	struct sbx_certify cert = { pod, spec, cfg };
+	char why[256];
+	if (sbx_pod_payload_verify(pod, &cert, why, sizeof why) != SBX_VERIFY_OK) {
+		fprintf(stderr, "the controller's own pod is not certified: %s\n", why);
+		abort();
+	}
+	assert(sbx_pod_tamper_check(pod, &cert, why, sizeof why) == SBX_VERIFY_OK);
 	cJSON *t = sbx_trim_pod(pod);
 	assert(printed_size(t) <= TRIM_BOUND);
+	/* the cache's copy still passes the tamper check of bound pods */
+	assert(sbx_pod_tamper_check(t, &cert, why, sizeof why) == SBX_VERIFY_OK);
 	cJSON_Delete(t);
 	cJSON_Delete(pod);
 }

@@ -274,6 +274,11 @@ static void test_spec_validate(void)
 		   "spec.resources must be an object (core/v1 ResourceRequirements)");
 	check_spec("{\"image\":\"i\",\"resources\":{\"requests\":[]}}",
 		   "spec.resources.requests must be an object");
+	/* Found by fuzz/fuzz_object.c: a member the pod builder would copy but
+	 * the adoption check refuses (the API prunes it; the controller must not
+	 * build a pod it would not adopt). */
+	check_spec("{\"image\":\"i\",\"resources\":{\"limit\":{\"cpu\":\"2\"}}}",
+		   "spec.resources may only hold limits and requests");
 	check_spec("{\"image\":\"i\",\"runtimeClassName\":1}",
 		   "spec.runtimeClassName must be a non-empty string");
 	check_spec("{\"image\":\"i\",\"workspaceOwner\":\"../x\"}",
