@@ -279,6 +279,10 @@ static void test_spec_validate(void)
 	 * build a pod it would not adopt). */
 	check_spec("{\"image\":\"i\",\"resources\":{\"limit\":{\"cpu\":\"2\"}}}",
 		   "spec.resources may only hold limits and requests");
+	/* Also found by it: a quantity the apiserver refuses would give a pod
+	 * the controller could never adopt. */
+	check_spec("{\"image\":\"i\",\"resources\":{\"requests\":{\"memory\":\"4G00i\"}}}",
+		   "spec.resources.requests.memory is not a quantity");
 	check_spec("{\"image\":\"i\",\"runtimeClassName\":1}",
 		   "spec.runtimeClassName must be a non-empty string");
 	check_spec("{\"image\":\"i\",\"workspaceOwner\":\"../x\"}",
