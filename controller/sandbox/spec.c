@@ -1,4 +1,5 @@
 #include "sandbox/spec.h"
+#include "sandbox/verify.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -140,10 +141,34 @@ static int check_resources(const cJSON *spec, char *msg, size_t msglen)
 		return fail(msg, msglen,
 			    "spec.resources must be an object (core/v1 ResourceRequirements)");
 	static const char *const parts[] = {"limits", "requests"};
+	/* Nothing else: the builder copies resources as given, and adoption
+	 * certifies only these (the API prunes other members anyway). */
+	const cJSON *m;
+	cJSON_ArrayForEach(m, r)
+	{
+		if (!m->string || (strcmp(m->string, "limits") && strcmp(m->string, "requests")))
+			return fail(msg, msglen, "spec.resources may only hold limits and requests");
+	}
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
 		const cJSON *p = cJSON_GetObjectItemCaseSensitive(r, parts[i]);
 		if (p && !cJSON_IsObject(p))
 			return fail(msg, msglen, "spec.resources.%s must be an object", parts[i]);
+		const cJSON *q;
+		double d;
+		cJSON_ArrayForEach(q, p)
+		{
+			/* The apiserver would refuse the pod; adoption could never
+			 * certify it (verify.c compares quantities). */
+			char num[32];
+			const char *text = cJSON_IsString(q) ? q->valuestring : NULL;
+			if (cJSON_IsNumber(q)) {
+				snprintf(num, sizeof num, "%.17g", q->valuedouble); /* as verify.c reads it */
+				text = num;
+			}
+			if (sbx_quantity_parse(text, &d) < 0)
+				return fail(msg, msglen, "spec.resources.%s.%.32s is not a quantity", parts[i],
+					    q->string ? q->string : "?");
+		}
 	}
 	return 0;
 }

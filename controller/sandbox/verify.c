@@ -191,8 +191,7 @@ static int is_exponent(const char *s)
 	return s[0] && strspn(s, "0123456789") == strlen(s) && strlen(s) <= 3;
 }
 
-/* Parses a Kubernetes quantity ("2", "500m", "4Gi", "1e3") into *out. */
-static int quantity(const char *s, double *out)
+int sbx_quantity_parse(const char *s, double *out)
 {
 	static const struct {
 		const char *suffix;
@@ -245,7 +244,7 @@ static int same_quantity(const cJSON *a, const cJSON *b)
 		snprintf(bufa, sizeof bufa, "%.17g", a->valuedouble), sa = bufa;
 	if (cJSON_IsNumber(b))
 		snprintf(bufb, sizeof bufb, "%.17g", b->valuedouble), sb = bufb;
-	if (quantity(sa, &x) < 0 || quantity(sb, &y) < 0)
+	if (sbx_quantity_parse(sa, &x) < 0 || sbx_quantity_parse(sb, &y) < 0)
 		return 0;
 	return fabs(x - y) <= 1e-9 * fmax(1.0, fmax(fabs(x), fabs(y)));
 }
