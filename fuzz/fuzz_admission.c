@@ -1,0 +1,44 @@
+/* libFuzzer target: AdmissionReview v1 decoding (webhook/admission.h) and
+ * the answer encoded for it. Invariants: a decoded review has the fields the
+ * header promises (uid, operation, kind, username as strings); the encoded
+ * answer is JSON that echoes the uid. */
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "webhook/admission.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct wh_review r;
+	char err[512];
+	if (wh_review_decode((const char *)data, size, &r, err, sizeof err) < 0) {
+		assert(memchr(err, '\0', sizeof err) != NULL);
+		return 0;
+	}
+	assert(r.uid && r.operation && r.kind && r.username);
+	struct wh_verdict v;
+	memset(&v, 0, sizeof v);
+	if (strlen(r.uid) % 2)
+		wh_verdict_allow(&v);
+	else
+		wh_verdict_deny(&v, 422, "Invalid", "refused %s %s/%s", r.operation, r.ns ? r.ns : "",
+				r.name ? r.name : "");
+	char *out = wh_response_encode(r.uid, &v);
+	if (out) {
+		cJSON *o = cJSON_Parse(out);
+		assert(o != NULL);
+		const cJSON *resp = cJSON_GetObjectItemCaseSensitive(o, "response");
+		const cJSON *uid = cJSON_GetObjectItemCaseSensitive(resp, "uid");
+		assert(cJSON_IsString(uid) && !strcmp(uid->valuestring, r.uid));
+		cJSON_Delete(o);
+		free(out);
+	}
+	wh_verdict_release(&v);
+	wh_review_release(&r);
+	return 0;
+}
