@@ -9,7 +9,8 @@
 #  - seal key rotation: a replica holding [old] and one holding [new, old]
 #    (mid rollout) converge on one caBundle that trusts both and do not
 #    rewrite each other's.
-#  - external: replacing tls.crt/tls.key makes the webhook serve the new
+#  - external: replacing tls.crt/tls.key (a Secret volume update, then a
+#    rename of the files) makes the webhook serve the new
 #    certificate without a restart while 200 Sandboxes are being created, and
 #    not one create fails.
 . "$(dirname "$0")/lib.sh"
@@ -205,12 +206,25 @@ make_cert() {
 }
 
 # install_pair NAME DIR: replaces DIR/tls.key and DIR/tls.crt by renames, as
-# an operator (or a Secret volume's symlink swap) does.
+# an operator does.
 install_pair() {
   local d=$E2E_DIR/ext-pki
   cp "$d/$1.key" "$2/.tls.key.new" && mv "$2/.tls.key.new" "$2/tls.key"
   cp "$d/$1.crt" "$2/.tls.crt.new" && mv "$2/.tls.crt.new" "$2/tls.crt"
 }
+
+# install_secret NAME DIR: the layout and the atomic update of a Secret volume
+# (what cert-manager's Secret looks like in the pod): DIR/..<version>/ holds
+# the files, DIR/..data links to it and DIR/tls.* link through ..data; an
+# update writes a new version and renames a new ..data link over the old one.
+install_secret() {
+  local v="..$1_$(date +%s%N)"
+  mkdir "$2/$v"
+  cp "$E2E_DIR/ext-pki/$1.key" "$2/$v/tls.key"; cp "$E2E_DIR/ext-pki/$1.crt" "$2/$v/tls.crt"
+  ln -s "$v" "$2/..data_tmp" && mv -T "$2/..data_tmp" "$2/..data"
+  [ -L "$2/tls.crt" ] || { ln -sf ..data/tls.crt "$2/tls.crt"; ln -sf ..data/tls.key "$2/tls.key"; }
+}
+fp_of() { openssl x509 -in "$E2E_DIR/ext-pki/$1.crt" -noout -fingerprint -sha256 | sed 's/.*=//'; }
 
 test_external_rotation_under_load() {
   local ns=certs-ext port dir=$E2E_DIR/ext-certs fpa fpb
@@ -219,10 +233,9 @@ test_external_rotation_under_load() {
   openssl ecparam -name prime256v1 -genkey -noout -out "$E2E_DIR/ext-pki/ca.key" 2>/dev/null
   openssl req -x509 -new -key "$E2E_DIR/ext-pki/ca.key" -subj "/CN=operator-ca" -days 1 \
     -out "$E2E_DIR/ext-pki/ca.crt" 2>/dev/null
-  make_cert a ca; make_cert b ca
-  install_pair a "$dir"
-  fpa=$(openssl x509 -in "$E2E_DIR/ext-pki/a.crt" -noout -fingerprint -sha256 | sed 's/.*=//')
-  fpb=$(openssl x509 -in "$E2E_DIR/ext-pki/b.crt" -noout -fingerprint -sha256 | sed 's/.*=//')
+  make_cert a ca; make_cert b ca; make_cert c ca
+  install_secret a "$dir"
+  fpa=$(fp_of a); fpb=$(fp_of b)
   port=$(free_port)
   register_webhooks "$port" "$E2E_DIR/ext-pki/ca.crt"
   controller_start ext --webhook-bind-address "127.0.0.1:$port" --webhook-cert-dir "$dir" --webhook-cert-mode external
@@ -263,10 +276,12 @@ PY
   local load=$!
   sleep 3
   kill -0 $load 2>/dev/null || fail "the creates ended before the swap"
-  install_pair b "$dir"
+  install_secret b "$dir" # as the kubelet updates a Secret volume
   wait_for 10 fingerprint_is "$port" "$fpb" || fail "webhook does not serve certificate b without a restart"
-  kill -0 $load 2>/dev/null || fail "the creates ended before the new certificate was served"
-  say "  new certificate served while the creates run"
+  install_pair c "$dir" # as an operator replaces the files
+  wait_for 10 fingerprint_is "$port" "$(fp_of c)" || fail "webhook does not serve certificate c without a restart"
+  kill -0 $load 2>/dev/null || fail "the creates ended before the new certificates were served"
+  say "  certificates b (Secret volume update) and c (files renamed) served while the creates run"
   wait $load
   say "  $(head -1 "$E2E_DIR/ext-load.out")"
   expect_match "$(head -1 "$E2E_DIR/ext-load.out")" "^creates 200 failures 0 " "admission calls failed during the swap"
