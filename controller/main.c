@@ -90,7 +90,8 @@ static void usage(FILE *f)
 		"  --webhook-cert-dns-names A,B       certificate DNS names (default NAME.NS.svc,NAME.NS.svc.cluster.local)\n"
 		"  --webhook-cert-ips A,B             certificate IP addresses (default none)\n"
 		"  --webhook-config-name NAME         webhook configurations whose caBundle is kept current\n"
-		"                                     (default sandbox-controller; empty = leave them alone)\n",
+		"                                     (default sandbox-controller; empty = leave them alone)\n"
+		"  --version                          print the version and exit\n",
 		SBX_SEAL_FILE_KEY_MIN);
 }
 
@@ -99,7 +100,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	enum { O_KUBECONFIG = 256, O_CONTEXT, O_CONFIG, O_METRICS, O_PROBE, O_SEAL, O_LOG, O_LIFETIME, O_WORKERS,
 	       O_QPS, O_BURST, O_HELP, O_LE, O_LE_NS, O_LE_ID, O_CERT_MODE, O_CERT_DIR, O_CERT_VALIDITY,
 	       O_CA_LIFETIME, O_CERT_DNS, O_CERT_IPS, O_SVC_NAME, O_CONFIG_NAME, O_MCERT_PATH, O_MCERT_NAME,
-	       O_MCERT_KEY, O_WH_ADDR, O_OWNER_AUTHZ };
+	       O_MCERT_KEY, O_WH_ADDR, O_OWNER_AUTHZ, O_VERSION };
 	static const struct option longopts[] = {
 		{ "kubeconfig", required_argument, NULL, O_KUBECONFIG },
 		{ "context", required_argument, NULL, O_CONTEXT },
@@ -113,6 +114,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "kube-api-qps", required_argument, NULL, O_QPS },
 		{ "kube-api-burst", required_argument, NULL, O_BURST },
 		{ "help", no_argument, NULL, O_HELP },
+		{ "version", no_argument, NULL, O_VERSION },
 		{ "leader-elect", no_argument, NULL, O_LE },
 		{ "leader-election-namespace", required_argument, NULL, O_LE_NS },
 		{ "leader-election-id", required_argument, NULL, O_LE_ID },
@@ -219,6 +221,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 			o->owner_authz = optarg;
 			break;
 		case O_HELP: usage(stdout); exit(0);
+		case O_VERSION: printf("sandbox-controller %s\n", SBX_VERSION); exit(0);
 		default: usage(stderr); return -1;
 		}
 	}
@@ -437,7 +440,7 @@ int main(int argc, char **argv)
 		log_kv(LOG_ERROR, "cannot load Kubernetes credentials", "error", err);
 		return 1;
 	}
-	log_kv(LOG_INFO, "starting", "server", kube_config_server(kcfg));
+	log_kv(LOG_INFO, "starting", "version", SBX_VERSION, "server", kube_config_server(kcfg));
 	struct kube_client_opts copts = { .qps = o.qps, .burst = o.burst };
 	struct kube_client *kc = kube_client_new(kcfg, &copts);
 	if (!kc) {
