@@ -417,7 +417,7 @@ static void test_request_basics(void)
 	const struct fake_req *r = fake_log(f, 0);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
 	CU_ASSERT_STRING_EQUAL(r->auth, "Bearer tok-0");
-	CU_ASSERT_STRING_EQUAL(r->ua, "sandbox-controller/0.1");
+	CU_ASSERT_STRING_EQUAL(r->ua, "sandbox-controller/" SBX_VERSION " (linux)");
 	CU_ASSERT_STRING_EQUAL(
 	    r->uri,
 	    "/api/v1/namespaces/ns1/pods/p?labelSelector=a%3Db%2Cc%20in%20%28x%20y%29&limit=5");
