@@ -19,7 +19,7 @@
 #define DEF_BURST 100
 #define DEF_TIMEOUT_MS 30000L
 #define DEF_CONNECT_MS 5000L
-#define DEF_UA "sandbox-controller/0.1"
+#define DEF_UA "sandbox-controller/" SBX_VERSION " (linux)"
 #define DEF_MAX_BODY ((size_t)16 << 20)
 #define ERR_BODY_MAX ((size_t)1 << 20) /* body kept to decode a failed stream */
 #define LIST_PAGE 500L /* items per page; halved while an answer exceeds the body cap */
