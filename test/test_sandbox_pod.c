@@ -292,7 +292,7 @@ static void test_pod_hostpath(void)
 	static const char *const host[] = {"/srv/ws/team-a/alice/workspace", "/srv/ws/team-a/alice/claude",
 					   "/srv/ws/team-a/alice/codex", "/srv/ws/team-a/alice/gemini"};
 	for (int i = 0; i < 4; i++) {
-		char name[8];
+		char name[16];
 		snprintf(name, sizeof name, "ws-%d", i);
 		const cJSON *v = cJSON_GetArrayItem(vols, i), *m = cJSON_GetArrayItem(vm, i);
 		CU_ASSERT_STRING_EQUAL(str_at(AT(v, "name")), name);
@@ -322,7 +322,7 @@ static void test_pod_no_owner(void)
 		static const char *const path[] = {"/workspace", "/home/agent/.claude",
 						   "/home/agent/.codex", "/home/agent/.gemini"};
 		for (int i = 0; i < 4; i++) {
-			char name[8];
+			char name[16];
 			snprintf(name, sizeof name, "ws-%d", i);
 			const cJSON *v = cJSON_GetArrayItem(vols, i),
 				    *m = cJSON_GetArrayItem(vm, i);
