@@ -490,6 +490,23 @@ static void test_in_cluster(void)
 	c = kube_config_in_cluster(dir, err, sizeof err);
 	CU_ASSERT_STRING_EQUAL(kube_config_server(c), "https://10.96.0.1:443");
 	kube_config_free(c);
+	/* With no kubeconfig, kube_config_load reads the in-cluster files, from
+	 * SBX_INCLUSTER_DIR when set (tests run the binary "in-cluster" that way). */
+	char *kc = getenv("KUBECONFIG") ? xstrdup(getenv("KUBECONFIG")) : NULL;
+	unsetenv("KUBECONFIG");
+	setenv("SBX_INCLUSTER_DIR", dir, 1);
+	c = kube_config_load(NULL, NULL, err, sizeof err);
+	CU_ASSERT_PTR_NOT_NULL(c);
+	if (c) {
+		CU_ASSERT_STRING_EQUAL(kube_config_server(c), "https://10.96.0.1:443");
+		CU_ASSERT_STRING_EQUAL(kube_config_namespace(c), "sandboxes");
+		kube_config_free(c);
+	}
+	unsetenv("SBX_INCLUSTER_DIR");
+	if (kc) {
+		setenv("KUBECONFIG", kc, 1);
+		free(kc);
+	}
 	unlink(t);
 	CU_ASSERT_PTR_NULL(kube_config_in_cluster(dir, err, sizeof err));
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "token"));

@@ -1128,8 +1128,12 @@ struct kube_config *kube_config_load(const char *explicit_path, const char *cont
 	const char *env = getenv("KUBECONFIG");
 	if (env && *env)
 		return load_files(env, 1, context, err, errlen);
-	if (getenv("KUBERNETES_SERVICE_HOST") && getenv("KUBERNETES_SERVICE_PORT"))
-		return kube_config_in_cluster(SA_DIR, err, errlen);
+	if (getenv("KUBERNETES_SERVICE_HOST") && getenv("KUBERNETES_SERVICE_PORT")) {
+		/* SBX_INCLUSTER_DIR is for tests: the ServiceAccount files laid out
+		 * elsewhere than in a pod (e2e/test_deployed.sh). */
+		const char *dir = getenv("SBX_INCLUSTER_DIR");
+		return kube_config_in_cluster(dir && *dir ? dir : SA_DIR, err, errlen);
+	}
 	const char *home = getenv("HOME");
 	if (home && *home) {
 		char *p = xasprintf("%s/.kube/config", home);

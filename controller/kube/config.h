@@ -25,7 +25,8 @@ struct kube_creds {
 /* Loads credentials: explicit_path if non-NULL and non-empty, else $KUBECONFIG (a
  * colon-separated list merged as kubectl does: the first file to define a
  * cluster/user/context name or current-context wins; missing files are skipped),
- * else in-cluster (KUBERNETES_SERVICE_HOST/PORT and the ServiceAccount files),
+ * else in-cluster (KUBERNETES_SERVICE_HOST/PORT and the ServiceAccount files, in
+ * /var/run/secrets/kubernetes.io/serviceaccount or, for tests, $SBX_INCLUSTER_DIR),
  * else ~/.kube/config. context (NULL = current-context) picks the context.
  * Relative paths are resolved against the directory of the kubeconfig file that
  * names them. Returns a new config (caller frees with kube_config_free), or NULL
