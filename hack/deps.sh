@@ -4,7 +4,7 @@
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config libcurl4-openssl-dev libcjson-dev libssl-dev libyaml-dev
       libcunit1-dev libevent-dev uthash-dev valgrind openssl curl python3 procps
-      clang)  # clang: libFuzzer for hack/fuzz.sh
+      clang buildah)  # clang: libFuzzer for hack/fuzz.sh; buildah: hack/image.sh
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
