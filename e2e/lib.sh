@@ -39,11 +39,16 @@ e2e_cleanup() {
 # Suites that do not install the admission webhook run the controller with
 # --owner-authorization namespace (nothing would record owner authorizations);
 # a suite that installs it sets E2E_ADMISSION=1.
+# With SBX_E2E_IDENTITY=serviceaccount it runs as deployed: in-cluster config
+# (see controller_identity_args), the ServiceAccount's token and only the RBAC
+# of manifests/.
 controller_start() {
   local name=$1; shift
   local authz=(--owner-authorization namespace)
   [ -n "${E2E_ADMISSION:-}" ] && authz=()
-  "$CONTROLLER_BIN" --kubeconfig "$E2E_DIR/controller.kubeconfig" --seal-key-file "$E2E_DIR/seal.key" \
+  local ident=()
+  controller_identity_args ident
+  env "${ident[@]}" "$CONTROLLER_BIN" --seal-key-file "$E2E_DIR/seal.key" \
     --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 "${authz[@]}" "$@" \
     >>"$E2E_DIR/$name.log" 2>&1 &
   CTL_PID=$!
@@ -59,12 +64,59 @@ controller_stop() { # controller_stop PID
   return 1
 }
 
-# grant_controller_rbac: the controller runs as user sandbox-controller with
-# the ClusterRole from manifests/, as it would in a cluster.
+# grant_controller_rbac: the controller's identity gets the RBAC of manifests/.
+# By default it is the client certificate user sandbox-controller bound to the
+# ClusterRole. With SBX_E2E_IDENTITY=serviceaccount it is the manifests' own
+# ServiceAccount sandbox-system/sandbox-controller with ONLY manifests/rbac
+# (ClusterRole, and the Role for its Lease and seal Secret in sandbox-system),
+# a token from the TokenRequest API and the in-cluster file layout in
+# $E2E_DIR/serviceaccount (token, ca.crt, namespace).
 grant_controller_rbac() {
+  if [ "${SBX_E2E_IDENTITY:-}" = serviceaccount ]; then
+    kubectl create namespace sandbox-system >/dev/null 2>&1 || true
+    kubectl apply -k "$E2E_ROOT/manifests/rbac" >/dev/null || { say "cannot apply manifests/rbac"; return 1; }
+    local d=$E2E_DIR/serviceaccount
+    mkdir -p "$d"
+    kubectl create token sandbox-controller -n sandbox-system --duration=6h >"$d/token" ||
+      { say "TokenRequest failed"; return 1; }
+    cp "$E2E_DIR/pki/ca.crt" "$d/ca.crt"
+    printf sandbox-system >"$d/namespace"
+    return 0
+  fi
   kubectl apply -f "$E2E_ROOT/manifests/rbac/role.yaml" >/dev/null
   kubectl create clusterrolebinding sandbox-controller-e2e --clusterrole=sandbox-controller \
     --user=sandbox-controller >/dev/null 2>&1 || true
+}
+
+# grant_controller_leases NS: the client certificate identity may hold a Lease
+# in NS (the manifests grant Leases in sandbox-system only).
+grant_controller_leases() {
+  kubectl create role sandbox-controller-leases -n "$1" --verb=get,list,watch,create,update \
+    --resource=leases.coordination.k8s.io >/dev/null 2>&1 || true
+  kubectl create rolebinding sandbox-controller-leases -n "$1" --role=sandbox-controller-leases \
+    --user=sandbox-controller >/dev/null 2>&1 || true
+}
+
+# controller_identity_args ARRAY: fills ARRAY with the env(1) arguments that
+# run the controller as the identity grant_controller_rbac set up: the
+# in-cluster variables and no KUBECONFIG for the ServiceAccount, else a
+# KUBECONFIG with the controller's client certificate. SBX_E2E_APISERVER_PORT
+# sends it to another port on 127.0.0.1 (a fault proxy) instead.
+controller_identity_args() {
+  local -n out=$1
+  local real port
+  real=$(sed -n 's/^APISERVER_PORT=//p' "$E2E_DIR/state")
+  port=${SBX_E2E_APISERVER_PORT:-$real}
+  if [ "${SBX_E2E_IDENTITY:-}" = serviceaccount ]; then
+    out=(-u KUBECONFIG KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT="$port"
+         SBX_INCLUSTER_DIR="$E2E_DIR/serviceaccount")
+  elif [ "$port" != "$real" ]; then
+    sed "s#https://127.0.0.1:$real#https://127.0.0.1:$port#" "$E2E_DIR/controller.kubeconfig" \
+      >"$E2E_DIR/controller-$port.kubeconfig"
+    out=(KUBECONFIG="$E2E_DIR/controller-$port.kubeconfig")
+  else
+    out=(KUBECONFIG="$E2E_DIR/controller.kubeconfig")
+  fi
 }
 
 # new_namespace NAME: a namespace with the owner-workspace PVC bound to a hostPath PV.
@@ -178,6 +230,11 @@ user_kubeconfig() {
   sed -e "s#$p/controller.crt#$p/$u.crt#; s#$p/controller.key#$p/$u.key#; s#name: controller#name: $u#; s#user: controller#user: $u#" \
     "$E2E_DIR/controller.kubeconfig" >"$E2E_DIR/$u.kubeconfig"
   echo "$E2E_DIR/$u.kubeconfig"
+}
+
+# free_port: a free TCP port on 127.0.0.1.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
 # wait_dead PID SECONDS: waits for a process to exit; 0 when it did.

@@ -252,12 +252,8 @@ test_lost_responses() {
   disown "$proxy_pid"
   CTL_PIDS+=("$proxy_pid")
   wait_for 10 test -s "$E2E_DIR/proxy.port"
-  sed "s#https://127.0.0.1:$port#https://127.0.0.1:$(cat "$E2E_DIR/proxy.port")#" "$E2E_DIR/controller.kubeconfig" >"$E2E_DIR/lossy.kubeconfig"
-  "$CONTROLLER_BIN" --kubeconfig "$E2E_DIR/lossy.kubeconfig" --seal-key-file "$E2E_DIR/seal.key" \
-    --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 --owner-authorization namespace >"$E2E_DIR/lossy.log" 2>&1 &
-  local c=$!
-  disown "$c"
-  CTL_PIDS+=("$c")
+  SBX_E2E_APISERVER_PORT=$(cat "$E2E_DIR/proxy.port") controller_start lossy
+  local c=$CTL_PID
   local i jobs=()
   for i in $(seq 0 59); do
     sandbox lossy l-$i $IMG "lk-$((i % 15))" "owner-$((i % 15 % 4))" >/dev/null & jobs+=($!)

@@ -9,9 +9,9 @@ setup() {
   cluster_up
   grant_controller_rbac
   new_namespace ops
+  grant_controller_leases ops
 }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
 # le_start NAME: a controller with leader election and known probe/metrics ports.
 le_start() {

@@ -18,6 +18,12 @@ step "dependencies"
 bash hack/deps.sh || exit 1
 step "control plane binaries (cached after the first run)"
 bash hack/build-control-plane.sh >/dev/null || exit 1
+step "helm and promtool from their Go modules (cached after the first run)"
+bash hack/tools.sh helm >/dev/null && bash hack/tools.sh promtool >/dev/null || exit 1
+
+step "generated copies under manifests/ are current (CRD, rules, dashboard)"
+bash hack/manifests.sh check
+record "manifests: generated copies current" $?
 
 step "build (warnings are errors) with ASan/UBSan"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSBX_SANITIZE=ON -DSBX_WERROR=ON >/dev/null &&
@@ -45,11 +51,20 @@ step "fuzzing: every target under fuzz/ for 20 s (hack/fuzz.sh)"
 bash hack/fuzz.sh 20
 record "fuzzing (20 s per target)" $?
 
+step "image: hack/image.sh (offline buildah, OCI archive, smoke test)"
+SBX_BUILD_DIR="$ROOT/build" bash hack/image.sh
+record "image (buildah)" $?
+
+# The foundation and idempotency suites run the controller as deployed: the
+# manifests' ServiceAccount with only manifests/rbac, a TokenRequest token and
+# the in-cluster file layout (e2e/lib.sh, SBX_E2E_IDENTITY).
 for t in e2e/test_*.sh; do
   [ -n "${E2E_FILES:-}" ] && [[ " $E2E_FILES " != *" $(basename "$t") "* ]] && continue
-  step "end-to-end: $t"
-  SBX_BUILD_DIR="$ROOT/build" bash "$t"
-  record "$t" $?
+  ident=""
+  case "$(basename "$t")" in test_foundation.sh | test_idempotency.sh) ident=serviceaccount ;; esac
+  step "end-to-end: $t${ident:+ (as the ServiceAccount of manifests/)}"
+  SBX_E2E_IDENTITY=$ident SBX_BUILD_DIR="$ROOT/build" bash "$t"
+  record "$t${ident:+ (ServiceAccount)}" $?
 done
 
 # The controller itself under ASan/UBSan/LSan on the real cluster: the

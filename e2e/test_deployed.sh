@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The controller as deployed: the ServiceAccount sandbox-system/sandbox-controller
+# with ONLY the RBAC of manifests/rbac, a token from the TokenRequest API, the
+# in-cluster file layout (token, ca.crt, namespace) and KUBERNETES_SERVICE_HOST/
+# PORT. Proves least privilege with `kubectl auth can-i` and with the token
+# itself, and that the controller works in-cluster with nothing more.
+# (Two replicas as deployed: e2e/test_ha.sh.)
+. "$(dirname "$0")/lib.sh"
+export SBX_E2E_IDENTITY=serviceaccount
+SA=system:serviceaccount:sandbox-system:sandbox-controller
+IMG=registry.local/agent:1.0
+
+setup() {
+  cluster_up
+  grant_controller_rbac || exit 1
+  new_namespace dep
+}
+
+as_sa() { kubectl auth can-i --as="$SA" "$@" 2>/dev/null; }
+# with_token ARGS...: kubectl with the controller's own token and nothing else.
+with_token() {
+  local port
+  port=$(sed -n 's/^APISERVER_PORT=//p' "$E2E_DIR/state")
+  kubectl --kubeconfig=/dev/null --server="https://127.0.0.1:$port" \
+    --certificate-authority="$E2E_DIR/serviceaccount/ca.crt" --token="$(cat "$E2E_DIR/serviceaccount/token")" "$@"
+}
+
+test_1_least_privilege() {
+  expect_eq "$(as_sa update leases -n sandbox-system)" yes
+  expect_eq "$(as_sa create leases -n sandbox-system)" yes
+  local ns
+  for ns in kube-system kube-node-lease default dep; do
+    expect_eq "$(as_sa update leases -n $ns)" no "update Leases in $ns"
+    expect_eq "$(as_sa create leases -n $ns)" no "create Leases in $ns"
+  done
+  expect_eq "$(as_sa get secrets/sandbox-controller-seal -n sandbox-system)" yes
+  expect_eq "$(as_sa get secrets/other -n sandbox-system)" no "read another Secret"
+  expect_eq "$(as_sa list secrets -n sandbox-system)" no "list Secrets"
+  expect_eq "$(as_sa get secrets -n kube-system)" no
+  expect_eq "$(as_sa delete pods -n dep)" no "delete pods"
+  expect_eq "$(as_sa delete pods --all-namespaces)" no "delete pods anywhere"
+  expect_eq "$(as_sa deletecollection pods -n dep)" no
+  expect_eq "$(as_sa create pods -n dep)" yes
+  expect_eq "$(as_sa update sandboxes.sandbox.dev -n dep)" no "update Sandbox specs"
+  expect_eq "$(as_sa patch sandboxes.sandbox.dev --subresource=status -n dep)" yes
+  # The token itself (not impersonation): who it is, and what it cannot do.
+  expect_match "$(with_token auth whoami -o jsonpath='{.status.userInfo.username}' 2>&1)" "^$SA\$" "token identity"
+  expect_eq "$(with_token auth can-i update leases -n kube-system 2>/dev/null)" no
+  expect_eq "$(with_token auth can-i get secrets/other -n sandbox-system 2>/dev/null)" no
+  expect_eq "$(with_token auth can-i delete pods -n dep 2>/dev/null)" no
+  expect_fail with_token get secrets -n sandbox-system
+  kubectl run victim -n dep --image=$IMG --restart=Never >/dev/null
+  local out
+  out=$(with_token delete pod victim -n dep --wait=false 2>&1) && fail "the token deleted a pod: $out"
+  expect_match "$out" 'forbidden'
+  kubectl delete pod victim -n dep --wait=false >/dev/null
+}
+
+test_2_runs_in_cluster() {
+  controller_start solo
+  local c=$CTL_PID
+  sandbox dep solo-1 $IMG solo-key >/dev/null
+  wait_for 60 bound dep solo-1 || fail "not bound under the ServiceAccount: $(jp dep sandbox solo-1 '{.status}')"
+  local port
+  port=$(sed -n 's/^APISERVER_PORT=//p' "$E2E_DIR/state")
+  expect_ok grep -q "\"server\":\"https://127.0.0.1:$port\"" "$E2E_DIR/solo.log"
+  expect_fail grep -q '"level":"error"' "$E2E_DIR/solo.log"
+  controller_stop "$c"
+}
+
+setup
+e2e_main

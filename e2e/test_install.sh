@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# The README's install paths on a real control plane: `kubectl apply -k` of the
+# default install and of each certificate overlay, the Deployment's pods
+# scheduled onto kwok nodes under the restricted Pod Security profile, the
+# example RBAC granting exactly what it says, the monitoring manifests, the
+# Prometheus rules (promtool check + unit tests) and the Helm chart (lint,
+# template applied with --dry-run=server, install, upgrade keeps the seal key).
+# helm and promtool are built once from their Go modules (hack/tools.sh).
+# The tests run in the order of their numbers (each builds on the one before).
+. "$(dirname "$0")/lib.sh"
+M=$E2E_ROOT/manifests
+CHART=$M/helm/sandbox-controller
+
+# crd_stub GROUP KIND PLURAL: a minimal CRD accepting any spec, standing in for
+# an operator (cert-manager, Prometheus Operator) this cluster does not run.
+crd_stub() {
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: $3.$1}
+spec:
+  group: $1
+  names: {kind: $2, plural: $3, singular: $(echo "$2" | tr '[:upper:]' '[:lower:]'), listKind: ${2}List}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+YAML
+  kubectl wait --for=condition=Established "crd/$3.$1" --timeout=30s >/dev/null
+}
+
+# controller_pods_on_kwok NS N: N controller pods, each bound to a kwok node and Running.
+controller_pods_on_kwok() {
+  local out
+  out=$(kubectl get pods -n "$1" -l app.kubernetes.io/name=sandbox-controller \
+    -o jsonpath='{range .items[*]}{.spec.nodeName} {.status.phase}{"\n"}{end}' 2>/dev/null)
+  [ "$(grep -c '^kwok-node-[0-9]* Running$' <<<"$out")" -eq "$2" ] && [ "$(grep -c . <<<"$out")" -eq "$2" ]
+}
+
+# may_use USER NS OWNER: "true" or "false", the API server's answer to a
+# SubjectAccessReview for `use` on workspaces.sandbox.dev/OWNER (kubectl auth
+# can-i cannot ask: workspaces is a virtual resource it does not discover).
+may_use() {
+  kubectl create -o jsonpath='{.status.allowed}' -f - 2>/dev/null <<JSON
+{"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+ "spec": {"user": "$1", "resourceAttributes": {"namespace": "$2", "verb": "use",
+          "group": "sandbox.dev", "resource": "workspaces", "name": "$3"}}}
+JSON
+  echo
+}
+
+test_1_generated_copies_current() {
+  expect_ok bash "$E2E_ROOT/hack/manifests.sh" check
+  # The repository stands alone: no link or path outside it.
+  local outside
+  outside=$(git -C "$E2E_ROOT" grep -n -I -e '\.\./shared' -- . ':!e2e/test_install.sh' 2>/dev/null)
+  [ -z "$outside" ] || fail "references outside the repository: $outside"
+}
+
+test_2_kustomize_default_install() {
+  # As the README: namespace and seal Secret first, then apply -k.
+  kubectl create namespace sandbox-system >/dev/null
+  kubectl create secret generic sandbox-controller-seal -n sandbox-system \
+    --from-literal=key="$(head -c 48 /dev/urandom | base64 -w0)" >/dev/null
+  local out
+  out=$(kubectl apply -k "$M" 2>&1) || fail "kubectl apply -k manifests/: $out"
+  expect_eq "$(jp "" namespace sandbox-system '{.metadata.labels.pod-security\.kubernetes\.io/enforce}')" restricted \
+    "Pod Security label"
+  wait_for 120 controller_pods_on_kwok sandbox-system 2 ||
+    fail "2 controller pods Running on kwok nodes: $(kubectl get pods -n sandbox-system -o wide 2>&1)"
+  expect_ok kubectl rollout status deployment/sandbox-controller -n sandbox-system --timeout=60s
+  expect_match "$(jp sandbox-system deployment sandbox-controller '{.spec.template.spec.containers[0].args}')" \
+    'webhook-cert-mode=self-managed'
+  expect_eq "$(jp sandbox-system service sandbox-controller-webhook '{.spec.ports[0].port}->{.spec.ports[0].targetPort}')" \
+    "443->webhook"
+  expect_eq "$(jp sandbox-system service sandbox-controller-metrics '{.spec.ports[0].port}')" 8443
+  expect_eq "$(jp sandbox-system pdb sandbox-controller '{.spec.minAvailable}')" 1
+  expect_eq "$(jp sandbox-system networkpolicy sandbox-controller '{.spec.ingress[0].ports[*].port}')" "9443 8443"
+  # The restricted profile is enforced: a pod breaking it is refused there.
+  expect_fail kubectl run -n sandbox-system privileged --image=busybox --privileged --restart=Never
+  # Re-applying changes nothing that fails; the self-managed overlay is the default.
+  out=$(kubectl apply -k "$M/overlays/self-managed" 2>&1) || fail "apply -k overlays/self-managed: $out"
+}
+
+test_3_kustomize_cert_manager_overlay() {
+  # cert-manager is not installed here: stand-in CRDs for Issuer/Certificate,
+  # then a server-side dry run of the whole overlay (schema, admission, RBAC).
+  crd_stub cert-manager.io Certificate certificates
+  crd_stub cert-manager.io Issuer issuers
+  local out
+  out=$(kubectl apply -k "$M/overlays/cert-manager" --dry-run=server 2>&1) || fail "dry-run apply cert-manager: $out"
+  expect_match "$out" 'certificate.cert-manager.io/sandbox-controller-webhook created \(server dry run\)'
+  local r
+  r=$(kubectl kustomize "$M/overlays/cert-manager")
+  expect_match "$r" 'secretName: sandbox-controller-webhook-cert' "cert Secret mounted"
+  expect_match "$r" 'webhook-cert-mode=cert-manager'
+  if [ -d "$M/webhook" ]; then
+    expect_eq "$(grep -c 'cert-manager.io/inject-ca-from: sandbox-system/sandbox-controller-webhook' <<<"$r")" 2 \
+      "inject-ca-from on both webhook configurations"
+  fi
+}
+
+test_4_rbac_least_privilege() {
+  local sa=system:serviceaccount:sandbox-system:sandbox-controller
+  can() { kubectl auth can-i --as="$sa" "$@" 2>/dev/null; }
+  expect_eq "$(can update leases -n sandbox-system)" yes
+  expect_eq "$(can update leases -n kube-system)" no "update Leases in kube-system"
+  expect_eq "$(can update leases -n kube-node-lease)" no "update node heartbeats"
+  expect_eq "$(can get secrets/sandbox-controller-seal -n sandbox-system)" yes
+  expect_eq "$(can get secrets/other -n sandbox-system)" no "read another Secret"
+  expect_eq "$(can list secrets -n sandbox-system)" no "list Secrets"
+  expect_eq "$(can get secrets -n default)" no
+  expect_eq "$(can delete pods -n default)" no "delete pods"
+  expect_eq "$(can create pods -n default)" yes
+  expect_eq "$(can create subjectaccessreviews.authorization.k8s.io)" yes
+  expect_eq "$(can create tokenreviews.authentication.k8s.io)" yes
+  expect_eq "$(can patch validatingwebhookconfigurations/sandbox-controller)" yes
+  expect_eq "$(can patch mutatingwebhookconfigurations/sandbox-controller)" yes
+  expect_eq "$(can patch validatingwebhookconfigurations/other)" no "patch another webhook"
+}
+
+test_5_example_user_rbac() {
+  kubectl create namespace team-a >/dev/null 2>&1
+  local out
+  out=$(kubectl apply -f "$M/examples/rbac-users.yaml" 2>&1) || fail "apply examples: $out"
+  can() { kubectl auth can-i "$@" 2>/dev/null; }
+  expect_eq "$(may_use alice team-a alice)" true
+  expect_eq "$(may_use alice team-a bob)" false "alice uses bob"
+  expect_eq "$(can create sandboxes.sandbox.dev -n team-a --as=alice)" yes
+  local agent=system:serviceaccount:team-a:sandbox-agent
+  expect_eq "$(may_use "$agent" team-a alice)" true
+  expect_eq "$(may_use "$agent" team-a bob)" true
+  expect_eq "$(may_use "$agent" default bob)" false "agent outside team-a"
+  # Aggregation into the built-in roles: edit may create Sandboxes, view may read them.
+  kubectl create rolebinding carol-edit -n team-a --clusterrole=edit --user=carol >/dev/null
+  kubectl create rolebinding dave-view -n team-a --clusterrole=view --user=dave >/dev/null
+  wait_for 20 bash -c "[ \"\$(kubectl auth can-i create sandboxes.sandbox.dev -n team-a --as=carol)\" = yes ]" ||
+    fail "edit does not aggregate sandbox-editor"
+  expect_eq "$(can list sandboxes.sandbox.dev -n team-a --as=dave)" yes
+  expect_eq "$(can create sandboxes.sandbox.dev -n team-a --as=dave)" no
+  expect_eq "$(may_use carol team-a alice)" false "edit grants no owner"
+}
+
+test_6_monitoring_manifests() {
+  crd_stub monitoring.coreos.com ServiceMonitor servicemonitors
+  crd_stub monitoring.coreos.com PrometheusRule prometheusrules
+  local out
+  out=$(kubectl apply -k "$M/monitoring" --dry-run=server 2>&1) || fail "dry-run apply monitoring: $out"
+  python3 -m json.tool "$M/monitoring/grafana-dashboard.json" >/dev/null || fail "dashboard is not JSON"
+}
+
+test_7_prometheus_rules() {
+  local promtool
+  promtool=$(bash "$E2E_ROOT/hack/tools.sh" promtool) || { fail "promtool build"; return; }
+  local out
+  out=$("$promtool" check rules "$M/monitoring/sandbox-controller.rules.yaml" 2>&1) || fail "promtool check rules: $out"
+  say "  $(grep -m1 SUCCESS <<<"$out")"
+  out=$(cd "$M/monitoring" && "$promtool" test rules sandbox-controller.rules.test.yaml 2>&1) || fail "promtool test rules: $out"
+  say "  promtool test rules: $(grep -cE '^ *SUCCESS|PASSED' <<<"$out") file(s) passed"
+  # every alert has a unit test
+  local a
+  for a in $(sed -n 's/^ *- alert: //p' "$M/monitoring/sandbox-controller.rules.yaml"); do
+    grep -q "alertname: $a" "$M/monitoring/sandbox-controller.rules.test.yaml" || fail "no promtool test for $a"
+  done
+}
+
+test_8_helm_chart() {
+  local helm
+  helm=$(bash "$E2E_ROOT/hack/tools.sh" helm) || { fail "helm build"; return; }
+  export HELM_CACHE_HOME=$E2E_DIR/helm/cache HELM_CONFIG_HOME=$E2E_DIR/helm/config HELM_DATA_HOME=$E2E_DIR/helm/data
+  local out
+  out=$("$helm" lint --strict "$CHART" 2>&1) || fail "helm lint: $out"
+  out=$("$helm" lint --strict "$CHART" --set certificates.mode=cert-manager,serviceMonitor.enabled=true,prometheusRule.enabled=true 2>&1) ||
+    fail "helm lint (cert-manager, monitoring): $out"
+  expect_fail "$helm" template x "$CHART" --set certificates.mode=bogus
+  # The kustomize install above owns the same cluster-wide names: remove it first.
+  kubectl delete -k "$M" --wait=true --timeout=120s >/dev/null 2>&1
+  kubectl delete namespace sandbox-system --wait=true --timeout=120s >/dev/null 2>&1
+  crd_stub cert-manager.io Certificate certificates
+  crd_stub cert-manager.io Issuer issuers
+  crd_stub monitoring.coreos.com ServiceMonitor servicemonitors
+  crd_stub monitoring.coreos.com PrometheusRule prometheusrules
+  kubectl create namespace sandbox-helm >/dev/null
+  kubectl label namespace sandbox-helm pod-security.kubernetes.io/enforce=restricted >/dev/null
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm --include-crds \
+          --set certificates.mode=cert-manager,serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true |
+        kubectl apply --dry-run=server -f - 2>&1) || fail "helm template | kubectl apply --dry-run=server: $out"
+  out=$("$helm" install sbx "$CHART" -n sandbox-helm --wait --timeout 3m 2>&1) || fail "helm install: $out"
+  wait_for 60 controller_pods_on_kwok sandbox-helm 2 ||
+    fail "helm: 2 controller pods Running on kwok nodes: $(kubectl get pods -n sandbox-helm -o wide 2>&1)"
+  local key1 key2
+  key1=$(jp sandbox-helm secret sandbox-controller-seal '{.data.key}')
+  [ "$(printf '%s' "$key1" | base64 -d | wc -c)" -ge 32 ] || fail "seal key shorter than 32 bytes"
+  out=$("$helm" upgrade sbx "$CHART" -n sandbox-helm --set replicas=3 --wait --timeout 3m 2>&1) || fail "helm upgrade: $out"
+  key2=$(jp sandbox-helm secret sandbox-controller-seal '{.data.key}')
+  expect_eq "$key2" "$key1" "the seal key survives an upgrade"
+  wait_for 60 controller_pods_on_kwok sandbox-helm 3 || fail "3 replicas after upgrade"
+  out=$("$helm" uninstall sbx -n sandbox-helm --wait 2>&1) || fail "helm uninstall: $out"
+}
+
+cluster_up
+e2e_main
