@@ -232,6 +232,35 @@ user_kubeconfig() {
   echo "$E2E_DIR/$u.kubeconfig"
 }
 
+# crd_stub GROUP KIND PLURAL: a minimal CRD accepting any spec, standing in for
+# an operator (cert-manager, Prometheus Operator) this cluster does not run.
+crd_stub() {
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: $3.$1}
+spec:
+  group: $1
+  names: {kind: $2, plural: $3, singular: $(echo "$2" | tr '[:upper:]' '[:lower:]'), listKind: ${2}List}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+YAML
+  kubectl wait --for=condition=Established "crd/$3.$1" --timeout=30s >/dev/null
+}
+
+# controller_pods_on_kwok NS N: N controller pods, each bound to a kwok node and Running.
+controller_pods_on_kwok() {
+  local out
+  out=$(kubectl get pods -n "$1" -l app.kubernetes.io/name=sandbox-controller \
+    -o jsonpath='{range .items[*]}{.spec.nodeName} {.status.phase}{"\n"}{end}' 2>/dev/null)
+  [ "$(grep -c '^kwok-node-[0-9]* Running$' <<<"$out")" -eq "$2" ] && [ "$(grep -c . <<<"$out")" -eq "$2" ]
+}
+
 # free_port: a free TCP port on 127.0.0.1.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'

@@ -3,42 +3,14 @@
 # default install and of each certificate overlay, the Deployment's pods
 # scheduled onto kwok nodes under the restricted Pod Security profile, the
 # example RBAC granting exactly what it says, the monitoring manifests, the
-# Prometheus rules (promtool check + unit tests) and the Helm chart (lint,
-# template applied with --dry-run=server, install, upgrade keeps the seal key).
-# helm and promtool are built once from their Go modules (hack/tools.sh).
+# Prometheus rules (promtool check + unit tests). The Helm chart: e2e/test_helm.sh.
+# promtool is built once from its Go module (hack/tools.sh).
 # The tests run in the order of their numbers (each builds on the one before).
 . "$(dirname "$0")/lib.sh"
 M=$E2E_ROOT/manifests
 CHART=$M/helm/sandbox-controller
 
-# crd_stub GROUP KIND PLURAL: a minimal CRD accepting any spec, standing in for
-# an operator (cert-manager, Prometheus Operator) this cluster does not run.
-crd_stub() {
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: $3.$1}
-spec:
-  group: $1
-  names: {kind: $2, plural: $3, singular: $(echo "$2" | tr '[:upper:]' '[:lower:]'), listKind: ${2}List}
-  scope: Namespaced
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-YAML
-  kubectl wait --for=condition=Established "crd/$3.$1" --timeout=30s >/dev/null
-}
 
-# controller_pods_on_kwok NS N: N controller pods, each bound to a kwok node and Running.
-controller_pods_on_kwok() {
-  local out
-  out=$(kubectl get pods -n "$1" -l app.kubernetes.io/name=sandbox-controller \
-    -o jsonpath='{range .items[*]}{.spec.nodeName} {.status.phase}{"\n"}{end}' 2>/dev/null)
-  [ "$(grep -c '^kwok-node-[0-9]* Running$' <<<"$out")" -eq "$2" ] && [ "$(grep -c . <<<"$out")" -eq "$2" ]
-}
 
 # may_use USER NS OWNER: "true" or "false", the API server's answer to a
 # SubjectAccessReview for `use` on workspaces.sandbox.dev/OWNER (kubectl auth
@@ -165,40 +137,6 @@ test_7_prometheus_rules() {
   for a in $(sed -n 's/^ *- alert: //p' "$M/monitoring/sandbox-controller.rules.yaml"); do
     grep -q "alertname: $a" "$M/monitoring/sandbox-controller.rules.test.yaml" || fail "no promtool test for $a"
   done
-}
-
-test_8_helm_chart() {
-  local helm
-  helm=$(bash "$E2E_ROOT/hack/tools.sh" helm) || { fail "helm build"; return; }
-  export HELM_CACHE_HOME=$E2E_DIR/helm/cache HELM_CONFIG_HOME=$E2E_DIR/helm/config HELM_DATA_HOME=$E2E_DIR/helm/data
-  local out
-  out=$("$helm" lint --strict "$CHART" 2>&1) || fail "helm lint: $out"
-  out=$("$helm" lint --strict "$CHART" --set certificates.mode=cert-manager,serviceMonitor.enabled=true,prometheusRule.enabled=true 2>&1) ||
-    fail "helm lint (cert-manager, monitoring): $out"
-  expect_fail "$helm" template x "$CHART" --set certificates.mode=bogus
-  # The kustomize install above owns the same cluster-wide names: remove it first.
-  kubectl delete -k "$M" --wait=true --timeout=120s >/dev/null 2>&1
-  kubectl delete namespace sandbox-system --wait=true --timeout=120s >/dev/null 2>&1
-  crd_stub cert-manager.io Certificate certificates
-  crd_stub cert-manager.io Issuer issuers
-  crd_stub monitoring.coreos.com ServiceMonitor servicemonitors
-  crd_stub monitoring.coreos.com PrometheusRule prometheusrules
-  kubectl create namespace sandbox-helm >/dev/null
-  kubectl label namespace sandbox-helm pod-security.kubernetes.io/enforce=restricted >/dev/null
-  out=$("$helm" template sbx "$CHART" -n sandbox-helm --include-crds \
-          --set certificates.mode=cert-manager,serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true |
-        kubectl apply --dry-run=server -f - 2>&1) || fail "helm template | kubectl apply --dry-run=server: $out"
-  out=$("$helm" install sbx "$CHART" -n sandbox-helm --wait --timeout 3m 2>&1) || fail "helm install: $out"
-  wait_for 60 controller_pods_on_kwok sandbox-helm 2 ||
-    fail "helm: 2 controller pods Running on kwok nodes: $(kubectl get pods -n sandbox-helm -o wide 2>&1)"
-  local key1 key2
-  key1=$(jp sandbox-helm secret sandbox-controller-seal '{.data.key}')
-  [ "$(printf '%s' "$key1" | base64 -d | wc -c)" -ge 32 ] || fail "seal key shorter than 32 bytes"
-  out=$("$helm" upgrade sbx "$CHART" -n sandbox-helm --set replicas=3 --wait --timeout 3m 2>&1) || fail "helm upgrade: $out"
-  key2=$(jp sandbox-helm secret sandbox-controller-seal '{.data.key}')
-  expect_eq "$key2" "$key1" "the seal key survives an upgrade"
-  wait_for 60 controller_pods_on_kwok sandbox-helm 3 || fail "3 replicas after upgrade"
-  out=$("$helm" uninstall sbx -n sandbox-helm --wait 2>&1) || fail "helm uninstall: $out"
 }
 
 cluster_up

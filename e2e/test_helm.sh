@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The Helm chart on a real control plane: helm lint (both certificate modes,
+# monitoring on), helm template applied with --dry-run=server, helm install
+# (pods Running on kwok nodes), helm upgrade (the seal key survives), helm
+# uninstall. helm is built once from its Go module (hack/tools.sh).
+# Its own control plane: the kustomize install of test_install.sh owns the same
+# cluster-wide names, and deleting and re-creating the pod
+# ValidatingAdmissionPolicy in one API server leaves that API server refusing
+# every pod ("no params found") until it restarts (Kubernetes 1.35.4, see
+# docs/operations.md).
+. "$(dirname "$0")/lib.sh"
+M=$E2E_ROOT/manifests
+CHART=$M/helm/sandbox-controller
+
+test_helm_chart() {
+  local helm
+  helm=$(bash "$E2E_ROOT/hack/tools.sh" helm) || { fail "helm build"; return; }
+  export HELM_CACHE_HOME=$E2E_DIR/helm/cache HELM_CONFIG_HOME=$E2E_DIR/helm/config HELM_DATA_HOME=$E2E_DIR/helm/data
+  local out
+  out=$("$helm" lint --strict "$CHART" 2>&1) || fail "helm lint: $out"
+  out=$("$helm" lint --strict "$CHART" --set certificates.mode=cert-manager,serviceMonitor.enabled=true,prometheusRule.enabled=true 2>&1) ||
+    fail "helm lint (cert-manager, monitoring): $out"
+  expect_fail "$helm" template x "$CHART" --set certificates.mode=bogus
+  crd_stub cert-manager.io Certificate certificates
+  crd_stub cert-manager.io Issuer issuers
+  crd_stub monitoring.coreos.com ServiceMonitor servicemonitors
+  crd_stub monitoring.coreos.com PrometheusRule prometheusrules
+  kubectl create namespace sandbox-helm >/dev/null
+  kubectl label namespace sandbox-helm pod-security.kubernetes.io/enforce=restricted >/dev/null
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm --include-crds \
+          --set certificates.mode=cert-manager,serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true |
+        kubectl apply --dry-run=server -f - 2>&1) || fail "helm template | kubectl apply --dry-run=server: $out"
+  out=$("$helm" install sbx "$CHART" -n sandbox-helm --wait --timeout 3m 2>&1) || fail "helm install: $out"
+  wait_for 60 controller_pods_on_kwok sandbox-helm 2 ||
+    fail "helm: 2 controller pods Running on kwok nodes: $(kubectl get pods -n sandbox-helm -o wide 2>&1)"
+  local key1 key2
+  key1=$(jp sandbox-helm secret sandbox-controller-seal '{.data.key}')
+  [ "$(printf '%s' "$key1" | base64 -d | wc -c)" -ge 32 ] || fail "seal key shorter than 32 bytes"
+  out=$("$helm" upgrade sbx "$CHART" -n sandbox-helm --set replicas=3 --wait --timeout 3m 2>&1) || fail "helm upgrade: $out"
+  key2=$(jp sandbox-helm secret sandbox-controller-seal '{.data.key}')
+  expect_eq "$key2" "$key1" "the seal key survives an upgrade"
+  wait_for 60 controller_pods_on_kwok sandbox-helm 3 || fail "3 replicas after upgrade"
+  out=$("$helm" uninstall sbx -n sandbox-helm --wait 2>&1) || fail "helm uninstall: $out"
+}
+
+cluster_up
+e2e_main
