@@ -16,6 +16,7 @@
 
 #include "base/buf.h"
 #include "base/xmalloc.h"
+#include "kube/authfilter.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/lease.h"
@@ -46,6 +47,7 @@ struct options {
 	/* webhook serving certificates */
 	const char *cert_mode; /* "external" or "self-managed" */
 	const char *metrics_cert_path, *metrics_cert_name, *metrics_cert_key; /* HTTPS /metrics */
+	int metrics_secure; /* TokenReview + SubjectAccessReview in front of /metrics */
 	const char *cert_dir;
 	long cert_validity_s, ca_lifetime_s;
 	const char *cert_dns_names, *cert_ips, *service_name, *config_name;
@@ -70,6 +72,9 @@ static void usage(FILE *f)
 		"  --metrics-cert-path DIR            serve /metrics over HTTPS (TLS 1.2+) with DIR/tls.crt and DIR/tls.key,\n"
 		"                                     re-read when they change (default: plain HTTP)\n"
 		"  --metrics-cert-name, --metrics-cert-key FILE  file names in DIR (default tls.crt, tls.key)\n"
+		"  --metrics-secure                   /metrics only for a bearer token the API server authenticates\n"
+		"                                     (TokenReview) and authorizes for get /metrics (SubjectAccessReview);\n"
+		"                                     needs --metrics-cert-path\n"
 		"  --health-probe-bind-address ADDR   /healthz and /readyz listener (default :8081; 0 disables)\n"
 		"  --log-level debug|info|warn|error  (default info)\n"
 		"  --leader-elect                     only the Lease holder reconciles (default off; correctness\n"
@@ -100,7 +105,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	enum { O_KUBECONFIG = 256, O_CONTEXT, O_CONFIG, O_METRICS, O_PROBE, O_SEAL, O_LOG, O_LIFETIME, O_WORKERS,
 	       O_QPS, O_BURST, O_HELP, O_LE, O_LE_NS, O_LE_ID, O_CERT_MODE, O_CERT_DIR, O_CERT_VALIDITY,
 	       O_CA_LIFETIME, O_CERT_DNS, O_CERT_IPS, O_SVC_NAME, O_CONFIG_NAME, O_MCERT_PATH, O_MCERT_NAME,
-	       O_MCERT_KEY, O_WH_ADDR, O_OWNER_AUTHZ, O_VERSION };
+	       O_MCERT_KEY, O_WH_ADDR, O_OWNER_AUTHZ, O_VERSION, O_MSECURE };
 	static const struct option longopts[] = {
 		{ "kubeconfig", required_argument, NULL, O_KUBECONFIG },
 		{ "context", required_argument, NULL, O_CONTEXT },
@@ -115,6 +120,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "kube-api-burst", required_argument, NULL, O_BURST },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
+		{ "metrics-secure", no_argument, NULL, O_MSECURE },
 		{ "leader-elect", no_argument, NULL, O_LE },
 		{ "leader-election-namespace", required_argument, NULL, O_LE_NS },
 		{ "leader-election-id", required_argument, NULL, O_LE_ID },
@@ -222,11 +228,16 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case O_HELP: usage(stdout); exit(0);
 		case O_VERSION: printf("sandbox-controller %s\n", SBX_VERSION); exit(0);
+		case O_MSECURE: o->metrics_secure = 1; break;
 		default: usage(stderr); return -1;
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "unexpected argument: %s\n", argv[optind]);
+		return -1;
+	}
+	if (o->metrics_secure && !o->metrics_cert_path) {
+		fprintf(stderr, "--metrics-secure needs --metrics-cert-path (a bearer token is never sent in clear)\n");
 		return -1;
 	}
 	return 0;
@@ -458,7 +469,9 @@ int main(int argc, char **argv)
 	sbx_controller_init(&ctl, kc, &cfg, &seal, o.workers);
 	/* /metrics only on the metrics listener, the probes only on the probe
 	 * listener: a scraper's port never answers probes and the other way round. */
-	const struct obs_http_route mroutes[] = { { "/metrics", serve_metrics, &ctl } };
+	struct kube_authfilter mauth = { .kc = kc, .next = serve_metrics, .next_ctx = &ctl };
+	const struct obs_http_route mroutes[] = { o.metrics_secure ? (struct obs_http_route){ "/metrics", kube_authfilter_serve, &mauth }
+								   : (struct obs_http_route){ "/metrics", serve_metrics, &ctl } };
 	const struct obs_http_route proutes[] = { { "/healthz", serve_healthz, NULL }, { "/readyz", serve_readyz, &ctl } };
 	struct obs_http_server *msrv = NULL, *psrv = NULL;
 	if (start_listener(&msrv, "metrics", o.metrics_addr, mroutes, 1, o.metrics_cert_path, o.metrics_cert_name,

@@ -68,5 +68,37 @@ test_2_runs_in_cluster() {
   controller_stop "$c"
 }
 
+# /metrics as the manifests serve it (--metrics-secure): HTTPS, and only for a
+# token the API server authenticates and authorizes for get /metrics.
+test_3_metrics_secure() {
+  local d=$E2E_DIR/metrics-certs p=$E2E_DIR/pki
+  mkdir -p "$d"
+  openssl ecparam -name prime256v1 -genkey -noout -out "$d/tls.key" 2>/dev/null
+  openssl req -new -key "$d/tls.key" -subj "/CN=sandbox-controller-metrics" -out "$d/tls.csr" 2>/dev/null
+  printf 'extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n' >"$d/ext"
+  openssl x509 -req -in "$d/tls.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial -days 1 \
+    -extfile "$d/ext" -out "$d/tls.crt" 2>/dev/null
+  local mp
+  mp=$(free_port)
+  controller_start metrics --metrics-bind-address "127.0.0.1:$mp" --metrics-cert-path "$d" --metrics-secure
+  local c=$CTL_PID
+  kubectl create serviceaccount scraper -n dep >/dev/null
+  kubectl create serviceaccount nobody -n dep >/dev/null
+  kubectl create clusterrolebinding e2e-scraper --clusterrole=sandbox-controller-metrics-reader \
+    --serviceaccount=dep:scraper >/dev/null
+  local good bad
+  good=$(kubectl create token scraper -n dep)
+  bad=$(kubectl create token nobody -n dep)
+  code() { curl -s -o "$E2E_DIR/metrics.out" -w '%{http_code}' --max-time 5 --cacert "$p/ca.crt" "$@" "https://127.0.0.1:$mp/metrics"; }
+  wait_for 30 test "$(code -H "Authorization: Bearer $good")" = 200 || fail "metrics-reader token: $(code -H "Authorization: Bearer $good")"
+  expect_ok grep -q '^sandbox_pods_created_total' "$E2E_DIR/metrics.out"
+  expect_eq "$(code -H "Authorization: Bearer $bad")" 403 "a token without metrics-reader"
+  expect_ok grep -q 'system:serviceaccount:dep:nobody' "$E2E_DIR/metrics.out"
+  expect_eq "$(code)" 401 "no token"
+  expect_eq "$(code -H "Authorization: Bearer not-a-token")" 401 "a forged token"
+  expect_eq "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$mp/metrics")" 000 "plain HTTP"
+  controller_stop "$c"
+}
+
 setup
 e2e_main

@@ -1,0 +1,72 @@
+#include "kube/authfilter.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cjson/cJSON.h>
+
+#include "kube/access.h"
+#include "obs/log.h"
+
+/* Writes status and a one-line body. */
+static void deny(struct obs_http_resp *resp, int status, const char *msg)
+{
+	resp->status = status;
+	buf_appends(&resp->body, msg);
+	buf_appends(&resp->body, "\n");
+}
+
+void kube_authfilter_serve(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+{
+	const struct kube_authfilter *f = ctx;
+	const char *h = obs_http_req_header(req, "Authorization");
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
+		deny(resp, 401, "Unauthorized: a bearer token is required");
+		return;
+	}
+	const char *token = h + 7;
+	while (*token == ' ')
+		token++;
+	size_t n = strlen(token);
+	if (n == 0 || n > KUBE_AUTHFILTER_TOKEN_MAX) {
+		deny(resp, 401, "Unauthorized");
+		return;
+	}
+	cJSON *user = NULL;
+	struct kube_error ke;
+	if (kube_token_review(f->kc, token, NULL, &user, &ke) != KUBE_OK) {
+		log_kv(LOG_WARN, "token review failed", "path", req->path, "error", ke.message);
+		deny(resp, 503, "authentication is unavailable");
+		return;
+	}
+	if (!user) {
+		deny(resp, 401, "Unauthorized");
+		return;
+	}
+	char verb[16];
+	size_t i;
+	for (i = 0; req->method[i] && i < sizeof verb - 1; i++)
+		verb[i] = (char)tolower((unsigned char)req->method[i]);
+	verb[i] = '\0';
+	const struct kube_access_attrs attrs = { .verb = verb, .path = req->path };
+	int allowed = 0;
+	char reason[256] = "";
+	enum kube_err e = kube_access_review(f->kc, user, &attrs, &allowed, reason, sizeof reason, &ke);
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(user, "username");
+	char who[256];
+	snprintf(who, sizeof who, "%s", cJSON_IsString(name) ? name->valuestring : "");
+	cJSON_Delete(user);
+	if (e != KUBE_OK) {
+		log_kv(LOG_WARN, "access review failed", "path", req->path, "error", ke.message);
+		deny(resp, 503, "authorization is unavailable");
+		return;
+	}
+	if (!allowed) {
+		resp->status = 403;
+		buf_appendf(&resp->body, "Forbidden: user \"%s\" may not %s %s\n", who, verb, req->path);
+		return;
+	}
+	f->next(f->next_ctx, req, resp);
+}
