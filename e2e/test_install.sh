@@ -46,6 +46,8 @@ test_2_kustomize_default_install() {
   expect_ok kubectl rollout status deployment/sandbox-controller -n sandbox-system --timeout=60s
   expect_match "$(jp sandbox-system deployment sandbox-controller '{.spec.template.spec.containers[0].args}')" \
     'webhook-cert-mode=self-managed'
+  expect_match "$(jp sandbox-system deployment sandbox-controller '{.spec.template.spec.containers[0].args}')" \
+    'metrics-secure'
   expect_eq "$(jp sandbox-system service sandbox-controller-webhook '{.spec.ports[0].port}->{.spec.ports[0].targetPort}')" \
     "443->webhook"
   expect_eq "$(jp sandbox-system service sandbox-controller-metrics '{.spec.ports[0].port}')" 8443
