@@ -29,6 +29,7 @@
 #include "base/buf.h"
 #include "base/xmalloc.h"
 #include "kube/access.h"
+#include "kube/authfilter.h"
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
@@ -1214,6 +1215,11 @@ static void h_access(struct fake *f, struct evhttp_request *req, const struct fa
 	const cJSON *spec = cJSON_GetObjectItem(b, "spec");
 	if (!strcmp(r->path, "/apis/authentication.k8s.io/v1/tokenreviews")) {
 		const cJSON *t = cJSON_GetObjectItem(spec, "token");
+		if (cJSON_IsString(t) && !strcmp(t->valuestring, "broken")) {
+			reply(req, 500, "{}", NULL, NULL);
+			cJSON_Delete(b);
+			return;
+		}
 		reply(req, 201,
 		      cJSON_IsString(t) && !strcmp(t->valuestring, "good")
 			  ? "{\"status\":{\"authenticated\":true,\"user\":{\"username\":\"alice\",\"groups\":[\"g\"]}}}"
@@ -1225,7 +1231,16 @@ static void h_access(struct fake *f, struct evhttp_request *req, const struct fa
 	const cJSON *ra = cJSON_GetObjectItem(spec, "resourceAttributes");
 	const cJSON *name = cJSON_GetObjectItem(ra, "name");
 	const char *n = cJSON_IsString(name) ? name->valuestring : "";
-	if (!strcmp(n, "broken"))
+	const cJSON *nra = cJSON_GetObjectItem(spec, "nonResourceAttributes");
+	const cJSON *nrpath = cJSON_GetObjectItem(nra, "path"), *nrverb = cJSON_GetObjectItem(nra, "verb");
+	if (nra)
+		reply(req, 201,
+		      cJSON_IsString(nrpath) && !strcmp(nrpath->valuestring, "/metrics") && cJSON_IsString(nrverb) &&
+			      !strcmp(nrverb->valuestring, "get")
+			  ? "{\"status\":{\"allowed\":true}}"
+			  : "{\"status\":{\"allowed\":false}}",
+		      NULL, NULL);
+	else if (!strcmp(n, "broken"))
 		reply(req, 500, "{}", NULL, NULL);
 	else if (!strcmp(n, "denied"))
 		reply(req, 201, "{\"status\":{\"allowed\":true,\"denied\":true,\"reason\":\"deny rule\"}}", NULL, NULL);
@@ -1236,6 +1251,63 @@ static void h_access(struct fake *f, struct evhttp_request *req, const struct fa
 						     : "{\"status\":{\"allowed\":false}}",
 		      NULL, NULL);
 	cJSON_Delete(b);
+}
+
+static int guarded_next_calls;
+
+static void guarded_next(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+{
+	guarded_next_calls++;
+	buf_appends(&resp->body, "sandbox_reconciles_total 0\n");
+}
+
+/* Runs the auth filter for one request; returns the status it set. */
+static int guarded(struct kube_client *c, const char *method, const char *path, const char *auth)
+{
+	struct evkeyvalq h;
+	TAILQ_INIT(&h);
+	if (auth)
+		evhttp_add_header(&h, "Authorization", auth);
+	struct obs_http_req req = { .method = method, .path = path, .body = "", .headers = &h };
+	struct obs_http_resp resp = { .status = 200 };
+	buf_init(&resp.body, 1u << 16);
+	struct kube_authfilter af = { .kc = c, .next = guarded_next };
+	kube_authfilter_serve(&af, &req, &resp);
+	buf_release(&resp.body);
+	evhttp_clear_headers(&h);
+	return resp.status;
+}
+
+/* /metrics behind TokenReview + SubjectAccessReview: only a valid token whose
+ * user may "get" the path reaches the handler; errors never let one through. */
+static void test_authfilter(void)
+{
+	struct fake *f = fake_start(h_access, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	guarded_next_calls = 0;
+	CU_ASSERT_EQUAL(guarded(c, "GET", "/metrics", NULL), 401);
+	CU_ASSERT_EQUAL(guarded(c, "GET", "/metrics", "Basic YTpi"), 401);
+	CU_ASSERT_EQUAL(guarded(c, "GET", "/metrics", "Bearer "), 401);
+	CU_ASSERT_EQUAL(guarded(c, "GET", "/metrics", "Bearer bad"), 401);
+	CU_ASSERT_EQUAL(guarded_next_calls, 0);
+	CU_ASSERT_EQUAL(guarded(c, "GET", "/metrics", "Bearer good"), 200);
+	CU_ASSERT_EQUAL(guarded_next_calls, 1);
+	CU_ASSERT_EQUAL(guarded(c, "GET", "/other", "Bearer good"), 403);
+	CU_ASSERT_EQUAL(guarded(c, "POST", "/metrics", "Bearer good"), 403);
+	CU_ASSERT_EQUAL(guarded(c, "GET", "/metrics", "Bearer broken"), 503);
+	CU_ASSERT_EQUAL(guarded_next_calls, 1);
+	/* the access review asked about the non-resource URL with the lower-case verb */
+	const struct fake_req *r = fake_log(f, 2); /* 0: token "bad"; 1, 2: token "good", then its access review */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	CU_ASSERT_STRING_EQUAL(r->path, "/apis/authorization.k8s.io/v1/subjectaccessreviews");
+	cJSON *body = cJSON_Parse(r->body);
+	const cJSON *nra = cJSON_GetObjectItem(cJSON_GetObjectItem(body, "spec"), "nonResourceAttributes");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(nra);
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(nra, "path")->valuestring, "/metrics");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(nra, "verb")->valuestring, "get");
+	cJSON_Delete(body);
+	kube_client_free(c);
+	fake_stop(f);
 }
 
 static void test_access_review(void)
@@ -1315,6 +1387,7 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "informer trimming", test_informer_trim) ||
 	    !CU_add_test(s, "events aggregate, never block", test_events) ||
 	    !CU_add_test(s, "SubjectAccessReview and TokenReview", test_access_review) ||
+	    !CU_add_test(s, "auth filter (secure /metrics)", test_authfilter) ||
 	    !CU_add_test(s, "LIST adapts its page size to the body cap", test_list_adapts_page_size) ||
 	    !CU_add_test(s, "informer unsynced while relists fail",
 			 test_informer_unsynced_on_failed_relist))
