@@ -5,8 +5,8 @@
 #   hack/rss-maxsize.sh [N]      default 1000; slow (it writes ~600 MB into etcd)
 #
 # "Maximum size": metadata.annotations at the API's 256 KiB limit on both; each
-# Sandbox's spec carries ~60 KiB of args (just under what the controller caches,
-# 64 KiB); each foreign pod carries the managed-by label AND the reserved
+# Sandbox's spec carries 32,000 characters of args (the CRD allows 32,768 for command, args
+# and env together; the controller caches specs up to 64 KiB); each foreign pod carries the managed-by label AND the reserved
 # scope-digest label (as if admission were absent), so it is both selected by
 # the pod informer and trimmed. Every Sandbox has its own pod. It starts its
 # own local control plane (stopped on exit) and prints the controller's RSS
@@ -44,7 +44,7 @@ for i in range(lo, hi):
     if kind == "sbx":
         items.append({"apiVersion": "sandbox.dev/v1alpha1", "kind": "Sandbox",
                       "metadata": {"name": "max-%04d" % i, "namespace": ns, "annotations": ann},
-                      "spec": {"image": "registry.local/agent:1.0", "args": ["a" * 1000] * 60}})
+                      "spec": {"image": "registry.local/agent:1.0", "args": ["a" * 1000] * 32}})
     else:
         items.append({"apiVersion": "v1", "kind": "Pod",
                       "metadata": {"name": "foreign-%04d" % i, "namespace": ns, "annotations": ann,
