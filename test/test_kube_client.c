@@ -580,6 +580,20 @@ static void test_client_qps(void)
 	fake_stop(f);
 }
 
+/* The defaults leave the client unthrottled: the server's API Priority and
+ * Fairness decides, as in controller-runtime. */
+static void test_client_defaults(void)
+{
+	struct fake *f = fake_start(h_basics, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	int64_t t0 = ktime_mono_ms();
+	for (int i = 0; i < 200; i++) /* 50 qps / burst 100 would need 2 s */
+		CU_ASSERT_EQUAL(kube_request(c, "GET", "/empty", NULL, NULL, NULL, NULL, NULL), KUBE_OK);
+	CU_ASSERT(ktime_mono_ms() - t0 < 1900);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
 /* ---- LIST ---- */
 
 static void h_list(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
@@ -1382,6 +1396,7 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "TLS: CA, client certificates, server name", test_tls) ||
 	    !CU_add_test(s, "401 re-reads the token file once", test_401_rereads_token) ||
 	    !CU_add_test(s, "client-side qps", test_client_qps) ||
+	    !CU_add_test(s, "defaults, observer, Retry-After", test_client_defaults) ||
 	    !CU_add_test(s, "LIST pages, 410 restart", test_list_pagination) ||
 	    !CU_add_test(s, "informer list/watch/relist", test_informer) ||
 	    !CU_add_test(s, "informer trimming", test_informer_trim) ||
