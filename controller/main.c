@@ -22,11 +22,15 @@
 #include "kube/lease.h"
 #include "obs/httpserver.h"
 #include "obs/log.h"
+#include "obs/metrics.h"
 #include "sandbox/config.h"
 #include "sandbox/reconcile.h"
 #include "webhook/certs.h"
 #include "webhook/server.h"
 
+#ifndef SBX_VERSION
+#define SBX_VERSION "0.1.0"
+#endif
 
 struct options {
 	const char *kubeconfig;
@@ -66,8 +70,9 @@ static void usage(FILE *f)
 		"                                     (>= %d bytes), newest first; repeat the flag for more\n"
 		"                                     files (newest first); the newest key seals new pods\n"
 		"  --key-lifetime SECONDS             idempotency key lifetime (overrides the config; default 86400)\n"
-		"  --workers N                        concurrent reconciles (default 4)\n"
-		"  --kube-api-qps Q --kube-api-burst B client-side rate limit (default 50 / 100)\n"
+		"  --workers N                        concurrent reconciles (default 16)\n"
+		"  --kube-api-qps Q --kube-api-burst B client-side rate limit (default off: 0 or less = off,\n"
+		"                                     the server's API Priority and Fairness decides; burst 100)\n"
 		"  --metrics-bind-address ADDR        /metrics listener (default :8080; 0 disables)\n"
 		"  --metrics-cert-path DIR            serve /metrics over HTTPS (TLS 1.2+) with DIR/tls.crt and DIR/tls.key,\n"
 		"                                     re-read when they change (default: plain HTTP)\n"
@@ -139,8 +144,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "owner-authorization", required_argument, NULL, O_OWNER_AUTHZ },
 		{ NULL, 0, NULL, 0 },
 	};
-	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 4,
-			       .key_lifetime_s = -1, .qps = 50, .burst = 100,
+	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 16,
+			       .key_lifetime_s = -1, .qps = 0, .burst = 100,
 			       .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key",
 			       .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400,
 			       .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller",
@@ -178,8 +183,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case O_QPS:
 			o->qps = strtod(optarg, &end);
-			if (*end || o->qps <= 0) {
-				fprintf(stderr, "--kube-api-qps must be positive\n");
+			if (*end) {
+				fprintf(stderr, "--kube-api-qps must be a number (0 or less: no client-side limit)\n");
 				return -1;
 			}
 			break;
@@ -243,35 +248,77 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-/* GET /metrics (metrics listener only). */
+/* What a scrape reads besides the registry. ctl (once started) and elector
+ * are set and cleared by main under mu, so a scrape never reads them while
+ * they are being built or freed. */
+static struct {
+	struct sbx_controller *ctl;
+	struct lease_elector *elector;
+	int leader_elect;
+	char host[256]; /* the API server's host[:port], rest_client's host label */
+	struct obs_metric *rest_total, *rest_seconds, *kube_requests, *leader, *build, *ev_dropped;
+	size_t ev_dropped_seen;
+	pthread_mutex_t mu;
+} scrape = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* The kube client's observer: client-go's rest_client metrics. */
+static void observe_request(void *ctx, const char *method, long status, double seconds, int stream)
+{
+	char code[16];
+	if (status)
+		snprintf(code, sizeof code, "%ld", status);
+	else
+		snprintf(code, sizeof code, "<error>");
+	const char *lv[] = { code, method, scrape.host };
+	obs_metric_add(scrape.rest_total, lv, 1);
+	obs_metric_add(scrape.kube_requests, NULL, 1);
+	if (!stream) { /* a watch's length says nothing about the server's latency */
+		const char *verb[] = { method, scrape.host };
+		obs_metric_observe(scrape.rest_seconds, verb, seconds);
+	}
+}
+
+static void metrics_register(const char *server)
+{
+	const char *h = strstr(server, "://");
+	h = h ? h + 3 : server;
+	snprintf(scrape.host, sizeof scrape.host, "%.*s", (int)strcspn(h, "/"), h);
+	static const double rest_buckets[] = { .005, .025, .1, .25, .5, 1, 2, 4, 8, 15, 30, 60 };
+	scrape.rest_total = obs_counter("rest_client_requests_total",
+					"Number of HTTP requests, partitioned by status code, method, and host.",
+					"code,method,host");
+	scrape.rest_seconds = obs_histogram("rest_client_request_duration_seconds",
+					    "Request latency in seconds. Broken down by verb, and host.", "verb,host",
+					    rest_buckets, sizeof rest_buckets / sizeof rest_buckets[0]);
+	scrape.kube_requests = obs_counter("sandbox_kube_requests_total", "Requests sent to the Kubernetes API.", NULL);
+	scrape.leader = obs_gauge("leader_election_master_status",
+				  "Whether this replica is the leader (1) or not (0); 1 when leader election is off.",
+				  "name");
+	scrape.build = obs_gauge("sandbox_controller_build_info", "Build information; the value is always 1.",
+				 "version");
+	scrape.ev_dropped = obs_counter("sandbox_events_dropped_total",
+					"Kubernetes Events dropped (spam filter, global cap, full queue, failed send).",
+					NULL);
+	const char *v[] = { SBX_VERSION };
+	obs_metric_set(scrape.build, v, 1);
+}
+
+/* GET /metrics (metrics listener only): the registry. */
 static void serve_metrics(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
 {
-	struct sbx_controller *c = ctx;
-	struct buf *out = &resp->body;
 	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
-	struct sbx_stats *s = &c->stats;
-	buf_appendf(out,
-		    "# HELP sandbox_reconciles_total Sandbox reconciles run.\n# TYPE sandbox_reconciles_total counter\n"
-		    "sandbox_reconciles_total %lu\n"
-		    "# HELP sandbox_reconcile_errors_total Reconciles that ended in an error and were retried.\n"
-		    "# TYPE sandbox_reconcile_errors_total counter\nsandbox_reconcile_errors_total %lu\n"
-		    "# HELP sandbox_pods_created_total Pods created for Sandboxes.\n"
-		    "# TYPE sandbox_pods_created_total counter\nsandbox_pods_created_total %lu\n"
-		    "# HELP sandbox_pods_adopted_total Sandboxes bound to a pod an earlier Sandbox created.\n"
-		    "# TYPE sandbox_pods_adopted_total counter\nsandbox_pods_adopted_total %lu\n"
-		    "# HELP sandbox_key_conflicts_total Sandboxes rejected for reusing a key with another spec.\n"
-		    "# TYPE sandbox_key_conflicts_total counter\nsandbox_key_conflicts_total %lu\n"
-		    "# HELP sandbox_foreign_pods_total Pods found under a claim name that failed verification.\n"
-		    "# TYPE sandbox_foreign_pods_total counter\nsandbox_foreign_pods_total %lu\n"
-		    "# HELP sandbox_status_writes_total Sandbox status updates written.\n"
-		    "# TYPE sandbox_status_writes_total counter\nsandbox_status_writes_total %lu\n"
-		    "# HELP sandbox_kube_requests_total Requests sent to the Kubernetes API.\n"
-		    "# TYPE sandbox_kube_requests_total counter\nsandbox_kube_requests_total %lu\n"
-		    "# HELP workqueue_depth Current depth of the work queue.\n# TYPE workqueue_depth gauge\n"
-		    "workqueue_depth{name=\"sandbox\"} %zu\n",
-		    atomic_load(&s->reconciles), atomic_load(&s->errors), atomic_load(&s->pods_created),
-		    atomic_load(&s->pods_adopted), atomic_load(&s->key_conflicts), atomic_load(&s->foreign_pods),
-		    atomic_load(&s->status_writes), (unsigned long)kube_client_requests(c->kc), c->queue ? workqueue_len(c->queue) : (size_t)0);
+	const char *name[] = { "sandbox-controller" };
+	pthread_mutex_lock(&scrape.mu);
+	struct sbx_controller *c = scrape.ctl;
+	obs_metric_set(scrape.leader, name,
+		       scrape.leader_elect ? (scrape.elector && lease_is_leader(scrape.elector)) : c != NULL);
+	if (c && c->events) {
+		size_t d = event_recorder_dropped(c->events);
+		obs_metric_add(scrape.ev_dropped, NULL, (double)(d - scrape.ev_dropped_seen));
+		scrape.ev_dropped_seen = d;
+	}
+	pthread_mutex_unlock(&scrape.mu);
+	obs_metrics_render(&resp->body);
 }
 
 /* GET /healthz (probe listener only): the process serves. */
@@ -452,7 +499,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_kv(LOG_INFO, "starting", "version", SBX_VERSION, "server", kube_config_server(kcfg));
-	struct kube_client_opts copts = { .qps = o.qps, .burst = o.burst };
+	metrics_register(kube_config_server(kcfg));
+	struct kube_client_opts copts = { .qps = o.qps, .burst = o.burst, .observe = observe_request };
 	struct kube_client *kc = kube_client_new(kcfg, &copts);
 	if (!kc) {
 		log_kv(LOG_ERROR, "cannot create the Kubernetes client"); /* it freed kcfg */
@@ -467,6 +515,7 @@ int main(int argc, char **argv)
 
 	struct sbx_controller ctl;
 	sbx_controller_init(&ctl, kc, &cfg, &seal, o.workers);
+	scrape.leader_elect = o.leader_elect;
 	/* /metrics only on the metrics listener, the probes only on the probe
 	 * listener: a scraper's port never answers probes and the other way round. */
 	struct kube_authfilter mauth = { .kc = kc, .next = serve_metrics, .next_ctx = &ctl };
@@ -541,6 +590,9 @@ int main(int argc, char **argv)
 		};
 		log_kv(LOG_INFO, "waiting for leadership", "lease", lo.name, "namespace", lo.ns, "identity", ident);
 		elector = lease_elector_start(kc, &lo);
+		pthread_mutex_lock(&scrape.mu);
+		scrape.elector = elector;
+		pthread_mutex_unlock(&scrape.mu);
 		if (!elector) {
 			log_kv(LOG_ERROR, "cannot start leader election");
 			rc = 1;
@@ -554,6 +606,9 @@ int main(int argc, char **argv)
 			rc = 1;
 		} else {
 			log_kv(LOG_INFO, "controller running");
+			pthread_mutex_lock(&scrape.mu);
+			scrape.ctl = &ctl;
+			pthread_mutex_unlock(&scrape.mu);
 			while (!(sig = wait_signal(&sigs, 500))) {
 				if (elector && lease_lost(elector)) {
 					rc = 1; /* as controller-runtime: exit, the Deployment restarts us */
@@ -569,6 +624,10 @@ int main(int argc, char **argv)
 	wh_server_free(whs);
 	obs_http_free(msrv);
 	obs_http_free(psrv);
+	pthread_mutex_lock(&scrape.mu);
+	scrape.ctl = NULL;
+	scrape.elector = NULL;
+	pthread_mutex_unlock(&scrape.mu);
 	sbx_controller_release(&ctl);
 	lease_elector_free(elector); /* after the workers stopped: then give the lease up */
 	webhook_certs_free(certs);

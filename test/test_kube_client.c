@@ -580,16 +580,47 @@ static void test_client_qps(void)
 	fake_stop(f);
 }
 
-/* The defaults leave the client unthrottled: the server's API Priority and
- * Fairness decides, as in controller-runtime. */
+struct observed {
+	pthread_mutex_t mu;
+	int n, n429;
+	char last_method[16];
+};
+
+static void on_observe(void *ctx, const char *method, long status, double seconds, int stream)
+{
+	struct observed *o = ctx;
+	pthread_mutex_lock(&o->mu);
+	o->n++;
+	o->n429 += status == 429;
+	snprintf(o->last_method, sizeof o->last_method, "%s", method);
+	CU_ASSERT(seconds >= 0 && !stream);
+	pthread_mutex_unlock(&o->mu);
+}
+
+/* The defaults leave the client unthrottled (the server's APF decides), every
+ * attempt reaches the observer, and a 429's Retry-After is kept for the
+ * calling thread until it takes it. */
 static void test_client_defaults(void)
 {
 	struct fake *f = fake_start(h_basics, NULL);
-	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct observed ob = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct kube_client_opts o = {.observe = on_observe, .observe_ctx = &ob};
+	struct kube_client *c = client_for(f, "{token: t}", &o);
 	int64_t t0 = ktime_mono_ms();
 	for (int i = 0; i < 200; i++) /* 50 qps / burst 100 would need 2 s */
 		CU_ASSERT_EQUAL(kube_request(c, "GET", "/empty", NULL, NULL, NULL, NULL, NULL), KUBE_OK);
 	CU_ASSERT(ktime_mono_ms() - t0 < 1900);
+	CU_ASSERT_EQUAL(ob.n, 200);
+	kube_retry_after_take_ms();
+	struct kube_error err;
+	CU_ASSERT_EQUAL(kube_request(c, "DELETE", "/busy", NULL, NULL, NULL, NULL, &err),
+			KUBE_ERR_TOO_MANY_REQUESTS);
+	CU_ASSERT_EQUAL(err.retry_after_s, 4);
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/empty", NULL, NULL, NULL, NULL, NULL), KUBE_OK);
+	CU_ASSERT_EQUAL(kube_retry_after_take_ms(), 4000); /* kept past a later success */
+	CU_ASSERT_EQUAL(kube_retry_after_take_ms(), 0);    /* taken once */
+	CU_ASSERT_EQUAL(ob.n429, 1);
+	CU_ASSERT_STRING_EQUAL(ob.last_method, "GET");
 	kube_client_free(c);
 	fake_stop(f);
 }

@@ -311,6 +311,44 @@ static void test_rate_limited_min(void)
 	workqueue_free(q);
 }
 
+struct wq_counts {
+	size_t depth;
+	int adds, retries, queued, worked;
+};
+
+static void c_depth(void *ctx, size_t d) { ((struct wq_counts *)ctx)->depth = d; }
+static void c_adds(void *ctx) { ((struct wq_counts *)ctx)->adds++; }
+static void c_retries(void *ctx) { ((struct wq_counts *)ctx)->retries++; }
+static void c_queued(void *ctx, double s) { ((struct wq_counts *)ctx)->queued += s >= 0; }
+static void c_worked(void *ctx, double s) { ((struct wq_counts *)ctx)->worked += s >= 0; }
+
+/* A server's Retry-After outlasts the short first backoff (5 ms): the key
+ * comes back no earlier than it asked; the metrics callbacks see it all. */
+static void test_retry_after_min(void)
+{
+	struct workqueue *q = workqueue_new();
+	struct wq_counts n = {0};
+	struct workqueue_metrics m = {&n, c_depth, c_adds, c_retries, c_queued, c_worked};
+	workqueue_set_metrics(q, &m);
+	workqueue_add(q, "ns/a");
+	CU_ASSERT_EQUAL(n.depth, 1);
+	char *k = workqueue_get(q);
+	CU_ASSERT_EQUAL(n.depth, 0);
+	int64_t t0 = ktime_mono_ms();
+	workqueue_add_rate_limited_min(q, k, 300);
+	workqueue_done(q, k);
+	free(k);
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	expect_get(q, "ns/a");
+	CU_ASSERT(ktime_mono_ms() - t0 >= 300);
+	CU_ASSERT_EQUAL(workqueue_num_requeues(q, "ns/a"), 1);
+	CU_ASSERT_EQUAL(n.adds, 2);
+	CU_ASSERT_EQUAL(n.retries, 1);
+	CU_ASSERT_EQUAL(n.queued, 2);
+	CU_ASSERT_EQUAL(n.worked, 2);
+	workqueue_free(q);
+}
+
 void register_kube_workqueue_tests(void)
 {
 	SBX_SUITE("kube/workqueue", {"dedup and re-add while processing", test_dedup},
@@ -321,5 +359,6 @@ void register_kube_workqueue_tests(void)
 		  {"shutdown drains and wakes", test_shutdown},
 		  {"delayed add wakes a blocked getter", test_delayed_wakes_blocked_getter},
 		  {"overall bucket per namespace", test_bucket_per_namespace},
-		  {"Retry-After is a floor", test_rate_limited_min});
+		  {"Retry-After is a floor", test_rate_limited_min},
+		  {"Retry-After floor, metrics callbacks", test_retry_after_min});
 }

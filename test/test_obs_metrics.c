@@ -59,6 +59,10 @@ static void test_unlabelled_and_idempotent(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "# HELP t_plain P.\n# TYPE t_plain gauge\nt_plain 1.75\n"));
 	buf_release(&b);
 	obs_metric_add(NULL, NULL, 1); /* a NULL family is a no-op */
+	obs_counter("t_untouched_total", "U.", NULL);
+	render(&b);
+	CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "\nt_untouched_total 0\n")); /* plain metrics start at 0 */
+	buf_release(&b);
 }
 
 static void test_histogram(void)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <curl/curl.h>
 
@@ -15,7 +16,6 @@
 #include "kube/ratelimit.h"
 #include "obs/log.h"
 
-#define DEF_QPS 50.0
 #define DEF_BURST 100
 #define DEF_TIMEOUT_MS 30000L
 #define DEF_CONNECT_MS 5000L
@@ -53,7 +53,28 @@ struct kube_client {
 	CURLSH *share;
 	pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
 	atomic_ulong requests;
+	void (*observe)(void *ctx, const char *method, long status, double seconds, int stream);
+	void *observe_ctx;
 };
+
+/* The longest Retry-After answered to this thread: see kube_retry_after_take_ms. */
+static _Thread_local long retry_after_ms;
+
+/* Monotonic seconds, finer than ktime_mono_ms: local API calls take well
+ * under a millisecond. */
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+long kube_retry_after_take_ms(void)
+{
+	long v = retry_after_ms;
+	retry_after_ms = 0;
+	return v;
+}
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
@@ -130,7 +151,9 @@ struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_c
 		o = *opts;
 	struct kube_client *c = xcalloc(1, sizeof *c);
 	c->cfg = cfg;
-	c->qps = o.qps ? o.qps : DEF_QPS;
+	c->qps = o.qps > 0 ? o.qps : 0; /* token_bucket: rate <= 0 is unlimited */
+	c->observe = o.observe;
+	c->observe_ctx = o.observe_ctx;
 	c->burst = o.burst > 0 ? o.burst : DEF_BURST;
 	c->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : DEF_TIMEOUT_MS;
 	c->connect_ms = o.connect_timeout_ms > 0 ? o.connect_timeout_ms : DEF_CONNECT_MS;
@@ -476,9 +499,13 @@ static enum kube_err attempt(struct kube_client *c, CURL *h, const struct call *
 		return KUBE_ERR_TRANSPORT;
 	}
 	atomic_fetch_add(&c->requests, 1);
+	double t0 = mono_s();
 	rc = curl_easy_perform(h);
 	if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status) != CURLE_OK)
 		*status = 0;
+	if (c->observe)
+		c->observe(c->observe_ctx, k->method, *status, mono_s() - t0,
+			   k->stream != NULL);
 	/* The handle must not keep pointers into this frame (error buffer, header
 	 * list, x) nor copies of the key; its connections survive the reset. */
 	curl_easy_reset(h);
@@ -521,6 +548,8 @@ static enum kube_err attempt(struct kube_client *c, CURL *h, const struct call *
 				 x->retry_after[0] ? x->retry_after : NULL, &e);
 	if (err)
 		*err = e;
+	if (e.retry_after_s > 0 && (long)e.retry_after_s * 1000 > retry_after_ms)
+		retry_after_ms = (long)e.retry_after_s * 1000;
 	return e.code;
 }
 

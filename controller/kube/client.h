@@ -2,7 +2,9 @@
  * JSON body or a typed error out. Each calling thread gets its own reused curl
  * handle (connection reuse, HTTP/2 where the server offers it over TLS); DNS and
  * TLS sessions are shared; credentials come from the kube_config under its lock.
- * A client-side token bucket (qps/burst) spaces requests as client-go does. */
+ * An optional client-side token bucket (qps/burst) spaces requests as
+ * client-go does; it is off by default, as in controller-runtime, leaving the
+ * server's API Priority and Fairness to decide. */
 #ifndef SBX_KUBE_CLIENT_H
 #define SBX_KUBE_CLIENT_H
 
@@ -14,12 +16,18 @@
 #include "kube/config.h"
 #include "kube/errors.h"
 
-/* Zero fields take defaults: qps 50, burst 100, timeout 30000, connect 5000,
- * UA "sandbox-controller/0.1", max_body 16 MiB. A negative qps disables the
- * client-side limit. */
+/* Zero fields take defaults: no client-side limit, burst 100 (when qps is
+ * set), timeout 30000, connect 5000, UA "sandbox-controller/0.1", max_body
+ * 16 MiB. A qps of 0 or below leaves the client-side limit off. */
 struct kube_client_opts {
 	double qps;
 	int burst;
+	/* Called once per HTTP attempt on the calling thread (NULL = none), after
+	 * it ended: method, HTTP status (0 = no answer), seconds from sending to
+	 * the end (for streams: to the end of the stream; stream is 1). Must be
+	 * thread-safe and must not call into the client. */
+	void (*observe)(void *ctx, const char *method, long status, double seconds, int stream);
+	void *observe_ctx;
 	long timeout_ms;
 	long connect_timeout_ms;
 	const char *user_agent;
@@ -40,6 +48,11 @@ void kube_client_free(struct kube_client *c);
 const struct kube_config *kube_client_config(const struct kube_client *c);
 /* HTTP requests sent so far (every attempt, including 401 retries). */
 unsigned long kube_client_requests(const struct kube_client *c);
+/* The longest Retry-After (in ms) any client answered to the calling thread
+ * since this thread last called this function (0 when none); the value is
+ * cleared. A worker calls it before a reconcile to start clean and after a
+ * failed one to delay the retry at least that long. */
+long kube_retry_after_take_ms(void);
 
 /* One request. path like "/api/v1/namespaces/ns/pods/name"; query a
  * NULL-terminated array of key,value pairs (keys and values URL-escaped here; a

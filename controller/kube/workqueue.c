@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <uthash.h>
 
@@ -19,6 +20,7 @@
 
 struct member { /* an element of the dirty and processing sets */
 	char *key;
+	int64_t since_us; /* dirty: when queued; processing: when handed out */
 	UT_hash_handle hh;
 };
 
@@ -60,7 +62,22 @@ struct workqueue {
 	struct failure *failures; /* guarded by mu too */
 	struct ns_bucket *buckets; /* guarded by mu too; one per namespace seen failing */
 	int shutting_down;
+	struct workqueue_metrics m;
 };
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static struct member *set_find(struct member *s, const char *key)
+{
+	struct member *m;
+	HASH_FIND_STR(s, key, m);
+	return m;
+}
 
 /* ---- sets ---- */
 
@@ -71,10 +88,11 @@ static int set_has(struct member *s, const char *key)
 	return m != NULL;
 }
 
-static void set_add(struct member **s, const char *key)
+static void set_add(struct member **s, const char *key, int64_t since_us)
 {
 	struct member *m = xcalloc(1, sizeof *m);
 	m->key = xstrdup(key);
+	m->since_us = since_us;
 	HASH_ADD_KEYPTR(hh, *s, m->key, strlen(m->key), m);
 }
 
@@ -162,6 +180,8 @@ static void push_locked(struct workqueue *q, const char *key)
 		q->head = n;
 	q->tail = n;
 	q->len++;
+	if (q->m.depth)
+		q->m.depth(q->m.ctx, q->len);
 	pthread_cond_signal(&q->cv);
 }
 
@@ -169,7 +189,9 @@ static void add_locked(struct workqueue *q, const char *key)
 {
 	if (q->shutting_down || set_has(q->dirty, key))
 		return;
-	set_add(&q->dirty, key);
+	set_add(&q->dirty, key, mono_us());
+	if (q->m.adds)
+		q->m.adds(q->m.ctx);
 	if (set_has(q->processing, key))
 		return; /* queued again by workqueue_done */
 	push_locked(q, key);
@@ -318,13 +340,24 @@ long workqueue_next_backoff_ms(struct workqueue *q, const char *key)
 
 void workqueue_add_rate_limited(struct workqueue *q, const char *key)
 {
-	workqueue_add_after(q, key, workqueue_next_backoff_ms(q, key));
+	workqueue_add_rate_limited_min(q, key, 0);
 }
 
-void workqueue_add_rate_limited_min(struct workqueue *q, const char *key, long min_delay_ms)
+void workqueue_add_rate_limited_min(struct workqueue *q, const char *key, long min_ms)
 {
 	long d = workqueue_next_backoff_ms(q, key);
-	workqueue_add_after(q, key, d > min_delay_ms ? d : min_delay_ms);
+	pthread_mutex_lock(&q->mu);
+	if (q->m.retries)
+		q->m.retries(q->m.ctx);
+	pthread_mutex_unlock(&q->mu);
+	workqueue_add_after(q, key, d > min_ms ? d : min_ms);
+}
+
+void workqueue_set_metrics(struct workqueue *q, const struct workqueue_metrics *m)
+{
+	pthread_mutex_lock(&q->mu);
+	q->m = *m;
+	pthread_mutex_unlock(&q->mu);
 }
 
 void workqueue_forget(struct workqueue *q, const char *key)
@@ -370,7 +403,13 @@ char *workqueue_get(struct workqueue *q)
 	if (!q->head)
 		q->tail = NULL;
 	q->len--;
-	set_add(&q->processing, n->key);
+	int64_t now = mono_us();
+	struct member *dm = set_find(q->dirty, n->key);
+	if (q->m.queued && dm)
+		q->m.queued(q->m.ctx, (double)(now - dm->since_us) / 1e6);
+	if (q->m.depth)
+		q->m.depth(q->m.ctx, q->len);
+	set_add(&q->processing, n->key, now);
 	set_del(&q->dirty, n->key);
 	if (q->head)
 		pthread_cond_signal(&q->cv); /* promote_due may have queued several */
@@ -383,6 +422,9 @@ char *workqueue_get(struct workqueue *q)
 void workqueue_done(struct workqueue *q, const char *key)
 {
 	pthread_mutex_lock(&q->mu);
+	struct member *pm = set_find(q->processing, key);
+	if (q->m.worked && pm)
+		q->m.worked(q->m.ctx, (double)(mono_us() - pm->since_us) / 1e6);
 	set_del(&q->processing, key);
 	if (set_has(q->dirty, key))
 		push_locked(q, key);

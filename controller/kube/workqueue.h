@@ -11,8 +11,22 @@
 
 struct workqueue;
 
+/* What the queue reports to a metrics layer (client-go's workqueue metrics).
+ * Each callback may be NULL; they run under the queue's lock, so they must be
+ * quick and must not call into the queue. */
+struct workqueue_metrics {
+	void *ctx;
+	void (*depth)(void *ctx, size_t depth);	   /* ready keys, after each change */
+	void (*adds)(void *ctx);		   /* a key was queued (not a duplicate) */
+	void (*retries)(void *ctx);		   /* a rate-limited requeue */
+	void (*queued)(void *ctx, double seconds); /* add -> get */
+	void (*worked)(void *ctx, double seconds); /* get -> done */
+};
+
 /* Returns a new queue (caller frees with workqueue_free). */
 struct workqueue *workqueue_new(void);
+/* Sets the metrics callbacks (copied); call before the queue is used. */
+void workqueue_set_metrics(struct workqueue *q, const struct workqueue_metrics *m);
 /* Frees the queue; no thread may be inside a call on it. */
 void workqueue_free(struct workqueue *q);
 /* Queues key (copied) unless it is already waiting; after shutdown, ignored. */

@@ -88,6 +88,8 @@ static int same_labels(const struct obs_metric *f, const char *labels)
 	return same;
 }
 
+static struct series *series_get(struct obs_metric *f, const char *const *values, int create);
+
 static struct obs_metric *reg(const char *name, const char *help, const char *labels, enum kind kind,
 			      const double *buckets, size_t nbuckets)
 {
@@ -123,6 +125,8 @@ static struct obs_metric *reg(const char *name, const char *help, const char *la
 		f->nbuckets = nbuckets;
 	}
 	pthread_mutex_init(&f->mu, NULL);
+	if (!f->nlabels) /* a plain metric exists from the start, at 0 (as client_golang's) */
+		series_get(f, NULL, 1);
 	families[nfamilies++] = f;
 	pthread_mutex_unlock(&reg_mu);
 	return f;

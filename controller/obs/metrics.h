@@ -8,7 +8,8 @@
  * pointers are borrowed and never freed by callers. Every call is
  * thread-safe. The number of series per family is capped
  * (OBS_METRICS_MAX_SERIES): an update that would create one more series is
- * dropped and counted in obs_metrics_dropped_series_total{family}. */
+ * dropped and counted in obs_metrics_dropped_series_total{family}. A family
+ * without labels has its one series from the start, at 0. */
 #ifndef SBX_OBS_METRICS_H
 #define SBX_OBS_METRICS_H
 

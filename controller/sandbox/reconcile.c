@@ -13,6 +13,7 @@
 #include "base/xmalloc.h"
 #include "kube/ktime.h"
 #include "obs/log.h"
+#include "obs/metrics.h"
 #include "sandbox/authz.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/scope.h"
@@ -30,6 +31,92 @@
 #define REQUEUE_BUSY_MS 25
 #define REQUEUE_WAIT_MS 1000
 #define REQUEUE_FOREIGN_MS 30000
+
+/* ---- metrics: the controller's own families, with controller-runtime's
+ * names where the meaning is the same. Registered once per process. ---- */
+
+static struct {
+	struct obs_metric *reconciles, *errors, *pods_created, *pods_adopted, *key_conflicts, *foreign_pods,
+		*status_writes;
+	struct obs_metric *cr_total, *cr_errors, *cr_time;
+	struct obs_metric *wq_depth, *wq_adds, *wq_retries, *wq_queued, *wq_worked;
+	struct obs_metric *to_bound, *to_ready, *phases;
+} M;
+
+static const double latency_buckets[] = { .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600 };
+/* client-go's workqueue buckets: 10 ns .. 10 s by decades. */
+static const double wq_buckets[] = { 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, .01, .1, 1, 10 };
+static const char *const CTRL[] = { "sandbox" };
+
+static void metrics_register(void)
+{
+	M.reconciles = obs_counter("sandbox_reconciles_total", "Sandbox reconciles run.", NULL);
+	M.errors = obs_counter("sandbox_reconcile_errors_total", "Reconciles that ended in an error and were retried.",
+			       NULL);
+	M.pods_created = obs_counter("sandbox_pods_created_total", "Pods created for Sandboxes.", NULL);
+	M.pods_adopted = obs_counter("sandbox_pods_adopted_total", "Sandboxes bound to a pod an earlier Sandbox created.",
+				     NULL);
+	M.key_conflicts = obs_counter("sandbox_key_conflicts_total",
+				      "Sandboxes rejected for reusing a key with another spec.", NULL);
+	M.foreign_pods = obs_counter("sandbox_foreign_pods_total",
+				     "Pods found under a claim name that failed verification.", NULL);
+	M.status_writes = obs_counter("sandbox_status_writes_total", "Sandbox status updates written.", NULL);
+	M.cr_total = obs_counter("controller_runtime_reconcile_total", "Total number of reconciliations per controller.",
+				 "controller,result");
+	M.cr_errors = obs_counter("controller_runtime_reconcile_errors_total",
+				  "Total number of reconciliation errors per controller.", "controller");
+	M.cr_time = obs_histogram("controller_runtime_reconcile_time_seconds",
+				  "Length of time per reconciliation per controller.", "controller", NULL, 0);
+	M.wq_depth = obs_gauge("workqueue_depth", "Current depth of workqueue.", "name");
+	M.wq_adds = obs_counter("workqueue_adds_total", "Total number of adds handled by workqueue.", "name");
+	M.wq_retries = obs_counter("workqueue_retries_total", "Total number of retries handled by workqueue.", "name");
+	M.wq_queued = obs_histogram("workqueue_queue_duration_seconds",
+				    "How long in seconds an item stays in workqueue before being requested.", "name",
+				    wq_buckets, sizeof wq_buckets / sizeof wq_buckets[0]);
+	M.wq_worked = obs_histogram("workqueue_work_duration_seconds",
+				    "How long in seconds processing an item from workqueue takes.", "name", wq_buckets,
+				    sizeof wq_buckets / sizeof wq_buckets[0]);
+	M.to_bound = obs_histogram("sandbox_creation_to_bound_seconds",
+				   "Seconds from a Sandbox's creationTimestamp to this controller writing Bound=True.",
+				   NULL, latency_buckets, sizeof latency_buckets / sizeof latency_buckets[0]);
+	M.to_ready = obs_histogram("sandbox_creation_to_ready_seconds",
+				   "Seconds from a Sandbox's creationTimestamp to this controller writing Ready=True.",
+				   NULL, latency_buckets, sizeof latency_buckets / sizeof latency_buckets[0]);
+	M.phases = obs_gauge("sandbox_sandboxes", "Sandboxes in the cache by status.phase (None: no status yet).",
+			     "phase");
+}
+
+static void wq_depth(void *ctx, size_t d)
+{
+	obs_metric_set(M.wq_depth, CTRL, (double)d);
+}
+static void wq_adds(void *ctx)
+{
+	obs_metric_add(M.wq_adds, CTRL, 1);
+}
+static void wq_retries(void *ctx)
+{
+	obs_metric_add(M.wq_retries, CTRL, 1);
+}
+static void wq_queued(void *ctx, double s)
+{
+	obs_metric_observe(M.wq_queued, CTRL, s);
+}
+static void wq_worked(void *ctx, double s)
+{
+	obs_metric_observe(M.wq_worked, CTRL, s);
+}
+
+/* Seconds from the wall-clock second t to now. creationTimestamp has whole
+ * seconds, so a latency measured from it reads up to a second long; the
+ * benchmark measures from the client's clock instead. */
+static double since(time_t t)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	double d = (double)(ts.tv_sec - t) + (double)ts.tv_nsec / 1e9;
+	return d > 0 ? d : 0;
+}
 
 /* ---- small string sets, thread-safe: the scope digests being claimed in
  * this process (in-flight work is keyed by the digest, never by the raw key),
@@ -336,6 +423,12 @@ static void record(struct sbx_controller *c, const struct sbx_view *v, const cha
 		event_record(c->events, SBX_API, "Sandbox", v->ns, v->name, v->uid, type, reason, msg);
 }
 
+static int cond_true(const cJSON *status, const char *type)
+{
+	const char *st = jstr(sbx_status_condition(status, type), "status");
+	return st && !strcmp(st, "True");
+}
+
 /* Writes the status when it differs from the cached one. Returns 1 when written,
  * 0 when unchanged, -1 on error (the caller retries). */
 static int write_status(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in)
@@ -363,7 +456,12 @@ static int write_status(struct sbx_controller *c, const struct sbx_view *v, cons
 		       err.message);
 		return -1;
 	}
-	atomic_fetch_add(&c->stats.status_writes, 1);
+	obs_metric_add(M.status_writes, NULL, 1);
+	/* Creation -> Bound/Ready, observed on the write that makes it true. */
+	if (in->bound && !cond_true(v->status, "Bound"))
+		obs_metric_observe(M.to_bound, NULL, since(v->created));
+	if (in->ready && !cond_true(v->status, "Ready"))
+		obs_metric_observe(M.to_ready, NULL, since(v->created));
 	fault_point("after-status-write");
 	return 1;
 }
@@ -505,7 +603,7 @@ static int report_bound(struct sbx_controller *c, const struct sbx_view *v, cons
 	/* Announced once per Sandbox: a second reconcile on a cache that has not
 	 * seen our status write yet must not count or report the binding again. */
 	if (strset_add(c->announced, v->uid)) {
-		atomic_fetch_add(created ? &c->stats.pods_created : &c->stats.pods_adopted, 1);
+		obs_metric_add(created ? M.pods_created : M.pods_adopted, NULL, 1);
 		record(c, v, "Normal", created ? "PodCreated" : "PodAdopted", msg);
 		log_kv(LOG_INFO, created ? "pod created" : "pod adopted", "sandbox", v->name, "namespace", v->ns,
 		       "pod", pod_name, "scopeDigest", v->scope.digest);
@@ -699,7 +797,7 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 	}
 	if (vr != SBX_VERIFY_OK) {
 	foreign:
-		atomic_fetch_add(&c->stats.foreign_pods, 1);
+		obs_metric_add(M.foreign_pods, NULL, 1);
 		char msg[640];
 		snprintf(msg, sizeof msg,
 			 "pod %s exists but was not created by sandbox-controller for this scope (%s%s%s); it is not "
@@ -726,7 +824,7 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 		if (expired)
 			return EX_NEXT_GENERATION;
 		if (!fp || strcmp(fp, v->scope.fingerprint)) {
-			atomic_fetch_add(&c->stats.key_conflicts, 1);
+			obs_metric_add(M.key_conflicts, NULL, 1);
 			const char *holder = controller_owner_name(pod);
 			char msg[512];
 			snprintf(msg, sizeof msg,
@@ -1049,7 +1147,9 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_afte
 	free(ns);
 	if (!obj)
 		return 0; /* deleted: the garbage collector takes its pod */
-	atomic_fetch_add(&c->stats.reconciles, 1);
+	obs_metric_add(M.reconciles, NULL, 1);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	struct sbx_view v;
 	int r = 0;
 	if (view_init(&v, obj) < 0 || meta_str(obj, "deletionTimestamp"))
@@ -1113,8 +1213,15 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_afte
 	if (retry_after_ms)
 		*retry_after_ms = v.retry_after_ms;
 out:
-	if (r < 0)
-		atomic_fetch_add(&c->stats.errors, 1);
+	if (r < 0) {
+		obs_metric_add(M.errors, NULL, 1);
+		obs_metric_add(M.cr_errors, CTRL, 1);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	obs_metric_observe(M.cr_time, CTRL,
+			   (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	const char *result[] = { "sandbox", r < 0 ? "error" : r > 0 ? "requeue_after" : "success" };
+	obs_metric_add(M.cr_total, result, 1);
 	cJSON_Delete(obj);
 	return r;
 }
@@ -1131,14 +1238,29 @@ static void enqueue_key(struct sbx_controller *c, const char *ns, const char *na
 	workqueue_add(c->queue, key);
 }
 
+/* Moves the Sandbox gauge by phase: +d for obj's status.phase. */
+static void count_phase(const cJSON *obj, double d)
+{
+	const char *phase = jstr(jobj(obj, "status"), "phase");
+	const char *lv[] = { phase && *phase ? phase : "None" };
+	obs_metric_add(M.phases, lv, d);
+}
+
 static void enqueue_sandbox(void *ctx, const cJSON *obj)
 {
 	enqueue_key(ctx, meta_str(obj, "namespace"), meta_str(obj, "name"));
 }
 
+static void on_sandbox_add(void *ctx, const cJSON *obj)
+{
+	count_phase(obj, 1);
+	enqueue_sandbox(ctx, obj);
+}
+
 static void on_sandbox_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 {
-	(void)old_obj;
+	count_phase(old_obj, -1);
+	count_phase(new_obj, 1);
 	enqueue_sandbox(ctx, new_obj);
 }
 
@@ -1147,6 +1269,7 @@ static void on_sandbox_update(void *ctx, const cJSON *old_obj, const cJSON *new_
 static void on_sandbox_delete(void *ctx, const cJSON *obj)
 {
 	struct sbx_controller *c = ctx;
+	count_phase(obj, -1);
 	const char *uid = meta_str(obj, "uid");
 	if (uid) {
 		char key[64];
@@ -1182,6 +1305,7 @@ static void *worker_main(void *arg)
 	char *key;
 	while ((key = workqueue_get(c->queue))) {
 		long retry_after_ms = 0;
+		kube_retry_after_take_ms(); /* start clean: only this reconcile's answers count */
 		int r = sbx_reconcile_ex(c, key, &retry_after_ms);
 		if (r == 0) {
 			workqueue_forget(c->queue, key);
@@ -1189,8 +1313,10 @@ static void *worker_main(void *arg)
 			workqueue_forget(c->queue, key);
 			workqueue_add_after(c->queue, key, r);
 		} else {
-			/* Per-Sandbox exponential backoff, never sooner than the API asked. */
-			workqueue_add_rate_limited_min(c->queue, key, retry_after_ms);
+			/* Per-Sandbox exponential backoff, never sooner than the API
+			 * asked (a 429's Retry-After on any request of the reconcile). */
+			long ra = kube_retry_after_take_ms();
+			workqueue_add_rate_limited_min(c->queue, key, ra > retry_after_ms ? ra : retry_after_ms);
 		}
 		workqueue_done(c->queue, key);
 		free(key);
@@ -1211,9 +1337,12 @@ void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const
 
 int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen)
 {
-	static const struct informer_handlers sh = { enqueue_sandbox, on_sandbox_update, on_sandbox_delete };
+	static const struct informer_handlers sh = { on_sandbox_add, on_sandbox_update, on_sandbox_delete };
 	static const struct informer_handlers ph = { enqueue_pod_owners, on_pod_update, enqueue_pod_owners };
+	metrics_register();
 	c->queue = workqueue_new();
+	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued, wq_worked };
+	workqueue_set_metrics(c->queue, &wm);
 	c->inflight = strset_new();
 	c->announced = strset_new();
 	struct informer *sandboxes =

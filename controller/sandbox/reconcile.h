@@ -22,16 +22,6 @@
 
 struct sbx_strset; /* a set of short strings (digests, uids) */
 
-struct sbx_stats {
-	atomic_ulong reconciles;
-	atomic_ulong pods_created;
-	atomic_ulong pods_adopted;
-	atomic_ulong key_conflicts;
-	atomic_ulong foreign_pods;
-	atomic_ulong errors;
-	atomic_ulong status_writes;
-};
-
 struct sbx_controller {
 	struct kube_client *kc;          /* borrowed */
 	const struct sbx_config *cfg;    /* borrowed */
@@ -46,7 +36,6 @@ struct sbx_controller {
 	struct sbx_strset *inflight;  /* scope digests being claimed */
 	struct sbx_strset *announced; /* Sandbox uids whose binding was reported */
 	pthread_t *threads;
-	struct sbx_stats stats;
 };
 
 /* Fills c; kc, cfg and the seal key must outlive the controller. */
