@@ -1042,6 +1042,62 @@ static void h_events(struct fake *f, struct evhttp_request *req, const struct fa
 	reply(req, !strcmp(r->method, "POST") ? 201 : 200, r->body, NULL, NULL);
 }
 
+/* client-go's spam filter: each involved object has its own bucket (burst
+ * 25, then one per 5 minutes), so one noisy object is cut off while others
+ * are not, and what is cut off is counted as dropped. */
+static void test_events_spam_filter(void)
+{
+	struct fake *f = fake_start(h_events, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct event_recorder *r = event_recorder_new(c, "sandbox-controller");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	char msg[64];
+	for (int i = 0; i < 30; i++) {
+		snprintf(msg, sizeof msg, "attempt %d", i); /* distinct: no aggregation */
+		event_record(r, "sandbox.dev/v1alpha1", "Sandbox", "ns1", "noisy", "uid-noisy", "Warning", "Retry",
+			     msg);
+	}
+	event_record(r, "sandbox.dev/v1alpha1", "Sandbox", "ns1", "quiet", "uid-quiet", "Normal", "PodCreated",
+		     "created pod p");
+	int64_t deadline = ktime_mono_ms() + 5000;
+	while (event_recorder_sent(r) < 26 && ktime_mono_ms() < deadline)
+		ktime_sleep_ms(10);
+	ktime_sleep_ms(1500); /* a global 5/s limit would let more through by now */
+	CU_ASSERT_EQUAL(event_recorder_sent(r), 26);
+	CU_ASSERT_EQUAL(event_recorder_dropped(r), 5);
+	event_recorder_free(r);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
+/* 1,000 Sandboxes created at once: each one's event is written within
+ * seconds, not trickled out at a global 5/s. */
+static void test_events_keep_up(void)
+{
+	struct fake *f = fake_start(h_events, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct event_recorder *r = event_recorder_new(c, "sandbox-controller");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	char name[32], uid[32];
+	int64_t t0 = ktime_mono_ms();
+	for (int i = 0; i < 1000; i++) {
+		snprintf(name, sizeof name, "sb-%d", i);
+		snprintf(uid, sizeof uid, "uid-%d", i);
+		event_record(r, "sandbox.dev/v1alpha1", "Sandbox", "ns1", name, uid, "Normal", "PodCreated",
+			     "created pod");
+		if (i % 100 == 99)
+			ktime_sleep_ms(20); /* created over a short while, as a burst is */
+	}
+	while (event_recorder_sent(r) < 1000 && ktime_mono_ms() - t0 < 15000)
+		ktime_sleep_ms(10);
+	CU_ASSERT_EQUAL(event_recorder_sent(r), 1000);
+	CU_ASSERT(ktime_mono_ms() - t0 < 10000);
+	CU_ASSERT_EQUAL(event_recorder_dropped(r), 0);
+	event_recorder_free(r);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
 static void test_events(void)
 {
 	struct fake *f = fake_start(h_events, NULL);
@@ -1436,6 +1492,8 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "auth filter (secure /metrics)", test_authfilter) ||
 	    !CU_add_test(s, "LIST adapts its page size to the body cap", test_list_adapts_page_size) ||
 	    !CU_add_test(s, "informer unsynced while relists fail",
-			 test_informer_unsynced_on_failed_relist))
+			 test_informer_unsynced_on_failed_relist) ||
+	    !CU_add_test(s, "events: per-object spam filter", test_events_spam_filter) ||
+	    !CU_add_test(s, "events: 1,000 at once keep up", test_events_keep_up))
 		abort();
 }
