@@ -10,6 +10,7 @@
 #include <CUnit/CUnit.h>
 
 #include "kube/ktime.h"
+#include "kube/ratelimit.h"
 #include "kube/workqueue.h"
 #include "test_suites.h"
 
@@ -349,6 +350,26 @@ static void test_retry_after_min(void)
 	workqueue_free(q);
 }
 
+/* The spam filter's buckets: 25 at once per key, one more every 300 s, keys
+ * independent, the least recently used forgotten beyond the cap. */
+static void test_bucket_set(void)
+{
+	struct bucket_set *s = bucket_set_new(1.0 / 300, 25, 3);
+	int n = 0;
+	for (int i = 0; i < 30; i++)
+		n += bucket_set_try(s, "a", 1000);
+	CU_ASSERT_EQUAL(n, 25);
+	CU_ASSERT_EQUAL(bucket_set_try(s, "b", 1000), 1);
+	CU_ASSERT_EQUAL(bucket_set_try(s, "a", 1000 + 299000), 0);
+	CU_ASSERT_EQUAL(bucket_set_try(s, "a", 1000 + 300000), 1);
+	CU_ASSERT_EQUAL(bucket_set_try(s, "a", 1000 + 300000), 0);
+	bucket_set_try(s, "c", 2000);
+	bucket_set_try(s, "d", 2000); /* evicts b, the least recently used */
+	CU_ASSERT_EQUAL(bucket_set_size(s), 3);
+	CU_ASSERT_EQUAL(bucket_set_try(s, "a", 1000 + 300000), 0); /* a was kept: still empty */
+	bucket_set_free(s);
+}
+
 void register_kube_workqueue_tests(void)
 {
 	SBX_SUITE("kube/workqueue", {"dedup and re-add while processing", test_dedup},
@@ -360,5 +381,6 @@ void register_kube_workqueue_tests(void)
 		  {"delayed add wakes a blocked getter", test_delayed_wakes_blocked_getter},
 		  {"overall bucket per namespace", test_bucket_per_namespace},
 		  {"Retry-After is a floor", test_rate_limited_min},
-		  {"Retry-After floor, metrics callbacks", test_retry_after_min});
+		  {"Retry-After floor, metrics callbacks", test_retry_after_min},
+		  {"per-key token buckets (spam filter)", test_bucket_set});
 }

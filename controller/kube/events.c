@@ -21,8 +21,16 @@
 #define CACHE_MAX 4096
 #define WINDOW_MS (10L * 60 * 1000)
 #define PATCH_INTERVAL_MS (30L * 1000)
-#define SEND_QPS 5.0
-#define SEND_BURST 25
+/* A global safety cap, well above the controller's own create rate: what
+ * keeps one object from flooding is the per-object spam filter below. */
+#define SEND_QPS 500.0
+#define SEND_BURST 500
+/* client-go's EventSourceObjectSpamFilter: per involved object, burst 25,
+ * then one every 5 minutes; 4096 objects remembered (its LRU size). */
+#define SPAM_QPS (1.0 / 300)
+#define SPAM_BURST 25
+#define SPAM_KEYS 4096
+#define SENDERS 2 /* writes in flight at once */
 #define SEND_TIMEOUT_MS 5000L
 #define FLUSH_MS 2000
 #define MESSAGE_MAX 1024
@@ -53,7 +61,8 @@ struct event_recorder {
 	struct kube_client *c;
 	char *component;
 	char *host;
-	pthread_t thread;
+	pthread_t threads[SENDERS];
+	int nthreads;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct job *head, *tail;
@@ -65,6 +74,7 @@ struct event_recorder {
 	int64_t deadline_ms;
 	atomic_int abort;
 	struct token_bucket bucket;
+	struct bucket_set *spam; /* guarded by mu */
 };
 
 static void job_free(struct job *j)
@@ -183,7 +193,18 @@ void event_record(struct event_recorder *r, const char *api_version, const char 
 	    xasprintf("%s\x1f%s\x1f%s/%s\x1f%s\x1f%s\x1f%s", uid ? uid : "", kind ? kind : "",
 		      event_ns, name ? name : "", type ? type : "", reason ? reason : "", msg);
 	int64_t now = ktime_mono_ms();
+	char *spam_key = xasprintf("%s\x1f%s\x1f%s\x1f%s\x1f%s", api_version ? api_version : "",
+				   kind ? kind : "", event_ns, name ? name : "", uid ? uid : "");
 	pthread_mutex_lock(&r->mu);
+	int allowed = bucket_set_try(r->spam, spam_key, now);
+	free(spam_key);
+	if (!allowed) { /* this object has spoken enough for now */
+		r->dropped++;
+		pthread_mutex_unlock(&r->mu);
+		free(key);
+		free(msg);
+		return;
+	}
 	cache_trim(r, now);
 	struct seen *s;
 	HASH_FIND_STR(r->cache, key, s);
@@ -339,6 +360,7 @@ static void recorder_destroy(struct event_recorder *r)
 		seen_del(r, s);
 	}
 	token_bucket_release(&r->bucket);
+	bucket_set_free(r->spam);
 	pthread_cond_destroy(&r->cv);
 	pthread_mutex_destroy(&r->mu);
 	free(r->component);
@@ -360,7 +382,11 @@ struct event_recorder *event_recorder_new(struct kube_client *c, const char *com
 	ktime_cond_init(&r->cv);
 	atomic_init(&r->abort, 0);
 	token_bucket_init(&r->bucket, SEND_QPS, SEND_BURST);
-	if (pthread_create(&r->thread, NULL, sender_main, r) != 0) {
+	r->spam = bucket_set_new(SPAM_QPS, SPAM_BURST, SPAM_KEYS);
+	for (; r->nthreads < SENDERS; r->nthreads++)
+		if (pthread_create(&r->threads[r->nthreads], NULL, sender_main, r) != 0)
+			break;
+	if (!r->nthreads) {
 		recorder_destroy(r);
 		return NULL;
 	}
@@ -409,7 +435,8 @@ void event_recorder_free(struct event_recorder *r)
 	int have_wd = pthread_create(&wd, NULL, flush_watchdog, r) == 0;
 	if (!have_wd)
 		atomic_store(&r->abort, 1);
-	pthread_join(r->thread, NULL);
+	for (int i = 0; i < r->nthreads; i++)
+		pthread_join(r->threads[i], NULL);
 	pthread_mutex_lock(&r->mu);
 	r->closing = 2;
 	pthread_cond_broadcast(&r->cv);

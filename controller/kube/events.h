@@ -1,9 +1,13 @@
-/* Kubernetes Events (core/v1 Event POST) that cannot flood the API: an
- * identical (object uid, type, reason, message) seen again within a 10-minute
- * window is aggregated into the existing Event (its count is PATCHed at most
- * every 30 s) or skipped; writes pass a token bucket (5/s, burst 25); sending
- * happens on a small background thread behind a bounded queue (when it is
- * full, events are dropped and counted). */
+/* Kubernetes Events (core/v1 Event POST) that cannot flood the API, with
+ * client-go's meaning: each involved object has its own token bucket (burst
+ * 25, then one per 5 minutes; the spam filter), so a noisy object is cut off
+ * while a thousand new ones are each reported at once; an identical (object
+ * uid, type, reason, message) seen again within a 10-minute window is
+ * aggregated into the existing Event (its count is PATCHed at most every
+ * 30 s) or skipped; a global safety cap (500/s, burst 500) sits well above the
+ * controller's own rate. Sending happens on two background threads behind a
+ * bounded queue; an event the spam filter refuses, or that finds the queue
+ * full or fails to send, is dropped and counted. */
 #ifndef SBX_KUBE_EVENTS_H
 #define SBX_KUBE_EVENTS_H
 
@@ -24,7 +28,7 @@ struct event_recorder *event_recorder_new(struct kube_client *c, const char *com
 void event_record(struct event_recorder *r, const char *api_version, const char *kind,
 		  const char *ns, const char *name, const char *uid, const char *type,
 		  const char *reason, const char *message);
-/* Events dropped so far (queue full or send failed). */
+/* Events dropped so far (spam filter, queue full or send failed). */
 size_t event_recorder_dropped(struct event_recorder *r);
 /* Events written so far (creates and count patches that succeeded). */
 size_t event_recorder_sent(struct event_recorder *r);

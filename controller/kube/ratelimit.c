@@ -1,6 +1,12 @@
 #include "kube/ratelimit.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uthash.h>
+
+#include "base/xmalloc.h"
 
 #include "kube/ktime.h"
 
@@ -49,4 +55,73 @@ int token_bucket_try(struct token_bucket *tb)
 		tb->tokens -= 1.0;
 	pthread_mutex_unlock(&tb->mu);
 	return ok;
+}
+
+struct keyed {
+	char *key;
+	double tokens;
+	int64_t last_ms;
+	UT_hash_handle hh;
+};
+
+struct bucket_set {
+	double rate, burst;
+	size_t max_keys;
+	struct keyed *map; /* insertion order = least recently used first */
+};
+
+struct bucket_set *bucket_set_new(double rate, int burst, size_t max_keys)
+{
+	struct bucket_set *s = xcalloc(1, sizeof *s);
+	s->rate = rate;
+	s->burst = burst > 0 ? burst : 1;
+	s->max_keys = max_keys ? max_keys : 1;
+	return s;
+}
+
+static void keyed_del(struct bucket_set *s, struct keyed *k)
+{
+	HASH_DEL(s->map, k);
+	free(k->key);
+	free(k);
+}
+
+void bucket_set_free(struct bucket_set *s)
+{
+	if (!s)
+		return;
+	struct keyed *k, *t;
+	HASH_ITER(hh, s->map, k, t)
+	{
+		keyed_del(s, k);
+	}
+	free(s);
+}
+
+int bucket_set_try(struct bucket_set *s, const char *key, int64_t now_ms)
+{
+	struct keyed *k;
+	HASH_FIND_STR(s->map, key, k);
+	if (k) {
+		HASH_DEL(s->map, k); /* re-added below: now the most recently used */
+		double add = (double)(now_ms - k->last_ms) * s->rate / 1000.0;
+		k->tokens = fmin(s->burst, k->tokens + (add > 0 ? add : 0));
+	} else {
+		if (HASH_COUNT(s->map) >= s->max_keys)
+			keyed_del(s, s->map);
+		k = xcalloc(1, sizeof *k);
+		k->key = xstrdup(key);
+		k->tokens = s->burst;
+	}
+	k->last_ms = now_ms;
+	HASH_ADD_KEYPTR(hh, s->map, k->key, strlen(k->key), k);
+	if (k->tokens < 1.0)
+		return 0;
+	k->tokens -= 1.0;
+	return 1;
+}
+
+size_t bucket_set_size(const struct bucket_set *s)
+{
+	return HASH_COUNT(s->map);
 }

@@ -5,6 +5,7 @@
 #define SBX_KUBE_RATELIMIT_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct token_bucket {
@@ -25,5 +26,20 @@ int64_t token_bucket_reserve(struct token_bucket *tb);
 /* Takes one token only if one is available now; returns 1 if taken, else 0
  * (and nothing is changed). */
 int token_bucket_try(struct token_bucket *tb);
+
+/* Token buckets by key (client-go's per-object spam filter): each key has
+ * its own bucket, created full on first use; at most max_keys are kept, the
+ * least recently used is forgotten first (it comes back full, as with
+ * client-go's LRU). Not thread-safe: the caller serialises calls. */
+struct bucket_set;
+
+/* Returns a new set (caller frees with bucket_set_free). */
+struct bucket_set *bucket_set_new(double rate, int burst, size_t max_keys);
+void bucket_set_free(struct bucket_set *s);
+/* Takes one token from key's bucket at now_ms (a monotonic clock); returns 1
+ * if taken, 0 if the bucket is empty (nothing is changed then). */
+int bucket_set_try(struct bucket_set *s, const char *key, int64_t now_ms);
+/* Number of keys held. */
+size_t bucket_set_size(const struct bucket_set *s);
 
 #endif
