@@ -184,6 +184,90 @@ static void strset_del(struct sbx_strset *f, const char *key)
 	pthread_mutex_unlock(&f->lock);
 }
 
+/* ---- our own status writes that the cache has not shown yet. A reconcile
+ * on a cache that lags behind our write (a pod event can requeue the Sandbox
+ * before the watch brings our status back) would read the pod again and write
+ * the same status a second time; while the write is in flight the reconcile
+ * waits for it instead. An entry goes when the informer delivers that
+ * resourceVersion, when the Sandbox is deleted, or after WRITTEN_TTL_MS. ---- */
+
+#define WRITTEN_TTL_MS 10000
+#define WRITTEN_RECHECK_MS 1000
+
+struct written_entry {
+	char uid[64];
+	char rv[32];
+	int64_t at_ms;
+	UT_hash_handle hh;
+};
+
+struct sbx_written {
+	pthread_mutex_t lock;
+	struct written_entry *map;
+};
+
+static struct sbx_written *written_new(void)
+{
+	struct sbx_written *w = xcalloc(1, sizeof *w);
+	pthread_mutex_init(&w->lock, NULL);
+	return w;
+}
+
+static void written_free(struct sbx_written *w)
+{
+	if (!w)
+		return;
+	struct written_entry *e, *tmp;
+	HASH_ITER(hh, w->map, e, tmp)
+	{
+		HASH_DEL(w->map, e);
+		free(e);
+	}
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+}
+
+/* Remembers that uid's status was written at resourceVersion rv. */
+static void written_put(struct sbx_written *w, const char *uid, const char *rv)
+{
+	if (!w || !uid || !rv || strlen(uid) >= sizeof ((struct written_entry *)0)->uid ||
+	    strlen(rv) >= sizeof ((struct written_entry *)0)->rv)
+		return;
+	pthread_mutex_lock(&w->lock);
+	struct written_entry *e;
+	HASH_FIND_STR(w->map, uid, e);
+	if (!e) {
+		e = xcalloc(1, sizeof *e);
+		snprintf(e->uid, sizeof e->uid, "%s", uid);
+		HASH_ADD_STR(w->map, uid, e);
+	}
+	snprintf(e->rv, sizeof e->rv, "%s", rv);
+	e->at_ms = ktime_mono_ms();
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* The cache holds uid at resourceVersion rv (NULL: the Sandbox is gone):
+ * forgets the entry once the cache shows our write (or it expired). Returns 1
+ * when the cache still lags behind our last write. */
+static int written_lagging(struct sbx_written *w, const char *uid, const char *rv)
+{
+	if (!w || !uid)
+		return 0;
+	int lag = 0;
+	pthread_mutex_lock(&w->lock);
+	struct written_entry *e;
+	HASH_FIND_STR(w->map, uid, e);
+	if (e) {
+		lag = rv && strcmp(e->rv, rv) && ktime_mono_ms() - e->at_ms < WRITTEN_TTL_MS;
+		if (!lag) {
+			HASH_DEL(w->map, e);
+			free(e);
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+	return lag;
+}
+
 /* ---- small JSON accessors ---- */
 
 static const char *jstr(const cJSON *o, const char *k)
@@ -447,8 +531,11 @@ static int write_status(struct sbx_controller *c, const struct sbx_view *v, cons
 	path_sandbox_status(path, sizeof path, v);
 	struct kube_error err;
 	fault_point("before-status-write");
-	enum kube_err e = kube_request(c->kc, "PATCH", path, NULL, body, "application/merge-patch+json", NULL, &err);
+	cJSON *resp = NULL;
+	enum kube_err e = kube_request(c->kc, "PATCH", path, NULL, body, "application/merge-patch+json", &resp, &err);
 	free(body);
+	written_put(c->written, v->uid, meta_str(resp, "resourceVersion"));
+	cJSON_Delete(resp);
 	if (e == KUBE_ERR_NOT_FOUND)
 		return 0; /* the Sandbox is gone; nothing to report to */
 	if (e != KUBE_OK) {
@@ -1154,6 +1241,10 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_afte
 	int r = 0;
 	if (view_init(&v, obj) < 0 || meta_str(obj, "deletionTimestamp"))
 		goto out;
+	if (written_lagging(c->written, v.uid, meta_str(obj, "resourceVersion"))) {
+		r = WRITTEN_RECHECK_MS; /* our own write's event requeues it sooner */
+		goto out;
+	}
 	char msg[512];
 	const cJSON *oversized = jobj(obj, SBX_TRIM_OVERSIZED);
 	if (!cJSON_IsObject(v.spec) || sbx_spec_validate(v.spec, msg, sizeof msg) < 0) {
@@ -1259,6 +1350,8 @@ static void on_sandbox_add(void *ctx, const cJSON *obj)
 
 static void on_sandbox_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 {
+	struct sbx_controller *c = ctx;
+	written_lagging(c->written, meta_str(new_obj, "uid"), meta_str(new_obj, "resourceVersion"));
 	count_phase(old_obj, -1);
 	count_phase(new_obj, 1);
 	enqueue_sandbox(ctx, new_obj);
@@ -1271,6 +1364,7 @@ static void on_sandbox_delete(void *ctx, const cJSON *obj)
 	struct sbx_controller *c = ctx;
 	count_phase(obj, -1);
 	const char *uid = meta_str(obj, "uid");
+	written_lagging(c->written, uid, NULL);
 	if (uid) {
 		char key[64];
 		snprintf(key, sizeof key, "tampered/%s", uid);
@@ -1345,6 +1439,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	workqueue_set_metrics(c->queue, &wm);
 	c->inflight = strset_new();
 	c->announced = strset_new();
+	c->written = written_new();
 	struct informer *sandboxes =
 		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, LABEL_DIGEST, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use.
@@ -1429,6 +1524,8 @@ void sbx_controller_release(struct sbx_controller *c)
 	strset_free(c->inflight);
 	strset_free(c->announced);
 	c->announced = NULL;
+	written_free(c->written);
+	c->written = NULL;
 	c->events = NULL;
 	c->queue = NULL;
 	c->inflight = NULL;

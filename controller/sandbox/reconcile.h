@@ -21,6 +21,7 @@
 #include "sandbox/seal.h"
 
 struct sbx_strset; /* a set of short strings (digests, uids) */
+struct sbx_written; /* our status writes the cache has not shown yet */
 
 struct sbx_controller {
 	struct kube_client *kc;          /* borrowed */
@@ -35,6 +36,7 @@ struct sbx_controller {
 	struct event_recorder *events;
 	struct sbx_strset *inflight;  /* scope digests being claimed */
 	struct sbx_strset *announced; /* Sandbox uids whose binding was reported */
+	struct sbx_written *written;
 	pthread_t *threads;
 };
 
