@@ -1,8 +1,12 @@
 /* sbx-bench: the load generator and meter behind hack/bench.sh. Not shipped.
  *
- *   sbx-bench controller|baseline --namespace NS [--count N] [--concurrency C]
- *             [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]
- *             [--pid PID] [--metrics-url URL]
+ *   sbx-bench controller|baseline|peer --namespace NS [--count N] [--concurrency C]
+ *             [--rate R] [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]
+ *             [--wait bound|ready] [--pid PID] [--metrics-url URL]
+ *
+ * --rate R paces the creates at R Sandboxes/s (Sandbox i is sent no earlier
+ * than i/R s after the start: a sustained load); without it the C threads
+ * create as fast as they can (a burst).
  *
  * Both modes run an informer on /apis/sandbox.dev/v1alpha1/sandboxes, then C
  * threads create the Sandboxes bench-00000.. in NS. Sandbox i belongs to scope
@@ -12,9 +16,14 @@
  *   controller  only POSTs the Sandboxes; the running controller binds them.
  *   baseline    does by itself the writes the controller's path needs per
  *               Sandbox: POST the Sandbox, POST a Pod sbx-<i>, merge-PATCH the
- *               Sandbox's /status with a phase and Bound=True.
+ *               Sandbox's /status with a phase and Bound=True; then, from an
+ *               informer on its pods, PATCH Ready=True once the pod is Ready.
+ *   peer        another controller's Sandbox (agents.x-k8s.io/v1beta1, the
+ *               kubernetes-sigs/agent-sandbox API) with the same pod shape;
+ *               only Ready is measured (it has no Bound).
  *
- * The run ends when the informer has seen Bound=True on every created Sandbox.
+ * The run ends when the informer has seen Bound=True (--wait bound) or
+ * Ready=True (--wait ready, the default) on every created Sandbox.
  * With --pid and --metrics-url (controller mode) the controller's API request
  * counter, CPU time and peak RSS are read as well. Results go to stdout as
  * KEY=VALUE lines for the script to format; progress and errors go to stderr.
@@ -43,11 +52,13 @@
 
 #define SANDBOXES "/apis/sandbox.dev/v1alpha1/sandboxes"
 #define NAME_PREFIX "bench-"
-#define REQUESTS_METRIC "sandbox_kube_requests_total"
+#define PEER_SANDBOXES "/apis/agents.x-k8s.io/v1beta1/sandboxes"
+#define REQUESTS_METRIC "rest_client_requests_total"
+#define PATCHERS 4 /* baseline threads writing Ready */
 #define METRICS_MAX (1 << 20)
 #define POST_ATTEMPTS 5
 
-enum mode { MODE_CONTROLLER, MODE_BASELINE };
+enum mode { MODE_CONTROLLER, MODE_BASELINE, MODE_PEER };
 
 struct bench_opts {
 	enum mode mode;
@@ -58,6 +69,8 @@ struct bench_opts {
 	long scopes;
 	long owners;
 	long timeout_s;
+	double rate;	/* Sandboxes/s, 0 = as fast as possible */
+	int wait_ready; /* the run ends at Ready (1) or Bound (0) */
 	pid_t pid;		 /* controller to meter, or 0 */
 	const char *metrics_url; /* its /metrics, or NULL */
 };
@@ -71,10 +84,18 @@ struct bench {
 	pthread_barrier_t go; /* writers and main: the clock starts once all are warm */
 	pthread_mutex_t mu;   /* guards everything below */
 	pthread_cond_t cv;
+	double t0;	/* the start, for the pacing of --rate */
+	double *sent;	/* when the POST of Sandbox i was sent */
 	double *posted; /* when the POST of Sandbox i returned */
 	double *bound;	/* when the informer first saw Bound=True on it */
-	long created, nbound, adopted, done_posting;
-	double last_bound;
+	double *ready;	/* ... and Ready=True */
+	long created, nbound, nready, adopted, done_posting;
+	double last_bound, last_ready;
+	/* baseline: pods found Ready, waiting for their Ready status write */
+	long *todo;
+	long ntodo;
+	char *patched; /* 1 once Sandbox i's Ready write was queued */
+	int stopping;
 };
 
 /* Milliseconds on the monotonic clock. */
@@ -220,6 +241,19 @@ static const char *str_of(const cJSON *o, const char *field)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* 1 when status.conditions holds type=True. */
+static int cond_true(const cJSON *status, const char *type)
+{
+	const cJSON *c;
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(status, "conditions"))
+	{
+		const char *t = str_of(c, "type"), *v = str_of(c, "status");
+		if (t && v && !strcmp(t, type) && !strcmp(v, "True"))
+			return 1;
+	}
+	return 0;
+}
+
 /* Notes the first time a bench Sandbox of our namespace shows Bound=True. */
 static void observe(void *ctx, const cJSON *obj)
 {
@@ -233,20 +267,13 @@ static void observe(void *ctx, const cJSON *obj)
 	if (*end || i < 0 || i >= b->o.count)
 		return;
 	const cJSON *st = cJSON_GetObjectItemCaseSensitive(obj, "status");
-	const cJSON *c, *conds = cJSON_GetObjectItemCaseSensitive(st, "conditions");
-	int is_bound = 0;
-	cJSON_ArrayForEach(c, conds)
-	{
-		const char *type = str_of(c, "type"), *status = str_of(c, "status");
-		if (type && status && !strcmp(type, "Bound") && !strcmp(status, "True"))
-			is_bound = 1;
-	}
-	if (!is_bound)
+	int is_bound = cond_true(st, "Bound"), is_ready = cond_true(st, "Ready");
+	if (!is_bound && !is_ready)
 		return;
 	double t = now_ms();
 	const char *binding = str_of(st, "binding");
 	pthread_mutex_lock(&b->mu);
-	if (b->bound[i] == 0) {
+	if (b->bound[i] == 0 && (is_bound || b->o.mode == MODE_PEER)) {
 		b->bound[i] = t;
 		b->last_bound = t;
 		b->nbound++;
@@ -254,7 +281,65 @@ static void observe(void *ctx, const cJSON *obj)
 			b->adopted++;
 		pthread_cond_broadcast(&b->cv);
 	}
+	if (b->ready[i] == 0 && is_ready) {
+		b->ready[i] = t;
+		b->last_ready = t;
+		b->nready++;
+		pthread_cond_broadcast(&b->cv);
+	}
 	pthread_mutex_unlock(&b->mu);
+}
+
+/* ---- the baseline's Ready writes ---- */
+
+/* A baseline pod changed: once it is Ready, queue its Sandbox's Ready write. */
+static void pod_seen(void *ctx, const cJSON *pod)
+{
+	struct bench *b = ctx;
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
+	const char *name = str_of(md, "name");
+	char *end;
+	if (!name || strncmp(name, "sbx-", 4))
+		return;
+	long i = strtol(name + 4, &end, 10);
+	if (*end || i < 0 || i >= b->o.count || !cond_true(cJSON_GetObjectItemCaseSensitive(pod, "status"), "Ready"))
+		return;
+	pthread_mutex_lock(&b->mu);
+	if (!b->patched[i]) {
+		b->patched[i] = 1;
+		b->todo[b->ntodo++] = i;
+		pthread_cond_broadcast(&b->cv);
+	}
+	pthread_mutex_unlock(&b->mu);
+}
+
+static void pod_add(void *ctx, const cJSON *obj)
+{
+	pod_seen(ctx, obj);
+}
+
+static void pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	(void)old_obj;
+	pod_seen(ctx, new_obj);
+}
+
+/* Keeps a pod's name and its Ready condition. */
+static cJSON *trim_pod(const cJSON *obj)
+{
+	cJSON *t = cJSON_CreateObject();
+	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
+	const char *name = str_of(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "name");
+	cJSON_AddStringToObject(m, "name", name ? name : "");
+	cJSON *st = cJSON_AddObjectToObject(t, "status");
+	cJSON *conds = cJSON_AddArrayToObject(st, "conditions");
+	if (cond_true(cJSON_GetObjectItemCaseSensitive(obj, "status"), "Ready")) {
+		cJSON *c = cJSON_CreateObject();
+		cJSON_AddStringToObject(c, "type", "Ready");
+		cJSON_AddStringToObject(c, "status", "True");
+		cJSON_AddItemToArray(conds, c);
+	}
+	return t;
 }
 
 static void on_add(void *ctx, const cJSON *obj)
@@ -292,10 +377,20 @@ static enum kube_err request(struct bench *b, const char *method, const char *pa
 	return e;
 }
 
+#define POD_RESOURCES                                                                                  \
+	"\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"4Gi\"},"                               \
+	"\"limits\":{\"cpu\":\"2\",\"memory\":\"4Gi\"}}"
+
 /* The Sandbox i as JSON (caller frees). */
 static char *sandbox_body(const struct bench *b, long i)
 {
 	long scope = i % b->o.scopes;
+	if (b->o.mode == MODE_PEER) /* the same pod shape in agent-sandbox's API */
+		return xasprintf("{\"apiVersion\":\"agents.x-k8s.io/v1beta1\",\"kind\":\"Sandbox\","
+				 "\"metadata\":{\"name\":\"" NAME_PREFIX "%05ld\"},"
+				 "\"spec\":{\"podTemplate\":{\"spec\":{\"containers\":[{\"name\":\"sandbox\","
+				 "\"image\":\"%s\",\"command\":[\"sleep\",\"infinity\"]," POD_RESOURCES "}]}}}}",
+				 i, b->o.image);
 	return xasprintf(
 	    "{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\","
 	    "\"metadata\":{\"name\":\"" NAME_PREFIX "%05ld\"},"
@@ -330,8 +425,9 @@ static char *pod_body(const struct bench *b, long i, const char *uid)
 	return s;
 }
 
-/* The baseline's status merge patch for Sandbox i (caller frees). */
-static char *status_body(long i)
+/* The baseline's status merge patch for Sandbox i, Bound and (ready 1)
+ * Ready too (caller frees). */
+static char *status_body(long i, int ready)
 {
 	char ts[32];
 	time_t t = time(NULL);
@@ -339,11 +435,37 @@ static char *status_body(long i)
 	gmtime_r(&t, &tm);
 	strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
 	return xasprintf(
-	    "{\"status\":{\"phase\":\"Pending\",\"podName\":\"sbx-%ld\",\"binding\":\"Created\","
+	    "{\"status\":{\"phase\":\"%s\",\"podName\":\"sbx-%ld\",\"binding\":\"Created\","
 	    "\"observedGeneration\":1,\"conditions\":[{\"type\":\"Bound\",\"status\":\"True\","
 	    "\"reason\":\"PodCreated\",\"message\":\"created by sbx-bench\","
+	    "\"lastTransitionTime\":\"%s\",\"observedGeneration\":1},"
+	    "{\"type\":\"Ready\",\"status\":\"%s\",\"reason\":\"%s\",\"message\":\"sbx-bench\","
 	    "\"lastTransitionTime\":\"%s\",\"observedGeneration\":1}]}}",
-	    i, ts);
+	    ready ? "Running" : "Pending", i, ts, ready ? "True" : "False", ready ? "PodReady" : "PodPending", ts);
+}
+
+/* A baseline thread writing Ready for the pods found Ready. */
+static void *patcher(void *arg)
+{
+	struct bench *b = arg;
+	char path[512];
+	for (;;) {
+		pthread_mutex_lock(&b->mu);
+		while (!b->ntodo && !b->stopping)
+			pthread_cond_wait(&b->cv, &b->mu);
+		if (!b->ntodo) {
+			pthread_mutex_unlock(&b->mu);
+			return NULL;
+		}
+		long i = b->todo[--b->ntodo];
+		pthread_mutex_unlock(&b->mu);
+		char *body = status_body(i, 1);
+		snprintf(path, sizeof path,
+			 "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes/" NAME_PREFIX "%05ld/status", b->o.ns, i);
+		if (request(b, "PATCH", path, body, "application/merge-patch+json", NULL) != KUBE_OK)
+			atomic_fetch_add(&b->failed, 1);
+		free(body);
+	}
 }
 
 /* Baseline: the Pod and the status write that follow the Sandbox's POST. */
@@ -357,7 +479,7 @@ static int baseline_rest(struct bench *b, long i, const cJSON *created)
 	free(body);
 	if (e != KUBE_OK)
 		return -1;
-	body = status_body(i);
+	body = status_body(i, 0);
 	snprintf(path, sizeof path,
 		 "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes/" NAME_PREFIX "%05ld/status",
 		 b->o.ns, i);
@@ -378,15 +500,24 @@ static void *writer(void *arg)
 	if (kube_request(b->kc, "GET", path, NULL, NULL, NULL, NULL, &err) != KUBE_OK)
 		fprintf(stderr, "sbx-bench: warm-up GET %s: %s\n", path, err.message);
 	pthread_barrier_wait(&b->go);
-	snprintf(path, sizeof path, "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes", b->o.ns);
+	pthread_barrier_wait(&b->go); /* main has set t0 in between */
+	snprintf(path, sizeof path, "%s/namespaces/%s/sandboxes",
+		 b->o.mode == MODE_PEER ? "/apis/agents.x-k8s.io/v1beta1" : "/apis/sandbox.dev/v1alpha1", b->o.ns);
 	for (long i; (i = atomic_fetch_add(&b->next, 1)) < b->o.count;) {
 		char *body = sandbox_body(b, i);
 		cJSON *created = NULL;
+		if (b->o.rate > 0) { /* sustained: Sandbox i is due i/R seconds after the start */
+			double due = b->t0 + (double)i * 1000.0 / b->o.rate, wait = due - now_ms();
+			if (wait > 0)
+				usleep((useconds_t)(wait * 1000));
+		}
+		double ts = now_ms();
 		enum kube_err e = request(b, "POST", path, body, NULL, &created);
 		free(body);
 		double t = now_ms();
 		if (e == KUBE_OK) {
 			pthread_mutex_lock(&b->mu);
+			b->sent[i] = ts;
 			b->posted[i] = t;
 			b->created++;
 			pthread_mutex_unlock(&b->mu);
@@ -443,22 +574,94 @@ static void print_requests(const char *key, double before, double after, long n)
 		printf("%s=%.2f\n", key, (after - before) / (double)n);
 }
 
+/* The sum of the series of name whose labels hold key="value", or 0. */
+static double metric_sum_label(const char *text, const char *name, const char *key, const char *value)
+{
+	char want[128];
+	snprintf(want, sizeof want, "%s=\"%s\"", key, value);
+	size_t nl = strlen(name);
+	double sum = 0;
+	for (const char *line = text; *line;) {
+		const char *eol = strchrnul(line, '\n');
+		if (!strncmp(line, name, nl) && line[nl] == '{') {
+			const char *close = memchr(line, '}', (size_t)(eol - line));
+			char *lab = close ? xstrndup(line, (size_t)(close - line)) : NULL;
+			if (lab && strstr(lab, want))
+				sum += strtod(close + 1, NULL);
+			free(lab);
+		}
+		line = *eol ? eol + 1 : eol;
+	}
+	return sum;
+}
+
+static const char *const METHODS[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+#define NMETHODS 5
+
+/* Requests by method from a scrape (0 each when absent). */
+static void by_method(const struct buf *mb, double *out)
+{
+	for (int m = 0; m < NMETHODS; m++)
+		out[m] = metric_sum_label(mb->data ? mb->data : "", REQUESTS_METRIC, "method", METHODS[m]);
+}
+
+/* Collects latencies (done[i] - from[i]) into a sorted array (caller frees). */
+static double *latencies(struct bench *b, const double *done, long *n)
+{
+	double *lat = xcalloc((size_t)b->o.count + 1, sizeof *lat);
+	*n = 0;
+	pthread_mutex_lock(&b->mu);
+	for (long i = 0; i < b->o.count; i++)
+		if (done[i] > 0 && b->sent[i] > 0)
+			lat[(*n)++] = done[i] > b->sent[i] ? done[i] - b->sent[i] : 0;
+	pthread_mutex_unlock(&b->mu);
+	qsort(lat, (size_t)*n, sizeof *lat, cmp_double);
+	return lat;
+}
+
+static void print_latencies(const char *what, const double *lat, long n)
+{
+	printf("%s_p50_ms=%.1f\n%s_p90_ms=%.1f\n%s_p99_ms=%.1f\n%s_max_ms=%.1f\n", what,
+	       n ? percentile(lat, n, 50) : 0.0, what, n ? percentile(lat, n, 90) : 0.0, what,
+	       n ? percentile(lat, n, 99) : 0.0, what, n ? lat[n - 1] : 0.0);
+}
+
 static int run(struct bench *b)
 {
 	static const struct informer_handlers h = {on_add, on_update, NULL};
-	struct informer *inf = informer_new(b->kc, SANDBOXES, NULL, trim, NULL, &h, b);
+	static const struct informer_handlers ph = {pod_add, pod_update, NULL};
+	struct informer *inf =
+		informer_new(b->kc, b->o.mode == MODE_PEER ? PEER_SANDBOXES : SANDBOXES, NULL, trim, NULL, &h, b);
 	if (informer_start(inf) < 0 || !informer_wait_synced(inf, 60000)) {
-		fprintf(stderr, "sbx-bench: the informer on %s did not sync\n", SANDBOXES);
+		fprintf(stderr, "sbx-bench: the informer on the Sandboxes did not sync\n");
 		informer_free(inf);
 		return 1;
+	}
+	struct informer *pods = NULL;
+	pthread_t patchers[PATCHERS];
+	if (b->o.mode == MODE_BASELINE) {
+		char path[300];
+		snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", b->o.ns);
+		pods = informer_new(b->kc, path, "app.kubernetes.io/managed-by=sbx-bench", trim_pod, NULL, &ph, b);
+		if (informer_start(pods) < 0 || !informer_wait_synced(pods, 60000)) {
+			fprintf(stderr, "sbx-bench: the pod informer did not sync\n");
+			return 1;
+		}
+		for (int t = 0; t < PATCHERS; t++)
+			if (pthread_create(&patchers[t], NULL, patcher, b)) {
+				fprintf(stderr, "sbx-bench: cannot start a patcher thread\n");
+				exit(1);
+			}
 	}
 	struct buf mb;
 	buf_init(&mb, METRICS_MAX);
 	int meter = b->o.pid > 0 && b->o.metrics_url;
+	double m0[NMETHODS] = {0}, m1[NMETHODS] = {0};
 	double req0 = meter ? requests_now(b, &mb) : -1, cpu0 = meter ? proc_cpu_s(b->o.pid) : -1;
+	if (meter)
+		by_method(&mb, m0);
 	double rec0 = meter ? metric_sum(mb.data ? mb.data : "", "sandbox_reconciles_total") : -1;
-	double rerr0 =
-	    meter ? metric_sum(mb.data ? mb.data : "", "sandbox_reconcile_errors_total") : -1;
+	double rerr0 = meter ? metric_sum(mb.data ? mb.data : "", "sandbox_reconcile_errors_total") : -1;
 
 	pthread_t *th = xcalloc((size_t)b->o.concurrency, sizeof *th);
 	pthread_barrier_init(&b->go, NULL, (unsigned)b->o.concurrency + 1);
@@ -468,20 +671,20 @@ static int run(struct bench *b)
 			exit(1);
 		}
 	pthread_barrier_wait(&b->go);
-	double t0 = now_ms();
+	double t0 = b->t0 = now_ms();
+	pthread_barrier_wait(&b->go);
 	double deadline = t0 + (double)b->o.timeout_s * 1e3, last_note = t0;
 	pthread_mutex_lock(&b->mu);
-	while (b->done_posting < b->o.concurrency || b->nbound < b->created) {
+	while (b->done_posting < b->o.concurrency || (b->o.wait_ready ? b->nready : b->nbound) < b->created) {
 		double t = now_ms();
 		if (t >= deadline) {
-			fprintf(stderr,
-				"sbx-bench: timed out after %lds: %ld of %ld Sandboxes bound\n",
-				b->o.timeout_s, b->nbound, b->created);
+			fprintf(stderr, "sbx-bench: timed out after %lds: %ld of %ld Sandboxes bound, %ld ready\n",
+				b->o.timeout_s, b->nbound, b->created, b->nready);
 			break;
 		}
 		if (t - last_note >= 10000) {
-			fprintf(stderr, "sbx-bench: %.0fs: %ld created, %ld bound\n",
-				(t - t0) / 1e3, b->created, b->nbound);
+			fprintf(stderr, "sbx-bench: %.0fs: %ld created, %ld bound, %ld ready\n", (t - t0) / 1e3,
+				b->created, b->nbound, b->nready);
 			last_note = t;
 		}
 		struct timespec ts;
@@ -489,61 +692,66 @@ static int run(struct bench *b)
 		ts.tv_sec += 1;
 		pthread_cond_timedwait(&b->cv, &b->mu, &ts);
 	}
-	long created = b->created, nbound = b->nbound, adopted = b->adopted;
-	double t_last = b->last_bound;
+	long created = b->created, nbound = b->nbound, nready = b->nready, adopted = b->adopted;
+	double t_bound = b->last_bound, t_ready = b->last_ready;
+	b->stopping = 1;
+	pthread_cond_broadcast(&b->cv);
 	pthread_mutex_unlock(&b->mu);
 	for (int t = 0; t < b->o.concurrency; t++)
 		pthread_join(th[t], NULL);
 	free(th);
+	if (pods) {
+		for (int t = 0; t < PATCHERS; t++)
+			pthread_join(patchers[t], NULL);
+		informer_stop(pods);
+	}
 	pthread_barrier_destroy(&b->go);
 	double req_bound = meter ? requests_now(b, &mb) : -1;
 	double req_settled = meter ? settle(b, &mb) : -1;
+	if (meter)
+		by_method(&mb, m1);
 	informer_stop(inf);
 
-	/* Latencies of the bound ones; a watch event may beat the POST's answer. */
-	double *lat = xcalloc((size_t)(nbound ? nbound : 1), sizeof *lat);
-	long n = 0;
-	pthread_mutex_lock(&b->mu);
-	for (long i = 0; i < b->o.count; i++)
-		if (b->bound[i] > 0 && b->posted[i] > 0)
-			lat[n++] = b->bound[i] > b->posted[i] ? b->bound[i] - b->posted[i] : 0;
-	pthread_mutex_unlock(&b->mu);
-	qsort(lat, (size_t)n, sizeof *lat, cmp_double);
-
-	double secs = nbound ? (t_last - t0) / 1e3 : 0;
-	printf("count=%ld\ncreated=%ld\nbound=%ld\nadopted=%ld\nfailed=%ld\n", b->o.count, created,
-	       nbound, adopted, atomic_load(&b->failed));
-	printf("seconds=%.3f\nrate=%.1f\n", secs, secs > 0 ? (double)nbound / secs : 0.0);
-	printf("p50_ms=%.1f\np99_ms=%.1f\n", n ? percentile(lat, n, 50) : 0.0,
-	       n ? percentile(lat, n, 99) : 0.0);
+	long nb, nr;
+	double *lb = latencies(b, b->bound, &nb), *lr = latencies(b, b->ready, &nr);
+	double sb = nbound ? (t_bound - t0) / 1e3 : 0, sr = nready ? (t_ready - t0) / 1e3 : 0;
+	printf("count=%ld\ncreated=%ld\nbound=%ld\nready=%ld\nadopted=%ld\nfailed=%ld\n", b->o.count, created,
+	       nbound, nready, adopted, atomic_load(&b->failed));
+	printf("offered_rate=%.1f\n", b->o.rate);
+	printf("seconds=%.3f\nrate=%.1f\n", sb, sb > 0 ? (double)nbound / sb : 0.0);
+	printf("ready_seconds=%.3f\nready_rate=%.1f\n", sr, sr > 0 ? (double)nready / sr : 0.0);
+	print_latencies("bound", lb, nb);
+	print_latencies("ready", lr, nr);
+	/* The old names, kept for the summary. */
+	printf("p50_ms=%.1f\np99_ms=%.1f\n", nb ? percentile(lb, nb, 50) : 0.0, nb ? percentile(lb, nb, 99) : 0.0);
 	if (meter) {
 		double cpu1 = proc_cpu_s(b->o.pid);
 		print_requests("requests_per_sandbox_bound", req0, req_bound, b->o.count);
 		print_requests("requests_per_sandbox_settled", req0, req_settled, b->o.count);
-		printf("requests_metric=%s\n", req0 == -2 ? "unreadable"
-					       : req0 < 0 ? "absent"
-							  : "present");
-		printf("cpu_s=%.2f\ncpu_run_s=%.2f\nrss_peak_kib=%ld\n", cpu1, cpu1 - cpu0,
-		       proc_hwm_kib(b->o.pid));
+		for (int m = 0; m < NMETHODS; m++)
+			printf("requests_%s=%.0f\n", METHODS[m], m1[m] - m0[m]);
+		printf("requests_metric=%s\n", req0 == -2 ? "unreadable" : req0 < 0 ? "absent" : "present");
+		printf("cpu_s=%.2f\ncpu_run_s=%.2f\nrss_peak_kib=%ld\n", cpu1, cpu1 - cpu0, proc_hwm_kib(b->o.pid));
 		/* mb holds the last scrape, taken once the controller was quiet. */
 		double rec1 = metric_sum(mb.data ? mb.data : "", "sandbox_reconciles_total");
 		double rerr1 = metric_sum(mb.data ? mb.data : "", "sandbox_reconcile_errors_total");
 		if (rec0 >= 0 && rec1 >= 0 && rerr0 >= 0 && rerr1 >= 0)
-			printf("reconciles=%.0f\nreconcile_errors=%.0f\n", rec1 - rec0,
-			       rerr1 - rerr0);
+			printf("reconciles=%.0f\nreconcile_errors=%.0f\n", rec1 - rec0, rerr1 - rerr0);
 	}
-	free(lat);
+	free(lb);
+	free(lr);
 	buf_release(&mb);
 	informer_free(inf);
-	return nbound == b->o.count ? 0 : 1;
+	informer_free(pods);
+	return (b->o.wait_ready ? nready : nbound) == b->o.count ? 0 : 1;
 }
 
 static void usage(FILE *f)
 {
 	fprintf(
-	    f, "usage: sbx-bench controller|baseline --namespace NS [--count N] [--concurrency C]\n"
-	       "                 [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]\n"
-	       "                 [--pid PID --metrics-url URL]\n");
+	    f, "usage: sbx-bench controller|baseline|peer --namespace NS [--count N] [--concurrency C]\n"
+	       "                 [--rate R] [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]\n"
+	       "                 [--wait bound|ready] [--pid PID --metrics-url URL]\n");
 }
 
 /* Parses a positive integer option; exits with usage on anything else. */
@@ -571,6 +779,8 @@ int main(int argc, char **argv)
 	    {"timeout", required_argument, NULL, 't'},
 	    {"pid", required_argument, NULL, 'p'},
 	    {"metrics-url", required_argument, NULL, 'm'},
+	    {"rate", required_argument, NULL, 'r'},
+	    {"wait", required_argument, NULL, 'w'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -578,12 +788,15 @@ int main(int argc, char **argv)
 				.count = 1000,
 				.concurrency = 8,
 				.owners = 50,
-				.timeout_s = 600}};
-	if (argc < 2 || (strcmp(argv[1], "controller") && strcmp(argv[1], "baseline"))) {
+				.timeout_s = 600,
+				.wait_ready = 1}};
+	if (argc < 2 || (strcmp(argv[1], "controller") && strcmp(argv[1], "baseline") && strcmp(argv[1], "peer"))) {
 		usage(stderr);
 		return 2;
 	}
-	b.o.mode = strcmp(argv[1], "controller") ? MODE_BASELINE : MODE_CONTROLLER;
+	b.o.mode = !strcmp(argv[1], "controller") ? MODE_CONTROLLER
+		   : !strcmp(argv[1], "peer")	    ? MODE_PEER
+						    : MODE_BASELINE;
 	int opt;
 	optind = 2;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -614,6 +827,20 @@ int main(int argc, char **argv)
 			break;
 		case 'm':
 			b.o.metrics_url = optarg;
+			break;
+		case 'r':
+			b.o.rate = strtod(optarg, NULL);
+			if (!(b.o.rate > 0)) {
+				fprintf(stderr, "sbx-bench: --rate must be positive\n");
+				return 2;
+			}
+			break;
+		case 'w':
+			b.o.wait_ready = !strcmp(optarg, "ready");
+			if (!b.o.wait_ready && strcmp(optarg, "bound")) {
+				usage(stderr);
+				return 2;
+			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -646,11 +873,20 @@ int main(int argc, char **argv)
 	}
 	pthread_mutex_init(&b.mu, NULL);
 	pthread_cond_init(&b.cv, NULL);
-	b.posted = xcalloc((size_t)b.o.count, sizeof *b.posted);
-	b.bound = xcalloc((size_t)b.o.count, sizeof *b.bound);
+	size_t n = (size_t)b.o.count;
+	b.sent = xcalloc(n, sizeof *b.sent);
+	b.posted = xcalloc(n, sizeof *b.posted);
+	b.bound = xcalloc(n, sizeof *b.bound);
+	b.ready = xcalloc(n, sizeof *b.ready);
+	b.todo = xcalloc(n, sizeof *b.todo);
+	b.patched = xcalloc(n, 1);
 	int rc = run(&b);
+	free(b.sent);
 	free(b.posted);
 	free(b.bound);
+	free(b.ready);
+	free(b.todo);
+	free(b.patched);
 	pthread_cond_destroy(&b.cv);
 	pthread_mutex_destroy(&b.mu);
 	kube_client_free(b.kc);
