@@ -30,9 +30,12 @@
  * relist succeeds. */
 #define STALE_AFTER_MS 60000
 
+/* Objects are kept as their compact JSON text: a trimmed object takes 4-5 KB
+ * as a cJSON tree and about 1 KB as text, and every reader gets a copy
+ * anyway (parsing the text costs about what a deep copy did). */
 struct entry {
-	char *key; /* "ns/name", or "name" when cluster-scoped */
-	cJSON *obj;
+	char *key;  /* "ns/name", or "name" when cluster-scoped */
+	char *json; /* the trimmed object, printed unformatted */
 	char *idx;	    /* index label value, or NULL */
 	struct entry *next; /* scratch list during a relist */
 	UT_hash_handle hh;
@@ -133,8 +136,18 @@ static void entry_free(struct entry *e)
 		return;
 	free(e->key);
 	free(e->idx);
-	cJSON_Delete(e->obj);
+	free(e->json);
 	free(e);
+}
+
+/* A new tree of e's object (caller frees); aborts when out of memory (the
+ * text was printed by cJSON, so it parses). */
+static cJSON *entry_obj(const struct entry *e)
+{
+	cJSON *o = cJSON_Parse(e->json);
+	if (!o)
+		abort();
+	return o;
 }
 
 /* ---- objects ---- */
@@ -175,9 +188,13 @@ static struct entry *entry_from(struct informer *inf, const cJSON *obj)
 		return NULL;
 	struct entry *e = xcalloc(1, sizeof *e);
 	e->key = make_key(md_str(obj, "namespace"), name);
-	e->obj = inf->trim ? inf->trim(obj) : NULL;
-	if (!e->obj)
-		e->obj = default_trim(obj);
+	cJSON *t = inf->trim ? inf->trim(obj) : NULL;
+	if (!t)
+		t = default_trim(obj);
+	e->json = cJSON_PrintUnformatted(t);
+	cJSON_Delete(t);
+	if (!e->json)
+		abort(); /* out of memory */
 	if (inf->index_label) {
 		const cJSON *labels = cJSON_GetObjectItemCaseSensitive(
 		    cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "labels");
@@ -266,7 +283,7 @@ static void on_list_item(void *u, const cJSON *item)
 
 struct change {
 	struct entry *old; /* owned here; NULL for an add */
-	const cJSON *now;  /* in the store */
+	cJSON *now;	   /* a tree of the stored object, owned here */
 };
 
 /* LISTs and replaces the store, delivering the differences. Returns 0 or -1
@@ -308,7 +325,7 @@ static int relist(struct informer *inf, int *retry_after)
 	{
 		HASH_DEL(inf->fresh, e);
 		ch[nch].old = store_take(inf, e->key);
-		ch[nch++].now = e->obj;
+		ch[nch++].now = entry_obj(e);
 		store_put(inf, e);
 	}
 	int was_synced = inf->synced;
@@ -321,15 +338,22 @@ static int relist(struct informer *inf, int *retry_after)
 	while (gone) {
 		e = gone;
 		gone = e->next;
-		if (inf->h.on_delete)
-			inf->h.on_delete(inf->ctx, e->obj);
+		if (inf->h.on_delete) {
+			cJSON *o = entry_obj(e);
+			inf->h.on_delete(inf->ctx, o);
+			cJSON_Delete(o);
+		}
 		entry_free(e);
 	}
 	for (size_t i = 0; i < nch; i++) {
-		if (ch[i].old && inf->h.on_update)
-			inf->h.on_update(inf->ctx, ch[i].old->obj, ch[i].now);
-		else if (!ch[i].old && inf->h.on_add)
+		if (ch[i].old && inf->h.on_update) {
+			cJSON *o = entry_obj(ch[i].old);
+			inf->h.on_update(inf->ctx, o, ch[i].now);
+			cJSON_Delete(o);
+		} else if (!ch[i].old && inf->h.on_add) {
 			inf->h.on_add(inf->ctx, ch[i].now);
+		}
+		cJSON_Delete(ch[i].now);
 		entry_free(ch[i].old);
 	}
 	free(ch);
@@ -372,22 +396,28 @@ static int on_event(void *u, enum watch_event_type t, const cJSON *obj)
 	if (!e)
 		return 0;
 	set_rv(inf, obj);
+	cJSON *now = entry_obj(e);
 	pthread_mutex_lock(&inf->mu);
 	struct entry *old = store_take(inf, e->key);
 	if (t == WATCH_DELETED) {
 		pthread_mutex_unlock(&inf->mu);
 		if (inf->h.on_delete)
-			inf->h.on_delete(inf->ctx, e->obj);
+			inf->h.on_delete(inf->ctx, now);
+		cJSON_Delete(now);
 		entry_free(e);
 		entry_free(old);
 		return 0;
 	}
 	store_put(inf, e);
 	pthread_mutex_unlock(&inf->mu);
-	if (old && inf->h.on_update)
-		inf->h.on_update(inf->ctx, old->obj, e->obj);
-	else if (!old && inf->h.on_add)
-		inf->h.on_add(inf->ctx, e->obj);
+	if (old && inf->h.on_update) {
+		cJSON *o = entry_obj(old);
+		inf->h.on_update(inf->ctx, o, now);
+		cJSON_Delete(o);
+	} else if (!old && inf->h.on_add) {
+		inf->h.on_add(inf->ctx, now);
+	}
+	cJSON_Delete(now);
 	entry_free(old);
 	return 0;
 }
@@ -559,24 +589,25 @@ int informer_wait_synced(struct informer *inf, long timeout_ms)
 cJSON *informer_get(struct informer *inf, const char *ns, const char *name)
 {
 	char *key = make_key(ns, name);
-	cJSON *copy = NULL;
+	char *json = NULL;
 	pthread_mutex_lock(&inf->mu);
 	struct entry *e;
 	HASH_FIND_STR(inf->store, key, e);
 	if (e)
-		copy = cJSON_Duplicate(e->obj, 1);
+		json = xstrdup(e->json); /* parsed outside the lock */
 	pthread_mutex_unlock(&inf->mu);
 	free(key);
-	if (e && !copy)
+	cJSON *copy = json ? cJSON_Parse(json) : NULL;
+	if (json && !copy)
 		abort(); /* out of memory */
+	free(json);
 	return copy;
 }
 
-/* Appends a deep copy of obj to arr; aborts when out of memory. */
-static void add_copy(cJSON *arr, const cJSON *obj)
+/* Appends a tree of e's object to arr; aborts when out of memory. */
+static void add_copy(cJSON *arr, const struct entry *e)
 {
-	cJSON *d = cJSON_Duplicate(obj, 1);
-	if (!d || !cJSON_AddItemToArray(arr, d))
+	if (!cJSON_AddItemToArray(arr, entry_obj(e)))
 		abort();
 }
 
@@ -590,7 +621,7 @@ cJSON *informer_list_by_index(struct informer *inf, const char *value)
 	if (value)
 		HASH_FIND_STR(inf->index, value, b);
 	for (struct entry *e = b ? b->members : NULL; e; e = e->hh_idx.next)
-		add_copy(arr, e->obj);
+		add_copy(arr, e);
 	pthread_mutex_unlock(&inf->mu);
 	return arr;
 }
@@ -602,7 +633,7 @@ cJSON *informer_list(struct informer *inf)
 		abort();
 	pthread_mutex_lock(&inf->mu);
 	for (struct entry *e = inf->store; e; e = e->hh.next)
-		add_copy(arr, e->obj);
+		add_copy(arr, e);
 	pthread_mutex_unlock(&inf->mu);
 	return arr;
 }
