@@ -70,7 +70,7 @@ static void usage(FILE *f)
 		"                                     (>= %d bytes), newest first; repeat the flag for more\n"
 		"                                     files (newest first); the newest key seals new pods\n"
 		"  --key-lifetime SECONDS             idempotency key lifetime (overrides the config; default 86400)\n"
-		"  --workers N                        concurrent reconciles (default 16)\n"
+		"  --workers N                        concurrent reconciles (default 64)\n"
 		"  --kube-api-qps Q --kube-api-burst B client-side rate limit (default off: 0 or less = off,\n"
 		"                                     the server's API Priority and Fairness decides; burst 100)\n"
 		"  --metrics-bind-address ADDR        /metrics listener (default :8080; 0 disables)\n"
@@ -144,7 +144,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "owner-authorization", required_argument, NULL, O_OWNER_AUTHZ },
 		{ NULL, 0, NULL, 0 },
 	};
-	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 16,
+	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64,
 			       .key_lifetime_s = -1, .qps = 0, .burst = 100,
 			       .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key",
 			       .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400,
