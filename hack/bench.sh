@@ -23,8 +23,8 @@
 #      of YAML, e.g. kubernetes-sigs/agent-sandbox's k8s/crds) are applied with
 #      conversion webhooks removed; the client POSTs agents.x-k8s.io/v1beta1
 #      Sandboxes with the same pod shape (1 container, 2 CPU / 4Gi).
-# Latencies are from the client sending the POST to its informer seeing
-# Bound=True / Ready=True. Requests per Sandbox come from each controller's own
+# Latencies are from the client sending the POST (sustained mode: from the
+# moment the Sandbox was due) to its informer seeing Bound=True / Ready=True. Requests per Sandbox come from each controller's own
 # rest_client_requests_total.
 #
 # Scale mode (--scale N): N Sandboxes created and bound (burst), then the
@@ -123,7 +123,13 @@ BENCH_ARGS=(--count "$COUNT" --concurrency "$CONC" --scopes "$SCOPES" --owners "
 # delete_namespace NS: deletes it and waits until it is gone (its pods too).
 delete_namespace() {
   say "deleting namespace $1"
-  kubectl delete namespace "$1" --timeout=900s >/dev/null || bench_fail "namespace $1 not deleted"
+  kubectl delete namespace "$1" --wait=false >/dev/null || bench_fail "namespace $1 not deleted"
+  # The local control plane runs no pvc-protection controller: once the pods
+  # are gone, the workspace PVC's finalizer would hold the namespace forever.
+  wait_for 900 bash -c "! kubectl get pods -n '$1' --no-headers 2>/dev/null | grep -q ."
+  kubectl get pvc -n "$1" -o name 2>/dev/null |
+    xargs -r kubectl patch -n "$1" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1
+  kubectl wait --for=delete "namespace/$1" --timeout=900s >/dev/null 2>&1 || bench_fail "namespace $1 not deleted"
 }
 
 # start_ours NAME: the controller at its defaults (plus any tuning flags),

@@ -5,8 +5,10 @@
  *             [--wait bound|ready] [--pid PID] [--metrics-url URL]
  *
  * --rate R paces the creates at R Sandboxes/s (Sandbox i is sent no earlier
- * than i/R s after the start: a sustained load); without it the C threads
- * create as fast as they can (a burst).
+ * than i/R s after the start: a sustained load, whose latencies count from
+ * when each Sandbox was due, so a side that falls behind shows its backlog);
+ * without it the C threads create as fast as they can (a burst), and
+ * latencies count from sending the POST.
  *
  * Both modes run an informer on /apis/sandbox.dev/v1alpha1/sandboxes, then C
  * threads create the Sandboxes bench-00000.. in NS. Sandbox i belongs to scope
@@ -506,12 +508,16 @@ static void *writer(void *arg)
 	for (long i; (i = atomic_fetch_add(&b->next, 1)) < b->o.count;) {
 		char *body = sandbox_body(b, i);
 		cJSON *created = NULL;
+		double due = 0;
 		if (b->o.rate > 0) { /* sustained: Sandbox i is due i/R seconds after the start */
-			double due = b->t0 + (double)i * 1000.0 / b->o.rate, wait = due - now_ms();
+			due = b->t0 + (double)i * 1000.0 / b->o.rate;
+			double wait = due - now_ms();
 			if (wait > 0)
 				usleep((useconds_t)(wait * 1000));
 		}
-		double ts = now_ms();
+		/* Latency counts from when the Sandbox was due: a client that falls
+		 * behind the offered rate must not hide its own backlog. */
+		double ts = due > 0 ? due : now_ms();
 		enum kube_err e = request(b, "POST", path, body, NULL, &created);
 		free(body);
 		double t = now_ms();
