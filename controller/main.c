@@ -28,9 +28,6 @@
 #include "webhook/certs.h"
 #include "webhook/server.h"
 
-#ifndef SBX_VERSION
-#define SBX_VERSION "0.1.0"
-#endif
 
 struct options {
 	const char *kubeconfig;
