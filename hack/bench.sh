@@ -27,7 +27,7 @@
 # moment the Sandbox was due) to its informer seeing Bound=True / Ready=True. Requests per Sandbox come from each controller's own
 # rest_client_requests_total.
 #
-# Scale mode (--scale N): N Sandboxes created and bound (burst), then the
+# Scale mode (--scale N): N Sandboxes created until Ready (burst), then the
 # controller is restarted over them: its peak RSS, the time from start to
 # /readyz 200 and to a drained work queue, and its API requests by method
 # during the restart (writes should be 0).
@@ -102,7 +102,7 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 # ratio A B [FORMAT]: A / B, or n/a.
 ratio() { awk -v a="$1" -v b="$2" -v f="${3:-%.2f}" 'BEGIN { if (b + 0 > 0 && a != "") printf f, a / b; else print "n/a" }'; }
 mib() { awk -v k="$1" 'BEGIN { if (k > 0) printf "%.1f", k / 1024; else print "n/a" }'; }
-hwm_kib() { sed -n 's/^VmHWM: *\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null; }
+hwm_kib() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null; }
 cpu_s() { awk -v t="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); split($0, f, " "); printf "%.2f", (f[12] + f[13]) / t }' "/proc/$1/stat" 2>/dev/null; }
 # scrape PORT: the /metrics text of the controller on PORT.
 scrape() { curl -s --max-time 5 "http://127.0.0.1:$1/metrics"; }
@@ -182,9 +182,9 @@ YAML
     bench_fail "the workspace PVC did not bind"
   start_ours ctl
   wait_ready_ms "$PROBE_PORT" >/dev/null
-  say "scale: creating $COUNT Sandboxes ($CONC client threads), waiting for Bound"
+  say "scale: creating $COUNT Sandboxes ($CONC client threads), waiting for Ready"
   L1=$(load)
-  "$BENCH_BIN" controller --namespace sbx-bench "${BENCH_ARGS[@]}" --wait bound --pid "$CTL_PID" \
+  "$BENCH_BIN" controller --namespace sbx-bench "${BENCH_ARGS[@]}" --wait ready --pid "$CTL_PID" \
     --metrics-url "http://127.0.0.1:$METRICS_PORT/metrics" >"$E2E_DIR/scale.out" ||
     bench_fail "scale run failed; see $E2E_DIR/scale.out and $E2E_DIR/ctl.log"
   C=$E2E_DIR/scale.out
@@ -220,7 +220,7 @@ YAML
 === sandbox-controller scale benchmark ===
 command:      hack/bench.sh --scale $COUNT --concurrency $CONC ${CTL_TUNING[*]:-}
 host:         $(nproc) CPUs shared with other work; loadavg $LOAD_START at start, $L1 before creating, $L2 before the restart, $(load) at end
-create:       $(value "$C" bound)/$COUNT bound in $(value "$C" seconds) s ($(value "$C" rate) /s), $pods pods; create -> Bound p50 $(value "$C" bound_p50_ms) ms, p99 $(value "$C" bound_p99_ms) ms
+create:       $(value "$C" ready)/$COUNT Ready in $(value "$C" ready_seconds) s ($(value "$C" ready_rate) /s), $pods pods; create -> Bound p50 $(value "$C" bound_p50_ms) ms, p99 $(value "$C" bound_p99_ms) ms; -> Ready p50 $(value "$C" ready_p50_ms) ms, p99 $(value "$C" ready_p99_ms) ms
               peak RSS $(mib "$first_rss") MiB, CPU $(value "$C" cpu_s) s, API requests/Sandbox $(value "$C" requests_per_sandbox_settled)
 restart:      /readyz 200 after $ready_ms ms; work queue drained after $drained_ms ms; $(msum "$m" controller_runtime_reconcile_total) reconciles
               peak RSS $(mib "$restart_rss") MiB, CPU $restart_cpu s
