@@ -226,6 +226,11 @@ PY
   wait_for 30 pod_gone team-a "$pod"
   out=$(as "$MALLORY" create -f "$E2E_DIR/forged.json" 2>&1) && fail "mallory re-created $pod privileged"
   expect_match "$out" "reserved for sandbox-controller" "forged pod refusal"
+  # the policy concerns sandbox pods only: an ordinary pod is admitted, even when
+  # part of the product's objects is gone (an unfinished uninstall)
+  kubectl delete configmap -n sandbox-system sandbox-controller-identity --ignore-not-found >/dev/null
+  as "$MALLORY" run ordinary -n team-a --image=busybox --restart=Never >/dev/null 2>&1 ||
+    fail "an ordinary pod was refused: the pod policy reaches beyond sandbox pods"
   # garbage collection still deletes the pods of deleted Sandboxes
   sandbox_as "$ALICE" team-a gc-me $IMG task-gc alice >/dev/null
   wait_for 30 bound team-a gc-me || fail "gc-me not bound"
