@@ -26,7 +26,7 @@ free_port() {
 
 # render_admission PORT CONTROLLER_USERNAME: prints manifests/webhook/ with the
 # Service client config replaced by https://127.0.0.1:PORT/<path> and the
-# cluster CA as caBundle, and the pod policy's identity set.
+# cluster CA as caBundle, and the pod policy's controller identity set.
 render_admission() {
   local port=$1 user=$2
   kubectl create --dry-run=client -o json -f "$E2E_ROOT/manifests/webhook/webhooks.yaml" \
@@ -48,9 +48,7 @@ for x in docs:
     for w in x.get('webhooks', []):
         path = w['clientConfig']['service']['path']
         w['clientConfig'] = {'url': f'https://127.0.0.1:{port}{path}', 'caBundle': bundle}
-    if x['kind'] == 'ConfigMap':
-        x['data']['controllerUsername'] = user
-print(json.dumps(doc))
+print(json.dumps(doc).replace('system:serviceaccount:sandbox-system:sandbox-controller', user))
 PY
 }
 

@@ -228,7 +228,7 @@ PY
   expect_match "$out" "reserved for sandbox-controller" "forged pod refusal"
   # the policy concerns sandbox pods only: an ordinary pod is admitted, even when
   # part of the product's objects is gone (an unfinished uninstall)
-  kubectl delete configmap -n sandbox-system sandbox-controller-identity --ignore-not-found >/dev/null
+  kubectl delete configmap -n sandbox-system sandbox-controller-identity --ignore-not-found >/dev/null 2>&1
   as "$MALLORY" run ordinary -n team-a --image=busybox --restart=Never >/dev/null 2>&1 ||
     fail "an ordinary pod was refused: the pod policy reaches beyond sandbox pods"
   # garbage collection still deletes the pods of deleted Sandboxes
