@@ -5,14 +5,17 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -506,6 +509,62 @@ static void test_free_with_open_connections(void)
 		obs_http_free(start((struct obs_http_opts){ .threads = 3 }));
 }
 
+/* Lowest descriptor number not open in this process. */
+static int lowest_free_fd(void)
+{
+	int fd = 0;
+	while (fcntl(fd, F_GETFD) != -1)
+		fd++;
+	return fd;
+}
+
+/* Out of descriptors (EMFILE) with slow clients holding them: the listener
+ * backs off instead of spinning, and a quick client still gets in because the
+ * connection that waited longest for a request is closed to free one. The
+ * clients run in child processes (their descriptors do not count here). */
+static void test_emfile(void)
+{
+	struct obs_http_server *s =
+		start((struct obs_http_opts){ .threads = 1, .max_connections = 200, .request_timeout_s = 30 });
+	int port = obs_http_port(s);
+	struct rlimit old;
+	getrlimit(RLIMIT_NOFILE, &old);
+	struct rlimit low = { (rlim_t)lowest_free_fd() + 4, old.rlim_max }; /* room for 4 connections at most */
+	CU_ASSERT_EQUAL_FATAL(setrlimit(RLIMIT_NOFILE, &low), 0);
+	pid_t slow = fork();
+	if (slow == 0) { /* 12 slow clients, held for 6 s */
+		setrlimit(RLIMIT_NOFILE, &old); /* the low limit is the server's */
+		int fds[12];
+		for (int i = 0; i < 12; i++) {
+			fds[i] = dial(port, 0);
+			send_str(fds[i], "GET /hel");
+		}
+		sleep(6);
+		_exit(0);
+	}
+	usleep(500 * 1000);
+	struct obs_http_stats st;
+	obs_http_stats(s, &st);
+	CU_ASSERT(st.accept_errors >= 1);
+	pid_t quick = fork();
+	if (quick == 0) { /* must be answered within 2 s */
+		setrlimit(RLIMIT_NOFILE, &old);
+		char out[4096];
+		int fd = dial(port, 0);
+		send_str(fd, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+		_exit(read_reply(fd, out, sizeof out, 2000) > 0 && status_of(out) == 200 ? 0 : 1);
+	}
+	int status = -1;
+	waitpid(quick, &status, 0);
+	CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	obs_http_stats(s, &st);
+	CU_ASSERT(st.shed >= 1);
+	CU_ASSERT(st.accept_errors < 100); /* backed off, not spinning */
+	waitpid(slow, &status, 0);
+	setrlimit(RLIMIT_NOFILE, &old);
+	obs_http_free(s);
+}
+
 static void test_bad_options(void)
 {
 	char err[256];
@@ -533,5 +592,6 @@ void register_obs_httpserver_tests(void)
 		  { "connection cap: slow senders make room", test_connection_cap_sheds_slow },
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },
 		  { "free with connections open", test_free_with_open_connections },
+		  { "out of descriptors", test_emfile },
 		  { "bad options", test_bad_options });
 }
