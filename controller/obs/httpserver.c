@@ -463,7 +463,8 @@ static struct bufferevent *on_accept(struct event_base *base, void *arg)
 
 /* accept() failed for a reason other than "try again" (EMFILE, ENFILE,
  * ENOBUFS...): the socket stays readable, so stop watching it for a while
- * instead of spinning (libevent's default logs and retries at once). */
+ * instead of spinning (libevent's default logs and retries at once), unless
+ * closing a waiting connection of ours frees a descriptor. */
 static void on_accept_error(struct evconnlistener *lev, void *arg)
 {
 	int e = errno;
@@ -471,6 +472,16 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 	if (!t)
 		return;
 	count(t->s, &t->s->accept_errors, t->s->m_accept_errors);
+	struct conn *c = e == EMFILE || e == ENFILE ? oldest_waiting(t) : NULL;
+	if (c && c->evcon) {
+		/* Our own waiting connections hold the descriptors: free one (its
+		 * socket closes before the listener's next turn) and keep accepting.
+		 * Each round accepts a connection, so this cannot spin. */
+		count(t->s, &t->s->shed, t->s->m_shed);
+		evhttp_connection_free(c->evcon);
+		server_warn(t->s, "out of descriptors; closed the connection waiting longest", strerror(e));
+		return;
+	}
 	t->backoff_ms = t->backoff_ms ? t->backoff_ms * 2 : BACKOFF_MIN_MS;
 	if (t->backoff_ms > BACKOFF_MAX_MS)
 		t->backoff_ms = BACKOFF_MAX_MS;

@@ -17,7 +17,9 @@
  * - header and body size caps (413 for a body past its cap; 400 for headers
  *   past theirs, libevent 2.1's answer, and for a malformed request);
  * - accept errors (EMFILE, ENFILE, ...) pause accepting with a backoff of
- *   100 ms doubling to 2 s, logged at most once per second.
+ *   100 ms doubling to 2 s, logged at most once per second; out of
+ *   descriptors with waiting connections open, the one waiting longest is
+ *   closed instead, so a quick client still gets in.
  * With a certificate and key, the listener speaks TLS 1.2+ only; both files
  * are checked for changes (at most once a second, on accept) and a changed,
  * valid pair serves every new connection without a restart; a broken pair is
