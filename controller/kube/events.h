@@ -5,7 +5,7 @@
  * uid, type, reason, message) seen again within a 10-minute window is
  * aggregated into the existing Event (its count is PATCHed at most every
  * 30 s) or skipped; a global safety cap (500/s, burst 500) sits well above the
- * controller's own rate. Sending happens on two background threads behind a
+ * controller's own rate. Sending happens on eight background threads behind a
  * bounded queue; an event the spam filter refuses, or that finds the queue
  * full or fails to send, is dropped and counted. */
 #ifndef SBX_KUBE_EVENTS_H
