@@ -158,8 +158,8 @@ static void test_review_decode(void)
 	static const char *const bad[] = {
 		"", "not json", "{}", "{\"apiVersion\":\"admission.k8s.io/v1beta1\",\"kind\":\"AdmissionReview\"}",
 		"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\"}}",
-		"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":1,"
-		"\"operation\":\"CREATE\",\"kind\":{\"kind\":\"Sandbox\"},\"userInfo\":{\"username\":\"a\"}}}",
+		("{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":1,"
+		 "\"operation\":\"CREATE\",\"kind\":{\"kind\":\"Sandbox\"},\"userInfo\":{\"username\":\"a\"}}}"),
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		CU_ASSERT_EQUAL(wh_review_decode(bad[i], strlen(bad[i]), &r, err, sizeof err), -1);
