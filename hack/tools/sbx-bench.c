@@ -27,7 +27,9 @@
  * The run ends when the informer has seen Bound=True (--wait bound) or
  * Ready=True (--wait ready, the default) on every created Sandbox.
  * With --pid and --metrics-url (controller mode) the controller's API request
- * counter, CPU time and peak RSS are read as well. Results go to stdout as
+ * counter, CPU time and peak RSS are read as well. Latency percentiles are
+ * printed for create (until the POST is answered: the admission chain's
+ * cost), bound and ready. Results go to stdout as
  * KEY=VALUE lines for the script to format; progress and errors go to stderr.
  * Credentials come from $KUBECONFIG. */
 #define _GNU_SOURCE
@@ -726,6 +728,10 @@ static int run(struct bench *b)
 	printf("offered_rate=%.1f\n", b->o.rate);
 	printf("seconds=%.3f\nrate=%.1f\n", sb, sb > 0 ? (double)nbound / sb : 0.0);
 	printf("ready_seconds=%.3f\nready_rate=%.1f\n", sr, sr > 0 ? (double)nready / sr : 0.0);
+	long nc;
+	double *lc = latencies(b, b->posted, &nc); /* the create itself: admission's cost as a client sees it */
+	print_latencies("create", lc, nc);
+	free(lc);
 	print_latencies("bound", lb, nb);
 	print_latencies("ready", lr, nr);
 	/* The old names, kept for the summary. */
