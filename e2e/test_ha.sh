@@ -18,12 +18,14 @@ replica() {
 }
 readyz() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$1/readyz")" = 200 ]; }
 leader_of() { grep -l '"became leader"' "$E2E_DIR/ha_a.log" "$E2E_DIR/ha_b.log" 2>/dev/null | head -1; }
+has_leader() { [ -n "$(leader_of)" ]; }
 
 test_ready_standby_and_failover() {
   kubectl create namespace ha >/dev/null
   replica ha_a
   replica ha_b
-  wait_for 30 test -n "$(leader_of)" || { fail "no leader"; return; }
+  # polled: "$(leader_of)" as an argument would be evaluated once, before the election
+  wait_for 30 has_leader || { fail "no leader"; return; }
   expect_eq "$(kubectl get lease -n sandbox-system sandbox-controller-leader -o jsonpath='{.spec.leaseDurationSeconds}')" 15
   wait_for 60 readyz "$ha_a_probes" || fail "replica a not Ready"
   wait_for 60 readyz "$ha_b_probes" || fail "replica b not Ready"
