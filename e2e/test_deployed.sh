@@ -90,7 +90,9 @@ test_3_metrics_secure() {
   good=$(kubectl create token scraper -n dep)
   bad=$(kubectl create token nobody -n dep)
   code() { curl -s -o "$E2E_DIR/metrics.out" -w '%{http_code}' --max-time 5 --cacert "$p/ca.crt" "$@" "https://127.0.0.1:$mp/metrics"; }
-  wait_for 30 test "$(code -H "Authorization: Bearer $good")" = 200 || fail "metrics-reader token: $(code -H "Authorization: Bearer $good")"
+  # polled: a "$(code ...)" argument would be evaluated once, before the listener is up
+  wait_for 30 eval '[ "$(code -H "Authorization: Bearer $good")" = 200 ]' ||
+    fail "metrics-reader token: $(code -H "Authorization: Bearer $good")"
   expect_ok grep -q '^sandbox_pods_created_total' "$E2E_DIR/metrics.out"
   expect_eq "$(code -H "Authorization: Bearer $bad")" 403 "a token without metrics-reader"
   expect_ok grep -q 'system:serviceaccount:dep:nobody' "$E2E_DIR/metrics.out"
