@@ -20,6 +20,8 @@ webhook_certs() {
   rm -f "$d/tls.csr" "$d/ext"
 }
 
+# free_port comes from lib.sh; hack/demo.sh sources this file alone.
+declare -F free_port >/dev/null ||
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }

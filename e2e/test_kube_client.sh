@@ -25,10 +25,6 @@ setup() {
   . "$E2E_DIR/state" # ETCD_PORT, APISERVER_PORT
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-
 # ---- etcd, through its HTTP/JSON gateway ----
 
 etcd() { curl -sf --max-time 30 -X POST "http://127.0.0.1:$ETCD_PORT/v3/$1" -d "$2"; }

@@ -14,7 +14,6 @@ SLOW="$E2E_ROOT/e2e/slowclients.py"
 ASAN_BIN=${SBX_ASAN_BIN:-$E2E_ROOT/build-asan/sandbox-controller}
 TSAN_BIN=${SBX_TSAN_BIN:-$E2E_ROOT/build-tsan/sandbox-controller}
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # start_limited NAME BIN [FLAGS...]: the controller BIN under `ulimit -n 256`
 # on fresh ports (MPORT, PPORT); pid in CTL_PID.

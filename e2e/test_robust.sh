@@ -11,7 +11,6 @@ setup() {
   grant_controller_rbac
 }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
 # ctl NAME [flags...]: a controller with known ports: NAME_pid, NAME_metrics, NAME_probes.
 ctl() {

@@ -92,10 +92,6 @@ if [ "$BUILD" = 1 ]; then
 fi
 [ -x "$CONTROLLER_BIN" ] && [ -x "$BENCH_BIN" ] || { echo "missing $CONTROLLER_BIN or $BENCH_BIN" >&2; exit 1; }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-
 # value FILE KEY: a KEY=VALUE line of sbx-bench's output.
 value() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
