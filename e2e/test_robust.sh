@@ -64,6 +64,52 @@ test_generation_gap() {
   controller_stop "$gen_pid"
 }
 
+# requests METHOD PORT: the controller's requests with that method so far.
+requests_by() {
+  curl -s "http://127.0.0.1:$2/metrics" |
+    awk -v m="method=\"$1\"" '$1 ~ /^rest_client_requests_total\{/ && index($1, m) {s += $NF} END {printf "%d\n", s}'
+}
+count_ready() {
+  kubectl get sbx -n "$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    grep -c '^True$'
+}
+ready_count_is() { [ "$(count_ready "$1")" -eq "$2" ]; }
+
+# Issue 10 item 2: a new Sandbox costs its pod, its event and two status
+# writes; no read of the API while the caches are current and the key lifetime
+# is long (the default), and the live read of the key's generations still
+# happens with a short lifetime (where a lagging cache could miss one).
+test_requests_per_new_sandbox() {
+  local n=20 i
+  new_namespace rq
+  ctl rq
+  wait_for 30 readyz "$rq_probes" || fail "not ready"
+  local g0 p0 pa0; g0=$(requests_by GET "$rq_metrics") p0=$(requests_by POST "$rq_metrics") pa0=$(requests_by PATCH "$rq_metrics")
+  for i in $(seq 1 $n); do # one apply: a burst, so pods and status writes race in the caches
+    printf -- '---\napiVersion: sandbox.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: s%d, namespace: rq}\n' "$i"
+    printf 'spec: {image: %s, idempotencyKey: rq-key-%d, workspaceOwner: alice}\n' $IMG "$i"
+  done | kubectl apply -f - >/dev/null
+  wait_for 60 ready_count_is rq $n || fail "not all $n Ready: $(count_ready rq)"
+  sleep 2
+  local g p pa; g=$(($(requests_by GET "$rq_metrics") - g0)) p=$(($(requests_by POST "$rq_metrics") - p0))
+  pa=$(($(requests_by PATCH "$rq_metrics") - pa0))
+  say "  $n new Sandboxes at defaults: GET $g, POST $p, PATCH $pa"
+  [ "$g" -le 1 ] || fail "$g GETs for $n new Sandboxes (want none; 1 allowed for a watch reconnect)"
+  expect_eq "$p" $((2 * n)) "POSTs (a pod and an event each)"
+  expect_eq "$pa" $((2 * n)) "PATCHes (Bound, then Ready)"
+  controller_stop "$rq_pid"
+
+  ctl rq2 --key-lifetime 60
+  wait_for 30 readyz "$rq2_probes" || fail "not ready"
+  g0=$(requests_by GET "$rq2_metrics")
+  for i in $(seq 1 5); do sandbox rq "t$i" $IMG "rq-short-$i" alice >/dev/null; done
+  wait_for 60 ready_count_is rq $((n + 5)) || fail "not all Ready: $(count_ready rq)"
+  g=$(($(requests_by GET "$rq2_metrics") - g0))
+  say "  5 new Sandboxes with a 60 s key lifetime: GET $g"
+  [ "$g" -ge 5 ] || fail "a short key lifetime must keep the live read of the generations: $g GETs for 5"
+  controller_stop "$rq2_pid"
+}
+
 # Item 5: a pod create that always fails with 500 (a webhook that cannot be
 # reached, failurePolicy Fail) is retried with a per-Sandbox backoff, counted,
 # logged and reported, and does not slow another namespace.
