@@ -184,15 +184,20 @@ static void strset_del(struct sbx_strset *f, const char *key)
 	pthread_mutex_unlock(&f->lock);
 }
 
-/* ---- our own status writes that the cache has not shown yet. A reconcile
- * on a cache that lags behind our write (a pod event can requeue the Sandbox
- * before the watch brings our status back) would read the pod again and write
- * the same status a second time; while the write is in flight the reconcile
- * waits for it instead. An entry goes when the informer delivers that
- * resourceVersion, when the Sandbox is deleted, or after WRITTEN_TTL_MS. ---- */
+/* ---- our own writes that a cache has not shown yet, by object uid. A
+ * reconcile on a cache that lags behind our status write (a pod event can
+ * requeue the Sandbox before the watch brings our status back) would read the
+ * pod again and write the same status a second time; while the write is in
+ * flight the reconcile waits for it instead. The same for the pods we create:
+ * a Sandbox whose status names a pod the pod cache has not shown yet waits
+ * for the pod's event instead of reading it live. An entry goes when the
+ * informer delivers that resourceVersion (any version, for pods), when the
+ * object is deleted, or after WRITTEN_TTL_MS (swept every WRITTEN_SWEEP puts,
+ * so entries whose event came before their put do not pile up). ---- */
 
 #define WRITTEN_TTL_MS 10000
 #define WRITTEN_RECHECK_MS 1000
+#define WRITTEN_SWEEP 256
 
 struct written_entry {
 	char uid[64];
@@ -204,6 +209,7 @@ struct written_entry {
 struct sbx_written {
 	pthread_mutex_t lock;
 	struct written_entry *map;
+	unsigned puts;
 };
 
 static struct sbx_written *written_new(void)
@@ -243,6 +249,16 @@ static void written_put(struct sbx_written *w, const char *uid, const char *rv)
 	}
 	snprintf(e->rv, sizeof e->rv, "%s", rv);
 	e->at_ms = ktime_mono_ms();
+	if (++w->puts % WRITTEN_SWEEP == 0) {
+		struct written_entry *tmp;
+		HASH_ITER(hh, w->map, e, tmp)
+		{
+			if (e->at_ms + WRITTEN_TTL_MS <= ktime_mono_ms()) {
+				HASH_DEL(w->map, e);
+				free(e);
+			}
+		}
+	}
 	pthread_mutex_unlock(&w->lock);
 }
 
@@ -743,8 +759,12 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 	const char *pod_name = jstr(v->status, "podName");
 	const char *pod_uid = jstr(v->status, "podUID");
 	cJSON *pod = informer_get(c->pods, v->ns, pod_name);
-	/* The cache may lag behind our own create: ask the API before saying
-	 * "missing"; a trimmed pod with too many containers to keep is read live. */
+	/* The cache may lag behind our own create: a pod this process created
+	 * moments ago brings the Sandbox back with its own event; otherwise ask
+	 * the API before saying "missing". A trimmed pod with too many containers
+	 * to keep is read live. */
+	if (!pod && written_lagging(c->created_pods, pod_uid, ""))
+		return WRITTEN_RECHECK_MS;
 	if (!pod || cJSON_IsTrue(jobj(jobj(pod, "spec"), "truncated"))) {
 		cJSON_Delete(pod);
 		if (get_pod(c, v->ns, pod_name, &pod) < 0)
@@ -962,6 +982,8 @@ static enum kube_err create_pod(struct sbx_controller *c, const struct sbx_view 
 	fault_point("before-pod-create");
 	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, out, err);
 	free(body);
+	if (e == KUBE_OK)
+		written_put(c->created_pods, meta_str(*out, "uid"), meta_str(*out, "resourceVersion"));
 	fault_point("after-pod-create");
 	return e;
 }
@@ -1106,22 +1128,54 @@ static cJSON *take_listed(struct generations *g, const char *name)
 	return NULL;
 }
 
-/* Claims a pod for v. The newest generation of v's key decides, read live
- * (a LIST by the digest label, not the cache): an older generation, or a gap
- * a deleted one left, is never claimed while a later one exists. */
+/* 1 when the pod cache may stand in for the live LIST of v's generations:
+ * it is current and holds no pod of v's digest, and the key lifetime is at
+ * least CACHED_CLAIM_MIN_LIFETIME_S.
+ *
+ * Why that is enough. The live read exists so that a gap (generation n
+ * deleted while a later one lives) is never refilled. A cache is a consistent
+ * prefix of the pod history (one watch, delivered in order). If it shows no
+ * pod of the digest while the API holds a later generation m > 0 and not
+ * generation 0..m-1: generation m was created while an expired earlier one
+ * existed, and that one was deleted after. Had the earlier one existed at
+ * the cache's point in history, the cache would show it (or, having seen its
+ * deletion, would show m, created before it). So it was created after that
+ * point, and outlived its whole key lifetime before m was claimed: the cache
+ * lags by more than a key lifetime. An informer that has had no watch for a
+ * minute is not current, so with lifetimes of ten minutes and more (the
+ * default is 24 h) that cannot happen; shorter lifetimes always read live.
+ * With nothing in the way, the create itself is the check: AlreadyExists
+ * (another replica, a lost response) is read back and verified as before. */
+#define CACHED_CLAIM_MIN_LIFETIME_S 600
+
+static int cache_has_no_generation(struct sbx_controller *c, const struct sbx_view *v)
+{
+	if (c->cfg->key_lifetime_s < CACHED_CLAIM_MIN_LIFETIME_S || !informer_wait_synced(c->pods, 0))
+		return 0;
+	cJSON *pods = informer_list_by_index(c->pods, v->scope.digest);
+	int none = cJSON_GetArraySize(pods) == 0;
+	cJSON_Delete(pods);
+	return none;
+}
+
+/* Claims a pod for v. The newest generation of v's key decides, read live (a
+ * LIST by the digest label) unless the cache shows none: an older generation,
+ * or a gap a deleted one left, is never claimed while a later one exists. */
 static int claim(struct sbx_controller *c, struct sbx_view *v)
 {
-	char sel[128];
-	snprintf(sel, sizeof sel, LABEL_DIGEST "=%s", v->scope.digest);
-	char lpath[320];
-	snprintf(lpath, sizeof lpath, "/api/v1/namespaces/%s/pods", v->ns);
 	struct generations g = { .v = v, .pods = cJSON_CreateArray(), .newest = -1 };
 	struct kube_error err;
-	enum kube_err e = kube_list_ex(c->kc, lpath, sel, collect_generation, reset_generations, &g, NULL, NULL, &err);
-	if (e != KUBE_OK) {
-		cJSON_Delete(g.pods);
-		v->retry_after_ms = (long)err.retry_after_s * 1000;
-		return -1; /* never claim on a guess */
+	enum kube_err e;
+	if (!cache_has_no_generation(c, v)) {
+		char sel[128], lpath[320];
+		snprintf(sel, sizeof sel, LABEL_DIGEST "=%s", v->scope.digest);
+		snprintf(lpath, sizeof lpath, "/api/v1/namespaces/%s/pods", v->ns);
+		e = kube_list_ex(c->kc, lpath, sel, collect_generation, reset_generations, &g, NULL, NULL, &err);
+		if (e != KUBE_OK) {
+			cJSON_Delete(g.pods);
+			v->retry_after_ms = (long)err.retry_after_s * 1000;
+			return -1; /* never claim on a guess */
+		}
 	}
 	int r = -1;
 	unsigned n = g.newest > 0 ? (unsigned)g.newest : 0;
@@ -1393,6 +1447,14 @@ static void on_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 	enqueue_pod_owners(ctx, new_obj);
 }
 
+/* A pod appeared (or left) in the cache: it no longer lags behind our create. */
+static void on_pod_add_or_delete(void *ctx, const cJSON *pod)
+{
+	struct sbx_controller *c = ctx;
+	written_lagging(c->created_pods, meta_str(pod, "uid"), NULL);
+	enqueue_pod_owners(ctx, pod);
+}
+
 static void *worker_main(void *arg)
 {
 	struct sbx_controller *c = arg;
@@ -1432,7 +1494,7 @@ void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const
 int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen)
 {
 	static const struct informer_handlers sh = { on_sandbox_add, on_sandbox_update, on_sandbox_delete };
-	static const struct informer_handlers ph = { enqueue_pod_owners, on_pod_update, enqueue_pod_owners };
+	static const struct informer_handlers ph = { on_pod_add_or_delete, on_pod_update, on_pod_add_or_delete };
 	metrics_register();
 	c->queue = workqueue_new();
 	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued, wq_worked };
@@ -1440,6 +1502,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->inflight = strset_new();
 	c->announced = strset_new();
 	c->written = written_new();
+	c->created_pods = written_new();
 	struct informer *sandboxes =
 		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, LABEL_DIGEST, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use.
@@ -1526,6 +1589,8 @@ void sbx_controller_release(struct sbx_controller *c)
 	c->announced = NULL;
 	written_free(c->written);
 	c->written = NULL;
+	written_free(c->created_pods);
+	c->created_pods = NULL;
 	c->events = NULL;
 	c->queue = NULL;
 	c->inflight = NULL;

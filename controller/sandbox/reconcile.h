@@ -36,7 +36,8 @@ struct sbx_controller {
 	struct event_recorder *events;
 	struct sbx_strset *inflight;  /* scope digests being claimed */
 	struct sbx_strset *announced; /* Sandbox uids whose binding was reported */
-	struct sbx_written *written;
+	struct sbx_written *written;      /* our status writes the Sandbox cache has not shown */
+	struct sbx_written *created_pods; /* our pod creates the pod cache has not shown */
 	pthread_t *threads;
 };
 
