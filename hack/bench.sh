@@ -208,6 +208,7 @@ YAML
     sleep 0.5
   done
   m=$(scrape "$METRICS_PORT")
+  printf '%s\n' "$m" >"$E2E_DIR/restart.metrics"
   restart_rss=$(hwm_kib "$CTL_PID")
   restart_cpu=$(cpu_s "$CTL_PID")
   controller_stop "$CTL_PID" || true
@@ -235,7 +236,9 @@ MODE_DESC="burst of $COUNT from $CONC client threads"
 B=$E2E_DIR/baseline.out C=$E2E_DIR/controller.out P=$E2E_DIR/peer.out
 LB="" LC="" LP=""
 if [ "$BASELINE" = 1 ]; then
-  kubectl create namespace sbx-bench-baseline >/dev/null
+  new_namespace sbx-bench-baseline
+  kubectl wait --for=jsonpath='{.status.phase}'=Bound pvc/sandbox-workspaces -n sbx-bench-baseline --timeout=60s >/dev/null ||
+    bench_fail "the baseline's workspace PVC did not bind"
   LB=$(load)
   say "baseline: $MODE_DESC, no controller"
   "$BENCH_BIN" baseline --namespace sbx-bench-baseline "${BENCH_ARGS[@]}" >"$B" ||
@@ -253,6 +256,7 @@ say "controller: $MODE_DESC"
   bench_fail "controller run failed; see $C and $E2E_DIR/ctl.log"
 kill -0 "$CTL_PID" 2>/dev/null || bench_fail "the controller exited; see $E2E_DIR/ctl.log"
 m=$(scrape "$METRICS_PORT")
+printf '%s\n' "$m" >"$E2E_DIR/controller.metrics"
 ev_sent=$(kubectl get events -n sbx-bench --field-selector reason=PodCreated --no-headers 2>/dev/null | wc -l)
 ev_dropped=$(msum "$m" sandbox_events_dropped_total)
 controller_stop "$CTL_PID" || say "the controller did not stop on SIGTERM"

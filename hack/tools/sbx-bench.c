@@ -404,7 +404,8 @@ static char *sandbox_body(const struct bench *b, long i)
 }
 
 /* The baseline's pod for Sandbox i (uid may be NULL): the shape of the
- * controller's, minus volumes (caller frees). */
+ * controller's at its defaults, the owner's folder of the namespace's
+ * "sandbox-workspaces" claim mounted at /workspace (caller frees). */
 static char *pod_body(const struct bench *b, long i, const char *uid)
 {
 	long scope = i % b->o.scopes;
@@ -423,8 +424,12 @@ static char *pod_body(const struct bench *b, long i, const char *uid)
 		      "\"spec\":{\"containers\":[{\"name\":\"sandbox\",\"image\":\"%s\","
 		      "\"command\":[\"sleep\",\"infinity\"],\"resources\":{"
 		      "\"requests\":{\"cpu\":\"2\",\"memory\":\"4Gi\"},"
-		      "\"limits\":{\"cpu\":\"2\",\"memory\":\"4Gi\"}}}]}}",
-		      i, (unsigned long)scope, scope % b->o.owners, ref, b->o.image);
+		      "\"limits\":{\"cpu\":\"2\",\"memory\":\"4Gi\"}},"
+		      "\"volumeMounts\":[{\"name\":\"workspaces\",\"mountPath\":\"/workspace\","
+		      "\"subPath\":\"owner-%02ld/workspace\"}]}],"
+		      "\"volumes\":[{\"name\":\"workspaces\","
+		      "\"persistentVolumeClaim\":{\"claimName\":\"sandbox-workspaces\"}}]}}",
+		      i, (unsigned long)scope, scope % b->o.owners, ref, b->o.image, scope % b->o.owners);
 	free(ref);
 	return s;
 }
