@@ -73,6 +73,7 @@ count_ready() {
   kubectl get sbx -n "$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
     grep -c '^True$'
 }
+reconciled_since() { [ "$(metric "$1" controller_runtime_reconcile_total)" -gt "$2" ]; } # PORT COUNT
 ready_count_is() { [ "$(count_ready "$1")" -eq "$2" ]; }
 
 # Issue 10 item 2: a new Sandbox costs its pod, its event and two status
@@ -84,7 +85,8 @@ test_requests_per_new_sandbox() {
   new_namespace rq
   ctl rq
   wait_for 30 readyz "$rq_probes" || fail "not ready"
-  local g0 p0 pa0; g0=$(requests_by GET "$rq_metrics") p0=$(requests_by POST "$rq_metrics") pa0=$(requests_by PATCH "$rq_metrics")
+  local g0 p0 pa0 r0; g0=$(requests_by GET "$rq_metrics") p0=$(requests_by POST "$rq_metrics") pa0=$(requests_by PATCH "$rq_metrics")
+  r0=$(metric "$rq_metrics" controller_runtime_reconcile_total)
   for i in $(seq 1 $n); do # one apply: a burst, so pods and status writes race in the caches
     printf -- '---\napiVersion: sandbox.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: s%d, namespace: rq}\n' "$i"
     printf 'spec: {image: %s, idempotencyKey: rq-key-%d, workspaceOwner: alice}\n' $IMG "$i"
@@ -93,7 +95,17 @@ test_requests_per_new_sandbox() {
   sleep 2
   local g p pa; g=$(($(requests_by GET "$rq_metrics") - g0)) p=$(($(requests_by POST "$rq_metrics") - p0))
   pa=$(($(requests_by PATCH "$rq_metrics") - pa0))
-  say "  $n new Sandboxes at defaults: GET $g, POST $p, PATCH $pa"
+  local r; r=$(($(metric "$rq_metrics" controller_runtime_reconcile_total) - r0))
+  say "  $n new Sandboxes at defaults: GET $g, POST $p, PATCH $pa; $r reconciles"
+  [ "$r" -le $((5 * n)) ] || fail "$r reconciles for $n new Sandboxes (want at most $((5 * n)))"
+  # A pod change the reconcile does not read (the scheduler's binding, an
+  # annotation of someone else's) queues nothing; a change to the Sandbox does.
+  r0=$(metric "$rq_metrics" controller_runtime_reconcile_total)
+  kubectl annotate pod -n rq "$(jp rq sandbox s1 '{.status.podName}')" example.com/note=unrelated >/dev/null
+  sleep 2
+  expect_eq "$(($(metric "$rq_metrics" controller_runtime_reconcile_total) - r0))" 0 "reconciles after an unrelated pod annotation"
+  kubectl annotate sandbox -n rq s1 example.com/note=x >/dev/null
+  wait_for 10 reconciled_since "$rq_metrics" "$r0" || fail "a changed Sandbox was not reconciled"
   [ "$g" -le 1 ] || fail "$g GETs for $n new Sandboxes (want none; 1 allowed for a watch reconnect)"
   expect_eq "$p" $((2 * n)) "POSTs (a pod and an event each)"
   expect_eq "$pa" $((2 * n)) "PATCHes (Bound, then Ready)"
