@@ -6,7 +6,7 @@
 #    fresh LIST across kube-apiserver restarts, with objects deleted and changed
 #    directly in etcd while it was disconnected, and across an etcd compaction
 #    that forces a 410 on its next watch;
-#  - 10,000 objects are listed in pages of 500;
+#  - 10,000 objects are listed in pages of 100;
 #  - a bearer token replaced on disk while the controller runs (the apiserver
 #    holding old and new tokens, the old one later removed) causes no failed
 #    reconcile; a client that still holds the old token when the server refuses
@@ -206,7 +206,7 @@ test_list_10000_objects_in_pages() {
   expect_match "$out" "^items=10000 unique=10000 duplicates=0 requests=([0-9]+) restarts=0 .*result=OK$" "paginated LIST"
   local req
   req=$(sed -n 's/.* requests=\([0-9]*\) .*/\1/p' <<<"$out")
-  [ "${req:-0}" -ge 20 ] || fail "10,000 items in ${req:-?} requests: not pages of at most 500"
+  [ "${req:-0}" -ge 100 ] || fail "10,000 items in ${req:-?} requests: not pages of at most 100"
   # An informer filled by the same paginated LIST holds all of them.
   kit_start /api/v1/namespaces/$ns/configmaps
   [ -f "$CTL/ready" ] || return

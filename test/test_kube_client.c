@@ -630,7 +630,7 @@ static void test_client_defaults(void)
 static void h_list(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
 {
 	const char *cont = q(r, "continue");
-	if (!q(r, "limit") || strcmp(q(r, "limit"), "500")) {
+	if (!q(r, "limit") || strcmp(q(r, "limit"), "100")) {
 		reply(req, 400, "{\"kind\":\"Status\",\"message\":\"limit\"}", NULL, NULL);
 	} else if (!cont) {
 		reply(req, 200,

@@ -22,7 +22,9 @@
 #define DEF_UA "sandbox-controller/" SBX_VERSION " (linux)"
 #define DEF_MAX_BODY ((size_t)16 << 20)
 #define ERR_BODY_MAX ((size_t)1 << 20) /* body kept to decode a failed stream */
-#define LIST_PAGE 500L /* items per page; halved while an answer exceeds the body cap */
+/* Items per LIST page, halved while an answer exceeds the body cap. A parsed
+ * page is the largest transient of a restart: 100 full pods, about 4 MiB. */
+#define LIST_PAGE 100L
 #define LIST_RESTARTS 3
 
 /* One curl handle per calling thread, found by thread id. Handles of threads

@@ -281,9 +281,12 @@ static void on_list_item(void *u, const cJSON *item)
 	HASH_ADD_KEYPTR(hh, inf->fresh, e->key, strlen(e->key), e);
 }
 
+/* One difference a relist found. The handlers get a tree of each object in
+ * turn, parsed as they are called: trees of a whole cache at once would make
+ * a restart's peak memory many times the cache's. */
 struct change {
-	struct entry *old; /* owned here; NULL for an add */
-	cJSON *now;	   /* a tree of the stored object, owned here */
+	struct entry *old;	 /* owned here; NULL for an add */
+	const struct entry *now; /* in the store; only this thread changes it */
 };
 
 /* LISTs and replaces the store, delivering the differences. Returns 0 or -1
@@ -325,7 +328,7 @@ static int relist(struct informer *inf, int *retry_after)
 	{
 		HASH_DEL(inf->fresh, e);
 		ch[nch].old = store_take(inf, e->key);
-		ch[nch++].now = entry_obj(e);
+		ch[nch++].now = e;
 		store_put(inf, e);
 	}
 	int was_synced = inf->synced;
@@ -347,13 +350,15 @@ static int relist(struct informer *inf, int *retry_after)
 	}
 	for (size_t i = 0; i < nch; i++) {
 		if (ch[i].old && inf->h.on_update) {
-			cJSON *o = entry_obj(ch[i].old);
-			inf->h.on_update(inf->ctx, o, ch[i].now);
+			cJSON *o = entry_obj(ch[i].old), *now = entry_obj(ch[i].now);
+			inf->h.on_update(inf->ctx, o, now);
 			cJSON_Delete(o);
+			cJSON_Delete(now);
 		} else if (!ch[i].old && inf->h.on_add) {
-			inf->h.on_add(inf->ctx, ch[i].now);
+			cJSON *now = entry_obj(ch[i].now);
+			inf->h.on_add(inf->ctx, now);
+			cJSON_Delete(now);
 		}
-		cJSON_Delete(ch[i].now);
 		entry_free(ch[i].old);
 	}
 	free(ch);

@@ -203,6 +203,7 @@ struct written_entry {
 	char uid[64];
 	char rv[32];
 	int64_t at_ms;
+	int deferred; /* a reconcile waited for this write */
 	UT_hash_handle hh;
 };
 
@@ -249,6 +250,7 @@ static void written_put(struct sbx_written *w, const char *uid, const char *rv)
 	}
 	snprintf(e->rv, sizeof e->rv, "%s", rv);
 	e->at_ms = ktime_mono_ms();
+	e->deferred = 0;
 	if (++w->puts % WRITTEN_SWEEP == 0) {
 		struct written_entry *tmp;
 		HASH_ITER(hh, w->map, e, tmp)
@@ -275,13 +277,37 @@ static int written_lagging(struct sbx_written *w, const char *uid, const char *r
 	HASH_FIND_STR(w->map, uid, e);
 	if (e) {
 		lag = rv && strcmp(e->rv, rv) && ktime_mono_ms() - e->at_ms < WRITTEN_TTL_MS;
-		if (!lag) {
+		if (lag) {
+			e->deferred = 1;
+		} else {
 			HASH_DEL(w->map, e);
 			free(e);
 		}
 	}
 	pthread_mutex_unlock(&w->lock);
 	return lag;
+}
+
+/* The cache now holds uid at resourceVersion rv. Returns 1 when that is
+ * exactly our last write and no reconcile waited for it: the object says what
+ * the reconcile that wrote it decided, so it needs no reconcile of its own
+ * (what changes later, a pod or another writer, brings its own event).
+ * Otherwise forgets the entry as written_lagging does and returns 0. */
+static int written_arrived(struct sbx_written *w, const char *uid, const char *rv)
+{
+	if (!w || !uid || !rv)
+		return 0;
+	int own = 0;
+	pthread_mutex_lock(&w->lock);
+	struct written_entry *e;
+	HASH_FIND_STR(w->map, uid, e);
+	if (e && (!strcmp(e->rv, rv) || ktime_mono_ms() - e->at_ms >= WRITTEN_TTL_MS)) {
+		own = !strcmp(e->rv, rv) && !e->deferred;
+		HASH_DEL(w->map, e);
+		free(e);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return own;
 }
 
 /* ---- small JSON accessors ---- */
@@ -1405,10 +1431,11 @@ static void on_sandbox_add(void *ctx, const cJSON *obj)
 static void on_sandbox_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 {
 	struct sbx_controller *c = ctx;
-	written_lagging(c->written, meta_str(new_obj, "uid"), meta_str(new_obj, "resourceVersion"));
+	int own = written_arrived(c->written, meta_str(new_obj, "uid"), meta_str(new_obj, "resourceVersion"));
 	count_phase(old_obj, -1);
 	count_phase(new_obj, 1);
-	enqueue_sandbox(ctx, new_obj);
+	if (!own)
+		enqueue_sandbox(ctx, new_obj);
 }
 
 /* The garbage collector removes the pod once its last owner is gone; we only
@@ -1441,10 +1468,44 @@ static void enqueue_pod_owners(void *ctx, const cJSON *pod)
 	}
 }
 
+/* 1 when the trimmed objects a and b differ at most in resourceVersion: the
+ * trim keeps only what a reconcile reads, so such an update (the scheduler's
+ * binding, another controller's condition) tells the owner nothing. */
+static int same_but_version(const cJSON *a, const cJSON *b)
+{
+	if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b))
+		return 0;
+	const cJSON *x;
+	cJSON_ArrayForEach(x, a)
+	{
+		const cJSON *y = cJSON_GetObjectItemCaseSensitive(b, x->string);
+		if (!y)
+			return 0;
+		if (!strcmp(x->string, "metadata") && cJSON_IsObject(x) && cJSON_IsObject(y)) {
+			int nx = 0, ny = 0;
+			const cJSON *f;
+			cJSON_ArrayForEach(f, x)
+			{
+				if (!strcmp(f->string, "resourceVersion"))
+					continue;
+				nx++;
+				if (!cJSON_Compare(f, cJSON_GetObjectItemCaseSensitive(y, f->string), 1))
+					return 0;
+			}
+			cJSON_ArrayForEach(f, y) ny += strcmp(f->string, "resourceVersion") != 0;
+			if (nx != ny)
+				return 0;
+		} else if (!cJSON_Compare(x, y, 1)) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
 static void on_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 {
-	(void)old_obj;
-	enqueue_pod_owners(ctx, new_obj);
+	if (!same_but_version(old_obj, new_obj))
+		enqueue_pod_owners(ctx, new_obj);
 }
 
 /* A pod appeared (or left) in the cache: it no longer lags behind our create. */
