@@ -92,8 +92,8 @@ if [ "$BUILD" = 1 ]; then
 fi
 [ -x "$CONTROLLER_BIN" ] && [ -x "$BENCH_BIN" ] || { echo "missing $CONTROLLER_BIN or $BENCH_BIN" >&2; exit 1; }
 
-# value FILE KEY: a KEY=VALUE line of sbx-bench's output.
-value() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
+# value FILE KEY: a KEY=VALUE line of sbx-bench's output (nothing for a skipped phase).
+value() { [ -f "$1" ] && sed -n "s/^$2=//p" "$1" | tail -n 1; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 # ratio A B [FORMAT]: A / B, or n/a.
 ratio() { awk -v a="$1" -v b="$2" -v f="${3:-%.2f}" 'BEGIN { if (b + 0 > 0 && a != "") printf f, a / b; else print "n/a" }'; }
