@@ -157,22 +157,7 @@ grant_controller_rbac
 if [ -n "$SCALE" ]; then
   # Room for the pods (2 CPU each): the local control plane has 2 kwok nodes
   # of 2000 CPUs, 1000 such pods each.
-  nodes=$(((SCALE + 999) / 1000 + 1))
-  for n in $(seq 2 "$nodes"); do
-    kubectl apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Node
-metadata:
-  name: kwok-node-$n
-  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
-  labels: {type: kwok, kubernetes.io/hostname: kwok-node-$n, kubernetes.io/os: linux}
-status:
-  allocatable: {cpu: "2000", memory: 8Ti, pods: "2000"}
-  capacity: {cpu: "2000", memory: 8Ti, pods: "2000"}
-YAML
-  done
-  kubectl wait --for=condition=Ready node --all --timeout=120s >/dev/null
-  kubectl taint nodes --all node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
+  "$ROOT/hack/cluster.sh" nodes "$E2E_DIR" $(((SCALE + 999) / 1000 + 1)) || bench_fail "kwok nodes not Ready"
   new_namespace sbx-bench
   kubectl wait --for=jsonpath='{.status.phase}'=Bound pvc/sandbox-workspaces -n sbx-bench --timeout=60s >/dev/null ||
     bench_fail "the workspace PVC did not bind"

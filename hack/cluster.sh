@@ -7,6 +7,7 @@
 #   hack/cluster.sh up DIR     start one in DIR (created), print its kubeconfig path
 #   hack/cluster.sh down DIR   stop it and leave no process behind
 #   hack/cluster.sh restart-apiserver DIR   stop and start kube-apiserver only
+#   hack/cluster.sh nodes DIR N   have N kwok nodes (2 come up with it)
 #
 # Everything binds to 127.0.0.1 on free ports and lives under DIR, so several
 # control planes run side by side. Certificates are made with openssl: a CA, the
@@ -129,6 +130,30 @@ load_state() {
   . "$DIR/state"
 }
 
+# nodes N: kwok nodes kwok-node-0 .. N-1 (2,000 CPUs, 8 TiB and 2,000 pods
+# each), Ready and schedulable.
+nodes() {
+  local n
+  for n in $(seq 0 $(($1 - 1))); do
+    "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" apply -f - >/dev/null <<NODE
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-$n
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  labels: {type: kwok, kubernetes.io/hostname: kwok-node-$n, kubernetes.io/os: linux}
+status:
+  allocatable: {cpu: "2000", memory: 8Ti, pods: "2000"}
+  capacity: {cpu: "2000", memory: 8Ti, pods: "2000"}
+NODE
+  done
+  # Wait until kwok reports the nodes Ready so the first pod does not sit Pending.
+  "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" wait --for=condition=Ready node --all --timeout="$(($1 > 2 ? 120 : 60))s" >/dev/null
+  # Admission taints new nodes not-ready; the node-lifecycle controller (not run
+  # here: kwok owns node health) would lift it once Ready, so lift it ourselves.
+  "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" taint nodes --all node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
+}
+
 up() {
   BIN=$("$HACK/build-control-plane.sh")
   mkdir -p "$DIR/logs" "$DIR/pids" "$DIR/etcd"
@@ -163,24 +188,7 @@ ST
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --manage-nodes-with-label-selector= --manage-single-node= \
     --cidr=10.0.0.0/24 --node-ip=10.0.0.1 --server-address="127.0.0.1:$KWOK_PORT"
-  for n in 0 1; do
-    "$BIN/kubectl" apply -f - >/dev/null <<NODE
-apiVersion: v1
-kind: Node
-metadata:
-  name: kwok-node-$n
-  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
-  labels: {type: kwok, kubernetes.io/hostname: kwok-node-$n, kubernetes.io/os: linux}
-status:
-  allocatable: {cpu: "2000", memory: 8Ti, pods: "2000"}
-  capacity: {cpu: "2000", memory: 8Ti, pods: "2000"}
-NODE
-  done
-  # Wait until kwok reports the nodes Ready so the first pod does not sit Pending.
-  "$BIN/kubectl" wait --for=condition=Ready node --all --timeout=60s >/dev/null
-  # Admission taints new nodes not-ready; the node-lifecycle controller (not run
-  # here: kwok owns node health) would lift it once Ready, so lift it ourselves.
-  "$BIN/kubectl" taint nodes --all node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
+  nodes 2
   log "control plane up in $DIR (apiserver https://127.0.0.1:$APISERVER_PORT)"
   echo "$DIR/kubeconfig"
 }
@@ -195,6 +203,11 @@ down() {
 case "$cmd" in
   up) up ;;
   down) down ;;
+  nodes)
+    [[ ${3:-} =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 nodes DIR N" >&2; exit 2; }
+    load_state
+    nodes "$3"
+    ;;
   restart-apiserver)
     load_state
     stop_one kube-apiserver
