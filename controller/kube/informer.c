@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include <uthash.h>
+#include <utlist.h>
 
 #include "base/xmalloc.h"
 #include "kube/ktime.h"
@@ -38,13 +39,16 @@ struct entry {
 	char *json; /* the trimmed object, printed unformatted */
 	char *idx;	    /* index label value, or NULL */
 	struct entry *next; /* scratch list during a relist */
+	struct entry *idx_prev, *idx_next; /* the members of its index bucket */
 	UT_hash_handle hh;
-	UT_hash_handle hh_idx;
 };
 
+/* The members of one index value, oldest first, as a doubly linked list: a
+ * hash table per value would cost 600 bytes for the usual single member, and
+ * a tenant may put many objects under one value, so removal must not scan. */
 struct bucket {
 	char *value;
-	struct entry *members; /* by hh_idx */
+	struct entry *members; /* by idx_prev / idx_next (utlist) */
 	UT_hash_handle hh;
 };
 
@@ -90,7 +94,7 @@ static void index_add(struct informer *inf, struct entry *e)
 		b->value = xstrdup(e->idx);
 		HASH_ADD_KEYPTR(hh, inf->index, b->value, strlen(b->value), b);
 	}
-	HASH_ADD_KEYPTR(hh_idx, b->members, e->key, strlen(e->key), e);
+	DL_APPEND2(b->members, e, idx_prev, idx_next);
 }
 
 static void index_del(struct informer *inf, struct entry *e)
@@ -101,7 +105,7 @@ static void index_del(struct informer *inf, struct entry *e)
 	HASH_FIND_STR(inf->index, e->idx, b);
 	if (!b)
 		return;
-	HASH_DELETE(hh_idx, b->members, e);
+	DL_DELETE2(b->members, e, idx_prev, idx_next);
 	if (!b->members) {
 		HASH_DEL(inf->index, b);
 		free(b->value);
@@ -625,7 +629,7 @@ cJSON *informer_list_by_index(struct informer *inf, const char *value)
 	struct bucket *b = NULL;
 	if (value)
 		HASH_FIND_STR(inf->index, value, b);
-	for (struct entry *e = b ? b->members : NULL; e; e = e->hh_idx.next)
+	for (struct entry *e = b ? b->members : NULL; e; e = e->idx_next)
 		add_copy(arr, e);
 	pthread_mutex_unlock(&inf->mu);
 	return arr;
