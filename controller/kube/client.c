@@ -395,8 +395,9 @@ static CURLcode setup(struct kube_client *c, CURL *h, const struct call *k,
 	SETOPT(h, CURLOPT_ERRORBUFFER, errbuf);
 	SETOPT(h, CURLOPT_SHARE, c->share);
 	SETOPT(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	SETOPT(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+	SETOPT(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	SETOPT(h, CURLOPT_USERAGENT, c->ua);
+	SETOPT(h, CURLOPT_UPLOAD_BUFFERSIZE, 16384L); /* the minimum; libcurl's default is 64 KB */
 	SETOPT(h, CURLOPT_CONNECTTIMEOUT_MS, c->connect_ms);
 	SETOPT(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	SETOPT(h, CURLOPT_TCP_KEEPIDLE, 30L);
