@@ -8,7 +8,7 @@
 FROM debian:bookworm-slim AS build
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       build-essential cmake pkg-config ca-certificates libcurl4-openssl-dev libcjson-dev libssl-dev \
-      libyaml-dev libcunit1-dev libevent-dev uthash-dev binutils && rm -rf /var/lib/apt/lists/*
+      libyaml-dev zlib1g-dev libcunit1-dev libevent-dev uthash-dev binutils && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \

@@ -2,7 +2,7 @@
 # Installs what the build and the tests need and is missing (Debian packages),
 # and checks for Go (the control plane is built from Go modules).
 set -euo pipefail
-PKGS=(build-essential cmake pkg-config libcurl4-openssl-dev libcjson-dev libssl-dev libyaml-dev
+PKGS=(build-essential cmake pkg-config libcurl4-openssl-dev libcjson-dev libssl-dev libyaml-dev zlib1g-dev
       libcunit1-dev libevent-dev uthash-dev valgrind openssl curl python3 procps
       clang buildah)  # clang: libFuzzer for hack/fuzz.sh; buildah: hack/image.sh
 missing=()

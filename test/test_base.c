@@ -1,4 +1,5 @@
 /* Unit tests for controller/base: the capped buffer and YAML reading. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -6,6 +7,7 @@
 
 #include "base/buf.h"
 #include "base/yamljson.h"
+#include "base/zpack.h"
 #include "test_suites.h"
 
 static void test_buf_cap(void)
@@ -61,8 +63,73 @@ static void test_yaml_errors(void)
 	cJSON_Delete(empty);
 }
 
+/* Packs text with z and checks it unpacks to the same bytes; returns the
+ * packed size. */
+static size_t roundtrip(struct zpack *z, const char *text, size_t len)
+{
+	size_t zlen = 0;
+	unsigned char *p = zpack_pack(z, text, len, &zlen);
+	char *back = zpack_unpack(z, p, zlen, len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+	CU_ASSERT(memcmp(back, text, len) == 0);
+	CU_ASSERT_EQUAL(back[len], '\0');
+	free(back);
+	free(p);
+	return zlen;
+}
+
+static void test_zpack_roundtrip(void)
+{
+	const char *dict = "\"metadata\":{\"name\":\"\",\"namespace\":\"\"}";
+	const char *obj = "{\"metadata\":{\"name\":\"a\",\"namespace\":\"b\"}}";
+	struct zpack *plain = zpack_new(NULL, 0), *with = zpack_new(dict, strlen(dict));
+	CU_ASSERT_EQUAL(roundtrip(plain, "", 0) > 0, 1);
+	roundtrip(with, "", 0);
+	size_t n_plain = roundtrip(plain, obj, strlen(obj)), n_with = roundtrip(with, obj, strlen(obj));
+	CU_ASSERT(n_with < n_plain); /* the dictionary is what makes short texts small */
+	/* Larger than the window, and incompressible: still exact. */
+	size_t big = 100000;
+	char *t = malloc(big);
+	uint32_t x = 12345;
+	for (size_t i = 0; i < big; i++) {
+		x = x * 1103515245u + 12345u;
+		t[i] = (char)(x >> 24);
+	}
+	roundtrip(plain, t, big);
+	roundtrip(with, t, big);
+	memset(t, 'a', big);
+	CU_ASSERT(roundtrip(with, t, big) < big / 50);
+	free(t);
+	/* The packer is reused: a second pack of the same text is the same. */
+	CU_ASSERT_EQUAL(roundtrip(with, obj, strlen(obj)), n_with);
+	zpack_free(plain);
+	zpack_free(with);
+}
+
+static void test_zpack_refuses_bad_input(void)
+{
+	const char *dict = "\"metadata\":{\"name\":\"\"}";
+	const char *obj = "{\"metadata\":{\"name\":\"abc\"},\"spec\":{\"name\":\"abc\"}}";
+	size_t len = strlen(obj), zlen;
+	struct zpack *z = zpack_new(dict, strlen(dict)), *other = zpack_new("xyz", 3);
+	unsigned char *p = zpack_pack(z, obj, len, &zlen);
+	CU_ASSERT_PTR_NULL(zpack_unpack(z, p, zlen, len - 1)); /* longer than said */
+	CU_ASSERT_PTR_NULL(zpack_unpack(z, p, zlen, len + 1)); /* shorter than said */
+	CU_ASSERT_PTR_NULL(zpack_unpack(z, p, zlen - 1, len)); /* cut short */
+	char *wrong = zpack_unpack(other, p, zlen, len);       /* another dictionary */
+	CU_ASSERT(wrong == NULL || strcmp(wrong, obj) != 0);
+	free(wrong);
+	unsigned char junk[] = { 0xff, 0xff, 0xff, 0xff, 0x00, 0x01 };
+	CU_ASSERT_PTR_NULL(zpack_unpack(z, junk, sizeof junk, 10));
+	free(p);
+	zpack_free(z);
+	zpack_free(other);
+	zpack_free(NULL);
+}
+
 void register_base_tests(void)
 {
 	SBX_SUITE("base", { "buf cap", test_buf_cap }, { "buf overflow arithmetic", test_buf_overflow_arith },
-		  { "yaml scalar types", test_yaml_types }, { "yaml errors", test_yaml_errors });
+		  { "yaml scalar types", test_yaml_types }, { "yaml errors", test_yaml_errors },
+		  { "zpack round trip", test_zpack_roundtrip }, { "zpack refuses bad input", test_zpack_refuses_bad_input });
 }

@@ -13,6 +13,7 @@
 #include <utlist.h>
 
 #include "base/xmalloc.h"
+#include "base/zpack.h"
 #include "kube/ktime.h"
 #include "kube/watch.h"
 #include "obs/log.h"
@@ -31,12 +32,15 @@
  * relist succeeds. */
 #define STALE_AFTER_MS 60000
 
-/* Objects are kept as their compact JSON text: a trimmed object takes 4-5 KB
- * as a cJSON tree and about 1 KB as text, and every reader gets a copy
- * anyway (parsing the text costs about what a deep copy did). */
+/* Objects are kept as their compact JSON text, deflated (base/zpack.h): a
+ * trimmed object takes 4-5 KB as a cJSON tree, about 1 KB as text and 200-300
+ * bytes deflated against the informer's dictionary; every reader gets a copy
+ * anyway (inflating and parsing costs about what a deep copy did). */
 struct entry {
-	char *key;  /* "ns/name", or "name" when cluster-scoped */
-	char *json; /* the trimmed object, printed unformatted */
+	char *key;	  /* "ns/name", or "name" when cluster-scoped */
+	unsigned char *z; /* the trimmed object, printed unformatted, deflated */
+	uint32_t zlen;	  /* bytes at z */
+	uint32_t len;	  /* bytes of the text */
 	char *idx;	    /* index label value, or NULL */
 	struct entry *next; /* scratch list during a relist */
 	struct entry *idx_prev, *idx_next; /* the members of its index bucket */
@@ -58,6 +62,7 @@ struct informer {
 	char *selector;
 	informer_trim_fn trim;
 	char *index_label;
+	struct zpack *zp; /* packs on the informer thread, unpacks anywhere */
 	struct informer_handlers h;
 	void *ctx;
 
@@ -140,17 +145,19 @@ static void entry_free(struct entry *e)
 		return;
 	free(e->key);
 	free(e->idx);
-	free(e->json);
+	free(e->z);
 	free(e);
 }
 
 /* A new tree of e's object (caller frees); aborts when out of memory (the
- * text was printed by cJSON, so it parses). */
-static cJSON *entry_obj(const struct entry *e)
+ * text was packed here from what cJSON printed, so it unpacks and parses). */
+static cJSON *entry_obj(const struct informer *inf, const struct entry *e)
 {
-	cJSON *o = cJSON_Parse(e->json);
+	char *text = zpack_unpack(inf->zp, e->z, e->zlen, e->len);
+	cJSON *o = text ? cJSON_Parse(text) : NULL;
 	if (!o)
 		abort();
+	free(text);
 	return o;
 }
 
@@ -195,10 +202,17 @@ static struct entry *entry_from(struct informer *inf, const cJSON *obj)
 	cJSON *t = inf->trim ? inf->trim(obj) : NULL;
 	if (!t)
 		t = default_trim(obj);
-	e->json = cJSON_PrintUnformatted(t);
+	char *text = cJSON_PrintUnformatted(t);
 	cJSON_Delete(t);
-	if (!e->json)
+	if (!text)
 		abort(); /* out of memory */
+	size_t len = strlen(text), zlen;
+	if (len > UINT32_MAX)
+		abort(); /* a response body is capped far below (kube/client.h) */
+	e->z = zpack_pack(inf->zp, text, len, &zlen);
+	e->len = (uint32_t)len;
+	e->zlen = (uint32_t)zlen;
+	free(text);
 	if (inf->index_label) {
 		const cJSON *labels = cJSON_GetObjectItemCaseSensitive(
 		    cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "labels");
@@ -346,7 +360,7 @@ static int relist(struct informer *inf, int *retry_after)
 		e = gone;
 		gone = e->next;
 		if (inf->h.on_delete) {
-			cJSON *o = entry_obj(e);
+			cJSON *o = entry_obj(inf, e);
 			inf->h.on_delete(inf->ctx, o);
 			cJSON_Delete(o);
 		}
@@ -354,12 +368,12 @@ static int relist(struct informer *inf, int *retry_after)
 	}
 	for (size_t i = 0; i < nch; i++) {
 		if (ch[i].old && inf->h.on_update) {
-			cJSON *o = entry_obj(ch[i].old), *now = entry_obj(ch[i].now);
+			cJSON *o = entry_obj(inf, ch[i].old), *now = entry_obj(inf, ch[i].now);
 			inf->h.on_update(inf->ctx, o, now);
 			cJSON_Delete(o);
 			cJSON_Delete(now);
 		} else if (!ch[i].old && inf->h.on_add) {
-			cJSON *now = entry_obj(ch[i].now);
+			cJSON *now = entry_obj(inf, ch[i].now);
 			inf->h.on_add(inf->ctx, now);
 			cJSON_Delete(now);
 		}
@@ -405,7 +419,7 @@ static int on_event(void *u, enum watch_event_type t, const cJSON *obj)
 	if (!e)
 		return 0;
 	set_rv(inf, obj);
-	cJSON *now = entry_obj(e);
+	cJSON *now = entry_obj(inf, e);
 	pthread_mutex_lock(&inf->mu);
 	struct entry *old = store_take(inf, e->key);
 	if (t == WATCH_DELETED) {
@@ -420,7 +434,7 @@ static int on_event(void *u, enum watch_event_type t, const cJSON *obj)
 	store_put(inf, e);
 	pthread_mutex_unlock(&inf->mu);
 	if (old && inf->h.on_update) {
-		cJSON *o = entry_obj(old);
+		cJSON *o = entry_obj(inf, old);
 		inf->h.on_update(inf->ctx, o, now);
 		cJSON_Delete(o);
 	} else if (!old && inf->h.on_add) {
@@ -557,6 +571,7 @@ struct informer *informer_new(struct kube_client *c, const char *path, const cha
 	inf->selector = label_selector && *label_selector ? xstrdup(label_selector) : NULL;
 	inf->trim = trim;
 	inf->index_label = xstrdup(index_label);
+	inf->zp = zpack_new(NULL, 0);
 	if (h)
 		inf->h = *h;
 	inf->ctx = ctx;
@@ -570,6 +585,15 @@ struct informer *informer_new(struct kube_client *c, const char *path, const cha
 	if (!inf->rng)
 		inf->rng = 88172645463325252ull;
 	return inf;
+}
+
+int informer_set_dictionary(struct informer *inf, const char *dict)
+{
+	if (inf->started)
+		return -1;
+	zpack_free(inf->zp);
+	inf->zp = zpack_new(dict, dict ? strlen(dict) : 0);
+	return 0;
 }
 
 int informer_start(struct informer *inf)
@@ -598,25 +622,26 @@ int informer_wait_synced(struct informer *inf, long timeout_ms)
 cJSON *informer_get(struct informer *inf, const char *ns, const char *name)
 {
 	char *key = make_key(ns, name);
-	char *json = NULL;
+	struct entry copy = {0}; /* unpacked and parsed outside the lock */
 	pthread_mutex_lock(&inf->mu);
 	struct entry *e;
 	HASH_FIND_STR(inf->store, key, e);
-	if (e)
-		json = xstrdup(e->json); /* parsed outside the lock */
+	if (e) {
+		copy = *e;
+		copy.z = xmalloc(e->zlen ? e->zlen : 1);
+		memcpy(copy.z, e->z, e->zlen);
+	}
 	pthread_mutex_unlock(&inf->mu);
 	free(key);
-	cJSON *copy = json ? cJSON_Parse(json) : NULL;
-	if (json && !copy)
-		abort(); /* out of memory */
-	free(json);
-	return copy;
+	cJSON *o = e ? entry_obj(inf, &copy) : NULL;
+	free(copy.z);
+	return o;
 }
 
 /* Appends a tree of e's object to arr; aborts when out of memory. */
-static void add_copy(cJSON *arr, const struct entry *e)
+static void add_copy(const struct informer *inf, cJSON *arr, const struct entry *e)
 {
-	if (!cJSON_AddItemToArray(arr, entry_obj(e)))
+	if (!cJSON_AddItemToArray(arr, entry_obj(inf, e)))
 		abort();
 }
 
@@ -630,7 +655,7 @@ cJSON *informer_list_by_index(struct informer *inf, const char *value)
 	if (value)
 		HASH_FIND_STR(inf->index, value, b);
 	for (struct entry *e = b ? b->members : NULL; e; e = e->idx_next)
-		add_copy(arr, e);
+		add_copy(inf, arr, e);
 	pthread_mutex_unlock(&inf->mu);
 	return arr;
 }
@@ -642,7 +667,7 @@ cJSON *informer_list(struct informer *inf)
 		abort();
 	pthread_mutex_lock(&inf->mu);
 	for (struct entry *e = inf->store; e; e = e->hh.next)
-		add_copy(arr, e);
+		add_copy(inf, arr, e);
 	pthread_mutex_unlock(&inf->mu);
 	return arr;
 }
@@ -679,6 +704,7 @@ void informer_free(struct informer *inf)
 		entry_free(e);
 	}
 	fresh_clear(inf);
+	zpack_free(inf->zp);
 	free(inf->rv);
 	free(inf->path);
 	free(inf->selector);

@@ -37,6 +37,10 @@ struct informer;
 struct informer *informer_new(struct kube_client *c, const char *path, const char *label_selector,
 			      informer_trim_fn trim, const char *index_label,
 			      const struct informer_handlers *h, void *ctx);
+/* Sets the preset dictionary (copied) the cache deflates its objects against:
+ * the keys and values most objects share, most frequent last (base/zpack.h).
+ * Only before informer_start; returns 0, or -1 once started. */
+int informer_set_dictionary(struct informer *inf, const char *dict);
 /* Starts the informer thread. Returns 0, or -1 if it cannot be started (or
  * already was). */
 int informer_start(struct informer *inf);

@@ -405,6 +405,35 @@ cJSON *sbx_trim_sandbox(const cJSON *obj)
 	return t;
 }
 
+/* Preset dictionaries for the caches (informer_set_dictionary): the shape of
+ * a trimmed Sandbox and of a trimmed pod as sbx_trim_* print them, values
+ * that vary per object left empty, the commonest strings last. They only make
+ * the cache smaller (test_sandbox_trim checks by how much); a stale one costs
+ * memory, never correctness. */
+const char sbx_sandbox_dictionary[] =
+    "\"Adopted\",\"PodAdopted\",\"PodPending\",\"False\",\"Pending\",\"args\":[],\"env\":[{\"name\":\"\","
+    "\"value\":\"\"}],\"runtimeClassName\":\"\",\"annotations\":{\"sandbox.dev/requested-by\":\"\","
+    "\"sandbox.dev/owner-authorization\":\"\"},"
+    "{\"metadata\":{\"name\":\"\",\"namespace\":\"\",\"uid\":\"\",\"generation\":1,\"resourceVersion\":\"\","
+    "\"creationTimestamp\":\"\"},\"spec\":{\"command\":[],\"idempotencyKey\":\"\",\"image\":\"\",\"resources\":"
+    "{\"limits\":{\"cpu\":\"\",\"memory\":\"\"},\"requests\":{\"cpu\":\"\",\"memory\":\"\"}},\"workspaceOwner\":\"\"},"
+    "\"status\":{\"binding\":\"Created\",\"claimedAt\":\"\",\"conditions\":[{\"lastTransitionTime\":\"\","
+    "\"message\":\"created pod sbx-\",\"observedGeneration\":1,\"reason\":\"PodCreated\",\"status\":\"True\","
+    "\"type\":\"Bound\"},{\"lastTransitionTime\":\"\",\"message\":\"the pod is running and ready\","
+    "\"observedGeneration\":1,\"reason\":\"PodReady\",\"status\":\"True\",\"type\":\"Ready\"}],"
+    "\"keyExpiresAt\":\"\",\"observedGeneration\":1,\"phase\":\"Running\",\"podName\":\"sbx-\",\"podUID\":\"\","
+    "\"scopeDigest\":\"\",\"specFingerprint\":\"\"}}";
+const char sbx_pod_dictionary[] =
+    "\"Pending\",\"False\",\"initContainers\":[],\"truncated\":true,"
+    "{\"metadata\":{\"name\":\"sbx-\",\"namespace\":\"\",\"uid\":\"\",\"resourceVersion\":\"\","
+    "\"creationTimestamp\":\"\",\"labels\":{\"app.kubernetes.io/managed-by\":\"sandbox-controller\","
+    "\"app.kubernetes.io/name\":\"sandbox\",\"sandbox.dev/scope-digest\":\"\"},\"annotations\":"
+    "{\"sandbox.dev/claimed-at\":\"\",\"sandbox.dev/seal\":\"\",\"sandbox.dev/spec-fingerprint\":\"\","
+    "\"sandbox.dev/workspace-owner\":\"\"},\"ownerReferences\":[{\"apiVersion\":\"sandbox.dev/v1alpha1\","
+    "\"kind\":\"Sandbox\",\"name\":\"\",\"uid\":\"\",\"controller\":true}]},\"spec\":{\"containers\":"
+    "[{\"name\":\"sandbox\",\"image\":\"\"}]},\"status\":{\"phase\":\"Running\",\"conditions\":"
+    "[{\"type\":\"Ready\",\"status\":\"True\"}]}}";
+
 /* Name and image of each container in list k of pod spec ps, for the tamper
  * check of bound pods (sbx_pod_tamper_check). At most TRIM_CONTAINERS per
  * list and TRIM_IMAGE bytes per image: beyond that the trimmed spec says
@@ -1570,6 +1599,8 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	 * It is the digest label, reserved to the controller by admission, not
 	 * managed-by, which anyone may put on any pod (and fill the cache). */
 	struct informer *pods = informer_new(c->kc, "/api/v1/pods", LABEL_DIGEST, sbx_trim_pod, LABEL_DIGEST, &ph, c);
+	informer_set_dictionary(sandboxes, sbx_sandbox_dictionary); /* not started: cannot fail */
+	informer_set_dictionary(pods, sbx_pod_dictionary);
 	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
 	c->sandboxes = sandboxes;
 	c->pods = pods;

@@ -88,5 +88,8 @@ int sbx_pod_refusal_is_final(const struct kube_error *e);
 #define SBX_TRIM_OVERSIZED "oversizedSpecBytes"
 cJSON *sbx_trim_sandbox(const cJSON *obj);
 cJSON *sbx_trim_pod(const cJSON *obj);
+/* Preset dictionaries the caches deflate trimmed Sandboxes and pods against. */
+extern const char sbx_sandbox_dictionary[];
+extern const char sbx_pod_dictionary[];
 
 #endif
