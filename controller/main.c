@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include "kube/authfilter.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/ktime.h"
 #include "kube/lease.h"
 #include "obs/httpserver.h"
 #include "obs/log.h"
@@ -372,9 +374,26 @@ static int start_listener(struct obs_http_server **out, const char *name, const 
 	return 0;
 }
 
-/* Waits up to ms for SIGTERM/SIGINT; returns the signal or 0. */
+/* Hands the heap's free pages back to the system, at most once a second.
+ * glibc keeps what 64 workers freed in their arenas resident: creating 3,000
+ * Sandboxes left 36.9 MiB RSS around 15 MiB of live heap. malloc_trim walks
+ * every arena and releases whole free pages (what jemalloc's decay or Go's
+ * scavenger do on their own). */
+static void release_free_memory(void)
+{
+	static int64_t last_ms;
+	int64_t now = ktime_mono_ms();
+	if (now - last_ms < 1000)
+		return;
+	last_ms = now;
+	malloc_trim(0);
+}
+
+/* Waits up to ms for SIGTERM/SIGINT; returns the signal or 0. Returns freed
+ * memory to the system first (the main thread has nothing else to do). */
 static int wait_signal(const sigset_t *sigs, long ms)
 {
+	release_free_memory();
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 	int sig = sigtimedwait(sigs, NULL, &ts);
 	return sig > 0 ? sig : 0;
