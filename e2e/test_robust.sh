@@ -74,6 +74,14 @@ count_ready() {
     grep -c '^True$'
 }
 reconciled_since() { [ "$(metric "$1" controller_runtime_reconcile_total)" -gt "$2" ]; } # PORT COUNT
+# settled PORT: nothing queued and no reconcile for a second, so what earlier
+# tests left in other namespaces (a Sandbox still to be marked Ready) is done
+# before this controller's requests are counted.
+settled() {
+  local r; r=$(metric "$1" controller_runtime_reconcile_total)
+  [ "$(metric "$1" workqueue_depth)" -eq 0 ] && sleep 1 &&
+    [ "$(metric "$1" controller_runtime_reconcile_total)" -eq "$r" ] && [ "$(metric "$1" workqueue_depth)" -eq 0 ]
+}
 ready_count_is() { [ "$(count_ready "$1")" -eq "$2" ]; }
 
 # Issue 10 item 2: a new Sandbox costs its pod, its event and two status
@@ -85,6 +93,7 @@ test_requests_per_new_sandbox() {
   new_namespace rq
   ctl rq
   wait_for 30 readyz "$rq_probes" || fail "not ready"
+  wait_for 30 settled "$rq_metrics" || fail "the controller did not settle on the existing Sandboxes"
   local g0 p0 pa0 r0; g0=$(requests_by GET "$rq_metrics") p0=$(requests_by POST "$rq_metrics") pa0=$(requests_by PATCH "$rq_metrics")
   r0=$(metric "$rq_metrics" controller_runtime_reconcile_total)
   for i in $(seq 1 $n); do # one apply: a burst, so pods and status writes race in the caches
@@ -203,6 +212,7 @@ YAML
   kubectl delete validatingadmissionpolicybinding robust-no-sandboxes >/dev/null
   kubectl delete validatingadmissionpolicy robust-no-sandboxes >/dev/null
   wait_for 60 bound vap held || fail "the Sandbox did not bind after the policy was removed"
+  wait_for 60 ready_count_is vap 1 || fail "the Sandbox did not become Ready after the policy was removed"
   controller_stop "$vap_pid"
 }
 
