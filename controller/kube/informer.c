@@ -149,16 +149,28 @@ static void entry_free(struct entry *e)
 	free(e);
 }
 
-/* A new tree of e's object (caller frees); aborts when out of memory (the
- * text was packed here from what cJSON printed, so it unpacks and parses). */
-static cJSON *entry_obj(const struct informer *inf, const struct entry *e)
+/* Parses text, which cJSON printed (caller frees the tree); aborts when out
+ * of memory, the only way it can fail. */
+static cJSON *parse_printed(const char *text)
 {
-	char *text = zpack_unpack(inf->zp, e->z, e->zlen, e->len);
 	cJSON *o = text ? cJSON_Parse(text) : NULL;
 	if (!o)
 		abort();
+	return o;
+}
+
+/* A new tree of the object packed at z (caller frees): see parse_printed. */
+static cJSON *unpack_obj(const struct informer *inf, const unsigned char *z, uint32_t zlen, uint32_t len)
+{
+	char *text = zpack_unpack(inf->zp, z, zlen, len);
+	cJSON *o = parse_printed(text);
 	free(text);
 	return o;
+}
+
+static cJSON *entry_obj(const struct informer *inf, const struct entry *e)
+{
+	return unpack_obj(inf, e->z, e->zlen, e->len);
 }
 
 /* ---- objects ---- */
@@ -191,8 +203,10 @@ static char *make_key(const char *ns, const char *name)
 }
 
 /* Builds a store entry from an API object (trimmed copy), or NULL if the
- * object has no name. */
-static struct entry *entry_from(struct informer *inf, const cJSON *obj)
+ * object has no name. With tree non-NULL, *tree gets a tree of the trimmed
+ * copy as entry_obj would give it (caller frees), parsed from the text before
+ * it is packed rather than unpacked from the entry again. */
+static struct entry *entry_from(struct informer *inf, const cJSON *obj, cJSON **tree)
 {
 	const char *name = md_str(obj, "name");
 	if (!name)
@@ -212,6 +226,8 @@ static struct entry *entry_from(struct informer *inf, const cJSON *obj)
 	e->z = zpack_pack(inf->zp, text, len, &zlen);
 	e->len = (uint32_t)len;
 	e->zlen = (uint32_t)zlen;
+	if (tree)
+		*tree = parse_printed(text);
 	free(text);
 	if (inf->index_label) {
 		const cJSON *labels = cJSON_GetObjectItemCaseSensitive(
@@ -288,7 +304,7 @@ static void on_list_reset(void *u)
 static void on_list_item(void *u, const cJSON *item)
 {
 	struct informer *inf = u;
-	struct entry *e = entry_from(inf, item), *old;
+	struct entry *e = entry_from(inf, item, NULL), *old;
 	if (!e)
 		return;
 	HASH_FIND_STR(inf->fresh, e->key, old);
@@ -415,11 +431,11 @@ static int on_event(void *u, enum watch_event_type t, const cJSON *obj)
 		inf->relist = 1;
 		return 1;
 	}
-	struct entry *e = entry_from(inf, obj);
+	cJSON *now = NULL;
+	struct entry *e = entry_from(inf, obj, &now);
 	if (!e)
 		return 0;
 	set_rv(inf, obj);
-	cJSON *now = entry_obj(inf, e);
 	pthread_mutex_lock(&inf->mu);
 	struct entry *old = store_take(inf, e->key);
 	if (t == WATCH_DELETED) {
@@ -622,19 +638,21 @@ int informer_wait_synced(struct informer *inf, long timeout_ms)
 cJSON *informer_get(struct informer *inf, const char *ns, const char *name)
 {
 	char *key = make_key(ns, name);
-	struct entry copy = {0}; /* unpacked and parsed outside the lock */
+	unsigned char *z = NULL; /* a copy, unpacked and parsed outside the lock */
+	uint32_t zlen = 0, len = 0;
 	pthread_mutex_lock(&inf->mu);
 	struct entry *e;
 	HASH_FIND_STR(inf->store, key, e);
 	if (e) {
-		copy = *e;
-		copy.z = xmalloc(e->zlen ? e->zlen : 1);
-		memcpy(copy.z, e->z, e->zlen);
+		zlen = e->zlen;
+		len = e->len;
+		z = xmalloc(zlen ? zlen : 1);
+		memcpy(z, e->z, zlen);
 	}
 	pthread_mutex_unlock(&inf->mu);
 	free(key);
-	cJSON *o = e ? entry_obj(inf, &copy) : NULL;
-	free(copy.z);
+	cJSON *o = z ? unpack_obj(inf, z, zlen, len) : NULL;
+	free(z);
 	return o;
 }
 
