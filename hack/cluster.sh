@@ -13,6 +13,14 @@
 # control planes run side by side. Certificates are made with openssl: a CA, the
 # apiserver's serving certificate, an admin client certificate (O=system:masters),
 # a controller client certificate (CN=sandbox-controller) and service-account keys.
+#
+# The API server authenticates itself to admission webhooks with a client
+# certificate (an AdmissionConfiguration whose kubeconfig names it for every
+# webhook host), signed by a CA of its own: pki/webhook-client-ca.crt is what a
+# webhook passes as --webhook-client-ca-file, and only the API server holds a
+# certificate it signed (pki/apiserver-webhook-client.crt, CN
+# kube-apiserver-admission). The cluster CA cannot stand in: it signs every
+# user's client certificate.
 set -euo pipefail
 
 HACK=$(cd "$(dirname "$0")" && pwd)
@@ -79,6 +87,17 @@ make_certs() {
   cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
   cert admin "/O=system:masters/CN=admin"
   cert controller "/CN=sandbox-controller"
+  # The API server's client certificate towards webhooks, under its own CA.
+  openssl ecparam -name prime256v1 -genkey -noout -out "$p/webhook-client-ca.key" 2>/dev/null
+  openssl req -x509 -new -key "$p/webhook-client-ca.key" -subj "/CN=sandbox-local-webhook-client-ca" -days 3650 \
+    -out "$p/webhook-client-ca.crt" 2>/dev/null
+  openssl ecparam -name prime256v1 -genkey -noout -out "$p/apiserver-webhook-client.key" 2>/dev/null
+  openssl req -new -key "$p/apiserver-webhook-client.key" -subj "/CN=kube-apiserver-admission" \
+    -out "$p/apiserver-webhook-client.csr" 2>/dev/null
+  printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n' >"$p/awc.ext"
+  openssl x509 -req -in "$p/apiserver-webhook-client.csr" -CA "$p/webhook-client-ca.crt" -CAkey "$p/webhook-client-ca.key" \
+    -CAcreateserial -days 3650 -extfile "$p/awc.ext" -out "$p/apiserver-webhook-client.crt" 2>/dev/null
+  rm -f "$p/apiserver-webhook-client.csr" "$p/awc.ext"
   openssl genrsa -out "$p/sa.key" 2048 2>/dev/null
   openssl rsa -in "$p/sa.key" -pubout -out "$p/sa.pub" 2>/dev/null
   chmod 600 "$p"/*.key
@@ -105,8 +124,39 @@ current-context: local
 KC
 }
 
+# write_admission_config: the AdmissionConfiguration that gives the webhook
+# admission plugins the API server's client certificate for every webhook host
+# ('*' is the default entry of a WebhookAdmission kubeconfig).
+write_admission_config() {
+  cat >"$DIR/webhook-client.kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+users:
+- name: "*"
+  user:
+    client-certificate: $DIR/pki/apiserver-webhook-client.crt
+    client-key: $DIR/pki/apiserver-webhook-client.key
+KC
+  cat >"$DIR/admission-config.yaml" <<AC
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: MutatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $DIR/webhook-client.kubeconfig
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $DIR/webhook-client.kubeconfig
+AC
+}
+
 start_apiserver() {
   local extra=()
+  write_admission_config
   [ -f "$DIR/tokens.csv" ] && extra+=("--token-auth-file=$DIR/tokens.csv")
   start kube-apiserver "$BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
@@ -119,6 +169,7 @@ start_apiserver() {
     --service-account-key-file="$DIR/pki/sa.pub" \
     --service-account-signing-key-file="$DIR/pki/sa.key" \
     --disable-admission-plugins=ServiceAccount \
+    --admission-control-config-file="$DIR/admission-config.yaml" \
     --allow-privileged=true --profiling=false \
     --cert-dir="$DIR/pki" "${extra[@]}" ${SBX_APISERVER_FLAGS:-}
   wait_http kube-apiserver "https://127.0.0.1:$APISERVER_PORT/readyz" 90 \
