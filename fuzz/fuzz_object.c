@@ -18,6 +18,7 @@
 #include "sandbox/jcs.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/reconcile.h"
+#include "sandbox/trim.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
 #include "sandbox/spec.h"

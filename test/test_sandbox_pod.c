@@ -10,6 +10,7 @@
 #include "sandbox/jcs.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/reconcile.h"
+#include "sandbox/trim.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
 #include "sandbox/verify.h"

@@ -1,4 +1,4 @@
-/* Tests of the cache trimmers (sandbox/reconcile.h): a tenant-sized object
+/* Tests of the cache trimmers (sandbox/trim.h): a tenant-sized object
  * (annotations up to the API's 256 KiB, long foreign metadata, a huge spec)
  * leaves only a small, bounded copy in the informer caches. */
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include "base/xmalloc.h"
 #include "base/zpack.h"
 #include "sandbox/reconcile.h"
+#include "sandbox/trim.h"
 #include "test_suites.h"
 
 /* Packed size of the trimmed form of the object in file (test/data/sandbox),

@@ -1,3 +1,6 @@
+/* The decision for one Sandbox: claim, adopt, follow its pod, and the
+ * generations of a key (reconcile.h). The wiring that feeds it - informers,
+ * queue, workers - is controller.c. */
 #define _GNU_SOURCE
 #include "sandbox/reconcile.h"
 
@@ -7,20 +10,23 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <uthash.h>
-
 #include "base/fault.h"
+#include "base/jsonget.h"
 #include "base/xmalloc.h"
 #include "kube/ktime.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "sandbox/authz.h"
+#include "sandbox/ctlmetrics.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
 #include "sandbox/spec.h"
 #include "sandbox/status.h"
+#include "sandbox/strset.h"
+#include "sandbox/trim.h"
 #include "sandbox/verify.h"
+#include "sandbox/written.h"
 
 #define SBX_API "sandbox.dev/v1alpha1"
 #define LABEL_DIGEST "sandbox.dev/scope-digest"
@@ -31,82 +37,6 @@
 #define REQUEUE_BUSY_MS 25
 #define REQUEUE_WAIT_MS 1000
 #define REQUEUE_FOREIGN_MS 30000
-
-/* ---- metrics: the controller's own families, with controller-runtime's
- * names where the meaning is the same. Registered once per process. ---- */
-
-static struct {
-	struct obs_metric *reconciles, *errors, *pods_created, *pods_adopted, *key_conflicts, *foreign_pods,
-		*status_writes;
-	struct obs_metric *cr_total, *cr_errors, *cr_time;
-	struct obs_metric *wq_depth, *wq_adds, *wq_retries, *wq_queued, *wq_worked;
-	struct obs_metric *to_bound, *to_ready, *phases;
-} M;
-
-static const double latency_buckets[] = { .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600 };
-/* client-go's workqueue buckets: 10 ns .. 10 s by decades. */
-static const double wq_buckets[] = { 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, .01, .1, 1, 10 };
-static const char *const CTRL[] = { "sandbox" };
-
-static void metrics_register(void)
-{
-	M.reconciles = obs_counter("sandbox_reconciles_total", "Sandbox reconciles run.", NULL);
-	M.errors = obs_counter("sandbox_reconcile_errors_total", "Reconciles that ended in an error and were retried.",
-			       NULL);
-	M.pods_created = obs_counter("sandbox_pods_created_total", "Pods created for Sandboxes.", NULL);
-	M.pods_adopted = obs_counter("sandbox_pods_adopted_total", "Sandboxes bound to a pod an earlier Sandbox created.",
-				     NULL);
-	M.key_conflicts = obs_counter("sandbox_key_conflicts_total",
-				      "Sandboxes rejected for reusing a key with another spec.", NULL);
-	M.foreign_pods = obs_counter("sandbox_foreign_pods_total",
-				     "Pods found under a claim name that failed verification.", NULL);
-	M.status_writes = obs_counter("sandbox_status_writes_total", "Sandbox status updates written.", NULL);
-	M.cr_total = obs_counter("controller_runtime_reconcile_total", "Total number of reconciliations per controller.",
-				 "controller,result");
-	M.cr_errors = obs_counter("controller_runtime_reconcile_errors_total",
-				  "Total number of reconciliation errors per controller.", "controller");
-	M.cr_time = obs_histogram("controller_runtime_reconcile_time_seconds",
-				  "Length of time per reconciliation per controller.", "controller", NULL, 0);
-	M.wq_depth = obs_gauge("workqueue_depth", "Current depth of workqueue.", "name");
-	M.wq_adds = obs_counter("workqueue_adds_total", "Total number of adds handled by workqueue.", "name");
-	M.wq_retries = obs_counter("workqueue_retries_total", "Total number of retries handled by workqueue.", "name");
-	M.wq_queued = obs_histogram("workqueue_queue_duration_seconds",
-				    "How long in seconds an item stays in workqueue before being requested.", "name",
-				    wq_buckets, sizeof wq_buckets / sizeof wq_buckets[0]);
-	M.wq_worked = obs_histogram("workqueue_work_duration_seconds",
-				    "How long in seconds processing an item from workqueue takes.", "name", wq_buckets,
-				    sizeof wq_buckets / sizeof wq_buckets[0]);
-	M.to_bound = obs_histogram("sandbox_creation_to_bound_seconds",
-				   "Seconds from a Sandbox's creationTimestamp to this controller writing Bound=True.",
-				   NULL, latency_buckets, sizeof latency_buckets / sizeof latency_buckets[0]);
-	M.to_ready = obs_histogram("sandbox_creation_to_ready_seconds",
-				   "Seconds from a Sandbox's creationTimestamp to this controller writing Ready=True.",
-				   NULL, latency_buckets, sizeof latency_buckets / sizeof latency_buckets[0]);
-	M.phases = obs_gauge("sandbox_sandboxes", "Sandboxes in the cache by status.phase (None: no status yet).",
-			     "phase");
-}
-
-static void wq_depth(void *ctx, size_t d)
-{
-	obs_metric_set(M.wq_depth, CTRL, (double)d);
-}
-static void wq_adds(void *ctx)
-{
-	obs_metric_add(M.wq_adds, CTRL, 1);
-}
-static void wq_retries(void *ctx)
-{
-	obs_metric_add(M.wq_retries, CTRL, 1);
-}
-static void wq_queued(void *ctx, double s)
-{
-	obs_metric_observe(M.wq_queued, CTRL, s);
-}
-static void wq_worked(void *ctx, double s)
-{
-	obs_metric_observe(M.wq_worked, CTRL, s);
-}
-
 /* Seconds from the wall-clock second t to now. creationTimestamp has whole
  * seconds, so a latency measured from it reads up to a second long; the
  * benchmark measures from the client's clock instead. */
@@ -117,436 +47,6 @@ static double since(time_t t)
 	double d = (double)(ts.tv_sec - t) + (double)ts.tv_nsec / 1e9;
 	return d > 0 ? d : 0;
 }
-
-/* ---- small string sets, thread-safe: the scope digests being claimed in
- * this process (in-flight work is keyed by the digest, never by the raw key),
- * and the Sandbox uids whose binding was announced. Members are digests (32)
- * or uids (36), well inside the 64 bytes an entry holds. ---- */
-
-struct strset_entry {
-	char key[64];
-	UT_hash_handle hh;
-};
-
-struct sbx_strset {
-	pthread_mutex_t lock;
-	struct strset_entry *set;
-};
-
-static struct sbx_strset *strset_new(void)
-{
-	struct sbx_strset *f = xcalloc(1, sizeof *f);
-	pthread_mutex_init(&f->lock, NULL);
-	return f;
-}
-
-static void strset_free(struct sbx_strset *f)
-{
-	if (!f)
-		return;
-	struct strset_entry *e, *tmp;
-	HASH_ITER(hh, f->set, e, tmp)
-	{
-		HASH_DEL(f->set, e);
-		free(e);
-	}
-	pthread_mutex_destroy(&f->lock);
-	free(f);
-}
-
-/* Adds key; returns 1 when it was not there (the caller now owns it), 0 when
- * it already was. */
-static int strset_add(struct sbx_strset *f, const char *key)
-{
-	struct strset_entry *e;
-	int added = 0;
-	pthread_mutex_lock(&f->lock);
-	HASH_FIND_STR(f->set, key, e);
-	if (!e) {
-		e = xcalloc(1, sizeof *e);
-		snprintf(e->key, sizeof e->key, "%s", key);
-		HASH_ADD_STR(f->set, key, e);
-		added = 1;
-	}
-	pthread_mutex_unlock(&f->lock);
-	return added;
-}
-
-static void strset_del(struct sbx_strset *f, const char *key)
-{
-	struct strset_entry *e;
-	pthread_mutex_lock(&f->lock);
-	HASH_FIND_STR(f->set, key, e);
-	if (e) {
-		HASH_DEL(f->set, e);
-		free(e);
-	}
-	pthread_mutex_unlock(&f->lock);
-}
-
-/* ---- our own writes that a cache has not shown yet, by object uid. A
- * reconcile on a cache that lags behind our status write (a pod event can
- * requeue the Sandbox before the watch brings our status back) would read the
- * pod again and write the same status a second time; while the write is in
- * flight the reconcile waits for it instead. The same for the pods we create:
- * a Sandbox whose status names a pod the pod cache has not shown yet waits
- * for the pod's event instead of reading it live. An entry goes when the
- * informer delivers that resourceVersion (any version, for pods), when the
- * object is deleted, or after WRITTEN_TTL_MS (swept every WRITTEN_SWEEP puts,
- * so entries whose event came before their put do not pile up). ---- */
-
-#define WRITTEN_TTL_MS 10000
-#define WRITTEN_RECHECK_MS 1000
-#define WRITTEN_SWEEP 256
-
-struct written_entry {
-	char uid[64];
-	char rv[32];
-	int64_t at_ms;
-	int deferred; /* a reconcile waited for this write */
-	UT_hash_handle hh;
-};
-
-struct sbx_written {
-	pthread_mutex_t lock;
-	struct written_entry *map;
-	unsigned puts;
-};
-
-static struct sbx_written *written_new(void)
-{
-	struct sbx_written *w = xcalloc(1, sizeof *w);
-	pthread_mutex_init(&w->lock, NULL);
-	return w;
-}
-
-static void written_free(struct sbx_written *w)
-{
-	if (!w)
-		return;
-	struct written_entry *e, *tmp;
-	HASH_ITER(hh, w->map, e, tmp)
-	{
-		HASH_DEL(w->map, e);
-		free(e);
-	}
-	pthread_mutex_destroy(&w->lock);
-	free(w);
-}
-
-/* Remembers that uid's status was written at resourceVersion rv. */
-static void written_put(struct sbx_written *w, const char *uid, const char *rv)
-{
-	if (!w || !uid || !rv || strlen(uid) >= sizeof ((struct written_entry *)0)->uid ||
-	    strlen(rv) >= sizeof ((struct written_entry *)0)->rv)
-		return;
-	pthread_mutex_lock(&w->lock);
-	struct written_entry *e;
-	HASH_FIND_STR(w->map, uid, e);
-	if (!e) {
-		e = xcalloc(1, sizeof *e);
-		snprintf(e->uid, sizeof e->uid, "%s", uid);
-		HASH_ADD_STR(w->map, uid, e);
-	}
-	snprintf(e->rv, sizeof e->rv, "%s", rv);
-	e->at_ms = ktime_mono_ms();
-	e->deferred = 0;
-	if (++w->puts % WRITTEN_SWEEP == 0) {
-		struct written_entry *tmp;
-		HASH_ITER(hh, w->map, e, tmp)
-		{
-			if (e->at_ms + WRITTEN_TTL_MS <= ktime_mono_ms()) {
-				HASH_DEL(w->map, e);
-				free(e);
-			}
-		}
-	}
-	pthread_mutex_unlock(&w->lock);
-}
-
-/* The cache holds uid at resourceVersion rv (NULL: the Sandbox is gone):
- * forgets the entry once the cache shows our write (or it expired). Returns 1
- * when the cache still lags behind our last write. */
-static int written_lagging(struct sbx_written *w, const char *uid, const char *rv)
-{
-	if (!w || !uid)
-		return 0;
-	int lag = 0;
-	pthread_mutex_lock(&w->lock);
-	struct written_entry *e;
-	HASH_FIND_STR(w->map, uid, e);
-	if (e) {
-		lag = rv && strcmp(e->rv, rv) && ktime_mono_ms() - e->at_ms < WRITTEN_TTL_MS;
-		if (lag) {
-			e->deferred = 1;
-		} else {
-			HASH_DEL(w->map, e);
-			free(e);
-		}
-	}
-	pthread_mutex_unlock(&w->lock);
-	return lag;
-}
-
-/* The cache now holds uid at resourceVersion rv. Returns 1 when that is
- * exactly our last write and no reconcile waited for it: the object says what
- * the reconcile that wrote it decided, so it needs no reconcile of its own
- * (what changes later, a pod or another writer, brings its own event).
- * Otherwise forgets the entry as written_lagging does and returns 0. */
-static int written_arrived(struct sbx_written *w, const char *uid, const char *rv)
-{
-	if (!w || !uid || !rv)
-		return 0;
-	int own = 0;
-	pthread_mutex_lock(&w->lock);
-	struct written_entry *e;
-	HASH_FIND_STR(w->map, uid, e);
-	if (e && (!strcmp(e->rv, rv) || ktime_mono_ms() - e->at_ms >= WRITTEN_TTL_MS)) {
-		own = !strcmp(e->rv, rv) && !e->deferred;
-		HASH_DEL(w->map, e);
-		free(e);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return own;
-}
-
-/* ---- small JSON accessors ---- */
-
-static const char *jstr(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static const cJSON *jobj(const cJSON *o, const char *k)
-{
-	return cJSON_GetObjectItemCaseSensitive(o, k);
-}
-
-static const char *meta_str(const cJSON *obj, const char *k)
-{
-	return jstr(jobj(obj, "metadata"), k);
-}
-
-static const char *annotation(const cJSON *obj, const char *k)
-{
-	return jstr(jobj(jobj(obj, "metadata"), "annotations"), k);
-}
-
-/* ---- trimming for the caches ---- */
-
-static void copy_fields(cJSON *dst, const cJSON *src, const char *const *names)
-{
-	for (; *names; names++) {
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(src, *names);
-		if (v)
-			cJSON_AddItemToObject(dst, *names, cJSON_Duplicate(v, 1));
-	}
-}
-
-/* What the caches keep, whatever a tenant wrote (README, "Memory"): a spec is
- * schema-checked but its lists are not capped, and pods anyone labels may
- * carry 256 KiB of annotations or a huge spec. */
-#define SPEC_KEEP_MAX (64 * 1024)   /* a Sandbox spec larger than this is not cached */
-#define STATUS_KEEP_MAX (16 * 1024) /* our own status; larger = not ours, dropped */
-#define POD_ANNOTATION_KEEP_MAX 512 /* per reserved annotation value */
-#define POD_OWNER_REFS_MAX 256
-
-/* Adds v's approximate printed size (strings, keys and a few bytes per node)
- * to *acc, stopping early once it exceeds limit (a huge object is never
- * printed). Returns 1 when it did. Depth is bounded by cJSON's nesting limit. */
-static int json_larger_than(const cJSON *v, size_t limit, size_t *acc)
-{
-	*acc += 4 + (v->string ? strlen(v->string) : 0) +
-		(cJSON_IsString(v) && v->valuestring ? strlen(v->valuestring) : 0) + (cJSON_IsNumber(v) ? 24 : 0);
-	if (*acc > limit)
-		return 1;
-	for (const cJSON *c = v->child; c; c = c->next)
-		if (json_larger_than(c, limit, acc))
-			return 1;
-	return 0;
-}
-
-/* 1 when v (NULL ok) is larger than limit; *size gets the size counted. */
-static int json_size_over(const cJSON *v, size_t limit, size_t *size)
-{
-	*size = 0;
-	return v && json_larger_than(v, limit, size);
-}
-
-cJSON *sbx_trim_sandbox(const cJSON *obj)
-{
-	static const char *const meta[] = { "name",	       "namespace",	    "uid",	 "generation",
-					    "resourceVersion", "creationTimestamp", "deletionTimestamp", "generateName",
-					    NULL };
-	/* Of the annotations, only the owner authorization record and its
-	 * requester are read (a tenant may write 256 KiB of others). */
-	static const char *const ann[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, NULL };
-	cJSON *t = cJSON_CreateObject();
-	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
-	copy_fields(m, jobj(obj, "metadata"), meta);
-	size_t n;
-	if (json_size_over(jobj(obj, "spec"), SPEC_KEEP_MAX, &n))
-		cJSON_AddNumberToObject(t, SBX_TRIM_OVERSIZED, (double)n);
-	else
-		copy_fields(t, obj, (const char *const[]){ "spec", NULL });
-	if (!json_size_over(jobj(obj, "status"), STATUS_KEEP_MAX, &n))
-		copy_fields(t, obj, (const char *const[]){ "status", NULL });
-	const cJSON *a = jobj(jobj(obj, "metadata"), "annotations");
-	cJSON *kept = NULL;
-	for (const char *const *k = ann; *k; k++) {
-		const char *val = jstr(a, *k);
-		if (val && strlen(val) <= SBX_AUTHZ_MAX_FIELD) {
-			if (!kept)
-				kept = cJSON_AddObjectToObject(m, "annotations");
-			cJSON_AddStringToObject(kept, *k, val);
-		}
-	}
-	return t;
-}
-
-/* Preset dictionaries for the caches (informer_set_dictionary): the shape of
- * a trimmed Sandbox and of a trimmed pod as sbx_trim_* print them, values
- * that vary per object left empty, the commonest strings last. They only make
- * the cache smaller (test_sandbox_trim checks by how much); a stale one costs
- * memory, never correctness. */
-const char sbx_sandbox_dictionary[] =
-    "\"Adopted\",\"PodAdopted\",\"PodPending\",\"False\",\"Pending\",\"args\":[],\"env\":[{\"name\":\"\","
-    "\"value\":\"\"}],\"runtimeClassName\":\"\",\"annotations\":{\"sandbox.dev/requested-by\":\"\","
-    "\"sandbox.dev/owner-authorization\":\"\"},"
-    "{\"metadata\":{\"name\":\"\",\"namespace\":\"\",\"uid\":\"\",\"generation\":1,\"resourceVersion\":\"\","
-    "\"creationTimestamp\":\"\"},\"spec\":{\"command\":[],\"idempotencyKey\":\"\",\"image\":\"\",\"resources\":"
-    "{\"limits\":{\"cpu\":\"\",\"memory\":\"\"},\"requests\":{\"cpu\":\"\",\"memory\":\"\"}},\"workspaceOwner\":\"\"},"
-    "\"status\":{\"binding\":\"Created\",\"claimedAt\":\"\",\"conditions\":[{\"lastTransitionTime\":\"\","
-    "\"message\":\"created pod sbx-\",\"observedGeneration\":1,\"reason\":\"PodCreated\",\"status\":\"True\","
-    "\"type\":\"Bound\"},{\"lastTransitionTime\":\"\",\"message\":\"the pod is running and ready\","
-    "\"observedGeneration\":1,\"reason\":\"PodReady\",\"status\":\"True\",\"type\":\"Ready\"}],"
-    "\"keyExpiresAt\":\"\",\"observedGeneration\":1,\"phase\":\"Running\",\"podName\":\"sbx-\",\"podUID\":\"\","
-    "\"scopeDigest\":\"\",\"specFingerprint\":\"\"}}";
-const char sbx_pod_dictionary[] =
-    "\"Pending\",\"False\",\"initContainers\":[],\"truncated\":true,"
-    "{\"metadata\":{\"name\":\"sbx-\",\"namespace\":\"\",\"uid\":\"\",\"resourceVersion\":\"\","
-    "\"creationTimestamp\":\"\",\"labels\":{\"app.kubernetes.io/managed-by\":\"sandbox-controller\","
-    "\"app.kubernetes.io/name\":\"sandbox\",\"sandbox.dev/scope-digest\":\"\"},\"annotations\":"
-    "{\"sandbox.dev/claimed-at\":\"\",\"sandbox.dev/seal\":\"\",\"sandbox.dev/spec-fingerprint\":\"\","
-    "\"sandbox.dev/workspace-owner\":\"\"},\"ownerReferences\":[{\"apiVersion\":\"sandbox.dev/v1alpha1\","
-    "\"kind\":\"Sandbox\",\"name\":\"\",\"uid\":\"\",\"controller\":true}]},\"spec\":{\"containers\":"
-    "[{\"name\":\"sandbox\",\"image\":\"\"}]},\"status\":{\"phase\":\"Running\",\"conditions\":"
-    "[{\"type\":\"Ready\",\"status\":\"True\"}]}}";
-
-/* Name and image of each container in list k of pod spec ps, for the tamper
- * check of bound pods (sbx_pod_tamper_check). At most TRIM_CONTAINERS per
- * list and TRIM_IMAGE bytes per image: beyond that the trimmed spec says
- * "truncated" and follow_bound reads the live pod instead. Worst case added
- * per cached pod: 2 lists x 4 x (63 + 512 bytes + cJSON nodes), under 5 KiB;
- * a sandbox pod adds about 150 bytes. */
-#define TRIM_CONTAINERS 4
-#define TRIM_IMAGE 512
-static void trim_containers(cJSON *ts, const cJSON *ps, const char *k)
-{
-	const cJSON *list = jobj(ps, k), *x;
-	if (!cJSON_IsArray(list))
-		return;
-	int n = 0;
-	cJSON *out = cJSON_AddArrayToObject(ts, k);
-	cJSON_ArrayForEach(x, list)
-	{
-		const char *name = jstr(x, "name"), *image = jstr(x, "image");
-		if (++n > TRIM_CONTAINERS || !name || strlen(name) > 63 || !image || strlen(image) > TRIM_IMAGE) {
-			cJSON_AddTrueToObject(ts, "truncated");
-			return;
-		}
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "name", name);
-		cJSON_AddStringToObject(o, "image", image);
-		cJSON_AddItemToArray(out, o);
-	}
-}
-
-/* Copies the string members of src whose key passes keep() and whose value
- * is at most maxlen bytes into a new object dst[name]. */
-static void copy_strings(cJSON *dst, const char *name, const cJSON *src, int (*keep)(const char *key),
-			 size_t maxlen)
-{
-	cJSON *o = NULL;
-	const cJSON *it;
-	cJSON_ArrayForEach(it, src)
-	{
-		if (!it->string || !cJSON_IsString(it) || !keep(it->string) || strlen(it->valuestring) > maxlen)
-			continue;
-		if (!o)
-			o = cJSON_AddObjectToObject(dst, name);
-		cJSON_AddStringToObject(o, it->string, it->valuestring);
-	}
-}
-
-static int reserved_key(const char *k)
-{
-	return !strncmp(k, "sandbox.dev/", 12);
-}
-
-static int pod_label_kept(const char *k)
-{
-	return reserved_key(k) || !strcmp(k, "app.kubernetes.io/managed-by") || !strcmp(k, "app.kubernetes.io/name");
-}
-
-cJSON *sbx_trim_pod(const cJSON *obj)
-{
-	static const char *const meta[] = { "name", "namespace", "uid", "resourceVersion", "deletionTimestamp",
-					    "creationTimestamp", NULL };
-	static const char *const ref_fields[] = { "apiVersion", "kind", "name", "uid", "controller", NULL };
-	const cJSON *om = jobj(obj, "metadata");
-	cJSON *t = cJSON_CreateObject();
-	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
-	copy_fields(m, om, meta);
-	copy_strings(m, "labels", jobj(om, "labels"), pod_label_kept, 63);
-	copy_strings(m, "annotations", jobj(om, "annotations"), reserved_key, POD_ANNOTATION_KEEP_MAX);
-	/* Only Sandbox owners matter (they are queued when the pod changes). */
-	cJSON *refs = NULL;
-	int nrefs = 0;
-	const cJSON *ref;
-	cJSON_ArrayForEach(ref, jobj(om, "ownerReferences"))
-	{
-		const char *api = jstr(ref, "apiVersion"), *kind = jstr(ref, "kind"), *name = jstr(ref, "name"),
-			   *uid = jstr(ref, "uid");
-		if (!api || !kind || !name || !uid || strncmp(api, "sandbox.dev/", 12) || strcmp(kind, "Sandbox") ||
-		    strlen(name) > 253 || strlen(uid) > 64 || strlen(api) > 64 || nrefs >= POD_OWNER_REFS_MAX)
-			continue;
-		if (!refs)
-			refs = cJSON_AddArrayToObject(m, "ownerReferences");
-		cJSON *r = cJSON_CreateObject();
-		copy_fields(r, ref, ref_fields);
-		cJSON_AddItemToArray(refs, r);
-		nrefs++;
-	}
-	/* Of the spec, only what the tamper check reads (bounded, see trim_containers). */
-	const cJSON *ps = jobj(obj, "spec");
-	cJSON *ts = cJSON_AddObjectToObject(t, "spec");
-	trim_containers(ts, ps, "containers");
-	trim_containers(ts, ps, "initContainers");
-	if (cJSON_GetArraySize(jobj(ps, "ephemeralContainers")) > 0)
-		cJSON_AddTrueToObject(ts, "truncated");
-	const cJSON *st = jobj(obj, "status");
-	cJSON *s = cJSON_AddObjectToObject(t, "status");
-	const char *phase = jstr(st, "phase");
-	if (phase && strlen(phase) <= 32)
-		cJSON_AddStringToObject(s, "phase", phase);
-	const cJSON *cond;
-	cJSON *conds = cJSON_AddArrayToObject(s, "conditions");
-	cJSON_ArrayForEach(cond, jobj(st, "conditions"))
-	{
-		const char *ty = jstr(cond, "type"), *cs = jstr(cond, "status");
-		if (ty && cs && !strcmp(ty, "Ready") && strlen(cs) <= 16) {
-			cJSON *c = cJSON_CreateObject();
-			cJSON_AddStringToObject(c, "type", ty);
-			cJSON_AddStringToObject(c, "status", cs);
-			cJSON_AddItemToArray(conds, c);
-			break;
-		}
-	}
-	return t;
-}
-
 /* ---- one reconcile ---- */
 
 /* Everything one reconcile needs about its Sandbox, borrowed from `obj`. */
@@ -605,7 +105,7 @@ static int write_status(struct sbx_controller *c, const struct sbx_view *v, cons
 	cJSON *resp = NULL;
 	enum kube_err e = kube_request(c->kc, "PATCH", path, NULL, body, "application/merge-patch+json", &resp, &err);
 	free(body);
-	written_put(c->written, v->uid, meta_str(resp, "resourceVersion"));
+	sbx_written_put(c->written, v->uid, meta_str(resp, "resourceVersion"));
 	cJSON_Delete(resp);
 	if (e == KUBE_ERR_NOT_FOUND)
 		return 0; /* the Sandbox is gone; nothing to report to */
@@ -614,12 +114,12 @@ static int write_status(struct sbx_controller *c, const struct sbx_view *v, cons
 		       err.message);
 		return -1;
 	}
-	obs_metric_add(M.status_writes, NULL, 1);
+	obs_metric_add(sbx_m.status_writes, NULL, 1);
 	/* Creation -> Bound/Ready, observed on the write that makes it true. */
 	if (in->bound && !cond_true(v->status, "Bound"))
-		obs_metric_observe(M.to_bound, NULL, since(v->created));
+		obs_metric_observe(sbx_m.to_bound, NULL, since(v->created));
 	if (in->ready && !cond_true(v->status, "Ready"))
-		obs_metric_observe(M.to_ready, NULL, since(v->created));
+		obs_metric_observe(sbx_m.to_ready, NULL, since(v->created));
 	fault_point("after-status-write");
 	return 1;
 }
@@ -760,8 +260,8 @@ static int report_bound(struct sbx_controller *c, const struct sbx_view *v, cons
 		return -1;
 	/* Announced once per Sandbox: a second reconcile on a cache that has not
 	 * seen our status write yet must not count or report the binding again. */
-	if (strset_add(c->announced, v->uid)) {
-		obs_metric_add(created ? M.pods_created : M.pods_adopted, NULL, 1);
+	if (sbx_strset_add(c->announced, v->uid)) {
+		obs_metric_add(created ? sbx_m.pods_created : sbx_m.pods_adopted, NULL, 1);
 		record(c, v, "Normal", created ? "PodCreated" : "PodAdopted", msg);
 		log_kv(LOG_INFO, created ? "pod created" : "pod adopted", "sandbox", v->name, "namespace", v->ns,
 		       "pod", pod_name, "scopeDigest", v->scope.digest);
@@ -818,7 +318,7 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 	 * moments ago brings the Sandbox back with its own event; otherwise ask
 	 * the API before saying "missing". A trimmed pod with too many containers
 	 * to keep is read live. */
-	if (!pod && written_lagging(c->created_pods, pod_uid, ""))
+	if (!pod && sbx_written_lagging(c->created_pods, pod_uid, ""))
 		return WRITTEN_RECHECK_MS;
 	if (!pod || cJSON_IsTrue(jobj(jobj(pod, "spec"), "truncated"))) {
 		cJSON_Delete(pod);
@@ -852,7 +352,7 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 		char key[64];
 		snprintf(key, sizeof key, "tampered/%s", v->uid);
 		/* Once per Sandbox: the set covers a cache that has not seen our write yet. */
-		if (strset_add(c->announced, key)) {
+		if (sbx_strset_add(c->announced, key)) {
 			record(c, v, "Warning", "PodTampered", tmsg);
 			log_kv(LOG_WARN, "bound pod tampered", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
 			       "reason", why);
@@ -959,7 +459,7 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 	}
 	if (vr != SBX_VERIFY_OK) {
 	foreign:
-		obs_metric_add(M.foreign_pods, NULL, 1);
+		obs_metric_add(sbx_m.foreign_pods, NULL, 1);
 		char msg[640];
 		snprintf(msg, sizeof msg,
 			 "pod %s exists but was not created by sandbox-controller for this scope (%s%s%s); it is not "
@@ -986,7 +486,7 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 		if (expired)
 			return EX_NEXT_GENERATION;
 		if (!fp || strcmp(fp, v->scope.fingerprint)) {
-			obs_metric_add(M.key_conflicts, NULL, 1);
+			obs_metric_add(sbx_m.key_conflicts, NULL, 1);
 			const char *holder = controller_owner_name(pod);
 			char msg[512];
 			snprintf(msg, sizeof msg,
@@ -1038,7 +538,7 @@ static enum kube_err create_pod(struct sbx_controller *c, const struct sbx_view 
 	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, out, err);
 	free(body);
 	if (e == KUBE_OK)
-		written_put(c->created_pods, meta_str(*out, "uid"), meta_str(*out, "resourceVersion"));
+		sbx_written_put(c->created_pods, meta_str(*out, "uid"), meta_str(*out, "resourceVersion"));
 	fault_point("after-pod-create");
 	return e;
 }
@@ -1343,14 +843,14 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_afte
 	free(ns);
 	if (!obj)
 		return 0; /* deleted: the garbage collector takes its pod */
-	obs_metric_add(M.reconciles, NULL, 1);
+	obs_metric_add(sbx_m.reconciles, NULL, 1);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	struct sbx_view v;
 	int r = 0;
 	if (view_init(&v, obj) < 0 || meta_str(obj, "deletionTimestamp"))
 		goto out;
-	if (written_lagging(c->written, v.uid, meta_str(obj, "resourceVersion"))) {
+	if (sbx_written_lagging(c->written, v.uid, meta_str(obj, "resourceVersion"))) {
 		r = WRITTEN_RECHECK_MS; /* our own write's event requeues it sooner */
 		goto out;
 	}
@@ -1359,7 +859,7 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_afte
 	if (!cJSON_IsObject(v.spec) || sbx_spec_validate(v.spec, msg, sizeof msg) < 0) {
 		if (cJSON_IsNumber(oversized))
 			snprintf(msg, sizeof msg, "spec is about %.0f bytes; this controller accepts at most %d",
-				 oversized->valuedouble, SPEC_KEEP_MAX);
+				 oversized->valuedouble, SBX_SPEC_KEEP_MAX);
 		else if (!cJSON_IsObject(v.spec))
 			snprintf(msg, sizeof msg, "spec is missing");
 		r = report_unbound(c, &v, "Rejected", "InvalidSpec", msg, "InvalidSpec");
@@ -1404,286 +904,24 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_afte
 			goto out;
 		}
 	}
-	if (!strset_add(c->inflight, v.scope.digest)) {
+	if (!sbx_strset_add(c->inflight, v.scope.digest)) {
 		r = REQUEUE_BUSY_MS;
 		goto out;
 	}
 	r = claim(c, &v);
-	strset_del(c->inflight, v.scope.digest);
+	sbx_strset_del(c->inflight, v.scope.digest);
 	if (retry_after_ms)
 		*retry_after_ms = v.retry_after_ms;
 out:
 	if (r < 0) {
-		obs_metric_add(M.errors, NULL, 1);
-		obs_metric_add(M.cr_errors, CTRL, 1);
+		obs_metric_add(sbx_m.errors, NULL, 1);
+		obs_metric_add(sbx_m.cr_errors, sbx_ctl_label, 1);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	obs_metric_observe(M.cr_time, CTRL,
+	obs_metric_observe(sbx_m.cr_time, sbx_ctl_label,
 			   (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	const char *result[] = { "sandbox", r < 0 ? "error" : r > 0 ? "requeue_after" : "success" };
-	obs_metric_add(M.cr_total, result, 1);
+	obs_metric_add(sbx_m.cr_total, result, 1);
 	cJSON_Delete(obj);
 	return r;
-}
-
-/* ---- wiring: informers, queue, workers ---- */
-
-/* Queues the Sandbox "ns/name" (names are DNS subdomains, so 600 bytes hold any key). */
-static void enqueue_key(struct sbx_controller *c, const char *ns, const char *name)
-{
-	if (!ns || !name)
-		return;
-	char key[600];
-	snprintf(key, sizeof key, "%s/%s", ns, name);
-	workqueue_add(c->queue, key);
-}
-
-/* Moves the Sandbox gauge by phase: +d for obj's status.phase. */
-static void count_phase(const cJSON *obj, double d)
-{
-	const char *phase = jstr(jobj(obj, "status"), "phase");
-	const char *lv[] = { phase && *phase ? phase : "None" };
-	obs_metric_add(M.phases, lv, d);
-}
-
-static void enqueue_sandbox(void *ctx, const cJSON *obj)
-{
-	enqueue_key(ctx, meta_str(obj, "namespace"), meta_str(obj, "name"));
-}
-
-static void on_sandbox_add(void *ctx, const cJSON *obj)
-{
-	count_phase(obj, 1);
-	enqueue_sandbox(ctx, obj);
-}
-
-static void on_sandbox_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
-{
-	struct sbx_controller *c = ctx;
-	int own = written_arrived(c->written, meta_str(new_obj, "uid"), meta_str(new_obj, "resourceVersion"));
-	count_phase(old_obj, -1);
-	count_phase(new_obj, 1);
-	if (!own)
-		enqueue_sandbox(ctx, new_obj);
-}
-
-/* The garbage collector removes the pod once its last owner is gone; we only
- * forget that the Sandbox's binding was announced. */
-static void on_sandbox_delete(void *ctx, const cJSON *obj)
-{
-	struct sbx_controller *c = ctx;
-	count_phase(obj, -1);
-	const char *uid = meta_str(obj, "uid");
-	written_lagging(c->written, uid, NULL);
-	if (uid) {
-		char key[64];
-		snprintf(key, sizeof key, "tampered/%s", uid);
-		strset_del(c->announced, uid);
-		strset_del(c->announced, key);
-	}
-}
-
-/* A pod changed: look again at every Sandbox that owns it. */
-static void enqueue_pod_owners(void *ctx, const cJSON *pod)
-{
-	struct sbx_controller *c = ctx;
-	const char *ns = meta_str(pod, "namespace");
-	const cJSON *ref;
-	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
-	{
-		const char *kind = jstr(ref, "kind"), *api = jstr(ref, "apiVersion"), *name = jstr(ref, "name");
-		if (kind && api && !strcmp(kind, "Sandbox") && !strncmp(api, "sandbox.dev/", 12))
-			enqueue_key(c, ns, name);
-	}
-}
-
-/* 1 when the trimmed objects a and b differ at most in resourceVersion: the
- * trim keeps only what a reconcile reads, so such an update (the scheduler's
- * binding, another controller's condition) tells the owner nothing. */
-static int same_but_version(const cJSON *a, const cJSON *b)
-{
-	if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b))
-		return 0;
-	const cJSON *x;
-	cJSON_ArrayForEach(x, a)
-	{
-		const cJSON *y = cJSON_GetObjectItemCaseSensitive(b, x->string);
-		if (!y)
-			return 0;
-		if (!strcmp(x->string, "metadata") && cJSON_IsObject(x) && cJSON_IsObject(y)) {
-			int nx = 0, ny = 0;
-			const cJSON *f;
-			cJSON_ArrayForEach(f, x)
-			{
-				if (!strcmp(f->string, "resourceVersion"))
-					continue;
-				nx++;
-				if (!cJSON_Compare(f, cJSON_GetObjectItemCaseSensitive(y, f->string), 1))
-					return 0;
-			}
-			cJSON_ArrayForEach(f, y) ny += strcmp(f->string, "resourceVersion") != 0;
-			if (nx != ny)
-				return 0;
-		} else if (!cJSON_Compare(x, y, 1)) {
-			return 0;
-		}
-	}
-	return 1;
-}
-
-static void on_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
-{
-	if (!same_but_version(old_obj, new_obj))
-		enqueue_pod_owners(ctx, new_obj);
-}
-
-/* A pod appeared (or left) in the cache: it no longer lags behind our create. */
-static void on_pod_add_or_delete(void *ctx, const cJSON *pod)
-{
-	struct sbx_controller *c = ctx;
-	written_lagging(c->created_pods, meta_str(pod, "uid"), NULL);
-	enqueue_pod_owners(ctx, pod);
-}
-
-static void *worker_main(void *arg)
-{
-	struct sbx_controller *c = arg;
-	char *key;
-	while ((key = workqueue_get(c->queue))) {
-		long retry_after_ms = 0;
-		kube_retry_after_take_ms(); /* start clean: only this reconcile's answers count */
-		int r = sbx_reconcile_ex(c, key, &retry_after_ms);
-		if (r == 0) {
-			workqueue_forget(c->queue, key);
-		} else if (r > 0) {
-			workqueue_forget(c->queue, key);
-			workqueue_add_after(c->queue, key, r);
-		} else {
-			/* Per-Sandbox exponential backoff, never sooner than the API
-			 * asked (a 429's Retry-After on any request of the reconcile). */
-			long ra = kube_retry_after_take_ms();
-			workqueue_add_rate_limited_min(c->queue, key, ra > retry_after_ms ? ra : retry_after_ms);
-		}
-		workqueue_done(c->queue, key);
-		free(key);
-	}
-	return NULL;
-}
-
-void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const struct sbx_config *cfg,
-			 const struct sbx_seal_keys *seal_keys, int workers)
-{
-	memset(c, 0, sizeof *c);
-	pthread_mutex_init(&c->informers_mu, NULL);
-	c->kc = kc;
-	c->cfg = cfg;
-	c->seal_keys = seal_keys;
-	c->workers = workers > 0 ? workers : 4;
-}
-
-int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen)
-{
-	static const struct informer_handlers sh = { on_sandbox_add, on_sandbox_update, on_sandbox_delete };
-	static const struct informer_handlers ph = { on_pod_add_or_delete, on_pod_update, on_pod_add_or_delete };
-	metrics_register();
-	c->queue = workqueue_new();
-	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued, wq_worked };
-	workqueue_set_metrics(c->queue, &wm);
-	c->inflight = strset_new();
-	c->announced = strset_new();
-	c->written = written_new();
-	c->created_pods = written_new();
-	struct informer *sandboxes =
-		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, LABEL_DIGEST, &sh, c);
-	/* The selector only narrows the watch; every pod is re-verified before use.
-	 * It is the digest label, reserved to the controller by admission, not
-	 * managed-by, which anyone may put on any pod (and fill the cache). */
-	struct informer *pods = informer_new(c->kc, "/api/v1/pods", LABEL_DIGEST, sbx_trim_pod, LABEL_DIGEST, &ph, c);
-	informer_set_dictionary(sandboxes, sbx_sandbox_dictionary); /* not started: cannot fail */
-	informer_set_dictionary(pods, sbx_pod_dictionary);
-	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
-	c->sandboxes = sandboxes;
-	c->pods = pods;
-	pthread_mutex_unlock(&c->informers_mu);
-	if (informer_start(c->pods) < 0 || informer_start(c->sandboxes) < 0) {
-		snprintf(err, errlen, "cannot start the informers");
-		return -1;
-	}
-	if (timeout_ms == 0)
-		return 0;
-	if (!informer_wait_synced(c->pods, timeout_ms) || !informer_wait_synced(c->sandboxes, timeout_ms)) {
-		snprintf(err, errlen, "caches did not sync within %ld ms (is the Sandbox CRD installed?)", timeout_ms);
-		return -1;
-	}
-	return 0;
-}
-
-int sbx_controller_start_workers(struct sbx_controller *c, char *err, size_t errlen)
-{
-	if (!c->queue || c->threads) {
-		snprintf(err, errlen, "workers need started caches and start once");
-		return -1;
-	}
-	c->events = event_recorder_new(c->kc, "sandbox-controller");
-	c->threads = xcalloc((size_t)c->workers, sizeof *c->threads);
-	for (int i = 0; i < c->workers; i++) {
-		if (pthread_create(&c->threads[i], NULL, worker_main, c) != 0) {
-			snprintf(err, errlen, "cannot start worker threads");
-			c->workers = i;
-			return -1;
-		}
-	}
-	return 0;
-}
-
-int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen)
-{
-	if (sbx_controller_start_caches(c, timeout_ms, err, errlen) < 0)
-		return -1;
-	return sbx_controller_start_workers(c, err, errlen);
-}
-
-int sbx_controller_synced(struct sbx_controller *c)
-{
-	pthread_mutex_lock(&c->informers_mu);
-	int synced = c->sandboxes && c->pods && informer_wait_synced(c->sandboxes, 0) &&
-		     informer_wait_synced(c->pods, 0);
-	pthread_mutex_unlock(&c->informers_mu);
-	return synced;
-}
-
-void sbx_controller_release(struct sbx_controller *c)
-{
-	if (c->sandboxes)
-		informer_stop(c->sandboxes);
-	if (c->pods)
-		informer_stop(c->pods);
-	if (c->queue)
-		workqueue_shutdown(c->queue);
-	for (int i = 0; c->threads && i < c->workers; i++)
-		pthread_join(c->threads[i], NULL);
-	free(c->threads);
-	c->threads = NULL;
-	if (c->events)
-		event_recorder_free(c->events);
-	pthread_mutex_lock(&c->informers_mu);
-	struct informer *sandboxes = c->sandboxes, *pods = c->pods;
-	c->sandboxes = c->pods = NULL;
-	pthread_mutex_unlock(&c->informers_mu);
-	if (sandboxes)
-		informer_free(sandboxes);
-	if (pods)
-		informer_free(pods);
-	if (c->queue)
-		workqueue_free(c->queue);
-	strset_free(c->inflight);
-	strset_free(c->announced);
-	c->announced = NULL;
-	written_free(c->written);
-	c->written = NULL;
-	written_free(c->created_pods);
-	c->created_pods = NULL;
-	c->events = NULL;
-	c->queue = NULL;
-	c->inflight = NULL;
 }

@@ -81,15 +81,4 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_afte
  * not final. */
 int sbx_pod_refusal_is_final(const struct kube_error *e);
 
-/* Trimmers for the informer caches: keep only what the reconcile reads, with
- * a bound on the size kept per object whatever the tenant wrote (README,
- * "Memory"). A Sandbox whose spec is too large to cache is kept without it,
- * with SBX_TRIM_OVERSIZED set to the spec's size, and is rejected. */
-#define SBX_TRIM_OVERSIZED "oversizedSpecBytes"
-cJSON *sbx_trim_sandbox(const cJSON *obj);
-cJSON *sbx_trim_pod(const cJSON *obj);
-/* Preset dictionaries the caches deflate trimmed Sandboxes and pods against. */
-extern const char sbx_sandbox_dictionary[];
-extern const char sbx_pod_dictionary[];
-
 #endif

@@ -37,6 +37,7 @@
 #include "kube/watch.h"
 #include "obs/log.h"
 #include "sandbox/reconcile.h"
+#include "sandbox/trim.h"
 
 #define CHUNK ((size_t)16 << 10)
 #define MAX_LINE ((size_t)4 << 20)

@@ -1,0 +1,302 @@
+/* The wiring of the controller (reconcile.h): informers and their handlers,
+ * the work queue and its workers, start-up and release. The decision each
+ * worker runs is reconcile.c. */
+#define _GNU_SOURCE
+#include "sandbox/reconcile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/jsonget.h"
+#include "base/xmalloc.h"
+#include "sandbox/ctlmetrics.h"
+#include "sandbox/strset.h"
+#include "sandbox/trim.h"
+#include "sandbox/written.h"
+
+#define SBX_API "sandbox.dev/v1alpha1"
+#define LABEL_DIGEST "sandbox.dev/scope-digest"
+
+static void wq_depth(void *ctx, size_t d)
+{
+	obs_metric_set(sbx_m.wq_depth, sbx_ctl_label, (double)d);
+}
+static void wq_adds(void *ctx)
+{
+	obs_metric_add(sbx_m.wq_adds, sbx_ctl_label, 1);
+}
+static void wq_retries(void *ctx)
+{
+	obs_metric_add(sbx_m.wq_retries, sbx_ctl_label, 1);
+}
+static void wq_queued(void *ctx, double s)
+{
+	obs_metric_observe(sbx_m.wq_queued, sbx_ctl_label, s);
+}
+static void wq_worked(void *ctx, double s)
+{
+	obs_metric_observe(sbx_m.wq_worked, sbx_ctl_label, s);
+}
+
+/* ---- wiring: informers, queue, workers ---- */
+
+/* Queues the Sandbox "ns/name" (names are DNS subdomains, so 600 bytes hold any key). */
+static void enqueue_key(struct sbx_controller *c, const char *ns, const char *name)
+{
+	if (!ns || !name)
+		return;
+	char key[600];
+	snprintf(key, sizeof key, "%s/%s", ns, name);
+	workqueue_add(c->queue, key);
+}
+
+/* Moves the Sandbox gauge by phase: +d for obj's status.phase. */
+static void count_phase(const cJSON *obj, double d)
+{
+	const char *phase = jstr(jobj(obj, "status"), "phase");
+	const char *lv[] = { phase && *phase ? phase : "None" };
+	obs_metric_add(sbx_m.phases, lv, d);
+}
+
+static void enqueue_sandbox(void *ctx, const cJSON *obj)
+{
+	enqueue_key(ctx, meta_str(obj, "namespace"), meta_str(obj, "name"));
+}
+
+static void on_sandbox_add(void *ctx, const cJSON *obj)
+{
+	count_phase(obj, 1);
+	enqueue_sandbox(ctx, obj);
+}
+
+static void on_sandbox_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	struct sbx_controller *c = ctx;
+	int own = sbx_written_arrived(c->written, meta_str(new_obj, "uid"), meta_str(new_obj, "resourceVersion"));
+	count_phase(old_obj, -1);
+	count_phase(new_obj, 1);
+	if (!own)
+		enqueue_sandbox(ctx, new_obj);
+}
+
+/* The garbage collector removes the pod once its last owner is gone; we only
+ * forget that the Sandbox's binding was announced. */
+static void on_sandbox_delete(void *ctx, const cJSON *obj)
+{
+	struct sbx_controller *c = ctx;
+	count_phase(obj, -1);
+	const char *uid = meta_str(obj, "uid");
+	sbx_written_lagging(c->written, uid, NULL);
+	if (uid) {
+		char key[64];
+		snprintf(key, sizeof key, "tampered/%s", uid);
+		sbx_strset_del(c->announced, uid);
+		sbx_strset_del(c->announced, key);
+	}
+}
+
+/* A pod changed: look again at every Sandbox that owns it. */
+static void enqueue_pod_owners(void *ctx, const cJSON *pod)
+{
+	struct sbx_controller *c = ctx;
+	const char *ns = meta_str(pod, "namespace");
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
+	{
+		const char *kind = jstr(ref, "kind"), *api = jstr(ref, "apiVersion"), *name = jstr(ref, "name");
+		if (kind && api && !strcmp(kind, "Sandbox") && !strncmp(api, "sandbox.dev/", 12))
+			enqueue_key(c, ns, name);
+	}
+}
+
+/* 1 when the trimmed objects a and b differ at most in resourceVersion: the
+ * trim keeps only what a reconcile reads, so such an update (the scheduler's
+ * binding, another controller's condition) tells the owner nothing. */
+static int same_but_version(const cJSON *a, const cJSON *b)
+{
+	if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b))
+		return 0;
+	const cJSON *x;
+	cJSON_ArrayForEach(x, a)
+	{
+		const cJSON *y = cJSON_GetObjectItemCaseSensitive(b, x->string);
+		if (!y)
+			return 0;
+		if (!strcmp(x->string, "metadata") && cJSON_IsObject(x) && cJSON_IsObject(y)) {
+			int nx = 0, ny = 0;
+			const cJSON *f;
+			cJSON_ArrayForEach(f, x)
+			{
+				if (!strcmp(f->string, "resourceVersion"))
+					continue;
+				nx++;
+				if (!cJSON_Compare(f, cJSON_GetObjectItemCaseSensitive(y, f->string), 1))
+					return 0;
+			}
+			cJSON_ArrayForEach(f, y) ny += strcmp(f->string, "resourceVersion") != 0;
+			if (nx != ny)
+				return 0;
+		} else if (!cJSON_Compare(x, y, 1)) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static void on_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	if (!same_but_version(old_obj, new_obj))
+		enqueue_pod_owners(ctx, new_obj);
+}
+
+/* A pod appeared (or left) in the cache: it no longer lags behind our create. */
+static void on_pod_add_or_delete(void *ctx, const cJSON *pod)
+{
+	struct sbx_controller *c = ctx;
+	sbx_written_lagging(c->created_pods, meta_str(pod, "uid"), NULL);
+	enqueue_pod_owners(ctx, pod);
+}
+
+static void *worker_main(void *arg)
+{
+	struct sbx_controller *c = arg;
+	char *key;
+	while ((key = workqueue_get(c->queue))) {
+		long retry_after_ms = 0;
+		kube_retry_after_take_ms(); /* start clean: only this reconcile's answers count */
+		int r = sbx_reconcile_ex(c, key, &retry_after_ms);
+		if (r == 0) {
+			workqueue_forget(c->queue, key);
+		} else if (r > 0) {
+			workqueue_forget(c->queue, key);
+			workqueue_add_after(c->queue, key, r);
+		} else {
+			/* Per-Sandbox exponential backoff, never sooner than the API
+			 * asked (a 429's Retry-After on any request of the reconcile). */
+			long ra = kube_retry_after_take_ms();
+			workqueue_add_rate_limited_min(c->queue, key, ra > retry_after_ms ? ra : retry_after_ms);
+		}
+		workqueue_done(c->queue, key);
+		free(key);
+	}
+	return NULL;
+}
+
+void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const struct sbx_config *cfg,
+			 const struct sbx_seal_keys *seal_keys, int workers)
+{
+	memset(c, 0, sizeof *c);
+	pthread_mutex_init(&c->informers_mu, NULL);
+	c->kc = kc;
+	c->cfg = cfg;
+	c->seal_keys = seal_keys;
+	c->workers = workers > 0 ? workers : 4;
+}
+
+int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen)
+{
+	static const struct informer_handlers sh = { on_sandbox_add, on_sandbox_update, on_sandbox_delete };
+	static const struct informer_handlers ph = { on_pod_add_or_delete, on_pod_update, on_pod_add_or_delete };
+	sbx_ctl_metrics_register();
+	c->queue = workqueue_new();
+	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued, wq_worked };
+	workqueue_set_metrics(c->queue, &wm);
+	c->inflight = sbx_strset_new();
+	c->announced = sbx_strset_new();
+	c->written = sbx_written_new();
+	c->created_pods = sbx_written_new();
+	struct informer *sandboxes =
+		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, LABEL_DIGEST, &sh, c);
+	/* The selector only narrows the watch; every pod is re-verified before use.
+	 * It is the digest label, reserved to the controller by admission, not
+	 * managed-by, which anyone may put on any pod (and fill the cache). */
+	struct informer *pods = informer_new(c->kc, "/api/v1/pods", LABEL_DIGEST, sbx_trim_pod, LABEL_DIGEST, &ph, c);
+	informer_set_dictionary(sandboxes, sbx_sandbox_dictionary); /* not started: cannot fail */
+	informer_set_dictionary(pods, sbx_pod_dictionary);
+	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
+	c->sandboxes = sandboxes;
+	c->pods = pods;
+	pthread_mutex_unlock(&c->informers_mu);
+	if (informer_start(c->pods) < 0 || informer_start(c->sandboxes) < 0) {
+		snprintf(err, errlen, "cannot start the informers");
+		return -1;
+	}
+	if (timeout_ms == 0)
+		return 0;
+	if (!informer_wait_synced(c->pods, timeout_ms) || !informer_wait_synced(c->sandboxes, timeout_ms)) {
+		snprintf(err, errlen, "caches did not sync within %ld ms (is the Sandbox CRD installed?)", timeout_ms);
+		return -1;
+	}
+	return 0;
+}
+
+int sbx_controller_start_workers(struct sbx_controller *c, char *err, size_t errlen)
+{
+	if (!c->queue || c->threads) {
+		snprintf(err, errlen, "workers need started caches and start once");
+		return -1;
+	}
+	c->events = event_recorder_new(c->kc, "sandbox-controller");
+	c->threads = xcalloc((size_t)c->workers, sizeof *c->threads);
+	for (int i = 0; i < c->workers; i++) {
+		if (pthread_create(&c->threads[i], NULL, worker_main, c) != 0) {
+			snprintf(err, errlen, "cannot start worker threads");
+			c->workers = i;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen)
+{
+	if (sbx_controller_start_caches(c, timeout_ms, err, errlen) < 0)
+		return -1;
+	return sbx_controller_start_workers(c, err, errlen);
+}
+
+int sbx_controller_synced(struct sbx_controller *c)
+{
+	pthread_mutex_lock(&c->informers_mu);
+	int synced = c->sandboxes && c->pods && informer_wait_synced(c->sandboxes, 0) &&
+		     informer_wait_synced(c->pods, 0);
+	pthread_mutex_unlock(&c->informers_mu);
+	return synced;
+}
+
+void sbx_controller_release(struct sbx_controller *c)
+{
+	if (c->sandboxes)
+		informer_stop(c->sandboxes);
+	if (c->pods)
+		informer_stop(c->pods);
+	if (c->queue)
+		workqueue_shutdown(c->queue);
+	for (int i = 0; c->threads && i < c->workers; i++)
+		pthread_join(c->threads[i], NULL);
+	free(c->threads);
+	c->threads = NULL;
+	if (c->events)
+		event_recorder_free(c->events);
+	pthread_mutex_lock(&c->informers_mu);
+	struct informer *sandboxes = c->sandboxes, *pods = c->pods;
+	c->sandboxes = c->pods = NULL;
+	pthread_mutex_unlock(&c->informers_mu);
+	if (sandboxes)
+		informer_free(sandboxes);
+	if (pods)
+		informer_free(pods);
+	if (c->queue)
+		workqueue_free(c->queue);
+	sbx_strset_free(c->inflight);
+	sbx_strset_free(c->announced);
+	c->announced = NULL;
+	sbx_written_free(c->written);
+	c->written = NULL;
+	sbx_written_free(c->created_pods);
+	c->created_pods = NULL;
+	c->events = NULL;
+	c->queue = NULL;
+	c->inflight = NULL;
+}
