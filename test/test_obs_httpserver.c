@@ -314,6 +314,50 @@ static int tls11_handshake_ok(int port)
 	return ok;
 }
 
+/* A TLS 1.2 client offering only the given suites; 1 when the handshake
+ * completes. */
+static int tls12_handshake_with(int port, const char *ciphers)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_security_level(ctx, 0);
+	int ok = SSL_CTX_set_cipher_list(ctx, ciphers) == 1;
+	SSL *ssl = SSL_new(ctx);
+	int fd = dial(port, 0);
+	SSL_set_fd(ssl, fd);
+	ok = ok && SSL_connect(ssl) == 1;
+	close(fd);
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	ERR_clear_error();
+	return ok;
+}
+
+/* TLS 1.2 only with ECDHE and AEAD suites: CBC, SHA-1 MACs and static RSA
+ * key exchange are refused (issue 15, finding 7). */
+static void test_tls12_aead_only(void)
+{
+	char dir[] = "/tmp/sbx-httptls.XXXXXX";
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	char cert[600], key[600];
+	snprintf(cert, sizeof cert, "%s/tls.crt", dir);
+	snprintf(key, sizeof key, "%s/tls.key", dir);
+	write_pair(dir, "suites", "tls.crt", "tls.key");
+	struct obs_http_server *s =
+		start((struct obs_http_opts){ .threads = 1, .tls_cert_file = cert, .tls_key_file = key });
+	int port = obs_http_port(s);
+	CU_ASSERT_TRUE(tls12_handshake_with(port, "ECDHE-ECDSA-AES128-GCM-SHA256"));
+	CU_ASSERT_TRUE(tls12_handshake_with(port, "ECDHE-ECDSA-CHACHA20-POLY1305"));
+	CU_ASSERT_FALSE(tls12_handshake_with(port, "ECDHE-ECDSA-AES128-SHA"));
+	CU_ASSERT_FALSE(tls12_handshake_with(port, "ECDHE-ECDSA-AES256-SHA"));
+	CU_ASSERT_FALSE(tls12_handshake_with(port, "ECDHE-ECDSA-AES128-SHA256"));
+	obs_http_free(s);
+	char cmd[700];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
 static void test_tls_and_reload(void)
 {
 	char dir[] = "/tmp/sbx-httptls.XXXXXX";
@@ -593,6 +637,7 @@ void register_obs_httpserver_tests(void)
 {
 	SBX_SUITE("obs/httpserver", { "routes, 404, methods", test_routes }, { "body and header caps", test_size_caps },
 		  { "TLS 1.2+, certificate reload", test_tls_and_reload },
+		  { "TLS 1.2 with AEAD suites only", test_tls12_aead_only },
 		  { "connection cap: busy connections hold", test_connection_cap_busy },
 		  { "connection cap: slow senders make room", test_connection_cap_sheds_slow },
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },
