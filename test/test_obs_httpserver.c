@@ -25,6 +25,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "obs/httpserver.h"
 #include "obs/metrics.h"
@@ -405,6 +406,174 @@ static void test_tls_and_reload(void)
 	CU_ASSERT_EQUAL(system(cmd), 0);
 }
 
+/* A P-256 key and a certificate for CN=cn signed by ca/ca_key (self-signed
+ * when ca is NULL); written to dir/<name>.crt and dir/<name>.key. Returns the
+ * certificate and, in *key, the key (caller frees both). */
+static X509 *issue(const char *dir, const char *name, const char *cn, X509 *ca, EVP_PKEY *ca_key, EVP_PKEY **key)
+{
+	EVP_PKEY *pk = EVP_EC_gen("P-256");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pk);
+	X509 *x = X509_new();
+	static long serial = 1;
+	ASN1_INTEGER_set(X509_get_serialNumber(x), serial++);
+	X509_gmtime_adj(X509_getm_notBefore(x), -60);
+	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+	X509_set_pubkey(x, pk);
+	X509_NAME *n = X509_get_subject_name(x);
+	X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
+	X509_set_issuer_name(x, ca ? X509_get_subject_name(ca) : n);
+	if (!ca) { /* a CA */
+		X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, NULL, NID_basic_constraints, "critical,CA:TRUE");
+		X509_add_ext(x, e, -1);
+		X509_EXTENSION_free(e);
+	}
+	CU_ASSERT(X509_sign(x, ca ? ca_key : pk, EVP_sha256()) > 0);
+	char path[600];
+	snprintf(path, sizeof path, "%s/%s.crt", dir, name);
+	FILE *f = fopen(path, "w");
+	PEM_write_X509(f, x);
+	fclose(f);
+	snprintf(path, sizeof path, "%s/%s.key", dir, name);
+	f = fopen(path, "w");
+	PEM_write_PrivateKey(f, pk, NULL, NULL, 0, NULL, NULL);
+	fclose(f);
+	*key = pk;
+	return x;
+}
+
+static char seen_client[256];
+static void h_whoami(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+{
+	snprintf(seen_client, sizeof seen_client, "%s", req->client_name ? req->client_name : "(none)");
+	buf_appends(&resp->body, "ok");
+}
+
+/* A TLS GET of /whoami presenting dir/<name>.crt (name NULL: no
+ * certificate). Returns the HTTP status, or -1 when the handshake or the
+ * request failed. */
+static int tls_get_as(int port, const char *dir, const char *name)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	char cert[600], key[600];
+	if (name) {
+		snprintf(cert, sizeof cert, "%s/%s.crt", dir, name);
+		snprintf(key, sizeof key, "%s/%s.key", dir, name);
+		CU_ASSERT(SSL_CTX_use_certificate_file(ctx, cert, SSL_FILETYPE_PEM) == 1);
+		CU_ASSERT(SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) == 1);
+	}
+	SSL *ssl = SSL_new(ctx);
+	int fd = dial(port, 0), status = -1;
+	struct timeval tv = { 3, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	SSL_set_fd(ssl, fd);
+	if (SSL_connect(ssl) == 1) {
+		const char *req = "GET /whoami HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+		char out[4096];
+		int len = 0, r;
+		if (SSL_write(ssl, req, (int)strlen(req)) > 0)
+			while (len < (int)sizeof out - 1 && (r = SSL_read(ssl, out + len, (int)sizeof out - 1 - len)) > 0)
+				len += r;
+		out[len] = '\0';
+		status = len ? status_of(out) : -1;
+	}
+	close(fd);
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	ERR_clear_error();
+	return status;
+}
+
+/* With a client CA, only a client presenting a certificate it signed (and,
+ * with names, carrying one of them) gets HTTP at all; its name reaches the
+ * handler. */
+static void test_client_certificates(void)
+{
+	char dir[] = "/tmp/sbx-httpmtls.XXXXXX";
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	EVP_PKEY *ca_key, *other_key, *k1, *k2, *k3, *sk;
+	X509 *ca = issue(dir, "ca", "client-ca", NULL, NULL, &ca_key);
+	X509 *other = issue(dir, "other-ca", "other-ca", NULL, NULL, &other_key);
+	X509 *good = issue(dir, "apiserver", "kube-apiserver-admission", ca, ca_key, &k1);
+	X509 *wrong_name = issue(dir, "alice", "alice", ca, ca_key, &k2);
+	X509 *wrong_ca = issue(dir, "forged", "kube-apiserver-admission", other, other_key, &k3);
+	X509 *server = issue(dir, "tls", "webhook", NULL, NULL, &sk);
+	char cert[600], key[600], cafile[600];
+	snprintf(cert, sizeof cert, "%s/tls.crt", dir);
+	snprintf(key, sizeof key, "%s/tls.key", dir);
+	snprintf(cafile, sizeof cafile, "%s/ca.crt", dir);
+	static const char *const names[] = { "kube-apiserver-admission", NULL };
+	static const struct obs_http_route who[] = { { "/whoami", h_whoami, NULL } };
+	char err[256] = "";
+	struct obs_http_opts o = { .addr = "127.0.0.1:0", .threads = 1, .tls_cert_file = cert, .tls_key_file = key,
+				   .tls_client_ca_file = cafile, .tls_client_names = names, .routes = who, .nroutes = 1,
+				   .name = "mtls" };
+	struct obs_http_server *s = obs_http_start(&o, err, sizeof err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	int port = obs_http_port(s);
+	CU_ASSERT_EQUAL(tls_get_as(port, dir, NULL), -1);
+	CU_ASSERT_EQUAL(tls_get_as(port, dir, "forged"), -1);
+	CU_ASSERT_EQUAL(tls_get_as(port, dir, "alice"), -1);
+	seen_client[0] = '\0';
+	CU_ASSERT_EQUAL(tls_get_as(port, dir, "apiserver"), 200);
+	CU_ASSERT_STRING_EQUAL(seen_client, "kube-apiserver-admission");
+	obs_http_free(s);
+	/* Without names, any certificate the CA signed. */
+	o.tls_client_names = NULL;
+	s = obs_http_start(&o, err, sizeof err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	port = obs_http_port(s);
+	CU_ASSERT_EQUAL(tls_get_as(port, dir, "alice"), 200);
+	CU_ASSERT_STRING_EQUAL(seen_client, "alice");
+	CU_ASSERT_EQUAL(tls_get_as(port, dir, "forged"), -1);
+	obs_http_free(s);
+	/* A client CA without TLS is refused at start. */
+	o.tls_cert_file = o.tls_key_file = NULL;
+	CU_ASSERT_PTR_NULL(obs_http_start(&o, err, sizeof err));
+	X509 *all[] = { ca, other, good, wrong_name, wrong_ca, server };
+	EVP_PKEY *keys[] = { ca_key, other_key, k1, k2, k3, sk };
+	for (size_t i = 0; i < 6; i++) {
+		X509_free(all[i]);
+		EVP_PKEY_free(keys[i]);
+	}
+	char cmd[700];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+/* The bytes of unanswered requests, summed over connections, stay under
+ * max_inflight_bytes: the connection that passes it is closed, a small
+ * request still goes through. */
+static void test_inflight_cap(void)
+{
+	struct obs_http_server *s = start((struct obs_http_opts){ .threads = 1, .max_body = 1 << 20,
+								   .max_inflight_bytes = 100000 });
+	int port = obs_http_port(s);
+	static char chunk[40000];
+	memset(chunk, 'b', sizeof chunk);
+	int fds[4];
+	for (int i = 0; i < 4; i++) { /* 4 x 40 kB of bodies that never end */
+		fds[i] = dial(port, 0);
+		CU_ASSERT_FATAL(fds[i] >= 0);
+		send_str(fds[i], "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 500000\r\n\r\n");
+		send(fds[i], chunk, sizeof chunk, MSG_NOSIGNAL);
+		usleep(100 * 1000);
+	}
+	int closed = 0;
+	for (int i = 0; i < 4; i++)
+		closed += closed_within(fds[i], i < 2 ? 200 : 1000);
+	CU_ASSERT(closed >= 1);
+	struct obs_http_stats st;
+	obs_http_stats(s, &st);
+	CU_ASSERT(st.overbudget >= 1);
+	for (int i = 0; i < 4; i++)
+		close(fds[i]);
+	usleep(200 * 1000);
+	char out[4096];
+	CU_ASSERT_EQUAL(request(port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", out, sizeof out),
+			200);
+	obs_http_free(s);
+}
+
 /* ---- bounds ---- */
 
 /* At the cap, connections busy answering are never closed to make room: the
@@ -638,6 +807,8 @@ void register_obs_httpserver_tests(void)
 	SBX_SUITE("obs/httpserver", { "routes, 404, methods", test_routes }, { "body and header caps", test_size_caps },
 		  { "TLS 1.2+, certificate reload", test_tls_and_reload },
 		  { "TLS 1.2 with AEAD suites only", test_tls12_aead_only },
+		  { "client certificates: CA and names", test_client_certificates },
+		  { "in-flight request bytes cap", test_inflight_cap },
 		  { "connection cap: busy connections hold", test_connection_cap_busy },
 		  { "connection cap: slow senders make room", test_connection_cap_sheds_slow },
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },

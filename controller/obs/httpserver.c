@@ -46,6 +46,7 @@
 #include <event2/thread.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <uthash.h>
 
 #include "base/xmalloc.h"
@@ -56,13 +57,22 @@
 #define BACKOFF_MAX_MS 2000
 #define TLS_CHECK_MS 1000
 #define LISTEN_BACKLOG 511
+/* TLS 1.2 suites offered: ECDHE key exchange with AEAD ciphers only (no CBC,
+ * no SHA-1 MACs, no static RSA); TLS 1.3 keeps OpenSSL's suites, all AEAD. */
+#define TLS12_CIPHERS                                                                                     \
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"         \
+	"ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
 struct conn {
 	struct http_thread *t;
 	struct bufferevent *bev;
 	struct evhttp_connection *evcon; /* NULL until adopted */
 	struct event *deadline;
+	struct event *kill; /* closes the connection from outside its own callbacks */
 	struct evbuffer_cb_entry *incb;
+	size_t inflight;    /* bytes of the unanswered request counted in s->inflight */
+	int client_checked; /* client_name looked up */
+	char client_name[256];
 	int waiting;   /* no request being answered: may be shed at the cap */
 	int idle;      /* keep-alive, no byte of the next request yet */
 	int64_t since; /* when it started waiting */
@@ -106,22 +116,28 @@ struct obs_http_server {
 	int nthreads;
 
 	/* TLS: the context for new connections, swapped when the files change */
-	char *cert_file, *key_file;
+	char *cert_file, *key_file, *client_ca_file;
+	char **client_names; /* NULL-terminated, or NULL: any name the CA signed */
 	pthread_mutex_t tls_mu;
 	SSL_CTX *ssl_ctx;
-	struct stat cert_st, key_st;
+	struct stat cert_st, key_st, ca_st;
+
+	/* bytes of unanswered requests on every connection (max_inflight 0: no cap) */
+	atomic_size_t inflight;
+	size_t max_inflight;
 	int64_t tls_checked_ms;
 
 	/* a warning at most once a second, with the number left out */
 	atomic_llong warn_next_ms;
 	atomic_ulong warn_dropped;
 
-	atomic_ulong accepted, deferred, shed, timeouts, accept_errors, tls_reloads, tls_reload_errors, open;
+	atomic_ulong accepted, deferred, shed, timeouts, accept_errors, tls_reloads, tls_reload_errors, open,
+		overbudget;
 
 	/* the same counts in the metrics registry, labelled with the name */
 	const char *label[1];
 	struct obs_metric *m_accepted, *m_deferred, *m_shed, *m_timeouts, *m_accept_errors, *m_tls_reloads,
-		*m_open, *m_requests;
+		*m_open, *m_requests, *m_overbudget;
 };
 
 /* Counts in both the plain counter (obs_http_stats) and the registry. */
@@ -149,6 +165,9 @@ static void register_metrics(struct obs_http_server *s)
 	s->m_open = obs_gauge("http_server_open_connections", "Connections open on a listener.", "listener");
 	s->m_requests = obs_counter("http_server_requests_total", "Requests answered by a handler, by status code.",
 				    "listener,code");
+	s->m_overbudget = obs_counter("http_server_inflight_cap_closes_total",
+				      "Connections closed because the bytes of unanswered requests passed the cap.",
+				      "listener");
 }
 
 static __thread struct http_thread *current_thread; /* the loop running on this thread */
@@ -208,9 +227,49 @@ static void ssl_error(char *err, size_t errlen, const char *what, const char *pa
 	snprintf(err, errlen, "%s %s: %s", what, path, detail);
 }
 
-/* A server context for the pair, TLS 1.2 minimum; NULL with a message. */
-static SSL_CTX *tls_ctx_new(const char *cert, const char *key, char *err, size_t errlen)
+/* 1 when the certificate's subject common name or one of its DNS
+ * subjectAltNames is one of names. */
+static int cert_has_name(X509 *cert, char *const *names)
 {
+	char cn[256] = "";
+	X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof cn);
+	GENERAL_NAMES *sans = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+	int found = 0;
+	for (char *const *n = names; *n && !found; n++) {
+		found = cn[0] && !strcmp(cn, *n);
+		for (int i = 0; sans && !found && i < sk_GENERAL_NAME_num(sans); i++) {
+			const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+			if (g->type != GEN_DNS)
+				continue;
+			const unsigned char *d = ASN1_STRING_get0_data(g->d.dNSName);
+			int len = ASN1_STRING_length(g->d.dNSName);
+			found = len > 0 && (size_t)len == strlen(*n) && !memcmp(d, *n, (size_t)len);
+		}
+	}
+	GENERAL_NAMES_free(sans);
+	return found;
+}
+
+/* OpenSSL's chain verdict, and at the leaf the names the server asks for. */
+static int verify_client(int ok, X509_STORE_CTX *x)
+{
+	if (!ok || X509_STORE_CTX_get_error_depth(x) != 0)
+		return ok;
+	SSL *ssl = X509_STORE_CTX_get_ex_data(x, SSL_get_ex_data_X509_STORE_CTX_idx());
+	const struct obs_http_server *s = ssl ? SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)) : NULL;
+	if (!s || !s->client_names)
+		return ok;
+	if (cert_has_name(X509_STORE_CTX_get_current_cert(x), s->client_names))
+		return 1;
+	X509_STORE_CTX_set_error(x, X509_V_ERR_CERT_REJECTED);
+	return 0;
+}
+
+/* A server context for s's files, TLS 1.2 minimum (AEAD suites only), with
+ * client certificates required when s has a client CA; NULL with a message. */
+static SSL_CTX *tls_ctx_new(struct obs_http_server *s, char *err, size_t errlen)
+{
+	const char *cert = s->cert_file, *key = s->key_file;
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 	if (!ctx) {
 		ssl_error(err, errlen, "TLS context", "");
@@ -221,6 +280,10 @@ static SSL_CTX *tls_ctx_new(const char *cert, const char *key, char *err, size_t
 		goto fail;
 	}
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+	if (SSL_CTX_set_cipher_list(ctx, TLS12_CIPHERS) != 1) {
+		ssl_error(err, errlen, "TLS 1.2 cipher list", "");
+		goto fail;
+	}
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS); /* idle connections hold no buffers */
 	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
 		ssl_error(err, errlen, "certificate", cert);
@@ -233,6 +296,18 @@ static SSL_CTX *tls_ctx_new(const char *cert, const char *key, char *err, size_t
 	if (SSL_CTX_check_private_key(ctx) != 1) {
 		ssl_error(err, errlen, "key does not match certificate", cert);
 		goto fail;
+	}
+	if (s->client_ca_file) {
+		STACK_OF(X509_NAME) *cas = SSL_load_client_CA_file(s->client_ca_file);
+		if (!cas || SSL_CTX_load_verify_locations(ctx, s->client_ca_file, NULL) != 1) {
+			sk_X509_NAME_pop_free(cas, X509_NAME_free);
+			ssl_error(err, errlen, "client CA file", s->client_ca_file);
+			goto fail;
+		}
+		SSL_CTX_set_client_CA_list(ctx, cas); /* takes cas */
+		SSL_CTX_set_app_data(ctx, s);
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_client);
+		SSL_CTX_set_verify_depth(ctx, 4);
 	}
 	return ctx;
 fail:
@@ -254,15 +329,17 @@ static void tls_maybe_reload(struct obs_http_server *s)
 	if (now - s->tls_checked_ms < TLS_CHECK_MS)
 		return;
 	s->tls_checked_ms = now;
-	struct stat cst, kst;
-	if (stat(s->cert_file, &cst) < 0 || stat(s->key_file, &kst) < 0)
+	struct stat cst, kst, ast = s->ca_st;
+	if (stat(s->cert_file, &cst) < 0 || stat(s->key_file, &kst) < 0 ||
+	    (s->client_ca_file && stat(s->client_ca_file, &ast) < 0))
 		return; /* mid-rotation (or gone): keep serving the pair we have */
-	if (same_file(&cst, &s->cert_st) && same_file(&kst, &s->key_st))
+	if (same_file(&cst, &s->cert_st) && same_file(&kst, &s->key_st) && same_file(&ast, &s->ca_st))
 		return;
 	s->cert_st = cst;
 	s->key_st = kst;
+	s->ca_st = ast;
 	char err[512];
-	SSL_CTX *ctx = tls_ctx_new(s->cert_file, s->key_file, err, sizeof err);
+	SSL_CTX *ctx = tls_ctx_new(s, err, sizeof err);
 	if (!ctx) {
 		const char *lv[] = { s->name, "error" };
 		atomic_fetch_add(&s->tls_reload_errors, 1);
@@ -346,6 +423,8 @@ static void on_close(struct evhttp_connection *evcon, void *arg)
 		t->conns_tail = c->prev;
 	evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->incb);
 	event_free(c->deadline);
+	event_free(c->kill);
+	atomic_fetch_sub(&t->s->inflight, c->inflight);
 	free(c);
 	t->nconns--;
 	atomic_fetch_sub(&t->s->open, 1);
@@ -386,13 +465,31 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 	evhttp_connection_free(c->evcon); /* calls on_close */
 }
 
-/* Bytes arrived: on an idle keep-alive connection a new request starts. */
+static void on_kill(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	if (c->evcon)
+		evhttp_connection_free(c->evcon); /* calls on_close */
+}
+
+/* Bytes arrived: on an idle keep-alive connection a new request starts. They
+ * count against the server's in-flight cap until the request is answered; the
+ * connection that would pass it is closed (after this callback returns). */
 static void on_input(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
 {
 	struct conn *c = arg;
-	if (info->n_added && c->idle) {
+	struct obs_http_server *s = c->t->s;
+	if (!info->n_added)
+		return;
+	if (c->idle) {
 		c->idle = 0;
-		arm(c, c->t->s->request_timeout_s);
+		arm(c, s->request_timeout_s);
+	}
+	c->inflight += info->n_added;
+	size_t total = atomic_fetch_add(&s->inflight, info->n_added) + info->n_added;
+	if (s->max_inflight && total > s->max_inflight && !event_pending(c->kill, EV_TIMEOUT, NULL)) {
+		count(s, &s->overbudget, s->m_overbudget);
+		event_active(c->kill, EV_TIMEOUT, 1);
 	}
 }
 
@@ -403,6 +500,8 @@ static void on_complete(struct evhttp_request *req, void *arg)
 	c->waiting = 1;
 	c->idle = 1;
 	c->since = now_ms();
+	atomic_fetch_sub(&c->t->s->inflight, c->inflight);
+	c->inflight = 0;
 	arm(c, c->t->s->idle_timeout_s);
 	if (c->t->paused)
 		event_add(c->t->watch, NULL);
@@ -444,8 +543,9 @@ static struct bufferevent *on_accept(struct event_base *base, void *arg)
 	c->waiting = 1;
 	c->since = now_ms();
 	c->deadline = evtimer_new(base, on_deadline, c);
+	c->kill = evtimer_new(base, on_kill, c);
 	c->incb = evbuffer_add_cb(bufferevent_get_input(bev), on_input, c);
-	if (!c->deadline || !c->incb)
+	if (!c->deadline || !c->kill || !c->incb || event_priority_set(c->kill, 0) < 0)
 		abort();
 	arm(c, s->request_timeout_s);
 	c->next_pending = t->pending;
@@ -546,7 +646,18 @@ static void on_request(struct evhttp_request *req, void *arg)
 		evhttp_connection_get_peer(evcon, &paddr, &pport);
 		snprintf(peer, sizeof peer, "%s:%u", paddr ? paddr : "?", pport);
 	}
+	if (c && !c->client_checked && s->client_ca_file) {
+		/* The handshake required and verified it; its name for handlers. */
+		c->client_checked = 1;
+		SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+		X509 *cert = ssl && SSL_get_verify_result(ssl) == X509_V_OK ? SSL_get1_peer_certificate(ssl) : NULL;
+		if (cert)
+			X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, c->client_name,
+						  sizeof c->client_name);
+		X509_free(cert);
+	}
 	struct obs_http_req r = {
+		.client_name = c && c->client_name[0] ? c->client_name : NULL,
 		.method = method_name(evhttp_request_get_command(req)),
 		.path = path,
 		.query = uri ? evhttp_uri_get_query(uri) : NULL,
@@ -572,6 +683,11 @@ static void on_request(struct evhttp_request *req, void *arg)
 	struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
 	evhttp_add_header(oh, "Content-Type", resp.content_type ? resp.content_type : "text/plain");
 	evhttp_add_header(oh, "X-Content-Type-Options", "nosniff");
+	if (resp.retry_after_s > 0) {
+		char ra[16];
+		snprintf(ra, sizeof ra, "%d", resp.retry_after_s);
+		evhttp_add_header(oh, "Retry-After", ra);
+	}
 	if (resp.body.len)
 		evbuffer_add(evhttp_request_get_output_buffer(req), resp.body.data, resp.body.len);
 	char code[8];
@@ -722,6 +838,7 @@ struct obs_http_server *obs_http_start(const struct obs_http_opts *o, char *err,
 	s->idle_timeout_s = o->idle_timeout_s > 0 ? o->idle_timeout_s : 30;
 	s->max_body = o->max_body ? o->max_body : 64 << 10;
 	s->max_headers = o->max_headers ? o->max_headers : 16 << 10;
+	s->max_inflight = o->max_inflight_bytes;
 	s->nroutes = o->nroutes;
 	s->routes = xcalloc(o->nroutes ? o->nroutes : 1, sizeof *s->routes);
 	for (size_t i = 0; i < o->nroutes; i++)
@@ -732,15 +849,32 @@ struct obs_http_server *obs_http_start(const struct obs_http_opts *o, char *err,
 		s->threads[i].fd = -1;
 		s->threads[i].cap = maxc / s->nthreads + (i < maxc % s->nthreads);
 	}
+	if (o->tls_client_ca_file && !o->tls_cert_file) {
+		snprintf(err, errlen, "client certificates need TLS (a certificate and a key)");
+		goto fail;
+	}
 	if (o->tls_cert_file) {
 		s->cert_file = xstrdup(o->tls_cert_file);
 		s->key_file = xstrdup(o->tls_key_file);
-		if (stat(s->cert_file, &s->cert_st) < 0 || stat(s->key_file, &s->key_st) < 0) {
-			snprintf(err, errlen, "TLS files %s, %s: %s", s->cert_file, s->key_file, strerror(errno));
+		if (o->tls_client_ca_file)
+			s->client_ca_file = xstrdup(o->tls_client_ca_file);
+		size_t nn = 0;
+		while (o->tls_client_names && o->tls_client_names[nn])
+			nn++;
+		if (nn) {
+			s->client_names = xcalloc(nn + 1, sizeof *s->client_names);
+			for (size_t i = 0; i < nn; i++)
+				s->client_names[i] = xstrdup(o->tls_client_names[i]);
+		}
+		if (stat(s->cert_file, &s->cert_st) < 0 || stat(s->key_file, &s->key_st) < 0 ||
+		    (s->client_ca_file && stat(s->client_ca_file, &s->ca_st) < 0)) {
+			snprintf(err, errlen, "TLS files %s, %s%s%s: %s", s->cert_file, s->key_file,
+				 s->client_ca_file ? ", " : "", s->client_ca_file ? s->client_ca_file : "",
+				 strerror(errno));
 			goto fail;
 		}
 		s->tls_checked_ms = now_ms();
-		if (!(s->ssl_ctx = tls_ctx_new(s->cert_file, s->key_file, err, errlen)))
+		if (!(s->ssl_ctx = tls_ctx_new(s, err, errlen)))
 			goto fail;
 	}
 
@@ -802,6 +936,7 @@ void obs_http_stats(const struct obs_http_server *s, struct obs_http_stats *out)
 		.tls_reloads = atomic_load(&m->tls_reloads),
 		.tls_reload_errors = atomic_load(&m->tls_reload_errors),
 		.open = atomic_load(&m->open),
+		.overbudget = atomic_load(&m->overbudget),
 	};
 }
 
@@ -827,6 +962,10 @@ void obs_http_free(struct obs_http_server *s)
 	pthread_mutex_destroy(&s->tls_mu);
 	free(s->cert_file);
 	free(s->key_file);
+	free(s->client_ca_file);
+	for (size_t i = 0; s->client_names && s->client_names[i]; i++)
+		free(s->client_names[i]);
+	free(s->client_names);
 	free(s->name);
 	free(s);
 }

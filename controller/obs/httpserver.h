@@ -20,10 +20,20 @@
  *   100 ms doubling to 2 s, logged at most once per second; out of
  *   descriptors with waiting connections open, the one waiting longest is
  *   closed instead, so a quick client still gets in.
- * With a certificate and key, the listener speaks TLS 1.2+ only; both files
- * are checked for changes (at most once a second, on accept) and a changed,
- * valid pair serves every new connection without a restart; a broken pair is
- * logged and the previous one kept. */
+ * - request bytes in flight: with max_inflight_bytes, the bytes received for
+ *   requests not yet answered, summed over every connection of the server,
+ *   stay under that cap; the connection whose bytes would pass it is closed
+ *   (a body is buffered whole before its handler runs, so this is what bounds
+ *   the memory of many large bodies at once).
+ * With a certificate and key, the listener speaks TLS 1.2+ only, and TLS 1.2
+ * only with ECDHE key exchange and AEAD ciphers (AES-GCM, ChaCha20-Poly1305;
+ * TLS 1.3 suites are all AEAD); both files are checked for changes (at most
+ * once a second, on accept) and a changed, valid pair serves every new
+ * connection without a restart; a broken pair is logged and the previous one
+ * kept. With a client CA file, the handshake requires a client certificate
+ * that CA signed (and, with client names, whose subject common name or a DNS
+ * subjectAltName is one of them): any other client gets no HTTP at all. The
+ * CA file is re-read with the pair. */
 #ifndef SBX_OBS_HTTPSERVER_H
 #define SBX_OBS_HTTPSERVER_H
 
@@ -41,18 +51,24 @@ struct obs_http_req {
 	size_t body_len;
 	const struct evkeyvalq *headers;
 	const char *peer; /* client address, for logs */
+	/* The verified client certificate's subject common name (the listener
+	 * has a client CA: every request has one), or NULL without client
+	 * authentication. */
+	const char *client_name;
 };
 
 /* The value of a request header (case-insensitive name), or NULL. */
 const char *obs_http_req_header(const struct obs_http_req *r, const char *name);
 
 /* Filled by the handler: status (preset 200), content_type (preset
- * "text/plain; charset=utf-8"; must be a static string or outlive the call)
- * and the body (preset empty, capped at OBS_HTTP_MAX_RESPONSE bytes). */
+ * "text/plain; charset=utf-8"; must be a static string or outlive the call),
+ * the body (preset empty, capped at OBS_HTTP_MAX_RESPONSE bytes) and
+ * retry_after_s (preset 0: no Retry-After header). */
 struct obs_http_resp {
 	int status;
 	const char *content_type;
 	struct buf body;
+	int retry_after_s; /* > 0: a Retry-After header (preset 0) */
 };
 
 #define OBS_HTTP_MAX_RESPONSE (64u << 20)
@@ -71,12 +87,15 @@ struct obs_http_route {
 struct obs_http_opts {
 	const char *addr;                        /* "host:port", ":port" or "[v6]:port"; port 0 picks one */
 	const char *tls_cert_file, *tls_key_file; /* PEM files; both NULL = plain HTTP */
+	const char *tls_client_ca_file;          /* PEM CA(s) client certificates must chain to; NULL = none asked */
+	const char *const *tls_client_names;     /* NULL-terminated names a client certificate must carry; NULL = any */
 	int threads;                             /* event loops (default 2) */
 	int max_connections;                     /* total, split across the loops (default 64) */
 	int request_timeout_s;                   /* whole request (default 10) */
 	int idle_timeout_s;                      /* idle keep-alive connection (default 30) */
 	size_t max_body;                         /* request body cap (default 64 KiB) */
 	size_t max_headers;                      /* request line + headers cap (default 16 KiB) */
+	size_t max_inflight_bytes;               /* bytes of unanswered requests, whole server (0 = no cap) */
 	const struct obs_http_route *routes;
 	size_t nroutes;
 	const char *name; /* for logs (default "http") */
@@ -103,6 +122,7 @@ struct obs_http_stats {
 	unsigned long tls_reloads;   /* certificate pairs (re)loaded after start */
 	unsigned long tls_reload_errors;
 	unsigned long open;      /* connections open now */
+	unsigned long overbudget; /* connections closed at the in-flight byte cap */
 };
 void obs_http_stats(const struct obs_http_server *s, struct obs_http_stats *out);
 
