@@ -186,6 +186,78 @@ static cJSON *decode_patch(const char *resp)
 	return out;
 }
 
+/* Values are counted without parsing, strings (with escapes) as one. */
+static void test_json_values(void)
+{
+	static const struct {
+		const char *json;
+		size_t n;
+	} cases[] = {
+		{ "0", 1 },
+		{ "[0,0,0]", 4 },
+		{ "{\"a\":1}", 3 },	/* the object, its key, its value */
+		{ "\"a,b:[{\\\"\"", 1 }, /* separators inside a string */
+		{ "[true, false, null, -1.5e3]", 5 },
+		{ "", 0 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		CU_ASSERT_EQUAL(wh_json_values(cases[i].json, strlen(cases[i].json)), cases[i].n);
+	/* a review of a million tiny values is refused before it is parsed */
+	size_t n = 2000001;
+	char *b = malloc(n + 2);
+	b[0] = '[';
+	for (size_t i = 1; i < n; i += 2) {
+		b[i] = '0';
+		b[i + 1] = ',';
+	}
+	b[n - 1] = '0';
+	b[n] = ']';
+	b[n + 1] = '\0';
+	CU_ASSERT(wh_json_values(b, n + 1) > WH_REVIEW_MAX_NODES);
+	struct wh_review r;
+	char err[256];
+	CU_ASSERT_EQUAL(wh_review_decode(b, n + 1, &r, err, sizeof err), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "JSON values"));
+	free(b);
+}
+
+static void test_identity_caps(void)
+{
+	char why[256], *big;
+	cJSON *u = cJSON_Parse("{\"username\":\"alice\",\"uid\":\"1\",\"groups\":[\"a\",\"b\"],\"extra\":{\"k\":[\"v\"]}}");
+	CU_ASSERT_EQUAL(wh_identity_check(u, why, sizeof why), 0);
+	cJSON_Delete(u);
+	big = calloc(1, WH_USERNAME_MAX + 2);
+	memset(big, 'u', WH_USERNAME_MAX + 1);
+	u = cJSON_CreateObject();
+	cJSON_AddStringToObject(u, "username", big);
+	CU_ASSERT_EQUAL(wh_identity_check(u, why, sizeof why), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "username"));
+	cJSON_Delete(u);
+	free(big);
+	u = cJSON_Parse("{\"username\":\"x\"}");
+	cJSON *g = cJSON_AddArrayToObject(u, "groups");
+	for (int i = 0; i <= WH_GROUPS_MAX; i++)
+		cJSON_AddItemToArray(g, cJSON_CreateString("g"));
+	CU_ASSERT_EQUAL(wh_identity_check(u, why, sizeof why), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "groups"));
+	cJSON_Delete(u);
+	/* fewer groups, but more bytes than the cap altogether */
+	big = calloc(1, 1001);
+	memset(big, 'g', 1000);
+	u = cJSON_Parse("{\"username\":\"x\"}");
+	g = cJSON_AddArrayToObject(u, "groups");
+	for (int i = 0; i < 100; i++)
+		cJSON_AddItemToArray(g, cJSON_CreateString(big));
+	CU_ASSERT_EQUAL(wh_identity_check(u, why, sizeof why), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "bytes"));
+	cJSON_Delete(u);
+	free(big);
+	u = cJSON_Parse("{\"username\":\"x\",\"groups\":[1]}");
+	CU_ASSERT_EQUAL(wh_identity_check(u, why, sizeof why), -1);
+	cJSON_Delete(u);
+}
+
 static void test_response_encode(void)
 {
 	struct wh_verdict v;
@@ -511,6 +583,7 @@ void register_webhook_tests(void)
 		  { "stale and malformed records", test_authz_stale_and_malformed },
 		  { "generateName form", test_authz_generate_name }, { "key rotation", test_authz_rotation });
 	SBX_SUITE("webhook/admission", { "decode", test_review_decode }, { "encode", test_response_encode },
+		  { "JSON values counted unparsed", test_json_values }, { "identity caps", test_identity_caps },
 		  { "owner not authorized", test_mutate_refuses_unauthorized_owner },
 		  { "reserved metadata refused", test_mutate_refuses_reserved },
 		  { "mutate then validate; copies refused", test_mutate_then_validate },

@@ -27,13 +27,116 @@ static int dfail(char *err, size_t errlen, const char *msg)
 	return -1;
 }
 
+size_t wh_json_values(const char *body, size_t len)
+{
+	size_t n = 0;
+	int in_string = 0, value = 0;
+	for (size_t i = 0; i < len; i++) {
+		char ch = body[i];
+		if (in_string) {
+			if (ch == '\\')
+				i++;
+			else if (ch == '"')
+				in_string = 0;
+			continue;
+		}
+		switch (ch) {
+		case '"':
+			in_string = 1;
+			/* fall through */
+		case '{':
+		case '[':
+			n++;
+			value = 0;
+			break;
+		case ',':
+		case ':':
+		case ']':
+		case '}':
+			value = 0;
+			break;
+		case ' ':
+		case '\t':
+		case '\n':
+		case '\r':
+			break;
+		default: /* a number or literal: one value per run */
+			if (!value)
+				n++;
+			value = 1;
+		}
+	}
+	return n;
+}
+
+/* Adds the bytes of string s to *total; 1 when s is not a string. */
+static int add_string(const cJSON *s, size_t *total)
+{
+	if (!cJSON_IsString(s))
+		return 1;
+	*total += strlen(s->valuestring);
+	return 0;
+}
+
+int wh_identity_check(const cJSON *user_info, char *why, size_t whylen)
+{
+	size_t total = 0;
+	const char *u = str_at(user_info, "username");
+	if (u && strlen(u) > WH_USERNAME_MAX) {
+		snprintf(why, whylen, "the username is longer than %d bytes", WH_USERNAME_MAX);
+		return -1;
+	}
+	if (u)
+		total += strlen(u);
+	const cJSON *uid = cJSON_GetObjectItemCaseSensitive(user_info, "uid");
+	if (uid && add_string(uid, &total)) {
+		snprintf(why, whylen, "userInfo.uid is not a string");
+		return -1;
+	}
+	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(user_info, "groups"), *g;
+	if (cJSON_GetArraySize(groups) > WH_GROUPS_MAX) {
+		snprintf(why, whylen, "the identity has more than %d groups", WH_GROUPS_MAX);
+		return -1;
+	}
+	cJSON_ArrayForEach(g, groups)
+	{
+		if (add_string(g, &total)) {
+			snprintf(why, whylen, "userInfo.groups holds a value that is not a string");
+			return -1;
+		}
+	}
+	const cJSON *extra = cJSON_GetObjectItemCaseSensitive(user_info, "extra"), *kv, *v;
+	if (cJSON_GetArraySize(extra) > WH_EXTRA_KEYS_MAX) {
+		snprintf(why, whylen, "userInfo.extra has more than %d keys", WH_EXTRA_KEYS_MAX);
+		return -1;
+	}
+	cJSON_ArrayForEach(kv, extra)
+	{
+		total += kv->string ? strlen(kv->string) : 0;
+		cJSON_ArrayForEach(v, kv)
+		{
+			if (add_string(v, &total)) {
+				snprintf(why, whylen, "userInfo.extra holds a value that is not a string");
+				return -1;
+			}
+		}
+	}
+	if (total > WH_IDENTITY_BYTES_MAX) {
+		snprintf(why, whylen, "the identity holds more than %d bytes", WH_IDENTITY_BYTES_MAX);
+		return -1;
+	}
+	return 0;
+}
+
 int wh_review_decode(const char *body, size_t len, struct wh_review *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof *out);
 	if (!body || len == 0)
 		return dfail(err, errlen, "empty AdmissionReview");
 	if (len > WH_REVIEW_MAX)
-		return dfail(err, errlen, "AdmissionReview larger than 3 MiB");
+		return dfail(err, errlen, "AdmissionReview larger than a Sandbox review can be");
+	if (wh_json_values(body, len) > WH_REVIEW_MAX_NODES)
+		return dfail(err, errlen, "AdmissionReview holds more JSON values than a Sandbox review can");
 	cJSON *root = cJSON_ParseWithLength(body, len);
 	if (!root)
 		return dfail(err, errlen, "AdmissionReview is not valid JSON");

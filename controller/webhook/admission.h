@@ -8,10 +8,48 @@
 
 #include <cjson/cJSON.h>
 
-/* Largest AdmissionReview accepted (an object and its old version, each at
- * most the API server's 3 MiB request limit in practice far less for a
- * Sandbox: the schema bounds every field). */
-#define WH_REVIEW_MAX (3 * 1024 * 1024)
+/* The largest legitimate Sandbox AdmissionReview, derived from the CRD's
+ * limits (crd/sandbox.dev_sandboxes.yaml) and the API server's own:
+ *   spec      <= 256 KiB: command, args and env hold at most 32,768
+ *             characters together (6 bytes each JSON-escaped at worst: 192
+ *             KiB), image 1,024 and runtimeClassName 253 characters, key 255
+ *             bytes, 32 resource quantities of <= 253 + 64, lifecycle, and
+ *             the JSON syntax of 576 list items;
+ *   metadata  <= 640 KiB: the API server's 256 KiB of labels and annotations
+ *             (with room for escaping), managedFields naming those keys
+ *             again, finalizers, owner references;
+ *   status    <= 64 KiB (the controller's own, conditions with messages);
+ * one object <= WH_OBJECT_MAX; a review carries the object and, on UPDATE,
+ * the old one, plus the request envelope and userInfo (capped below). A
+ * body over it is refused (413) before it is read. */
+#define WH_OBJECT_MAX (960 * 1024)
+#define WH_REVIEW_MAX (2 * WH_OBJECT_MAX + 128 * 1024)
+/* Most JSON values in a review: a Sandbox spec has at most ~1,300 (576 list
+ * items of a few members, 32 quantities); 256 KiB of the tiniest annotations
+ * are ~37,000 pairs, named again in managedFields, in two objects. A review
+ * over it is refused (413) before it is parsed: each value costs a cJSON
+ * node (64 bytes) and an allocation, so values per byte, not bytes, decide
+ * what a body costs to parse. */
+#define WH_REVIEW_MAX_NODES 160000
+/* What a parse is charged against the webhook's memory budget: the body,
+ * and this per value (node, key and small string allocations). */
+#define WH_NODE_COST 128
+
+/* The number of JSON values (objects, arrays, strings, numbers, literals;
+ * members count once) in body[0..len), counted without parsing: structural
+ * characters outside strings. An upper bound for valid JSON, cheap for
+ * anything. */
+size_t wh_json_values(const char *body, size_t len);
+
+/* Caps on the identity in request.userInfo that the webhook forwards as a
+ * SubjectAccessReview (its size is the caller's choice): */
+#define WH_USERNAME_MAX 1024         /* bytes */
+#define WH_GROUPS_MAX 512            /* entries */
+#define WH_EXTRA_KEYS_MAX 64         /* keys of extra */
+#define WH_IDENTITY_BYTES_MAX 65536  /* every string of it together */
+/* 0 when user_info is within the caps above; -1 with the cap it passes in
+ * why. */
+int wh_identity_check(const cJSON *user_info, char *why, size_t whylen);
 
 /* A decoded request. Every pointer borrows from root. */
 struct wh_review {
@@ -29,9 +67,13 @@ struct wh_review {
 	const char *username;
 	const cJSON *object;	 /* request.object or NULL */
 	const cJSON *old_object; /* request.oldObject or NULL */
+	/* Set by the server, not decoded: the caller presented a client
+	 * certificate the webhook's client CA signed (the API server). */
+	int authenticated;
 };
 
-/* Decodes body[0..len) (at most WH_REVIEW_MAX bytes). Returns 0 and fills
+/* Decodes body[0..len) (at most WH_REVIEW_MAX bytes and WH_REVIEW_MAX_NODES
+ * values). Returns 0 and fills
  * *out (release with wh_review_release), or -1 with a message in err; on
  * error *out holds nothing to release. Requires apiVersion
  * admission.k8s.io/v1, kind AdmissionReview, request.uid, request.operation,

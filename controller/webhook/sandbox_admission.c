@@ -217,6 +217,12 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 	const char *owner = sbx_spec_owner(spec), *key = sbx_spec_key(spec);
 	if (owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) {
 		char why[256] = "";
+		/* The identity is the caller's to size: capped before it is forwarded. */
+		if (wh_identity_check(r->user_info, why, sizeof why) < 0) {
+			wh_verdict_deny(v, 403, "Forbidden",
+					"cannot check whether this identity may use workspace owner \"%s\": %s", owner, why);
+			return;
+		}
 		int ok = p->may_use_owner(p->ctx, r->user_info, r->ns, owner, why, sizeof why);
 		char uq[200];
 		quote(r->username, uq, sizeof uq);

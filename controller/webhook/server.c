@@ -1,5 +1,7 @@
 #include "webhook/server.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,13 +15,24 @@
 #include "webhook/admission.h"
 #include "webhook/sandbox_admission.h"
 
+/* A log line of one kind at most once a second, with how many were left out. */
+struct rate_log {
+	int64_t next_ms;
+	unsigned long dropped;
+};
+
 struct wh_server {
 	struct obs_http_server *http;
 	struct wh_sandbox_policy policy;
 	struct kube_client *kc;
 	struct informer *sandboxes;
-	struct obs_metric *requests, *duration;
+	struct obs_metric *requests, *duration, *shed;
 	struct obs_http_route routes[2];
+	int authenticates; /* a client CA: every caller is the API server */
+
+	pthread_mutex_t mu; /* guards what follows */
+	size_t charged;     /* of WH_PARSE_BUDGET */
+	struct rate_log refused_log, bad_log;
 };
 
 static int may_use_owner(void *ctx, const cJSON *user_info, const char *ns, const char *owner, char *why,
@@ -52,6 +65,78 @@ static double mono_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Takes cost from the parse budget; 0 when it does not fit now. */
+static int budget_take(struct wh_server *s, size_t cost)
+{
+	pthread_mutex_lock(&s->mu);
+	int ok = cost <= WH_PARSE_BUDGET - s->charged;
+	if (ok)
+		s->charged += cost;
+	pthread_mutex_unlock(&s->mu);
+	return ok;
+}
+
+static void budget_give(struct wh_server *s, size_t cost)
+{
+	pthread_mutex_lock(&s->mu);
+	s->charged -= cost;
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Whether a line of this kind may be logged now; *dropped gets how many were
+ * left out since the last one. */
+static int rate_log_ok(struct wh_server *s, struct rate_log *rl, unsigned long *dropped)
+{
+	int64_t now = (int64_t)(mono_s() * 1000);
+	pthread_mutex_lock(&s->mu);
+	int ok = now >= rl->next_ms;
+	if (ok) {
+		rl->next_ms = now + 1000;
+		*dropped = rl->dropped;
+		rl->dropped = 0;
+	} else {
+		rl->dropped++;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return ok;
+}
+
+/* A user-supplied value for a log line: at most WH_LOG_FIELD_MAX bytes (cut
+ * ones end in "..."), "" for NULL. */
+static const char *capped(const char *v, char out[WH_LOG_FIELD_MAX + 4])
+{
+	if (!v)
+		return "";
+	size_t n = strlen(v);
+	if (n <= WH_LOG_FIELD_MAX)
+		return v;
+	memcpy(out, v, WH_LOG_FIELD_MAX);
+	memcpy(out + WH_LOG_FIELD_MAX, "...", 4);
+	return out;
+}
+
+/* Answers a body refused before it was parsed: 413 (it can never be a
+ * Sandbox review) or 429 (the budget is spent now; the API server's caller
+ * may retry). */
+static void refuse_unparsed(struct wh_server *s, const char *which, const struct obs_http_req *req,
+			    struct obs_http_resp *resp, int status, const char *why)
+{
+	const char *labels[2] = { which, status == 429 ? "shed" : "bad-request" };
+	resp->status = status;
+	resp->content_type = "text/plain";
+	if (status == 429)
+		resp->retry_after_s = 1;
+	buf_appendf(&resp->body, "%s\n", why);
+	obs_metric_add(s->requests, labels, 1);
+	unsigned long dropped;
+	if (rate_log_ok(s, &s->bad_log, &dropped)) {
+		char n[24];
+		snprintf(n, sizeof n, "%lu", dropped);
+		log_kv(LOG_WARN, "admission request refused unread", "webhook", which, "peer", req->peer, "error",
+		       why, "suppressedSinceLast", n);
+	}
+}
+
 /* One review: decode, decide, encode. A request that is not an
  * AdmissionReview gets 400; the API server then applies the webhook's
  * failurePolicy (Fail for every Sandbox rule). */
@@ -69,17 +154,28 @@ static void serve(struct wh_server *s, const char *which, const struct obs_http_
 		obs_metric_add(s->requests, labels, 1);
 		return;
 	}
+	/* Bounded before anything is parsed: values per byte decide what a
+	 * parse costs, and the budget is shared by every loop. */
+	size_t values = wh_json_values(req->body, req->body_len);
+	if (values > WH_REVIEW_MAX_NODES) {
+		refuse_unparsed(s, which, req, resp, 413, "AdmissionReview holds more JSON values than a Sandbox review can");
+		return;
+	}
+	size_t cost = 2 * req->body_len + values * WH_NODE_COST;
+	if (!budget_take(s, cost)) {
+		const char *why[2] = { which, "parse-budget" };
+		obs_metric_add(s->shed, why, 1);
+		refuse_unparsed(s, which, req, resp, 429, "the admission webhook is busy; retry");
+		return;
+	}
 	struct wh_review r;
 	char err[256];
 	if (wh_review_decode(req->body, req->body_len, &r, err, sizeof err) < 0) {
-		resp->status = 400;
-		resp->content_type = "text/plain";
-		buf_appendf(&resp->body, "%s\n", err);
-		labels[1] = "bad-request";
-		obs_metric_add(s->requests, labels, 1);
-		log_kv(LOG_WARN, "bad admission request", "webhook", which, "error", err);
+		budget_give(s, cost);
+		refuse_unparsed(s, which, req, resp, 400, err);
 		return;
 	}
+	r.authenticated = s->authenticates && req->client_name;
 	struct wh_verdict v;
 	decide(&s->policy, &r, time(NULL), &v);
 	char *out = wh_response_encode(r.uid, &v);
@@ -91,11 +187,20 @@ static void serve(struct wh_server *s, const char *which, const struct obs_http_
 	labels[1] = v.outcome;
 	obs_metric_add(s->requests, labels, 1);
 	obs_metric_observe(s->duration, labels, mono_s() - t0);
-	if (!v.allowed)
-		log_kv(LOG_INFO, "admission refused", "webhook", which, "namespace", r.ns, "name", r.name, "user",
-		       r.username, "operation", r.operation, "message", v.message);
+	unsigned long dropped;
+	if (!v.allowed && rate_log_ok(s, &s->refused_log, &dropped)) {
+		char a[WH_LOG_FIELD_MAX + 4], b[WH_LOG_FIELD_MAX + 4], c[WH_LOG_FIELD_MAX + 4], d[WH_LOG_FIELD_MAX + 4],
+			e[WH_LOG_FIELD_MAX + 4], msg[512 + 4], n[24];
+		snprintf(msg, sizeof msg, "%.512s%s", v.message, strlen(v.message) > 512 ? "..." : "");
+		snprintf(n, sizeof n, "%lu", dropped);
+		log_kv(LOG_INFO, "admission refused", "webhook", which, "namespace", capped(r.ns, a), "name",
+		       capped(r.name, b), "user", capped(r.username, c), "operation", capped(r.operation, d),
+		       "peer", capped(req->client_name ? req->client_name : req->peer, e), "message", msg,
+		       "suppressedSinceLast", n);
+	}
 	wh_verdict_release(&v);
 	wh_review_release(&r);
+	budget_give(s, cost);
 }
 
 static void handle_mutate(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
@@ -112,6 +217,8 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 {
 	static const double buckets[] = { .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10 };
 	struct wh_server *s = xcalloc(1, sizeof *s);
+	pthread_mutex_init(&s->mu, NULL);
+	s->authenticates = o->client_ca_file != NULL;
 	s->kc = o->kc;
 	s->sandboxes = o->sandboxes;
 	s->policy = (struct wh_sandbox_policy){
@@ -131,6 +238,9 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 	s->duration = obs_histogram("sandbox_admission_duration_seconds",
 				    "Time to decide an admission review, by webhook and outcome.", "webhook,outcome",
 				    buckets, sizeof buckets / sizeof buckets[0]);
+	s->shed = obs_counter("sandbox_admission_shed_total",
+			      "Admission reviews answered 429 because the parse budget was spent, by webhook.",
+			      "webhook,reason");
 	s->routes[0] = (struct obs_http_route){ "/mutate-sandbox", handle_mutate, s };
 	s->routes[1] = (struct obs_http_route){ "/validate-sandbox", handle_validate, s };
 	struct obs_http_opts ho = {
@@ -138,10 +248,13 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 		.tls_cert_file = o->cert_file,
 		.tls_key_file = o->key_file,
 		.threads = o->threads > 0 ? o->threads : 4,
-		.max_connections = 32, /* x WH_REVIEW_MAX bounds the memory of requests in flight */
+		.tls_client_ca_file = o->client_ca_file,
+		.tls_client_names = o->client_names,
+		.max_connections = 32,
 		.request_timeout_s = 10,
 		.idle_timeout_s = 90,
 		.max_body = WH_REVIEW_MAX,
+		.max_inflight_bytes = WH_INFLIGHT_MAX,
 		.max_headers = 16384,
 		.routes = s->routes,
 		.nroutes = 2,
@@ -149,6 +262,7 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 	};
 	s->http = obs_http_start(&ho, err, errlen);
 	if (!s->http) {
+		pthread_mutex_destroy(&s->mu);
 		free(s);
 		return NULL;
 	}
@@ -165,5 +279,6 @@ void wh_server_free(struct wh_server *s)
 	if (!s)
 		return;
 	obs_http_free(s->http);
+	pthread_mutex_destroy(&s->mu);
 	free(s);
 }

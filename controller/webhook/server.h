@@ -6,7 +6,18 @@
  *   /mutate-sandbox    MutatingWebhookConfiguration, Sandboxes, CREATE
  *   /validate-sandbox  ValidatingWebhookConfiguration, Sandboxes, CREATE+UPDATE
  * Metrics: sandbox_admission_requests_total{webhook,outcome} and
- * sandbox_admission_duration_seconds{webhook}. */
+ * sandbox_admission_duration_seconds{webhook}.
+ *
+ * Bounds on what a caller costs (contract section 6), before a body is
+ * parsed: a body over WH_REVIEW_MAX is refused unread (413); the bytes of
+ * unanswered requests on all connections together stay under
+ * WH_INFLIGHT_MAX (the connection that would pass it is closed); a body with
+ * more than WH_REVIEW_MAX_NODES JSON values is refused (413); and each parse
+ * is charged twice its body (the copy the handler gets, the parsed strings)
+ * and WH_NODE_COST per value against WH_PARSE_BUDGET,
+ * shared by every loop: a review that does not fit is answered 429 with
+ * Retry-After, never parsed. Refusals are logged at most once a second per
+ * kind, with user-supplied fields cut to WH_LOG_FIELD_MAX bytes. */
 #ifndef SBX_WEBHOOK_SERVER_H
 #define SBX_WEBHOOK_SERVER_H
 
@@ -20,6 +31,11 @@ struct wh_server_opts {
 	const char *addr;      /* "host:port" or ":port" */
 	const char *cert_file; /* PEM serving certificate (chain) */
 	const char *key_file;  /* PEM private key */
+	/* PEM CA(s) the API server's client certificate chains to (its
+	 * AdmissionConfiguration kubeConfigFile); NULL: callers are not
+	 * authenticated (anyone who reaches the port may post reviews). */
+	const char *client_ca_file;
+	const char *const *client_names; /* NULL-terminated; NULL: any name the CA signed */
 	int threads;	       /* event loops; default 4 */
 	const struct sbx_config *cfg;	  /* borrowed: owner authorization mode, key lifetime */
 	const unsigned char *const *keys; /* borrowed seal keys, newest first */
@@ -28,6 +44,14 @@ struct wh_server_opts {
 	struct kube_client *kc;	     /* borrowed: SubjectAccessReviews */
 	struct informer *sandboxes;  /* borrowed: Sandboxes indexed by scope digest */
 };
+
+/* Bytes of unanswered requests, all connections: several of the largest
+ * reviews, hundreds of ordinary ones. */
+#define WH_INFLIGHT_MAX (12u << 20)
+/* Memory charged to reviews being parsed and decided at once. */
+#define WH_PARSE_BUDGET (40u << 20)
+/* Longest user-supplied value in a log line. */
+#define WH_LOG_FIELD_MAX 128
 
 struct wh_server;
 
