@@ -55,6 +55,7 @@ struct options {
 	long cert_validity_s, ca_lifetime_s;
 	const char *cert_dns_names, *cert_ips, *service_name, *config_name;
 	const char *webhook_addr;
+	const char *webhook_client_ca, *webhook_client_names;
 	const char *owner_authz;
 };
 
@@ -87,6 +88,11 @@ static void usage(FILE *f)
 		"  --leader-election-id NAME          Lease name (default sandbox-controller-leader)\n"
 		"  --owner-authorization MODE         accessReview (default) or namespace (overrides the config)\n"
 		"  --webhook-bind-address ADDR        admission webhook (HTTPS) listener, e.g. :9443 (default 0: off)\n"
+		"  --webhook-client-ca-file PATH      PEM CA the API server's client certificate chains to: the webhook\n"
+		"                                     then serves only clients presenting a certificate it signed (the API\n"
+		"                                     server's AdmissionConfiguration kubeConfigFile; default: any client)\n"
+		"  --webhook-client-names A,B         names (subject CN or DNS SAN) that client certificate must carry\n"
+		"                                     (default: any the CA signed)\n"
 		"  --webhook-cert-dir DIR             tls.crt and tls.key of the webhook server, re-read when they change\n"
 		"                                     (default /tmp/k8s-webhook-server/serving-certs)\n"
 		"  --webhook-cert-mode MODE           external (alias cert-manager): the files come from cert-manager\n"
@@ -98,8 +104,10 @@ static void usage(FILE *f)
 		"  --webhook-service-name NAME        Service in front of the webhook (default sandbox-controller-webhook)\n"
 		"  --webhook-cert-dns-names A,B       certificate DNS names (default NAME.NS.svc,NAME.NS.svc.cluster.local)\n"
 		"  --webhook-cert-ips A,B             certificate IP addresses (default none)\n"
-		"  --webhook-config-name NAME         webhook configurations whose caBundle is kept current\n"
-		"                                     (default sandbox-controller; empty = leave them alone)\n"
+		"  --webhook-config-name NAME         the webhook configurations: self-managed mode keeps their caBundle\n"
+		"                                     current, and an owner is mounted only for a Sandbox whose creation\n"
+		"                                     the MutatingWebhookConfiguration of this name covered (default\n"
+		"                                     sandbox-controller; empty = none: no owner is mounted)\n"
 		"  --version                          print the version and exit\n",
 		SBX_SEAL_FILE_KEY_MIN);
 }
@@ -109,7 +117,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	enum { O_KUBECONFIG = 256, O_CONTEXT, O_CONFIG, O_METRICS, O_PROBE, O_SEAL, O_LOG, O_LIFETIME, O_WORKERS,
 	       O_QPS, O_BURST, O_HELP, O_LE, O_LE_NS, O_LE_ID, O_CERT_MODE, O_CERT_DIR, O_CERT_VALIDITY,
 	       O_CA_LIFETIME, O_CERT_DNS, O_CERT_IPS, O_SVC_NAME, O_CONFIG_NAME, O_MCERT_PATH, O_MCERT_NAME,
-	       O_MCERT_KEY, O_WH_ADDR, O_OWNER_AUTHZ, O_VERSION, O_MSECURE };
+	       O_MCERT_KEY, O_WH_ADDR, O_OWNER_AUTHZ, O_VERSION, O_MSECURE, O_WH_CLIENT_CA, O_WH_CLIENT_NAMES };
 	static const struct option longopts[] = {
 		{ "kubeconfig", required_argument, NULL, O_KUBECONFIG },
 		{ "context", required_argument, NULL, O_CONTEXT },
@@ -140,6 +148,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "webhook-service-name", required_argument, NULL, O_SVC_NAME },
 		{ "webhook-config-name", required_argument, NULL, O_CONFIG_NAME },
 		{ "webhook-bind-address", required_argument, NULL, O_WH_ADDR },
+		{ "webhook-client-ca-file", required_argument, NULL, O_WH_CLIENT_CA },
+		{ "webhook-client-names", required_argument, NULL, O_WH_CLIENT_NAMES },
 		{ "owner-authorization", required_argument, NULL, O_OWNER_AUTHZ },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -223,6 +233,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case O_SVC_NAME: o->service_name = optarg; break;
 		case O_CONFIG_NAME: o->config_name = optarg; break;
 		case O_WH_ADDR: o->webhook_addr = optarg; break;
+		case O_WH_CLIENT_CA: o->webhook_client_ca = optarg; break;
+		case O_WH_CLIENT_NAMES: o->webhook_client_names = optarg; break;
 		case O_OWNER_AUTHZ:
 			if (strcmp(optarg, "accessReview") && strcmp(optarg, "namespace")) {
 				fprintf(stderr, "--owner-authorization must be accessReview or namespace\n");
@@ -238,6 +250,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "unexpected argument: %s\n", argv[optind]);
+		return -1;
+	}
+	if (o->webhook_client_names && !o->webhook_client_ca) {
+		fprintf(stderr, "--webhook-client-names needs --webhook-client-ca-file\n");
 		return -1;
 	}
 	if (o->metrics_secure && !o->metrics_cert_path) {
@@ -531,6 +547,7 @@ int main(int argc, char **argv)
 
 	struct sbx_controller ctl;
 	sbx_controller_init(&ctl, kc, &cfg, &seal, o.workers);
+	sbx_controller_set_webhook_config(&ctl, o.config_name);
 	scrape.leader_elect = o.leader_elect;
 	/* /metrics only on the metrics listener, the probes only on the probe
 	 * listener: a scraper's port never answers probes and the other way round. */
@@ -569,6 +586,9 @@ int main(int argc, char **argv)
 	/* Every replica serves the webhook, from the caches it just synced. */
 	struct wh_server *whs = NULL;
 	char wh_cert[4096], wh_key[4096];
+	enum { MAX_CLIENT_NAMES = 32 };
+	char *client_names[MAX_CLIENT_NAMES + 1] = { NULL };
+	split_list(o.webhook_client_names, client_names, MAX_CLIENT_NAMES);
 	if (rc == 0 && !sig && strcmp(o.webhook_addr, "0")) {
 		snprintf(wh_cert, sizeof wh_cert, "%s/tls.crt", o.cert_dir);
 		snprintf(wh_key, sizeof wh_key, "%s/tls.key", o.cert_dir);
@@ -582,13 +602,17 @@ int main(int argc, char **argv)
 			.nkeys = seal.n,
 			.kc = kc,
 			.sandboxes = ctl.sandboxes,
+			.client_ca_file = o.webhook_client_ca,
+			.client_names = client_names[0] ? (const char *const *)client_names : NULL,
 		};
 		if (!(whs = wh_server_start(&wo, err, sizeof err))) {
 			log_kv(LOG_ERROR, "webhook server", "error", err);
 			rc = 1;
 		} else {
 			log_kv(LOG_INFO, "serving the admission webhook", "address", o.webhook_addr, "certDir",
-			       o.cert_dir);
+			       o.cert_dir, "clients",
+			       o.webhook_client_ca ? "the API server (client certificate required)"
+						   : "any (no --webhook-client-ca-file)");
 		}
 	}
 	if (rc == 0 && !sig && o.leader_elect) {
@@ -638,6 +662,8 @@ int main(int argc, char **argv)
 	/* The listeners go first: their handlers read the controller, so no
 	 * handler may run once it is being released. */
 	wh_server_free(whs);
+	for (size_t i = 0; client_names[i]; i++)
+		free(client_names[i]);
 	obs_http_free(msrv);
 	obs_http_free(psrv);
 	pthread_mutex_lock(&scrape.mu);

@@ -17,7 +17,8 @@ setup() {
   new_namespace team-b
   webhook_certs
   WEBHOOK_PORT=$(free_port)
-  controller_start main --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR"
+  controller_start main --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
   MAIN_CTL=$CTL_PID
   install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
   ALICE=$(user_kubeconfig alice); BOB=$(user_kubeconfig bob); MALLORY=$(user_kubeconfig mallory)
@@ -270,7 +271,8 @@ YAML
   wait_for 20 sh -c "! kubectl get sbx -n team-a fin-1" || fail "fin-1 not deleted"
   # ordinary updates do go to the webhook, and fail closed while it is down
   as "$ALICE" annotate sbx -n team-a alice-1 note=x --overwrite >/dev/null 2>&1 && fail "update passed a dead webhook"
-  controller_start main --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR"
+  controller_start main --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
   MAIN_CTL=$CTL_PID
   wait_for 60 sh -c "KUBECONFIG=$ALICE kubectl annotate sbx -n team-a alice-1 note=y --overwrite" || fail "webhook not back"
 }

@@ -21,6 +21,12 @@ setup() {
   GATE_PORT=$(free_port)
   OPEN_PORT=$(free_port)
   OPEN_METRICS=$(free_port)
+  controller_start gate --webhook-bind-address "127.0.0.1:$GATE_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
+  GATE_PID=$CTL_PID
+  controller_start open --webhook-bind-address "127.0.0.1:$OPEN_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+    --metrics-bind-address "127.0.0.1:$OPEN_METRICS"
+  OPEN_PID=$CTL_PID
   ALICE=$(user_kubeconfig alice)
   BOB=$(user_kubeconfig bob)
   kubectl apply -f - >/dev/null <<YAML
@@ -77,9 +83,6 @@ PY
 # controller's webhook: no certificate, or a cluster user's certificate, gets
 # no answer at all; the API server's own admission calls still work.
 test_1_webhook_authenticates_the_api_server() {
-  controller_start gate --webhook-bind-address "127.0.0.1:$GATE_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
-    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
-  GATE_PID=$CTL_PID
   install_admission "$GATE_PORT" sandbox-controller || { fail "the API server cannot reach the gate webhook"; return; }
   as "$ALICE" apply -f - >/dev/null <<YAML || fail "alice's create through the authenticated webhook"
 apiVersion: sandbox.dev/v1alpha1
@@ -102,9 +105,6 @@ YAML
 # authenticate its caller mints a record; with every admission object deleted,
 # bob's Sandbox carrying that record gets no pod.
 test_2_minted_record_without_the_webhook_never_mounts() {
-  controller_start open --webhook-bind-address "127.0.0.1:$OPEN_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
-    --metrics-bind-address "127.0.0.1:$OPEN_METRICS"
-  OPEN_PID=$CTL_PID
   wait_for 30 sh -c "$REVIEW mint $OPEN_PORT team-a x alice alice | grep -q owner-authorization"
   local ann
   ann=$($REVIEW mint "$OPEN_PORT" team-a steal alice system:admin system:masters)

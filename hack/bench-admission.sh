@@ -98,7 +98,8 @@ say "phase 2: with admission"
 MP=$(free_port)
 WEBHOOK_PORT=$(free_port)
 E2E_ADMISSION=1 controller_start on --metrics-bind-address "127.0.0.1:$MP" \
-  --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR"
+  --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+  --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
 ON_PID=$CTL_PID
 install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
 APISERVER=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')

@@ -36,7 +36,8 @@ webhook_certs
 WEBHOOK_PORT=$(free_port)
 ./build/sandbox-controller --kubeconfig "$DIR/controller.kubeconfig" --seal-key-file "$DIR/seal.key" \
   --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
-  --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" 2>"$DIR/controller.log" &
+  --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+  --webhook-client-ca-file "$DIR/pki/webhook-client-ca.crt" 2>"$DIR/controller.log" &
 CTL=$!
 install_admission "$WEBHOOK_PORT" sandbox-controller
 

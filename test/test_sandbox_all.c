@@ -7,6 +7,7 @@ void register_sandbox_config_tests(void);
 void register_sandbox_pod_tests(void);
 void register_sandbox_trim_tests(void);
 void register_sandbox_refusal_tests(void);
+void register_sandbox_inforce_tests(void);
 
 void register_sandbox_tests(void)
 {
@@ -16,4 +17,5 @@ void register_sandbox_tests(void)
 	register_sandbox_pod_tests();
 	register_sandbox_trim_tests();
 	register_sandbox_refusal_tests();
+	register_sandbox_inforce_tests();
 }

@@ -665,7 +665,8 @@ enum kube_err kube_list_ex(struct kube_client *c, const char *path, const char *
 	for (;;) {
 		char lim[24];
 		snprintf(lim, sizeof lim, "%ld", limit);
-		const char *q[] = {"limit", lim, "labelSelector", label_selector, "continue", cont, NULL};
+		const char *q[] = {"limit",    lim,  "labelSelector", label_selector, "fieldSelector",
+				   ro ? ro->field_selector : NULL, "continue", cont, NULL};
 		cJSON *page = NULL;
 		r = kube_request_ex(c, "GET", path, q, NULL, NULL, ro, &page, err);
 		if (r == KUBE_ERR_TOO_LARGE && limit > 1) {

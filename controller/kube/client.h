@@ -73,6 +73,7 @@ enum kube_err kube_request(struct kube_client *c, const char *method, const char
 struct kube_request_opts {
 	long timeout_ms;	 /* 0 = the client's */
 	const atomic_int *abort; /* NULL, or a flag that aborts the call when set (-> TRANSPORT) */
+	const char *field_selector; /* kube_list_ex only: a fieldSelector for every page (NULL = none) */
 };
 /* kube_request with overrides (ro may be NULL). */
 enum kube_err kube_request_ex(struct kube_client *c, const char *method, const char *path,

@@ -60,6 +60,7 @@ struct informer {
 	struct kube_client *c;
 	char *path;
 	char *selector;
+	char *field_selector;
 	informer_trim_fn trim;
 	char *index_label;
 	struct zpack *zp; /* packs on the informer thread, unpacks anywhere */
@@ -329,7 +330,7 @@ static int relist(struct informer *inf, int *retry_after)
 {
 	struct kube_error err;
 	char *rv = NULL;
-	struct kube_request_opts ro = {.abort = &inf->stop};
+	struct kube_request_opts ro = {.abort = &inf->stop, .field_selector = inf->field_selector};
 	enum kube_err r = kube_list_ex(inf->c, inf->path, inf->selector, on_list_item,
 				       on_list_reset, inf, &ro, &rv, &err);
 	if (r != KUBE_OK) {
@@ -488,6 +489,8 @@ static int watch_once(struct informer *inf, int *retry_after)
 			   inf->rv,
 			   "labelSelector",
 			   inf->selector,
+			   "fieldSelector",
+			   inf->field_selector,
 			   NULL};
 	struct watch_state ws = {.inf = inf, .parser = watch_parser_new(MAX_WATCH_LINE)};
 	struct kube_stream_opts so = {.low_speed_time_s = WATCH_LOW_SPEED_S,
@@ -612,6 +615,15 @@ int informer_set_dictionary(struct informer *inf, const char *dict)
 	return 0;
 }
 
+int informer_set_field_selector(struct informer *inf, const char *selector)
+{
+	if (inf->started)
+		return -1;
+	free(inf->field_selector);
+	inf->field_selector = selector && *selector ? xstrdup(selector) : NULL;
+	return 0;
+}
+
 int informer_start(struct informer *inf)
 {
 	if (inf->started)
@@ -726,6 +738,7 @@ void informer_free(struct informer *inf)
 	free(inf->rv);
 	free(inf->path);
 	free(inf->selector);
+	free(inf->field_selector);
 	free(inf->index_label);
 	pthread_cond_destroy(&inf->cv);
 	pthread_mutex_destroy(&inf->mu);

@@ -41,6 +41,10 @@ struct informer *informer_new(struct kube_client *c, const char *path, const cha
  * the keys and values most objects share, most frequent last (base/zpack.h).
  * Only before informer_start; returns 0, or -1 once started. */
 int informer_set_dictionary(struct informer *inf, const char *dict);
+/* Narrows the LIST and WATCH with a fieldSelector (copied), e.g.
+ * "metadata.name=x" for one object that RBAC grants by resourceNames. Only
+ * before informer_start; returns 0, or -1 once started. */
+int informer_set_field_selector(struct informer *inf, const char *selector);
 /* Starts the informer thread. Returns 0, or -1 if it cannot be started (or
  * already was). */
 int informer_start(struct informer *inf);

@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/jsonget.h"
 #include "base/xmalloc.h"
 #include "sandbox/ctlmetrics.h"
+#include "sandbox/inforce.h"
 #include "sandbox/strset.h"
 #include "sandbox/trim.h"
 #include "sandbox/written.h"
@@ -158,6 +160,13 @@ static void on_pod_add_or_delete(void *ctx, const cJSON *pod)
 	enqueue_pod_owners(ctx, pod);
 }
 
+/* The webhook configuration changed: remember when what it enforces did. */
+static void on_webhooks_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	struct sbx_controller *c = ctx;
+	sbx_inforce_observe(c->inforce, old_obj, new_obj, time(NULL));
+}
+
 static void *worker_main(void *arg)
 {
 	struct sbx_controller *c = arg;
@@ -192,12 +201,19 @@ void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const
 	c->cfg = cfg;
 	c->seal_keys = seal_keys;
 	c->workers = workers > 0 ? workers : 4;
+	snprintf(c->webhook_config, sizeof c->webhook_config, "sandbox-controller");
+}
+
+void sbx_controller_set_webhook_config(struct sbx_controller *c, const char *name)
+{
+	snprintf(c->webhook_config, sizeof c->webhook_config, "%s", name ? name : "");
 }
 
 int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen)
 {
 	static const struct informer_handlers sh = { on_sandbox_add, on_sandbox_update, on_sandbox_delete };
 	static const struct informer_handlers ph = { on_pod_add_or_delete, on_pod_update, on_pod_add_or_delete };
+	static const struct informer_handlers wh = { NULL, on_webhooks_update, NULL };
 	sbx_ctl_metrics_register();
 	c->queue = workqueue_new();
 	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued, wq_worked };
@@ -214,17 +230,30 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	struct informer *pods = informer_new(c->kc, "/api/v1/pods", LABEL_DIGEST, sbx_trim_pod, LABEL_DIGEST, &ph, c);
 	informer_set_dictionary(sandboxes, sbx_sandbox_dictionary); /* not started: cannot fail */
 	informer_set_dictionary(pods, sbx_pod_dictionary);
+	struct informer *webhooks = NULL;
+	if (c->cfg->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) {
+		/* One object by name: RBAC grants it by resourceNames. */
+		char sel[300];
+		snprintf(sel, sizeof sel, "metadata.name=%s", c->webhook_config[0] ? c->webhook_config : "-");
+		c->inforce = sbx_inforce_new();
+		webhooks = informer_new(c->kc, "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+					NULL, sbx_inforce_trim, NULL, &wh, c);
+		informer_set_field_selector(webhooks, sel);
+	}
 	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
 	c->sandboxes = sandboxes;
 	c->pods = pods;
+	c->webhooks = webhooks;
 	pthread_mutex_unlock(&c->informers_mu);
-	if (informer_start(c->pods) < 0 || informer_start(c->sandboxes) < 0) {
+	if (informer_start(c->pods) < 0 || informer_start(c->sandboxes) < 0 ||
+	    (c->webhooks && informer_start(c->webhooks) < 0)) {
 		snprintf(err, errlen, "cannot start the informers");
 		return -1;
 	}
 	if (timeout_ms == 0)
 		return 0;
-	if (!informer_wait_synced(c->pods, timeout_ms) || !informer_wait_synced(c->sandboxes, timeout_ms)) {
+	if (!informer_wait_synced(c->pods, timeout_ms) || !informer_wait_synced(c->sandboxes, timeout_ms) ||
+	    (c->webhooks && !informer_wait_synced(c->webhooks, timeout_ms))) {
 		snprintf(err, errlen, "caches did not sync within %ld ms (is the Sandbox CRD installed?)", timeout_ms);
 		return -1;
 	}
@@ -260,7 +289,7 @@ int sbx_controller_synced(struct sbx_controller *c)
 {
 	pthread_mutex_lock(&c->informers_mu);
 	int synced = c->sandboxes && c->pods && informer_wait_synced(c->sandboxes, 0) &&
-		     informer_wait_synced(c->pods, 0);
+		     informer_wait_synced(c->pods, 0) && (!c->webhooks || informer_wait_synced(c->webhooks, 0));
 	pthread_mutex_unlock(&c->informers_mu);
 	return synced;
 }
@@ -271,6 +300,8 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_stop(c->sandboxes);
 	if (c->pods)
 		informer_stop(c->pods);
+	if (c->webhooks)
+		informer_stop(c->webhooks);
 	if (c->queue)
 		workqueue_shutdown(c->queue);
 	for (int i = 0; c->threads && i < c->workers; i++)
@@ -280,13 +311,17 @@ void sbx_controller_release(struct sbx_controller *c)
 	if (c->events)
 		event_recorder_free(c->events);
 	pthread_mutex_lock(&c->informers_mu);
-	struct informer *sandboxes = c->sandboxes, *pods = c->pods;
-	c->sandboxes = c->pods = NULL;
+	struct informer *sandboxes = c->sandboxes, *pods = c->pods, *webhooks = c->webhooks;
+	c->sandboxes = c->pods = c->webhooks = NULL;
 	pthread_mutex_unlock(&c->informers_mu);
 	if (sandboxes)
 		informer_free(sandboxes);
 	if (pods)
 		informer_free(pods);
+	if (webhooks)
+		informer_free(webhooks);
+	sbx_inforce_free(c->inforce);
+	c->inforce = NULL;
 	if (c->queue)
 		workqueue_free(c->queue);
 	sbx_strset_free(c->inflight);

@@ -18,6 +18,7 @@
 #include "obs/metrics.h"
 #include "sandbox/authz.h"
 #include "sandbox/ctlmetrics.h"
+#include "sandbox/inforce.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
@@ -798,6 +799,34 @@ out:
 	return r;
 }
 
+/* Whether the product's mutating webhook was in force for operation on v's
+ * namespace at `made` (sandbox/inforce.h): 1 when it was. Otherwise 0, with
+ * Bound=False/OwnerNotAuthorized reported and *r the reconcile's result: 0
+ * (done: the Sandbox is looked at again when it changes), a delay while the
+ * configuration's cache has not synced, or -1 when the report failed. */
+static int webhook_was_in_force(struct sbx_controller *c, struct sbx_view *v, const char *operation, time_t made,
+				int *r)
+{
+	char why[512], msg[700];
+	if (!c->webhooks || !informer_wait_synced(c->webhooks, 0)) {
+		snprintf(msg, sizeof msg, "workspace owner %s: waiting to read the MutatingWebhookConfiguration %s",
+			 v->owner, c->webhook_config);
+		*r = report_unbound(c, v, "Pending", "Waiting", msg, NULL) < 0 ? -1 : REQUEUE_WAIT_MS;
+		return 0;
+	}
+	cJSON *mwc = c->webhook_config[0] ? informer_get(c->webhooks, NULL, c->webhook_config) : NULL;
+	int ok = sbx_inforce_check(c->inforce, mwc, SBX_MUTATING_WEBHOOK, operation, v->ns, made, why, sizeof why);
+	cJSON_Delete(mwc);
+	if (ok)
+		return 1;
+	snprintf(msg, sizeof msg,
+		 "workspace owner %s: the admission webhook was not in force for this Sandbox (%s), so its owner "
+		 "authorization cannot be trusted; no pod is created",
+		 v->owner, why);
+	*r = report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
+	return 0;
+}
+
 static int view_init(struct sbx_view *v, const cJSON *obj)
 {
 	memset(v, 0, sizeof *v);
@@ -903,6 +932,11 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_afte
 			r = report_unbound(c, &v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
 			goto out;
 		}
+		/* A record counts only when the API server's admission call made it:
+		 * anyone who reaches the webhook port can have one made, but only
+		 * a Sandbox the webhook saw created carries one it let through. */
+		if (!webhook_was_in_force(c, &v, "CREATE", v.created, &r))
+			goto out;
 	}
 	if (!sbx_strset_add(c->inflight, v.scope.digest)) {
 		r = REQUEUE_BUSY_MS;

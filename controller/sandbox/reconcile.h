@@ -21,6 +21,7 @@
 #include "sandbox/seal.h"
 
 struct sbx_strset; /* a set of short strings (digests, uids) */
+struct sbx_inforce; /* whether the mutating webhook was in force (sandbox/inforce.h) */
 struct sbx_written; /* our status writes the cache has not shown yet */
 
 struct sbx_controller {
@@ -29,9 +30,15 @@ struct sbx_controller {
 	const struct sbx_seal_keys *seal_keys; /* borrowed; [0] signs, all verify */
 	int workers;
 
-	pthread_mutex_t informers_mu;    /* guards the two pointers below (read by /readyz) */
+	pthread_mutex_t informers_mu;    /* guards the informer pointers below (read by /readyz) */
 	struct informer *sandboxes;      /* owned from here on */
 	struct informer *pods;
+	/* ownerAuthorization accessReview only: the product's
+	 * MutatingWebhookConfiguration (one object, by name), and what was seen
+	 * of it, to tell whether it was in force when a Sandbox was made. */
+	struct informer *webhooks;
+	struct sbx_inforce *inforce;
+	char webhook_config[254]; /* its name; "" = none, so nothing is in force */
 	struct workqueue *queue;
 	struct event_recorder *events;
 	struct sbx_strset *inflight;  /* scope digests being claimed */
@@ -44,6 +51,10 @@ struct sbx_controller {
 /* Fills c; kc, cfg and the seal key must outlive the controller. */
 void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const struct sbx_config *cfg,
 			 const struct sbx_seal_keys *seal_keys, int workers);
+/* Names the MutatingWebhookConfiguration whose webhook must be in force for
+ * an owner to be mounted (default "sandbox-controller"; "" = none: no owner
+ * is ever mounted in accessReview mode). Before start. */
+void sbx_controller_set_webhook_config(struct sbx_controller *c, const char *name);
 /* Starts the informers and waits for their first sync (up to timeout_ms;
  * 0 does not wait: poll sbx_controller_synced, e.g. between signal checks).
  * Every replica runs them (the admission webhook reads them, and readiness
