@@ -315,6 +315,9 @@ static struct wh_sandbox_policy policy(struct fake *f)
 #define SPEC_ALICE "{\"image\":\"img:1\",\"idempotencyKey\":\"task-43\",\"workspaceOwner\":\"alice\"}"
 #define SPEC_ALICE2 "{\"image\":\"evil:1\",\"idempotencyKey\":\"task-43\",\"workspaceOwner\":\"alice\"}"
 
+/* Whether decide's reviews come from an authenticated caller (the API server). */
+static int decide_authenticated = 1;
+
 static void decide(const struct wh_sandbox_policy *p, int mutate, const char *op, const char *user,
 		   const char *object, const char *old, struct wh_verdict *v)
 {
@@ -322,6 +325,7 @@ static void decide(const struct wh_sandbox_policy *p, int mutate, const char *op
 	struct wh_review r;
 	char err[256];
 	CU_ASSERT_EQUAL_FATAL(wh_review_decode(b, strlen(b), &r, err, sizeof err), 0);
+	r.authenticated = decide_authenticated;
 	(mutate ? wh_sandbox_mutate : wh_sandbox_validate)(p, &r, 1000, v);
 	wh_review_release(&r);
 	free(b);
@@ -576,6 +580,79 @@ static void test_validate_key_conflict(void)
 	cJSON_Delete(f.cache);
 }
 
+/* A generateName create gets its name from the webhook, so the record names
+ * the Sandbox itself, not a prefix others may share (issue 15, finding 7). */
+static void test_mutate_names_generate_name(void)
+{
+	struct fake f = { .sar_answer = 1 };
+	struct wh_sandbox_policy p = policy(&f);
+	struct wh_verdict v;
+	const char *obj_s = "{\"metadata\":{\"generateName\":\"job-\",\"namespace\":\"team-a\"},\"spec\":" SPEC_ALICE "}";
+	decide(&p, 1, "CREATE", "alice", obj_s, NULL, &v);
+	CU_ASSERT_TRUE_FATAL(v.allowed);
+	char *resp = wh_response_encode("req-1", &v);
+	cJSON *patch = decode_patch(resp);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(patch);
+	cJSON *obj = cJSON_Parse(obj_s);
+	apply_patch(obj, patch);
+	const cJSON *name = cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "name");
+	CU_ASSERT_FATAL(cJSON_IsString(name));
+	CU_ASSERT_EQUAL(strlen(name->valuestring), 9);
+	CU_ASSERT_EQUAL(strncmp(name->valuestring, "job-", 4), 0);
+	CU_ASSERT_EQUAL(strspn(name->valuestring + 4, "bcdfghjklmnpqrstvwxz2456789"), 5);
+	const char *rec = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "annotations"),
+					      SBX_ANN_OWNER_AUTHZ)->valuestring;
+	CU_ASSERT_PTR_NULL(strstr(rec, ".g."));
+	char *stamped = cJSON_PrintUnformatted(obj);
+	struct wh_verdict vv;
+	decide(&p, 0, "CREATE", "alice", stamped, NULL, &vv);
+	CU_ASSERT_TRUE(vv.allowed);
+	wh_verdict_release(&vv);
+	/* the same record on another name of the prefix: not this Sandbox's */
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(obj, "metadata"), "name", cJSON_CreateString("job-zzzzz"));
+	char *other = cJSON_PrintUnformatted(obj);
+	decide(&p, 0, "CREATE", "alice", other, NULL, &vv);
+	CU_ASSERT_FALSE(vv.allowed);
+	wh_verdict_release(&vv);
+	free(other);
+	free(stamped);
+	free(resp);
+	cJSON_Delete(obj);
+	cJSON_Delete(patch);
+	wh_verdict_release(&v);
+}
+
+/* Only the API server learns who holds a key: a review from a caller the
+ * webhook did not authenticate gets the refusal without the holder's name
+ * and expiry (issue 15, finding 7). */
+static void test_validate_key_conflict_unauthenticated(void)
+{
+	struct fake f = { .sar_answer = 1 };
+	struct wh_sandbox_policy p = policy(&f);
+	char *held = stamped_object(&p, "alice", "alice-first", SPEC_ALICE2);
+	cJSON *h = cJSON_Parse(held);
+	cJSON *st = cJSON_AddObjectToObject(h, "status");
+	cJSON_AddStringToObject(st, "phase", "Running");
+	cJSON_AddStringToObject(st, "claimedAt", "1970-01-01T00:16:30Z");
+	cJSON_AddStringToObject(st, "keyExpiresAt", "1970-01-02T00:16:30Z");
+	f.cache = cJSON_CreateArray();
+	cJSON_AddItemToArray(f.cache, h);
+	char *mine = stamped_object(&p, "alice", "alice-second", SPEC_ALICE);
+	struct wh_verdict v;
+	decide_authenticated = 0;
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	decide_authenticated = 1;
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 422);
+	CU_ASSERT_PTR_NULL(strstr(v.message, "alice-first"));
+	CU_ASSERT_PTR_NULL(strstr(v.message, "1970-01-02"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "held by another Sandbox"));
+	wh_verdict_release(&v);
+	free(mine);
+	free(held);
+	cJSON_Delete(f.cache);
+}
+
 void register_webhook_tests(void)
 {
 	SBX_SUITE("sandbox/authz", { "issue and verify", test_authz_roundtrip },
@@ -589,5 +666,7 @@ void register_webhook_tests(void)
 		  { "mutate then validate; copies refused", test_mutate_then_validate },
 		  { "namespace mode", test_namespace_mode_skips_review },
 		  { "update guards", test_validate_update_guards },
-		  { "key conflict 422", test_validate_key_conflict });
+		  { "key conflict 422", test_validate_key_conflict },
+		  { "generateName: the webhook names the Sandbox", test_mutate_names_generate_name },
+		  { "key conflict: the holder only for the API server", test_validate_key_conflict_unauthenticated });
 }
