@@ -91,6 +91,17 @@ metadata: {name: alice-1, namespace: team-a}
 spec: {image: $IMG, workspaceOwner: alice}
 YAML
   wait_for 30 bound team-a alice-1 || fail "alice-1 not bound: $(bound_reason team-a alice-1)"
+  # generateName: the webhook names the Sandbox, and its record that name
+  local gen
+  gen=$(as "$ALICE" create -o jsonpath='{.metadata.name}' -f - <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {generateName: job-, namespace: team-a}
+spec: {image: $IMG, workspaceOwner: alice}
+YAML
+)
+  expect_match "$gen" '^job-[bcdfghjklmnpqrstvwxz2456789]{5}$' "generated name"
+  wait_for 30 bound team-a "$gen" || fail "$gen not bound: $(bound_reason team-a "$gen")"
   local out
   out=$($REVIEW mint "$GATE_PORT" team-a steal alice system:admin system:masters)
   expect_match "$out" '^refused None' "a review without a client certificate is answered: $out"
@@ -115,7 +126,7 @@ test_2_minted_record_without_the_webhook_never_mounts() {
   wait_for 30 has_reason team-a steal OwnerNotAuthorized || fail "steal: $(bound_reason team-a steal)"
   sleep 3
   expect_eq "$(pod_of team-a steal)" "" "no pod for the minted record"
-  expect_eq "$(pods_of_owner team-a alice)" 1 "pods mounting alice's workspace (alice-1's only)"
+  expect_eq "$(pods_of_owner team-a alice)" 2 "pods mounting alice's workspace (alice-1's and job-'s only)"
 }
 
 # Installed again, but not covering team-a (its namespaceSelector lists it
@@ -140,7 +151,7 @@ test_3_webhook_not_covering_the_namespace_never_mounts() {
   sleep 3
   expect_eq "$(bound_reason team-a steal)" OwnerNotAuthorized "steal after the webhook is back"
   expect_eq "$(pod_of team-a steal)" "" "no pod for steal after the webhook is back"
-  expect_eq "$(pods_of_owner team-a alice)" 1 "pods mounting alice's workspace"
+  expect_eq "$(pods_of_owner team-a alice)" 2 "pods mounting alice's workspace"
 }
 
 # Hostile bodies from anyone who reaches an unauthenticated port: eight 3 MiB

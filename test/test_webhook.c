@@ -8,6 +8,7 @@
 
 #include <CUnit/CUnit.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "sandbox/authz.h"
 #include "sandbox/podbuild.h"
@@ -23,7 +24,7 @@ static const unsigned char KEY2[] = "fedcba9876543210fedcba9876543210-key-two";
 static struct sbx_authz_subject subject(void)
 {
 	struct sbx_authz_subject s = { .ns = "team-a", .name = "alice-42", .owner = "alice",
-				       .fingerprint = FP_A, .username = "alice" };
+				       .fingerprint = FP_A, .username = "alice", .run = 1 };
 	return s;
 }
 
@@ -31,7 +32,7 @@ static enum sbx_authz_check verify1(const struct sbx_authz_subject *s, time_t cr
 {
 	const unsigned char *keys[] = { KEY1 };
 	size_t lens[] = { sizeof KEY1 - 1 };
-	return sbx_authz_verify(keys, lens, 1, s, created, rec);
+	return sbx_authz_verify(keys, lens, 1, s, created, rec, NULL);
 }
 
 static void test_authz_roundtrip(void)
@@ -39,7 +40,7 @@ static void test_authz_roundtrip(void)
 	struct sbx_authz_subject s = subject();
 	char rec[SBX_AUTHZ_MAX];
 	CU_ASSERT_EQUAL_FATAL(sbx_authz_issue(KEY1, sizeof KEY1 - 1, &s, 1000, rec, sizeof rec), 0);
-	CU_ASSERT_EQUAL(strncmp(rec, "v1.1000.n.", 10), 0);
+	CU_ASSERT_EQUAL(strncmp(rec, "v2.1000.1.", 10), 0);
 	CU_ASSERT_EQUAL(verify1(&s, 1000, rec), SBX_AUTHZ_OK);
 	CU_ASSERT_EQUAL(verify1(&s, 1000 + SBX_AUTHZ_MAX_AGE_S, rec), SBX_AUTHZ_OK);
 }
@@ -68,8 +69,11 @@ static void test_authz_not_transferable(void)
 	CU_ASSERT_EQUAL(verify1(&s, 1000, forged), SBX_AUTHZ_MISMATCH);
 	/* the issue time is authenticated too */
 	char moved[SBX_AUTHZ_MAX];
-	snprintf(moved, sizeof moved, "v1.2000%s", rec + 7);
+	snprintf(moved, sizeof moved, "v2.2000%s", rec + 7);
 	CU_ASSERT_EQUAL(verify1(&s, 2000, moved), SBX_AUTHZ_MISMATCH);
+	/* so is the run: a creation's record is no resume's */
+	snprintf(moved, sizeof moved, "v2.1000.2%s", rec + 9);
+	CU_ASSERT_EQUAL(verify1(&s, 1000, moved), SBX_AUTHZ_MISMATCH);
 	/* a key the controller does not hold */
 	char other[SBX_AUTHZ_MAX];
 	CU_ASSERT_EQUAL(sbx_authz_issue(KEY2, sizeof KEY2 - 1, &s, 1000, other, sizeof other), 0);
@@ -87,31 +91,78 @@ static void test_authz_stale_and_malformed(void)
 	struct sbx_authz_subject nouser = s;
 	nouser.username = NULL;
 	CU_ASSERT_EQUAL(verify1(&nouser, 1000, rec), SBX_AUTHZ_MISSING);
-	static const char *const bad[] = { "", "v2.1.n.x", "v1..n." FP_A, "v1.1x.n." FP_A, "v1.1.x." FP_A,
-					   "v1.1.n.abc", "v1.1.n" };
+	static const char *const bad[] = { "",	     "v2.1.n.x",	 "v1..n." FP_A, "v1.1x.n." FP_A, "v1.1.x." FP_A,
+					   "v1.1.n.abc", "v1.1.n",	 "v2.1.0." FP_A, "v2..1." FP_A,	"v3.1.1." FP_A,
+					   "v1.1.g." FP_A };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		CU_ASSERT_EQUAL(verify1(&s, 1, bad[i]), SBX_AUTHZ_MALFORMED);
 	/* a key shorter than the seal minimum is refused */
 	CU_ASSERT_EQUAL(sbx_authz_issue((const unsigned char *)"short", 5, &s, 1, rec, sizeof rec), -1);
 }
 
-/* generateName: the record names the prefix; the stored name must extend it. */
-static void test_authz_generate_name(void)
+/* lp(x) of the record formats, for building a v1 record by hand. */
+static size_t lp_put(unsigned char *b, size_t at, const char *x)
+{
+	size_t n = strlen(x);
+	b[at] = (unsigned char)(n >> 24);
+	b[at + 1] = (unsigned char)(n >> 16);
+	b[at + 2] = (unsigned char)(n >> 8);
+	b[at + 3] = (unsigned char)n;
+	memcpy(b + at + 4, x, n);
+	return at + 4 + n;
+}
+
+/* Records of the previous format, issued by replicas not upgraded yet: the
+ * named form still verifies (within its 300 s window, run 1); the
+ * generateName form, which named only a prefix, does not. */
+static void test_authz_v1_records(void)
 {
 	struct sbx_authz_subject s = subject();
-	s.name = "";
-	s.generate_name = "alice-";
+	unsigned char m[1024], mac[32];
+	size_t n = lp_put(m, 0, "sandbox.dev/owner-authorization/v1");
+	n = lp_put(m, n, s.ns);
+	m[n++] = 'n';
+	n = lp_put(m, n, s.name);
+	n = lp_put(m, n, s.owner);
+	n = lp_put(m, n, s.fingerprint);
+	n = lp_put(m, n, s.username);
+	n = lp_put(m, n, "1000");
+	unsigned int ml = 0;
+	HMAC(EVP_sha256(), KEY1, sizeof KEY1 - 1, m, n, mac, &ml);
+	char rec[SBX_AUTHZ_MAX], hex[65];
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+	snprintf(rec, sizeof rec, "v1.1000.n.%s", hex);
+	const unsigned char *keys[] = { KEY1 };
+	size_t lens[] = { sizeof KEY1 - 1 };
+	struct sbx_authz_info info = { 0 };
+	CU_ASSERT_EQUAL(sbx_authz_verify(keys, lens, 1, &s, 1000 + SBX_AUTHZ_V1_MAX_AGE_S, rec, &info), SBX_AUTHZ_OK);
+	CU_ASSERT_EQUAL(info.run, 1);
+	CU_ASSERT_EQUAL(info.issued, 1000);
+	CU_ASSERT_EQUAL(verify1(&s, 1001 + SBX_AUTHZ_V1_MAX_AGE_S, rec), SBX_AUTHZ_STALE);
+	struct sbx_authz_subject t = s;
+	t.name = "bob-42";
+	CU_ASSERT_EQUAL(verify1(&t, 1000, rec), SBX_AUTHZ_MISMATCH);
+	rec[8] = 'g';
+	CU_ASSERT_EQUAL(verify1(&s, 1000, rec), SBX_AUTHZ_MALFORMED);
+}
+
+/* A resume's record (run > 1) is not held to the creation window: what
+ * counts is its run, which the caller compares (info). */
+static void test_authz_resume_run(void)
+{
+	struct sbx_authz_subject s = subject();
+	s.run = 4;
 	char rec[SBX_AUTHZ_MAX];
-	CU_ASSERT_EQUAL_FATAL(sbx_authz_issue(KEY1, sizeof KEY1 - 1, &s, 1000, rec, sizeof rec), 0);
-	CU_ASSERT_PTR_NOT_NULL(strstr(rec, ".g."));
-	struct sbx_authz_subject stored = s;
-	stored.name = "alice-x7k2p";
-	CU_ASSERT_EQUAL(verify1(&stored, 1000, rec), SBX_AUTHZ_OK);
-	stored.name = "bob-x7k2p";
-	CU_ASSERT_EQUAL(verify1(&stored, 1000, rec), SBX_AUTHZ_MISMATCH);
-	stored.name = "alice-x7k2p";
-	stored.generate_name = NULL; /* copied onto a Sandbox that was named by its creator */
-	CU_ASSERT_EQUAL(verify1(&stored, 1000, rec), SBX_AUTHZ_MISMATCH);
+	CU_ASSERT_EQUAL_FATAL(sbx_authz_issue(KEY1, sizeof KEY1 - 1, &s, 5000, rec, sizeof rec), 0);
+	const unsigned char *keys[] = { KEY1 };
+	size_t lens[] = { sizeof KEY1 - 1 };
+	struct sbx_authz_info info = { 0 };
+	CU_ASSERT_EQUAL(sbx_authz_verify(keys, lens, 1, &s, 1000, rec, &info), SBX_AUTHZ_OK);
+	CU_ASSERT_EQUAL(info.run, 4);
+	CU_ASSERT_EQUAL(info.issued, 5000);
+	s.run = 0;
+	CU_ASSERT_EQUAL(sbx_authz_issue(KEY1, sizeof KEY1 - 1, &s, 5000, rec, sizeof rec), -1);
 }
 
 static void test_authz_rotation(void)
@@ -121,8 +172,8 @@ static void test_authz_rotation(void)
 	CU_ASSERT_EQUAL_FATAL(sbx_authz_issue(KEY2, sizeof KEY2 - 1, &s, 1000, rec, sizeof rec), 0);
 	const unsigned char *keys[] = { KEY1, KEY2 };
 	size_t lens[] = { sizeof KEY1 - 1, sizeof KEY2 - 1 };
-	CU_ASSERT_EQUAL(sbx_authz_verify(keys, lens, 2, &s, 1000, rec), SBX_AUTHZ_OK);
-	CU_ASSERT_EQUAL(sbx_authz_verify(keys, lens, 1, &s, 1000, rec), SBX_AUTHZ_MISMATCH);
+	CU_ASSERT_EQUAL(sbx_authz_verify(keys, lens, 2, &s, 1000, rec, NULL), SBX_AUTHZ_OK);
+	CU_ASSERT_EQUAL(sbx_authz_verify(keys, lens, 1, &s, 1000, rec, NULL), SBX_AUTHZ_MISMATCH);
 }
 
 /* ---- AdmissionReview ---- */
@@ -658,7 +709,8 @@ void register_webhook_tests(void)
 	SBX_SUITE("sandbox/authz", { "issue and verify", test_authz_roundtrip },
 		  { "not transferable to another intent", test_authz_not_transferable },
 		  { "stale and malformed records", test_authz_stale_and_malformed },
-		  { "generateName form", test_authz_generate_name }, { "key rotation", test_authz_rotation });
+		  { "v1 records", test_authz_v1_records }, { "resume records carry their run", test_authz_resume_run },
+		  { "key rotation", test_authz_rotation });
 	SBX_SUITE("webhook/admission", { "decode", test_review_decode }, { "encode", test_response_encode },
 		  { "JSON values counted unparsed", test_json_values }, { "identity caps", test_identity_caps },
 		  { "owner not authorized", test_mutate_refuses_unauthorized_owner },

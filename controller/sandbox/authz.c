@@ -22,22 +22,31 @@ static int lp_str(struct buf *b, const char *s)
 	return sbx_lp_append(b, s, strlen(s));
 }
 
-/* The MAC for form ('n' or 'g') and its name into out (65 bytes). */
-static int authz_mac(const unsigned char *key, size_t keylen, const struct sbx_authz_subject *s, char form,
-		     const char *form_name, const char *issued, char out[65])
+/* The MAC of a v2 record (issued and run as decimal text) into out (65
+ * bytes), or of a v1 one ('n' form, run NULL). */
+static int authz_mac(const unsigned char *key, size_t keylen, const struct sbx_authz_subject *s, const char *issued,
+		     const char *run, char out[65])
 {
 	unsigned char mac[EVP_MAX_MD_SIZE];
 	unsigned int maclen = 0;
 	struct buf m;
 	int rc = -1;
 	out[0] = '\0';
-	if (!key || keylen < SBX_SEAL_KEY_MIN || keylen > (size_t)INT_MAX || !s->ns || !form_name || !s->owner ||
-	    !s->fingerprint || !s->username)
+	if (!key || keylen < SBX_SEAL_KEY_MIN || keylen > (size_t)INT_MAX || !s->ns || !s->name || !*s->name ||
+	    !s->owner || !s->fingerprint || !s->username)
 		return -1;
 	buf_init(&m, AUTHZ_MSG_CAP);
-	int e = lp_str(&m, "sandbox.dev/owner-authorization/v1") | lp_str(&m, s->ns) | buf_append(&m, &form, 1) |
-		lp_str(&m, form_name) | lp_str(&m, s->owner) | lp_str(&m, s->fingerprint) |
-		lp_str(&m, s->username) | lp_str(&m, issued);
+	int e;
+	if (run) {
+		e = lp_str(&m, "sandbox.dev/owner-authorization/v2") | lp_str(&m, s->ns) | lp_str(&m, s->name) |
+		    lp_str(&m, s->owner) | lp_str(&m, s->fingerprint) | lp_str(&m, s->username) | lp_str(&m, issued) |
+		    lp_str(&m, run);
+	} else {
+		const char form = 'n';
+		e = lp_str(&m, "sandbox.dev/owner-authorization/v1") | lp_str(&m, s->ns) | buf_append(&m, &form, 1) |
+		    lp_str(&m, s->name) | lp_str(&m, s->owner) | lp_str(&m, s->fingerprint) | lp_str(&m, s->username) |
+		    lp_str(&m, issued);
+	}
 	if (!e && HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)m.data, m.len, mac, &maclen) &&
 	    maclen == 32) {
 		sbx_hex(mac, 32, out);
@@ -51,66 +60,73 @@ static int authz_mac(const unsigned char *key, size_t keylen, const struct sbx_a
 int sbx_authz_issue(const unsigned char *key, size_t keylen, const struct sbx_authz_subject *s, time_t issued,
 		    char *out, size_t outlen)
 {
-	char t[24], mac[65];
+	char t[24], run[24], mac[65];
 	if (outlen)
 		out[0] = '\0';
-	if (outlen < SBX_AUTHZ_MAX || issued < 0)
-		return -1;
-	int named = s->name && *s->name;
-	const char *form_name = named ? s->name : s->generate_name;
-	if (!form_name || !*form_name)
+	if (outlen < SBX_AUTHZ_MAX || issued < 0 || s->run < 1)
 		return -1;
 	snprintf(t, sizeof t, "%" PRIdMAX, (intmax_t)issued);
-	if (authz_mac(key, keylen, s, named ? 'n' : 'g', form_name, t, mac) < 0)
+	snprintf(run, sizeof run, "%lld", s->run);
+	if (authz_mac(key, keylen, s, t, run, mac) < 0)
 		return -1;
-	snprintf(out, outlen, "v1.%s.%c.%s", t, named ? 'n' : 'g', mac);
+	snprintf(out, outlen, "v2.%s.%s.%s", t, run, mac);
+	return 0;
+}
+
+/* Copies the decimal field p[0..dot) (1..19 digits) into out; -1 otherwise. */
+static int digits(const char *p, const char *dot, char out[24])
+{
+	if (!dot || dot == p || dot - p > 19)
+		return -1;
+	memcpy(out, p, (size_t)(dot - p));
+	out[dot - p] = '\0';
+	for (const char *q = out; *q; q++)
+		if (*q < '0' || *q > '9')
+			return -1;
 	return 0;
 }
 
 enum sbx_authz_check sbx_authz_verify(const unsigned char *const *keys, const size_t *keylens, size_t nkeys,
-				      const struct sbx_authz_subject *s, time_t created, const char *record)
+				      const struct sbx_authz_subject *s, time_t created, const char *record,
+				      struct sbx_authz_info *info)
 {
 	if (!record || !s->username || !*s->username)
 		return SBX_AUTHZ_MISSING;
-	/* v1.<digits>.<n|g>.<64 hex> */
-	if (strncmp(record, "v1.", 3) != 0)
+	/* v2.<digits>.<digits>.<64 hex>, or v1.<digits>.n.<64 hex> */
+	int v2 = !strncmp(record, "v2.", 3);
+	if (!v2 && strncmp(record, "v1.", 3))
 		return SBX_AUTHZ_MALFORMED;
+	char t[24], run[24] = "1";
 	const char *p = record + 3, *dot = strchr(p, '.');
-	if (!dot || dot == p || dot - p > 19)
+	if (digits(p, dot, t) < 0)
 		return SBX_AUTHZ_MALFORMED;
-	char t[24];
-	memcpy(t, p, (size_t)(dot - p));
-	t[dot - p] = '\0';
-	for (const char *q = t; *q; q++)
-		if (*q < '0' || *q > '9')
-			return SBX_AUTHZ_MALFORMED;
-	char form = dot[1];
-	if ((form != 'n' && form != 'g') || dot[2] != '.')
+	p = dot + 1;
+	dot = strchr(p, '.');
+	if (v2 ? digits(p, dot, run) < 0 : (dot != p + 1 || *p != 'n'))
 		return SBX_AUTHZ_MALFORMED;
-	const char *mac = dot + 3;
-	if (strlen(mac) != 64)
+	const char *mac = dot + 1;
+	long long r = strtoll(run, NULL, 10);
+	if (strlen(mac) != 64 || r < 1)
 		return SBX_AUTHZ_MALFORMED;
-	const char *form_name = s->name;
-	if (form == 'g') {
-		size_t gl = s->generate_name ? strlen(s->generate_name) : 0;
-		if (!gl || !s->name || strncmp(s->name, s->generate_name, gl) != 0)
-			return SBX_AUTHZ_MISMATCH;
-		form_name = s->generate_name;
-	}
-	if (!form_name || !*form_name)
+	if (!s->name || !*s->name)
 		return SBX_AUTHZ_MISMATCH;
 	int match = 0;
 	for (size_t i = 0; i < nkeys && !match; i++) {
 		char want[65];
-		if (authz_mac(keys[i], keylens[i], s, form, form_name, t, want) == 0)
+		if (authz_mac(keys[i], keylens[i], s, t, v2 ? run : NULL, want) == 0)
 			match = sbx_seal_equal(want, mac);
 		OPENSSL_cleanse(want, sizeof want);
 	}
 	if (!match)
 		return SBX_AUTHZ_MISMATCH;
 	long long issued = strtoll(t, NULL, 10);
-	if ((long long)created - issued > SBX_AUTHZ_MAX_AGE_S || issued - (long long)created > SBX_AUTHZ_MAX_SKEW_S)
+	long long max_age = v2 ? SBX_AUTHZ_MAX_AGE_S : SBX_AUTHZ_V1_MAX_AGE_S;
+	if (r == 1 && ((long long)created - issued > max_age || issued - (long long)created > SBX_AUTHZ_MAX_SKEW_S))
 		return SBX_AUTHZ_STALE;
+	if (info) {
+		info->run = r;
+		info->issued = (time_t)issued;
+	}
 	return SBX_AUTHZ_OK;
 }
 

@@ -1,21 +1,31 @@
 /* The owner authorization record (contract section 2a): the admission
- * webhook asks the API server whether the identity creating a Sandbox may
- * `use` workspaces/<owner> and, when it may, stamps two annotations:
+ * webhook asks the API server whether the identity creating (or resuming) a
+ * Sandbox may `use` workspaces/<owner> and, when it may, stamps two
+ * annotations:
  *
- *   sandbox.dev/requested-by:        <username>            (audit)
- *   sandbox.dev/owner-authorization: v1.<issued>.<form>.<mac>
+ *   sandbox.dev/requested-by:        <username>            (audit; on a
+ *                                    resume sandbox.dev/resumed-by)
+ *   sandbox.dev/owner-authorization: v2.<issued>.<run>.<mac>
  *
  * mac is the lowercase hex HMAC-SHA256, under the controller's seal key, of
- *   lp("sandbox.dev/owner-authorization/v1") || lp(namespace) || form ||
- *   lp(owner) || lp(fingerprint) || lp(username) || lp(issued)
- * where form is 'n' || lp(metadata.name), or 'g' || lp(metadata.generateName)
- * when the client let the server pick the name (the name does not exist yet
- * when mutating admission runs). No tenant holds the key, so no tenant can
- * forge it; it names the exact intent (namespace, owner, spec fingerprint,
- * which covers the key) and the requester, so copying it onto another
- * Sandbox yields at most that same intent; and it is only honoured for a
- * Sandbox created within a short window after it was issued, so an old
- * record cannot be replayed once the requester's access is gone. */
+ *   lp("sandbox.dev/owner-authorization/v2") || lp(namespace) || lp(name) ||
+ *   lp(owner) || lp(fingerprint) || lp(username) || lp(issued) || lp(run)
+ * with run the metadata.generation the record authorizes: 1 for a creation,
+ * the generation of the update that resumes it for a resume. The name is the
+ * Sandbox's own: for a generateName create the webhook picks the name itself
+ * (mutating admission runs before the server would), so no record names a
+ * prefix others may share. No tenant holds the key, so no tenant can forge a
+ * record; it names the exact intent (namespace, name, owner, spec
+ * fingerprint, which covers the key), the requester and the run, so copying
+ * it onto another Sandbox, or keeping it for a later run, yields nothing; a
+ * creation record is only honoured for a Sandbox created within a minute of
+ * it. It is not bound to the uid (mutating admission runs before the uid
+ * exists): a record replayed on a re-created Sandbox of the same name within
+ * that minute counts only when the webhook was in force for that creation
+ * (sandbox/inforce.h), and then the webhook refuses the replayed annotations.
+ *
+ * Records of the previous format (v1.<issued>.n.<mac>, run 1) still verify,
+ * for a rolling upgrade; v1's generateName form (.g.) no longer does. */
 #ifndef SBX_SANDBOX_AUTHZ_H
 #define SBX_SANDBOX_AUTHZ_H
 
@@ -23,30 +33,33 @@
 #include <time.h>
 
 #define SBX_ANN_REQUESTED_BY "sandbox.dev/requested-by"
+#define SBX_ANN_RESUMED_BY "sandbox.dev/resumed-by"
 #define SBX_ANN_OWNER_AUTHZ "sandbox.dev/owner-authorization"
 /* How long after issue, and how far before it (clock skew between the
- * webhook replica and the API server), a record may be used. */
-#define SBX_AUTHZ_MAX_AGE_S 300
+ * webhook replica and the API server), a creation record may be used (v1
+ * records: SBX_AUTHZ_V1_MAX_AGE_S). */
+#define SBX_AUTHZ_MAX_AGE_S 60
 #define SBX_AUTHZ_MAX_SKEW_S 60
-/* Longest record: "v1." + 20 + "." + "n" + "." + 64, with room to spare. */
+#define SBX_AUTHZ_V1_MAX_AGE_S 300
+/* Longest record: "v2." + 20 + "." + 19 + "." + 64, with room to spare. */
 #define SBX_AUTHZ_MAX 128
 /* Longest requester name or record kept in the Sandbox cache. */
 #define SBX_AUTHZ_MAX_FIELD 1024
 
-/* What is authorized. name is metadata.name, or NULL with generate_name set
- * when the server picks the name. */
+/* What is authorized. run is the generation the record authorizes (>= 1);
+ * sbx_authz_verify reads it from the record instead. */
 struct sbx_authz_subject {
 	const char *ns;
 	const char *name;
-	const char *generate_name;
 	const char *owner;
 	const char *fingerprint;
 	const char *username;
+	long long run;
 };
 
 /* Writes the record issued at `issued` into out (outlen >= SBX_AUTHZ_MAX).
- * Returns 0, or -1 when a field is missing or the key is too short (then out
- * is ""). */
+ * Returns 0, or -1 when a field is missing, run < 1 or the key is too short
+ * (then out is ""). */
 int sbx_authz_issue(const unsigned char *key, size_t keylen, const struct sbx_authz_subject *s, time_t issued,
 		    char *out, size_t outlen);
 
@@ -58,12 +71,20 @@ enum sbx_authz_check {
 	SBX_AUTHZ_STALE,     /* issued too long before (or after) the Sandbox was created */
 };
 
-/* Checks `record` for a stored Sandbox: s->name is its name and
- * s->generate_name its generateName (either form of record is accepted, the
- * 'g' form only when generate_name is set and a prefix of name); created is
- * its creationTimestamp. Tries each of the nkeys keys (rotation). */
+/* What a verified record says. */
+struct sbx_authz_info {
+	long long run; /* the generation it authorizes (1: the creation) */
+	time_t issued;
+};
+
+/* Checks `record` for a stored Sandbox (s->name its name; s->run ignored):
+ * a creation record (run 1) must have been issued within the window around
+ * created, its creationTimestamp; a resume record (run > 1) is checked for
+ * its run by the caller (info). Tries each of the nkeys keys (rotation).
+ * info (NULL ok) is filled when the result is SBX_AUTHZ_OK. */
 enum sbx_authz_check sbx_authz_verify(const unsigned char *const *keys, const size_t *keylens, size_t nkeys,
-				      const struct sbx_authz_subject *s, time_t created, const char *record);
+				      const struct sbx_authz_subject *s, time_t created, const char *record,
+				      struct sbx_authz_info *info);
 
 /* Returns a static description of c. */
 const char *sbx_authz_str(enum sbx_authz_check c);

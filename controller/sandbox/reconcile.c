@@ -916,14 +916,13 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_afte
 		struct sbx_authz_subject s = {
 			.ns = v.ns,
 			.name = v.name,
-			.generate_name = meta_str(obj, "generateName"),
 			.owner = v.owner,
 			.fingerprint = v.scope.fingerprint,
 			.username = annotation(obj, SBX_ANN_REQUESTED_BY),
 		};
 		enum sbx_authz_check ac =
 		    sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
-				     c->seal_keys->n, &s, v.created, annotation(obj, SBX_ANN_OWNER_AUTHZ));
+				     c->seal_keys->n, &s, v.created, annotation(obj, SBX_ANN_OWNER_AUTHZ), NULL);
 		if (ac != SBX_AUTHZ_OK) {
 			snprintf(msg, sizeof msg,
 				 "workspace owner %s: %s; no pod is created (create the Sandbox with the admission "

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/rand.h>
+
 #include "kube/ktime.h"
 #include "sandbox/authz.h"
 #include "sandbox/podbuild.h"
@@ -99,20 +101,38 @@ static int reserved_same(const cJSON *a, const cJSON *b, const char *m)
 	return 1;
 }
 
-/* What the record of this request names: its namespace, name (or
- * generateName), owner, spec fingerprint and requester. */
-static struct sbx_authz_subject request_subject(const struct wh_review *r, const char *owner, const char *fingerprint)
+/* What the record of a creation names: its namespace, name (name, when the
+ * webhook picked it), owner, spec fingerprint, requester, run 1. */
+static struct sbx_authz_subject request_subject(const struct wh_review *r, const char *name, const char *owner,
+						const char *fingerprint)
 {
-	const cJSON *meta = jobj(r->object, "metadata");
 	struct sbx_authz_subject s = {
 		.ns = r->ns,
-		.name = jstr(meta, "name"),
-		.generate_name = jstr(meta, "generateName"),
+		.name = name ? name : jstr(jobj(r->object, "metadata"), "name"),
 		.owner = owner,
 		.fingerprint = fingerprint,
 		.username = r->username,
+		.run = 1,
 	};
 	return s;
+}
+
+/* The name the API server would give a generateName create: the prefix cut
+ * to 58 characters and five of its random characters (consonants and digits
+ * that spell no words), into out (64 bytes). Returns 0, or -1 when there is
+ * no randomness. */
+static int generated_name(const char *prefix, char out[64])
+{
+	static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+	unsigned char rnd[5];
+	if (RAND_bytes(rnd, sizeof rnd) != 1)
+		return -1;
+	size_t n = strlen(prefix) > 58 ? 58 : strlen(prefix);
+	memcpy(out, prefix, n);
+	for (size_t i = 0; i < sizeof rnd; i++)
+		out[n + i] = alphabet[rnd[i] % (sizeof alphabet - 1)];
+	out[n + sizeof rnd] = '\0';
+	return 0;
 }
 
 static int is_sandbox_create(const struct wh_review *r)
@@ -240,15 +260,32 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 			return;
 		}
 	}
-	char record[SBX_AUTHZ_MAX] = "";
+	char record[SBX_AUTHZ_MAX] = "", picked[64] = "";
+	const cJSON *meta = jobj(r->object, "metadata");
+	const char *name = jstr(meta, "name"), *gen = jstr(meta, "generateName");
+	if (owner && (!name || !*name)) {
+		/* The server would pick the name after this webhook: pick it here,
+		 * so the record names this Sandbox and no other of the prefix. */
+		if (!gen || !*gen || generated_name(gen, picked) < 0) {
+			wh_verdict_deny(v, 500, "InternalError", "cannot name the Sandbox its owner authorization is for");
+			return;
+		}
+	}
 	if (owner) {
-		struct sbx_authz_subject s = request_subject(r, owner, sc.fingerprint);
+		struct sbx_authz_subject s = request_subject(r, picked[0] ? picked : NULL, owner, sc.fingerprint);
 		if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, record, sizeof record) < 0) {
 			wh_verdict_deny(v, 500, "InternalError", "cannot record the owner authorization");
 			return;
 		}
 	}
 	v->patch = cJSON_CreateArray();
+	if (picked[0]) {
+		cJSON *op = cJSON_CreateObject();
+		cJSON_AddStringToObject(op, "op", "add");
+		cJSON_AddStringToObject(op, "path", "/metadata/name");
+		cJSON_AddStringToObject(op, "value", picked);
+		cJSON_AddItemToArray(v->patch, op);
+	}
 	cJSON *ann = NULL, *lab = NULL;
 	patch_set(v->patch, r->object, "annotations", SBX_ANN_REQUESTED_BY, r->username, &ann);
 	if (owner)
@@ -306,6 +343,16 @@ static void check_key_conflict(const struct wh_sandbox_policy *p, const struct w
 			continue;
 		char kq[300], until[32] = "";
 		quote(key, kq, sizeof kq);
+		if (!r->authenticated) {
+			/* Whoever reaches the port could ask: tell the holder and its
+			 * expiry only to the API server (it tells its caller). */
+			wh_verdict_deny(v, 422, "Invalid",
+					"spec.idempotencyKey: Invalid value: \"%s\": the key is held by another Sandbox "
+					"of this scope with a different spec; use another key, or the same spec to share "
+					"its sandbox",
+					kq);
+			break;
+		}
 		time_t t;
 		if (ktime_parse_rfc3339(jstr(jobj(c, "status"), "keyExpiresAt"), &t) == 0)
 			ktime_format_rfc3339(t, until);
@@ -371,11 +418,14 @@ void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_revi
 		return;
 	}
 	if (owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) {
-		struct sbx_authz_subject s = request_subject(r, owner, sc.fingerprint);
+		struct sbx_authz_subject s = request_subject(r, NULL, owner, sc.fingerprint);
 		time_t created = now;
 		ktime_parse_rfc3339(jstr(meta, "creationTimestamp"), &created);
+		struct sbx_authz_info info = { 0 };
 		enum sbx_authz_check ac = sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, created,
-							   jstr(jobj(meta, "annotations"), SBX_ANN_OWNER_AUTHZ));
+							   jstr(jobj(meta, "annotations"), SBX_ANN_OWNER_AUTHZ), &info);
+		if (ac == SBX_AUTHZ_OK && info.run != 1)
+			ac = SBX_AUTHZ_MISMATCH; /* a resume's record on a creation */
 		if (ac != SBX_AUTHZ_OK) {
 			wh_verdict_deny(v, 403, "Forbidden",
 					"workspace owner \"%s\": %s (is the mutating webhook sandbox-controller "
