@@ -99,6 +99,18 @@ test_3_metrics_secure() {
   expect_eq "$(code)" 401 "no token"
   expect_eq "$(code -H "Authorization: Bearer not-a-token")" 401 "a forged token"
   expect_eq "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$mp/metrics")" 000 "plain HTTP"
+  # A scraper's answers are remembered (as controller-runtime's filter does):
+  # six scrapes with one token ask the API server at most once more.
+  requests_now() {
+    code -H "Authorization: Bearer $good" >/dev/null
+    awk '$1 == "sandbox_kube_requests_total" {print $2}' "$E2E_DIR/metrics.out"
+  }
+  local r0 r1 i
+  r0=$(requests_now)
+  for i in 1 2 3 4; do code -H "Authorization: Bearer $good" >/dev/null; done
+  r1=$(requests_now)
+  say "  API requests during 5 scrapes with one token: $((r1 - r0))"
+  [ $((r1 - r0)) -le 2 ] || fail "5 scrapes with one token made $((r1 - r0)) API requests (TokenReview and SubjectAccessReview not cached)"
   controller_stop "$c"
 }
 
