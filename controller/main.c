@@ -551,7 +551,8 @@ int main(int argc, char **argv)
 	scrape.leader_elect = o.leader_elect;
 	/* /metrics only on the metrics listener, the probes only on the probe
 	 * listener: a scraper's port never answers probes and the other way round. */
-	struct kube_authfilter mauth = { .kc = kc, .next = serve_metrics, .next_ctx = &ctl };
+	struct kube_authfilter mauth = { .kc = kc, .next = serve_metrics, .next_ctx = &ctl,
+					 .cache = o.metrics_secure ? kube_authcache_new() : NULL };
 	const struct obs_http_route mroutes[] = { o.metrics_secure ? (struct obs_http_route){ "/metrics", kube_authfilter_serve, &mauth }
 								   : (struct obs_http_route){ "/metrics", serve_metrics, &ctl } };
 	const struct obs_http_route proutes[] = { { "/healthz", serve_healthz, NULL }, { "/readyz", serve_readyz, &ctl } };
@@ -562,6 +563,7 @@ int main(int argc, char **argv)
 		obs_http_free(msrv);
 		sbx_controller_release(&ctl);
 		webhook_certs_free(certs);
+		kube_authcache_free(mauth.cache);
 		kube_client_free(kc);
 		return 1;
 	}
@@ -673,6 +675,7 @@ int main(int argc, char **argv)
 	sbx_controller_release(&ctl);
 	lease_elector_free(elector); /* after the workers stopped: then give the lease up */
 	webhook_certs_free(certs);
+	kube_authcache_free(mauth.cache);
 	kube_client_free(kc);
 	sbx_config_release(&cfg);
 	sbx_seal_keys_release(&seal);

@@ -1366,6 +1366,22 @@ static void guarded_next(void *ctx, const struct obs_http_req *req, struct obs_h
 	buf_appends(&resp->body, "sandbox_reconciles_total 0\n");
 }
 
+/* Runs filter af for one request; returns the status it set. */
+static int guarded_with(struct kube_authfilter *af, const char *method, const char *path, const char *auth)
+{
+	struct evkeyvalq h;
+	TAILQ_INIT(&h);
+	if (auth)
+		evhttp_add_header(&h, "Authorization", auth);
+	struct obs_http_req req = { .method = method, .path = path, .body = "", .headers = &h };
+	struct obs_http_resp resp = { .status = 200 };
+	buf_init(&resp.body, 1u << 16);
+	kube_authfilter_serve(af, &req, &resp);
+	buf_release(&resp.body);
+	evhttp_clear_headers(&h);
+	return resp.status;
+}
+
 /* Runs the auth filter for one request; returns the status it set. */
 static int guarded(struct kube_client *c, const char *method, const char *path, const char *auth)
 {
@@ -1411,6 +1427,38 @@ static void test_authfilter(void)
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(nra, "path")->valuestring, "/metrics");
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(nra, "verb")->valuestring, "get");
 	cJSON_Delete(body);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
+/* With a cache, one token's answers are asked once: allowed, refused and
+ * invalid alike; another path is asked anew. */
+static void test_authfilter_cache(void)
+{
+	struct fake *f = fake_start(h_access, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct kube_authcache *cache = kube_authcache_new();
+	struct kube_authfilter af = { .kc = c, .next = guarded_next, .cache = cache };
+	guarded_next_calls = 0;
+	int asked = fake_count(f);
+	CU_ASSERT_EQUAL(guarded_with(&af, "GET", "/metrics", "Bearer good"), 200);
+	CU_ASSERT_EQUAL(fake_count(f), asked + 2); /* TokenReview, SubjectAccessReview */
+	for (int i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(guarded_with(&af, "GET", "/metrics", "Bearer good"), 200);
+	CU_ASSERT_EQUAL(fake_count(f), asked + 2);
+	CU_ASSERT_EQUAL(guarded_next_calls, 6);
+	CU_ASSERT_EQUAL(guarded_with(&af, "GET", "/other", "Bearer good"), 403);
+	CU_ASSERT_EQUAL(guarded_with(&af, "GET", "/other", "Bearer good"), 403);
+	CU_ASSERT_EQUAL(fake_count(f), asked + 4);
+	CU_ASSERT_EQUAL(guarded_with(&af, "GET", "/metrics", "Bearer bad"), 401);
+	CU_ASSERT_EQUAL(guarded_with(&af, "GET", "/metrics", "Bearer bad"), 401);
+	CU_ASSERT_EQUAL(fake_count(f), asked + 5);
+	/* an error is asked again each time, and never lets a request through */
+	CU_ASSERT_EQUAL(guarded_with(&af, "GET", "/metrics", "Bearer broken"), 503);
+	CU_ASSERT_EQUAL(guarded_with(&af, "GET", "/metrics", "Bearer broken"), 503);
+	CU_ASSERT_EQUAL(fake_count(f), asked + 7);
+	CU_ASSERT_EQUAL(guarded_next_calls, 6);
+	kube_authcache_free(cache);
 	kube_client_free(c);
 	fake_stop(f);
 }
@@ -1494,6 +1542,7 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "events aggregate, never block", test_events) ||
 	    !CU_add_test(s, "SubjectAccessReview and TokenReview", test_access_review) ||
 	    !CU_add_test(s, "auth filter (secure /metrics)", test_authfilter) ||
+	    !CU_add_test(s, "auth filter answers cached", test_authfilter_cache) ||
 	    !CU_add_test(s, "LIST adapts its page size to the body cap", test_list_adapts_page_size) ||
 	    !CU_add_test(s, "informer unsynced while relists fail",
 			 test_informer_unsynced_on_failed_relist) ||

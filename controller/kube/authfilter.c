@@ -34,6 +34,25 @@ void kube_authfilter_serve(void *ctx, const struct obs_http_req *req, struct obs
 		deny(resp, 401, "Unauthorized");
 		return;
 	}
+	char verb[16], who[256] = "";
+	size_t i;
+	for (i = 0; req->method[i] && i < sizeof verb - 1; i++)
+		verb[i] = (char)tolower((unsigned char)req->method[i]);
+	verb[i] = '\0';
+	int cached = f->cache ? kube_authcache_get(f->cache, token, verb, req->path, who, sizeof who) : 0;
+	if (cached == 401) {
+		deny(resp, 401, "Unauthorized");
+		return;
+	}
+	if (cached == 403) {
+		resp->status = 403;
+		buf_appendf(&resp->body, "Forbidden: user \"%s\" may not %s %s\n", who, verb, req->path);
+		return;
+	}
+	if (cached == 200) {
+		f->next(f->next_ctx, req, resp);
+		return;
+	}
 	cJSON *user = NULL;
 	struct kube_error ke;
 	if (kube_token_review(f->kc, token, NULL, &user, &ke) != KUBE_OK) {
@@ -42,20 +61,16 @@ void kube_authfilter_serve(void *ctx, const struct obs_http_req *req, struct obs
 		return;
 	}
 	if (!user) {
+		if (f->cache)
+			kube_authcache_put(f->cache, token, verb, req->path, 401, NULL);
 		deny(resp, 401, "Unauthorized");
 		return;
 	}
-	char verb[16];
-	size_t i;
-	for (i = 0; req->method[i] && i < sizeof verb - 1; i++)
-		verb[i] = (char)tolower((unsigned char)req->method[i]);
-	verb[i] = '\0';
 	const struct kube_access_attrs attrs = { .verb = verb, .path = req->path };
 	int allowed = 0;
 	char reason[256] = "";
 	enum kube_err e = kube_access_review(f->kc, user, &attrs, &allowed, reason, sizeof reason, &ke);
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(user, "username");
-	char who[256];
 	snprintf(who, sizeof who, "%s", cJSON_IsString(name) ? name->valuestring : "");
 	cJSON_Delete(user);
 	if (e != KUBE_OK) {
@@ -63,6 +78,8 @@ void kube_authfilter_serve(void *ctx, const struct obs_http_req *req, struct obs
 		deny(resp, 503, "authorization is unavailable");
 		return;
 	}
+	if (f->cache)
+		kube_authcache_put(f->cache, token, verb, req->path, allowed ? 200 : 403, who);
 	if (!allowed) {
 		resp->status = 403;
 		buf_appendf(&resp->body, "Forbidden: user \"%s\" may not %s %s\n", who, verb, req->path);

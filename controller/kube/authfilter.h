@@ -5,10 +5,12 @@
  * its non-resource path (e.g. get /metrics). Missing or invalid token: 401;
  * not allowed: 403; the API server cannot be asked: 503. An error never lets a
  * request through. The caller needs RBAC create on tokenreviews and
- * subjectaccessreviews. Every call asks the API server (no cache). */
+ * subjectaccessreviews. With a cache, the answers for a token, verb and
+ * path are remembered for a while (kube/authcache.h). */
 #ifndef SBX_KUBE_AUTHFILTER_H
 #define SBX_KUBE_AUTHFILTER_H
 
+#include "kube/authcache.h"
 #include "kube/client.h"
 #include "obs/httpserver.h"
 
@@ -20,6 +22,7 @@ struct kube_authfilter {
 	struct kube_client *kc;
 	obs_http_handler next; /* runs only for an authorized request */
 	void *next_ctx;
+	struct kube_authcache *cache; /* NULL: every request asks the API server */
 };
 
 /* An obs_http_handler; ctx is a struct kube_authfilter. */
