@@ -604,6 +604,7 @@ int main(int argc, char **argv)
 			.nkeys = seal.n,
 			.kc = kc,
 			.sandboxes = ctl.sandboxes,
+			.pods = ctl.pods,
 			.client_ca_file = o.webhook_client_ca,
 			.client_names = client_names[0] ? (const char *const *)client_names : NULL,
 		};

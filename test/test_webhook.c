@@ -13,6 +13,7 @@
 #include "sandbox/authz.h"
 #include "sandbox/podbuild.h"
 #include "webhook/admission.h"
+#include "webhook/pod_admission.h"
 #include "webhook/sandbox_admission.h"
 #include "test_suites.h"
 
@@ -336,6 +337,9 @@ struct fake {
 	int sar_calls;
 	char last_owner[64];
 	cJSON *cache;	/* array of Sandboxes returned for any digest */
+	const char *pod_owner; /* the owner of every sbx- pod; "" none; NULL: no such pod */
+	int pod_error;         /* 1: pods cannot be read */
+	int pod_reads;
 };
 
 static int fake_may_use(void *ctx, const cJSON *ui, const char *ns, const char *owner, char *why, size_t n)
@@ -353,13 +357,25 @@ static cJSON *fake_by_digest(void *ctx, const char *digest)
 	return f->cache ? cJSON_Duplicate(f->cache, 1) : cJSON_CreateArray();
 }
 
+static int fake_pod_owner(void *ctx, const char *ns, const char *name, char *owner, size_t n)
+{
+	struct fake *f = ctx;
+	f->pod_reads++;
+	if (f->pod_error)
+		return -1;
+	if (!f->pod_owner)
+		return 0;
+	snprintf(owner, n, "%s", f->pod_owner);
+	return 1;
+}
+
 static const unsigned char *const POLICY_KEYS[] = { KEY1 };
 static const size_t POLICY_LENS[] = { sizeof KEY1 - 1 };
 
 static struct wh_sandbox_policy policy(struct fake *f)
 {
 	struct wh_sandbox_policy p = { POLICY_KEYS, POLICY_LENS, 1, SBX_OWNER_AUTHZ_ACCESS_REVIEW, 86400,
-				       fake_may_use, fake_by_digest, f };
+				       fake_may_use, fake_by_digest, fake_pod_owner, f };
 	return p;
 }
 
@@ -704,6 +720,84 @@ static void test_validate_key_conflict_unauthenticated(void)
 	cJSON_Delete(f.cache);
 }
 
+/* A CONNECT review of pod subresource sub for user, as the API server sends it. */
+static void connect_as(const struct wh_sandbox_policy *p, const char *user, const char *pod, const char *sub,
+		       struct wh_verdict *v)
+{
+	char b[1024];
+	snprintf(b, sizeof b,
+		 "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"c-1\","
+		 "\"operation\":\"CONNECT\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"PodExecOptions\"},"
+		 "\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},\"subResource\":\"%s\","
+		 "\"namespace\":\"team-a\",\"name\":\"%s\",\"userInfo\":{\"username\":\"%s\"},"
+		 "\"object\":{\"kind\":\"PodExecOptions\",\"command\":[\"sh\"]}}}",
+		 sub, pod, user);
+	struct wh_review r;
+	char err[256];
+	CU_ASSERT_EQUAL_FATAL(wh_review_decode(b, strlen(b), &r, err, sizeof err), 0);
+	wh_pod_connect(p, &r, 1000, v);
+	wh_review_release(&r);
+}
+
+/* The exec gate: a sandbox pod with an owner only for those who may use it. */
+static void test_pod_connect_gate(void)
+{
+	struct fake f = { .sar_answer = 0, .pod_owner = "alice" };
+	struct wh_sandbox_policy p = policy(&f);
+	struct wh_verdict v;
+	static const char *const subs[] = { "exec", "attach", "portforward" };
+	for (size_t i = 0; i < 3; i++) {
+		connect_as(&p, "bob", "sbx-0123", subs[i], &v);
+		CU_ASSERT_FALSE(v.allowed);
+		CU_ASSERT_EQUAL(v.code, 403);
+		CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "\"alice\""));
+		CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "\"use\" on workspaces.sandbox.dev"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "bob"));
+		wh_verdict_release(&v);
+	}
+	CU_ASSERT_STRING_EQUAL(f.last_owner, "alice");
+	f.sar_answer = 1;
+	connect_as(&p, "alice", "sbx-0123", "exec", &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	/* fail closed for sandbox pods: the authorizer or the pod cannot be read */
+	f.sar_answer = -1;
+	connect_as(&p, "alice", "sbx-0123", "exec", &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 500);
+	wh_verdict_release(&v);
+	f.sar_answer = 0;
+	f.pod_error = 1;
+	connect_as(&p, "alice", "sbx-0123", "exec", &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	f.pod_error = 0;
+	/* no owner, no such pod, not a sandbox pod, another subresource: not gated */
+	f.pod_owner = "";
+	connect_as(&p, "bob", "sbx-0123", "exec", &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	f.pod_owner = NULL;
+	connect_as(&p, "bob", "sbx-0123", "exec", &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	f.pod_owner = "alice";
+	int reads = f.pod_reads, calls = f.sar_calls;
+	connect_as(&p, "bob", "web-1", "exec", &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	connect_as(&p, "bob", "sbx-0123", "log", &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	CU_ASSERT_EQUAL(f.pod_reads, reads);
+	CU_ASSERT_EQUAL(f.sar_calls, calls);
+	/* namespace mode: RBAC alone decides */
+	p.owner_authz = SBX_OWNER_AUTHZ_NAMESPACE;
+	connect_as(&p, "bob", "sbx-0123", "exec", &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+}
+
 void register_webhook_tests(void)
 {
 	SBX_SUITE("sandbox/authz", { "issue and verify", test_authz_roundtrip },
@@ -720,5 +814,6 @@ void register_webhook_tests(void)
 		  { "update guards", test_validate_update_guards },
 		  { "key conflict 422", test_validate_key_conflict },
 		  { "generateName: the webhook names the Sandbox", test_mutate_names_generate_name },
-		  { "key conflict: the holder only for the API server", test_validate_key_conflict_unauthenticated });
+		  { "key conflict: the holder only for the API server", test_validate_key_conflict_unauthenticated },
+		  { "exec gate: sandbox pods only for those who may use the owner", test_pod_connect_gate });
 }

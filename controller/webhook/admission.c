@@ -229,6 +229,24 @@ char *wh_response_encode(const char *uid, const struct wh_verdict *v)
 	return s;
 }
 
+/* Quotes a user string for a message: printable ASCII, shortened. */
+void wh_quote(const char *s, char *out, size_t outlen)
+{
+	size_t o = 0;
+	for (; s && *s && o + 5 < outlen; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", c);
+	}
+	if (s && *s && o + 4 <= outlen) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o < outlen ? o : outlen - 1] = '\0';
+}
+
 void wh_json_pointer_escape(const char *tok, char *out, size_t outlen)
 {
 	size_t o = 0;

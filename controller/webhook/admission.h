@@ -102,6 +102,10 @@ void wh_verdict_release(struct wh_verdict *v);
 /* Returns the AdmissionReview answer for request uid (caller frees). */
 char *wh_response_encode(const char *uid, const struct wh_verdict *v);
 
+/* Quotes a user-supplied string for a message into out: printable ASCII
+ * (anything else, '"' and '\\' as \xNN), cut to fit with "...". */
+void wh_quote(const char *s, char *out, size_t outlen);
+
 /* Escapes a JSON Pointer token ('~' -> "~0", '/' -> "~1") into out (outlen
  * bytes, >= 2 strlen(tok) + 1). */
 void wh_json_pointer_escape(const char *tok, char *out, size_t outlen);

@@ -30,24 +30,6 @@ int wh_reserved_key(const char *key)
 	return key && !strncmp(key, RESERVED_PREFIX, sizeof RESERVED_PREFIX - 1);
 }
 
-/* Quotes a user string for a message: printable ASCII, shortened. */
-static void quote(const char *s, char *out, size_t outlen)
-{
-	size_t o = 0;
-	for (; s && *s && o + 5 < outlen; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
-			out[o++] = (char)c;
-		else
-			o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", c);
-	}
-	if (s && *s && o + 4 <= outlen) {
-		memcpy(out + o, "...", 3);
-		o += 3;
-	}
-	out[o < outlen ? o : outlen - 1] = '\0';
-}
-
 /* The first reserved key among the object's labels and annotations, or NULL;
  * *where says which map it is in. */
 static const char *first_reserved(const cJSON *obj, const char **where)
@@ -220,7 +202,7 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 	const char *where = NULL, *res = first_reserved(r->object, &where);
 	char q[200], msg[512];
 	if (res) {
-		quote(res, q, sizeof q);
+		wh_quote(res, q, sizeof q);
 		wh_verdict_deny(v, 403, "Forbidden",
 				"metadata.%s[\"%s\"]: labels and annotations under sandbox.dev/ are reserved for "
 				"sandbox-controller; remove it",
@@ -245,7 +227,7 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 		}
 		int ok = p->may_use_owner(p->ctx, r->user_info, r->ns, owner, why, sizeof why);
 		char uq[200];
-		quote(r->username, uq, sizeof uq);
+		wh_quote(r->username, uq, sizeof uq);
 		if (ok < 0) {
 			wh_verdict_deny(v, 500, "InternalError",
 					"cannot check whether %s may use workspace owner \"%s\": %s", uq, owner, why);
@@ -342,7 +324,7 @@ static void check_key_conflict(const struct wh_sandbox_policy *p, const struct w
 		    !strcmp(other.fingerprint, sc->fingerprint) || !holds_key(c, p->key_lifetime_s, now))
 			continue;
 		char kq[300], until[32] = "";
-		quote(key, kq, sizeof kq);
+		wh_quote(key, kq, sizeof kq);
 		if (!r->authenticated) {
 			/* Whoever reaches the port could ask: tell the holder and its
 			 * expiry only to the API server (it tells its caller). */
@@ -411,7 +393,7 @@ void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_revi
 	if (!bad && dl && (!key || strcmp(dl, sc.digest)))
 		bad = SBX_LABEL_DIGEST;
 	if (bad) {
-		quote(bad, q, sizeof q);
+		wh_quote(bad, q, sizeof q);
 		wh_verdict_deny(v, 403, "Forbidden",
 				"\"%s\": labels and annotations under sandbox.dev/ are reserved for sandbox-controller",
 				q);

@@ -12,7 +12,9 @@
 #include "obs/httpserver.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
+#include "base/jsonget.h"
 #include "webhook/admission.h"
+#include "webhook/pod_admission.h"
 #include "webhook/sandbox_admission.h"
 
 /* A log line of one kind at most once a second, with how many were left out. */
@@ -25,9 +27,9 @@ struct wh_server {
 	struct obs_http_server *http;
 	struct wh_sandbox_policy policy;
 	struct kube_client *kc;
-	struct informer *sandboxes;
+	struct informer *sandboxes, *pods;
 	struct obs_metric *requests, *duration, *shed;
-	struct obs_http_route routes[2];
+	struct obs_http_route routes[3];
 	int authenticates; /* a client CA: every caller is the API server */
 
 	pthread_mutex_t mu; /* guards what follows */
@@ -50,6 +52,29 @@ static int may_use_owner(void *ctx, const cJSON *user_info, const char *ns, cons
 		return -1;
 	}
 	return allowed;
+}
+
+/* The owner annotation of a sandbox pod: the cache, else the API (a pod
+ * the cache does not hold yet, or one it never holds). */
+static int pod_owner(void *ctx, const char *ns, const char *name, char *owner, size_t ownerlen)
+{
+	struct wh_server *s = ctx;
+	cJSON *pod = s->pods ? informer_get(s->pods, ns, name) : NULL;
+	if (!pod) {
+		char path[600];
+		snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
+		struct kube_request_opts ro = { .timeout_ms = 3000 };
+		struct kube_error err;
+		enum kube_err e = kube_request_ex(s->kc, "GET", path, NULL, NULL, NULL, &ro, &pod, &err);
+		if (e == KUBE_ERR_NOT_FOUND)
+			return 0;
+		if (e != KUBE_OK)
+			return -1;
+	}
+	const char *o = annotation(pod, "sandbox.dev/workspace-owner");
+	snprintf(owner, ownerlen, "%s", o ? o : "");
+	cJSON_Delete(pod);
+	return 1;
 }
 
 static cJSON *by_digest(void *ctx, const char *digest)
@@ -213,6 +238,11 @@ static void handle_validate(void *ctx, const struct obs_http_req *req, struct ob
 	serve(ctx, "validate-sandbox", req, resp, wh_sandbox_validate);
 }
 
+static void handle_pod_connect(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+{
+	serve(ctx, "validate-pod-connect", req, resp, wh_pod_connect);
+}
+
 struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, size_t errlen)
 {
 	static const double buckets[] = { .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10 };
@@ -221,6 +251,7 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 	s->authenticates = o->client_ca_file != NULL;
 	s->kc = o->kc;
 	s->sandboxes = o->sandboxes;
+	s->pods = o->pods;
 	s->policy = (struct wh_sandbox_policy){
 		.keys = o->keys,
 		.keylens = o->keylens,
@@ -229,6 +260,7 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 		.key_lifetime_s = o->cfg->key_lifetime_s,
 		.may_use_owner = may_use_owner,
 		.by_digest = by_digest,
+		.pod_owner = pod_owner,
 		.ctx = s,
 	};
 	s->requests = obs_counter("sandbox_admission_requests_total",
@@ -243,6 +275,7 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 			      "webhook,reason");
 	s->routes[0] = (struct obs_http_route){ "/mutate-sandbox", handle_mutate, s };
 	s->routes[1] = (struct obs_http_route){ "/validate-sandbox", handle_validate, s };
+	s->routes[2] = (struct obs_http_route){ "/validate-pod-connect", handle_pod_connect, s };
 	struct obs_http_opts ho = {
 		.addr = o->addr,
 		.tls_cert_file = o->cert_file,
@@ -257,7 +290,7 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 		.max_inflight_bytes = WH_INFLIGHT_MAX,
 		.max_headers = 16384,
 		.routes = s->routes,
-		.nroutes = 2,
+		.nroutes = 3,
 		.name = "webhook",
 	};
 	s->http = obs_http_start(&ho, err, errlen);

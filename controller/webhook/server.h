@@ -5,6 +5,9 @@
  * reads the Sandbox cache, which every replica keeps. Paths:
  *   /mutate-sandbox    MutatingWebhookConfiguration, Sandboxes, CREATE
  *   /validate-sandbox  ValidatingWebhookConfiguration, Sandboxes, CREATE+UPDATE
+ *   /validate-pod-connect  ValidatingWebhookConfiguration, CONNECT of
+ *                      pods/exec, pods/attach, pods/portforward (the exec gate,
+ *                      webhook/pod_admission.h)
  * Metrics: sandbox_admission_requests_total{webhook,outcome} and
  * sandbox_admission_duration_seconds{webhook}.
  *
@@ -43,6 +46,7 @@ struct wh_server_opts {
 	size_t nkeys;
 	struct kube_client *kc;	     /* borrowed: SubjectAccessReviews */
 	struct informer *sandboxes;  /* borrowed: Sandboxes indexed by scope digest */
+	struct informer *pods;       /* borrowed: sandbox pods (a miss is read live) */
 };
 
 /* Bytes of unanswered requests, all connections: several of the largest
