@@ -241,6 +241,42 @@ PY
 }
 pod_gone() { ! kubectl get pod -n "$1" "$2" >/dev/null 2>&1; }
 
+# The exec gate: pods/exec in the namespace is not enough to exec into
+# another owner's sandbox; the refusal names the owner and the permission.
+test_exec_gate() {
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: pod-exec, namespace: team-a}
+rules:
+  - {apiGroups: [""], resources: [pods], verbs: [get, list]}
+  - {apiGroups: [""], resources: [pods/exec, pods/attach, pods/portforward], verbs: [create, get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: pod-exec, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-exec}
+subjects: [{kind: User, name: alice}, {kind: User, name: bob}]
+YAML
+  sandbox_as "$ALICE" team-a exec-alice $IMG task-exec alice >/dev/null || fail "create exec-alice"
+  wait_for 30 bound team-a exec-alice || fail "exec-alice not bound"
+  local pod out
+  pod=$(pod_of team-a exec-alice)
+  out=$(as "$BOB" exec -n team-a "$pod" -- true 2>&1) && fail "bob exec'd into alice's sandbox"
+  expect_match "$out" 'may not exec into sandbox pod' "bob's exec refused by the gate: $out"
+  expect_match "$out" '"use" on workspaces.sandbox.dev "alice"' "the refusal names the owner and permission"
+  out=$(as "$BOB" attach -n team-a "$pod" 2>&1 </dev/null)
+  expect_match "$out" 'may not attach to sandbox pod' "bob's attach refused by the gate: $out"
+  # alice passes the gate (the stream then goes to kwok's node, which may refuse it)
+  out=$(as "$ALICE" exec -n team-a "$pod" -- true 2>&1)
+  [[ "$out" == *"may not exec"* ]] && fail "alice refused by the gate: $out"
+  # bob into his own sandbox passes too
+  sandbox_as "$BOB" team-a exec-bob $IMG task-exec bob >/dev/null || fail "create exec-bob"
+  wait_for 30 bound team-a exec-bob || fail "exec-bob not bound"
+  out=$(as "$BOB" exec -n team-a "$(pod_of team-a exec-bob)" -- true 2>&1)
+  [[ "$out" == *"may not exec"* ]] && fail "bob refused exec into his own sandbox: $out"
+}
+
 test_schema_limits() {
   local out big
   big=$(head -c 1048576 /dev/zero | tr '\0' 'a')
