@@ -174,7 +174,7 @@ YAML
     fail "reserved annotation changed"
   local rec
   rec=$(kubectl get sbx -n team-a meta-1 -o jsonpath='{.metadata.annotations.sandbox\.dev/owner-authorization}')
-  expect_match "$rec" '^v1\.' "record stamped"
+  expect_match "$rec" '^v2\.[0-9]+\.1\.[0-9a-f]{64}$' "record stamped (v2, run 1)"
   # removing a reserved entry (as a second server-side apply of the manifest does) puts it back
   as "$ALICE" annotate sbx -n team-a meta-1 sandbox.dev/owner-authorization- >/dev/null 2>&1
   expect_eq "$(kubectl get sbx -n team-a meta-1 -o jsonpath='{.metadata.annotations.sandbox\.dev/owner-authorization}')" \
