@@ -2,7 +2,8 @@
 # A real local control plane for development and tests: etcd, kube-apiserver,
 # kube-controller-manager (garbage collector, namespaces, service accounts,
 # deployments, replica sets, ClusterRole aggregation),
-# kube-scheduler and kwok (fake nodes, so pods become Running).
+# kube-scheduler and kwok (fake nodes, so pods become Running; `kubectl exec`
+# into a pod runs a local process, configured per pod by a kwok `Exec` object).
 #
 #   hack/cluster.sh up DIR     start one in DIR (created), print its kubeconfig path
 #   hack/cluster.sh down DIR   stop it and leave no process behind
@@ -21,6 +22,16 @@
 # certificate it signed (pki/apiserver-webhook-client.crt, CN
 # kube-apiserver-admission). The cluster CA cannot stand in: it signs every
 # user's client certificate.
+#
+# Exec, attach, port-forward and logs go through the API server to kwok as the
+# nodes' kubelet: the nodes' InternalIP is 127.0.0.1 and their kubelet port is
+# kwok's own (KWOK_PORT), served with a certificate of the cluster CA that the
+# API server verifies. kwok reads `Exec` objects (kwok.x-k8s.io/v1alpha1, named
+# like the pod) from the API: `spec.execs[].local.workDir` is the folder the
+# command runs in on this machine, e.g.
+#   {apiVersion: kwok.x-k8s.io/v1alpha1, kind: Exec, metadata: {name: POD, namespace: NS},
+#    spec: {execs: [{local: {workDir: /some/folder}}]}}
+# A pod without one refuses exec ("no exec found").
 set -euo pipefail
 
 HACK=$(cd "$(dirname "$0")" && pwd)
@@ -98,6 +109,8 @@ make_certs() {
   openssl x509 -req -in "$p/apiserver-webhook-client.csr" -CA "$p/webhook-client-ca.crt" -CAkey "$p/webhook-client-ca.key" \
     -CAcreateserial -days 3650 -extfile "$p/awc.ext" -out "$p/apiserver-webhook-client.crt" 2>/dev/null
   rm -f "$p/apiserver-webhook-client.csr" "$p/awc.ext"
+  cert kwok "/CN=kwok" "IP:127.0.0.1,DNS:localhost"
+  cert kubelet-client "/CN=kube-apiserver-kubelet-client"
   openssl genrsa -out "$p/sa.key" 2048 2>/dev/null
   openssl rsa -in "$p/sa.key" -pubout -out "$p/sa.pub" 2>/dev/null
   chmod 600 "$p"/*.key
@@ -171,9 +184,35 @@ start_apiserver() {
     --disable-admission-plugins=ServiceAccount \
     --admission-control-config-file="$DIR/admission-config.yaml" \
     --allow-privileged=true --profiling=false \
+    --kubelet-preferred-address-types=InternalIP \
+    --kubelet-certificate-authority="$DIR/pki/ca.crt" \
+    --kubelet-client-certificate="$DIR/pki/kubelet-client.crt" \
+    --kubelet-client-key="$DIR/pki/kubelet-client.key" \
     --cert-dir="$DIR/pki" "${extra[@]}" ${SBX_APISERVER_FLAGS:-}
   wait_http kube-apiserver "https://127.0.0.1:$APISERVER_PORT/readyz" 90 \
     --cacert "$DIR/pki/ca.crt" --cert "$DIR/pki/admin.crt" --key "$DIR/pki/admin.key"
+}
+
+# exec_crd: the CustomResourceDefinition of kwok's Exec (kwok only lists and
+# watches it; its fields are kwok's, so the schema keeps them all).
+exec_crd() {
+  "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" apply -f - >/dev/null <<'CRD'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: execs.kwok.x-k8s.io}
+spec:
+  group: kwok.x-k8s.io
+  names: {kind: Exec, listKind: ExecList, plural: execs, singular: exec}
+  scope: Namespaced
+  versions:
+    - name: v1alpha1
+      served: true
+      storage: true
+      subresources: {status: {}}
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+CRD
+  "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" wait --for=condition=Established crd/execs.kwok.x-k8s.io --timeout=60s >/dev/null
 }
 
 load_state() {
@@ -235,10 +274,13 @@ ST
     --concurrent-gc-syncs=5
   start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$DIR/kubeconfig" --leader-elect=false \
     --secure-port=0
+  exec_crd
   start kwok "$BIN/kwok" --kubeconfig="$DIR/kubeconfig" --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --manage-nodes-with-label-selector= --manage-single-node= \
-    --cidr=10.0.0.0/24 --node-ip=10.0.0.1 --server-address="127.0.0.1:$KWOK_PORT"
+    --cidr=10.0.0.0/24 --server-address="127.0.0.1:$KWOK_PORT" \
+    --node-ip=127.0.0.1 --node-port="$KWOK_PORT" --enable-crds=Exec \
+    --tls-cert-file="$DIR/pki/kwok.crt" --tls-private-key-file="$DIR/pki/kwok.key"
   nodes 2
   log "control plane up in $DIR (apiserver https://127.0.0.1:$APISERVER_PORT)"
   echo "$DIR/kubeconfig"
