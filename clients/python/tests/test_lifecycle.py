@@ -1,0 +1,136 @@
+"""suspend, resume, extend (merge patches of spec.lifecycle), delete, the
+context manager, get and list."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import urllib3
+
+import sandbox_client as sbx
+from fakeapi import ONE, SANDBOXES, FakeApi, client, cond, ready_status, sandbox_obj, status
+from sandbox_client._duration import parse_rfc3339
+
+
+def patched(spec_lc, **kw):
+    def answer(req):
+        o = sandbox_obj("s1", generation=2, rv="20", spec={"lifecycle": req.body["spec"]["lifecycle"]}, **kw)
+        return 200, o
+    return answer
+
+
+def base_api():
+    return FakeApi().on("GET", ONE, (200, sandbox_obj("s1", status=ready_status())))
+
+
+def test_suspend_is_a_strict_merge_patch_of_lifecycle():
+    api = base_api().on("PATCH", ONE, patched(None))
+    sb = client(api).get("s1").suspend()
+    (p,) = api.of("PATCH")
+    assert p.body == {"spec": {"lifecycle": {"suspend": True}}}
+    assert p.headers["Content-Type"] == "application/merge-patch+json"
+    assert p.query["fieldValidation"] == ["Strict"]
+    assert sb.spec["lifecycle"] == {"suspend": True}
+
+
+def test_suspend_can_wait_for_suspended():
+    api = (base_api().on("PATCH", ONE, patched(None))
+           .on("GET", SANDBOXES, (200, [{"type": "MODIFIED", "object": sandbox_obj(
+               "s1", generation=2, rv="21", spec={"lifecycle": {"suspend": True}},
+               status={"phase": "Suspended", "observedGeneration": 2,
+                       "conditions": [cond("Ready", "False", "Suspended")]})}])))
+    sb = client(api).get("s1").suspend(wait=True)
+    assert sb.phase == "Suspended"
+    assert api.of("GET", SANDBOXES)[0].query["resourceVersion"] == ["20"]
+
+
+def test_resume_waits_past_the_stale_suspended_status_until_ready():
+    stale = {"phase": "Suspended", "observedGeneration": 2, "conditions": [cond("Ready", "False", "Suspended")]}
+    api = (base_api().on("PATCH", ONE, lambda req: (200, sandbox_obj(
+        "s1", generation=3, rv="30", spec={"lifecycle": {"suspend": False}}, status=stale)))
+           .on("GET", SANDBOXES, (200, [
+               {"type": "MODIFIED", "object": sandbox_obj("s1", generation=3, rv="31",
+                                                          spec={"lifecycle": {"suspend": False}},
+                                                          status={"phase": "Pending", "observedGeneration": 3})},
+               {"type": "MODIFIED", "object": sandbox_obj("s1", generation=3, rv="32",
+                                                          spec={"lifecycle": {"suspend": False}},
+                                                          status=ready_status(gen=3))}])))
+    sb = client(api).get("s1").resume()
+    assert api.of("PATCH")[0].body == {"spec": {"lifecycle": {"suspend": False}}}
+    assert sb.ready
+
+
+def test_extend_sets_shutdown_time_from_now():
+    api = base_api().on("PATCH", ONE, patched(None))
+    sb = client(api).get("s1").extend("90m")
+    t = parse_rfc3339(api.of("PATCH")[0].body["spec"]["lifecycle"]["shutdownTime"])
+    left = (t - dt.datetime.now(dt.timezone.utc)).total_seconds()
+    assert 5390 < left <= 5401
+    assert sb.shutdown_time == t
+
+
+def test_extend_until_and_argument_checks():
+    api = base_api().on("PATCH", ONE, patched(None))
+    sb = client(api).get("s1")
+    sb.extend(until=dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc))
+    assert api.of("PATCH")[0].body["spec"]["lifecycle"]["shutdownTime"] == "2030-01-02T03:04:05Z"
+    with pytest.raises(ValueError):
+        sb.extend()
+    with pytest.raises(ValueError):
+        sb.extend("1h", until=dt.datetime.now())
+    with pytest.raises(ValueError):
+        sb.extend("-5m")
+
+
+def test_a_lifecycle_patch_is_retried_and_its_refusal_typed():
+    api = base_api().on("PATCH", ONE, (503, status(503, "ServiceUnavailable", "x")), patched(None),
+                        (422, status(422, "Invalid", "spec is immutable after creation")))
+    sb = client(api).get("s1")
+    sb.suspend()
+    assert len(api.of("PATCH")) == 2
+    with pytest.raises(sbx.ApiError) as e:
+        sb.resume()
+    assert "immutable" in str(e.value) and e.value.status == 422
+
+
+def test_delete_is_idempotent_across_a_lost_answer():
+    reset = urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset"))
+    api = base_api().on("DELETE", ONE, reset, (404, status(404, "NotFound", "gone")))
+    assert client(api).get("s1").delete() is True
+    d1, d2 = api.of("DELETE")
+    assert d1.body == {"propagationPolicy": "Background"} and d1.path == d2.path
+
+
+def test_delete_of_a_missing_sandbox_says_so():
+    api = base_api().on("DELETE", ONE, (404, status(404, "NotFound", "gone")))
+    assert client(api).get("s1").delete() is False
+
+
+def test_the_context_manager_deletes_on_exit_even_after_an_error():
+    api = base_api().on("DELETE", ONE, (200, {"kind": "Status", "status": "Success"}))
+    with pytest.raises(RuntimeError):
+        with client(api).get("s1"):
+            raise RuntimeError("the agent failed")
+    assert len(api.of("DELETE")) == 1
+
+
+def test_get_missing_is_not_found_with_the_message():
+    api = FakeApi().on("GET", ONE, (404, status(404, "NotFound", 'sandboxes.sandbox.dev "x" not found')))
+    with pytest.raises(sbx.NotFound) as e:
+        client(api).get("x")
+    assert "not found" in str(e.value) and e.value.name == "x"
+
+
+def test_list_filters_by_owner_and_key_across_pages():
+    p1 = {"items": [sandbox_obj("b", spec={"workspaceOwner": "alice", "idempotencyKey": "k1"}),
+                    sandbox_obj("a", spec={"workspaceOwner": "bob", "idempotencyKey": "k1"})],
+          "metadata": {"continue": "tok"}}
+    p2 = {"items": [sandbox_obj("c", spec={"workspaceOwner": "alice", "idempotencyKey": "k2"}),
+                    sandbox_obj("d", spec={"idempotencyKey": "k1"})], "metadata": {}}
+    api = FakeApi().on("GET", SANDBOXES, (200, p1), (200, p2), (200, p1), (200, p2), (200, p1), (200, p2))
+    c = client(api)
+    assert [s.name for s in c.list(owner="alice")] == ["b", "c"]
+    assert [s.name for s in c.list(key="k1")] == ["a", "b", "d"]
+    assert [s.name for s in c.list(owner="alice", key="k1")] == ["b"]
+    assert api.requests[1].query["continue"] == ["tok"]
