@@ -25,6 +25,17 @@ step "generated copies under manifests/ are current (CRD, rules, dashboard)"
 bash hack/manifests.sh check
 record "manifests: generated copies current" $?
 
+# The Python client and kubectl plugin (clients/python): installed as a user
+# installs it, into a venv over Debian's python3-kubernetes with no package
+# index, then its unit tests. Built from a copy, so the tree stays clean.
+step "Python client: install into a venv and run its unit tests (pytest)"
+rm -rf build-python && mkdir -p build-python && cp -r clients/python build-python/src &&
+  rm -rf build-python/src/build build-python/src/src/*.egg-info &&
+  /usr/bin/python3 -m venv --system-site-packages build-python/venv &&
+  build-python/venv/bin/pip install -q --no-build-isolation --no-index build-python/src &&
+  (cd build-python/src && ../venv/bin/python -m pytest -q -p no:cacheprovider tests)
+record "Python client unit tests (pytest)" $?
+
 step "build (warnings are errors) with ASan/UBSan"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSBX_SANITIZE=ON -DSBX_WERROR=ON >/dev/null &&
   cmake --build build-asan -j2 || exit 1
