@@ -93,6 +93,24 @@ uninstall_admission() {
   kubectl delete validatingadmissionpolicy sandbox-controller-pods --ignore-not-found >/dev/null
 }
 
+# grant_owner NS OWNER USER: USER may `use` the workspace owner OWNER in NS
+# (Role and RoleBinding workspace-OWNER, resourceNames [OWNER]).
+grant_owner() {
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: workspace-$2, namespace: $1}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [$2], verbs: [use]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: workspace-$2, namespace: $1}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-$2}
+subjects: [{kind: User, name: $3}]
+YAML
+}
+
 # sa_kubeconfig NS NAME: a kubeconfig holding a TokenRequest token of
 # ServiceAccount NS/NAME (created if missing); prints its path.
 sa_kubeconfig() {

@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# End-to-end: the agents' side (issue 18) on a real control plane, exec real
+# all the way. The Python client (clients/python, installed into a venv) and
+# the kubectl plugin talk to the API server only; exec goes API server ->
+# kwok (the nodes' kubelet, hack/cluster.sh) -> a local process. Each sandbox
+# pod's exec runs in the host folder its pod mounts at /workspace (the
+# controller runs with workspace.mode hostPath, so that folder is
+# <root>/<namespace>/<owner>/workspace), so a file written with `run` is a
+# real file in that owner's folder.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_admission.sh"
+
+IMG=registry.local/agent:1.0
+E2E_ADMISSION=1
+
+setup() {
+  cluster_up
+  grant_controller_rbac
+  kubectl create namespace team-a >/dev/null
+  WS_ROOT=$E2E_DIR/workspaces
+  mkdir -p "$WS_ROOT"
+  printf 'workspace:\n  mode: hostPath\n  hostPathRoot: %s\n' "$WS_ROOT" >"$E2E_DIR/config.yaml"
+  webhook_certs
+  WEBHOOK_PORT=$(free_port)
+  controller_start main --config "$E2E_DIR/config.yaml" \
+    --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR"
+  install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
+  ALICE=$(user_kubeconfig alice); BOB=$(user_kubeconfig bob)
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: agent, namespace: team-a}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [sandboxes], verbs: [get, list, watch, create, update, patch, delete]}
+  - {apiGroups: [""], resources: [pods], verbs: [get, list]}
+  - {apiGroups: [""], resources: [pods/exec], verbs: [get, create]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: agents, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: agent}
+subjects: [{kind: User, name: alice}, {kind: User, name: bob}]
+YAML
+  grant_owner team-a alice alice
+  grant_owner team-a bob bob
+  for u in "$ALICE" "$BOB"; do
+    sed -i 's/namespace: default/namespace: team-a/' "$u"
+  done
+  # The client and the plugin, installed as hack/test.sh installs them: a
+  # venv over Debian's python3-kubernetes, no package index.
+  cp -r "$E2E_ROOT/clients/python" "$E2E_DIR/client-src"
+  rm -rf "$E2E_DIR/client-src/build" "$E2E_DIR/client-src"/src/*.egg-info
+  /usr/bin/python3 -m venv --system-site-packages "$E2E_DIR/venv" &&
+    "$E2E_DIR/venv/bin/pip" install -q --no-build-isolation --no-index "$E2E_DIR/client-src" >"$E2E_DIR/pip.log" 2>&1 ||
+    { say "cannot install clients/python: $(tail -5 "$E2E_DIR/pip.log")"; exit 1; }
+  PY=$E2E_DIR/venv/bin/python
+  export PATH="$PATH:$E2E_DIR/venv/bin"
+}
+
+# py KUBECONFIG [ARGS...]: runs the Python program on stdin with the client.
+py() { local kc=$1; shift; KUBECONFIG=$kc "$PY" - "$@"; }
+
+# point_exec NS POD: kwok runs the pod's exec in the host folder the pod
+# mounts at /workspace (its owner's hostPath folder), or in a scratch folder
+# for a pod without one. Prints the folder.
+point_exec() {
+  local ns=$1 pod=$2 vol dir
+  vol=$(jp "$ns" pod "$pod" '{.spec.containers[0].volumeMounts[?(@.mountPath=="/workspace")].name}')
+  dir=$(jp "$ns" pod "$pod" "{.spec.volumes[?(@.name==\"$vol\")].hostPath.path}")
+  [ -n "$dir" ] || dir=$E2E_DIR/scratch/$pod
+  mkdir -p "$dir"
+  kubectl apply -f - >/dev/null <<YAML || return 1
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Exec
+metadata: {name: $pod, namespace: $ns}
+spec: {execs: [{local: {workDir: "$dir"}}]}
+YAML
+  echo "$dir"
+}
+
+# new_sandbox KUBECONFIG NAME KEY OWNER: creates a Sandbox with the client,
+# waits until Ready and points its pod's exec; prints the pod name.
+new_sandbox() {
+  local pod
+  pod=$(py "$1" "$2" "$3" "$4" <<'PY'
+import sys
+import sandbox_client as sbx
+name, key, owner = sys.argv[1:4]
+sb = sbx.Client().create("registry.local/agent:1.0", ["sleep", "infinity"], owner=owner, key=key, name=name,
+                         timeout=90)
+print(sb.pod_name)
+PY
+) || return 1
+  point_exec team-a "$pod" >/dev/null || return 1
+  echo "$pod"
+}
+
+owner_dir() { echo "$WS_ROOT/team-a/$1/workspace"; }
+
+test_files_written_with_run_land_in_the_owners_folder() {
+  local pod
+  pod=$(new_sandbox "$ALICE" files files-1 alice) || { fail "alice's sandbox not created"; return; }
+  expect_match "$pod" '^sbx-[0-9a-f]{32}$' "pod name"
+  expect_eq "$(point_exec team-a "$pod")" "$(owner_dir alice)" "the pod mounts alice's folder at /workspace"
+  local out
+  out=$(py "$ALICE" <<'PY'
+import hashlib, os
+import sandbox_client as sbx
+sb = sbx.Client().get("files")
+r = sb.run(["sh", "-c", "echo 'hello from alice' > note.txt"])
+print("run", r.exit_code, repr(r.stderr))
+print("read", sb.read_file("note.txt").decode().strip())
+blob = os.urandom(200_000) + b"\x00\xff"
+sb.write_file("data/blob.bin", blob, make_dirs=True, mode=0o640)
+print("blob", hashlib.sha256(blob).hexdigest(), hashlib.sha256(sb.read_file("data/blob.bin")).hexdigest())
+print("list", " ".join(f"{e.name}:{e.type}:{e.size}" for e in sb.list_dir(".")))
+print("listdata", " ".join(f"{e.name}:{e.type}:{e.size}" for e in sb.list_dir("data")))
+PY
+)
+  local dir
+  dir=$(owner_dir alice)
+  expect_eq "$(sed -n 's/^run //p' <<<"$out")" "0 ''" "run's exit code and stderr"
+  expect_eq "$(cat "$dir/note.txt" 2>/dev/null)" "hello from alice" "the file written with run, on disk in alice's folder"
+  expect_eq "$(sed -n 's/^read //p' <<<"$out")" "hello from alice" "read_file of it"
+  local sums
+  sums=$(sed -n 's/^blob //p' <<<"$out")
+  expect_match "$sums" '^([0-9a-f]{64}) \1$' "write_file/read_file round trip of 200 KB of binary"
+  expect_eq "$(sha256sum "$dir/data/blob.bin" 2>/dev/null | cut -d' ' -f1)" "${sums%% *}" "write_file's bytes on disk"
+  expect_eq "$(stat -c %a "$dir/data/blob.bin" 2>/dev/null)" 640 "write_file's mode"
+  # alice's other sandboxes share this folder: only these entries are this test's
+  expect_match "$(sed -n 's/^list //p' <<<"$out")" '(^| )data:dir:0 (.* )?note.txt:file:17( |$)' "list_dir of the folder"
+  expect_eq "$(sed -n 's/^listdata //p' <<<"$out")" "blob.bin:file:200002" "list_dir of data"
+  expect_eq "$(ls -A "$dir/data")" blob.bin "no temporary file left"
+  [ -e "$(owner_dir bob)/note.txt" ] && fail "alice's file is in bob's folder"
+  true
+}
+
+test_exit_codes_stderr_stdin_env_cwd() {
+  new_sandbox "$ALICE" codes codes-1 alice >/dev/null || { fail "sandbox not created"; return; }
+  local out dir
+  dir=$(owner_dir alice)
+  out=$(py "$ALICE" <<'PY'
+import sandbox_client as sbx
+sb = sbx.Client().get("codes")
+code, out, err = sb.run(["sh", "-c", "echo out; echo oops >&2; exit 3"])
+print("three", code, out.strip(), err.strip())
+print("false", sb.run(["false"]).exit_code)
+sb.run(["mkdir", "-p", "sub dir"])
+r = sb.run(["sh", "-c", 'cat; echo "$GREETING"; pwd'], stdin="from stdin\n", env={"GREETING": "hi there"},
+           cwd="sub dir")
+print("wrapped", r.exit_code, "|".join(r.stdout.splitlines()))
+try:
+    sb.run(["/no/such/command"])
+    print("missing ran")
+except sbx.ExecError as e:
+    print("missing", type(e).__name__, "no such file" in str(e))
+try:
+    sb.run(["sleep", "30"], timeout=2)
+    print("sleep returned")
+except sbx.ExecTimeout:
+    print("timeout ExecTimeout")
+PY
+)
+  expect_eq "$(sed -n 's/^three //p' <<<"$out")" "3 out oops" "exit code, stdout, stderr"
+  expect_eq "$(sed -n 's/^false //p' <<<"$out")" "1" "false's exit code"
+  expect_eq "$(sed -n 's/^wrapped //p' <<<"$out")" "0 from stdin|hi there|$dir/sub dir" "stdin, env and cwd"
+  expect_eq "$(sed -n 's/^missing //p' <<<"$out")" "ExecError True" "a command that cannot start"
+  expect_eq "$(sed -n 's/^timeout //p' <<<"$out")" "ExecTimeout" "a command past its timeout"
+}
+
+# A create whose responses are lost: the client talks to the API server
+# through hack/faultproxy, which cuts half of the connections after the
+# server answered. Each create still ends in one Sandbox and one pod.
+test_lost_responses_give_one_sandbox_and_one_pod() {
+  local proxy="$BUILD_DIR/faultproxy" port
+  [ -x "$proxy" ] || { fail "faultproxy not built ($proxy)"; return; }
+  port=$(sed -n 's/^APISERVER_PORT=//p' "$E2E_DIR/state")
+  "$proxy" -upstream "127.0.0.1:$port" -drop 0.5 -seed 18 -port-file "$E2E_DIR/agents-proxy.port" \
+    >"$E2E_DIR/agents-proxy.log" 2>&1 &
+  local proxy_pid=$!
+  disown "$proxy_pid"
+  CTL_PIDS+=("$proxy_pid")
+  wait_for 10 test -s "$E2E_DIR/agents-proxy.port"
+  sed "s#https://127.0.0.1:$port#https://127.0.0.1:$(cat "$E2E_DIR/agents-proxy.port")#" "$ALICE" >"$E2E_DIR/alice-lossy.kubeconfig"
+  py "$E2E_DIR/alice-lossy.kubeconfig" >"$E2E_DIR/lossy.out" 2>"$E2E_DIR/lossy.log" <<'PY'
+import logging
+import sandbox_client as sbx
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+c = sbx.Client()
+for i in range(12):
+    sb = c.create("registry.local/agent:1.0", ["sleep", "infinity"], owner="alice", key=f"lossy-{i}",
+                  timeout=180)
+    print(sb.name, sb.pod_name, sb.ready)
+PY
+  local rc=$?
+  kill "$proxy_pid" 2>/dev/null
+  [ $rc -eq 0 ] || { fail "creates through the fault proxy failed: $(tail -3 "$E2E_DIR/lossy.log")"; return; }
+  expect_eq "$(awk '$3 == "True"' "$E2E_DIR/lossy.out" | wc -l)" 12 "creates that returned a Ready sandbox"
+  local keys pods
+  keys=$(kubectl get sbx -n team-a -o jsonpath='{range .items[*]}{.spec.idempotencyKey}{"\n"}{end}' | grep '^lossy-')
+  expect_eq "$(wc -l <<<"$keys")" 12 "Sandboxes with the 12 keys"
+  expect_eq "$(sort -u <<<"$keys" | wc -l)" 12 "one Sandbox per key"
+  pods=$(kubectl get sbx -n team-a -o json | python3 -c '
+import json, sys
+for s in json.load(sys.stdin)["items"]:
+    if s["spec"].get("idempotencyKey", "").startswith("lossy-"):
+        print(s["status"]["podName"], s["status"]["binding"])')
+  expect_eq "$(cut -d' ' -f1 <<<"$pods" | sort -u | wc -l)" 12 "one pod per key"
+  expect_eq "$(grep -c ' Created$' <<<"$pods")" 12 "every Sandbox created its pod"
+  local n=0 p
+  for p in $(cut -d' ' -f1 <<<"$pods"); do kubectl get pod -n team-a "$p" >/dev/null 2>&1 && n=$((n + 1)); done
+  expect_eq "$n" 12 "the pods exist"
+  local lost cuts
+  lost=$(grep -c 'exists already and is this request' "$E2E_DIR/lossy.log")
+  cuts=$(grep -c 'cut connection' "$E2E_DIR/agents-proxy.log")
+  say "  $cuts connections cut after the server answered; $lost creates were lost and verified on retry"
+  [ "$lost" -ge 1 ] || fail "no create's answer was lost: the test proved nothing ($cuts cuts)"
+}
+
+test_plugin_commands() {
+  local code out dir
+  dir=$(owner_dir alice)
+  as_alice() { KUBECONFIG=$ALICE kubectl sandbox "$@"; }
+  out=$(as_alice create plug --image $IMG --owner alice --key plug-1 --wait -- sleep infinity 2>&1); code=$?
+  expect_eq "$code" 0 "create: exit code ($out)"
+  expect_eq "$out" "sandbox.sandbox.dev/plug created" "create: output"
+  out=$(as_alice create plug --image $IMG --owner alice --key plug-1 --wait -- sleep infinity 2>&1); code=$?
+  expect_eq "$code" 0 "create again with the same key: the same Sandbox ($out)"
+  out=$(as_alice create plug --image $IMG --owner alice --key plug-2 2>&1); code=$?
+  expect_eq "$code" 4 "create of the name with another key: conflict"
+  expect_match "$out" "another request" "conflict message"
+  point_exec team-a "$(jp team-a sandbox plug '{.status.podName}')" >/dev/null
+  out=$(as_alice get 2>&1)
+  expect_match "$out" $'^NAME +PHASE +POD +KEY +OWNER +READY +AGE\n' "get: table header"
+  expect_match "$out" $'\nplug +Running +sbx-[0-9a-f]{32} +plug-1 +alice +True ' "get: row"
+  out=$(as_alice get plug -o json | python3 -c 'import json,sys; o=json.load(sys.stdin); print(o["spec"]["idempotencyKey"], o["status"]["phase"])')
+  expect_eq "$out" "plug-1 Running" "get NAME -o json"
+  out=$(as_alice exec plug -- sh -c 'echo to-stdout; echo to-stderr >&2; exit 7' 2>"$E2E_DIR/plug.err"); code=$?
+  expect_eq "$code" 7 "exec: the command's exit code"
+  expect_eq "$out" "to-stdout" "exec: stdout"
+  expect_eq "$(cat "$E2E_DIR/plug.err")" "to-stderr" "exec: stderr"
+  head -c 100000 /dev/urandom >"$E2E_DIR/plug.bin"
+  as_alice cp "$E2E_DIR/plug.bin" plug:copied.bin || fail "cp in"
+  cmp -s "$E2E_DIR/plug.bin" "$dir/copied.bin" || fail "cp in: not the same bytes in alice's folder"
+  as_alice cp plug:copied.bin "$E2E_DIR/plug.back" || fail "cp out"
+  cmp -s "$E2E_DIR/plug.bin" "$E2E_DIR/plug.back" || fail "cp out: not the same bytes"
+  as_alice cp plug:no-such-file "$E2E_DIR/x" 2>/dev/null; code=$?
+  expect_eq "$code" 1 "cp of a missing file"
+  as_alice get nope >/dev/null 2>&1; code=$?
+  expect_eq "$code" 3 "get of a missing Sandbox"
+  out=$(as_alice delete plug --wait 2>&1); code=$?
+  expect_eq "$code:$out" "0:sandbox.sandbox.dev/plug deleted" "delete"
+  kubectl get sbx -n team-a plug >/dev/null 2>&1 && fail "plug still there after delete --wait"
+  for v in create get exec cp suspend resume extend delete; do
+    as_alice "$v" --help >/dev/null 2>&1 || fail "$v --help"
+  done
+}
+
+setup
+e2e_main
