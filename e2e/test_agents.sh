@@ -7,6 +7,9 @@
 # controller runs with workspace.mode hostPath, so that folder is
 # <root>/<namespace>/<owner>/workspace), so a file written with `run` is a
 # real file in that owner's folder.
+#
+# test_exec_gate_keeps_owners_apart fails until the exec gate (contract
+# section 6, the webhook's /validate-pod-connect) is on main.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_admission.sh"
 
@@ -215,6 +218,60 @@ for s in json.load(sys.stdin)["items"]:
   cuts=$(grep -c 'cut connection' "$E2E_DIR/agents-proxy.log")
   say "  $cuts connections cut after the server answered; $lost creates were lost and verified on retry"
   [ "$lost" -ge 1 ] || fail "no create's answer was lost: the test proved nothing ($cuts cuts)"
+}
+
+# Contract section 6: RBAC's pods/exec cannot tell owners apart, the exec
+# gate does. bob may exec in team-a (the Role "agent") and use his own
+# workspace; he is refused exec into alice's sandbox, alice is not, and pods
+# that are not sandbox pods are untouched by the gate.
+# Waits for the lead's exec gate (webhook /validate-pod-connect).
+test_exec_gate_keeps_owners_apart() {
+  new_sandbox "$ALICE" gate-alice gate-1 alice >/dev/null || { fail "alice's sandbox not created"; return; }
+  new_sandbox "$BOB" gate-bob gate-1 bob >/dev/null || { fail "bob's sandbox not created"; return; }
+  local adir
+  adir=$(owner_dir alice)
+  rm -f "$adir/bob-was-here"
+  local out
+  out=$(py "$BOB" <<'PY'
+import sandbox_client as sbx
+c = sbx.Client()
+try:
+    r = c.get("gate-alice").run(["sh", "-c", "touch bob-was-here; cat note.txt 2>/dev/null; echo ran"])
+    print("alice's", "RAN", r.exit_code, r.stdout.strip().replace("\n", "|"))
+except sbx.OwnerNotAuthorized as e:
+    print("alice's", "OwnerNotAuthorized", e.status)
+    print("message", e.message)
+except sbx.SandboxError as e:
+    print("alice's", type(e).__name__, e.status)
+    print("message", e.message)
+r = c.get("gate-bob").run(["sh", "-c", "echo bob in his own"])
+print("own", r.exit_code, r.stdout.strip())
+PY
+)
+  expect_eq "$(sed -n "s/^alice's //p" <<<"$out")" "OwnerNotAuthorized 403" "bob's exec into alice's sandbox"
+  local msg
+  msg=$(sed -n 's/^message //p' <<<"$out")
+  expect_match "$msg" 'alice' "the refusal names the owner"
+  expect_match "$msg" '"use"' "the refusal names the permission"
+  [ -e "$adir/bob-was-here" ] && fail "bob's command ran in alice's workspace"
+  expect_eq "$(sed -n 's/^own //p' <<<"$out")" "0 bob in his own" "bob's exec into his own sandbox"
+  out=$(py "$ALICE" <<'PY'
+import sandbox_client as sbx
+r = sbx.Client().get("gate-alice").run(["sh", "-c", "echo alice in hers"])
+print(r.exit_code, r.stdout.strip())
+PY
+)
+  expect_eq "$out" "0 alice in hers" "alice's exec into her own sandbox"
+  # The plugin gives scripts the refusal as its own exit code (5).
+  local code
+  KUBECONFIG=$BOB kubectl sandbox exec gate-alice -- true >/dev/null 2>"$E2E_DIR/gate-plugin.err"; code=$?
+  expect_eq "$code" 5 "kubectl sandbox exec as bob into alice's sandbox: exit code"
+  # A pod that is not a sandbox pod is not the gate's business.
+  kubectl run plain -n team-a --image=busybox --restart=Never >/dev/null 2>&1
+  kubectl wait --for=condition=Ready pod/plain -n team-a --timeout=60s >/dev/null 2>&1 || fail "plain pod not Ready"
+  point_exec team-a plain >/dev/null
+  out=$(KUBECONFIG=$BOB kubectl exec -n team-a plain -- sh -c 'echo plain' 2>&1)
+  expect_eq "$out" plain "bob's exec into an ordinary pod"
 }
 
 test_plugin_commands() {
