@@ -9,7 +9,9 @@
 # real file in that owner's folder.
 #
 # test_exec_gate_keeps_owners_apart fails until the exec gate (contract
-# section 6, the webhook's /validate-pod-connect) is on main.
+# section 6, the webhook's /validate-pod-connect) is on main;
+# test_lifecycle and test_plugin_lifecycle_commands until spec.lifecycle
+# (contract section 5a) is.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_admission.sh"
 
@@ -311,6 +313,110 @@ test_plugin_commands() {
   for v in create get exec cp suspend resume extend delete; do
     as_alice "$v" --help >/dev/null 2>&1 || fail "$v --help"
   done
+}
+
+# Contract section 5a through the client; waits for lifecycle on main.
+test_lifecycle() {
+  local out pod
+  out=$(py "$ALICE" <<'PY' 2>&1
+import datetime as dt
+import sandbox_client as sbx
+try:
+    sb = sbx.Client().create("registry.local/agent:1.0", ["sleep", "infinity"], owner="alice", key="life-1",
+                             name="life", shutdown_after="1h", timeout=90)
+    left = (sb.shutdown_time - dt.datetime.now(dt.timezone.utc)).total_seconds()
+    print("create", "ok", 3500 < left <= 3601)
+    print("pod", sb.pod_name)
+except sbx.SandboxError as e:
+    print("create", type(e).__name__, e.message)
+PY
+)
+  expect_eq "$(sed -n 's/^create //p' <<<"$out")" "ok True" "create with shutdown_after"
+  pod=$(sed -n 's/^pod //p' <<<"$out")
+  [ -n "$pod" ] || return
+  point_exec team-a "$pod" >/dev/null
+  out=$(py "$ALICE" <<'PY' 2>&1
+import sandbox_client as sbx
+sb = sbx.Client().get("life")
+print("write", sb.run(["sh", "-c", "echo kept > life.txt"]).exit_code)
+try:
+    sb.suspend(wait=True, timeout=60)
+    print("suspend", sb.phase, sb.condition("Ready").get("reason"))
+except sbx.SandboxError as e:
+    print("suspend", type(e).__name__, e.message)
+PY
+)
+  expect_eq "$(sed -n 's/^write //p' <<<"$out")" 0 "write before suspending"
+  expect_eq "$(sed -n 's/^suspend //p' <<<"$out")" "Suspended Suspended" "suspend"
+  wait_for 30 pod_gone team-a "$pod" || fail "the pod of a suspended Sandbox is still there"
+  expect_eq "$(cat "$(owner_dir alice)/life.txt" 2>/dev/null)" kept "the workspace stays while suspended"
+  out=$(py "$ALICE" <<'PY' 2>&1
+import datetime as dt
+import sandbox_client as sbx
+sb = sbx.Client().get("life")
+try:
+    sb.resume(timeout=90)
+    print("resume", sb.ready, sb.pod_name)
+    print("read", sb.read_file("life.txt").decode().strip())
+    sb.extend("2h")
+    left = (sb.refresh().shutdown_time - dt.datetime.now(dt.timezone.utc)).total_seconds()
+    print("extend", 7100 < left <= 7201)
+except sbx.SandboxError as e:
+    print("resume", type(e).__name__, e.message)
+PY
+)
+  # The Exec object is named like the pod, and the pod comes back under its name.
+  expect_eq "$(sed -n 's/^resume //p' <<<"$out")" "True $pod" "resume: the same pod, Ready"
+  expect_eq "$(sed -n 's/^read //p' <<<"$out")" kept "read_file after resume"
+  expect_eq "$(sed -n 's/^extend //p' <<<"$out")" True "extend"
+  out=$(py "$ALICE" <<'PY' 2>&1
+import time
+import sandbox_client as sbx
+c = sbx.Client()
+try:
+    sb = c.create("registry.local/agent:1.0", ["sleep", "infinity"], owner="alice", key="life-2", name="life-short",
+                  shutdown_after="8s", timeout=90)
+    print("pod", sb.pod_name)
+    end = time.time() + 40
+    while time.time() < end and c.get("life-short").phase != "Expired":
+        time.sleep(0.5)
+    sb.refresh().wait_ready(timeout=5)
+    print("expired", "still ready", sb.phase)
+except sbx.Expired as e:
+    print("expired", "Expired", c.get("life-short").phase)
+except sbx.SandboxError as e:
+    print("expired", type(e).__name__, e.message)
+PY
+)
+  expect_eq "$(sed -n 's/^expired //p' <<<"$out")" "Expired Expired" "shutdown_after reached"
+  pod=$(sed -n 's/^pod //p' <<<"$out")
+  [ -z "$pod" ] || wait_for 30 pod_gone team-a "$pod" || fail "the pod of an expired Sandbox is still there"
+}
+pod_gone() { ! kubectl get pod -n "$1" "$2" >/dev/null 2>&1; }
+
+test_plugin_lifecycle_commands() {
+  local code out
+  as_alice() { KUBECONFIG=$ALICE kubectl sandbox "$@"; }
+  out=$(as_alice create plug-life --image $IMG --owner alice --key plug-life --ttl 1h --wait -- sleep infinity 2>&1)
+  code=$?
+  expect_eq "$code:$out" "0:sandbox.sandbox.dev/plug-life created" "create --ttl"
+  expect_match "$(jp team-a sandbox plug-life '{.spec.lifecycle.shutdownTime}')" '^20[0-9-]+T' "create --ttl: shutdownTime"
+  out=$(as_alice suspend plug-life --wait 2>&1); code=$?
+  expect_eq "$code:$out" "0:sandbox.sandbox.dev/plug-life suspended" "suspend"
+  expect_eq "$(jp team-a sandbox plug-life '{.status.phase}')" Suspended "suspend: phase"
+  out=$(as_alice resume plug-life --wait 2>&1); code=$?
+  expect_eq "$code:$out" "0:sandbox.sandbox.dev/plug-life resumed" "resume"
+  expect_eq "$(jp team-a sandbox plug-life '{.status.conditions[?(@.type=="Ready")].status}')" True "resume: Ready"
+  out=$(as_alice extend plug-life --ttl 3h 2>&1); code=$?
+  expect_eq "$code" 0 "extend: exit code ($out)"
+  expect_match "$out" '^sandbox.sandbox.dev/plug-life extended to 20' "extend: output"
+  local left
+  left=$(jp team-a sandbox plug-life '{.spec.lifecycle.shutdownTime}' | python3 -c '
+import datetime as dt, sys
+t = dt.datetime.fromisoformat(sys.stdin.read().strip().replace("Z", "+00:00"))
+print(int((t - dt.datetime.now(dt.timezone.utc)).total_seconds() > 3 * 3600 - 120))' 2>/dev/null)
+  expect_eq "$left" 1 "extend: shutdownTime about 3h ahead"
+  as_alice delete plug-life >/dev/null 2>&1 || fail "delete plug-life"
 }
 
 setup
