@@ -28,7 +28,8 @@ setup() {
   webhook_certs
   WEBHOOK_PORT=$(free_port)
   controller_start main --config "$E2E_DIR/config.yaml" \
-    --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR"
+    --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
   install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
   ALICE=$(user_kubeconfig alice); BOB=$(user_kubeconfig bob)
   kubectl apply -f - >/dev/null <<YAML
