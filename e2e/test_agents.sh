@@ -8,10 +8,8 @@
 # <root>/<namespace>/<owner>/workspace), so a file written with `run` is a
 # real file in that owner's folder.
 #
-# test_exec_gate_keeps_owners_apart fails until the exec gate (contract
-# section 6, the webhook's /validate-pod-connect) is on main;
-# test_lifecycle and test_plugin_lifecycle_commands until spec.lifecycle
-# (contract section 5a) is.
+# test_lifecycle and test_plugin_lifecycle_commands fail until spec.lifecycle
+# (contract section 5a) is on main.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_admission.sh"
 
@@ -227,7 +225,6 @@ for s in json.load(sys.stdin)["items"]:
 # gate does. bob may exec in team-a (the Role "agent") and use his own
 # workspace; he is refused exec into alice's sandbox, alice is not, and pods
 # that are not sandbox pods are untouched by the gate.
-# Waits for the lead's exec gate (webhook /validate-pod-connect).
 test_exec_gate_keeps_owners_apart() {
   new_sandbox "$ALICE" gate-alice gate-1 alice >/dev/null || { fail "alice's sandbox not created"; return; }
   new_sandbox "$BOB" gate-bob gate-1 bob >/dev/null || { fail "bob's sandbox not created"; return; }
