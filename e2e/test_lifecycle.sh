@@ -1,0 +1,356 @@
+#!/usr/bin/env bash
+# End-to-end: Sandbox lifecycle (contract sections 2, 3 and 5a; issue 16) on a
+# real control plane with the admission webhook in force: expiry (Retain and
+# Delete), extend and shorten, suspend with two Sandboxes bound, resume under
+# the same name and mounts, a resume refused to an identity without `use`, and
+# a record of an earlier run refused by the controller, the stored outcome of
+# an expired key (after its Sandboxes are deleted and across a restart), the
+# controller down across a shutdownTime, racing resumes, crashes at each new
+# write, UPDATEs that change anything but lifecycle, and a Sandbox stored by
+# the previous version keeping its digest and pod.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_admission.sh"
+
+IMG=registry.local/agent:1.0
+E2E_ADMISSION=1
+# The last version before lifecycle (the upgrade test builds and runs it).
+PREVIOUS=c0ced9e
+
+setup() {
+  cluster_up
+  grant_controller_rbac
+  new_namespace team-a
+  webhook_certs
+  WEBHOOK_PORT=$(free_port)
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
+  ALICE=$(user_kubeconfig alice)
+  BOB=$(user_kubeconfig bob)
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: sandbox-editor, namespace: team-a}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [sandboxes], verbs: [get, list, watch, create, update, patch, delete]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: sandbox-editors, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: sandbox-editor}
+subjects: [{kind: User, name: alice}, {kind: User, name: bob}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: workspace-alice, namespace: team-a}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [alice], verbs: [use]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: workspace-alice, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-alice}
+subjects: [{kind: User, name: alice}]
+YAML
+}
+
+# restart_main: stops and starts it, and waits until its webhook is served.
+restart_main() {
+  controller_stop "$MAIN_CTL"
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back after a restart"
+}
+
+# main_start [flags...]: the controller serving the webhook (the API server's
+# client certificate required), as MAIN_CTL.
+main_start() {
+  controller_start "main" --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt" "$@"
+  MAIN_CTL=$CTL_PID
+}
+
+as() { local kc=$1; shift; KUBECONFIG=$kc kubectl "$@"; }
+pod_of() { jp "$1" sandbox "$2" '{.status.podName}'; }
+phase() { jp "$1" sandbox "$2" '{.status.phase}'; }
+ready_reason() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Ready")].reason}'; }
+bound_reason() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].reason}'; }
+bound_message() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].message}'; }
+phase_is() { [ "$(phase "$1" "$2")" = "$3" ]; }
+pod_exists() { kubectl get pod -n "$1" "$2" >/dev/null 2>&1; }
+pod_gone() { ! pod_exists "$1" "$2"; }
+sbx_gone() { ! kubectl get sbx -n "$1" "$2" >/dev/null 2>&1; }
+pods_of_key() { # pods_of_key NS NAME-OF-A-SANDBOX: pods labelled with its scope digest
+  kubectl get pods -n "$1" -l "sandbox.dev/scope-digest=$(jp "$1" sandbox "$2" '{.status.scopeDigest}')" --no-headers 2>/dev/null | grep -c .
+}
+in_s() { date -u -d "+$1 seconds" +%Y-%m-%dT%H:%M:%SZ; }
+has_event() { kubectl get events -n "$1" --field-selector "involvedObject.name=$2,reason=$3" -o name 2>/dev/null | grep -q .; }
+
+# lsbx KUBECONFIG NAME KEY [LIFECYCLE-JSON] [OWNER]: a Sandbox with owner
+# (default alice) and key ("-": none) and spec.lifecycle as given.
+lsbx() {
+  local kc=$1 name=$2 key=$3 lc=${4:-} owner=${5:-alice}
+  python3 - "$name" "$key" "$IMG" "$lc" "$owner" >"$E2E_DIR/$name.json" <<'PY'
+import json, sys
+name, key, img, lc, owner = sys.argv[1:6]
+spec = {"image": img, "command": ["sleep", "infinity"]}
+if owner != "-":
+    spec["workspaceOwner"] = owner
+if key != "-":
+    spec["idempotencyKey"] = key
+if lc:
+    spec["lifecycle"] = json.loads(lc)
+print(json.dumps({"apiVersion": "sandbox.dev/v1alpha1", "kind": "Sandbox",
+                  "metadata": {"name": name, "namespace": "team-a"}, "spec": spec}))
+PY
+  as "$kc" create -f "$E2E_DIR/$name.json" 2>&1
+}
+lifecycle_patch() { # lifecycle_patch KUBECONFIG NAME JSON
+  as "$1" patch sbx -n team-a "$2" --type merge -p "{\"spec\":{\"lifecycle\":$3}}" 2>&1
+}
+
+test_a_expiry_retain() {
+  lsbx "$ALICE" exp-r key-exp-r "{\"shutdownTime\":\"$(in_s 6)\"}" >/dev/null || fail "create exp-r"
+  wait_for 30 phase_is team-a exp-r Running || fail "exp-r not Running: $(phase team-a exp-r)"
+  local pod
+  pod=$(pod_of team-a exp-r)
+  expect_match "$(jp team-a sandbox exp-r '{.status.podIP}')" '^[0-9.:a-f]+$' "status.podIP while it runs"
+  wait_for 30 phase_is team-a exp-r Expired || fail "exp-r not Expired: $(phase team-a exp-r)"
+  expect_eq "$(ready_reason team-a exp-r)" Expired "Ready reason"
+  wait_for 30 pod_gone team-a "$pod" || fail "pod $pod of an expired Sandbox still there"
+  wait_for 10 has_event team-a exp-r SandboxExpired || fail "no SandboxExpired event"
+  expect_ok kubectl get sbx -n team-a exp-r
+  # Expired is final: no lifecycle change revives it
+  local out
+  out=$(lifecycle_patch "$ALICE" exp-r "{\"shutdownTime\":\"$(in_s 3600)\"}") && fail "an expired Sandbox was extended"
+  expect_match "$out" "expired" "the refusal says it expired"
+  expect_match "$(kubectl get sbx -n team-a exp-r)" "Expired" "printer columns"
+}
+
+test_b_expiry_delete() {
+  lsbx "$ALICE" exp-d key-exp-d "{\"shutdownTime\":\"$(in_s 6)\",\"shutdownPolicy\":\"Delete\"}" >/dev/null || fail "create exp-d"
+  wait_for 30 phase_is team-a exp-d Running || fail "exp-d not Running"
+  local pod
+  pod=$(pod_of team-a exp-d)
+  wait_for 40 sbx_gone team-a exp-d || fail "exp-d (shutdownPolicy Delete) not deleted"
+  wait_for 30 pod_gone team-a "$pod" || fail "pod $pod still there"
+}
+
+test_c_extend_and_shorten() {
+  lsbx "$ALICE" ext key-ext "{\"shutdownTime\":\"$(in_s 8)\"}" >/dev/null || fail "create ext"
+  wait_for 30 phase_is team-a ext Running || fail "ext not Running"
+  lifecycle_patch "$ALICE" ext "{\"shutdownTime\":\"$(in_s 3600)\"}" >/dev/null || fail "extend refused"
+  sleep 12
+  expect_eq "$(phase team-a ext)" Running "extended past its first shutdownTime"
+  expect_match "$(kubectl get sbx -n team-a ext -o wide)" "$(date -u -d '+1 hour' +%Y-%m-%d)" "shutdown printer column"
+  lifecycle_patch "$ALICE" ext "{\"shutdownTime\":\"$(in_s -60)\"}" >/dev/null || fail "shorten into the past refused"
+  wait_for 20 phase_is team-a ext Expired || fail "a time in the past did not expire it: $(phase team-a ext)"
+}
+
+test_d_suspend_two_bound_then_resume() {
+  lsbx "$ALICE" sus-1 key-sus >/dev/null || fail "create sus-1"
+  lsbx "$ALICE" sus-2 key-sus >/dev/null || fail "create sus-2"
+  wait_for 30 phase_is team-a sus-1 Running || fail "sus-1 not Running"
+  wait_for 30 phase_is team-a sus-2 Running || fail "sus-2 not Running"
+  local pod mounts uid
+  pod=$(pod_of team-a sus-1)
+  expect_eq "$(pod_of team-a sus-2)" "$pod" "one pod for the scope"
+  mounts=$(kubectl get pod -n team-a "$pod" -o jsonpath='{range .spec.containers[0].volumeMounts[*]}{.mountPath}={.subPath} {end}')
+  uid=$(kubectl get pod -n team-a "$pod" -o jsonpath='{.metadata.uid}')
+  lifecycle_patch "$ALICE" sus-1 '{"suspend":true}' >/dev/null || fail "suspend sus-1"
+  wait_for 20 phase_is team-a sus-1 Suspended || fail "sus-1 not Suspended"
+  expect_eq "$(ready_reason team-a sus-1)" Suspended "sus-1 Ready reason"
+  sleep 3
+  pod_exists team-a "$pod" || fail "the pod went while sus-2 still holds it"
+  expect_eq "$(phase team-a sus-2)" Running "sus-2 unaffected"
+  lifecycle_patch "$ALICE" sus-2 '{"suspend":true}' >/dev/null || fail "suspend sus-2"
+  wait_for 20 phase_is team-a sus-2 Suspended || fail "sus-2 not Suspended"
+  wait_for 30 pod_gone team-a "$pod" || fail "the pod stays with both Sandboxes suspended"
+  has_event team-a sus-2 SandboxSuspended || fail "no SandboxSuspended event"
+  # resume: the same name, spec and mounts, one pod
+  lifecycle_patch "$ALICE" sus-1 '{"suspend":false}' >/dev/null || fail "resume sus-1 refused"
+  wait_for 30 phase_is team-a sus-1 Running || fail "sus-1 not Running after resume: $(phase team-a sus-1) $(bound_message team-a sus-1)"
+  expect_eq "$(pod_of team-a sus-1)" "$pod" "resumed under the same name"
+  expect_ne "$(kubectl get pod -n team-a "$pod" -o jsonpath='{.metadata.uid}')" "$uid" "a new pod"
+  expect_eq "$(kubectl get pod -n team-a "$pod" -o jsonpath='{range .spec.containers[0].volumeMounts[*]}{.mountPath}={.subPath} {end}')" \
+    "$mounts" "the same mounts"
+  expect_eq "$(pods_of_key team-a sus-1)" 1 "one pod after the resume"
+  wait_for 10 has_event team-a sus-1 SandboxResumed || fail "no SandboxResumed event"
+  expect_eq "$(phase team-a sus-2)" Suspended "sus-2 stays suspended"
+  lifecycle_patch "$ALICE" sus-2 '{"suspend":false}' >/dev/null || fail "resume sus-2 refused"
+  wait_for 30 phase_is team-a sus-2 Running || fail "sus-2 not Running after resume"
+  expect_eq "$(pod_of team-a sus-2)" "$pod" "sus-2 on the same pod"
+  expect_eq "$(pods_of_key team-a sus-1)" 1 "still one pod"
+}
+
+# A resume is authorized anew: refused at admission to an identity that lost
+# `use`; and a record of an earlier run is refused by the controller when the
+# webhook is not there to ask.
+test_e_resume_authorized_anew() {
+  lsbx "$ALICE" rz key-rz '{"suspend":true}' >/dev/null || fail "create rz suspended"
+  wait_for 20 phase_is team-a rz Suspended || fail "rz not Suspended: $(phase team-a rz)"
+  lifecycle_patch "$ALICE" rz '{"suspend":false}' >/dev/null || fail "alice's first resume refused"
+  wait_for 30 phase_is team-a rz Running || fail "rz not Running: $(bound_message team-a rz)"
+  lifecycle_patch "$ALICE" rz '{"suspend":true}' >/dev/null || fail "suspend rz"
+  wait_for 20 phase_is team-a rz Suspended || fail "rz not Suspended again"
+  local out
+  out=$(lifecycle_patch "$BOB" rz '{"suspend":false}') && fail "bob resumed alice's sandbox"
+  expect_match "$out" 'may not use workspace owner "alice"' "bob's resume names the owner"
+  kubectl delete rolebinding -n team-a workspace-alice >/dev/null
+  sleep 1
+  out=$(lifecycle_patch "$ALICE" rz '{"suspend":false}') && fail "alice resumed without use on alice"
+  expect_match "$out" '"use" on workspaces.sandbox.dev "alice"' "the refusal names the permission"
+  expect_eq "$(phase team-a rz)" Suspended "still suspended"
+  # without the webhook, the stored record is of an earlier run
+  uninstall_admission
+  sleep 1
+  lifecycle_patch "$ALICE" rz '{"suspend":false}' >/dev/null || fail "patch without the webhook"
+  wait_for 20 sh -c "[ \"\$(kubectl get sbx -n team-a rz -o jsonpath='{.status.conditions[?(@.type==\"Bound\")].reason}')\" = OwnerNotAuthorized ]" ||
+    fail "a resume without a new record: $(bound_reason team-a rz)"
+  expect_match "$(bound_message team-a rz)" "earlier run" "the controller names the earlier run"
+  sleep 2
+  expect_eq "$(pods_of_key team-a rz)" 0 "no pod for a resume it cannot verify"
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not reinstalled"
+  kubectl create rolebinding -n team-a workspace-alice --role=workspace-alice --user=alice >/dev/null
+}
+
+# The stored outcome: within the key's lifetime a new Sandbox of an expired
+# generation gets Expired and no pod, also once the expired Sandboxes are
+# deleted and the controller restarted.
+test_f_late_retry_after_expiry() {
+  lsbx "$ALICE" late-1 key-late "{\"shutdownTime\":\"$(in_s 5)\",\"shutdownPolicy\":\"Delete\"}" >/dev/null || fail "create late-1"
+  wait_for 30 phase_is team-a late-1 Running || fail "late-1 not Running"
+  local pod
+  pod=$(pod_of team-a late-1)
+  wait_for 40 sbx_gone team-a late-1 || fail "late-1 not deleted"
+  wait_for 30 pod_gone team-a "$pod" || fail "late-1's pod still there"
+  lsbx "$ALICE" late-2 key-late >/dev/null || fail "create late-2"
+  wait_for 20 phase_is team-a late-2 Expired || fail "late-2: $(phase team-a late-2) $(bound_message team-a late-2)"
+  expect_match "$(bound_message team-a late-2)" "late-1" "late-2 names the Sandbox whose expiry it shares"
+  sleep 2
+  pod_gone team-a "$pod" || fail "a pod for a late retry of an expired key"
+  restart_main
+  lsbx "$ALICE" late-3 key-late >/dev/null || fail "create late-3 after the restart"
+  wait_for 30 phase_is team-a late-3 Expired || fail "late-3 after a restart: $(phase team-a late-3)"
+  expect_eq "$(phase team-a late-2)" Expired "late-2 after the restart"
+  pod_gone team-a "$pod" || fail "a pod after the restart"
+}
+
+test_g_controller_down_across_shutdown_time() {
+  lsbx "$ALICE" down-1 key-down "{\"shutdownTime\":\"$(in_s 8)\"}" >/dev/null || fail "create down-1"
+  wait_for 30 phase_is team-a down-1 Running || fail "down-1 not Running"
+  local pod
+  pod=$(pod_of team-a down-1)
+  controller_stop "$MAIN_CTL"
+  sleep 10
+  # back after down-1's shutdownTime (the webhook is down with it, so a new
+  # Sandbox of the key can only come now, racing the expiry)
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+  lsbx "$ALICE" down-2 key-down >/dev/null || fail "create down-2"
+  wait_for 30 phase_is team-a down-1 Expired || fail "down-1 not Expired after the restart"
+  wait_for 30 phase_is team-a down-2 Expired || fail "down-2: $(phase team-a down-2) $(bound_message team-a down-2)"
+  wait_for 30 pod_gone team-a "$pod" || fail "the pod of an expired generation still there"
+}
+
+test_h_racing_replicas_resume() {
+  controller_start race-b
+  local b=$CTL_PID
+  lsbx "$ALICE" race key-race >/dev/null || fail "create race"
+  wait_for 30 phase_is team-a race Running || fail "race not Running"
+  local pod
+  pod=$(pod_of team-a race)
+  local i
+  for i in 1 2 3; do
+    lifecycle_patch "$ALICE" race '{"suspend":true}' >/dev/null
+    wait_for 20 pod_gone team-a "$pod" || fail "round $i: not released"
+    lifecycle_patch "$ALICE" race '{"suspend":false}' >/dev/null
+    wait_for 30 phase_is team-a race Running || fail "round $i: not resumed: $(bound_message team-a race)"
+    expect_eq "$(pods_of_key team-a race)" 1 "round $i: one pod with two replicas racing"
+  done
+  controller_stop "$b"
+}
+
+# crash_lifecycle POINT: SIGKILL at POINT while a Delete-policy Sandbox
+# expires; after a restart: no pod, the Sandbox gone, and a late retry gets
+# the stored outcome.
+crash_lifecycle() {
+  local point=$1 key=crash-$1
+  controller_stop "$MAIN_CTL"
+  rm -f "$E2E_DIR/once-$point"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" main_start
+  local pid=$MAIN_CTL
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "$point: admission not back"
+  lsbx "$ALICE" "c-$point" "$key" "{\"shutdownTime\":\"$(in_s 5)\",\"shutdownPolicy\":\"Delete\"}" >/dev/null || fail "$point: create"
+  wait_for 30 phase_is team-a "c-$point" Running || fail "$point: not Running"
+  local pod
+  pod=$(pod_of team-a "c-$point")
+  wait_dead "$pid" 40 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
+  [ -f "$E2E_DIR/once-$point" ] || fail "$point: died without reaching the point"
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "$point: admission not back"
+  wait_for 40 sbx_gone team-a "c-$point" || fail "$point: the Sandbox not deleted after the restart"
+  wait_for 30 pod_gone team-a "$pod" || fail "$point: the pod stays"
+  lsbx "$ALICE" "r-$point" "$key" >/dev/null || fail "$point: create the retry"
+  wait_for 30 phase_is team-a "r-$point" Expired || fail "$point: the retry: $(phase team-a "r-$point")"
+  pod_gone team-a "$pod" || fail "$point: a pod for the retry"
+}
+test_i_crash_after_claim_record() { crash_lifecycle after-claim-record; }
+test_i_crash_before_pod_delete() { crash_lifecycle before-pod-delete; }
+test_i_crash_after_pod_delete() { crash_lifecycle after-pod-delete; }
+test_i_crash_before_sandbox_delete() { crash_lifecycle before-sandbox-delete; }
+
+test_j_only_lifecycle_changes() {
+  lsbx "$ALICE" imm key-imm >/dev/null || fail "create imm"
+  local out
+  out=$(as "$ALICE" patch sbx -n team-a imm --type merge -p '{"spec":{"image":"evil:1"}}' 2>&1) && fail "image changed"
+  expect_match "$out" "immutable" "image change refused"
+  out=$(as "$ALICE" patch sbx -n team-a imm --type merge -p '{"spec":{"idempotencyKey":"other"}}' 2>&1) && fail "key changed"
+  out=$(as "$ALICE" patch sbx -n team-a imm --type merge -p '{"spec":{"args":["x"]}}' 2>&1) && fail "args added"
+  out=$(lifecycle_patch "$ALICE" imm '{"shutdownPolicy":"Sometimes"}') && fail "an unknown shutdownPolicy accepted"
+  expect_match "$out" "shutdownPolicy" "the policy refusal names the field"
+  out=$(lifecycle_patch "$ALICE" imm '{"shutdownTime":"tomorrow"}') && fail "a shutdownTime that is not a time accepted"
+  expect_match "$out" "shutdownTime" "the time refusal names the field"
+  lifecycle_patch "$ALICE" imm "{\"shutdownTime\":\"$(in_s 3600)\",\"shutdownPolicy\":\"Retain\"}" >/dev/null ||
+    fail "a lifecycle change refused"
+  wait_for 30 phase_is team-a imm Running || fail "imm not Running"
+  # the fingerprint and digest ignore lifecycle: a Sandbox of the same spec and key shares the pod
+  lsbx "$ALICE" imm-2 key-imm '{"suspend":false}' >/dev/null || fail "create imm-2"
+  wait_for 30 phase_is team-a imm-2 Running || fail "imm-2 not Running"
+  expect_eq "$(pod_of team-a imm-2)" "$(pod_of team-a imm)" "lifecycle is not part of the scope"
+  expect_eq "$(jp team-a sandbox imm-2 '{.status.specFingerprint}')" "$(jp team-a sandbox imm '{.status.specFingerprint}')" \
+    "lifecycle is not part of the fingerprint"
+}
+
+# A Sandbox the previous version stored and bound keeps its digest and pod.
+test_k_upgrade_keeps_digest_and_pod() {
+  local src=$E2E_DIR/previous
+  mkdir -p "$src"
+  git -C "$E2E_ROOT" archive "$PREVIOUS" | tar -x -C "$src" || { fail "cannot read version $PREVIOUS from git"; return; }
+  (cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    cmake --build "$src/build" -j2 --target sandbox-controller >/dev/null) || { fail "cannot build $PREVIOUS"; return; }
+  new_namespace legacy
+  controller_stop "$MAIN_CTL"
+  uninstall_admission
+  kubectl delete sbx -n team-a --all --wait=false >/dev/null
+  kubectl apply -f "$src/crd/sandbox.dev_sandboxes.yaml" >/dev/null
+  SBX_CONTROLLER_BIN=$src/build/sandbox-controller controller_start old --owner-authorization namespace
+  local old=$CTL_PID
+  sandbox legacy stored $IMG key-legacy alice >/dev/null || fail "create with the previous version"
+  wait_for 30 bound legacy stored || fail "the previous version did not bind it"
+  local pod digest fp uid
+  pod=$(pod_of legacy stored); digest=$(jp legacy sandbox stored '{.status.scopeDigest}')
+  fp=$(jp legacy sandbox stored '{.status.specFingerprint}')
+  uid=$(kubectl get pod -n legacy "$pod" -o jsonpath='{.metadata.uid}')
+  controller_stop "$old"
+  kubectl apply -f "$E2E_ROOT/crd/sandbox.dev_sandboxes.yaml" >/dev/null
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not reinstalled"
+  sleep 5
+  expect_eq "$(jp legacy sandbox stored '{.status.scopeDigest}')" "$digest" "digest after the upgrade"
+  expect_eq "$(jp legacy sandbox stored '{.status.specFingerprint}')" "$fp" "fingerprint after the upgrade"
+  expect_eq "$(kubectl get pod -n legacy "$pod" -o jsonpath='{.metadata.uid}')" "$uid" "the same pod after the upgrade"
+  expect_eq "$(jp legacy sandbox stored '{.status.phase}')" Running "still Running"
+  expect_eq "$(kubectl get sbx -n legacy stored -o jsonpath='{.spec.lifecycle}')" "" "no lifecycle defaulted onto it"
+}
+
+setup
+e2e_main
