@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Files under manifests/ that are copies of a single source (kustomize and Helm
 # load nothing from outside their own folder):
-#   crd/sandbox.dev_sandboxes.yaml  -> manifests/crd/, manifests/helm/sandbox-controller/crds/
+#   crd/sandbox.dev_*.yaml          -> manifests/crd/, manifests/helm/sandbox-controller/crds/
 #   manifests/monitoring/sandbox-controller.rules.yaml
 #                                   -> manifests/monitoring/prometheusrule.yaml (PrometheusRule)
 #                                   -> manifests/helm/sandbox-controller/files/
@@ -32,7 +32,7 @@ HDR
 # emit TARGET: prints the content TARGET must have.
 emit() {
   case "$1" in
-    manifests/crd/sandbox.dev_sandboxes.yaml | $CHART/crds/sandbox.dev_sandboxes.yaml) cat crd/sandbox.dev_sandboxes.yaml ;;
+    manifests/crd/sandbox.dev_*.yaml | $CHART/crds/sandbox.dev_*.yaml) cat "crd/$(basename "$1")" ;;
     manifests/monitoring/prometheusrule.yaml) prometheusrule ;;
     $CHART/files/sandbox-controller.rules.yaml) cat manifests/monitoring/sandbox-controller.rules.yaml ;;
     $CHART/files/grafana-dashboard.json) cat manifests/monitoring/grafana-dashboard.json ;;
@@ -40,6 +40,7 @@ emit() {
   esac
 }
 TARGETS=(manifests/crd/sandbox.dev_sandboxes.yaml $CHART/crds/sandbox.dev_sandboxes.yaml
+         manifests/crd/sandbox.dev_sandboxclaims.yaml $CHART/crds/sandbox.dev_sandboxclaims.yaml
          manifests/monitoring/prometheusrule.yaml $CHART/files/sandbox-controller.rules.yaml
          $CHART/files/grafana-dashboard.json
          $CHART/files/webhook/webhooks.yaml $CHART/files/webhook/pod-policy.yaml)

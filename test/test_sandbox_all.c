@@ -8,6 +8,7 @@ void register_sandbox_pod_tests(void);
 void register_sandbox_trim_tests(void);
 void register_sandbox_refusal_tests(void);
 void register_sandbox_inforce_tests(void);
+void register_sandbox_lifecycle_tests(void);
 
 void register_sandbox_tests(void)
 {
@@ -18,4 +19,5 @@ void register_sandbox_tests(void)
 	register_sandbox_trim_tests();
 	register_sandbox_refusal_tests();
 	register_sandbox_inforce_tests();
+	register_sandbox_lifecycle_tests();
 }

@@ -411,6 +411,7 @@ static void apply_patch(cJSON *obj, const cJSON *patch)
 		char map[32] = "", key[128] = "";
 		const char *p = path + strlen("/metadata/"), *slash = strchr(p, '/');
 		if (!slash) {
+			cJSON_DeleteItemFromObject(meta, p);
 			cJSON_AddItemToObject(meta, p, cJSON_Duplicate(cJSON_GetObjectItem(op, "value"), 1));
 			continue;
 		}
@@ -422,6 +423,7 @@ static void apply_patch(cJSON *obj, const cJSON *patch)
 			else key[k++] = *q;
 		}
 		key[k] = '\0';
+		cJSON_DeleteItemFromObject(cJSON_GetObjectItem(meta, map), key); /* "add" replaces */
 		cJSON_AddItemToObject(cJSON_GetObjectItem(meta, map), key,
 				      cJSON_Duplicate(cJSON_GetObjectItem(op, "value"), 1));
 	}
@@ -798,6 +800,118 @@ static void test_pod_connect_gate(void)
 	wh_verdict_release(&v);
 }
 
+/* UPDATEs (contract sections 2 and 5a): only spec.lifecycle changes; a resume
+ * is authorized anew and stamped with a record of the new run; Expired is
+ * final. */
+static void test_update_lifecycle(void)
+{
+	struct fake f = { .sar_answer = 1 };
+	struct wh_sandbox_policy p = policy(&f);
+	struct wh_verdict v;
+	char *stamped = stamped_object(&p, "alice", "s1", SPEC_ALICE);
+	cJSON *old = cJSON_Parse(stamped);
+	cJSON_AddNumberToObject(cJSON_GetObjectItem(old, "metadata"), "generation", 2);
+	cJSON_AddItemToObject(cJSON_GetObjectItem(old, "spec"), "lifecycle", cJSON_Parse("{\"suspend\":true}"));
+	char *old_s = cJSON_PrintUnformatted(old);
+	/* a lifecycle change, and an invalid one */
+	cJSON *upd = cJSON_Duplicate(old, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "lifecycle",
+				  cJSON_Parse("{\"suspend\":true,\"shutdownTime\":\"1970-01-01T01:00:00Z\"}"));
+	char *upd_s = cJSON_PrintUnformatted(upd);
+	decide(&p, 0, "UPDATE", "alice", upd_s, old_s, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	free(upd_s);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "lifecycle", cJSON_Parse("{\"shutdownPolicy\":\"Never\"}"));
+	upd_s = cJSON_PrintUnformatted(upd);
+	decide(&p, 0, "UPDATE", "alice", upd_s, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 422);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "shutdownPolicy"));
+	wh_verdict_release(&v);
+	free(upd_s);
+	/* anything else of spec: refused */
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "lifecycle", cJSON_Parse("{\"suspend\":true}"));
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "image", cJSON_CreateString("evil:1"));
+	upd_s = cJSON_PrintUnformatted(upd);
+	decide(&p, 0, "UPDATE", "alice", upd_s, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "immutable"));
+	wh_verdict_release(&v);
+	free(upd_s);
+	cJSON_Delete(upd);
+
+	/* a resume by bob, who may not use alice: refused at the mutating step */
+	upd = cJSON_Duplicate(old, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "lifecycle", cJSON_Parse("{\"suspend\":false}"));
+	upd_s = cJSON_PrintUnformatted(upd);
+	f.sar_answer = 0;
+	decide(&p, 1, "UPDATE", "bob", upd_s, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 403);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "to resume this Sandbox"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "workspaces.sandbox.dev"));
+	wh_verdict_release(&v);
+	/* without a new record, validation refuses the resume */
+	decide(&p, 0, "UPDATE", "alice", upd_s, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	/* alice may: a record of run 3 (the old generation + 1) and resumed-by */
+	f.sar_answer = 1;
+	decide(&p, 1, "UPDATE", "alice", upd_s, old_s, &v);
+	CU_ASSERT_TRUE_FATAL(v.allowed);
+	char *resp = wh_response_encode("r", &v);
+	cJSON *patch = decode_patch(resp);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(patch);
+	apply_patch(upd, patch);
+	const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "metadata"), "annotations");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_RESUMED_BY)->valuestring, "alice");
+	CU_ASSERT_EQUAL(strncmp(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)->valuestring, "v2.1000.3.", 10), 0);
+	wh_verdict_release(&v);
+	/* the API server bumps the generation before validating admission */
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "metadata"), "generation", cJSON_CreateNumber(3));
+	free(upd_s);
+	upd_s = cJSON_PrintUnformatted(upd);
+	decide(&p, 0, "UPDATE", "alice", upd_s, old_s, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	/* the same stamps are not bob's, nor a later generation's */
+	decide(&p, 0, "UPDATE", "bob", upd_s, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "metadata"), "generation", cJSON_CreateNumber(4));
+	free(upd_s);
+	upd_s = cJSON_PrintUnformatted(upd);
+	decide(&p, 0, "UPDATE", "alice", upd_s, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	free(upd_s);
+	cJSON_Delete(upd);
+	cJSON_Delete(patch);
+	free(resp);
+
+	/* Expired is final: no lifecycle change once the old shutdownTime is reached (decide's now is 1000) */
+	cJSON *exp = cJSON_Duplicate(old, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(exp, "spec"), "lifecycle",
+				  cJSON_Parse("{\"shutdownTime\":\"1970-01-01T00:10:00Z\"}"));
+	char *exp_s = cJSON_PrintUnformatted(exp);
+	upd = cJSON_Duplicate(exp, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "lifecycle",
+				  cJSON_Parse("{\"shutdownTime\":\"1970-01-02T00:00:00Z\"}"));
+	upd_s = cJSON_PrintUnformatted(upd);
+	decide(&p, 0, "UPDATE", "alice", upd_s, exp_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "expired at 1970-01-01T00:10:00Z"));
+	wh_verdict_release(&v);
+	free(upd_s);
+	free(exp_s);
+	cJSON_Delete(upd);
+	cJSON_Delete(exp);
+	free(old_s);
+	cJSON_Delete(old);
+	free(stamped);
+}
+
 void register_webhook_tests(void)
 {
 	SBX_SUITE("sandbox/authz", { "issue and verify", test_authz_roundtrip },
@@ -815,5 +929,6 @@ void register_webhook_tests(void)
 		  { "key conflict 422", test_validate_key_conflict },
 		  { "generateName: the webhook names the Sandbox", test_mutate_names_generate_name },
 		  { "key conflict: the holder only for the API server", test_validate_key_conflict_unauthenticated },
-		  { "exec gate: sandbox pods only for those who may use the owner", test_pod_connect_gate });
+		  { "exec gate: sandbox pods only for those who may use the owner", test_pod_connect_gate },
+		  { "updates: lifecycle only, resumes authorized anew, expired final", test_update_lifecycle });
 }

@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 
 #include "sandbox/jcs.h"
+#include "sandbox/lifecycle.h"
 
 /* Cap on the digest input M: two markers, three short strings and a hash. */
 #define SCOPE_M_CAP (64 * 1024)
@@ -86,7 +87,11 @@ int sbx_scope_compute(const char *ns, const char *uid, const cJSON *spec, struct
 			 "scope: metadata.uid is required when there is no idempotency key");
 		goto out;
 	}
-	canon = jcs_string(spec);
+	/* The intent: the spec without its lifecycle (section 3), so changing
+	 * when a Sandbox ends never changes which pod it shares. */
+	cJSON *intent = sbx_spec_intent(spec);
+	canon = jcs_string(intent);
+	cJSON_Delete(intent);
 	if (!canon) {
 		snprintf(err, errlen,
 			 "scope: spec cannot be canonicalized (RFC 8785): invalid UTF-8, "

@@ -12,11 +12,12 @@
 
 struct sbx_scope {
 	char digest[33];      /* 32 lowercase hex: first half of SHA-256(M) */
-	char fingerprint[65]; /* 64 lowercase hex: SHA-256(JCS(spec)) */
+	char fingerprint[65]; /* 64 lowercase hex: SHA-256(JCS(spec without lifecycle)) */
 };
 
 /* Computes the scope of a Sandbox from its namespace, metadata.uid and stored
- * spec. The owner is present iff spec has a "workspaceOwner" string member,
+ * spec; spec.lifecycle is left out of the fingerprint (and so of the digest of
+ * a Sandbox without owner): sbx_spec_intent. The owner is present iff spec has a "workspaceOwner" string member,
  * the key iff it has an "idempotencyKey" string member (uid is only used, and
  * only required, when the key is absent). Returns 0, or -1 with a message in
  * err (size errlen) when the spec cannot be canonicalized, an argument is

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sandbox/jcs.h"
+#include "sandbox/lifecycle.h"
 
 /* Longest user value quoted in a message, in bytes before escaping. */
 #define QUOTE_MAX 64
@@ -205,6 +206,9 @@ int sbx_spec_validate(const cJSON *spec, char *msg, size_t msglen)
 			    q, SBX_KEY_MAX);
 		}
 	}
+	struct sbx_lifecycle lc;
+	if (sbx_lifecycle_parse(spec, &lc, msg, msglen) < 0)
+		return -1;
 	const cJSON *owner = cJSON_GetObjectItemCaseSensitive(spec, "workspaceOwner");
 	if (owner) {
 		if (!cJSON_IsString(owner) || !owner->valuestring)

@@ -30,7 +30,8 @@ int sbx_key_valid(const char *key);
  * string (optional)}; idempotencyKey and workspaceOwner, when present, strings
  * that pass the checks above (a present but empty owner is invalid, never "no
  * owner"); resources an object (limits/requests objects) and
- * runtimeClassName a non-empty string when present. Returns 0, or -1 with a
+ * runtimeClassName a non-empty string when present; lifecycle as
+ * sbx_lifecycle_parse takes it. Returns 0, or -1 with a
  * message naming the field in msg (size msglen). User values quoted in the
  * message are escaped to printable ASCII and shortened. Other members are
  * not refused: the CRD's structural schema prunes unknown fields, and the

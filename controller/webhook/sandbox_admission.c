@@ -8,6 +8,7 @@
 
 #include "kube/ktime.h"
 #include "sandbox/authz.h"
+#include "sandbox/lifecycle.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
@@ -65,8 +66,9 @@ static const char *unexpected_reserved(const cJSON *map, const char *const *allo
 	return NULL;
 }
 
-/* 1 when the reserved entries of map m in a and b are the same. */
-static int reserved_same(const cJSON *a, const cJSON *b, const char *m)
+/* 1 when the reserved entries of map m in a and b are the same, the keys in
+ * skip (NULL-terminated, NULL ok) aside. */
+static int reserved_same(const cJSON *a, const cJSON *b, const char *m, const char *const *skip)
 {
 	const cJSON *ma = jobj(jobj(a, "metadata"), m), *mb = jobj(jobj(b, "metadata"), m);
 	for (int pass = 0; pass < 2; pass++) {
@@ -74,6 +76,11 @@ static int reserved_same(const cJSON *a, const cJSON *b, const char *m)
 		cJSON_ArrayForEach(kv, (pass ? mb : ma))
 		{
 			if (!wh_reserved_key(kv->string))
+				continue;
+			const char *const *k = skip;
+			while (k && *k && strcmp(*k, kv->string))
+				k++;
+			if (k && *k)
 				continue;
 			const char *x = jstr(pass ? ma : mb, kv->string);
 			if (!cJSON_IsString(kv) || !x || strcmp(x, kv->valuestring))
@@ -165,11 +172,25 @@ static void patch_set(cJSON *patch, const cJSON *obj, const char *map, const cha
 	cJSON_AddItemToArray(patch, op);
 }
 
-/* On UPDATE, puts back reserved entries the request dropped. Server-side
- * apply attributes the webhook's stamps to the creating field manager, so a
- * second apply of the same manifest omits them; that is no attempt to change
- * them. Changed or added reserved entries are left for validation to refuse. */
-static void restore_reserved(const struct wh_review *r, struct wh_verdict *v)
+/* The reserved annotations a resume stamps anew. */
+static const char *const RESUME_KEYS[] = { SBX_ANN_OWNER_AUTHZ, SBX_ANN_RESUMED_BY, NULL };
+
+/* 1 when an UPDATE resumes the Sandbox: spec.lifecycle.suspend was true and
+ * is not any more. */
+static int is_resume(const struct wh_review *r)
+{
+	struct sbx_lifecycle was, now;
+	char msg[256];
+	return sbx_lifecycle_parse(jobj(r->old_object, "spec"), &was, msg, sizeof msg) == 0 && was.suspend &&
+	       sbx_lifecycle_parse(jobj(r->object, "spec"), &now, msg, sizeof msg) == 0 && !now.suspend;
+}
+
+/* On UPDATE, puts back reserved entries the request dropped (but those in
+ * skip). Server-side apply attributes the webhook's stamps to the creating
+ * field manager, so a second apply of the same manifest omits them; that is
+ * no attempt to change them. Changed or added reserved entries are left for
+ * validation to refuse. */
+static void restore_reserved(const struct wh_review *r, struct wh_verdict *v, const char *const *skip)
 {
 	static const char *const maps[] = { "labels", "annotations" };
 	for (size_t i = 0; i < 2; i++) {
@@ -180,6 +201,11 @@ static void restore_reserved(const struct wh_review *r, struct wh_verdict *v)
 		{
 			if (!wh_reserved_key(kv->string) || !cJSON_IsString(kv) || jobj(now_map, kv->string))
 				continue;
+			const char *const *k = skip;
+			while (k && *k && strcmp(*k, kv->string))
+				k++;
+			if (k && *k)
+				continue;
 			if (!v->patch)
 				v->patch = cJSON_CreateArray();
 			patch_set(v->patch, r->object, maps[i], kv->string, kv->valuestring, &created);
@@ -189,12 +215,80 @@ static void restore_reserved(const struct wh_review *r, struct wh_verdict *v)
 		v->outcome = "mutated";
 }
 
+/* Checks that the requester may use the owner (SubjectAccessReview, the
+ * identity capped first). Returns 1, or 0 with v filled as the refusal; what
+ * ("" or " to resume this Sandbox") says for what in the message. */
+static int owner_allowed(const struct wh_sandbox_policy *p, const struct wh_review *r, const char *owner,
+			 const char *what, struct wh_verdict *v)
+{
+	char why[256] = "", uq[200];
+	if (wh_identity_check(r->user_info, why, sizeof why) < 0) {
+		wh_verdict_deny(v, 403, "Forbidden", "cannot check whether this identity may use workspace owner \"%s\": %s",
+				owner, why);
+		return 0;
+	}
+	int ok = p->may_use_owner(p->ctx, r->user_info, r->ns, owner, why, sizeof why);
+	wh_quote(r->username, uq, sizeof uq);
+	if (ok < 0) {
+		wh_verdict_deny(v, 500, "InternalError", "cannot check whether %s may use workspace owner \"%s\": %s", uq,
+				owner, why);
+		return 0;
+	}
+	if (!ok) {
+		wh_verdict_deny(v, 403, "Forbidden",
+				"%s may not use workspace owner \"%s\" in namespace %s%s: missing permission \"use\" on "
+				"workspaces.sandbox.dev \"%s\" (RBAC: apiGroups [sandbox.dev], resources [workspaces], "
+				"resourceNames [%s], verbs [use])%s%s",
+				uq, owner, r->ns, what, owner, owner, why[0] ? "; " : "", why);
+		return 0;
+	}
+	return 1;
+}
+
+/* A resume (contract section 5a) is authorized anew: the resumer must be
+ * allowed to use the owner, and gets a record for this run, the generation
+ * the update makes (the old one + 1, the spec changing), and
+ * sandbox.dev/resumed-by. */
+static void mutate_resume(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
+			  struct wh_verdict *v)
+{
+	const cJSON *spec = jobj(r->object, "spec");
+	const char *owner = sbx_spec_owner(spec);
+	const cJSON *g = jobj(jobj(r->old_object, "metadata"), "generation");
+	struct sbx_scope sc;
+	char msg[512];
+	if (!owner || p->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW || !cJSON_IsNumber(g) ||
+	    request_scope(r, spec, &sc, msg, sizeof msg) < 0)
+		return; /* nothing to authorize, or left to validation */
+	if (!owner_allowed(p, r, owner, " to resume this Sandbox", v))
+		return;
+	char record[SBX_AUTHZ_MAX];
+	struct sbx_authz_subject s = request_subject(r, NULL, owner, sc.fingerprint);
+	s.run = (long long)g->valuedouble + 1;
+	if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, record, sizeof record) < 0) {
+		wh_verdict_deny(v, 500, "InternalError", "cannot record the owner authorization of the resume");
+		return;
+	}
+	v->patch = cJSON_CreateArray();
+	cJSON *ann = NULL;
+	patch_set(v->patch, r->object, "annotations", SBX_ANN_OWNER_AUTHZ, record, &ann);
+	patch_set(v->patch, r->object, "annotations", SBX_ANN_RESUMED_BY, r->username, &ann);
+	v->outcome = "mutated";
+}
+
 void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
 		       struct wh_verdict *v)
 {
 	wh_verdict_allow(v);
 	if (r->object && r->old_object && r->kind && !strcmp(r->kind, "Sandbox") && !strcmp(r->operation, "UPDATE")) {
-		restore_reserved(r, v);
+		if (is_resume(r)) {
+			mutate_resume(p, r, now, v);
+			if (!v->allowed)
+				return;
+			restore_reserved(r, v, RESUME_KEYS);
+		} else {
+			restore_reserved(r, v, NULL);
+		}
 		return;
 	}
 	if (!is_sandbox_create(r) || !r->ns)
@@ -217,31 +311,9 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 	if (request_scope(r, spec, &sc, msg, sizeof msg) < 0)
 		return;
 	const char *owner = sbx_spec_owner(spec), *key = sbx_spec_key(spec);
-	if (owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) {
-		char why[256] = "";
-		/* The identity is the caller's to size: capped before it is forwarded. */
-		if (wh_identity_check(r->user_info, why, sizeof why) < 0) {
-			wh_verdict_deny(v, 403, "Forbidden",
-					"cannot check whether this identity may use workspace owner \"%s\": %s", owner, why);
-			return;
-		}
-		int ok = p->may_use_owner(p->ctx, r->user_info, r->ns, owner, why, sizeof why);
-		char uq[200];
-		wh_quote(r->username, uq, sizeof uq);
-		if (ok < 0) {
-			wh_verdict_deny(v, 500, "InternalError",
-					"cannot check whether %s may use workspace owner \"%s\": %s", uq, owner, why);
-			return;
-		}
-		if (!ok) {
-			wh_verdict_deny(v, 403, "Forbidden",
-					"%s may not use workspace owner \"%s\" in namespace %s: missing permission "
-					"\"use\" on workspaces.sandbox.dev \"%s\" (RBAC: apiGroups [sandbox.dev], "
-					"resources [workspaces], resourceNames [%s], verbs [use])%s%s",
-					uq, owner, r->ns, owner, owner, why[0] ? "; " : "", why);
-			return;
-		}
-	}
+	/* The identity is the caller's to size: capped before it is forwarded. */
+	if (owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW && !owner_allowed(p, r, owner, "", v))
+		return;
 	char record[SBX_AUTHZ_MAX] = "", picked[64] = "";
 	const cJSON *meta = jobj(r->object, "metadata");
 	const char *name = jstr(meta, "name"), *gen = jstr(meta, "generateName");
@@ -348,6 +420,76 @@ static void check_key_conflict(const struct wh_sandbox_policy *p, const struct w
 	cJSON_Delete(cands);
 }
 
+/* A resume's stamps: a record of this run (the generation the update made)
+ * issued to the resumer, with resumed-by naming the resumer. 1 when they
+ * verify. */
+static int resume_record_valid(const struct wh_sandbox_policy *p, const struct wh_review *r)
+{
+	const cJSON *spec = jobj(r->object, "spec"), *meta = jobj(r->object, "metadata");
+	const char *owner = sbx_spec_owner(spec), *by = jstr(jobj(meta, "annotations"), SBX_ANN_RESUMED_BY);
+	const cJSON *g = jobj(meta, "generation");
+	struct sbx_scope sc;
+	char msg[512];
+	if (!owner || !by || strcmp(by, r->username) || !cJSON_IsNumber(g) || request_scope(r, spec, &sc, msg, sizeof msg) < 0)
+		return 0;
+	struct sbx_authz_subject s = request_subject(r, NULL, owner, sc.fingerprint);
+	struct sbx_authz_info info = { 0 };
+	return sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, 0, jstr(jobj(meta, "annotations"), SBX_ANN_OWNER_AUTHZ),
+				&info) == SBX_AUTHZ_OK &&
+	       info.run == (long long)g->valuedouble;
+}
+
+/* UPDATE: reserved metadata unchanged (a resume's own stamps aside), the
+ * spec unchanged but for a valid lifecycle, and an expired Sandbox's
+ * lifecycle unchanged (Expired is final). */
+static void validate_update(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
+			    struct wh_verdict *v)
+{
+	const char *const *skip = NULL;
+	if (is_resume(r) && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW && sbx_spec_owner(jobj(r->object, "spec"))) {
+		if (!resume_record_valid(p, r)) {
+			wh_verdict_deny(v, 403, "Forbidden",
+					"the resume of a Sandbox with a workspace owner needs the owner authorization the "
+					"mutating webhook sandbox-controller records for it (is it installed?)");
+			return;
+		}
+		skip = RESUME_KEYS;
+	}
+	if (!reserved_same(r->object, r->old_object, "labels", NULL) ||
+	    !reserved_same(r->object, r->old_object, "annotations", skip)) {
+		wh_verdict_deny(v, 403, "Forbidden",
+				"labels and annotations under sandbox.dev/ are reserved for sandbox-controller "
+				"and cannot be changed");
+		return;
+	}
+	const cJSON *a = jobj(r->object, "spec"), *b = jobj(r->old_object, "spec");
+	if (!sbx_spec_same_intent(a, b)) {
+		wh_verdict_deny(v, 422, "Invalid",
+				"spec: Forbidden: spec is immutable after creation except spec.lifecycle; create a new "
+				"Sandbox for a new intent");
+		return;
+	}
+	char msg[256];
+	struct sbx_lifecycle now_lc, was;
+	if (sbx_lifecycle_parse(a, &now_lc, msg, sizeof msg) < 0) {
+		wh_verdict_deny(v, 422, "Invalid", "%s", msg);
+		return;
+	}
+	if (cJSON_Compare(jobj(a, "lifecycle"), jobj(b, "lifecycle"), 1))
+		return;
+	int was_ok = sbx_lifecycle_parse(b, &was, msg, sizeof msg) == 0;
+	const char *phase = jstr(jobj(r->old_object, "status"), "phase");
+	if ((phase && !strcmp(phase, "Expired")) || (was_ok && sbx_lifecycle_expired(&was, now))) {
+		char at[32] = "";
+		if (was_ok && was.has_shutdown)
+			ktime_format_rfc3339(was.shutdown, at);
+		wh_verdict_deny(v, 422, "Invalid",
+				"spec.lifecycle: Forbidden: the Sandbox expired%s%s and Expired is final; create a new "
+				"Sandbox for a new intent",
+				at[0] ? " at " : "", at);
+	}
+}
+
 void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
 			 struct wh_verdict *v)
 {
@@ -358,18 +500,7 @@ void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_revi
 	if (!strcmp(r->operation, "UPDATE")) {
 		if (!r->old_object)
 			return;
-		if (!reserved_same(r->object, r->old_object, "labels") ||
-		    !reserved_same(r->object, r->old_object, "annotations")) {
-			wh_verdict_deny(v, 403, "Forbidden",
-					"labels and annotations under sandbox.dev/ are reserved for sandbox-controller "
-					"and cannot be changed");
-			return;
-		}
-		const cJSON *a = jobj(r->object, "spec"), *b = jobj(r->old_object, "spec");
-		if (!cJSON_Compare(a, b, 1))
-			wh_verdict_deny(v, 422, "Invalid",
-					"spec: Forbidden: spec is immutable after creation; create a new Sandbox for "
-					"a new intent");
+		validate_update(p, r, now, v);
 		return;
 	}
 	if (strcmp(r->operation, "CREATE"))
