@@ -26,16 +26,21 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-# render_admission PORT CONTROLLER_USERNAME: prints manifests/webhook/ with the
-# Service client config replaced by https://127.0.0.1:PORT/<path> and the
-# cluster CA as caBundle, and the pod policy's controller identity set.
+# render_admission PORT CONTROLLER_USERNAME: prints every object of
+# manifests/webhook/ with the Service client config replaced by
+# https://127.0.0.1:PORT/<path> and the cluster CA as caBundle, and the
+# policies' controller identity set. With E2E_WORKSPACE_ROOT set, the
+# policies' workspace hostPath root is that path (as the Helm chart sets it
+# from config.workspace.hostPathRoot); else the manifests' own (none: pvc mode).
 render_admission() {
-  local port=$1 user=$2
-  kubectl create --dry-run=client -o json -f "$E2E_ROOT/manifests/webhook/webhooks.yaml" \
-    -f "$E2E_ROOT/manifests/webhook/pod-policy.yaml" >"$E2E_DIR/admission.json" || return 1
-  python3 - "$E2E_DIR/admission.json" "$port" "$user" "$E2E_DIR/pki/ca.crt" <<'PY'
+  local port=$1 user=$2 f files=()
+  for f in "$E2E_ROOT"/manifests/webhook/*.yaml; do
+    [ "$(basename "$f")" = kustomization.yaml ] || files+=(-f "$f")
+  done
+  kubectl create --dry-run=client -o json "${files[@]}" >"$E2E_DIR/admission.json" || return 1
+  python3 - "$E2E_DIR/admission.json" "$port" "$user" "$E2E_DIR/pki/ca.crt" "${E2E_WORKSPACE_ROOT:-}" <<'PY'
 import base64, json, sys
-src, port, user, ca = sys.argv[1:5]
+src, port, user, ca, root = sys.argv[1:6]
 bundle = base64.b64encode(open(ca, 'rb').read()).decode()
 text, docs, dec, i = open(src).read(), [], json.JSONDecoder(), 0
 while True:
@@ -50,8 +55,35 @@ for x in docs:
     for w in x.get('webhooks', []):
         path = w['clientConfig']['service']['path']
         w['clientConfig'] = {'url': f'https://127.0.0.1:{port}{path}', 'caBundle': bundle}
-print(json.dumps(doc).replace('system:serviceaccount:sandbox-system:sandbox-controller', user))
+out = json.dumps(doc).replace('system:serviceaccount:sandbox-system:sandbox-controller', user)
+if root:
+    out = out.replace("[''].all(workspaceRoot,", "['%s'].all(workspaceRoot," % root)
+print(out)
 PY
+}
+
+# render_policies CONTROLLER_USERNAME: only the ValidatingAdmissionPolicies
+# of render_admission and their bindings (nothing that calls a webhook).
+render_policies() {
+  render_admission 0 "$1" | python3 -c '
+import json, sys
+doc = json.load(sys.stdin)
+doc["items"] = [x for x in doc["items"] if x["kind"].startswith("ValidatingAdmissionPolicy")]
+print(json.dumps(doc))'
+}
+
+# install_policies [CONTROLLER_USERNAME]: applies render_policies and waits
+# until the API server enforces them (a server-side dry run of a pod named
+# sbx-... by this kubeconfig's identity is refused).
+install_policies() {
+  render_policies "${1:-sandbox-controller}" | kubectl apply -f - >/dev/null || return 1
+  local i
+  for i in $(seq 1 100); do
+    kubectl run sbx-policy-probe -n default --image=probe --restart=Never --dry-run=server >/dev/null 2>&1 || return 0
+    sleep 0.2
+  done
+  say "the pod policy is not enforced"
+  return 1
 }
 
 # install_admission PORT [CONTROLLER_USERNAME]: applies the rendered
@@ -89,8 +121,8 @@ YAML
 uninstall_admission() {
   kubectl delete mutatingwebhookconfiguration sandbox-controller --ignore-not-found >/dev/null
   kubectl delete validatingwebhookconfiguration sandbox-controller --ignore-not-found >/dev/null
-  kubectl delete validatingadmissionpolicybinding sandbox-controller-pods --ignore-not-found >/dev/null
-  kubectl delete validatingadmissionpolicy sandbox-controller-pods --ignore-not-found >/dev/null
+  kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy \
+    -l app.kubernetes.io/name=sandbox-controller --ignore-not-found >/dev/null
 }
 
 # grant_owner NS OWNER USER: USER may `use` the workspace owner OWNER in NS

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real local control plane for development and tests: etcd, kube-apiserver,
 # kube-controller-manager (garbage collector, namespaces, service accounts,
-# deployments, replica sets, ClusterRole aggregation),
+# deployments, replica sets, jobs, ClusterRole aggregation),
 # kube-scheduler and kwok (fake nodes, so pods become Running; `kubectl exec`
 # into a pod runs a local process, configured per pod by a kwok `Exec` object).
 #
@@ -269,7 +269,7 @@ ST
   export KUBECONFIG="$DIR/kubeconfig"
   start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$DIR/kubeconfig" \
     --leader-elect=false --secure-port=0 \
-    --controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,persistentvolume-binder-controller,deployment-controller,replicaset-controller,clusterrole-aggregation-controller \
+    --controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,persistentvolume-binder-controller,deployment-controller,replicaset-controller,job-controller,clusterrole-aggregation-controller \
     --service-account-private-key-file="$DIR/pki/sa.key" --root-ca-file="$DIR/pki/ca.crt" \
     --concurrent-gc-syncs=5
   start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$DIR/kubeconfig" --leader-elect=false \
