@@ -6,7 +6,7 @@
 #                                   -> manifests/monitoring/prometheusrule.yaml (PrometheusRule)
 #                                   -> manifests/helm/sandbox-controller/files/
 #   manifests/monitoring/grafana-dashboard.json -> manifests/helm/sandbox-controller/files/
-#   manifests/webhook/{webhooks,pod-policy}.yaml -> manifests/helm/sandbox-controller/files/webhook/
+#   manifests/webhook/*.yaml (but kustomization.yaml) -> manifests/helm/sandbox-controller/files/webhook/
 #
 #   hack/manifests.sh generate   rewrite the copies
 #   hack/manifests.sh check      exit 1 (naming the files) when a copy differs
@@ -42,8 +42,10 @@ emit() {
 TARGETS=(manifests/crd/sandbox.dev_sandboxes.yaml $CHART/crds/sandbox.dev_sandboxes.yaml
          manifests/crd/sandbox.dev_sandboxclaims.yaml $CHART/crds/sandbox.dev_sandboxclaims.yaml
          manifests/monitoring/prometheusrule.yaml $CHART/files/sandbox-controller.rules.yaml
-         $CHART/files/grafana-dashboard.json
-         $CHART/files/webhook/webhooks.yaml $CHART/files/webhook/pod-policy.yaml)
+         $CHART/files/grafana-dashboard.json)
+for f in manifests/webhook/*.yaml; do
+  [ "$(basename "$f")" = kustomization.yaml ] || TARGETS+=("$CHART/files/webhook/$(basename "$f")")
+done
 
 case "${1:-}" in
   generate)
@@ -52,6 +54,9 @@ case "${1:-}" in
     bad=0
     for t in "${TARGETS[@]}"; do
       if ! emit "$t" | cmp -s - "$t"; then echo "manifests: $t is not current (run hack/manifests.sh generate)" >&2; bad=1; fi
+    done
+    for t in "$CHART"/files/webhook/*; do
+      [[ " ${TARGETS[*]} " == *" $t "* ]] || { echo "manifests: $t has no source in manifests/webhook/ (remove it)" >&2; bad=1; }
     done
     exit $bad ;;
   *) echo "usage: $0 generate|check" >&2; exit 2 ;;
