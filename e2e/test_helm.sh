@@ -12,10 +12,15 @@
 M=$E2E_ROOT/manifests
 CHART=$M/helm/sandbox-controller
 
+# use_helm: sets helm to the helm binary (built once) with its state in $E2E_DIR.
+use_helm() {
+  helm=$(bash "$E2E_ROOT/hack/tools.sh" helm) || { fail "helm build"; return 1; }
+  export HELM_CACHE_HOME=$E2E_DIR/helm/cache HELM_CONFIG_HOME=$E2E_DIR/helm/config HELM_DATA_HOME=$E2E_DIR/helm/data
+}
+
 test_helm_chart() {
   local helm
-  helm=$(bash "$E2E_ROOT/hack/tools.sh" helm) || { fail "helm build"; return; }
-  export HELM_CACHE_HOME=$E2E_DIR/helm/cache HELM_CONFIG_HOME=$E2E_DIR/helm/config HELM_DATA_HOME=$E2E_DIR/helm/data
+  use_helm || return
   local out
   out=$("$helm" lint --strict "$CHART" 2>&1) || fail "helm lint: $out"
   out=$("$helm" lint --strict "$CHART" --set certificates.mode=cert-manager,serviceMonitor.enabled=true,prometheusRule.enabled=true 2>&1) ||
@@ -33,6 +38,17 @@ test_helm_chart() {
   out=$("$helm" install sbx "$CHART" -n sandbox-helm --wait --timeout 3m 2>&1) || fail "helm install: $out"
   wait_for 60 controller_pods_on_kwok sandbox-helm 2 ||
     fail "helm: 2 controller pods Running on kwok nodes: $(kubectl get pods -n sandbox-helm -o wide 2>&1)"
+  # The chart's workspace policy is live, with the claim of its controller config.
+  out=$(kubectl create -f - 2>&1 <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: reads-every-workspace, namespace: default}
+spec:
+  containers: [{name: c, image: busybox, volumeMounts: [{name: v, mountPath: /data}]}]
+  volumes: [{name: v, persistentVolumeClaim: {claimName: sandbox-workspaces}}]
+YAML
+) && fail "a pod mounting the workspace claim was admitted under the chart"
+  expect_match "$out" "ValidatingAdmissionPolicy 'sandbox-controller-workspace'" "refused by the chart's workspace policy"
   local key1 key2
   key1=$(jp sandbox-helm secret sandbox-controller-seal '{.data.key}')
   [ "$(printf '%s' "$key1" | base64 -d | wc -c)" -ge 32 ] || fail "seal key shorter than 32 bytes"
@@ -41,6 +57,29 @@ test_helm_chart() {
   expect_eq "$key2" "$key1" "the seal key survives an upgrade"
   wait_for 60 controller_pods_on_kwok sandbox-helm 3 || fail "3 replicas after upgrade"
   out=$("$helm" uninstall sbx -n sandbox-helm --wait 2>&1) || fail "helm uninstall: $out"
+}
+
+# The policies' workspace constants come from the values that render the
+# controller config (config.workspace), in every expression that names them.
+test_helm_policy_workspace_constants() {
+  local helm out
+  use_helm || return
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm --set config.workspace.mode=hostPath \
+    --set config.workspace.hostPathRoot=/srv/team-ws,config.workspace.pvcName=team-ws 2>&1) || { fail "helm template: $out"; return; }
+  expect_match "$out" 'pvcName: team-ws' "the controller config"
+  expect_match "$out" 'hostPathRoot: /srv/team-ws' "the controller config"
+  expect_match "$out" 'name: sandbox-controller-workspace' "the workspace policy is rendered"
+  expect_eq "$(grep -c "\['team-ws'\]\.all(workspaceClaim," <<<"$out")" "$(grep -c '\]\.all(workspaceClaim,' <<<"$out")" \
+    "every workspaceClaim binding has the chart's claim"
+  expect_eq "$(grep -c "\['/srv/team-ws'\]\.all(workspaceRoot," <<<"$out")" "$(grep -c '\]\.all(workspaceRoot,' <<<"$out")" \
+    "every workspaceRoot binding has the chart's root"
+  expect_ne "$(grep -c '\]\.all(workspaceRoot,' <<<"$out")" 0 "workspaceRoot bindings rendered"
+  expect_eq "$(grep -c "'sandbox-workspaces'" <<<"$out")" 0 "the manifests' claim left in the chart"
+  # pvc mode: no hostPath root, whatever hostPathRoot says
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm --set config.workspace.hostPathRoot=/srv/team-ws 2>&1)
+  expect_eq "$(grep -c "\[''\]\.all(workspaceRoot," <<<"$out")" "$(grep -c '\]\.all(workspaceRoot,' <<<"$out")" \
+    "pvc mode renders no hostPath root"
+  expect_fail "$helm" template sbx "$CHART" --set config.workspace.mode=hostPath
 }
 
 cluster_up
