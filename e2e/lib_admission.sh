@@ -143,6 +143,37 @@ subjects: [{kind: User, name: $3}]
 YAML
 }
 
+# sandbox_pod_json NAME NS [PYTHON]: a pod (JSON) as sandbox-controller builds
+# one for owner alice (its labels and owner annotation, the claim
+# sandbox-workspaces mounted with alice's subPath, the restricted security
+# context, no token), never scheduled (schedulerName none); PYTHON, statements
+# on the dict p, changes it first.
+sandbox_pod_json() {
+  python3 - "$1" "$2" "${3:-}" <<'PY'
+import json, sys
+name, ns, mods = sys.argv[1:4]
+p = {'apiVersion': 'v1', 'kind': 'Pod',
+     'metadata': {'name': name, 'namespace': ns,
+                  'labels': {'app.kubernetes.io/managed-by': 'sandbox-controller',
+                             'app.kubernetes.io/name': 'sandbox',
+                             'sandbox.dev/scope-digest': '0123456789abcdef0123456789abcdef'},
+                  'annotations': {'sandbox.dev/workspace-owner': 'alice'}},
+     'spec': {'schedulerName': 'none', 'restartPolicy': 'Never',
+              'automountServiceAccountToken': False, 'enableServiceLinks': False,
+              'securityContext': {'runAsNonRoot': True, 'runAsUser': 1000, 'runAsGroup': 1000,
+                                  'fsGroup': 1000, 'seccompProfile': {'type': 'RuntimeDefault'}},
+              'containers': [{'name': 'sandbox', 'image': 'registry.local/agent:1.0',
+                              'securityContext': {'allowPrivilegeEscalation': False,
+                                                  'capabilities': {'drop': ['ALL']}},
+                              'volumeMounts': [{'name': 'workspaces', 'mountPath': '/workspace',
+                                                'subPath': 'alice/workspace'}]}],
+              'volumes': [{'name': 'workspaces',
+                           'persistentVolumeClaim': {'claimName': 'sandbox-workspaces'}}]}}
+exec(mods)
+print(json.dumps(p))
+PY
+}
+
 # sa_kubeconfig NS NAME: a kubeconfig holding a TokenRequest token of
 # ServiceAccount NS/NAME (created if missing); prints its path.
 sa_kubeconfig() {

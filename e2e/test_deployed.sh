@@ -3,9 +3,12 @@
 # with ONLY the RBAC of manifests/rbac, a token from the TokenRequest API, the
 # in-cluster file layout (token, ca.crt, namespace) and KUBERNETES_SERVICE_HOST/
 # PORT. Proves least privilege with `kubectl auth can-i` and with the token
-# itself, and that the controller works in-cluster with nothing more.
+# itself, and that the controller works in-cluster with nothing more. The
+# admission policies of manifests/webhook/ are installed for that identity:
+# where RBAC cannot narrow a right (pods in every namespace), they do.
 # (Two replicas as deployed: e2e/test_ha.sh.)
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_admission.sh"
 export SBX_E2E_IDENTITY=serviceaccount
 SA=system:serviceaccount:sandbox-system:sandbox-controller
 IMG=registry.local/agent:1.0
@@ -14,6 +17,7 @@ setup() {
   cluster_up
   grant_controller_rbac || exit 1
   new_namespace dep
+  install_policies "$SA" || exit 1
 }
 
 as_sa() { kubectl auth can-i --as="$SA" "$@" 2>/dev/null; }
@@ -37,22 +41,44 @@ test_1_least_privilege() {
   expect_eq "$(as_sa get secrets/other -n sandbox-system)" no "read another Secret"
   expect_eq "$(as_sa list secrets -n sandbox-system)" no "list Secrets"
   expect_eq "$(as_sa get secrets -n kube-system)" no
-  expect_eq "$(as_sa delete pods -n dep)" no "delete pods"
-  expect_eq "$(as_sa delete pods --all-namespaces)" no "delete pods anywhere"
+  # Pods anywhere: RBAC cannot narrow them by name, the confinement policy
+  # does (the token's requests below).
+  expect_eq "$(as_sa delete pods -n dep)" yes "delete pods (confined by admission)"
   expect_eq "$(as_sa deletecollection pods -n dep)" no
   expect_eq "$(as_sa create pods -n dep)" yes
+  local sub
+  for sub in status binding ephemeralcontainers eviction exec; do
+    expect_eq "$(as_sa create pods --subresource=$sub -n dep)" no "create pods/$sub"
+    expect_eq "$(as_sa patch pods --subresource=$sub -n dep)" no "patch pods/$sub"
+  done
   expect_eq "$(as_sa update sandboxes.sandbox.dev -n dep)" no "update Sandbox specs"
+  expect_eq "$(as_sa delete sandboxes.sandbox.dev -n dep)" yes "delete Sandboxes (shutdownPolicy Delete)"
   expect_eq "$(as_sa patch sandboxes.sandbox.dev --subresource=status -n dep)" yes
+  expect_eq "$(as_sa patch validatingwebhookconfigurations/sandbox-controller)" yes
+  expect_eq "$(as_sa patch mutatingwebhookconfigurations/sandbox-controller)" yes
+  expect_eq "$(as_sa patch validatingwebhookconfigurations/other)" no "patch another webhook configuration"
+  expect_eq "$(as_sa list validatingwebhookconfigurations)" no "list webhook configurations"
+  expect_eq "$(as_sa create validatingadmissionpolicies.admissionregistration.k8s.io)" no "create admission policies"
   # The token itself (not impersonation): who it is, and what it cannot do.
   expect_match "$(with_token auth whoami -o jsonpath='{.status.userInfo.username}' 2>&1)" "^$SA\$" "token identity"
   expect_eq "$(with_token auth can-i update leases -n kube-system 2>/dev/null)" no
   expect_eq "$(with_token auth can-i get secrets/other -n sandbox-system 2>/dev/null)" no
-  expect_eq "$(with_token auth can-i delete pods -n dep 2>/dev/null)" no
   expect_fail with_token get secrets -n sandbox-system
+  # Through the real API server, with the token: its own sandbox pods only.
   kubectl run victim -n dep --image=$IMG --restart=Never >/dev/null
   local out
-  out=$(with_token delete pod victim -n dep --wait=false 2>&1) && fail "the token deleted a pod: $out"
-  expect_match "$out" 'forbidden'
+  out=$(with_token create -f - 2>&1 <<<"$(sandbox_pod_json sbx-dep-1 dep)") || fail "the token could not create a sandbox pod: $out"
+  out=$(with_token label pod sbx-dep-1 -n dep example.com/bound=yes 2>&1) || fail "the token could not label its sandbox pod: $out"
+  out=$(with_token delete pod sbx-dep-1 -n dep --wait=false 2>&1) || fail "the token could not delete its sandbox pod: $out"
+  out=$(with_token delete pod victim -n dep --wait=false 2>&1) && fail "the token deleted another pod: $out"
+  expect_match "$out" "ValidatingAdmissionPolicy 'sandbox-controller-confinement'" "delete of another pod"
+  out=$(with_token label pod victim -n dep example.com/x=y 2>&1) && fail "the token labelled another pod: $out"
+  expect_match "$out" "ValidatingAdmissionPolicy 'sandbox-controller-confinement'" "patch of another pod"
+  out=$(with_token run other -n dep --image=$IMG --restart=Never 2>&1) && fail "the token created a pod not named sbx-: $out"
+  expect_match "$out" "ValidatingAdmissionPolicy 'sandbox-controller-confinement'" "create of another pod"
+  out=$(with_token create -f - 2>&1 <<<"$(sandbox_pod_json sbx-dep-2 kube-system "p['spec']['serviceAccountName'] = 'generic-garbage-collector'")") &&
+    fail "the token created a pod with another ServiceAccount in kube-system: $out"
+  expect_match "$out" "ValidatingAdmissionPolicy 'sandbox-controller-confinement'" "a pod with another ServiceAccount"
   kubectl delete pod victim -n dep --wait=false >/dev/null
 }
 

@@ -38,6 +38,19 @@ test_helm_chart() {
   out=$("$helm" install sbx "$CHART" -n sandbox-helm --wait --timeout 3m 2>&1) || fail "helm install: $out"
   wait_for 60 controller_pods_on_kwok sandbox-helm 2 ||
     fail "helm: 2 controller pods Running on kwok nodes: $(kubectl get pods -n sandbox-helm -o wide 2>&1)"
+  # The chart's RBAC: pods (confined by its policy), webhook configurations by name.
+  local sa=system:serviceaccount:sandbox-helm:sandbox-controller
+  expect_eq "$(kubectl auth can-i --as=$sa delete pods -n default 2>/dev/null)" yes "the chart's ServiceAccount deletes pods"
+  expect_eq "$(kubectl auth can-i --as=$sa delete sandboxes.sandbox.dev -n default 2>/dev/null)" yes "... and Sandboxes"
+  expect_eq "$(kubectl auth can-i --as=$sa patch pods --subresource=status -n default 2>/dev/null)" no "... not pods/status"
+  expect_eq "$(kubectl auth can-i --as=$sa patch validatingwebhookconfigurations/sandbox-controller 2>/dev/null)" yes
+  expect_eq "$(kubectl auth can-i --as=$sa patch mutatingwebhookconfigurations/sandbox-controller 2>/dev/null)" yes
+  expect_eq "$(kubectl auth can-i --as=$sa patch validatingwebhookconfigurations/other 2>/dev/null)" no "another webhook configuration"
+  expect_eq "$(kubectl auth can-i --as=$sa list mutatingwebhookconfigurations 2>/dev/null)" no "list webhook configurations"
+  kubectl run helm-victim -n default --image=busybox --restart=Never >/dev/null || fail "create helm-victim"
+  out=$(kubectl --as=$sa delete pod helm-victim -n default --wait=false 2>&1) && fail "the chart's ServiceAccount deleted another pod"
+  expect_match "$out" "ValidatingAdmissionPolicy 'sandbox-controller-confinement'" "refused by the chart's confinement policy"
+  kubectl delete pod helm-victim -n default --wait=false >/dev/null
   # The chart's workspace policy is live, with the claim of its controller config.
   out=$(kubectl create -f - 2>&1 <<YAML
 apiVersion: v1

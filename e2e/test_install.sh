@@ -87,13 +87,29 @@ test_4_rbac_least_privilege() {
   expect_eq "$(can get secrets/other -n sandbox-system)" no "read another Secret"
   expect_eq "$(can list secrets -n sandbox-system)" no "list Secrets"
   expect_eq "$(can get secrets -n default)" no
-  expect_eq "$(can delete pods -n default)" no "delete pods"
+  # Pods anywhere, confined by the installed policy to sandbox pods (below).
+  expect_eq "$(can delete pods -n default)" yes "delete pods"
   expect_eq "$(can create pods -n default)" yes
+  expect_eq "$(can patch pods --subresource=status -n default)" no "patch pods/status"
+  expect_eq "$(can create pods --subresource=eviction -n default)" no "evict pods"
+  expect_eq "$(can delete sandboxes.sandbox.dev -n default)" yes "delete Sandboxes"
+  expect_eq "$(can update sandboxes.sandbox.dev -n default)" no "update Sandboxes"
   expect_eq "$(can create subjectaccessreviews.authorization.k8s.io)" yes
   expect_eq "$(can create tokenreviews.authentication.k8s.io)" yes
   expect_eq "$(can patch validatingwebhookconfigurations/sandbox-controller)" yes
   expect_eq "$(can patch mutatingwebhookconfigurations/sandbox-controller)" yes
   expect_eq "$(can patch validatingwebhookconfigurations/other)" no "patch another webhook"
+  expect_eq "$(can patch mutatingwebhookconfigurations/other)" no "patch another mutating webhook"
+  expect_eq "$(can list validatingwebhookconfigurations)" no "list webhook configurations"
+  # The kustomize install's confinement policy, for the ServiceAccount's
+  # requests (impersonated: the policy sees its userInfo).
+  kubectl run confined-victim -n default --image=busybox --restart=Never >/dev/null || fail "create confined-victim"
+  local out
+  out=$(kubectl --as="$sa" delete pod confined-victim -n default --wait=false 2>&1) && fail "the ServiceAccount deleted another pod"
+  expect_match "$out" "ValidatingAdmissionPolicy 'sandbox-controller-confinement'" "delete of another pod"
+  out=$(kubectl --as="$sa" run confined-other -n default --image=busybox --restart=Never 2>&1) && fail "the ServiceAccount created another pod"
+  expect_match "$out" "ValidatingAdmissionPolicy 'sandbox-controller-confinement'" "create of another pod"
+  kubectl delete pod confined-victim -n default --wait=false >/dev/null
 }
 
 test_5_example_user_rbac() {

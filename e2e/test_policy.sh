@@ -54,6 +54,22 @@ kind: RoleBinding
 metadata: {name: workloads-mallory, namespace: team-a}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workloads}
 subjects: [{kind: User, name: mallory}]
+---
+# More than manifests/rbac grants the controller (pod subresources, exec,
+# bindings), so that what refuses them below is admission, not RBAC: a
+# stolen token of a controller someone granted too much is still confined.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: e2e-controller-extra}
+rules:
+  - {apiGroups: [""], resources: [pods/status, pods/ephemeralcontainers, pods/resize], verbs: [get, update, patch]}
+  - {apiGroups: [""], resources: [pods/binding, bindings, pods/eviction, pods/exec], verbs: [create, get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: e2e-controller-extra}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-controller-extra}
+subjects: [{kind: User, name: sandbox-controller}]
 YAML
 }
 
@@ -158,6 +174,115 @@ test_3_controller_pods_mount_their_owner() {
     "ws-1's hostPath volumes"
 }
 sandbox_as_alice() { KUBECONFIG=$ALICE sandbox team-a "$1" $IMG "$2" "$3" >/dev/null; }
+
+# ctl_create NAME [PYTHON]: creates sandbox_pod_json NAME (changed by PYTHON)
+# in team-a as the controller's identity; prints kubectl's output.
+ctl_create() { create_as "$CONTROLLER" "$(sandbox_pod_json "$1" team-a "${2:-}")"; }
+# ctl_refused WHAT OUT: OUT is a refusal by the confinement policy.
+ctl_refused() { refused_by sandbox-controller-confinement "$2" || fail "$1: not refused by the confinement policy: $2"; }
+binding_json() { printf '{"apiVersion":"v1","kind":"Binding","metadata":{"name":"%s"%s},"target":{"kind":"Node","name":"kwok-node-0"}}' "$1" "${2:-}"; }
+
+# Contract 7: where RBAC cannot narrow a right (pods in every namespace),
+# admission does. The controller's identity creates sandbox pods only: named
+# sbx-, with its labels, each mounting only its owner's folders, and nothing
+# a sandbox pod never has (privileges, host namespaces, other service
+# accounts, Secrets).
+test_4_controller_creates_only_sandbox_pods() {
+  local out
+  out=$(ctl_create sbx-c-ok) || fail "the controller's sandbox pod was refused: $out"
+  out=$(ctl_create sbx-c-host "p['spec']['volumes'] = [{'name': 'workspaces', 'hostPath': {'path': '$ROOT/team-a/alice/workspace', 'type': 'DirectoryOrCreate'}}]
+del p['spec']['containers'][0]['volumeMounts'][0]['subPath']") || fail "a sandbox pod with its owner's hostPath was refused: $out"
+  out=$(ctl_create sbx-w-pool-1 "p['metadata']['labels'].pop('sandbox.dev/scope-digest'); p['metadata']['labels']['sandbox.dev/pool'] = 'warm'") ||
+    fail "a warm-pool pod was refused: $out"
+  out=$(ctl_create ordinary) && fail "the controller created a pod not named sbx-"
+  ctl_refused "a pod not named sbx-" "$out"
+  local what m i=0
+  while IFS='|' read -r what m; do
+    i=$((i + 1))
+    out=$(ctl_create "sbx-c-bad-$i" "$m") && { fail "the controller created a pod with $what"; continue; }
+    ctl_refused "$what" "$out"
+  done <<CASES
+no managed-by label|p['metadata']['labels'].pop('app.kubernetes.io/managed-by')
+neither digest nor pool label|p['metadata']['labels'].pop('sandbox.dev/scope-digest')
+the whole claim|del p['spec']['containers'][0]['volumeMounts'][0]['subPath']
+another owner's subPath|p['spec']['containers'][0]['volumeMounts'][0]['subPath'] = 'bob/workspace'
+the owner's whole folder|p['spec']['containers'][0]['volumeMounts'][0]['subPath'] = 'alice'
+a subPathExpr|m = p['spec']['containers'][0]['volumeMounts'][0]; del m['subPath']; m['subPathExpr'] = 'alice/\$(X)'
+no owner annotation|p['metadata']['annotations'] = {}
+the claim in an init container|p['spec']['initContainers'] = [{'name': 'i', 'image': 'x', 'volumeMounts': [{'name': 'workspaces', 'mountPath': '/w'}]}]
+the claim as a block device|c = p['spec']['containers'][0]; c['volumeMounts'] = []; c['volumeDevices'] = [{'name': 'workspaces', 'devicePath': '/dev/w'}]
+another owner's hostPath|p['spec']['volumes'].append({'name': 'h', 'hostPath': {'path': '$ROOT/team-a/bob/workspace'}})
+another namespace's hostPath|p['spec']['volumes'].append({'name': 'h', 'hostPath': {'path': '$ROOT/team-b/alice/workspace'}})
+the hostPath root|p['spec']['volumes'].append({'name': 'h', 'hostPath': {'path': '$ROOT'}})
+another hostPath|p['spec']['volumes'].append({'name': 'h', 'hostPath': {'path': '/etc'}})
+an unclean hostPath|p['spec']['volumes'].append({'name': 'h', 'hostPath': {'path': '$ROOT/team-a/alice/./x'}})
+a privileged container|p['spec']['containers'][0]['securityContext'] = {'privileged': True}
+the host network|p['spec']['hostNetwork'] = True
+the host PID namespace|p['spec']['hostPID'] = True
+another service account|p['spec']['serviceAccountName'] = 'admin'
+a Secret volume|p['spec']['volumes'].append({'name': 's', 'secret': {'secretName': 'anything'}})
+a projected Secret|p['spec']['volumes'].append({'name': 's', 'projected': {'sources': [{'secret': {'name': 'anything'}}]}})
+an env var from a Secret|p['spec']['containers'][0]['env'] = [{'name': 'T', 'valueFrom': {'secretKeyRef': {'name': 'anything', 'key': 'k'}}}]
+env from a Secret|p['spec']['containers'][0]['envFrom'] = [{'secretRef': {'name': 'anything'}}]
+CASES
+}
+
+# ... changes only sandbox pods, and only their metadata; deletes only them;
+# never writes through a subresource.
+test_5_controller_changes_and_deletes_only_sandbox_pods() {
+  local out
+  as "$MALLORY" run victim -n team-a --image=busybox --restart=Never >/dev/null 2>&1 || fail "mallory's victim pod"
+  out=$(as "$CONTROLLER" label pod -n team-a sbx-c-ok example.com/bound=yes 2>&1) || fail "the controller's metadata patch was refused: $out"
+  out=$(as "$CONTROLLER" patch pod -n team-a sbx-c-ok \
+    -p '{"spec":{"containers":[{"name":"sandbox","image":"evil"}]}}' 2>&1) && fail "the controller changed the image of a sandbox pod"
+  ctl_refused "a spec change" "$out"
+  out=$(as "$CONTROLLER" label pod -n team-a victim example.com/x=y 2>&1) && fail "the controller labelled mallory's pod"
+  ctl_refused "a patch of another pod" "$out"
+  out=$(as "$CONTROLLER" delete pod -n team-a victim --wait=false 2>&1) && fail "the controller deleted mallory's pod"
+  ctl_refused "a delete of another pod" "$out"
+  out=$(as "$CONTROLLER" patch pod -n team-a sbx-c-ok --subresource=status --type merge \
+    -p '{"status":{"message":"x"}}' 2>&1) && fail "the controller wrote pods/status"
+  ctl_refused "pods/status" "$out"
+  out=$(as "$CONTROLLER" patch pod -n team-a sbx-c-ok --subresource=ephemeralcontainers --type merge \
+    -p '{"spec":{"ephemeralContainers":[{"name":"e","image":"busybox"}]}}' 2>&1) && fail "the controller added an ephemeral container"
+  ctl_refused "pods/ephemeralcontainers" "$out"
+  out=$(as "$CONTROLLER" create --raw /api/v1/namespaces/team-a/pods/sbx-c-ok/binding -f - 2>&1 <<<"$(binding_json sbx-c-ok)") &&
+    fail "the controller bound a pod (pods/binding)"
+  ctl_refused "pods/binding" "$out"
+  out=$(as "$CONTROLLER" create --raw /api/v1/namespaces/team-a/bindings -f - 2>&1 <<<"$(binding_json sbx-c-ok)") &&
+    fail "the controller bound a pod (bindings)"
+  ctl_refused "bindings" "$out"
+  out=$(as "$CONTROLLER" create --raw /api/v1/namespaces/team-a/pods/victim/eviction -f - 2>&1 \
+    <<<'{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"victim"}}') && fail "the controller evicted mallory's pod"
+  ctl_refused "pods/eviction" "$out"
+  out=$(as "$CONTROLLER" exec -n team-a victim -- true 2>&1) && fail "the controller ran a command in mallory's pod"
+  ctl_refused "pods/exec" "$out"
+  out=$(as "$CONTROLLER" delete pod -n team-a sbx-c-ok --wait=false 2>&1) || fail "the controller could not delete its sandbox pod: $out"
+  # the real controller's own writes pass: a second Sandbox of the same intent
+  # is adopted (its ownerReference patched onto the pod)
+  sandbox_as_alice ws-2 task-ws alice || fail "ws-2 refused"
+  wait_for 60 bound team-a ws-2 || fail "ws-2 not bound: $(jp team-a sandbox ws-2 '{.status.conditions}')"
+  expect_eq "$(jp team-a sandbox ws-2 '{.status.binding}')" Adopted "ws-2 binding"
+  expect_eq "$(kubectl get pod -n team-a "$(pod_of team-a ws-2)" -o jsonpath='{range .metadata.ownerReferences[*]}{.name}{"\n"}{end}' | sort | tr '\n' ' ')" \
+    "ws-1 ws-2 " "owners of the shared pod"
+}
+
+# Deletes by anyone but the controller are never matched: a tenant's, the
+# garbage collector's, the namespace controller's.
+test_6_deletes_by_others_never_refused() {
+  local pod
+  pod=$(pod_of team-a ws-1)
+  as "$MALLORY" delete pod -n team-a victim --wait=false >/dev/null || fail "mallory could not delete her pod"
+  as "$ALICE" delete sandbox -n team-a ws-1 ws-2 --wait=false >/dev/null || fail "alice could not delete her Sandboxes"
+  wait_for 90 pod_gone team-a "$pod" || fail "the garbage collector did not delete $pod"
+  as "$MALLORY" delete deployment -n team-a deployment-empty --wait=false >/dev/null || fail "delete deployment-empty"
+  wait_for 90 workload_pods_are deployment-empty 0 || fail "the pods of deployment-empty were not collected"
+  kubectl create namespace doomed >/dev/null
+  create_as "$CONTROLLER" "$(sandbox_pod_json sbx-doomed doomed)" >/dev/null || fail "the controller's pod in doomed"
+  kubectl run plain -n doomed --image=busybox --restart=Never >/dev/null || fail "a pod in doomed"
+  kubectl delete namespace doomed --wait=false >/dev/null
+  wait_for 90 sh -c '! kubectl get namespace doomed' || fail "namespace doomed not deleted: $(kubectl get pods -n doomed 2>&1)"
+}
 
 setup
 e2e_main
