@@ -73,23 +73,37 @@ print(json.dumps(doc))'
 }
 
 # install_policies [CONTROLLER_USERNAME]: applies render_policies and waits
-# until the API server enforces them (a server-side dry run of a pod named
-# sbx-... by this kubeconfig's identity is refused).
+# until the API server enforces them (policies_enforced).
 install_policies() {
-  render_policies "${1:-sandbox-controller}" | kubectl apply -f - >/dev/null || return 1
-  local i
-  for i in $(seq 1 100); do
-    kubectl run sbx-policy-probe -n default --image=probe --restart=Never --dry-run=server >/dev/null 2>&1 || return 0
-    sleep 0.2
+  local user=${1:-sandbox-controller}
+  render_policies "$user" | kubectl apply -f - >/dev/null || return 1
+  wait_for 20 policies_enforced "$user" || { say "the pod policies are not enforced"; return 1; }
+}
+
+# policies_enforced CONTROLLER_USERNAME: each installed pod policy refuses a
+# server-side dry run it is there to refuse (an API server loads policies a
+# moment after they are stored): a pod named sbx-... (sandbox-controller-pods),
+# a pod mounting the claim (sandbox-controller-workspace), a pod not named
+# sbx-... by the controller's identity (sandbox-controller-confinement; with
+# the group system:masters, so that RBAC cannot refuse it first).
+policies_enforced() {
+  local user=$1 name out
+  for name in sandbox-controller-pods sandbox-controller-workspace sandbox-controller-confinement; do
+    kubectl get validatingadmissionpolicy "$name" >/dev/null 2>&1 || continue
+    case $name in
+      *-pods) out=$(kubectl run sbx-policy-probe -n default --image=probe --restart=Never --dry-run=server 2>&1) ;;
+      *-workspace) out=$(kubectl create --dry-run=server -f - 2>&1 <<<'{"apiVersion":"v1","kind":"Pod","metadata":{"name":"policy-probe","namespace":"default"},"spec":{"containers":[{"name":"c","image":"probe"}],"volumes":[{"name":"v","persistentVolumeClaim":{"claimName":"sandbox-workspaces"}}]}}') ;;
+      *-confinement) out=$(kubectl run policy-probe -n default --image=probe --restart=Never --dry-run=server \
+                             --as="$user" --as-group=system:masters 2>&1) ;;
+    esac
+    [[ "$out" == *"ValidatingAdmissionPolicy '$name'"* ]] || return 1
   done
-  say "the pod policy is not enforced"
-  return 1
 }
 
 # install_admission PORT [CONTROLLER_USERNAME]: applies the rendered
 # admission objects and waits until the API server reaches the webhook (a
-# server-side dry-run create is answered by it) and the controller counts it
-# as in force.
+# server-side dry-run create is answered by it), enforces the policies, and
+# the controller counts the webhook as in force.
 install_admission() {
   local port=$1 user=${2:-sandbox-controller}
   kubectl create namespace sandbox-system >/dev/null 2>&1 || true
@@ -103,18 +117,16 @@ metadata: {name: admission-probe, namespace: default}
 spec: {image: probe}
 YAML
 )
-    if [[ "$out" == *sandbox.dev/requested-by* ]]; then
-      # The controller counts an owner authorization only for Sandboxes made
-      # at least SBX_INFORCE_GRACE_S (5 s, sandbox/inforce.h) after the
-      # webhook configuration took its present form: the API server's own
-      # lag in loading it. Sandboxes of the caller come after that.
-      sleep 6
-      return 0
-    fi
+    [[ "$out" == *sandbox.dev/requested-by* ]] && break
     sleep 0.2
   done
-  say "webhook not reached: $out"
-  return 1
+  [[ "$out" == *sandbox.dev/requested-by* ]] || { say "webhook not reached: $out"; return 1; }
+  wait_for 20 policies_enforced "$user" || { say "the pod policies are not enforced"; return 1; }
+  # The controller counts an owner authorization only for Sandboxes made
+  # at least SBX_INFORCE_GRACE_S (5 s, sandbox/inforce.h) after the
+  # webhook configuration took its present form: the API server's own
+  # lag in loading it. Sandboxes of the caller come after that.
+  sleep 6
 }
 
 # uninstall_admission: deletes every admission object of the product.
