@@ -46,6 +46,8 @@ kind: Role
 metadata: {name: workloads, namespace: team-a}
 rules:
   - {apiGroups: [""], resources: [pods], verbs: [get, list, create, delete, update, patch]}
+  - {apiGroups: [""], resources: [pods/status], verbs: [get, update, patch]}
+  - {apiGroups: [""], resources: [pods/binding, bindings], verbs: [create]}
   - {apiGroups: [apps], resources: [deployments], verbs: [get, list, create, delete]}
   - {apiGroups: [batch], resources: [jobs], verbs: [get, list, create, delete]}
 ---
@@ -282,6 +284,47 @@ test_6_deletes_by_others_never_refused() {
   kubectl run plain -n doomed --image=busybox --restart=Never >/dev/null || fail "a pod in doomed"
   kubectl delete namespace doomed --wait=false >/dev/null
   wait_for 90 sh -c '! kubectl get namespace doomed' || fail "namespace doomed not deleted: $(kubectl get pods -n doomed 2>&1)"
+}
+
+# Contract 4: reserved sandbox.dev/ metadata is the controller's, through
+# every door: pods/status (UPDATE) writes labels and annotations, and a
+# Binding's annotations (pods/binding, bindings) are copied onto the pod.
+test_7_status_and_binding_keep_reserved_metadata() {
+  sandbox_as_alice ws-3 task-ws3 alice || fail "ws-3 refused"
+  wait_for 60 bound team-a ws-3 || fail "ws-3 not bound"
+  local pod out
+  pod=$(pod_of team-a ws-3)
+  # the scheduler's binding and kwok's status updates of a sandbox pod pass
+  wait_for 60 sh -c "[ \"\$(kubectl get pod -n team-a $pod -o jsonpath='{.status.phase}')\" = Running ]" ||
+    fail "$pod not scheduled and Running"
+  out=$(as "$MALLORY" patch pod -n team-a "$pod" --subresource=status --type merge \
+    -p '{"metadata":{"labels":{"sandbox.dev/scope-digest":"ffffffffffffffffffffffffffffffff"}}}' 2>&1) &&
+    fail "mallory changed the digest label of $pod through pods/status"
+  refused_by sandbox-controller-pods "$out" || fail "pods/status label change: $out"
+  out=$(as "$MALLORY" patch pod -n team-a "$pod" --subresource=status --type merge \
+    -p '{"metadata":{"annotations":{"sandbox.dev/seal":null}}}' 2>&1) && fail "mallory removed the seal of $pod through pods/status"
+  refused_by sandbox-controller-pods "$out" || fail "pods/status annotation removal: $out"
+  expect_eq "$(jp team-a pod "$pod" '{.metadata.labels.sandbox\.dev/scope-digest}')" "$(jp team-a sandbox ws-3 '{.status.scopeDigest}')" \
+    "the digest label of $pod"
+  # her own pods: no reserved key through pods/status or a Binding; ordinary ones pass
+  create_as "$MALLORY" "$(pod_json own-1 '{"name":"v","emptyDir":{}}')" >/dev/null || fail "mallory's own-1"
+  create_as "$MALLORY" "$(pod_json own-2 '{"name":"v","emptyDir":{}}')" >/dev/null || fail "mallory's own-2"
+  out=$(as "$MALLORY" patch pod -n team-a own-1 --subresource=status --type merge \
+    -p '{"metadata":{"labels":{"sandbox.dev/scope-digest":"0123"}}}' 2>&1) && fail "mallory added a reserved label through pods/status"
+  refused_by sandbox-controller-pods "$out" || fail "pods/status reserved label on own-1: $out"
+  out=$(as "$MALLORY" patch pod -n team-a own-1 --subresource=status --type merge \
+    -p '{"metadata":{"labels":{"example.com/note":"hi"}}}' 2>&1) || fail "an ordinary label through pods/status: $out"
+  expect_eq "$(jp team-a pod own-1 '{.metadata.labels.example\.com/note}')" hi "ordinary label through pods/status"
+  out=$(as "$MALLORY" create --raw /api/v1/namespaces/team-a/pods/own-1/binding -f - 2>&1 \
+    <<<"$(binding_json own-1 ',"annotations":{"sandbox.dev/seal":"forged"}')") && fail "mallory's Binding carried a reserved annotation"
+  refused_by sandbox-controller-pods "$out" || fail "pods/binding with a reserved annotation: $out"
+  out=$(as "$MALLORY" create --raw /api/v1/namespaces/team-a/bindings -f - 2>&1 \
+    <<<"$(binding_json own-2 ',"annotations":{"sandbox.dev/workspace-owner":"alice"}')") && fail "mallory's Binding (bindings) carried a reserved annotation"
+  refused_by sandbox-controller-pods "$out" || fail "bindings with a reserved annotation: $out"
+  expect_eq "$(jp team-a pod own-1 '{.metadata.annotations}')" "" "own-1 annotations"
+  out=$(as "$MALLORY" create --raw /api/v1/namespaces/team-a/pods/own-1/binding -f - 2>&1 \
+    <<<"$(binding_json own-1 ',"annotations":{"example.com/placed":"yes"}')") || fail "an ordinary Binding: $out"
+  expect_eq "$(jp team-a pod own-1 '{.spec.nodeName}')" kwok-node-0 "own-1 bound"
 }
 
 setup
