@@ -33,6 +33,7 @@ kind: Role
 metadata: {name: sandbox-editor, namespace: team-a}
 rules:
   - {apiGroups: [sandbox.dev], resources: [sandboxes], verbs: [get, list, watch, create, update, patch, delete]}
+  - {apiGroups: [sandbox.dev], resources: [sandboxes/status], verbs: [get, update, patch]}
   - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [alice], verbs: [use]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -325,6 +326,61 @@ test_7_status_and_binding_keep_reserved_metadata() {
   out=$(as "$MALLORY" create --raw /api/v1/namespaces/team-a/pods/own-1/binding -f - 2>&1 \
     <<<"$(binding_json own-1 ',"annotations":{"example.com/placed":"yes"}')") || fail "an ordinary Binding: $out"
   expect_eq "$(jp team-a pod own-1 '{.spec.nodeName}')" kwok-node-0 "own-1 bound"
+}
+
+# Updates of a Sandbox being deleted skip both webhooks (finalizer removals
+# must never wait for them): its reserved metadata is still the controller's,
+# and its finalizers and garbage collection still go through. The status
+# (lifecycle facts) is written by the controller alone.
+test_8_terminating_sandboxes_and_status() {
+  as "$ALICE" apply -f - >/dev/null <<YAML || fail "create term-1"
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: term-1, namespace: team-a, finalizers: [example.com/hold]}
+spec: {image: $IMG, idempotencyKey: task-term, workspaceOwner: alice}
+YAML
+  wait_for 60 bound team-a term-1 || fail "term-1 not bound"
+  local digest out
+  digest=$(jp team-a sandbox term-1 '{.metadata.labels.sandbox\.dev/scope-digest}')
+  expect_match "$digest" '^[0-9a-f]{32}$' "term-1's digest label"
+  as "$ALICE" delete sandbox -n team-a term-1 --wait=false >/dev/null || fail "delete term-1"
+  out=$(as "$ALICE" annotate sandbox -n team-a term-1 sandbox.dev/requested-by=bob --overwrite 2>&1) &&
+    fail "alice rewrote requested-by of a terminating Sandbox"
+  refused_by sandbox-controller-sandboxes "$out" || fail "reserved annotation changed: $out"
+  out=$(as "$ALICE" label sandbox -n team-a term-1 sandbox.dev/scope-digest=ffffffffffffffffffffffffffffffff --overwrite 2>&1) &&
+    fail "alice rewrote the digest label of a terminating Sandbox"
+  refused_by sandbox-controller-sandboxes "$out" || fail "digest label changed: $out"
+  out=$(as "$ALICE" label sandbox -n team-a term-1 sandbox.dev/scope-digest- 2>&1) &&
+    fail "alice removed the digest label of a terminating Sandbox"
+  refused_by sandbox-controller-sandboxes "$out" || fail "digest label removed: $out"
+  out=$(as "$ALICE" annotate sandbox -n team-a term-1 sandbox.dev/owner-authorization- 2>&1) &&
+    fail "alice removed the record of a terminating Sandbox"
+  refused_by sandbox-controller-sandboxes "$out" || fail "record removed: $out"
+  out=$(as "$ALICE" annotate sandbox -n team-a term-1 sandbox.dev/extra=1 2>&1) && fail "alice added a reserved annotation"
+  refused_by sandbox-controller-sandboxes "$out" || fail "reserved annotation added: $out"
+  expect_eq "$(jp team-a sandbox term-1 '{.metadata.labels.sandbox\.dev/scope-digest}')" "$digest" "term-1's digest label"
+  out=$(as "$ALICE" annotate sandbox -n team-a term-1 example.com/note=bye 2>&1) || fail "an ordinary annotation refused: $out"
+  out=$(as "$ALICE" patch sandbox -n team-a term-1 --type json -p '[{"op":"remove","path":"/metadata/finalizers"}]' 2>&1) ||
+    fail "finalizer removal refused: $out"
+  wait_for 30 sh -c '! kubectl get sandbox -n team-a term-1' || fail "term-1 not deleted"
+  # foreground deletion: the garbage collector's finalizer goes after the pod
+  sandbox_as_alice fg-1 task-fg alice || fail "fg-1 refused"
+  wait_for 60 bound team-a fg-1 || fail "fg-1 not bound"
+  local pod
+  pod=$(pod_of team-a fg-1)
+  as "$ALICE" delete sandbox -n team-a fg-1 --cascade=foreground --wait=false >/dev/null || fail "delete fg-1"
+  wait_for 90 sh -c '! kubectl get sandbox -n team-a fg-1' || fail "fg-1 (foreground) not deleted: $(kubectl get sandbox -n team-a fg-1 -o jsonpath='{.metadata.finalizers}')"
+  expect_ok pod_gone team-a "$pod"
+  # status: refused to alice and to the cluster admin, the controller's own pass
+  out=$(as "$ALICE" patch sandbox -n team-a ws-3 --subresource=status --type merge -p '{"status":{"phase":"Failed"}}' 2>&1) &&
+    fail "alice wrote the status of ws-3"
+  refused_by sandbox-controller-sandboxes "$out" || fail "alice's status write: $out"
+  out=$(kubectl patch sandbox -n team-a ws-3 --subresource=status --type merge -p '{"status":{"podName":"sbx-elsewhere"}}' 2>&1) &&
+    fail "the admin wrote the status of ws-3"
+  refused_by sandbox-controller-sandboxes "$out" || fail "the admin's status write: $out"
+  expect_eq "$(jp team-a sandbox ws-3 '{.status.phase}')" Running "ws-3's phase"
+  out=$(as "$CONTROLLER" patch sandbox -n team-a ws-3 --subresource=status --type merge -p '{"status":{"phase":"Running"}}' 2>&1) ||
+    fail "the controller's status write refused: $out"
 }
 
 setup
