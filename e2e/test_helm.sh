@@ -12,6 +12,10 @@
 M=$E2E_ROOT/manifests
 CHART=$M/helm/sandbox-controller
 
+# Renders that are not about the seal key name one (a render that cannot see
+# the cluster never invents one: test_helm_seal_key_never_invented).
+SEALED=(--set seal.existingSecret=sandbox-controller-seal)
+
 # use_helm: sets helm to the helm binary (built once) with its state in $E2E_DIR.
 use_helm() {
   helm=$(bash "$E2E_ROOT/hack/tools.sh" helm) || { fail "helm build"; return 1; }
@@ -22,17 +26,17 @@ test_helm_chart() {
   local helm
   use_helm || return
   local out
-  out=$("$helm" lint --strict "$CHART" 2>&1) || fail "helm lint: $out"
-  out=$("$helm" lint --strict "$CHART" --set certificates.mode=cert-manager,serviceMonitor.enabled=true,prometheusRule.enabled=true 2>&1) ||
+  out=$("$helm" lint --strict "$CHART" "${SEALED[@]}" 2>&1) || fail "helm lint: $out"
+  out=$("$helm" lint --strict "$CHART" "${SEALED[@]}" --set certificates.mode=cert-manager,serviceMonitor.enabled=true,prometheusRule.enabled=true 2>&1) ||
     fail "helm lint (cert-manager, monitoring): $out"
-  expect_fail "$helm" template x "$CHART" --set certificates.mode=bogus
+  expect_fail "$helm" template x "$CHART" "${SEALED[@]}" --set certificates.mode=bogus
   crd_stub cert-manager.io Certificate certificates
   crd_stub cert-manager.io Issuer issuers
   crd_stub monitoring.coreos.com ServiceMonitor servicemonitors
   crd_stub monitoring.coreos.com PrometheusRule prometheusrules
   kubectl create namespace sandbox-helm >/dev/null
   kubectl label namespace sandbox-helm pod-security.kubernetes.io/enforce=restricted >/dev/null
-  out=$("$helm" template sbx "$CHART" -n sandbox-helm --include-crds \
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm --include-crds "${SEALED[@]}" \
           --set certificates.mode=cert-manager,serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true |
         kubectl apply --dry-run=server -f - 2>&1) || fail "helm template | kubectl apply --dry-run=server: $out"
   out=$("$helm" install sbx "$CHART" -n sandbox-helm --wait --timeout 3m 2>&1) || fail "helm install: $out"
@@ -68,6 +72,10 @@ YAML
   out=$("$helm" upgrade sbx "$CHART" -n sandbox-helm --set replicas=3 --wait --timeout 3m 2>&1) || fail "helm upgrade: $out"
   key2=$(jp sandbox-helm secret sandbox-controller-seal '{.data.key}')
   expect_eq "$key2" "$key1" "the seal key survives an upgrade"
+  # a render that sees the cluster renders the key it has
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm --dry-run=server --show-only templates/seal-secret.yaml 2>&1) ||
+    fail "helm template --dry-run=server: $out"
+  expect_match "$out" "key: $key1" "the cluster's key rendered"
   wait_for 60 controller_pods_on_kwok sandbox-helm 3 || fail "3 replicas after upgrade"
   out=$("$helm" uninstall sbx -n sandbox-helm --wait 2>&1) || fail "helm uninstall: $out"
 }
@@ -77,7 +85,7 @@ YAML
 test_helm_policy_workspace_constants() {
   local helm out
   use_helm || return
-  out=$("$helm" template sbx "$CHART" -n sandbox-helm --set config.workspace.mode=hostPath \
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" --set config.workspace.mode=hostPath \
     --set config.workspace.hostPathRoot=/srv/team-ws,config.workspace.pvcName=team-ws 2>&1) || { fail "helm template: $out"; return; }
   expect_match "$out" 'pvcName: team-ws' "the controller config"
   expect_match "$out" 'hostPathRoot: /srv/team-ws' "the controller config"
@@ -89,10 +97,33 @@ test_helm_policy_workspace_constants() {
   expect_ne "$(grep -c '\]\.all(workspaceRoot,' <<<"$out")" 0 "workspaceRoot bindings rendered"
   expect_eq "$(grep -c "'sandbox-workspaces'" <<<"$out")" 0 "the manifests' claim left in the chart"
   # pvc mode: no hostPath root, whatever hostPathRoot says
-  out=$("$helm" template sbx "$CHART" -n sandbox-helm --set config.workspace.hostPathRoot=/srv/team-ws 2>&1)
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" --set config.workspace.hostPathRoot=/srv/team-ws 2>&1)
   expect_eq "$(grep -c "\[''\]\.all(workspaceRoot," <<<"$out")" "$(grep -c '\]\.all(workspaceRoot,' <<<"$out")" \
     "pvc mode renders no hostPath root"
-  expect_fail "$helm" template sbx "$CHART" --set config.workspace.mode=hostPath
+  expect_fail "$helm" template sbx "$CHART" "${SEALED[@]}" --set config.workspace.mode=hostPath
+}
+
+# A render must never invent a seal key: a new key on every helm template
+# (a GitOps sync) would rotate the seal of every pod and the webhook CA.
+test_helm_seal_key_never_invented() {
+  local helm out out2
+  use_helm || return
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm 2>&1) && fail "helm template with no seal key rendered: $(grep -A3 'name: sandbox-controller-seal' <<<"$out" | head -8)"
+  expect_match "$out" "seal\\.existingSecret" "the refusal names seal.existingSecret"
+  expect_match "$out" "seal\\.key" "the refusal names seal.key"
+  # a Secret of one's own: no Secret rendered, that one mounted and granted
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm --set seal.existingSecret=my-seal 2>&1) || fail "existingSecret: $out"
+  expect_eq "$(grep -c 'kind: Secret$' <<<"$out")" 0 "a Secret rendered with existingSecret"
+  expect_match "$out" 'secretName: my-seal' "my-seal mounted"
+  expect_match "$out" 'resourceNames: \[my-seal\]|- my-seal' "my-seal granted"
+  # an explicit key: rendered as is, the same on every render
+  local key
+  key=$(head -c 48 /dev/urandom | base64 -w0)
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm --set seal.key="$key" 2>&1) || fail "seal.key: $out"
+  out2=$("$helm" template sbx "$CHART" -n sandbox-helm --set seal.key="$key" 2>&1)
+  expect_eq "$out2" "$out" "two renders with seal.key"
+  expect_match "$out" "key: $(printf '%s' "$key" | base64 -w0)" "the key rendered"
+  expect_fail "$helm" template sbx "$CHART" --set seal.key=short
 }
 
 cluster_up
