@@ -9,6 +9,7 @@
 # every pod ("no params found") until it restarts (Kubernetes 1.35.4, see
 # docs/operations.md).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_certmount.sh"
 M=$E2E_ROOT/manifests
 CHART=$M/helm/sandbox-controller
 
@@ -124,6 +125,20 @@ test_helm_seal_key_never_invented() {
   expect_eq "$out2" "$out" "two renders with seal.key"
   expect_match "$out" "key: $(printf '%s' "$key" | base64 -w0)" "the key rendered"
   expect_fail "$helm" template sbx "$CHART" --set seal.key=short
+}
+
+# The controller, as the chart's pod spec runs it, reads the certificate
+# Secret in cert-manager mode.
+test_helm_cert_manager_secret_readable() {
+  local helm out
+  use_helm || return
+  crd_stub cert-manager.io Certificate certificates
+  crd_stub cert-manager.io Issuer issuers
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" --set certificates.mode=cert-manager 2>&1) ||
+    { fail "helm template (cert-manager): $out"; return; }
+  printf '%s\n' "$out" >"$E2E_DIR/chart-cert-manager.yaml"
+  cert_secret_readable helm-cert-manager "$E2E_DIR/chart-cert-manager.yaml"
+  certmount_done
 }
 
 cluster_up

@@ -7,6 +7,7 @@
 # promtool is built once from its Go module (hack/tools.sh).
 # The tests run in the order of their numbers (each builds on the one before).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_certmount.sh"
 M=$E2E_ROOT/manifests
 CHART=$M/helm/sandbox-controller
 
@@ -75,6 +76,10 @@ test_3_kustomize_cert_manager_overlay() {
     expect_eq "$(grep -c 'cert-manager.io/inject-ca-from: sandbox-system/sandbox-controller-webhook' <<<"$r")" 2 \
       "inject-ca-from on both webhook configurations"
   fi
+  # The controller, as the overlay's pod spec runs it, reads the Secret.
+  printf '%s\n' "$r" >"$E2E_DIR/cert-manager-overlay.yaml"
+  cert_secret_readable kustomize-cert-manager "$E2E_DIR/cert-manager-overlay.yaml"
+  certmount_done
 }
 
 test_4_rbac_least_privilege() {

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Can the controller, as its pod spec runs it, read the certificate Secret
+# that cert-manager writes (issue 15 finding 7)? Source after lib.sh; needs a
+# control plane (the controller syncs its caches before it serves the
+# webhook) with the CRDs of the rendered kinds (crd_stub for cert-manager's).
+#
+# cert_secret_readable NAME RENDERED: from RENDERED (the manifests of an
+# install, YAML) takes the Deployment sandbox-controller (the uid, gid and
+# groups its pod spec gives the manager container, and the serving-certs
+# Secret volume with its defaultMode) and the Certificate (its DNS names).
+# It writes that Secret the way kubelet writes a secret volume (ca.crt,
+# tls.crt, tls.key owned by root, mode defaultMode; with an fsGroup, group
+# fsGroup and mode | 0440: kubelet's SetVolumeOwnership on a read-only
+# volume), starts the real controller binary as that uid with those groups
+# (setpriv) and checks that the webhook and the metrics listener serve that
+# certificate. Sets CERTMOUNT_DIR (the Secret's directory; the caller may
+# verify more against it) and CERTMOUNT_PORTS ("webhook metrics"); the
+# controller is stopped before it returns. 0 when it served the certificate.
+cert_secret_readable() {
+  local name=$1 rendered=$2 d
+  kubectl create --dry-run=client -o json -f "$rendered" >"$E2E_DIR/$name.json" || { fail "$name: cannot read the manifests"; return 1; }
+  local uid gid groups fsgroup mode mountpath dns
+  read -r uid gid groups fsgroup mode mountpath dns < <(python3 - "$E2E_DIR/$name.json" <<'PY'
+import json, sys
+text, items, dec, i = open(sys.argv[1]).read(), [], json.JSONDecoder(), 0
+while True:  # kubectl prints one JSON document per object
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text):
+        break
+    d, i = dec.raw_decode(text, i)
+    items += d.get('items', [d])
+dep = next(x for x in items if x['kind'] == 'Deployment' and x['metadata']['name'] == 'sandbox-controller')
+cert = next(x for x in items if x['kind'] == 'Certificate')
+ps = dep['spec']['template']['spec']
+psc = ps.get('securityContext', {})
+c = next(c for c in ps['containers'] if c['name'] == 'manager')
+csc = c.get('securityContext', {})
+uid = csc.get('runAsUser', psc.get('runAsUser'))
+# the image's passwd gives uid 65532 the primary group 65532 (hack/image-rootfs.sh)
+gid = csc.get('runAsGroup', psc.get('runAsGroup', 65532))
+fs = psc.get('fsGroup')
+groups = [g for g in [fs] + psc.get('supplementalGroups', []) if g is not None]
+vol = next(v for v in ps['volumes'] if v['name'] == 'serving-certs')
+mount = next(m for m in c['volumeMounts'] if m['name'] == 'serving-certs')
+print(uid, gid, ','.join(str(g) for g in groups) or '-', '-' if fs is None else fs,
+      '%o' % vol['secret'].get('defaultMode', 0o644), mount['mountPath'], ','.join(cert['spec']['dnsNames']))
+PY
+  ) || { fail "$name: no Deployment with a serving-certs Secret and a Certificate"; return 1; }
+  say "  $name: uid $uid gid $gid groups $groups, Secret mode $mode at $mountpath, DNS $dns"
+  # the controller reads its certificates there by default (--webhook-cert-dir)
+  expect_eq "$mountpath" /tmp/k8s-webhook-server/serving-certs "$name: where the Secret is mounted"
+  d=$(mktemp -d "${TMPDIR:-/tmp}/sbx-certmount.XXXXXX")
+  chmod 0755 "$d"
+  mkdir -p "$d/certs" "$d/run"
+  CERTMOUNT_DIR=$d/certs
+  local c=$d/certs san
+  san="subjectAltName=IP:127.0.0.1$(tr ',' '\n' <<<"$dns" | sed 's/^/,DNS:/' | tr -d '\n')"
+  openssl ecparam -name prime256v1 -genkey -noout -out "$d/ca.key" 2>/dev/null
+  openssl req -x509 -new -key "$d/ca.key" -subj "/CN=certmount-ca" -days 1 -out "$c/ca.crt" 2>/dev/null
+  openssl ecparam -name prime256v1 -genkey -noout -out "$c/tls.key" 2>/dev/null
+  openssl req -new -key "$c/tls.key" -subj "/CN=sandbox-controller-webhook" -out "$d/tls.csr" 2>/dev/null
+  printf 'extendedKeyUsage=serverAuth\n%s\n' "$san" >"$d/ext"
+  openssl x509 -req -in "$d/tls.csr" -CA "$c/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 1 \
+    -extfile "$d/ext" -out "$c/tls.crt" 2>/dev/null
+  local fmode=$((8#$mode)) group=0
+  if [ "$fsgroup" != - ]; then group=$fsgroup; fmode=$((fmode | 8#440)); fi
+  chown "0:$group" "$c"/*
+  chmod "$(printf '%o' "$fmode")" "$c"/*
+  # the controller's other inputs (kubeconfig, seal key), readable by uid
+  cp "$E2E_DIR/pki/ca.crt" "$E2E_DIR/pki/admin.crt" "$E2E_DIR/pki/admin.key" "$E2E_DIR/seal.key" "$d/run/"
+  sed "s#$E2E_DIR/pki/#$d/run/#g" "$E2E_DIR/kubeconfig" >"$d/run/kubeconfig"
+  chmod 0644 "$d/run"/*
+  local wp mp gargs=(--clear-groups)
+  wp=$(free_port); mp=$(free_port)
+  CERTMOUNT_PORTS="$wp $mp"
+  [ "$groups" != - ] && gargs=(--groups="$groups")
+  setpriv --reuid="$uid" --regid="$gid" "${gargs[@]}" -- "$CONTROLLER_BIN" --kubeconfig "$d/run/kubeconfig" \
+    --seal-key-file "$d/run/seal.key" --owner-authorization namespace --webhook-cert-mode cert-manager \
+    --webhook-cert-dir "$c" --webhook-bind-address "127.0.0.1:$wp" \
+    --metrics-bind-address "127.0.0.1:$mp" --metrics-cert-path "$c" --metrics-secure \
+    --health-probe-bind-address 127.0.0.1:0 >"$E2E_DIR/certmount-$name.log" 2>&1 &
+  local pid=$! want ok=0
+  CTL_PIDS+=("$pid")
+  want=$(openssl x509 -in "$c/tls.crt" -noout -fingerprint -sha256 | sed 's/.*=//')
+  wait_for 60 sh -c "! kill -0 $pid || { $(declare -f served_fingerprint_is); served_fingerprint_is $wp $want; }"
+  if served_fingerprint_is "$wp" "$want" && served_fingerprint_is "$mp" "$want"; then
+    ok=1
+  else
+    fail "$name: the controller (uid $uid, groups $groups) does not serve the mounted certificate: $(grep -m1 '"level":"error"' "$E2E_DIR/certmount-$name.log" || tail -1 "$E2E_DIR/certmount-$name.log")"
+  fi
+  controller_stop "$pid"
+  [ "$ok" = 1 ]
+}
+
+# served_fingerprint_is PORT FINGERPRINT: the TLS server on 127.0.0.1:PORT
+# presents the certificate with that SHA-256 fingerprint.
+served_fingerprint_is() {
+  [ "$(openssl s_client -connect "127.0.0.1:$1" </dev/null 2>/dev/null |
+    openssl x509 -noout -fingerprint -sha256 2>/dev/null | sed 's/.*=//')" = "$2" ]
+}
+
+# certmount_done: removes what cert_secret_readable wrote outside $E2E_DIR.
+certmount_done() { [ -n "${CERTMOUNT_DIR:-}" ] && rm -rf "${CERTMOUNT_DIR%/certs}"; CERTMOUNT_DIR=; }
