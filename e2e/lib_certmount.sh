@@ -13,9 +13,8 @@
 # fsGroup and mode | 0440: kubelet's SetVolumeOwnership on a read-only
 # volume), starts the real controller binary as that uid with those groups
 # (setpriv) and checks that the webhook and the metrics listener serve that
-# certificate. Sets CERTMOUNT_DIR (the Secret's directory; the caller may
-# verify more against it) and CERTMOUNT_PORTS ("webhook metrics"); the
-# controller is stopped before it returns. 0 when it served the certificate.
+# certificate. The controller keeps running for servicemonitor_verifies
+# until certmount_done. 0 when it served the certificate.
 cert_secret_readable() {
   local name=$1 rendered=$2 d
   kubectl create --dry-run=client -o json -f "$rendered" >"$E2E_DIR/$name.json" || { fail "$name: cannot read the manifests"; return 1; }
@@ -73,7 +72,7 @@ PY
   chmod 0644 "$d/run"/*
   local wp mp gargs=(--clear-groups)
   wp=$(free_port); mp=$(free_port)
-  CERTMOUNT_PORTS="$wp $mp"
+  CERTMOUNT_METRICS_PORT=$mp
   [ "$groups" != - ] && gargs=(--groups="$groups")
   setpriv --reuid="$uid" --regid="$gid" "${gargs[@]}" -- "$CONTROLLER_BIN" --kubeconfig "$d/run/kubeconfig" \
     --seal-key-file "$d/run/seal.key" --owner-authorization namespace --webhook-cert-mode cert-manager \
@@ -82,6 +81,7 @@ PY
     --health-probe-bind-address 127.0.0.1:0 >"$E2E_DIR/certmount-$name.log" 2>&1 &
   local pid=$! want ok=0
   CTL_PIDS+=("$pid")
+  CERTMOUNT_PID=$pid
   want=$(openssl x509 -in "$c/tls.crt" -noout -fingerprint -sha256 | sed 's/.*=//')
   wait_for 60 sh -c "! kill -0 $pid || { $(declare -f served_fingerprint_is); served_fingerprint_is $wp $want; }"
   if served_fingerprint_is "$wp" "$want" && served_fingerprint_is "$mp" "$want"; then
@@ -89,7 +89,6 @@ PY
   else
     fail "$name: the controller (uid $uid, groups $groups) does not serve the mounted certificate: $(grep -m1 '"level":"error"' "$E2E_DIR/certmount-$name.log" || tail -1 "$E2E_DIR/certmount-$name.log")"
   fi
-  controller_stop "$pid"
   [ "$ok" = 1 ]
 }
 
@@ -100,5 +99,43 @@ served_fingerprint_is() {
     openssl x509 -noout -fingerprint -sha256 2>/dev/null | sed 's/.*=//')" = "$2" ]
 }
 
-# certmount_done: removes what cert_secret_readable wrote outside $E2E_DIR.
-certmount_done() { [ -n "${CERTMOUNT_DIR:-}" ] && rm -rf "${CERTMOUNT_DIR%/certs}"; CERTMOUNT_DIR=; }
+# certmount_done: stops cert_secret_readable's controller and removes what it
+# wrote outside $E2E_DIR.
+certmount_done() {
+  [ -n "${CERTMOUNT_PID:-}" ] && controller_stop "$CERTMOUNT_PID"
+  [ -n "${CERTMOUNT_DIR:-}" ] && rm -rf "${CERTMOUNT_DIR%/certs}"
+  CERTMOUNT_PID= CERTMOUNT_DIR=
+}
+
+# servicemonitor_verifies NAME: after cert_secret_readable NAME (its manifests
+# must hold a ServiceMonitor too), the ServiceMonitor's scrape verifies the
+# certificate: no insecureSkipVerify, its CA is a key of the Certificate's
+# Secret, its serverName one of the Certificate's DNS names, and a TLS client
+# with exactly that CA file and server name accepts what /metrics serves.
+servicemonitor_verifies() {
+  local name=$1 key server
+  read -r key server < <(python3 - "$E2E_DIR/$name.json" <<'PY'
+import json, sys
+text, items, dec, i = open(sys.argv[1]).read(), [], json.JSONDecoder(), 0
+while True:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text):
+        break
+    d, i = dec.raw_decode(text, i)
+    items += d.get('items', [d])
+cert = next(x for x in items if x['kind'] == 'Certificate')
+sm = next(x for x in items if x['kind'] == 'ServiceMonitor')
+for ep in sm['spec']['endpoints']:
+    tls = ep.get('tlsConfig', {})
+    ca = tls.get('ca', {}).get('secret', {})
+    ok = (not tls.get('insecureSkipVerify') and ca.get('name') == cert['spec']['secretName']
+          and tls.get('serverName') in cert['spec']['dnsNames'])
+    print(ca.get('key', '-') if ok else '-', tls.get('serverName') if ok else json.dumps(tls, separators=(',', ':')))
+PY
+  )
+  [ "${key:--}" != - ] || { fail "$name: the ServiceMonitor does not verify with the Certificate's Secret and DNS name: tlsConfig $server"; return 1; }
+  openssl s_client -connect "127.0.0.1:$CERTMOUNT_METRICS_PORT" -CAfile "$CERTMOUNT_DIR/$key" \
+    -verify_hostname "$server" -verify_return_error </dev/null >"$E2E_DIR/$name-verify.out" 2>&1 ||
+    fail "$name: /metrics does not verify with $key and serverName $server: $(grep -m1 -i 'verify' "$E2E_DIR/$name-verify.out")"
+}

@@ -128,17 +128,29 @@ test_helm_seal_key_never_invented() {
 }
 
 # The controller, as the chart's pod spec runs it, reads the certificate
-# Secret in cert-manager mode.
+# Secret in cert-manager mode, and the chart's ServiceMonitor verifies what it
+# serves. With self-managed certificates (their CA is only in the webhook
+# configurations' caBundle) a ServiceMonitor needs a CA named explicitly.
 test_helm_cert_manager_secret_readable() {
   local helm out
   use_helm || return
   crd_stub cert-manager.io Certificate certificates
   crd_stub cert-manager.io Issuer issuers
-  out=$("$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" --set certificates.mode=cert-manager 2>&1) ||
-    { fail "helm template (cert-manager): $out"; return; }
+  crd_stub monitoring.coreos.com ServiceMonitor servicemonitors
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" \
+    --set certificates.mode=cert-manager,serviceMonitor.enabled=true 2>&1) || { fail "helm template (cert-manager): $out"; return; }
   printf '%s\n' "$out" >"$E2E_DIR/chart-cert-manager.yaml"
-  cert_secret_readable helm-cert-manager "$E2E_DIR/chart-cert-manager.yaml"
+  cert_secret_readable helm-cert-manager "$E2E_DIR/chart-cert-manager.yaml" && servicemonitor_verifies helm-cert-manager
   certmount_done
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" --set serviceMonitor.enabled=true 2>&1) &&
+    fail "a self-managed ServiceMonitor without a CA rendered: $(grep -A4 'tlsConfig' <<<"$out")"
+  expect_match "$out" 'serviceMonitor\.tlsConfig\.ca' "the refusal names serviceMonitor.tlsConfig.ca"
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" --set serviceMonitor.enabled=true \
+    --set serviceMonitor.tlsConfig.ca.configMap.name=my-ca,serviceMonitor.tlsConfig.ca.configMap.key=ca.crt 2>&1) ||
+    fail "a self-managed ServiceMonitor with a CA: $out"
+  expect_match "$out" 'name: my-ca' "the CA named"
+  expect_match "$out" 'serverName: sandbox-controller-webhook.sandbox-helm.svc' "the server name"
+  expect_eq "$(grep -c insecureSkipVerify <<<"$out")" 0 "insecureSkipVerify rendered"
 }
 
 cluster_up

@@ -76,9 +76,13 @@ test_3_kustomize_cert_manager_overlay() {
     expect_eq "$(grep -c 'cert-manager.io/inject-ca-from: sandbox-system/sandbox-controller-webhook' <<<"$r")" 2 \
       "inject-ca-from on both webhook configurations"
   fi
-  # The controller, as the overlay's pod spec runs it, reads the Secret.
-  printf '%s\n' "$r" >"$E2E_DIR/cert-manager-overlay.yaml"
-  cert_secret_readable kustomize-cert-manager "$E2E_DIR/cert-manager-overlay.yaml"
+  # The controller, as the overlay's pod spec runs it, reads the Secret, and
+  # the ServiceMonitor of manifests/monitoring verifies what it serves.
+  crd_stub monitoring.coreos.com ServiceMonitor servicemonitors
+  crd_stub monitoring.coreos.com PrometheusRule prometheusrules
+  { printf '%s\n---\n' "$r"; kubectl kustomize "$M/monitoring"; } >"$E2E_DIR/cert-manager-overlay.yaml"
+  cert_secret_readable kustomize-cert-manager "$E2E_DIR/cert-manager-overlay.yaml" &&
+    servicemonitor_verifies kustomize-cert-manager
   certmount_done
 }
 
