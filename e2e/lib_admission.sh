@@ -26,6 +26,28 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
+# manifests_json OUT FILE...: the objects of the manifests FILE... (YAML or
+# JSON, any number of documents) as one JSON List in OUT, as kubectl reads
+# them (every kind must be known to the cluster: crd_stub for others').
+manifests_json() {
+  local out=$1 f args=()
+  shift
+  for f; do args+=(-f "$f"); done
+  kubectl create --dry-run=client -o json "${args[@]}" >"$out.docs" || return 1
+  python3 - "$out.docs" >"$out" <<'PY'
+import json, sys
+text, items, dec, i = open(sys.argv[1]).read(), [], json.JSONDecoder(), 0
+while True:  # kubectl prints one JSON document per object
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text):
+        break
+    d, i = dec.raw_decode(text, i)
+    items += d.get('items', [d])
+print(json.dumps({'apiVersion': 'v1', 'kind': 'List', 'items': items}))
+PY
+}
+
 # render_admission PORT CONTROLLER_USERNAME: prints every object of
 # manifests/webhook/ with the Service client config replaced by
 # https://127.0.0.1:PORT/<path> and the cluster CA as caBundle, and the
@@ -35,23 +57,15 @@ free_port() {
 render_admission() {
   local port=$1 user=$2 f files=()
   for f in "$E2E_ROOT"/manifests/webhook/*.yaml; do
-    [ "$(basename "$f")" = kustomization.yaml ] || files+=(-f "$f")
+    [ "$(basename "$f")" = kustomization.yaml ] || files+=("$f")
   done
-  kubectl create --dry-run=client -o json "${files[@]}" >"$E2E_DIR/admission.json" || return 1
+  manifests_json "$E2E_DIR/admission.json" "${files[@]}" || return 1
   python3 - "$E2E_DIR/admission.json" "$port" "$user" "$E2E_DIR/pki/ca.crt" "${E2E_WORKSPACE_ROOT:-}" <<'PY'
 import base64, json, sys
 src, port, user, ca, root = sys.argv[1:6]
 bundle = base64.b64encode(open(ca, 'rb').read()).decode()
-text, docs, dec, i = open(src).read(), [], json.JSONDecoder(), 0
-while True:
-    while i < len(text) and text[i].isspace():
-        i += 1
-    if i >= len(text):
-        break
-    d, i = dec.raw_decode(text, i)
-    docs += d.get('items', [d])
-doc = {'apiVersion': 'v1', 'kind': 'List', 'items': docs}
-for x in docs:
+doc = json.load(open(src))
+for x in doc['items']:
     for w in x.get('webhooks', []):
         path = w['clientConfig']['service']['path']
         w['clientConfig'] = {'url': f'https://127.0.0.1:{port}{path}', 'caBundle': bundle}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Can the controller, as its pod spec runs it, read the certificate Secret
-# that cert-manager writes (issue 15 finding 7)? Source after lib.sh; needs a
+# that cert-manager writes (issue 15 finding 7)? Source after lib.sh and
+# lib_admission.sh (manifests_json); needs a
 # control plane (the controller syncs its caches before it serves the
 # webhook) with the CRDs of the rendered kinds (crd_stub for cert-manager's).
 #
@@ -17,18 +18,11 @@
 # until certmount_done. 0 when it served the certificate.
 cert_secret_readable() {
   local name=$1 rendered=$2 d
-  kubectl create --dry-run=client -o json -f "$rendered" >"$E2E_DIR/$name.json" || { fail "$name: cannot read the manifests"; return 1; }
+  manifests_json "$E2E_DIR/$name.json" "$rendered" || { fail "$name: cannot read the manifests"; return 1; }
   local uid gid groups fsgroup mode mountpath dns
   read -r uid gid groups fsgroup mode mountpath dns < <(python3 - "$E2E_DIR/$name.json" <<'PY'
 import json, sys
-text, items, dec, i = open(sys.argv[1]).read(), [], json.JSONDecoder(), 0
-while True:  # kubectl prints one JSON document per object
-    while i < len(text) and text[i].isspace():
-        i += 1
-    if i >= len(text):
-        break
-    d, i = dec.raw_decode(text, i)
-    items += d.get('items', [d])
+items = json.load(open(sys.argv[1]))['items']
 dep = next(x for x in items if x['kind'] == 'Deployment' and x['metadata']['name'] == 'sandbox-controller')
 cert = next(x for x in items if x['kind'] == 'Certificate')
 ps = dep['spec']['template']['spec']
@@ -116,14 +110,7 @@ servicemonitor_verifies() {
   local name=$1 key server
   read -r key server < <(python3 - "$E2E_DIR/$name.json" <<'PY'
 import json, sys
-text, items, dec, i = open(sys.argv[1]).read(), [], json.JSONDecoder(), 0
-while True:
-    while i < len(text) and text[i].isspace():
-        i += 1
-    if i >= len(text):
-        break
-    d, i = dec.raw_decode(text, i)
-    items += d.get('items', [d])
+items = json.load(open(sys.argv[1]))['items']
 cert = next(x for x in items if x['kind'] == 'Certificate')
 sm = next(x for x in items if x['kind'] == 'ServiceMonitor')
 for ep in sm['spec']['endpoints']:

@@ -9,6 +9,7 @@
 # every pod ("no params found") until it restarts (Kubernetes 1.35.4, see
 # docs/operations.md).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_admission.sh"
 . "$(dirname "$0")/lib_certmount.sh"
 M=$E2E_ROOT/manifests
 CHART=$M/helm/sandbox-controller

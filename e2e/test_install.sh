@@ -7,6 +7,7 @@
 # promtool is built once from its Go module (hack/tools.sh).
 # The tests run in the order of their numbers (each builds on the one before).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_admission.sh"
 . "$(dirname "$0")/lib_certmount.sh"
 M=$E2E_ROOT/manifests
 CHART=$M/helm/sandbox-controller
