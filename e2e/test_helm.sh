@@ -105,6 +105,27 @@ test_helm_policy_workspace_constants() {
   expect_fail "$helm" template sbx "$CHART" "${SEALED[@]}" --set config.workspace.mode=hostPath
 }
 
+# networkPolicy.webhookFrom narrows who reaches the webhook port (only that
+# port); empty, the default, is anywhere.
+test_helm_networkpolicy_webhook_sources() {
+  local helm out
+  use_helm || return
+  rules() {
+    "$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" --show-only templates/policy.yaml "$@" >"$E2E_DIR/np.yaml" &&
+      manifests_json "$E2E_DIR/np.json" "$E2E_DIR/np.yaml" && python3 - "$E2E_DIR/np.json" <<'PY'
+import json, sys
+np = next(x for x in json.load(open(sys.argv[1]))['items'] if x['kind'] == 'NetworkPolicy')
+print(' / '.join('%s from %s' % (','.join(str(p['port']) for p in r['ports']), json.dumps(r.get('from', 'anywhere'), separators=(',', ':')))
+                 for r in np['spec']['ingress']))
+PY
+  }
+  expect_eq "$(rules)" '9443 from "anywhere" / 8443 from "anywhere"' "the default NetworkPolicy"
+  expect_eq "$(rules --set 'networkPolicy.webhookFrom[0].ipBlock.cidr=192.0.2.10/32' \
+    --set 'networkPolicy.webhookFrom[1].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=kube-system')" \
+    '9443 from [{"ipBlock":{"cidr":"192.0.2.10/32"}},{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kube-system"}}}] / 8443 from "anywhere"' \
+    "networkPolicy.webhookFrom"
+}
+
 # A render must never invent a seal key: a new key on every helm template
 # (a GitOps sync) would rotate the seal of every pod and the webhook CA.
 test_helm_seal_key_never_invented() {

@@ -54,7 +54,13 @@ test_2_kustomize_default_install() {
     "443->webhook"
   expect_eq "$(jp sandbox-system service sandbox-controller-metrics '{.spec.ports[0].port}')" 8443
   expect_eq "$(jp sandbox-system pdb sandbox-controller '{.spec.minAvailable}')" 1
-  expect_eq "$(jp sandbox-system networkpolicy sandbox-controller '{.spec.ingress[0].ports[*].port}')" "9443 8443"
+  # one ingress rule per port: the webhook's (from anywhere unless narrowed,
+  # test_8) and the metrics'
+  expect_eq "$(jp sandbox-system networkpolicy sandbox-controller '{.spec.ingress[*].ports[*].port}')" "9443 8443" \
+    "NetworkPolicy ports"
+  expect_eq "$(jp sandbox-system networkpolicy sandbox-controller '{.spec.ingress[0].ports[*].port}')" 9443 "the webhook's rule"
+  expect_eq "$(jp sandbox-system networkpolicy sandbox-controller '{.spec.ingress[1].ports[*].port}')" 8443 "the metrics' rule"
+  expect_eq "$(jp sandbox-system networkpolicy sandbox-controller '{.spec.ingress[*].from}')" "" "sources by default"
   # The restricted profile is enforced: a pod breaking it is refused there.
   expect_fail kubectl run -n sandbox-system privileged --image=busybox --privileged --restart=Never
   # Re-applying changes nothing that fails; the self-managed overlay is the default.
@@ -165,6 +171,31 @@ test_7_prometheus_rules() {
   for a in $(sed -n 's/^ *- alert: //p' "$M/monitoring/sandbox-controller.rules.yaml"); do
     grep -q "alertname: $a" "$M/monitoring/sandbox-controller.rules.test.yaml" || fail "no promtool test for $a"
   done
+}
+
+# The documented kustomize patch (manifests/examples/) narrows who reaches the
+# webhook port, and only that port.
+test_8_networkpolicy_webhook_sources_patch() {
+  local o=$E2E_DIR/overlay-webhook-from out
+  mkdir -p "$o"
+  cp "$M/examples/networkpolicy-webhook-from.yaml" "$o/" || { fail "no example patch"; return; }
+  cat >"$o/kustomization.yaml" <<YAML
+resources: [$(python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$M" "$o")]
+patches:
+  - path: networkpolicy-webhook-from.yaml
+    target: {kind: NetworkPolicy, name: sandbox-controller}
+YAML
+  out=$(kubectl kustomize "$o" 2>&1) || { fail "kustomize with the patch: $out"; return; }
+  printf '%s\n' "$out" >"$E2E_DIR/overlay-webhook-from.yaml"
+  manifests_json "$E2E_DIR/overlay-webhook-from.json" "$E2E_DIR/overlay-webhook-from.yaml" || { fail "read the overlay"; return; }
+  expect_eq "$(python3 - "$E2E_DIR/overlay-webhook-from.json" <<'PY'
+import json, sys
+np = next(x for x in json.load(open(sys.argv[1]))['items'] if x['kind'] == 'NetworkPolicy')
+print(' / '.join('%s from %s' % (','.join(str(p['port']) for p in r['ports']), json.dumps(r.get('from', 'anywhere'), separators=(',', ':')))
+                 for r in np['spec']['ingress']))
+PY
+)" '9443 from [{"ipBlock":{"cidr":"192.0.2.10/32"}}] / 8443 from "anywhere"' "the patched NetworkPolicy"
+  out=$(kubectl apply --dry-run=server -f "$E2E_DIR/overlay-webhook-from.yaml" 2>&1) || fail "apply --dry-run=server of the patched install: $out"
 }
 
 cluster_up
