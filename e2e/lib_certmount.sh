@@ -18,6 +18,7 @@
 # until certmount_done. 0 when it served the certificate.
 cert_secret_readable() {
   local name=$1 rendered=$2 d
+  [ "$(id -u)" = 0 ] || { fail "$name: needs root (setpriv runs the controller as the pod's uid)"; return 1; }
   manifests_json "$E2E_DIR/$name.json" "$rendered" || { fail "$name: cannot read the manifests"; return 1; }
   local uid gid groups fsgroup mode mountpath dns
   read -r uid gid groups fsgroup mode mountpath dns < <(python3 - "$E2E_DIR/$name.json" <<'PY'
