@@ -23,7 +23,8 @@ setup() {
   printf 'workspace: {mode: hostPath, hostPathRoot: %s}\n' "$ROOT" >"$E2E_DIR/config.yaml"
   WEBHOOK_PORT=$(free_port)
   controller_start main --config "$E2E_DIR/config.yaml" \
-    --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR"
+    --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
   install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
   ALICE=$(user_kubeconfig alice); MALLORY=$(user_kubeconfig mallory)
   CONTROLLER=$E2E_DIR/controller.kubeconfig
