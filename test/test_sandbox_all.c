@@ -9,6 +9,7 @@ void register_sandbox_trim_tests(void);
 void register_sandbox_refusal_tests(void);
 void register_sandbox_inforce_tests(void);
 void register_sandbox_lifecycle_tests(void);
+void register_sandbox_claimrec_tests(void);
 
 void register_sandbox_tests(void)
 {
@@ -20,4 +21,5 @@ void register_sandbox_tests(void)
 	register_sandbox_refusal_tests();
 	register_sandbox_inforce_tests();
 	register_sandbox_lifecycle_tests();
+	register_sandbox_claimrec_tests();
 }

@@ -217,6 +217,14 @@ static struct entry *entry_from(struct informer *inf, const cJSON *obj, cJSON **
 	cJSON *t = inf->trim ? inf->trim(obj) : NULL;
 	if (!t)
 		t = default_trim(obj);
+	if (inf->index_label) {
+		/* The trimmed copy's label: a trimmer may index by what it derives. */
+		const cJSON *labels = cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(t, "metadata"), "labels");
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(labels, inf->index_label);
+		if (cJSON_IsString(v))
+			e->idx = xstrdup(v->valuestring);
+	}
 	char *text = cJSON_PrintUnformatted(t);
 	cJSON_Delete(t);
 	if (!text)
@@ -230,13 +238,6 @@ static struct entry *entry_from(struct informer *inf, const cJSON *obj, cJSON **
 	if (tree)
 		*tree = parse_printed(text);
 	free(text);
-	if (inf->index_label) {
-		const cJSON *labels = cJSON_GetObjectItemCaseSensitive(
-		    cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "labels");
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(labels, inf->index_label);
-		if (cJSON_IsString(v))
-			e->idx = xstrdup(v->valuestring);
-	}
 	return e;
 }
 

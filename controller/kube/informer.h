@@ -32,7 +32,8 @@ struct informer;
 /* Returns a new informer for path (a collection, e.g. "/api/v1/pods" for all
  * namespaces), optionally filtered by label_selector. trim NULL stores a copy
  * minus metadata.managedFields. index_label (NULL ok) is a label key whose
- * value indexes the cache for informer_list_by_index. The client is borrowed
+ * value (in the trimmed copy: a trimmer may set it) indexes the cache for
+ * informer_list_by_index. The client is borrowed
  * and must outlive the informer. Strings are copied. */
 struct informer *informer_new(struct kube_client *c, const char *path, const char *label_selector,
 			      informer_trim_fn trim, const char *index_label,

@@ -11,8 +11,11 @@
 
 #include "base/jsonget.h"
 #include "base/xmalloc.h"
+#include "kube/ktime.h"
+#include "sandbox/claimrec.h"
 #include "sandbox/ctlmetrics.h"
 #include "sandbox/inforce.h"
+#include "sandbox/lifecycle.h"
 #include "sandbox/strset.h"
 #include "sandbox/trim.h"
 #include "sandbox/written.h"
@@ -84,6 +87,8 @@ static void on_sandbox_update(void *ctx, const cJSON *old_obj, const cJSON *new_
 
 /* The garbage collector removes the pod once its last owner is gone; we only
  * forget that the Sandbox's binding was announced. */
+static void enqueue_pod_owners(void *ctx, const cJSON *pod);
+
 static void on_sandbox_delete(void *ctx, const cJSON *obj)
 {
 	struct sbx_controller *c = ctx;
@@ -91,11 +96,21 @@ static void on_sandbox_delete(void *ctx, const cJSON *obj)
 	const char *uid = meta_str(obj, "uid");
 	sbx_written_lagging(c->written, uid, NULL);
 	if (uid) {
-		char key[64];
-		snprintf(key, sizeof key, "tampered/%s", uid);
+		static const char *const kinds[] = { "tampered", "expired", "suspended", "resumed" };
+		char key[96];
 		sbx_strset_del(c->announced, uid);
-		sbx_strset_del(c->announced, key);
+		for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+			snprintf(key, sizeof key, "%s/%s", kinds[i], uid);
+			sbx_strset_del(c->announced, key);
+		}
 	}
+	/* The other Sandboxes holding its pod may now hold it alone while
+	 * suspended or expired: they decide whether it is released. */
+	const char *pod = jstr(jobj(obj, "status"), "podName");
+	cJSON *p = pod && c->pods ? informer_get(c->pods, meta_str(obj, "namespace"), pod) : NULL;
+	if (p)
+		enqueue_pod_owners(c, p);
+	cJSON_Delete(p);
 }
 
 /* A pod changed: look again at every Sandbox that owns it. */
@@ -167,6 +182,44 @@ static void on_webhooks_update(void *ctx, const cJSON *old_obj, const cJSON *new
 	sbx_inforce_observe(c->inforce, old_obj, new_obj, time(NULL));
 }
 
+/* Claim records: "claim/<ns>/<name>" keys in the same queue, so an Expired
+ * record is collected when its key's lifetime ends (a timer, no poll). */
+#define CLAIM_KEY "claim/"
+
+static void on_claim(void *ctx, const cJSON *obj)
+{
+	struct sbx_controller *c = ctx;
+	const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
+	const char *state = jstr(jobj(obj, "spec"), "state");
+	time_t until;
+	if (!ns || !name || !state || strcmp(state, "Expired") ||
+	    ktime_parse_rfc3339(jstr(jobj(obj, "spec"), "keyExpiresAt"), &until) < 0)
+		return;
+	char key[600];
+	snprintf(key, sizeof key, CLAIM_KEY "%s/%s", ns, name);
+	double ms = ((double)until - (double)time(NULL)) * 1000 + 100;
+	workqueue_add_after(c->queue, key, ms > 7 * 86400 * 1000.0 ? 7 * 86400 * 1000L : (long)ms);
+}
+
+static void on_claim_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	on_claim(ctx, new_obj);
+}
+
+/* One queued key: a claim record's collection or a Sandbox's reconcile. */
+static int work(struct sbx_controller *c, const char *key, long *retry_after_ms)
+{
+	if (strncmp(key, CLAIM_KEY, sizeof CLAIM_KEY - 1))
+		return sbx_reconcile_ex(c, key, retry_after_ms);
+	const char *nsname = key + sizeof CLAIM_KEY - 1, *slash = strchr(nsname, '/');
+	if (!slash)
+		return 0;
+	char *ns = xstrndup(nsname, (size_t)(slash - nsname));
+	int r = sbx_lc_collect(c, ns, slash + 1);
+	free(ns);
+	return r;
+}
+
 static void *worker_main(void *arg)
 {
 	struct sbx_controller *c = arg;
@@ -174,7 +227,7 @@ static void *worker_main(void *arg)
 	while ((key = workqueue_get(c->queue))) {
 		long retry_after_ms = 0;
 		kube_retry_after_take_ms(); /* start clean: only this reconcile's answers count */
-		int r = sbx_reconcile_ex(c, key, &retry_after_ms);
+		int r = work(c, key, &retry_after_ms);
 		if (r == 0) {
 			workqueue_forget(c->queue, key);
 		} else if (r > 0) {
@@ -214,6 +267,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	static const struct informer_handlers sh = { on_sandbox_add, on_sandbox_update, on_sandbox_delete };
 	static const struct informer_handlers ph = { on_pod_add_or_delete, on_pod_update, on_pod_add_or_delete };
 	static const struct informer_handlers wh = { NULL, on_webhooks_update, NULL };
+	static const struct informer_handlers ch = { on_claim, on_claim_update, NULL };
 	sbx_ctl_metrics_register();
 	c->queue = workqueue_new();
 	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued, wq_worked };
@@ -240,12 +294,15 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 					NULL, sbx_inforce_trim, NULL, &wh, c);
 		informer_set_field_selector(webhooks, sel);
 	}
+	struct informer *claims = informer_new(c->kc, "/apis/" SBX_API "/" SBX_CLAIM_PLURAL, NULL, sbx_claimrec_trim,
+					       LABEL_DIGEST, &ch, c);
 	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
 	c->sandboxes = sandboxes;
 	c->pods = pods;
 	c->webhooks = webhooks;
+	c->claims = claims;
 	pthread_mutex_unlock(&c->informers_mu);
-	if (informer_start(c->pods) < 0 || informer_start(c->sandboxes) < 0 ||
+	if (informer_start(c->pods) < 0 || informer_start(c->claims) < 0 || informer_start(c->sandboxes) < 0 ||
 	    (c->webhooks && informer_start(c->webhooks) < 0)) {
 		snprintf(err, errlen, "cannot start the informers");
 		return -1;
@@ -253,6 +310,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	if (timeout_ms == 0)
 		return 0;
 	if (!informer_wait_synced(c->pods, timeout_ms) || !informer_wait_synced(c->sandboxes, timeout_ms) ||
+	    !informer_wait_synced(c->claims, timeout_ms) ||
 	    (c->webhooks && !informer_wait_synced(c->webhooks, timeout_ms))) {
 		snprintf(err, errlen, "caches did not sync within %ld ms (is the Sandbox CRD installed?)", timeout_ms);
 		return -1;
@@ -289,7 +347,8 @@ int sbx_controller_synced(struct sbx_controller *c)
 {
 	pthread_mutex_lock(&c->informers_mu);
 	int synced = c->sandboxes && c->pods && informer_wait_synced(c->sandboxes, 0) &&
-		     informer_wait_synced(c->pods, 0) && (!c->webhooks || informer_wait_synced(c->webhooks, 0));
+		     informer_wait_synced(c->pods, 0) && c->claims && informer_wait_synced(c->claims, 0) &&
+		     (!c->webhooks || informer_wait_synced(c->webhooks, 0));
 	pthread_mutex_unlock(&c->informers_mu);
 	return synced;
 }
@@ -302,6 +361,8 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_stop(c->pods);
 	if (c->webhooks)
 		informer_stop(c->webhooks);
+	if (c->claims)
+		informer_stop(c->claims);
 	if (c->queue)
 		workqueue_shutdown(c->queue);
 	for (int i = 0; c->threads && i < c->workers; i++)
@@ -311,8 +372,8 @@ void sbx_controller_release(struct sbx_controller *c)
 	if (c->events)
 		event_recorder_free(c->events);
 	pthread_mutex_lock(&c->informers_mu);
-	struct informer *sandboxes = c->sandboxes, *pods = c->pods, *webhooks = c->webhooks;
-	c->sandboxes = c->pods = c->webhooks = NULL;
+	struct informer *sandboxes = c->sandboxes, *pods = c->pods, *webhooks = c->webhooks, *claims = c->claims;
+	c->sandboxes = c->pods = c->webhooks = c->claims = NULL;
 	pthread_mutex_unlock(&c->informers_mu);
 	if (sandboxes)
 		informer_free(sandboxes);
@@ -320,6 +381,8 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_free(pods);
 	if (webhooks)
 		informer_free(webhooks);
+	if (claims)
+		informer_free(claims);
 	sbx_inforce_free(c->inforce);
 	c->inforce = NULL;
 	if (c->queue)

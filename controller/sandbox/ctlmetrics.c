@@ -45,4 +45,10 @@ void sbx_ctl_metrics_register(void)
 				   NULL, latency_buckets, sizeof latency_buckets / sizeof latency_buckets[0]);
 	sbx_m.phases = obs_gauge("sandbox_sandboxes", "Sandboxes in the cache by status.phase (None: no status yet).",
 			     "phase");
+	sbx_m.expirations = obs_counter("sandbox_expirations_total", "Sandboxes marked Expired at their shutdownTime.", NULL);
+	sbx_m.suspensions = obs_counter("sandbox_suspensions_total", "Sandboxes marked Suspended.", NULL);
+	sbx_m.resumes = obs_counter("sandbox_resumes_total", "Suspended Sandboxes resumed.", NULL);
+	sbx_m.resume_seconds = obs_histogram("sandbox_resume_duration_seconds",
+					     "Seconds from the controller seeing a resume to the Sandbox Ready again.", NULL,
+					     latency_buckets, sizeof latency_buckets / sizeof latency_buckets[0]);
 }

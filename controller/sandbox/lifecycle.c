@@ -77,3 +77,677 @@ int sbx_lifecycle_expired(const struct sbx_lifecycle *l, time_t now)
 {
 	return l->has_shutdown && l->shutdown <= now;
 }
+
+/* ---- the controller's side ---- */
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include <uthash.h>
+
+#include "base/fault.h"
+#include "base/xmalloc.h"
+#include "kube/informer.h"
+#include "obs/log.h"
+#include "obs/metrics.h"
+#include "sandbox/authz.h"
+#include "sandbox/claimrec.h"
+#include "sandbox/config.h"
+#include "sandbox/ctlmetrics.h"
+#include "sandbox/reconcile_int.h"
+#include "sandbox/spec.h"
+#include "sandbox/strset.h"
+
+enum holder { H_ACTIVE, H_SUSPENDED, H_EXPIRED, H_GONE };
+
+/* What the cached Sandbox ns/name (it must be uid) is to the pod it holds. */
+static enum holder holder_state(struct sbx_controller *c, const char *ns, const char *name, const char *uid, time_t now)
+{
+	cJSON *o = informer_get(c->sandboxes, ns, name);
+	enum holder h = H_GONE;
+	if (o && meta_str(o, "uid") && !strcmp(meta_str(o, "uid"), uid) && !meta_str(o, "deletionTimestamp")) {
+		struct sbx_lifecycle l;
+		char msg[256];
+		const char *phase = jstr(jobj(o, "status"), "phase");
+		if (sbx_lifecycle_parse(jobj(o, "spec"), &l, msg, sizeof msg) < 0)
+			h = H_ACTIVE; /* cannot tell: keep the pod */
+		else if ((phase && !strcmp(phase, "Expired")) || sbx_lifecycle_expired(&l, now))
+			h = H_EXPIRED;
+		else if (l.suspend)
+			h = H_SUSPENDED;
+		else
+			h = H_ACTIVE;
+	}
+	cJSON_Delete(o);
+	return h;
+}
+
+struct holders {
+	int active, suspended, expired;
+	char expired_name[254];
+	cJSON *refs; /* ownerReferences of the holders still there */
+};
+
+/* Counts the Sandboxes holding pod (its Sandbox owner references) by state;
+ * v itself counts as self. */
+static void count_holders(struct sbx_controller *c, const struct sbx_view *v, enum holder self, const cJSON *pod,
+			  struct holders *h)
+{
+	memset(h, 0, sizeof *h);
+	h->refs = cJSON_CreateArray();
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
+	{
+		const char *kind = jstr(ref, "kind"), *name = jstr(ref, "name"), *uid = jstr(ref, "uid");
+		if (!kind || strcmp(kind, "Sandbox") || !name || !uid)
+			continue;
+		enum holder s = !strcmp(uid, v->uid) ? self : holder_state(c, v->ns, name, uid, v->now);
+		if (s == H_ACTIVE)
+			h->active++;
+		else if (s == H_SUSPENDED)
+			h->suspended++;
+		else if (s == H_EXPIRED && ++h->expired == 1)
+			snprintf(h->expired_name, sizeof h->expired_name, "%s", name);
+		if (s != H_GONE) {
+			cJSON *r = cJSON_CreateObject();
+			cJSON_AddStringToObject(r, "apiVersion", SBX_API);
+			cJSON_AddStringToObject(r, "kind", "Sandbox");
+			cJSON_AddStringToObject(r, "name", name);
+			cJSON_AddStringToObject(r, "uid", uid);
+			cJSON_AddItemToArray(h->refs, r);
+		}
+	}
+}
+
+/* The generation of a claim name (sbx-<digest>, -<n>), or -1. */
+static long claim_generation(const char *name, const char *digest)
+{
+	size_t n = 4 + strlen(digest);
+	if (!name || strncmp(name, "sbx-", 4) || strncmp(name + 4, digest, strlen(digest)))
+		return -1;
+	if (!name[n])
+		return 0;
+	if (name[n] != '-' || !name[n + 1] || strlen(name + n + 1) > 4 || strspn(name + n + 1, "0123456789") != strlen(name + n + 1))
+		return -1;
+	return strtol(name + n + 1, NULL, 10);
+}
+
+static void claims_path(char *out, size_t n, const char *ns, const char *name)
+{
+	snprintf(out, n, "/apis/" SBX_CLAIM_API "/namespaces/%s/" SBX_CLAIM_PLURAL "%s%s", ns, name ? "/" : "",
+		 name ? name : "");
+}
+
+/* Writes the claim record of pod's generation: created, or the stored one
+ * replaced when it says otherwise (or is not ours). Returns 0, a delay
+ * (someone wrote it meanwhile), or -1. */
+static int put_record(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, enum sbx_claim_state state,
+		      const char *sandbox, const cJSON *owner_refs)
+{
+	struct sbx_claimrec rec = { .state = state };
+	const char *pod_name = meta_str(pod, "name"), *claimed = annotation(pod, SBX_ANN_CLAIMED_AT_KEY);
+	time_t t;
+	if (!pod_name || ktime_parse_rfc3339(claimed, &t) < 0)
+		return -1;
+	snprintf(rec.name, sizeof rec.name, "%s", pod_name);
+	snprintf(rec.digest, sizeof rec.digest, "%s", v->scope.digest);
+	rec.generation = claim_generation(pod_name, v->scope.digest);
+	snprintf(rec.pod_name, sizeof rec.pod_name, "%s", pod_name);
+	ktime_format_rfc3339(t, rec.claimed_at);
+	ktime_format_rfc3339(t + sbx_rc_key_lifetime(c), rec.key_expires_at);
+	snprintf(rec.fingerprint, sizeof rec.fingerprint, "%s", v->scope.fingerprint);
+	if (v->owner) {
+		rec.has_owner = 1;
+		snprintf(rec.owner, sizeof rec.owner, "%s", v->owner);
+	}
+	snprintf(rec.sandbox, sizeof rec.sandbox, "%s", sandbox);
+	ktime_format_rfc3339(v->now, rec.since);
+	if (rec.generation < 0)
+		return -1;
+	const cJSON *none = state == SBX_CLAIM_EXPIRED ? NULL : owner_refs;
+	cJSON *obj = sbx_claimrec_build(&rec, v->ns, c->seal_keys, none);
+	if (!obj)
+		return -1;
+	char path[600], *body = cJSON_PrintUnformatted(obj);
+	claims_path(path, sizeof path, v->ns, NULL);
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
+	free(body);
+	int r = 0;
+	if (e == KUBE_ERR_ALREADY_EXISTS) {
+		cJSON *cur = NULL;
+		claims_path(path, sizeof path, v->ns, rec.name);
+		e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &cur, &err);
+		struct sbx_claimrec old;
+		char why[128];
+		if (e == KUBE_ERR_NOT_FOUND) {
+			r = REQUEUE_BUSY_MS; /* just deleted: write it again soon */
+		} else if (e != KUBE_OK) {
+			r = -1;
+		} else if (sbx_claimrec_parse(cur, v->ns, c->seal_keys, &old, why, sizeof why) == 0 && old.state == state &&
+			   !strcmp(old.pod_name, rec.pod_name) && !strcmp(old.claimed_at, rec.claimed_at) &&
+			   cJSON_GetArraySize(jobj(jobj(cur, "metadata"), "ownerReferences")) ==
+				   cJSON_GetArraySize(none)) {
+			r = 0; /* it says so already */
+		} else {
+			cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion",
+						meta_str(cur, "resourceVersion") ? meta_str(cur, "resourceVersion") : "");
+			body = cJSON_PrintUnformatted(obj);
+			e = kube_request(c->kc, "PUT", path, NULL, body, NULL, NULL, &err);
+			free(body);
+			r = e == KUBE_OK ? 0 : e == KUBE_ERR_CONFLICT || e == KUBE_ERR_NOT_FOUND ? REQUEUE_BUSY_MS : -1;
+		}
+		cJSON_Delete(cur);
+	} else if (e != KUBE_OK) {
+		r = -1;
+	}
+	if (r < 0)
+		log_kv(LOG_WARN, "claim record write failed", "sandbox", v->name, "namespace", v->ns, "record", rec.name,
+		       "error", err.message);
+	cJSON_Delete(obj);
+	return r;
+}
+
+/* Deletes path with preconditions uid (and resourceVersion when given).
+ * Returns 0 (deleted or gone), REQUEUE_BUSY_MS (it changed meanwhile: look
+ * again), or -1. */
+static int delete_with(struct sbx_controller *c, const char *path, const char *uid, const char *rv)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "apiVersion", "v1");
+	cJSON_AddStringToObject(o, "kind", "DeleteOptions");
+	cJSON *pre = cJSON_AddObjectToObject(o, "preconditions");
+	cJSON_AddStringToObject(pre, "uid", uid);
+	if (rv)
+		cJSON_AddStringToObject(pre, "resourceVersion", rv);
+	char *body = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "DELETE", path, NULL, body, NULL, NULL, &err);
+	free(body);
+	if (e == KUBE_OK || e == KUBE_ERR_NOT_FOUND)
+		return 0;
+	if (e == KUBE_ERR_CONFLICT)
+		return REQUEUE_BUSY_MS;
+	log_kv(LOG_WARN, "delete failed", "path", path, "error", err.message);
+	return -1;
+}
+
+/* Releases v's pod when no active Sandbox holds it any more (v itself being
+ * self): the claim record first (keyed Sandboxes: only they can be shared or
+ * retried), then the delete, guarded by the pod's uid and resourceVersion so
+ * that a Sandbox adopting it meanwhile keeps it. Returns 0, a delay, -1. */
+static int release(struct sbx_controller *c, struct sbx_view *v, enum holder self)
+{
+	const char *pod_name = jstr(v->status, "podName"), *pod_uid = jstr(v->status, "podUID");
+	if (!pod_name || !pod_uid)
+		return 0;
+	cJSON *pod = informer_get(c->pods, v->ns, pod_name);
+	if (!pod || !meta_str(pod, "uid") || strcmp(meta_str(pod, "uid"), pod_uid) || meta_str(pod, "deletionTimestamp")) {
+		cJSON_Delete(pod);
+		return 0; /* gone, going, or another pod of the name: not ours to release */
+	}
+	struct holders h;
+	count_holders(c, v, self, pod, &h);
+	int r = 0;
+	if (h.active) {
+		r = 0; /* another Sandbox still uses it */
+	} else {
+		if (v->key) {
+			int susp = h.suspended > 0;
+			r = put_record(c, v, pod, susp ? SBX_CLAIM_SUSPENDED : SBX_CLAIM_EXPIRED,
+				       susp || !h.expired_name[0] ? v->name : h.expired_name, h.refs);
+			fault_point("after-claim-record");
+		}
+		if (r == 0) {
+			char path[600];
+			snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", v->ns, pod_name);
+			fault_point("before-pod-delete");
+			r = delete_with(c, path, pod_uid, meta_str(pod, "resourceVersion"));
+			if (r == 0) {
+				log_kv(LOG_INFO, "pod released", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
+				       "suspendedHolders", h.suspended ? "yes" : "no");
+				fault_point("after-pod-delete");
+			}
+		}
+	}
+	cJSON_Delete(h.refs);
+	cJSON_Delete(pod);
+	return r;
+}
+
+/* Writes in with v's resourceVersion as a precondition: a lifecycle change
+ * made meanwhile (an extension, a resume) wins, and is looked at again.
+ * Returns 1 written, 0 unchanged, REQUEUE_BUSY_MS on a conflict, -1. */
+static int write_guarded(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in)
+{
+	char now[32], path[512];
+	ktime_format_rfc3339(time(NULL), now);
+	cJSON *st = sbx_status_build(in, v->status, now);
+	if (v->status && sbx_status_same(st, v->status)) {
+		cJSON_Delete(st);
+		return 0;
+	}
+	cJSON *patch = cJSON_CreateObject();
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(patch, "metadata"), "resourceVersion",
+				meta_str(v->obj, "resourceVersion") ? meta_str(v->obj, "resourceVersion") : "");
+	cJSON_AddItemToObject(patch, "status", st);
+	char *body = cJSON_PrintUnformatted(patch);
+	cJSON_Delete(patch);
+	sbx_rc_path_status(path, sizeof path, v);
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "PATCH", path, NULL, body, "application/merge-patch+json", NULL, &err);
+	free(body);
+	if (e == KUBE_OK)
+		return 1;
+	if (e == KUBE_ERR_NOT_FOUND)
+		return 0;
+	if (e == KUBE_ERR_CONFLICT)
+		return REQUEUE_BUSY_MS;
+	log_kv(LOG_WARN, "status write failed", "sandbox", v->name, "namespace", v->ns, "error", err.message);
+	return -1;
+}
+
+/* Logs and records an event once per transition: key "<what>/<uid>";
+ * forgets other, the opposite transition. Returns 1 the first time. */
+static int once(struct sbx_controller *c, const struct sbx_view *v, const char *what, const char *other)
+{
+	char key[96];
+	if (other) {
+		snprintf(key, sizeof key, "%s/%s", other, v->uid);
+		sbx_strset_del(c->announced, key);
+	}
+	snprintf(key, sizeof key, "%s/%s", what, v->uid);
+	return sbx_strset_add(c->announced, key);
+}
+
+static int bound_here(const struct sbx_view *v)
+{
+	const char *d = jstr(v->status, "scopeDigest");
+	return jstr(v->status, "podName") && jstr(v->status, "podUID") && d && !strcmp(d, v->scope.digest);
+}
+
+/* The status of a bound v that does not hold its pod now. */
+static struct sbx_status_in not_holding(const struct sbx_view *v, const char *phase, const char *reason,
+					const char *msg)
+{
+	const char *binding = jstr(v->status, "binding");
+	struct sbx_status_in in =
+		sbx_rc_bound_status(v, NULL, jstr(v->status, "podName"), jstr(v->status, "podUID"),
+				    binding && !strcmp(binding, "Created"), jstr(v->status, "claimedAt"),
+				    jstr(v->status, "keyExpiresAt"), jstr(sbx_status_condition(v->status, "Bound"), "message"));
+	in.phase = phase;
+	in.ready = 0;
+	in.ready_reason = reason;
+	in.ready_message = msg;
+	in.pod_ip = NULL;
+	return in;
+}
+
+int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v)
+{
+	char at[32], msg[512];
+	ktime_format_rfc3339(v->lc.has_shutdown ? v->lc.shutdown : v->now, at);
+	int bound = bound_here(v);
+	const char *phase = jstr(v->status, "phase");
+	int already = phase && !strcmp(phase, "Expired");
+	if (!already) {
+		/* The status is the commit point: written against the version the
+		 * decision saw, so an extension made meanwhile wins. */
+		snprintf(msg, sizeof msg, "the Sandbox expired at %s (spec.lifecycle.shutdownTime)%s%s", at,
+			 bound ? "; its use of pod " : "", bound ? jstr(v->status, "podName") : "");
+		struct sbx_status_in in;
+		if (bound) {
+			in = not_holding(v, "Expired", "Expired", msg);
+			in.bound = 0;
+			in.bound_reason = "Expired";
+			in.bound_message = msg;
+		} else {
+			in = (struct sbx_status_in){ .phase = "Expired",
+						     .scope_digest = v->scope.digest,
+						     .fingerprint = v->scope.fingerprint,
+						     .generation = v->generation,
+						     .bound_reason = "Expired",
+						     .bound_message = msg,
+						     .ready_reason = "Expired",
+						     .ready_message = msg };
+		}
+		int w = write_guarded(c, v, &in);
+		if (w < 0 || w == REQUEUE_BUSY_MS)
+			return w;
+		if (once(c, v, "expired", NULL)) {
+			obs_metric_add(sbx_m.expirations, NULL, 1);
+			sbx_rc_event(c, v, "Normal", "SandboxExpired", msg);
+			log_kv(LOG_INFO, "sandbox expired", "sandbox", v->name, "namespace", v->ns, "shutdownTime", at);
+		}
+	}
+	if (bound) {
+		int r = release(c, v, H_EXPIRED);
+		if (r)
+			return r;
+	}
+	if (v->lc.delete_policy) {
+		char path[600];
+		snprintf(path, sizeof path, "/apis/" SBX_API "/namespaces/%s/sandboxes/%s", v->ns, v->name);
+		fault_point("before-sandbox-delete");
+		return delete_with(c, path, v->uid, NULL);
+	}
+	return 0;
+}
+
+int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound)
+{
+	const char *phase = jstr(v->status, "phase");
+	int already = phase && !strcmp(phase, "Suspended");
+	const char *msg = bound ? "suspended (spec.lifecycle.suspend): the pod is released once every Sandbox bound to it "
+				  "is suspended, expired or gone; the workspace stays"
+				: "suspended (spec.lifecycle.suspend) before it was bound: no pod until it is resumed";
+	struct sbx_status_in in;
+	if (bound) {
+		in = not_holding(v, "Suspended", "Suspended", msg);
+	} else {
+		in = (struct sbx_status_in){ .phase = "Suspended",
+					     .scope_digest = v->scope.digest,
+					     .fingerprint = v->scope.fingerprint,
+					     .generation = v->generation,
+					     .bound_reason = "Waiting",
+					     .bound_message = msg,
+					     .ready_reason = "Suspended",
+					     .ready_message = msg };
+	}
+	in.suspended_generation = already ? 0 : v->generation;
+	int w = write_guarded(c, v, &in);
+	if (w < 0 || w == REQUEUE_BUSY_MS)
+		return w;
+	if (once(c, v, "suspended", "resumed")) {
+		obs_metric_add(sbx_m.suspensions, NULL, 1);
+		sbx_rc_event(c, v, "Normal", "SandboxSuspended", msg);
+		log_kv(LOG_INFO, "sandbox suspended", "sandbox", v->name, "namespace", v->ns);
+	}
+	return bound ? release(c, v, H_SUSPENDED) : 0;
+}
+
+/* ---- resume latency: from the resume seen to Ready, per Sandbox uid ---- */
+
+struct resume_start {
+	char uid[64];
+	double at;
+	UT_hash_handle hh;
+};
+static pthread_mutex_t starts_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct resume_start *starts;
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void resume_started(const char *uid)
+{
+	pthread_mutex_lock(&starts_mu);
+	struct resume_start *s;
+	HASH_FIND_STR(starts, uid, s);
+	if (!s && HASH_COUNT(starts) < 100000 && strlen(uid) < sizeof s->uid) {
+		s = xcalloc(1, sizeof *s);
+		snprintf(s->uid, sizeof s->uid, "%s", uid);
+		s->at = mono_s();
+		HASH_ADD_STR(starts, uid, s);
+	}
+	pthread_mutex_unlock(&starts_mu);
+}
+
+void sbx_lc_ready(struct sbx_controller *c, const struct sbx_view *v)
+{
+	(void)c;
+	pthread_mutex_lock(&starts_mu);
+	struct resume_start *s;
+	HASH_FIND_STR(starts, v->uid, s);
+	if (s) {
+		obs_metric_observe(sbx_m.resume_seconds, NULL, mono_s() - s->at);
+		HASH_DEL(starts, s);
+		free(s);
+	}
+	pthread_mutex_unlock(&starts_mu);
+}
+
+int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int check_creation, int *r)
+{
+	if (!v->owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW)
+		return 1;
+	const cJSON *ann = jobj(jobj(v->obj, "metadata"), "annotations");
+	const char *rec = jstr(ann, SBX_ANN_OWNER_AUTHZ);
+	const cJSON *sg = jobj(v->status, "suspendedGeneration");
+	long long suspended = cJSON_IsNumber(sg) ? (long long)sg->valuedouble : 0;
+	/* A record of a run after the first names its resumer. */
+	int resumed = rec && !strncmp(rec, "v2.", 3) && strchr(rec + 3, '.') && strncmp(strchr(rec + 3, '.'), ".1.", 3);
+	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = v->owner, .fingerprint = v->scope.fingerprint,
+				       .username = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY) };
+	struct sbx_authz_info info = { 0 };
+	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
+						   c->seal_keys->n, &s, v->created, rec, &info);
+	char msg[640];
+	if (ac == SBX_AUTHZ_OK && info.run <= suspended) {
+		snprintf(msg, sizeof msg,
+			 "workspace owner %s: the owner authorization is of an earlier run (generation %lld; the Sandbox "
+			 "was suspended at generation %lld): resume it with the admission webhook in force, as an "
+			 "identity allowed to use this owner; no pod is created",
+			 v->owner, info.run, suspended);
+		*r = sbx_rc_report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
+		return 0;
+	}
+	if (ac != SBX_AUTHZ_OK) {
+		snprintf(msg, sizeof msg,
+			 "workspace owner %s: %s; no pod is created (create or resume the Sandbox with the admission "
+			 "webhook installed, as an identity allowed to use this owner)",
+			 v->owner, sbx_authz_str(ac));
+		*r = sbx_rc_report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
+		return 0;
+	}
+	/* A record counts only when the API server's admission call made it:
+	 * anyone who reaches the webhook port can have one made, but only a
+	 * Sandbox the webhook saw created (or resumed) carries one it let
+	 * through. */
+	if (info.run == 1)
+		return !check_creation || sbx_rc_webhook_in_force(c, v, "CREATE", v->created, r);
+	return sbx_rc_webhook_in_force(c, v, "UPDATE", info.issued, r);
+}
+
+int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
+{
+	int r = 0;
+	if (!sbx_lc_owner_authorized(c, v, 0, &r))
+		return r;
+	const char *pod_name = jstr(v->status, "podName"), *claimed = jstr(v->status, "claimedAt");
+	cJSON *pod = NULL;
+	if (sbx_rc_get_pod(c, v->ns, pod_name, &pod) < 0)
+		return -1;
+	struct kube_error err;
+	int created = 0;
+	if (!pod) {
+		resume_started(v->uid);
+		enum kube_err e = sbx_rc_create_pod(c, v, pod_name, claimed, &pod, &err);
+		if (e == KUBE_OK) {
+			created = 1;
+		} else if (e == KUBE_ERR_ALREADY_EXISTS || kube_err_retriable(e)) {
+			if (sbx_rc_get_pod(c, v->ns, pod_name, &pod) < 0 || !pod)
+				return e == KUBE_ERR_ALREADY_EXISTS ? REQUEUE_BUSY_MS : -1;
+		} else {
+			char msg[700];
+			snprintf(msg, sizeof msg, "re-creating pod %s for the resume failed (%s): %s; retrying", pod_name,
+				 kube_err_str(e), err.message);
+			sbx_rc_report_unbound(c, v, "Pending", "Waiting", msg, NULL);
+			v->retry_after_ms = (long)err.retry_after_s * 1000;
+			return -1;
+		}
+	}
+	int delay = 0;
+	if (created) {
+		r = sbx_rc_report_bound(c, v, pod, 1) < 0 ? -1 : 0;
+	} else {
+		/* Someone's pod stands under the name (another replica's resume,
+		 * another Sandbox's): verified and adopted like any other. */
+		enum sbx_examine x = sbx_rc_examine(c, v, pod, &delay);
+		r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS : -1;
+		if (x == EX_NEXT_GENERATION)
+			r = 0; /* the key expired meanwhile: nothing to resume into */
+	}
+	cJSON_Delete(pod);
+	if (r >= 0 && once(c, v, "resumed", "suspended")) {
+		obs_metric_add(sbx_m.resumes, NULL, 1);
+		sbx_rc_event(c, v, "Normal", "SandboxResumed", "resumed: its pod runs again under the same name");
+		log_kv(LOG_INFO, "sandbox resumed", "sandbox", v->name, "namespace", v->ns, "pod", pod_name);
+	}
+	return r;
+}
+
+int sbx_lc_released(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, struct sbx_claimrec *rec)
+{
+	if (!c->claims || !pod_name)
+		return 0;
+	cJSON *o = informer_get(c->claims, v->ns, pod_name);
+	struct sbx_claimrec tmp;
+	char why[128];
+	int ok = o && sbx_claimrec_parse(o, v->ns, c->seal_keys, rec ? rec : &tmp, why, sizeof why) == 0 &&
+		 !strcmp((rec ? rec : &tmp)->digest, v->scope.digest);
+	cJSON_Delete(o);
+	return ok;
+}
+
+cJSON *sbx_lc_records(struct sbx_controller *c, const struct sbx_view *v)
+{
+	cJSON *out = cJSON_CreateArray();
+	if (!c->claims)
+		return out;
+	cJSON *all = informer_list_by_index(c->claims, v->scope.digest);
+	cJSON *o;
+	cJSON_ArrayForEach(o, all)
+	{
+		struct sbx_claimrec rec;
+		char why[128];
+		const char *ns = meta_str(o, "namespace");
+		if (ns && !strcmp(ns, v->ns) && sbx_claimrec_parse(o, v->ns, c->seal_keys, &rec, why, sizeof why) == 0 &&
+		    !strcmp(rec.digest, v->scope.digest))
+			cJSON_AddItemToArray(out, cJSON_Duplicate(o, 1));
+	}
+	cJSON_Delete(all);
+	return out;
+}
+
+int sbx_lc_pod_expired(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *expired, size_t n)
+{
+	struct holders h;
+	count_holders(c, v, H_ACTIVE, pod, &h); /* v is new: not among its owners */
+	int gone = !h.active && !h.suspended && h.expired;
+	if (gone)
+		snprintf(expired, n, "%s", h.expired_name);
+	cJSON_Delete(h.refs);
+	return gone;
+}
+
+int sbx_lc_collect(struct sbx_controller *c, const char *ns, const char *name)
+{
+	cJSON *o = c->claims ? informer_get(c->claims, ns, name) : NULL;
+	struct sbx_claimrec rec;
+	char why[128];
+	int r = 0;
+	time_t until;
+	if (o && sbx_claimrec_parse(o, ns, c->seal_keys, &rec, why, sizeof why) == 0 && rec.state == SBX_CLAIM_EXPIRED &&
+	    ktime_parse_rfc3339(rec.key_expires_at, &until) == 0) {
+		time_t now = time(NULL);
+		if (until > now) {
+			r = until - now > 86400 * 7 ? 86400 * 7 * 1000 : (int)(until - now) * 1000 + 100;
+		} else {
+			char path[600];
+			claims_path(path, sizeof path, ns, name);
+			r = delete_with(c, path, rec.uid, NULL);
+			if (r == 0)
+				log_kv(LOG_INFO, "claim record collected", "namespace", ns, "record", name);
+		}
+	}
+	cJSON_Delete(o);
+	return r;
+}
+
+int sbx_lc_report_expired_key(struct sbx_controller *c, struct sbx_view *v, const char *holder, const char *pod_name,
+			      const char *key_expires_at)
+{
+	char msg[700];
+	snprintf(msg, sizeof msg,
+		 "the sandbox of this scope and key (pod %s) expired with Sandbox %s; no new pod until the key's lifetime "
+		 "ends%s%s (a new key is a new intent)",
+		 pod_name, holder && *holder ? holder : "(deleted)", key_expires_at ? " at " : "",
+		 key_expires_at ? key_expires_at : "");
+	struct sbx_status_in in = { .phase = "Expired",
+				    .scope_digest = v->scope.digest,
+				    .fingerprint = v->scope.fingerprint,
+				    .key_expires_at = key_expires_at,
+				    .generation = v->generation,
+				    .bound_reason = "Expired",
+				    .bound_message = msg,
+				    .ready_reason = "Expired",
+				    .ready_message = msg };
+	if (sbx_rc_write_status(c, v, &in) < 0)
+		return -1;
+	if (once(c, v, "expired", NULL)) {
+		sbx_rc_event(c, v, "Normal", "SandboxExpired", msg);
+		log_kv(LOG_INFO, "late retry of an expired key", "sandbox", v->name, "namespace", v->ns, "pod", pod_name);
+	}
+	return 0;
+}
+
+enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *v, const cJSON *obj, int *delay)
+{
+	struct sbx_claimrec rec;
+	char why[128];
+	time_t claimed;
+	*delay = 0;
+	if (sbx_claimrec_parse(obj, v->ns, c->seal_keys, &rec, why, sizeof why) < 0 ||
+	    ktime_parse_rfc3339(rec.claimed_at, &claimed) < 0)
+		return EX_RETRY;
+	if (claimed + sbx_rc_key_lifetime(c) <= v->created)
+		return EX_NEXT_GENERATION; /* the key expired: a new intent */
+	if (strcmp(rec.fingerprint, v->scope.fingerprint)) {
+		char msg[768];
+		snprintf(msg, sizeof msg,
+			 "idempotency key is held by the generation of pod %s (Sandbox %s) with a different spec; use "
+			 "another key or the same spec",
+			 rec.pod_name, rec.sandbox);
+		return sbx_rc_report_unbound(c, v, "Rejected", "IdempotencyKeyConflict", msg, "IdempotencyKeyConflict") < 0
+			       ? EX_RETRY
+			       : EX_DONE;
+	}
+	if (rec.state == SBX_CLAIM_EXPIRED)
+		return sbx_lc_report_expired_key(c, v, rec.sandbox, rec.pod_name, rec.key_expires_at) < 0 ? EX_RETRY
+													 : EX_DONE;
+	/* Suspended: v joins the generation and, not suspended itself, resumes it. */
+	cJSON *pod = NULL;
+	struct kube_error err;
+	enum kube_err e = sbx_rc_create_pod(c, v, rec.pod_name, rec.claimed_at, &pod, &err);
+	if (e == KUBE_OK) {
+		resume_started(v->uid);
+		int rr = sbx_rc_report_bound(c, v, pod, 1);
+		cJSON_Delete(pod);
+		if (rr < 0)
+			return EX_RETRY;
+		if (once(c, v, "resumed", "suspended")) {
+			obs_metric_add(sbx_m.resumes, NULL, 1);
+			sbx_rc_event(c, v, "Normal", "SandboxResumed",
+				     "joined a suspended sandbox of its scope and key and resumed it under the same name");
+		}
+		return EX_DONE;
+	}
+	if (e != KUBE_ERR_ALREADY_EXISTS && !kube_err_retriable(e)) {
+		char msg[1024];
+		snprintf(msg, sizeof msg, "re-creating pod %s of the suspended generation failed (%s): %s; retrying",
+			 rec.pod_name, kube_err_str(e), err.message);
+		sbx_rc_report_unbound(c, v, "Pending", "Waiting", msg, NULL);
+		return EX_RETRY;
+	}
+	if (sbx_rc_get_pod(c, v->ns, rec.pod_name, &pod) < 0 || !pod)
+		return EX_RETRY_SOON;
+	enum sbx_examine x = sbx_rc_examine(c, v, pod, delay);
+	cJSON_Delete(pod);
+	return x;
+}

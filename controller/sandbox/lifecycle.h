@@ -43,3 +43,63 @@ cJSON *sbx_spec_intent(const cJSON *spec);
 int sbx_lifecycle_expired(const struct sbx_lifecycle *l, time_t now);
 
 #endif
+
+/* ---- the controller's side (controller/sandbox only) ---- */
+
+struct sbx_controller;
+struct sbx_view;
+
+/* A Sandbox whose shutdownTime is reached (and not yet marked Expired):
+ * releases its pod if no active Sandbox holds it (the claim record first,
+ * Expired when nothing can resume it), marks it Expired (Ready=False/Expired,
+ * event SandboxExpired) and, with shutdownPolicy Delete, deletes it. Also for
+ * a Sandbox already Expired (a crash between those steps). Returns the
+ * reconcile's result (0, a delay, -1). */
+int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v);
+/* A suspended Sandbox: releases its pod if no active Sandbox holds it,
+ * marks it Suspended (suspendedGeneration, event SandboxSuspended). */
+int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound);
+/* A bound Sandbox that is active again (resumed, or its pod released while
+ * it was not looked at): authorized anew (a record of a later run than the
+ * suspension), then its pod re-created under the same name with the same
+ * claim time, or the one that stands adopted. */
+int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v);
+/* 1 when the pod pod_name of v's generation was released by the controller
+ * (a claim record of it verifies), so a missing pod is no out-of-band
+ * deletion; *rec (NULL ok) gets the record. */
+struct sbx_claimrec;
+int sbx_lc_released(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, struct sbx_claimrec *rec);
+/* The verified claim records of v's digest, from the cache (caller frees the
+ * array of parsed-and-checked objects; entries that do not verify are left
+ * out). */
+cJSON *sbx_lc_records(struct sbx_controller *c, const struct sbx_view *v);
+/* 1 when every Sandbox holding pod (its owner references) is inactive, and
+ * at least one expired, none suspended: the generation expired though no
+ * record says so yet (the controller was down at a shutdownTime). *expired
+ * (size n) gets an expired holder's name. */
+int sbx_lc_pod_expired(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *expired, size_t n);
+/* Garbage collection of claim records: "claim/<ns>/<name>" keys. Deletes an
+ * Expired record once its key's lifetime ended; returns a delay until then,
+ * 0 when done. */
+int sbx_lc_collect(struct sbx_controller *c, const char *ns, const char *name);
+/* Observes the resume latency once the resumed Sandbox is Ready. */
+void sbx_lc_ready(struct sbx_controller *c, const struct sbx_view *v);
+/* A generation of v's key with no pod but a verified claim record rec (a
+ * SandboxClaim object): a key older than its lifetime goes on to the next
+ * generation; another spec is IdempotencyKeyConflict; Expired is the stored
+ * outcome (phase Expired, naming the Sandbox whose expiry it shares, no
+ * pod); Suspended binds v to the generation and, v being active, re-creates
+ * its pod under the same name and claim time. */
+enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *v, const cJSON *rec, int *delay);
+/* The stored outcome for a new Sandbox v of an expired generation (its pod
+ * still there, or its record): phase Expired, Bound=False/Expired naming
+ * holder and the key's expiry. Returns 0 or -1. */
+int sbx_lc_report_expired_key(struct sbx_controller *c, struct sbx_view *v, const char *holder, const char *pod_name,
+			      const char *key_expires_at);
+/* Whether v's owner authorization holds for a new claim (fresh) or a
+ * resume: a verified record (of the creation: requested-by, or of a resume:
+ * resumed-by), of a later generation than the last suspension, made while
+ * the webhook was in force (the creation's at its creationTimestamp when
+ * check_creation, a resume's at its issue). 1, or 0 with OwnerNotAuthorized
+ * reported and *r the result. */
+int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int check_creation, int *r);

@@ -3,6 +3,7 @@
  * queue, workers - is controller.c. */
 #define _GNU_SOURCE
 #include "sandbox/reconcile.h"
+#include "sandbox/reconcile_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,15 +30,12 @@
 #include "sandbox/verify.h"
 #include "sandbox/written.h"
 
-#define SBX_API "sandbox.dev/v1alpha1"
 #define LABEL_DIGEST "sandbox.dev/scope-digest"
-#define ANN_CLAIMED_AT "sandbox.dev/claimed-at"
+#define ANN_CLAIMED_AT SBX_ANN_CLAIMED_AT_KEY
 /* A bound to the -<n> names tried in one reconcile; far beyond any real
  * key reuse, it only stops a pathological namespace from spinning. */
 #define MAX_GENERATIONS 10000
-#define REQUEUE_BUSY_MS 25
-#define REQUEUE_WAIT_MS 1000
-#define REQUEUE_FOREIGN_MS 30000
+
 /* Seconds from the wall-clock second t to now. creationTimestamp has whole
  * seconds, so a latency measured from it reads up to a second long; the
  * benchmark measures from the client's clock instead. */
@@ -50,19 +48,7 @@ static double since(time_t t)
 }
 /* ---- one reconcile ---- */
 
-/* Everything one reconcile needs about its Sandbox, borrowed from `obj`. */
-struct sbx_view {
-	const cJSON *obj;
-	const char *ns, *name, *uid;
-	long long generation;
-	time_t created;
-	const cJSON *spec, *status;
-	const char *owner; /* NULL when spec.workspaceOwner is absent */
-	struct sbx_scope scope;
-	long retry_after_ms; /* set by claim: the API's Retry-After for the next attempt */
-};
-
-static void path_sandbox_status(char *out, size_t n, const struct sbx_view *v)
+void sbx_rc_path_status(char *out, size_t n, const struct sbx_view *v)
 {
 	snprintf(out, n, "/apis/" SBX_API "/namespaces/%s/sandboxes/%s/status", v->ns, v->name);
 }
@@ -72,7 +58,7 @@ static void path_pod(char *out, size_t n, const char *ns, const char *name)
 	snprintf(out, n, "/api/v1/namespaces/%s/pods/%s", ns, name);
 }
 
-static void record(struct sbx_controller *c, const struct sbx_view *v, const char *type, const char *reason,
+void sbx_rc_event(struct sbx_controller *c, const struct sbx_view *v, const char *type, const char *reason,
 		   const char *msg)
 {
 	if (c->events)
@@ -87,7 +73,7 @@ static int cond_true(const cJSON *status, const char *type)
 
 /* Writes the status when it differs from the cached one. Returns 1 when written,
  * 0 when unchanged, -1 on error (the caller retries). */
-static int write_status(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in)
+int sbx_rc_write_status(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in)
 {
 	char now[32], path[512];
 	ktime_format_rfc3339(time(NULL), now);
@@ -100,7 +86,7 @@ static int write_status(struct sbx_controller *c, const struct sbx_view *v, cons
 	cJSON_AddItemToObject(patch, "status", st);
 	char *body = cJSON_PrintUnformatted(patch);
 	cJSON_Delete(patch);
-	path_sandbox_status(path, sizeof path, v);
+	sbx_rc_path_status(path, sizeof path, v);
 	struct kube_error err;
 	fault_point("before-status-write");
 	cJSON *resp = NULL;
@@ -131,7 +117,7 @@ static const char *old_bound_reason(const struct sbx_view *v)
 }
 
 /* Reports a Sandbox that gets no pod: Rejected (terminal) or Pending (will retry). */
-static int report_unbound(struct sbx_controller *c, const struct sbx_view *v, const char *phase,
+int sbx_rc_report_unbound(struct sbx_controller *c, const struct sbx_view *v, const char *phase,
 			  const char *reason, const char *msg, const char *event_reason)
 {
 	const char *old = old_bound_reason(v);
@@ -148,11 +134,11 @@ static int report_unbound(struct sbx_controller *c, const struct sbx_view *v, co
 		.ready_reason = "NotBound",
 		.ready_message = "the Sandbox is not bound to a pod",
 	};
-	int w = write_status(c, v, &in);
+	int w = sbx_rc_write_status(c, v, &in);
 	if (w < 0)
 		return -1;
 	if (changed && event_reason)
-		record(c, v, "Warning", event_reason, msg);
+		sbx_rc_event(c, v, "Warning", event_reason, msg);
 	return 0;
 }
 
@@ -177,6 +163,7 @@ static void pod_readiness(const cJSON *pod, struct sbx_status_in *in)
 	}
 	in->ready = 0;
 	if (phase && !strcmp(phase, "Running")) {
+		in->pod_ip = jstr(jobj(pod, "status"), "podIP");
 		in->phase = "Running";
 		in->ready = ready;
 		in->ready_reason = ready ? "PodReady" : "PodPending";
@@ -223,7 +210,7 @@ static const char *controller_owner_name(const cJSON *pod)
 }
 
 /* The status of a Sandbox bound to pod_name (pod NULL: it is gone). */
-static struct sbx_status_in bound_status(const struct sbx_view *v, const cJSON *pod, const char *pod_name,
+struct sbx_status_in sbx_rc_bound_status(const struct sbx_view *v, const cJSON *pod, const char *pod_name,
 					 const char *pod_uid, int created, const char *claimed, const char *expires,
 					 const char *msg)
 {
@@ -245,7 +232,7 @@ static struct sbx_status_in bound_status(const struct sbx_view *v, const cJSON *
 }
 
 /* Writes the bound status for pod and, on the first binding, the event. */
-static int report_bound(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int created)
+int sbx_rc_report_bound(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int created)
 {
 	const char *claimed = annotation(pod, ANN_CLAIMED_AT);
 	time_t t = 0;
@@ -255,15 +242,15 @@ static int report_bound(struct sbx_controller *c, const struct sbx_view *v, cons
 	const char *pod_name = meta_str(pod, "name");
 	char msg[256];
 	snprintf(msg, sizeof msg, "%s pod %s", created ? "created" : "adopted", pod_name);
-	struct sbx_status_in in = bound_status(v, pod, pod_name, meta_str(pod, "uid"), created, claimed,
+	struct sbx_status_in in = sbx_rc_bound_status(v, pod, pod_name, meta_str(pod, "uid"), created, claimed,
 					       expires[0] ? expires : NULL, msg);
-	if (write_status(c, v, &in) < 0)
+	if (sbx_rc_write_status(c, v, &in) < 0)
 		return -1;
 	/* Announced once per Sandbox: a second reconcile on a cache that has not
 	 * seen our status write yet must not count or report the binding again. */
 	if (sbx_strset_add(c->announced, v->uid)) {
 		obs_metric_add(created ? sbx_m.pods_created : sbx_m.pods_adopted, NULL, 1);
-		record(c, v, "Normal", created ? "PodCreated" : "PodAdopted", msg);
+		sbx_rc_event(c, v, "Normal", created ? "PodCreated" : "PodAdopted", msg);
 		log_kv(LOG_INFO, created ? "pod created" : "pod adopted", "sandbox", v->name, "namespace", v->ns,
 		       "pod", pod_name, "scopeDigest", v->scope.digest);
 	}
@@ -271,7 +258,7 @@ static int report_bound(struct sbx_controller *c, const struct sbx_view *v, cons
 }
 
 /* Fetches the live pod; *pod NULL when it does not exist. */
-static int get_pod(struct sbx_controller *c, const char *ns, const char *name, cJSON **pod)
+int sbx_rc_get_pod(struct sbx_controller *c, const char *ns, const char *name, cJSON **pod)
 {
 	char path[512];
 	struct kube_error err;
@@ -323,13 +310,17 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 		return WRITTEN_RECHECK_MS;
 	if (!pod || cJSON_IsTrue(jobj(jobj(pod, "spec"), "truncated"))) {
 		cJSON_Delete(pod);
-		if (get_pod(c, v->ns, pod_name, &pod) < 0)
+		if (sbx_rc_get_pod(c, v->ns, pod_name, &pod) < 0)
 			return -1;
 	}
 	if (pod && (!meta_str(pod, "uid") || strcmp(meta_str(pod, "uid"), pod_uid))) {
 		cJSON_Delete(pod); /* same name, another pod: ours is gone */
 		pod = NULL;
 	}
+	/* Gone because the controller released it (another holder's view of v
+	 * was older than v's resume): v resumes it, nothing went out of band. */
+	if (!pod && sbx_lc_released(c, v, pod_name, NULL))
+		return sbx_lc_resume(c, (struct sbx_view *)v);
 	char why[256] = "", tmsg[400];
 	int tampered = pod && pod_tampered(c, v, pod, why, sizeof why);
 	const char *old_ready = jstr(sbx_status_condition(v->status, "Ready"), "reason");
@@ -338,7 +329,7 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 	int created = binding && !strcmp(binding, "Created");
 	char msg[256];
 	snprintf(msg, sizeof msg, "%s pod %s", created ? "created" : "adopted", pod_name);
-	struct sbx_status_in in = bound_status(v, pod, pod_name, pod_uid, created, jstr(v->status, "claimedAt"),
+	struct sbx_status_in in = sbx_rc_bound_status(v, pod, pod_name, pod_uid, created, jstr(v->status, "claimedAt"),
 					       jstr(v->status, "keyExpiresAt"), msg);
 	if (tampered) {
 		snprintf(tmsg, sizeof tmsg, "pod %s was changed out of band (%s); it is not re-created", pod_name,
@@ -347,14 +338,16 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 		in.ready_reason = "PodTampered";
 		in.ready_message = tmsg;
 	}
-	int r = write_status(c, v, &in);
+	int r = sbx_rc_write_status(c, v, &in);
 	cJSON_Delete(pod);
+	if (r >= 0 && in.ready)
+		sbx_lc_ready(c, v);
 	if (r >= 0 && tampered && !reported) {
 		char key[64];
 		snprintf(key, sizeof key, "tampered/%s", v->uid);
 		/* Once per Sandbox: the set covers a cache that has not seen our write yet. */
 		if (sbx_strset_add(c->announced, key)) {
-			record(c, v, "Warning", "PodTampered", tmsg);
+			sbx_rc_event(c, v, "Warning", "PodTampered", tmsg);
 			log_kv(LOG_WARN, "bound pod tampered", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
 			       "reason", why);
 		}
@@ -436,11 +429,9 @@ static int key_expired(const struct sbx_controller *c, const struct sbx_view *v,
 	return claimed + c->cfg->key_lifetime_s <= v->created;
 }
 
-enum examine { EX_DONE, EX_NEXT_GENERATION, EX_RETRY, EX_RETRY_SOON };
-
 /* Decides what a pod found under a claim name means for v. The pod was read
  * live from the API. Never adopts anything that fails verification. */
-static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int *delay)
+enum sbx_examine sbx_rc_examine(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int *delay)
 {
 	struct sbx_verify_expect ex = {
 		.ns = v->ns,
@@ -456,7 +447,7 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 		*delay = REQUEUE_WAIT_MS;
 		char msg[256];
 		snprintf(msg, sizeof msg, "pod %s is terminating; waiting for its name to be free", pod_name);
-		return report_unbound(c, v, "Pending", "Waiting", msg, NULL) < 0 ? EX_RETRY : EX_DONE;
+		return sbx_rc_report_unbound(c, v, "Pending", "Waiting", msg, NULL) < 0 ? EX_RETRY : EX_DONE;
 	}
 	if (vr != SBX_VERIFY_OK) {
 	foreign:
@@ -469,7 +460,7 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 		log_kv(LOG_WARN, "foreign pod rejected", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
 		       "reason", sbx_verify_str(vr), "detail", why);
 		*delay = REQUEUE_FOREIGN_MS;
-		return report_unbound(c, v, "Pending", "ForeignPodConflict", msg, "ForeignPodRejected") < 0
+		return sbx_rc_report_unbound(c, v, "Pending", "ForeignPodConflict", msg, "ForeignPodRejected") < 0
 			       ? EX_RETRY
 			       : EX_DONE;
 	}
@@ -495,7 +486,7 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 				 "use another key or the same spec",
 				 holder ? holder : "(deleted)", pod_name);
 			*delay = 0;
-			return report_unbound(c, v, "Rejected", "IdempotencyKeyConflict", msg,
+			return sbx_rc_report_unbound(c, v, "Rejected", "IdempotencyKeyConflict", msg,
 					      "IdempotencyKeyConflict") < 0
 				       ? EX_RETRY
 				       : EX_DONE;
@@ -512,15 +503,19 @@ static enum examine examine_pod(struct sbx_controller *c, const struct sbx_view 
 		fault_point("after-adopt");
 	}
 	*delay = 0;
-	return report_bound(c, v, pod, ours && is_controller) < 0 ? EX_RETRY : EX_DONE;
+	return sbx_rc_report_bound(c, v, pod, ours && is_controller) < 0 ? EX_RETRY : EX_DONE;
 }
 
-/* Creates the pod for generation name, or tells what stands in the way. */
-static enum kube_err create_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name,
-				cJSON **out, struct kube_error *err)
+/* Creates the pod for generation name, or tells what stands in the way. A
+ * resumed generation keeps its claim time (claimed_at); a new one is now. */
+enum kube_err sbx_rc_create_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name,
+				const char *claimed_at, cJSON **out, struct kube_error *err)
 {
 	char claimed[32], seal[65], path[512];
-	ktime_format_rfc3339(time(NULL), claimed);
+	if (claimed_at)
+		snprintf(claimed, sizeof claimed, "%s", claimed_at);
+	else
+		ktime_format_rfc3339(time(NULL), claimed);
 	if (sbx_seal_sign(c->seal_keys, v->ns, pod_name, v->scope.digest, v->owner, v->scope.fingerprint,
 			  claimed, seal) < 0) {
 		kube_error_set(err, KUBE_ERR_OTHER, "%s", "cannot compute the pod seal");
@@ -618,7 +613,7 @@ static int create_failed(struct sbx_controller *c, struct sbx_view *v, const cha
 	char msg[700];
 	snprintf(msg, sizeof msg, "creating pod %s failed (%s): %s; retrying", pod_name, kube_err_str(e),
 		 err->message);
-	report_unbound(c, v, "Pending", "Waiting", msg, NULL);
+	sbx_rc_report_unbound(c, v, "Pending", "Waiting", msg, NULL);
 	v->retry_after_ms = (long)err->retry_after_s * 1000;
 	return -1;
 }
@@ -706,7 +701,8 @@ static cJSON *take_listed(struct generations *g, const char *name)
 
 static int cache_has_no_generation(struct sbx_controller *c, const struct sbx_view *v)
 {
-	if (c->cfg->key_lifetime_s < CACHED_CLAIM_MIN_LIFETIME_S || !informer_wait_synced(c->pods, 0))
+	if (c->cfg->key_lifetime_s < CACHED_CLAIM_MIN_LIFETIME_S || !informer_wait_synced(c->pods, 0) ||
+	    (c->claims && !informer_wait_synced(c->claims, 0)))
 		return 0;
 	cJSON *pods = informer_list_by_index(c->pods, v->scope.digest);
 	int none = cJSON_GetArraySize(pods) == 0;
@@ -722,6 +718,17 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 	struct generations g = { .v = v, .pods = cJSON_CreateArray(), .newest = -1 };
 	struct kube_error err;
 	enum kube_err e;
+	/* The claim records of the key's generations whose pods were released
+	 * (sandbox/claimrec.h): they count as generations too. */
+	cJSON *recs = v->key ? sbx_lc_records(c, v) : cJSON_CreateArray();
+	long newest_rec = -1;
+	const cJSON *rec;
+	cJSON_ArrayForEach(rec, recs)
+	{
+		long n = generation_of(v, meta_str(rec, "name"));
+		if (n > newest_rec)
+			newest_rec = n;
+	}
 	if (!cache_has_no_generation(c, v)) {
 		char sel[128], lpath[320];
 		snprintf(sel, sizeof sel, LABEL_DIGEST "=%s", v->scope.digest);
@@ -734,16 +741,45 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 		}
 	}
 	int r = -1;
-	unsigned n = g.newest > 0 ? (unsigned)g.newest : 0;
+	long newest = g.newest > newest_rec ? g.newest : newest_rec;
+	unsigned n = newest > 0 ? (unsigned)newest : 0;
 	for (; n < MAX_GENERATIONS; n++) {
 		char pod_name[80], path[512];
 		sbx_pod_name(&v->scope, n, pod_name, sizeof pod_name);
 		cJSON *pod = take_listed(&g, pod_name);
+		const cJSON *released = NULL;
+		cJSON_ArrayForEach(rec, recs)
+		{
+			if (meta_str(rec, "name") && !strcmp(meta_str(rec, "name"), pod_name))
+				released = rec;
+		}
+		if (!pod && released) {
+			int delay = 0;
+			enum sbx_examine x = sbx_lc_claim_record(c, v, released, &delay);
+			if (x == EX_NEXT_GENERATION)
+				continue;
+			r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS : -1;
+			goto out;
+		}
+		char holder[254];
+		if (pod && !owned_by(pod, v->uid, NULL) && key_expired(c, v, pod) == 0 &&
+		    sbx_lc_pod_expired(c, v, pod, holder, sizeof holder)) {
+			/* Every Sandbox of the generation expired, though the pod is
+			 * not released yet (the controller was down, or is at it now):
+			 * the stored outcome, never a share of an expired pod. */
+			char until[32] = "";
+			time_t t;
+			if (ktime_parse_rfc3339(annotation(pod, ANN_CLAIMED_AT), &t) == 0)
+				ktime_format_rfc3339(t + c->cfg->key_lifetime_s, until);
+			r = sbx_lc_report_expired_key(c, v, holder, pod_name, until[0] ? until : NULL);
+			cJSON_Delete(pod);
+			goto out;
+		}
 		if (!pod) {
-			e = create_pod(c, v, pod_name, &pod, &err);
+			e = sbx_rc_create_pod(c, v, pod_name, NULL, &pod, &err);
 			if (e == KUBE_OK) {
 				int delay = 0;
-				enum examine x = examine_pod(c, v, pod, &delay);
+				enum sbx_examine x = sbx_rc_examine(c, v, pod, &delay);
 				cJSON_Delete(pod);
 				r = x == EX_DONE ? delay : -1;
 				goto out;
@@ -752,7 +788,7 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 				char msg[600];
 				snprintf(msg, sizeof msg, "the pod for this Sandbox was refused by the API: %s",
 					 err.message);
-				r = report_unbound(c, v, "Rejected", "InvalidSpec", msg, "InvalidSpec") < 0 ? -1 : 0;
+				r = sbx_rc_report_unbound(c, v, "Rejected", "InvalidSpec", msg, "InvalidSpec") < 0 ? -1 : 0;
 				goto out;
 			}
 			if (e != KUBE_ERR_ALREADY_EXISTS && !kube_err_retriable(e)) {
@@ -778,7 +814,7 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 			}
 		}
 		int delay = 0;
-		enum examine x = examine_pod(c, v, pod, &delay);
+		enum sbx_examine x = sbx_rc_examine(c, v, pod, &delay);
 		cJSON_Delete(pod);
 		switch (x) {
 		case EX_DONE:
@@ -796,6 +832,7 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 	log_kv(LOG_ERROR, "too many expired generations for one key", "sandbox", v->name, "namespace", v->ns);
 out:
 	cJSON_Delete(g.pods);
+	cJSON_Delete(recs);
 	return r;
 }
 
@@ -804,14 +841,14 @@ out:
  * Bound=False/OwnerNotAuthorized reported and *r the reconcile's result: 0
  * (done: the Sandbox is looked at again when it changes), a delay while the
  * configuration's cache has not synced, or -1 when the report failed. */
-static int webhook_was_in_force(struct sbx_controller *c, struct sbx_view *v, const char *operation, time_t made,
+int sbx_rc_webhook_in_force(struct sbx_controller *c, struct sbx_view *v, const char *operation, time_t made,
 				int *r)
 {
 	char why[512], msg[700];
 	if (!c->webhooks || !informer_wait_synced(c->webhooks, 0)) {
 		snprintf(msg, sizeof msg, "workspace owner %s: waiting to read the MutatingWebhookConfiguration %s",
 			 v->owner, c->webhook_config);
-		*r = report_unbound(c, v, "Pending", "Waiting", msg, NULL) < 0 ? -1 : REQUEUE_WAIT_MS;
+		*r = sbx_rc_report_unbound(c, v, "Pending", "Waiting", msg, NULL) < 0 ? -1 : REQUEUE_WAIT_MS;
 		return 0;
 	}
 	cJSON *mwc = c->webhook_config[0] ? informer_get(c->webhooks, NULL, c->webhook_config) : NULL;
@@ -823,8 +860,25 @@ static int webhook_was_in_force(struct sbx_controller *c, struct sbx_view *v, co
 		 "workspace owner %s: the admission webhook was not in force for this Sandbox (%s), so its owner "
 		 "authorization cannot be trusted; no pod is created",
 		 v->owner, why);
-	*r = report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
+	*r = sbx_rc_report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
 	return 0;
+}
+
+/* The reconcile's result r, brought forward to v's shutdownTime when that
+ * comes first (a timer in the work queue's delay heap, not a poll). */
+static int shutdown_timer(const struct sbx_view *v, int r)
+{
+	if (r < 0 || !v->lc.has_shutdown || v->lc.shutdown <= v->now)
+		return r;
+	double ms = ((double)v->lc.shutdown - (double)v->now) * 1000 + 50;
+	if (ms > 7 * 86400 * 1000.0)
+		ms = 7 * 86400 * 1000.0; /* looked at again then */
+	return r == 0 || ms < r ? (int)ms : r;
+}
+
+long sbx_rc_key_lifetime(const struct sbx_controller *c)
+{
+	return c->cfg->key_lifetime_s;
 }
 
 static int view_init(struct sbx_view *v, const cJSON *obj)
@@ -842,6 +896,10 @@ static int view_init(struct sbx_view *v, const cJSON *obj)
 	v->spec = jobj(obj, "spec");
 	v->status = jobj(obj, "status");
 	v->owner = jstr(v->spec, "workspaceOwner");
+	v->key = jstr(v->spec, "idempotencyKey");
+	v->now = time(NULL);
+	char msg[256];
+	sbx_lifecycle_parse(v->spec, &v->lc, msg, sizeof msg); /* an invalid one is refused by validation */
 	return 0;
 }
 
@@ -891,52 +949,40 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_afte
 				 oversized->valuedouble, SBX_SPEC_KEEP_MAX);
 		else if (!cJSON_IsObject(v.spec))
 			snprintf(msg, sizeof msg, "spec is missing");
-		r = report_unbound(c, &v, "Rejected", "InvalidSpec", msg, "InvalidSpec");
+		r = sbx_rc_report_unbound(c, &v, "Rejected", "InvalidSpec", msg, "InvalidSpec");
 		goto out;
 	}
 	if (sbx_scope_compute(v.ns, v.uid, v.spec, &v.scope, msg, sizeof msg) < 0) {
-		r = report_unbound(c, &v, "Rejected", "InvalidSpec", msg, "InvalidSpec");
+		r = sbx_rc_report_unbound(c, &v, "Rejected", "InvalidSpec", msg, "InvalidSpec");
 		goto out;
 	}
-	const char *bound_digest = jstr(v.status, "scopeDigest");
-	if (jstr(v.status, "podName") && jstr(v.status, "podUID") && jstr(v.status, "binding") && bound_digest &&
-	    !strcmp(bound_digest, v.scope.digest)) {
-		r = follow_bound(c, &v);
+	const char *bound_digest = jstr(v.status, "scopeDigest"), *phase = jstr(v.status, "phase");
+	int bound = jstr(v.status, "podName") && jstr(v.status, "podUID") && jstr(v.status, "binding") &&
+		    bound_digest && !strcmp(bound_digest, v.scope.digest);
+	/* Lifecycle first (contract section 5a): Expired is final, a suspended
+	 * Sandbox holds no pod, a resumed one is authorized anew. */
+	if ((phase && !strcmp(phase, "Expired")) || sbx_lifecycle_expired(&v.lc, v.now)) {
+		r = sbx_lc_expire(c, &v);
 		goto out;
+	}
+	if (v.lc.suspend) {
+		r = sbx_lc_suspend(c, &v, bound);
+		goto timer;
+	}
+	if (bound) {
+		r = phase && !strcmp(phase, "Suspended") ? sbx_lc_resume(c, &v) : follow_bound(c, &v);
+		goto timer;
 	}
 	if (terminal_rejection(&v))
 		goto out;
 	const char *rc_name;
 	if (sbx_pod_runtime_class(v.spec, c->cfg, &rc_name, msg, sizeof msg) < 0) {
-		r = report_unbound(c, &v, "Rejected", "InvalidSpec", msg, "InvalidSpec");
+		r = sbx_rc_report_unbound(c, &v, "Rejected", "InvalidSpec", msg, "InvalidSpec");
 		goto out;
 	}
-	if (v.owner && c->cfg->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) {
-		/* Never mount a workspace whose authorization cannot be verified. */
-		struct sbx_authz_subject s = {
-			.ns = v.ns,
-			.name = v.name,
-			.owner = v.owner,
-			.fingerprint = v.scope.fingerprint,
-			.username = annotation(obj, SBX_ANN_REQUESTED_BY),
-		};
-		enum sbx_authz_check ac =
-		    sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
-				     c->seal_keys->n, &s, v.created, annotation(obj, SBX_ANN_OWNER_AUTHZ), NULL);
-		if (ac != SBX_AUTHZ_OK) {
-			snprintf(msg, sizeof msg,
-				 "workspace owner %s: %s; no pod is created (create the Sandbox with the admission "
-				 "webhook installed, as an identity allowed to use this owner)",
-				 v.owner, sbx_authz_str(ac));
-			r = report_unbound(c, &v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
-			goto out;
-		}
-		/* A record counts only when the API server's admission call made it:
-		 * anyone who reaches the webhook port can have one made, but only
-		 * a Sandbox the webhook saw created carries one it let through. */
-		if (!webhook_was_in_force(c, &v, "CREATE", v.created, &r))
-			goto out;
-	}
+	/* Never mount a workspace whose authorization cannot be verified. */
+	if (!sbx_lc_owner_authorized(c, &v, 1, &r))
+		goto out;
 	if (!sbx_strset_add(c->inflight, v.scope.digest)) {
 		r = REQUEUE_BUSY_MS;
 		goto out;
@@ -945,6 +991,8 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_afte
 	sbx_strset_del(c->inflight, v.scope.digest);
 	if (retry_after_ms)
 		*retry_after_ms = v.retry_after_ms;
+timer:
+	r = shutdown_timer(&v, r);
 out:
 	if (r < 0) {
 		obs_metric_add(sbx_m.errors, NULL, 1);

@@ -38,6 +38,7 @@ struct sbx_controller {
 	 * of it, to tell whether it was in force when a Sandbox was made. */
 	struct informer *webhooks;
 	struct sbx_inforce *inforce;
+	struct informer *claims; /* SandboxClaims (sandbox/claimrec.h), by scope digest */
 	char webhook_config[254]; /* its name; "" = none, so nothing is in force */
 	struct workqueue *queue;
 	struct event_recorder *events;

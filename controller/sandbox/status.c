@@ -56,6 +56,13 @@ cJSON *sbx_status_build(const struct sbx_status_in *in, const cJSON *old_status,
 	add_str_or_null(s, "binding", in->binding);
 	add_str_or_null(s, "claimedAt", in->claimed_at);
 	add_str_or_null(s, "keyExpiresAt", in->key_expires_at);
+	add_str_or_null(s, "podIP", in->pod_ip);
+	/* Kept once written: a resume needs a record of a later generation. */
+	const cJSON *sg = cJSON_GetObjectItemCaseSensitive(old_status, "suspendedGeneration");
+	if (in->suspended_generation > 0)
+		cJSON_AddNumberToObject(s, "suspendedGeneration", (double)in->suspended_generation);
+	else if (cJSON_IsNumber(sg))
+		cJSON_AddNumberToObject(s, "suspendedGeneration", sg->valuedouble);
 	cJSON_AddNumberToObject(s, "observedGeneration", (double)in->generation);
 	cJSON *conds = cJSON_AddArrayToObject(s, "conditions");
 	cJSON_AddItemToArray(conds, condition(old_status, "Bound", in->bound, in->bound_reason,

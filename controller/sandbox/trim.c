@@ -5,6 +5,7 @@
 
 #include "base/jsonget.h"
 #include "sandbox/authz.h"
+#include "sandbox/podbuild.h"
 
 static void copy_fields(cJSON *dst, const cJSON *src, const char *const *names)
 {
@@ -44,6 +45,12 @@ static int json_size_over(const cJSON *v, size_t limit, size_t *size)
 	return v && json_larger_than(v, limit, size);
 }
 
+/* 1 when d is 32 lowercase hex digits. */
+static int is_digest(const char *d)
+{
+	return d && strlen(d) == 32 && strspn(d, "0123456789abcdef") == 32;
+}
+
 cJSON *sbx_trim_sandbox(const cJSON *obj)
 {
 	static const char *const meta[] = { "name",	       "namespace",	    "uid",	 "generation",
@@ -51,7 +58,7 @@ cJSON *sbx_trim_sandbox(const cJSON *obj)
 					    NULL };
 	/* Of the annotations, only the owner authorization record and its
 	 * requester are read (a tenant may write 256 KiB of others). */
-	static const char *const ann[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, NULL };
+	static const char *const ann[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, SBX_ANN_RESUMED_BY, NULL };
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
 	copy_fields(m, jobj(obj, "metadata"), meta);
@@ -72,6 +79,13 @@ cJSON *sbx_trim_sandbox(const cJSON *obj)
 			cJSON_AddStringToObject(kept, *k, val);
 		}
 	}
+	/* The cache is indexed by scope digest: the one the controller bound
+	 * the Sandbox under (status), else the webhook's label (in flight). */
+	const char *d = jstr(jobj(t, "status"), "scopeDigest");
+	if (!is_digest(d))
+		d = jstr(jobj(jobj(obj, "metadata"), "labels"), SBX_LABEL_DIGEST);
+	if (is_digest(d))
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "labels"), SBX_LABEL_DIGEST, d);
 	return t;
 }
 
@@ -85,7 +99,7 @@ const char sbx_sandbox_dictionary[] =
     "\"value\":\"\"}],\"runtimeClassName\":\"\",\"annotations\":{\"sandbox.dev/requested-by\":\"\","
     "\"sandbox.dev/owner-authorization\":\"\"},"
     "{\"metadata\":{\"name\":\"\",\"namespace\":\"\",\"uid\":\"\",\"generation\":1,\"resourceVersion\":\"\","
-    "\"creationTimestamp\":\"\"},\"spec\":{\"command\":[],\"idempotencyKey\":\"\",\"image\":\"\",\"resources\":"
+    "\"creationTimestamp\":\"\",\"labels\":{\"sandbox.dev/scope-digest\":\"\"}},\"spec\":{\"command\":[],\"idempotencyKey\":\"\",\"image\":\"\",\"resources\":"
     "{\"limits\":{\"cpu\":\"\",\"memory\":\"\"},\"requests\":{\"cpu\":\"\",\"memory\":\"\"}},\"workspaceOwner\":\"\"},"
     "\"status\":{\"binding\":\"Created\",\"claimedAt\":\"\",\"conditions\":[{\"lastTransitionTime\":\"\","
     "\"message\":\"created pod sbx-\",\"observedGeneration\":1,\"reason\":\"PodCreated\",\"status\":\"True\","
@@ -198,6 +212,9 @@ cJSON *sbx_trim_pod(const cJSON *obj)
 		cJSON_AddTrueToObject(ts, "truncated");
 	const cJSON *st = jobj(obj, "status");
 	cJSON *s = cJSON_AddObjectToObject(t, "status");
+	const char *ip = jstr(st, "podIP");
+	if (ip && strlen(ip) <= 64)
+		cJSON_AddStringToObject(s, "podIP", ip);
 	const char *phase = jstr(st, "phase");
 	if (phase && strlen(phase) <= 32)
 		cJSON_AddStringToObject(s, "phase", phase);

@@ -1,0 +1,183 @@
+#include "sandbox/claimrec.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "base/buf.h"
+#include "base/jsonget.h"
+#include "sandbox/podbuild.h"
+#include "sandbox/scope.h"
+
+#define CLAIM_MSG_CAP 4096
+#define CLAIM_OWNER_REFS_MAX 256
+
+const char *sbx_claim_state_str(enum sbx_claim_state s)
+{
+	return s == SBX_CLAIM_EXPIRED ? "Expired" : "Suspended";
+}
+
+static int lp(struct buf *b, const char *s)
+{
+	return sbx_lp_append(b, s, strlen(s));
+}
+
+/* The seal of r in ns under key into out (65 bytes); -1 on failure. */
+static int claim_mac(const unsigned char *key, size_t keylen, const struct sbx_claimrec *r, const char *ns, char out[65])
+{
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int maclen = 0;
+	char gen[24];
+	struct buf m;
+	int rc = -1;
+	out[0] = '\0';
+	if (!key || keylen < SBX_SEAL_KEY_MIN || keylen > (size_t)INT_MAX)
+		return -1;
+	snprintf(gen, sizeof gen, "%ld", r->generation);
+	static const unsigned char absent = 0x00, present = 0x01;
+	buf_init(&m, CLAIM_MSG_CAP);
+	int e = lp(&m, "sandbox.dev/claim/v1") | lp(&m, ns) | lp(&m, r->name) | lp(&m, r->digest) | lp(&m, gen) |
+		lp(&m, r->pod_name) | lp(&m, r->claimed_at) | lp(&m, r->key_expires_at) | lp(&m, r->fingerprint) |
+		buf_append(&m, r->has_owner ? &present : &absent, 1) | (r->has_owner ? lp(&m, r->owner) : 0) |
+		lp(&m, sbx_claim_state_str(r->state)) | lp(&m, r->sandbox) | lp(&m, r->since);
+	if (!e && HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)m.data, m.len, mac, &maclen) &&
+	    maclen == 32) {
+		sbx_hex(mac, 32, out);
+		rc = 0;
+	}
+	OPENSSL_cleanse(mac, sizeof mac);
+	buf_release(&m);
+	return rc;
+}
+
+cJSON *sbx_claimrec_build(const struct sbx_claimrec *r, const char *ns, const struct sbx_seal_keys *keys,
+			  const cJSON *owner_refs)
+{
+	char seal[65];
+	if (!keys || !keys->n || !ns || !r->name[0] || !r->digest[0] || !r->pod_name[0] || !r->claimed_at[0] ||
+	    !r->key_expires_at[0] || !r->fingerprint[0] || claim_mac(keys->key[0], keys->len[0], r, ns, seal) < 0)
+		return NULL;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "apiVersion", SBX_CLAIM_API);
+	cJSON_AddStringToObject(o, "kind", SBX_CLAIM_KIND);
+	cJSON *m = cJSON_AddObjectToObject(o, "metadata");
+	cJSON_AddStringToObject(m, "name", r->name);
+	cJSON_AddStringToObject(m, "namespace", ns);
+	cJSON *l = cJSON_AddObjectToObject(m, "labels");
+	cJSON_AddStringToObject(l, SBX_LABEL_DIGEST, r->digest);
+	cJSON_AddStringToObject(l, SBX_LABEL_MANAGED_BY, SBX_MANAGED_BY);
+	cJSON_AddItemToObject(m, "ownerReferences", owner_refs ? cJSON_Duplicate(owner_refs, 1) : cJSON_CreateArray());
+	cJSON *s = cJSON_AddObjectToObject(o, "spec");
+	cJSON_AddStringToObject(s, "scopeDigest", r->digest);
+	cJSON_AddNumberToObject(s, "generation", (double)r->generation);
+	cJSON_AddStringToObject(s, "podName", r->pod_name);
+	cJSON_AddStringToObject(s, "claimedAt", r->claimed_at);
+	cJSON_AddStringToObject(s, "keyExpiresAt", r->key_expires_at);
+	cJSON_AddStringToObject(s, "specFingerprint", r->fingerprint);
+	if (r->has_owner)
+		cJSON_AddStringToObject(s, "workspaceOwner", r->owner);
+	cJSON_AddStringToObject(s, "state", sbx_claim_state_str(r->state));
+	cJSON_AddStringToObject(s, "sandbox", r->sandbox);
+	cJSON_AddStringToObject(s, "since", r->since);
+	cJSON_AddStringToObject(s, "seal", seal);
+	return o;
+}
+
+/* Copies string member k of o into out (size n); -1 when absent (and
+ * required) or too long. */
+static int take(const cJSON *o, const char *k, char *out, size_t n, int required)
+{
+	const char *v = jstr(o, k);
+	out[0] = '\0';
+	if (!v)
+		return required ? -1 : 0;
+	if (strlen(v) >= n)
+		return -1;
+	memcpy(out, v, strlen(v) + 1);
+	return 0;
+}
+
+int sbx_claimrec_parse(const cJSON *obj, const char *ns, const struct sbx_seal_keys *keys, struct sbx_claimrec *out,
+		       char *why, size_t whylen)
+{
+	memset(out, 0, sizeof *out);
+	const cJSON *m = jobj(obj, "metadata"), *s = jobj(obj, "spec");
+	const cJSON *gen = jobj(s, "generation");
+	const char *state = jstr(s, "state"), *seal = jstr(s, "seal");
+	if (take(m, "name", out->name, sizeof out->name, 1) || take(m, "uid", out->uid, sizeof out->uid, 0) ||
+	    take(m, "resourceVersion", out->resource_version, sizeof out->resource_version, 0) ||
+	    take(s, "scopeDigest", out->digest, sizeof out->digest, 1) ||
+	    take(s, "podName", out->pod_name, sizeof out->pod_name, 1) ||
+	    take(s, "claimedAt", out->claimed_at, sizeof out->claimed_at, 1) ||
+	    take(s, "keyExpiresAt", out->key_expires_at, sizeof out->key_expires_at, 1) ||
+	    take(s, "specFingerprint", out->fingerprint, sizeof out->fingerprint, 1) ||
+	    take(s, "workspaceOwner", out->owner, sizeof out->owner, 0) ||
+	    take(s, "sandbox", out->sandbox, sizeof out->sandbox, 0) || take(s, "since", out->since, sizeof out->since, 0) ||
+	    !cJSON_IsNumber(gen) || gen->valuedouble < 0 || gen->valuedouble > 9999 || !state ||
+	    (strcmp(state, "Suspended") && strcmp(state, "Expired")) || !seal || !ns) {
+		snprintf(why, whylen, "malformed SandboxClaim");
+		return -1;
+	}
+	out->generation = (long)gen->valuedouble;
+	out->has_owner = jstr(s, "workspaceOwner") != NULL;
+	out->state = strcmp(state, "Expired") ? SBX_CLAIM_SUSPENDED : SBX_CLAIM_EXPIRED;
+	int ok = 0;
+	for (size_t i = 0; keys && i < keys->n && !ok; i++) {
+		char want[65];
+		if (claim_mac(keys->key[i], keys->len[i], out, ns, want) == 0)
+			ok = sbx_seal_equal(want, seal);
+		OPENSSL_cleanse(want, sizeof want);
+	}
+	if (!ok) {
+		snprintf(why, whylen, "SandboxClaim %.80s is not sealed by this controller", out->name);
+		return -1;
+	}
+	return 0;
+}
+
+cJSON *sbx_claimrec_trim(const cJSON *obj)
+{
+	static const char *const meta[] = { "name", "namespace", "uid", "resourceVersion", "deletionTimestamp", NULL };
+	static const char *const spec[] = { "scopeDigest", "podName", "claimedAt", "keyExpiresAt", "specFingerprint",
+					    "workspaceOwner", "state", "sandbox", "since", "seal", NULL };
+	const cJSON *om = jobj(obj, "metadata"), *os = jobj(obj, "spec");
+	cJSON *t = cJSON_CreateObject();
+	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
+	for (const char *const *k = meta; *k; k++) {
+		const char *v = jstr(om, *k);
+		if (v && strlen(v) <= 253)
+			cJSON_AddStringToObject(m, *k, v);
+	}
+	const char *d = jstr(jobj(om, "labels"), SBX_LABEL_DIGEST);
+	if (d && strlen(d) == 32)
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "labels"), SBX_LABEL_DIGEST, d);
+	cJSON *refs = cJSON_AddArrayToObject(m, "ownerReferences");
+	const cJSON *ref;
+	int n = 0;
+	cJSON_ArrayForEach(ref, jobj(om, "ownerReferences"))
+	{
+		const char *name = jstr(ref, "name"), *uid = jstr(ref, "uid"), *kind = jstr(ref, "kind");
+		if (!name || !uid || !kind || strcmp(kind, "Sandbox") || strlen(name) > 253 || strlen(uid) > 64 ||
+		    ++n > CLAIM_OWNER_REFS_MAX)
+			continue;
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "name", name);
+		cJSON_AddStringToObject(r, "uid", uid);
+		cJSON_AddItemToArray(refs, r);
+	}
+	cJSON *s = cJSON_AddObjectToObject(t, "spec");
+	for (const char *const *k = spec; *k; k++) {
+		const char *v = jstr(os, *k);
+		if (v && strlen(v) <= 253)
+			cJSON_AddStringToObject(s, *k, v);
+	}
+	const cJSON *g = jobj(os, "generation");
+	if (cJSON_IsNumber(g))
+		cJSON_AddNumberToObject(s, "generation", g->valuedouble);
+	return t;
+}

@@ -1,0 +1,86 @@
+/* Tests of sandbox/claimrec.h: the claim record is sealed over every field
+ * and survives the informer's trim. */
+#include <string.h>
+
+#include "sandbox/claimrec.h"
+#include "test_suites.h"
+
+void register_sandbox_claimrec_tests(void);
+
+static struct sbx_claimrec sample(void)
+{
+	struct sbx_claimrec r = { .generation = 1, .has_owner = 1, .state = SBX_CLAIM_EXPIRED };
+	snprintf(r.name, sizeof r.name, "sbx-a2c8db0f290b9f479603660ab6f7894e-1");
+	snprintf(r.digest, sizeof r.digest, "a2c8db0f290b9f479603660ab6f7894e");
+	snprintf(r.pod_name, sizeof r.pod_name, "%s", r.name);
+	snprintf(r.claimed_at, sizeof r.claimed_at, "2026-12-01T10:00:00Z");
+	snprintf(r.key_expires_at, sizeof r.key_expires_at, "2026-12-02T10:00:00Z");
+	memset(r.fingerprint, 'f', 64);
+	snprintf(r.owner, sizeof r.owner, "alice");
+	snprintf(r.sandbox, sizeof r.sandbox, "late-1");
+	snprintf(r.since, sizeof r.since, "2026-12-01T11:00:00Z");
+	return r;
+}
+
+static void load(struct sbx_seal_keys *k, const char *key)
+{
+	char err[128];
+	sbx_seal_keys_init(k);
+	CU_ASSERT_EQUAL_FATAL(sbx_seal_keys_add(k, (const unsigned char *)key, strlen(key), 16, err, sizeof err), 0);
+}
+
+static void test_roundtrip_and_seal(void)
+{
+	struct sbx_seal_keys k1, k2, both;
+	load(&k1, "0123456789abcdef0123456789abcdef-one");
+	load(&k2, "fedcba9876543210fedcba9876543210-two");
+	load(&both, "fedcba9876543210fedcba9876543210-two");
+	char err[128];
+	CU_ASSERT_EQUAL(sbx_seal_keys_add(&both, (const unsigned char *)"0123456789abcdef0123456789abcdef-one", 36, 16,
+					  err, sizeof err),
+			0);
+	struct sbx_claimrec r = sample(), out;
+	cJSON *refs = cJSON_Parse("[{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\",\"name\":\"s\",\"uid\":\"u\"}]");
+	cJSON *o = sbx_claimrec_build(&r, "team-a", &k1, refs);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+	char why[128];
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(o, "team-a", &k1, &out, why, sizeof why), 0);
+	CU_ASSERT_STRING_EQUAL(out.pod_name, r.pod_name);
+	CU_ASSERT_EQUAL(out.state, SBX_CLAIM_EXPIRED);
+	CU_ASSERT_EQUAL(out.generation, 1);
+	CU_ASSERT_STRING_EQUAL(out.owner, "alice");
+	/* through the trim, and with a rotated key list */
+	cJSON *t = sbx_claimrec_trim(o);
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(t, "team-a", &both, &out, why, sizeof why), 0);
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(t, "metadata"), "ownerReferences")), 1);
+	cJSON_Delete(t);
+	/* another key, another namespace, any field changed: not believed */
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(o, "team-a", &k2, &out, why, sizeof why), -1);
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(o, "team-b", &k1, &out, why, sizeof why), -1);
+	static const char *const fields[] = { "podName", "claimedAt", "keyExpiresAt", "state", "sandbox", "workspaceOwner" };
+	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+		cJSON *x = cJSON_Duplicate(o, 1);
+		cJSON *s = cJSON_GetObjectItem(x, "spec");
+		cJSON_ReplaceItemInObject(s, fields[i], cJSON_CreateString(!strcmp(fields[i], "state") ? "Suspended" : "x"));
+		CU_ASSERT_EQUAL(sbx_claimrec_parse(x, "team-a", &k1, &out, why, sizeof why), -1);
+		cJSON_Delete(x);
+	}
+	cJSON *x = cJSON_Duplicate(o, 1);
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(x, "spec"), "workspaceOwner"); /* owner -> none */
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(x, "team-a", &k1, &out, why, sizeof why), -1);
+	cJSON_Delete(x);
+	x = cJSON_Duplicate(o, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(x, "spec"), "generation", cJSON_CreateNumber(2));
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(x, "team-a", &k1, &out, why, sizeof why), -1);
+	cJSON_Delete(x);
+	cJSON_Delete(o);
+	cJSON_Delete(refs);
+	sbx_seal_keys_release(&k1);
+	sbx_seal_keys_release(&k2);
+	sbx_seal_keys_release(&both);
+}
+
+void register_sandbox_claimrec_tests(void)
+{
+	SBX_SUITE("sandbox/claimrec", { "built, sealed, trimmed, verified", test_roundtrip_and_seal });
+}
