@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <CUnit/CUnit.h>
@@ -352,6 +353,45 @@ static void test_retry_after_min(void)
 
 /* The spam filter's buckets: 25 at once per key, one more every 300 s, keys
  * independent, the least recently used forgotten beyond the cap. */
+/* The low lane: handed out only when no ordinary key is ready, at most the
+ * limit at once; an ordinary add moves a key out of it. */
+static void test_low_lane(void)
+{
+	struct workqueue *q = workqueue_new();
+	workqueue_set_low_limit(q, 2);
+	workqueue_add_after_low(q, "ns/l1", 1);
+	workqueue_add_after_low(q, "ns/l2", 1);
+	workqueue_add_after_low(q, "ns/l3", 1);
+	workqueue_add_after_low(q, "ns/l4", 1);
+	usleep(20 * 1000);
+	workqueue_add(q, "ns/a");
+	workqueue_add(q, "ns/l4"); /* moved to the ordinary lane */
+	char *k1 = workqueue_get(q), *k2 = workqueue_get(q);
+	CU_ASSERT_STRING_EQUAL(k1, "ns/a");
+	CU_ASSERT_STRING_EQUAL(k2, "ns/l4");
+	char *l1 = workqueue_get(q), *l2 = workqueue_get(q);
+	CU_ASSERT(!strncmp(l1, "ns/l", 4) && !strncmp(l2, "ns/l", 4) && strcmp(l1, l2) && strcmp(l1, "ns/l4") &&
+		  strcmp(l2, "ns/l4"));
+	/* two low keys in flight: the third waits, an ordinary one does not */
+	CU_ASSERT_EQUAL(workqueue_len(q), 1);
+	workqueue_add(q, "ns/b");
+	char *b = workqueue_get(q);
+	CU_ASSERT_STRING_EQUAL(b, "ns/b");
+	workqueue_done(q, l1);
+	char *l3 = workqueue_get(q);
+	CU_ASSERT(!strncmp(l3, "ns/l", 4) && strcmp(l3, l1) && strcmp(l3, l2) && strcmp(l3, "ns/l4"));
+	char *all[] = { k1, k2, l2, b, l3 };
+	for (size_t i = 0; i < 5; i++) {
+		workqueue_done(q, all[i]);
+		free(all[i]);
+	}
+	free(l1);
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	workqueue_shutdown(q);
+	CU_ASSERT_PTR_NULL(workqueue_get(q));
+	workqueue_free(q);
+}
+
 static void test_bucket_set(void)
 {
 	struct bucket_set *s = bucket_set_new(1.0 / 300, 25, 3);
@@ -372,7 +412,8 @@ static void test_bucket_set(void)
 
 void register_kube_workqueue_tests(void)
 {
-	SBX_SUITE("kube/workqueue", {"dedup and re-add while processing", test_dedup},
+	SBX_SUITE("kube/workqueue", {"low lane: after ordinary work, capped", test_low_lane},
+		  {"dedup and re-add while processing", test_dedup},
 		  {"4 workers never share a key", test_one_worker_per_key},
 		  {"backoff 5,10,20.. and forget", test_backoff},
 		  {"rate-limited delivery", test_rate_limited_delivery},

@@ -21,17 +21,20 @@
 struct member { /* an element of the dirty and processing sets */
 	char *key;
 	int64_t since_us; /* dirty: when queued; processing: when handed out */
+	int low;	  /* dirty: in the low lane; processing: handed out from it */
 	UT_hash_handle hh;
 };
 
-struct node { /* the FIFO of ready keys */
+struct node { /* the FIFOs of ready keys */
 	char *key;
+	int low; /* the lane it was queued in (a node whose key moved lanes is stale) */
 	struct node *next;
 };
 
 struct delayed {
 	char *key;
 	int64_t ready_ms;
+	int low; /* due into the low lane */
 	size_t pos; /* index in the heap */
 	UT_hash_handle hh;
 };
@@ -53,8 +56,10 @@ struct ns_bucket {
 struct workqueue {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct node *head, *tail;
+	struct node *head, *tail;   /* the lane of ordinary adds */
+	struct node *lhead, *ltail; /* the low lane: workqueue_add_after_low */
 	size_t len;
+	int low_active, low_max;    /* low keys being processed, and the cap (0: none) */
 	struct member *dirty, *processing;
 	struct delayed *waiting; /* by key */
 	struct delayed **heap;	 /* min-heap on ready_ms */
@@ -170,31 +175,47 @@ static struct delayed *heap_pop(struct workqueue *q)
 
 /* ---- core (caller holds mu) ---- */
 
-static void push_locked(struct workqueue *q, const char *key)
+static void push_locked(struct workqueue *q, const char *key, int low)
 {
 	struct node *n = xcalloc(1, sizeof *n);
 	n->key = xstrdup(key);
-	if (q->tail)
-		q->tail->next = n;
+	n->low = low;
+	struct node **head = low ? &q->lhead : &q->head, **tail = low ? &q->ltail : &q->tail;
+	if (*tail)
+		(*tail)->next = n;
 	else
-		q->head = n;
-	q->tail = n;
+		*head = n;
+	*tail = n;
 	q->len++;
 	if (q->m.depth)
 		q->m.depth(q->m.ctx, q->len);
 	pthread_cond_signal(&q->cv);
 }
 
-static void add_locked(struct workqueue *q, const char *key)
+/* Queues key in a lane; an ordinary add of a key waiting in the low lane
+ * moves it to the ordinary one (its old node goes stale). */
+static void add_locked(struct workqueue *q, const char *key, int low)
 {
-	if (q->shutting_down || set_has(q->dirty, key))
+	if (q->shutting_down)
 		return;
+	struct member *dm = set_find(q->dirty, key);
+	if (dm) {
+		if (dm->low && !low) {
+			dm->low = 0;
+			if (!set_has(q->processing, key)) {
+				push_locked(q, key, 0);
+				q->len--; /* the stale node in the low lane still counts once */
+			}
+		}
+		return;
+	}
 	set_add(&q->dirty, key, mono_us());
+	set_find(q->dirty, key)->low = low;
 	if (q->m.adds)
 		q->m.adds(q->m.ctx);
 	if (set_has(q->processing, key))
 		return; /* queued again by workqueue_done */
-	push_locked(q, key);
+	push_locked(q, key, low);
 }
 
 /* Moves every delayed item that is due into the queue. */
@@ -202,7 +223,7 @@ static void promote_due(struct workqueue *q, int64_t now)
 {
 	while (q->nheap && q->heap[0]->ready_ms <= now) {
 		struct delayed *d = heap_pop(q);
-		add_locked(q, d->key);
+		add_locked(q, d->key, d->low);
 		free(d->key);
 		free(d);
 	}
@@ -231,11 +252,13 @@ void workqueue_free(struct workqueue *q)
 {
 	if (!q)
 		return;
-	while (q->head) {
-		struct node *n = q->head;
-		q->head = n->next;
-		free(n->key);
-		free(n);
+	for (struct node **h = &q->head; h; h = h == &q->head ? &q->lhead : NULL) {
+		while (*h) {
+			struct node *n = *h;
+			*h = n->next;
+			free(n->key);
+			free(n);
+		}
 	}
 	set_clear(&q->dirty);
 	set_clear(&q->processing);
@@ -264,14 +287,36 @@ void workqueue_free(struct workqueue *q)
 void workqueue_add(struct workqueue *q, const char *key)
 {
 	pthread_mutex_lock(&q->mu);
-	add_locked(q, key);
+	add_locked(q, key, 0);
 	pthread_mutex_unlock(&q->mu);
 }
 
+static void add_after(struct workqueue *q, const char *key, long delay_ms, int low);
+
 void workqueue_add_after(struct workqueue *q, const char *key, long delay_ms)
 {
+	add_after(q, key, delay_ms, 0);
+}
+
+void workqueue_add_after_low(struct workqueue *q, const char *key, long delay_ms)
+{
+	add_after(q, key, delay_ms, 1);
+}
+
+void workqueue_set_low_limit(struct workqueue *q, int max_concurrent)
+{
+	pthread_mutex_lock(&q->mu);
+	q->low_max = max_concurrent > 0 ? max_concurrent : 0;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+}
+
+static void add_after(struct workqueue *q, const char *key, long delay_ms, int low)
+{
 	if (delay_ms <= 0) {
-		workqueue_add(q, key);
+		pthread_mutex_lock(&q->mu);
+		add_locked(q, key, low);
+		pthread_mutex_unlock(&q->mu);
 		return;
 	}
 	int64_t ready = ktime_mono_ms() + delay_ms;
@@ -287,10 +332,12 @@ void workqueue_add_after(struct workqueue *q, const char *key, long delay_ms)
 			d->ready_ms = ready;
 			heap_up(q, d->pos);
 		}
+		d->low = d->low && low; /* an ordinary wait wins */
 	} else {
 		d = xcalloc(1, sizeof *d);
 		d->key = xstrdup(key);
 		d->ready_ms = ready;
+		d->low = low;
 		if (q->nheap == q->capheap) {
 			q->capheap = q->capheap ? q->capheap * 2 : 16;
 			q->heap = xrealloc(q->heap, q->capheap * sizeof *q->heap);
@@ -383,26 +430,46 @@ int workqueue_num_requeues(struct workqueue *q, const char *key)
 	return n;
 }
 
+/* Pops the next node a getter may take (caller holds mu): the ordinary
+ * lane first, the low lane while under its cap; stale nodes are dropped. */
+static struct node *pop_locked(struct workqueue *q)
+{
+	for (;;) {
+		int low = !q->head;
+		if (low && (!q->lhead || (q->low_max && q->low_active >= q->low_max)))
+			return NULL;
+		struct node **head = low ? &q->lhead : &q->head, **tail = low ? &q->ltail : &q->tail;
+		struct node *n = *head;
+		*head = n->next;
+		if (!*head)
+			*tail = NULL;
+		struct member *dm = set_find(q->dirty, n->key);
+		if (low && (!dm || !dm->low || set_has(q->processing, n->key))) {
+			free(n->key); /* moved to the ordinary lane (counted there) */
+			free(n);
+			continue;
+		}
+		q->len--;
+		return n;
+	}
+}
+
 char *workqueue_get(struct workqueue *q)
 {
 	pthread_mutex_lock(&q->mu);
+	struct node *n;
 	for (;;) {
 		if (!q->shutting_down)
 			promote_due(q, ktime_mono_ms());
-		if (q->head)
+		if ((n = pop_locked(q)))
 			break;
-		if (q->shutting_down) {
+		if (q->shutting_down && !q->lhead) {
 			pthread_mutex_unlock(&q->mu);
 			return NULL;
 		}
 		int64_t deadline = q->nheap ? q->heap[0]->ready_ms : -1;
 		ktime_cond_wait_until(&q->cv, &q->mu, deadline);
 	}
-	struct node *n = q->head;
-	q->head = n->next;
-	if (!q->head)
-		q->tail = NULL;
-	q->len--;
 	int64_t now = mono_us();
 	struct member *dm = set_find(q->dirty, n->key);
 	if (q->m.queued && dm)
@@ -410,8 +477,10 @@ char *workqueue_get(struct workqueue *q)
 	if (q->m.depth)
 		q->m.depth(q->m.ctx, q->len);
 	set_add(&q->processing, n->key, now);
+	set_find(q->processing, n->key)->low = n->low;
+	q->low_active += n->low;
 	set_del(&q->dirty, n->key);
-	if (q->head)
+	if (q->head || q->lhead)
 		pthread_cond_signal(&q->cv); /* promote_due may have queued several */
 	pthread_mutex_unlock(&q->mu);
 	char *key = n->key;
@@ -425,9 +494,14 @@ void workqueue_done(struct workqueue *q, const char *key)
 	struct member *pm = set_find(q->processing, key);
 	if (q->m.worked && pm)
 		q->m.worked(q->m.ctx, (double)(mono_us() - pm->since_us) / 1e6);
+	if (pm && pm->low) {
+		q->low_active--;
+		pthread_cond_signal(&q->cv); /* a low key may go now */
+	}
 	set_del(&q->processing, key);
-	if (set_has(q->dirty, key))
-		push_locked(q, key);
+	struct member *dm = set_find(q->dirty, key);
+	if (dm)
+		push_locked(q, key, dm->low);
 	pthread_mutex_unlock(&q->mu);
 }
 

@@ -34,6 +34,15 @@ void workqueue_add(struct workqueue *q, const char *key);
 /* Queues key after delay_ms (at once when <= 0). A key already waiting for a
  * later time is moved earlier; an earlier one is kept. */
 void workqueue_add_after(struct workqueue *q, const char *key, long delay_ms);
+/* workqueue_add_after into the low lane: when due, the key is handed out
+ * only while no ordinary key is ready and fewer than the low limit of low
+ * keys are being processed, so a burst of them (timers that fall due at
+ * once) never delays ordinary work and is paced by that limit. An ordinary
+ * add of the key moves it to the ordinary lane. */
+void workqueue_add_after_low(struct workqueue *q, const char *key, long delay_ms);
+/* How many low-lane keys may be processed at once (0: no limit, the
+ * default). */
+void workqueue_set_low_limit(struct workqueue *q, int max_concurrent);
 /* Queues key after its rate-limited delay: max(5 ms * 2^failures capped at
  * 1000 s, the overall 10 qps / burst 100 bucket of the key's namespace, the
  * part before '/'), and counts a failure. One bucket per namespace, so keys

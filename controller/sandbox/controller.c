@@ -207,10 +207,12 @@ static void on_claim_update(void *ctx, const cJSON *old_obj, const cJSON *new_ob
 }
 
 /* One queued key: a claim record's collection or a Sandbox's reconcile. */
-static int work(struct sbx_controller *c, const char *key, long *retry_after_ms)
+static int work(struct sbx_controller *c, const char *key, struct sbx_reconcile_result *res)
 {
+	*res = (struct sbx_reconcile_result){ 0 };
 	if (strncmp(key, CLAIM_KEY, sizeof CLAIM_KEY - 1))
-		return sbx_reconcile_ex(c, key, retry_after_ms);
+		return sbx_reconcile_ex(c, key, res);
+	res->timer = 1; /* collections wait for a key's expiry: never before other work */
 	const char *nsname = key + sizeof CLAIM_KEY - 1, *slash = strchr(nsname, '/');
 	if (!slash)
 		return 0;
@@ -225,14 +227,17 @@ static void *worker_main(void *arg)
 	struct sbx_controller *c = arg;
 	char *key;
 	while ((key = workqueue_get(c->queue))) {
-		long retry_after_ms = 0;
+		struct sbx_reconcile_result res;
 		kube_retry_after_take_ms(); /* start clean: only this reconcile's answers count */
-		int r = work(c, key, &retry_after_ms);
+		int r = work(c, key, &res);
+		long retry_after_ms = res.retry_after_ms;
 		if (r == 0) {
 			workqueue_forget(c->queue, key);
 		} else if (r > 0) {
 			workqueue_forget(c->queue, key);
-			workqueue_add_after(c->queue, key, r);
+			/* A shutdownTime falls due in the low lane: many at once never
+			 * delay other Sandboxes' binds, and go at the lane's pace. */
+			(res.timer ? workqueue_add_after_low : workqueue_add_after)(c->queue, key, r);
 		} else {
 			/* Per-Sandbox exponential backoff, never sooner than the API
 			 * asked (a 429's Retry-After on any request of the reconcile). */
@@ -272,6 +277,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->queue = workqueue_new();
 	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued, wq_worked };
 	workqueue_set_metrics(c->queue, &wm);
+	workqueue_set_low_limit(c->queue, c->workers / 8 > 1 ? c->workers / 8 : 1);
 	c->inflight = sbx_strset_new();
 	c->announced = sbx_strset_new();
 	c->written = sbx_written_new();

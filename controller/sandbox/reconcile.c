@@ -866,14 +866,17 @@ int sbx_rc_webhook_in_force(struct sbx_controller *c, struct sbx_view *v, const 
 
 /* The reconcile's result r, brought forward to v's shutdownTime when that
  * comes first (a timer in the work queue's delay heap, not a poll). */
-static int shutdown_timer(const struct sbx_view *v, int r)
+static int shutdown_timer(struct sbx_view *v, int r)
 {
 	if (r < 0 || !v->lc.has_shutdown || v->lc.shutdown <= v->now)
 		return r;
 	double ms = ((double)v->lc.shutdown - (double)v->now) * 1000 + 50;
 	if (ms > 7 * 86400 * 1000.0)
 		ms = 7 * 86400 * 1000.0; /* looked at again then */
-	return r == 0 || ms < r ? (int)ms : r;
+	if (r != 0 && ms >= r)
+		return r;
+	v->timer = 1;
+	return (int)ms;
 }
 
 long sbx_rc_key_lifetime(const struct sbx_controller *c)
@@ -918,10 +921,10 @@ int sbx_reconcile(struct sbx_controller *c, const char *key)
 	return sbx_reconcile_ex(c, key, NULL);
 }
 
-int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_after_ms)
+int sbx_reconcile_ex(struct sbx_controller *c, const char *key, struct sbx_reconcile_result *res)
 {
-	if (retry_after_ms)
-		*retry_after_ms = 0;
+	if (res)
+		*res = (struct sbx_reconcile_result){ 0 };
 	const char *slash = strchr(key, '/');
 	if (!slash)
 		return 0;
@@ -989,10 +992,12 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_afte
 	}
 	r = claim(c, &v);
 	sbx_strset_del(c->inflight, v.scope.digest);
-	if (retry_after_ms)
-		*retry_after_ms = v.retry_after_ms;
 timer:
 	r = shutdown_timer(&v, r);
+	if (res) {
+		res->retry_after_ms = v.retry_after_ms;
+		res->timer = v.timer;
+	}
 out:
 	if (r < 0) {
 		obs_metric_add(sbx_m.errors, NULL, 1);

@@ -78,9 +78,13 @@ int sbx_controller_synced(struct sbx_controller *c);
 /* Reconciles one Sandbox "namespace/name". Returns 0 when done, a positive
  * delay in ms to look again later, or -1 to retry with backoff. */
 int sbx_reconcile(struct sbx_controller *c, const char *key);
-/* sbx_reconcile that also tells, when it returns -1, the least delay the API
- * asked for before the next attempt (Retry-After, in ms; 0 = none). */
-int sbx_reconcile_ex(struct sbx_controller *c, const char *key, long *retry_after_ms);
+/* What sbx_reconcile_ex tells beside its result. */
+struct sbx_reconcile_result {
+	long retry_after_ms; /* with -1: the least delay the API asked for (Retry-After, ms; 0 none) */
+	int timer;	     /* with a delay: it is only the wait for a shutdownTime */
+};
+/* sbx_reconcile that fills res (NULL ok). */
+int sbx_reconcile_ex(struct sbx_controller *c, const char *key, struct sbx_reconcile_result *res);
 
 /* Whether the API's refusal of a pod create means the Sandbox's spec can never
  * yield a valid pod (Rejected/InvalidSpec), rather than a decision of this

@@ -33,6 +33,7 @@ struct sbx_view {
 	struct sbx_lifecycle lc;
 	time_t now;
 	long retry_after_ms; /* set by claim: the API's Retry-After for the next attempt */
+	int timer;	     /* the result is only the wait for the shutdownTime */
 };
 
 enum sbx_examine { EX_DONE, EX_NEXT_GENERATION, EX_RETRY, EX_RETRY_SOON };
