@@ -1,0 +1,288 @@
+#!/usr/bin/env bash
+# End-to-end: owner-affine warm pools (contract section 8, issue 17) on a real
+# control plane with the admission webhook in force: a hit binds a Ready warm
+# pod and the pool refills, a miss is a cold pod at once, another owner or
+# namespace never gets the pool's pods, twenty Sandboxes of one scope on two
+# racing replicas get one pod, a crash at each step of a warm bind leaves one
+# pod per scope and no warm pod bound twice or leaked, the pool scales and a
+# template change replaces its pods, and lifecycle on a warm-bound pod
+# behaves as on a cold one. The pools' settle time is shortened with
+# --warm-pool-settle (90 s by default, see docs/api.md).
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_admission.sh"
+
+IMG=registry.local/agent:1.0
+E2E_ADMISSION=1
+SETTLE=2s
+
+setup() {
+  cluster_up
+  grant_controller_rbac
+  new_namespace team-a
+  new_namespace team-b
+  webhook_certs
+  WEBHOOK_PORT=$(free_port)
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
+  ALICE=$(user_kubeconfig alice)
+  BOB=$(user_kubeconfig bob)
+  local ns
+  for ns in team-a team-b; do
+    kubectl apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: sandbox-editor, namespace: $ns}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [sandboxes, sandboxwarmpools], verbs: [get, list, watch, create, update, patch, delete]}
+  - {apiGroups: [sandbox.dev], resources: [sandboxwarmpools/scale], verbs: [get, update, patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: sandbox-editors, namespace: $ns}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: sandbox-editor}
+subjects: [{kind: User, name: alice}, {kind: User, name: bob}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: workspace-alice, namespace: $ns}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [alice], verbs: [use]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: workspace-alice, namespace: $ns}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-alice}
+subjects: [{kind: User, name: alice}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: workspace-bob, namespace: $ns}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [bob], verbs: [use]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: workspace-bob, namespace: $ns}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-bob}
+subjects: [{kind: User, name: bob}]
+YAML
+  done
+}
+
+main_start() {
+  controller_start "main" --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt" --warm-pool-settle "$SETTLE" "$@"
+  MAIN_CTL=$CTL_PID
+}
+
+as() { local kc=$1; shift; KUBECONFIG=$kc kubectl "$@"; }
+pod_of() { jp "$1" sandbox "$2" '{.status.podName}'; }
+binding() { jp "$1" sandbox "$2" '{.status.binding}'; }
+phase() { jp "$1" sandbox "$2" '{.status.phase}'; }
+phase_is() { [ "$(phase "$1" "$2")" = "$3" ]; }
+ready_is() { [ "$(jp "$1" swp "$2" '{.status.readyReplicas}')" = "$3" ]; }
+pool_pods() { # pool_pods NS POOL: names of the pool's member pods, not terminating
+  local uid
+  uid=$(kubectl get swp -n "$1" "$2" -o jsonpath='{.metadata.uid}')
+  kubectl get pods -n "$1" -l "sandbox.dev/pool=$uid" \
+    -o jsonpath='{range .items[?(@.metadata.deletionTimestamp)]}{end}{range .items[*]}{.metadata.name}{"\n"}{end}' 2>/dev/null | grep -c .
+}
+pods_of_scope() { # pods_of_scope NS SANDBOX
+  kubectl get pods -n "$1" -l "sandbox.dev/scope-digest=$(jp "$1" sandbox "$2" '{.status.scopeDigest}')" --no-headers 2>/dev/null | grep -c .
+}
+in_s() { date -u -d "+$1 seconds" +%Y-%m-%dT%H:%M:%SZ; }
+
+# pool KUBECONFIG NS NAME REPLICAS OWNER [IMAGE]
+pool() {
+  local kc=$1 ns=$2 name=$3 n=$4 owner=$5 img=${6:-$IMG}
+  as "$kc" apply -f - 2>&1 <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxWarmPool
+metadata: {name: $name, namespace: $ns}
+spec:
+  replicas: $n
+  $([ "$owner" != - ] && echo "workspaceOwner: $owner")
+  template: {image: $img, command: [sleep, infinity]}
+YAML
+}
+
+# wsbx KUBECONFIG NS NAME KEY OWNER [LIFECYCLE-JSON]: a Sandbox of the pools' template.
+wsbx() {
+  local kc=$1 ns=$2 name=$3 key=$4 owner=$5 lc=${6:-}
+  python3 - "$ns" "$name" "$key" "$owner" "$IMG" "$lc" >"$E2E_DIR/$ns-$name.json" <<'PY'
+import json, sys
+ns, name, key, owner, img, lc = sys.argv[1:7]
+spec = {"image": img, "command": ["sleep", "infinity"]}
+if key != "-":
+    spec["idempotencyKey"] = key
+if owner != "-":
+    spec["workspaceOwner"] = owner
+if lc:
+    spec["lifecycle"] = json.loads(lc)
+print(json.dumps({"apiVersion": "sandbox.dev/v1alpha1", "kind": "Sandbox",
+                  "metadata": {"name": name, "namespace": ns}, "spec": spec}))
+PY
+  as "$kc" create -f "$E2E_DIR/$ns-$name.json" >/dev/null 2>&1
+}
+
+test_a_pool_owner_is_authorized() {
+  local out
+  out=$(pool "$BOB" team-a bobs-alice 1 alice) && fail "bob created a pool for alice's workspace"
+  expect_match "$out" '"use" on workspaces.sandbox.dev "alice"' "the refusal names the owner and permission"
+  kubectl get swp -n team-a bobs-alice >/dev/null 2>&1 && fail "the refused pool was stored"
+  expect_match "$(kubectl explain sandboxwarmpool.spec.template 2>&1)" "image" "kubectl explain documents the template"
+}
+
+test_b_hit_binds_and_pool_refills() {
+  pool "$ALICE" team-a alice-pool 2 alice >/dev/null || fail "create alice-pool"
+  wait_for 60 ready_is team-a alice-pool 2 || fail "alice-pool not warm: $(jp team-a swp alice-pool '{.status}')"
+  sleep 3 # the settle time
+  local before t0 t1 pod
+  before=$(kubectl get pods -n team-a -o name | sort)
+  t0=$(date +%s%N)
+  wsbx "$ALICE" team-a hit-1 key-hit alice || fail "create hit-1"
+  wait_for 30 phase_is team-a hit-1 Running || fail "hit-1 not Running: $(phase team-a hit-1)"
+  t1=$(date +%s%N)
+  say "  a warm hit was Running $(((t1 - t0) / 1000000)) ms after its create"
+  expect_eq "$(binding team-a hit-1)" Warm "binding"
+  pod=$(pod_of team-a hit-1)
+  expect_match "$pod" '^sbx-w-' "bound to a warm pod"
+  expect_match "$before" "pod/$pod" "the warm pod existed before the Sandbox"
+  expect_eq "$(kubectl get pod -n team-a "$pod" -o jsonpath='{.metadata.labels.sandbox\.dev/pool}')" "" "no longer a pool member"
+  expect_eq "$(kubectl get pod -n team-a "$pod" -o jsonpath='{.metadata.labels.sandbox\.dev/scope-digest}')" \
+    "$(jp team-a sandbox hit-1 '{.status.scopeDigest}')" "the scope's digest label"
+  expect_eq "$(kubectl get pod -n team-a "$pod" -o jsonpath='{.metadata.ownerReferences[0].name}')" hit-1 "owned by the Sandbox"
+  expect_eq "$(kubectl get pod -n team-a "$pod" -o jsonpath='{range .spec.containers[0].volumeMounts[*]}{.subPath} {end}')" \
+    "alice/workspace alice/claude alice/codex alice/gemini " "alice's mounts"
+  wait_for 60 ready_is team-a alice-pool 2 || fail "the pool did not refill"
+  expect_eq "$(pool_pods team-a alice-pool)" 2 "members after the refill"
+  # a retry of the same intent adopts the same pod
+  wsbx "$ALICE" team-a hit-2 key-hit alice || fail "create hit-2"
+  wait_for 30 phase_is team-a hit-2 Running || fail "hit-2 not Running"
+  expect_eq "$(pod_of team-a hit-2)" "$pod" "the same intent, the same pod"
+  expect_eq "$(binding team-a hit-2)" Adopted "the retry adopts"
+  expect_eq "$(pods_of_scope team-a hit-1)" 1 "one pod for the scope"
+}
+
+test_c_miss_creates_cold_at_once() {
+  pool "$ALICE" team-a empty-pool 0 alice >/dev/null || fail "create empty-pool"
+  sleep 3
+  local t0 t1
+  t0=$(date +%s%N)
+  wsbx "$ALICE" team-a miss-1 key-miss alice || fail "create miss-1"
+  wait_for 30 phase_is team-a miss-1 Running || fail "miss-1 not Running"
+  t1=$(date +%s%N)
+  say "  a miss was Running $(((t1 - t0) / 1000000)) ms after its create"
+  expect_match "$(pod_of team-a miss-1)" '^sbx-[0-9a-f]{32}$' "a cold pod"
+  expect_eq "$(binding team-a miss-1)" Created "binding of a miss"
+}
+
+test_d_other_owner_or_namespace_never_gets_it() {
+  wait_for 60 ready_is team-a alice-pool 2 || fail "alice-pool not warm"
+  wsbx "$BOB" team-a bob-1 key-bob bob || fail "create bob-1"
+  wait_for 30 phase_is team-a bob-1 Running || fail "bob-1 not Running"
+  expect_match "$(pod_of team-a bob-1)" '^sbx-[0-9a-f]{32}$' "bob's Sandbox gets a cold pod, not alice's warm one"
+  expect_eq "$(kubectl get pod -n team-a "$(pod_of team-a bob-1)" -o jsonpath='{.spec.containers[0].volumeMounts[0].subPath}')" \
+    bob/workspace "bob's mounts"
+  wsbx "$ALICE" team-b other-ns key-ns alice || fail "create other-ns"
+  wait_for 30 phase_is team-b other-ns Running || fail "other-ns not Running"
+  expect_match "$(pod_of team-b other-ns)" '^sbx-[0-9a-f]{32}$' "another namespace gets a cold pod"
+  expect_eq "$(pool_pods team-a alice-pool)" 2 "alice's pool untouched"
+}
+
+test_e_twenty_of_one_scope_on_two_replicas() {
+  controller_start race-b --warm-pool-settle "$SETTLE"
+  local b=$CTL_PID
+  pool "$ALICE" team-a race-pool 5 alice >/dev/null || fail "create race-pool"
+  wait_for 60 ready_is team-a race-pool 5 || fail "race-pool not warm"
+  sleep 3
+  local i
+  for i in $(seq 1 20); do wsbx "$ALICE" team-a "r-$i" key-race alice & done
+  wait
+  for i in $(seq 1 20); do wait_for 40 phase_is team-a "r-$i" Running || fail "r-$i not Running: $(phase team-a r-$i)"; done
+  local pods
+  pods=$(for i in $(seq 1 20); do pod_of team-a "r-$i"; echo; done | sort -u | grep -c .)
+  expect_eq "$pods" 1 "twenty Sandboxes of one scope, one pod"
+  expect_eq "$(pods_of_scope team-a r-1)" 1 "pods with the scope's digest"
+  expect_eq "$(for i in $(seq 1 20); do binding team-a "r-$i"; echo; done | grep -c -E '^(Warm|Created)$')" 1 \
+    "one Sandbox bound it, the rest adopted"
+  wait_for 60 ready_is team-a race-pool 5 || fail "race-pool did not refill"
+  controller_stop "$b"
+}
+
+# crash_warm POINT: SIGKILL at POINT of a warm bind; after a restart: one pod
+# for the scope, the pool back to its size, no warm pod bound twice or leaked.
+crash_warm() {
+  local point=$1
+  pool "$ALICE" team-a "cp-$point" 2 alice >/dev/null || fail "$point: create pool"
+  wait_for 60 ready_is team-a "cp-$point" 2 || fail "$point: pool not warm"
+  sleep 3
+  controller_stop "$MAIN_CTL"
+  rm -f "$E2E_DIR/once-$point"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" main_start
+  local pid=$MAIN_CTL
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "$point: admission not back"
+  wsbx "$ALICE" team-a "c-$point" "key-$point" alice || fail "$point: create"
+  wait_dead "$pid" 30 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
+  [ -f "$E2E_DIR/once-$point" ] || fail "$point: died without reaching the point"
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "$point: admission not back"
+  wsbx "$ALICE" team-a "c2-$point" "key-$point" alice || fail "$point: create the retry"
+  wait_for 40 phase_is team-a "c-$point" Running || fail "$point: not Running after the restart"
+  wait_for 40 phase_is team-a "c2-$point" Running || fail "$point: the retry not Running"
+  expect_eq "$(pod_of team-a "c2-$point")" "$(pod_of team-a "c-$point")" "$point: one pod for the scope"
+  expect_eq "$(pods_of_scope team-a "c-$point")" 1 "$point: pods with the scope's digest"
+  wait_for 60 ready_is team-a "cp-$point" 2 || fail "$point: the pool not back to 2"
+  sleep 2
+  expect_eq "$(pool_pods team-a "cp-$point")" 2 "$point: members (none leaked)"
+  # no pod of the namespace is owned by nothing
+  local orphans
+  orphans=$(kubectl get pods -n team-a -o json | python3 -c 'import json,sys; print(sum(1 for p in json.load(sys.stdin)["items"] if not p["metadata"].get("ownerReferences")))')
+  expect_eq "$orphans" 0 "$point: pods without an owner"
+}
+test_f_crash_after_warm_claim() { crash_warm after-warm-claim; }
+test_f_crash_after_warm_patch() { crash_warm after-warm-patch; }
+
+test_g_scale_and_template_change() {
+  pool "$ALICE" team-b scaled 1 - >/dev/null || fail "create scaled"
+  wait_for 60 ready_is team-b scaled 1 || fail "scaled not warm"
+  as "$ALICE" scale swp -n team-b scaled --replicas=4 >/dev/null || fail "kubectl scale up"
+  wait_for 60 ready_is team-b scaled 4 || fail "not scaled up to 4"
+  expect_eq "$(pool_pods team-b scaled)" 4 "members after scaling up"
+  as "$ALICE" scale swp -n team-b scaled --replicas=1 >/dev/null || fail "kubectl scale down"
+  wait_for 60 sh -c "[ \"\$(kubectl get pods -n team-b -l sandbox.dev/pool=$(kubectl get swp -n team-b scaled -o jsonpath='{.metadata.uid}') --no-headers 2>/dev/null | grep -vc Terminating)\" = 1 ]" ||
+    fail "not scaled down to 1"
+  as "$ALICE" patch swp -n team-b scaled --type merge -p '{"spec":{"template":{"image":"registry.local/agent:2.0"}}}' >/dev/null ||
+    fail "template change"
+  wait_for 60 sh -c "kubectl get pods -n team-b -l sandbox.dev/pool -o jsonpath='{range .items[*]}{.spec.containers[0].image}{\"\\n\"}{end}' | grep -qx registry.local/agent:2.0 && ! kubectl get pods -n team-b -l sandbox.dev/pool -o jsonpath='{range .items[*]}{.spec.containers[0].image}{\"\\n\"}{end}' | grep -qx $IMG" ||
+    fail "the template change did not replace the warm pods"
+  as "$ALICE" delete swp -n team-b scaled >/dev/null || fail "delete the pool"
+  wait_for 90 sh -c "! kubectl get pods -n team-b -l sandbox.dev/pool --no-headers 2>/dev/null | grep -q ." ||
+    fail "the pool's pods stay after the pool is deleted"
+}
+
+test_h_lifecycle_on_a_warm_bound_pod() {
+  wait_for 60 ready_is team-a alice-pool 2 || fail "alice-pool not warm"
+  wsbx "$ALICE" team-a wl-exp key-wl-exp alice "{\"shutdownTime\":\"$(in_s 8)\"}" || fail "create wl-exp"
+  wait_for 30 phase_is team-a wl-exp Running || fail "wl-exp not Running"
+  local pod
+  pod=$(pod_of team-a wl-exp)
+  expect_eq "$(binding team-a wl-exp)" Warm "wl-exp is warm-bound"
+  wait_for 30 phase_is team-a wl-exp Expired || fail "wl-exp not Expired"
+  wait_for 30 sh -c "! kubectl get pod -n team-a $pod >/dev/null 2>&1" || fail "the warm-bound pod stays after expiry"
+  wait_for 60 ready_is team-a alice-pool 2 || fail "alice-pool not warm again"
+  wsbx "$ALICE" team-a wl-sus key-wl-sus alice || fail "create wl-sus"
+  wait_for 30 phase_is team-a wl-sus Running || fail "wl-sus not Running"
+  pod=$(pod_of team-a wl-sus)
+  expect_eq "$(binding team-a wl-sus)" Warm "wl-sus is warm-bound"
+  as "$ALICE" patch sbx -n team-a wl-sus --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null || fail "suspend"
+  wait_for 30 sh -c "! kubectl get pod -n team-a $pod >/dev/null 2>&1" || fail "the warm-bound pod stays suspended"
+  as "$ALICE" patch sbx -n team-a wl-sus --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null || fail "resume"
+  wait_for 30 phase_is team-a wl-sus Running || fail "wl-sus not resumed"
+  expect_eq "$(pod_of team-a wl-sus)" "$pod" "resumed under the warm pod's name"
+  expect_eq "$(kubectl get pod -n team-a "$pod" -o jsonpath='{.metadata.labels.sandbox\.dev/pool}')" "" "the resumed pod is no pool member"
+  expect_eq "$(pods_of_scope team-a wl-sus)" 1 "one pod after the resume"
+}
+
+setup
+e2e_main
