@@ -22,8 +22,10 @@ cluster_up() {
   KUBECONFIG=$("$E2E_ROOT/hack/cluster.sh" up "$E2E_DIR") || { say "control plane failed to start"; exit 1; }
   BIN=$(sed -n 's/^BIN=//p' "$E2E_DIR/state")
   export PATH="$BIN:$PATH"
-  kubectl apply -f "$E2E_ROOT/crd/sandbox.dev_sandboxes.yaml" -f "$E2E_ROOT/crd/sandbox.dev_sandboxclaims.yaml" >/dev/null
-  kubectl wait --for=condition=Established crd/sandboxes.sandbox.dev crd/sandboxclaims.sandbox.dev --timeout=60s >/dev/null
+  kubectl apply -f "$E2E_ROOT/crd/sandbox.dev_sandboxes.yaml" -f "$E2E_ROOT/crd/sandbox.dev_sandboxclaims.yaml" \
+    -f "$E2E_ROOT/crd/sandbox.dev_sandboxwarmpools.yaml" >/dev/null
+  kubectl wait --for=condition=Established crd/sandboxes.sandbox.dev crd/sandboxclaims.sandbox.dev \
+    crd/sandboxwarmpools.sandbox.dev --timeout=60s >/dev/null
   head -c 48 /dev/urandom | base64 >"$E2E_DIR/seal.key"
 }
 
