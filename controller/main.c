@@ -57,6 +57,8 @@ struct options {
 	const char *webhook_addr;
 	const char *webhook_client_ca, *webhook_client_names;
 	const char *owner_authz;
+	long warm_settle_s;
+	double warm_refill_qps;
 };
 
 static void usage(FILE *f)
@@ -108,6 +110,9 @@ static void usage(FILE *f)
 		"                                     current, and an owner is mounted only for a Sandbox whose creation\n"
 		"                                     the MutatingWebhookConfiguration of this name covered (default\n"
 		"                                     sandbox-controller; empty = none: no owner is mounted)\n"
+		"  --warm-pool-settle DUR             a warm pool's template serves Sandboxes only after this long,\n"
+		"                                     longer than any replica's cache lags (default 90s; docs/api.md)\n"
+		"  --warm-pool-refill-qps Q           warm pods created per second, all pools together (default 10)\n"
 		"  --version                          print the version and exit\n",
 		SBX_SEAL_FILE_KEY_MIN);
 }
@@ -117,7 +122,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 	enum { O_KUBECONFIG = 256, O_CONTEXT, O_CONFIG, O_METRICS, O_PROBE, O_SEAL, O_LOG, O_LIFETIME, O_WORKERS,
 	       O_QPS, O_BURST, O_HELP, O_LE, O_LE_NS, O_LE_ID, O_CERT_MODE, O_CERT_DIR, O_CERT_VALIDITY,
 	       O_CA_LIFETIME, O_CERT_DNS, O_CERT_IPS, O_SVC_NAME, O_CONFIG_NAME, O_MCERT_PATH, O_MCERT_NAME,
-	       O_MCERT_KEY, O_WH_ADDR, O_OWNER_AUTHZ, O_VERSION, O_MSECURE, O_WH_CLIENT_CA, O_WH_CLIENT_NAMES };
+	       O_MCERT_KEY, O_WH_ADDR, O_OWNER_AUTHZ, O_VERSION, O_MSECURE, O_WH_CLIENT_CA, O_WH_CLIENT_NAMES, O_WARM_SETTLE,
+	       O_WARM_QPS };
 	static const struct option longopts[] = {
 		{ "kubeconfig", required_argument, NULL, O_KUBECONFIG },
 		{ "context", required_argument, NULL, O_CONTEXT },
@@ -151,10 +157,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "webhook-client-ca-file", required_argument, NULL, O_WH_CLIENT_CA },
 		{ "webhook-client-names", required_argument, NULL, O_WH_CLIENT_NAMES },
 		{ "owner-authorization", required_argument, NULL, O_OWNER_AUTHZ },
+		{ "warm-pool-settle", required_argument, NULL, O_WARM_SETTLE },
+		{ "warm-pool-refill-qps", required_argument, NULL, O_WARM_QPS },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64,
-			       .key_lifetime_s = -1, .qps = 0, .burst = 100,
+			       .key_lifetime_s = -1, .qps = 0, .burst = 100, .warm_settle_s = 90, .warm_refill_qps = 10,
 			       .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key",
 			       .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400,
 			       .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller",
@@ -228,6 +236,21 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return -1;
 			}
 			break;
+		case O_WARM_SETTLE:
+			if (sbx_parse_duration(optarg, &o->warm_settle_s) < 0) {
+				fprintf(stderr, "--warm-pool-settle must be a duration such as 90s or 2m\n");
+				return -1;
+			}
+			break;
+		case O_WARM_QPS: {
+			char *qend;
+			o->warm_refill_qps = strtod(optarg, &qend);
+			if (*optarg == '\0' || *qend != '\0' || !(o->warm_refill_qps > 0) || o->warm_refill_qps > 10000) {
+				fprintf(stderr, "--warm-pool-refill-qps must be a number above 0 (at most 10000)\n");
+				return -1;
+			}
+			break;
+		}
 		case O_CERT_DNS: o->cert_dns_names = optarg; break;
 		case O_CERT_IPS: o->cert_ips = optarg; break;
 		case O_SVC_NAME: o->service_name = optarg; break;
@@ -548,6 +571,7 @@ int main(int argc, char **argv)
 	struct sbx_controller ctl;
 	sbx_controller_init(&ctl, kc, &cfg, &seal, o.workers);
 	sbx_controller_set_webhook_config(&ctl, o.config_name);
+	sbx_controller_set_warm(&ctl, o.warm_settle_s, o.warm_refill_qps);
 	scrape.leader_elect = o.leader_elect;
 	/* /metrics only on the metrics listener, the probes only on the probe
 	 * listener: a scraper's port never answers probes and the other way round. */

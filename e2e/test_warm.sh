@@ -70,12 +70,14 @@ YAML
 }
 
 main_start() {
-  controller_start "main" --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+  MAIN_METRICS=$(free_port)
+  controller_start "main" --metrics-bind-address "127.0.0.1:$MAIN_METRICS" --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
     --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt" --warm-pool-settle "$SETTLE" "$@"
   MAIN_CTL=$CTL_PID
 }
 
 as() { local kc=$1; shift; KUBECONFIG=$kc kubectl "$@"; }
+metric() { curl -s "http://127.0.0.1:$MAIN_METRICS/metrics" | grep "^$1"; }
 pod_of() { jp "$1" sandbox "$2" '{.status.podName}'; }
 binding() { jp "$1" sandbox "$2" '{.status.binding}'; }
 phase() { jp "$1" sandbox "$2" '{.status.phase}'; }
@@ -145,6 +147,7 @@ test_b_hit_binds_and_pool_refills() {
   t1=$(date +%s%N)
   say "  a warm hit was Running $(((t1 - t0) / 1000000)) ms after its create"
   expect_eq "$(binding team-a hit-1)" Warm "binding"
+  expect_match "$(metric sandbox_warm_binds_total)" 'result="hit"\} 1' "the hit is counted"
   pod=$(pod_of team-a hit-1)
   expect_match "$pod" '^sbx-w-' "bound to a warm pod"
   expect_match "$before" "pod/$pod" "the warm pod existed before the Sandbox"
@@ -165,16 +168,19 @@ test_b_hit_binds_and_pool_refills() {
 }
 
 test_c_miss_creates_cold_at_once() {
-  pool "$ALICE" team-a empty-pool 0 alice >/dev/null || fail "create empty-pool"
+  # a template of its own: alice-pool's would be a hit
+  local img=registry.local/agent:miss
+  pool "$ALICE" team-a empty-pool 0 alice "$img" >/dev/null || fail "create empty-pool"
   sleep 3
   local t0 t1
   t0=$(date +%s%N)
-  wsbx "$ALICE" team-a miss-1 key-miss alice || fail "create miss-1"
+  IMG=$img wsbx "$ALICE" team-a miss-1 key-miss alice || fail "create miss-1"
   wait_for 30 phase_is team-a miss-1 Running || fail "miss-1 not Running"
   t1=$(date +%s%N)
   say "  a miss was Running $(((t1 - t0) / 1000000)) ms after its create"
   expect_match "$(pod_of team-a miss-1)" '^sbx-[0-9a-f]{32}$' "a cold pod"
   expect_eq "$(binding team-a miss-1)" Created "binding of a miss"
+  expect_match "$(metric sandbox_warm_binds_total)" 'result="miss"' "the miss is counted"
 }
 
 test_d_other_owner_or_namespace_never_gets_it() {

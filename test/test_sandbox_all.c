@@ -10,6 +10,7 @@ void register_sandbox_refusal_tests(void);
 void register_sandbox_inforce_tests(void);
 void register_sandbox_lifecycle_tests(void);
 void register_sandbox_claimrec_tests(void);
+void register_sandbox_pool_tests(void);
 
 void register_sandbox_tests(void)
 {
@@ -22,4 +23,5 @@ void register_sandbox_tests(void)
 	register_sandbox_inforce_tests();
 	register_sandbox_lifecycle_tests();
 	register_sandbox_claimrec_tests();
+	register_sandbox_pool_tests();
 }

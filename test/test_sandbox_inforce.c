@@ -60,7 +60,7 @@ static cJSON *trimmed(const char *from, const char *to)
 static int in_force(const cJSON *t, const char *op, const char *ns, char *why)
 {
 	time_t since;
-	return sbx_inforce_eval(t, SBX_MUTATING_WEBHOOK, op, ns, &since, why, 256);
+	return sbx_inforce_eval(t, SBX_MUTATING_WEBHOOK, "sandboxes", op, ns, &since, why, 256);
 }
 
 static void test_trim_drops_ca_bundle_and_dates_enforcement(void)
@@ -84,14 +84,14 @@ static void test_eval(void)
 	char why[256];
 	time_t since;
 	cJSON *t = trimmed(NULL, NULL);
-	CU_ASSERT_TRUE(sbx_inforce_eval(t, SBX_MUTATING_WEBHOOK, "CREATE", "team-a", &since, why, sizeof why));
+	CU_ASSERT_TRUE(sbx_inforce_eval(t, SBX_MUTATING_WEBHOOK, "sandboxes", "CREATE", "team-a", &since, why, sizeof why));
 	CU_ASSERT_EQUAL(since, at("2026-12-01T10:00:00Z"));
 	CU_ASSERT_TRUE(in_force(t, "UPDATE", "team-a", why));
 	/* the excluded namespaces */
 	CU_ASSERT_FALSE(in_force(t, "CREATE", "sandbox-system", why));
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "does not cover namespace sandbox-system"));
-	CU_ASSERT_FALSE(sbx_inforce_eval(NULL, SBX_MUTATING_WEBHOOK, "CREATE", "team-a", &since, why, sizeof why));
-	CU_ASSERT_FALSE(sbx_inforce_eval(t, "other.example.com", "CREATE", "team-a", &since, why, sizeof why));
+	CU_ASSERT_FALSE(sbx_inforce_eval(NULL, SBX_MUTATING_WEBHOOK, "sandboxes", "CREATE", "team-a", &since, why, sizeof why));
+	CU_ASSERT_FALSE(sbx_inforce_eval(t, "other.example.com", "sandboxes", "CREATE", "team-a", &since, why, sizeof why));
 	cJSON_Delete(t);
 
 	struct {
@@ -147,24 +147,24 @@ static void test_check_since_and_floor(void)
 	cJSON *t = trimmed(NULL, NULL);
 	time_t since = at("2026-12-01T10:00:00Z");
 	/* created before the configuration, or within the grace: no */
-	CU_ASSERT_FALSE(sbx_inforce_check(g, t, SBX_MUTATING_WEBHOOK, "CREATE", "team-a", since - 60, why, sizeof why));
+	CU_ASSERT_FALSE(sbx_inforce_check(g, t, SBX_MUTATING_WEBHOOK, "sandboxes", "CREATE", "team-a", since - 60, why, sizeof why));
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "before webhook"));
-	CU_ASSERT_FALSE(sbx_inforce_check(g, t, SBX_MUTATING_WEBHOOK, "CREATE", "team-a",
+	CU_ASSERT_FALSE(sbx_inforce_check(g, t, SBX_MUTATING_WEBHOOK, "sandboxes", "CREATE", "team-a",
 					  since + SBX_INFORCE_GRACE_S - 1, why, sizeof why));
-	CU_ASSERT_TRUE(sbx_inforce_check(g, t, SBX_MUTATING_WEBHOOK, "CREATE", "team-a", since + SBX_INFORCE_GRACE_S,
+	CU_ASSERT_TRUE(sbx_inforce_check(g, t, SBX_MUTATING_WEBHOOK, "sandboxes", "CREATE", "team-a", since + SBX_INFORCE_GRACE_S,
 					 why, sizeof why));
 	/* a caBundle change seen while running moves nothing */
 	cJSON *rotated = trimmed("\"caBundle\":\"Q0E=\"", "\"caBundle\":\"TkVX\"");
 	sbx_inforce_observe(g, t, rotated, since + 3600);
-	CU_ASSERT_TRUE(sbx_inforce_check(g, rotated, SBX_MUTATING_WEBHOOK, "CREATE", "team-a", since + 60, why,
+	CU_ASSERT_TRUE(sbx_inforce_check(g, rotated, SBX_MUTATING_WEBHOOK, "sandboxes", "CREATE", "team-a", since + 60, why,
 					 sizeof why));
 	/* a change of what is enforced, seen at 12:00 though no manager says so:
 	 * nothing made before 12:00 (plus the grace) counts */
 	cJSON *changed = trimmed("\"failurePolicy\":\"Fail\"", "\"failurePolicy\":\"Fail\",\"timeoutSeconds\":3");
 	sbx_inforce_observe(g, rotated, changed, since + 7200);
-	CU_ASSERT_FALSE(sbx_inforce_check(g, changed, SBX_MUTATING_WEBHOOK, "CREATE", "team-a", since + 60, why,
+	CU_ASSERT_FALSE(sbx_inforce_check(g, changed, SBX_MUTATING_WEBHOOK, "sandboxes", "CREATE", "team-a", since + 60, why,
 					  sizeof why));
-	CU_ASSERT_TRUE(sbx_inforce_check(g, changed, SBX_MUTATING_WEBHOOK, "CREATE", "team-a",
+	CU_ASSERT_TRUE(sbx_inforce_check(g, changed, SBX_MUTATING_WEBHOOK, "sandboxes", "CREATE", "team-a",
 					 since + 7200 + SBX_INFORCE_GRACE_S, why, sizeof why));
 	cJSON_Delete(t);
 	cJSON_Delete(rotated);

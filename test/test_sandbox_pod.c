@@ -362,12 +362,12 @@ static void test_pod_refusals(void)
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		cJSON *spec = cJSON_Parse(bad[i]);
-		struct sbx_pod_params p = {"ns", POD, "sb", "uid", spec, &sc, CLAIMED, FP, &cfg};
+		struct sbx_pod_params p = {"ns", POD, "sb", "uid", spec, &sc, CLAIMED, FP, &cfg, NULL};
 		CU_ASSERT_PTR_NULL(sbx_pod_build(&p));
 		cJSON_Delete(spec);
 	}
 	cJSON *spec = cJSON_Parse("{\"image\":\"i\",\"workspaceOwner\":\"alice\"}");
-	struct sbx_pod_params p = {"ns", POD, "sb", "uid", spec, &sc, CLAIMED, FP, &cfg};
+	struct sbx_pod_params p = {"ns", POD, "sb", "uid", spec, &sc, CLAIMED, FP, &cfg, NULL};
 	cJSON *ok = sbx_pod_build(&p);
 	CU_ASSERT_PTR_NOT_NULL(ok);
 	cJSON_Delete(ok);
@@ -1380,7 +1380,7 @@ static void test_pod_operator_settings(void)
 	CU_ASSERT_EQUAL(sbx_pod_runtime_class(spec, &f.cfg, &rc, msg, sizeof msg), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "\"runc\" is not allowed"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "gvisor, kata"));
-	struct sbx_pod_params p = {"ns", POD, "sb", "uid", spec, &f.scope, CLAIMED, FP, &f.cfg};
+	struct sbx_pod_params p = {"ns", POD, "sb", "uid", spec, &f.scope, CLAIMED, FP, &f.cfg, NULL};
 	CU_ASSERT_PTR_NULL(sbx_pod_build(&p));
 	cJSON_Delete(spec);
 	fixture_release(&f);

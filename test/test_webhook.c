@@ -912,6 +912,180 @@ static void test_update_lifecycle(void)
 	free(stamped);
 }
 
+/* ---- SandboxWarmPool decisions ---- */
+
+/* decide for a SandboxWarmPool review. */
+static void decide_pool(const struct wh_sandbox_policy *p, int mutate, const char *op, const char *user,
+			const char *object, const char *old, struct wh_verdict *v)
+{
+	char *b = review_json(op, user, object, old), *k;
+	/* the same review, of another kind and resource */
+	size_t n = strlen(b) + 64;
+	char *c = malloc(n);
+	k = strstr(b, "\"kind\":\"Sandbox\"},\"resource\":{\"group\":\"sandbox.dev\",\"resource\":\"sandboxes\"}");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+	snprintf(c, n, "%.*s\"kind\":\"SandboxWarmPool\"},\"resource\":{\"group\":\"sandbox.dev\",\"resource\":"
+		 "\"sandboxwarmpools\"}%s",
+		 (int)(k - b), b, k + strlen("\"kind\":\"Sandbox\"},\"resource\":{\"group\":\"sandbox.dev\",\"resource\":\"sandboxes\"}"));
+	struct wh_review r;
+	char err[256];
+	CU_ASSERT_EQUAL_FATAL(wh_review_decode(c, strlen(c), &r, err, sizeof err), 0);
+	r.authenticated = 1;
+	(mutate ? wh_sandbox_mutate : wh_sandbox_validate)(p, &r, 1000, v);
+	wh_review_release(&r);
+	free(c);
+	free(b);
+}
+
+#define POOL_ALICE "{\"metadata\":{\"name\":\"pool-a\",\"namespace\":\"team-a\"%s},\"spec\":{\"replicas\":%d,\"workspaceOwner\":\"alice\",\"template\":{\"image\":\"%s\"}}}"
+
+/* The pool as the mutating step leaves it for user, or NULL (refused). */
+static cJSON *stamped_pool(const struct wh_sandbox_policy *p, const char *op, const char *user, const char *obj_s,
+			   const char *old_s)
+{
+	struct wh_verdict v;
+	decide_pool(p, 1, op, user, obj_s, old_s, &v);
+	if (!v.allowed) {
+		wh_verdict_release(&v);
+		return NULL;
+	}
+	cJSON *obj = cJSON_Parse(obj_s);
+	if (v.patch) {
+		char *resp = wh_response_encode("r", &v);
+		cJSON *patch = decode_patch(resp);
+		apply_patch(obj, patch);
+		cJSON_Delete(patch);
+		free(resp);
+	}
+	wh_verdict_release(&v);
+	return obj;
+}
+
+static void test_pool_admission(void)
+{
+	struct fake f = { .sar_answer = 0 };
+	struct wh_sandbox_policy p = policy(&f);
+	struct wh_verdict v;
+	char obj_s[1024], old_s[1024];
+	snprintf(obj_s, sizeof obj_s, POOL_ALICE, "", 2, "img:1");
+	/* bob may not use alice: the pool is refused, naming owner and permission */
+	decide_pool(&p, 1, "CREATE", "bob", obj_s, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 403);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "\"use\" on workspaces.sandbox.dev \"alice\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "for a warm pool"));
+	wh_verdict_release(&v);
+	/* and without stamps validation refuses it too */
+	decide_pool(&p, 0, "CREATE", "bob", obj_s, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	/* alice may: stamped, and the stamps validate for alice only */
+	f.sar_answer = 1;
+	cJSON *pool = stamped_pool(&p, "CREATE", "alice", obj_s, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pool);
+	const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(pool, "metadata"), "annotations");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_REQUESTED_BY)->valuestring, "alice");
+	const char *rec = cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)->valuestring;
+	CU_ASSERT_EQUAL(strncmp(rec, "v2.1000.1.", 10), 0);
+	char *stamped = cJSON_PrintUnformatted(pool);
+	decide_pool(&p, 0, "CREATE", "alice", stamped, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	decide_pool(&p, 0, "CREATE", "bob", stamped, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	/* a pool's record never passes for a Sandbox of the pool's name and spec */
+	char sbx_s[1200];
+	snprintf(sbx_s, sizeof sbx_s,
+		 "{\"metadata\":{\"name\":\"pool-a\",\"namespace\":\"team-a\",\"annotations\":{\"%s\":\"alice\",\"%s\":\"%s\"}},"
+		 "\"spec\":{\"image\":\"img:1\",\"workspaceOwner\":\"alice\"}}",
+		 SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, rec);
+	decide(&p, 0, "CREATE", "alice", sbx_s, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	/* the stamps on another template (a copied record): refused */
+	cJSON *copy = cJSON_Duplicate(pool, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(copy, "spec"), "template"), "image",
+				  cJSON_CreateString("evil:1"));
+	char *copy_s = cJSON_PrintUnformatted(copy);
+	decide_pool(&p, 0, "CREATE", "alice", copy_s, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	free(copy_s);
+	cJSON_Delete(copy);
+	/* reserved metadata of the requester's own: refused at once */
+	snprintf(old_s, sizeof old_s, POOL_ALICE, ",\"labels\":{\"sandbox.dev/pool\":\"x\"}", 2, "img:1");
+	decide_pool(&p, 1, "CREATE", "alice", old_s, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "reserved"));
+	wh_verdict_release(&v);
+	/* an invalid template: 422 naming it */
+	decide_pool(&p, 0, "CREATE", "alice",
+		    "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"replicas\":1,\"template\":{\"command\":[\"sh\"]}}}", NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 422);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "spec.template"));
+	wh_verdict_release(&v);
+
+	/* updates: the stored pool at generation 1 */
+	cJSON_AddNumberToObject(cJSON_GetObjectItem(pool, "metadata"), "generation", 1);
+	char *stored = cJSON_PrintUnformatted(pool);
+	/* replicas only (kubectl edit): no review asked, stamps kept as they were */
+	cJSON *upd = cJSON_Duplicate(pool, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "replicas", cJSON_CreateNumber(5));
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(upd, "metadata"), "annotations"); /* an apply omitting them */
+	char *upd_s = cJSON_PrintUnformatted(upd);
+	f.sar_answer = 0;
+	f.sar_calls = 0;
+	cJSON *kept = stamped_pool(&p, "UPDATE", "bob", upd_s, stored);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(kept);
+	CU_ASSERT_EQUAL(f.sar_calls, 0);
+	ann = cJSON_GetObjectItem(cJSON_GetObjectItem(kept, "metadata"), "annotations");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)->valuestring, rec);
+	char *kept_s = cJSON_PrintUnformatted(kept);
+	decide_pool(&p, 0, "UPDATE", "bob", kept_s, stored, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	free(kept_s);
+	cJSON_Delete(kept);
+	free(upd_s);
+	cJSON_Delete(upd);
+	/* a new template by bob: refused at the mutating step */
+	upd = cJSON_Duplicate(pool, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "spec"), "template"), "image",
+				  cJSON_CreateString("evil:1"));
+	upd_s = cJSON_PrintUnformatted(upd);
+	decide_pool(&p, 1, "UPDATE", "bob", upd_s, stored, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "for this pool's warm pods"));
+	wh_verdict_release(&v);
+	/* nor does it validate with the old stamps */
+	decide_pool(&p, 0, "UPDATE", "bob", upd_s, stored, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	/* alice's change: a record of run 2 for the new template, requested-by alice */
+	f.sar_answer = 1;
+	cJSON *changed = stamped_pool(&p, "UPDATE", "alice", upd_s, stored);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(changed);
+	ann = cJSON_GetObjectItem(cJSON_GetObjectItem(changed, "metadata"), "annotations");
+	CU_ASSERT_EQUAL(strncmp(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)->valuestring, "v2.1000.2.", 10), 0);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(changed, "metadata"), "generation", cJSON_CreateNumber(2));
+	char *changed_s = cJSON_PrintUnformatted(changed);
+	decide_pool(&p, 0, "UPDATE", "alice", changed_s, stored, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	decide_pool(&p, 0, "UPDATE", "bob", changed_s, stored, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	free(changed_s);
+	cJSON_Delete(changed);
+	free(upd_s);
+	cJSON_Delete(upd);
+	free(stored);
+	free(stamped);
+	cJSON_Delete(pool);
+}
+
 void register_webhook_tests(void)
 {
 	SBX_SUITE("sandbox/authz", { "issue and verify", test_authz_roundtrip },
@@ -930,5 +1104,6 @@ void register_webhook_tests(void)
 		  { "generateName: the webhook names the Sandbox", test_mutate_names_generate_name },
 		  { "key conflict: the holder only for the API server", test_validate_key_conflict_unauthenticated },
 		  { "exec gate: sandbox pods only for those who may use the owner", test_pod_connect_gate },
-		  { "updates: lifecycle only, resumes authorized anew, expired final", test_update_lifecycle });
+		  { "updates: lifecycle only, resumes authorized anew, expired final", test_update_lifecycle },
+		  { "warm pools: owner authorized on create and on a new template", test_pool_admission });
 }

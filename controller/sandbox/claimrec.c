@@ -17,9 +17,22 @@
 #define CLAIM_MSG_CAP 4096
 #define CLAIM_OWNER_REFS_MAX 256
 
+/* The generation of a claim name (sbx-<digest>, -<n>), or -1. */
+long sbx_claim_generation(const char *name, const char *digest)
+{
+	size_t n = 4 + strlen(digest);
+	if (!name || strncmp(name, "sbx-", 4) || strncmp(name + 4, digest, strlen(digest)))
+		return -1;
+	if (!name[n])
+		return 0;
+	if (name[n] != '-' || !name[n + 1] || strlen(name + n + 1) > 4 || strspn(name + n + 1, "0123456789") != strlen(name + n + 1))
+		return -1;
+	return strtol(name + n + 1, NULL, 10);
+}
+
 const char *sbx_claim_state_str(enum sbx_claim_state s)
 {
-	return s == SBX_CLAIM_EXPIRED ? "Expired" : "Suspended";
+	return s == SBX_CLAIM_EXPIRED ? "Expired" : s == SBX_CLAIM_BOUND ? "Bound" : "Suspended";
 }
 
 static int lp(struct buf *b, const char *s)
@@ -119,13 +132,14 @@ int sbx_claimrec_parse(const cJSON *obj, const char *ns, const struct sbx_seal_k
 	    take(s, "workspaceOwner", out->owner, sizeof out->owner, 0) ||
 	    take(s, "sandbox", out->sandbox, sizeof out->sandbox, 0) || take(s, "since", out->since, sizeof out->since, 0) ||
 	    !cJSON_IsNumber(gen) || gen->valuedouble < 0 || gen->valuedouble > 9999 || !state ||
-	    (strcmp(state, "Suspended") && strcmp(state, "Expired")) || !seal || !ns) {
+	    (strcmp(state, "Suspended") && strcmp(state, "Expired") && strcmp(state, "Bound")) || !seal || !ns) {
 		snprintf(why, whylen, "malformed SandboxClaim");
 		return -1;
 	}
 	out->generation = (long)gen->valuedouble;
 	out->has_owner = jstr(s, "workspaceOwner") != NULL;
-	out->state = strcmp(state, "Expired") ? SBX_CLAIM_SUSPENDED : SBX_CLAIM_EXPIRED;
+	out->state = !strcmp(state, "Expired") ? SBX_CLAIM_EXPIRED : !strcmp(state, "Bound") ? SBX_CLAIM_BOUND
+												 : SBX_CLAIM_SUSPENDED;
 	int ok = 0;
 	for (size_t i = 0; keys && i < keys->n && !ok; i++) {
 		char want[65];

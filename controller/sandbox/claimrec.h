@@ -15,6 +15,11 @@
  *              `sandbox`. No owners: it outlives its Sandboxes; the
  *              controller deletes it at keyExpiresAt.
  *
+ *   Bound      the claim of a scope that may go warm (docs/api.md, "The
+ *              atomic warm claim"): the generation's pod is podName (a warm
+ *              pod's name, or the claim name itself for a cold pod). Owned
+ *              by the Sandbox that claimed it.
+ *
  * A record is written before the pod is deleted; while the pod still exists
  * the pod, not the record, says what the generation is. Every field is
  * sealed (HMAC-SHA256 under the seal key, any key of the list verifying), so
@@ -32,7 +37,7 @@
 #define SBX_CLAIM_KIND "SandboxClaim"
 #define SBX_CLAIM_PLURAL "sandboxclaims"
 
-enum sbx_claim_state { SBX_CLAIM_SUSPENDED, SBX_CLAIM_EXPIRED };
+enum sbx_claim_state { SBX_CLAIM_SUSPENDED, SBX_CLAIM_EXPIRED, SBX_CLAIM_BOUND };
 
 struct sbx_claimrec {
 	char name[80];	  /* the claim name: sbx-<digest>[-<n>] */
@@ -70,7 +75,11 @@ int sbx_claimrec_parse(const cJSON *obj, const char *ns, const struct sbx_seal_k
  * fields above, each bounded. Never NULL. */
 cJSON *sbx_claimrec_trim(const cJSON *obj);
 
-/* "Suspended" or "Expired". */
+/* The generation of a claim name (sbx-<digest> 0, sbx-<digest>-<n> n), or
+ * -1 when name is not one of digest's. */
+long sbx_claim_generation(const char *name, const char *digest);
+
+/* "Suspended", "Expired" or "Bound". */
 const char *sbx_claim_state_str(enum sbx_claim_state s);
 
 #endif

@@ -16,6 +16,7 @@
 #include "sandbox/ctlmetrics.h"
 #include "sandbox/inforce.h"
 #include "sandbox/lifecycle.h"
+#include "sandbox/pool.h"
 #include "sandbox/strset.h"
 #include "sandbox/trim.h"
 #include "sandbox/written.h"
@@ -182,9 +183,13 @@ static void on_webhooks_update(void *ctx, const cJSON *old_obj, const cJSON *new
 	sbx_inforce_observe(c->inforce, old_obj, new_obj, time(NULL));
 }
 
-/* Claim records: "claim/<ns>/<name>" keys in the same queue, so an Expired
- * record is collected when its key's lifetime ends (a timer, no poll). */
-#define CLAIM_KEY "claim/"
+/* Claim records: "claim:<ns>/<name>" keys in the same queue, so an Expired
+ * record is collected when its key's lifetime ends (a timer, no poll). A
+ * namespace name holds no ':', so no Sandbox key ("<ns>/<name>") looks like
+ * one. */
+#define CLAIM_KEY "claim:"
+/* Warm pools: "pool:<ns>/<name>". */
+#define POOL_KEY "pool:"
 
 static void on_claim(void *ctx, const cJSON *obj)
 {
@@ -206,18 +211,88 @@ static void on_claim_update(void *ctx, const cJSON *old_obj, const cJSON *new_ob
 	on_claim(ctx, new_obj);
 }
 
-/* One queued key: a claim record's collection or a Sandbox's reconcile. */
+static void enqueue_pool(struct sbx_controller *c, const char *ns, const char *name)
+{
+	if (!ns || !name)
+		return;
+	char key[600];
+	snprintf(key, sizeof key, POOL_KEY "%s/%s", ns, name);
+	workqueue_add(c->queue, key);
+}
+
+static void on_pool(void *ctx, const cJSON *obj)
+{
+	enqueue_pool(ctx, meta_str(obj, "namespace"), meta_str(obj, "name"));
+}
+
+static void on_pool_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	on_pool(ctx, new_obj);
+}
+
+/* A pool left: its namespace still claims through records for a while
+ * (sbx_warm_record_namespace); the garbage collector takes its pods. */
+static void on_pool_delete(void *ctx, const cJSON *obj)
+{
+	struct sbx_controller *c = ctx;
+	sbx_pool_gone(c->pool_state, meta_str(obj, "namespace"), time(NULL));
+}
+
+/* A warm pod changed: its pool (the owner reference) looks again. */
+static void enqueue_pod_pool(struct sbx_controller *c, const cJSON *pod)
+{
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
+	{
+		const char *kind = jstr(ref, "kind"), *api = jstr(ref, "apiVersion");
+		if (kind && api && !strcmp(kind, SBX_POOL_KIND) && !strncmp(api, "sandbox.dev/", 12))
+			enqueue_pool(c, meta_str(pod, "namespace"), jstr(ref, "name"));
+	}
+}
+
+static void on_pool_pod_add(void *ctx, const cJSON *pod)
+{
+	struct sbx_controller *c = ctx;
+	sbx_pool_seen(c, jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_POOL));
+	enqueue_pod_pool(c, pod);
+}
+
+static void on_pool_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	if (!same_but_version(old_obj, new_obj))
+		enqueue_pod_pool(ctx, new_obj);
+}
+
+static void on_pool_pod_delete(void *ctx, const cJSON *pod)
+{
+	enqueue_pod_pool(ctx, pod);
+}
+
+/* "<ns>/<name>" after prefix into a new ns and a borrowed name; NULL ns when
+ * malformed. */
+static char *split_key(const char *rest, const char **name)
+{
+	const char *slash = strchr(rest, '/');
+	if (!slash)
+		return NULL;
+	*name = slash + 1;
+	return xstrndup(rest, (size_t)(slash - rest));
+}
+
+/* One queued key: a claim record's collection, a pool's reconcile or a
+ * Sandbox's reconcile. */
 static int work(struct sbx_controller *c, const char *key, struct sbx_reconcile_result *res)
 {
 	*res = (struct sbx_reconcile_result){ 0 };
-	if (strncmp(key, CLAIM_KEY, sizeof CLAIM_KEY - 1))
+	int claim = !strncmp(key, CLAIM_KEY, sizeof CLAIM_KEY - 1), pool = !strncmp(key, POOL_KEY, sizeof POOL_KEY - 1);
+	if (!claim && !pool)
 		return sbx_reconcile_ex(c, key, res);
-	res->timer = 1; /* collections wait for a key's expiry: never before other work */
-	const char *nsname = key + sizeof CLAIM_KEY - 1, *slash = strchr(nsname, '/');
-	if (!slash)
+	const char *name;
+	char *ns = split_key(key + (claim ? sizeof CLAIM_KEY : sizeof POOL_KEY) - 1, &name);
+	if (!ns)
 		return 0;
-	char *ns = xstrndup(nsname, (size_t)(slash - nsname));
-	int r = sbx_lc_collect(c, ns, slash + 1);
+	res->timer = claim; /* collections wait for a key's expiry: never before other work */
+	int r = claim ? sbx_lc_collect(c, ns, name) : sbx_pool_reconcile(c, ns, name);
 	free(ns);
 	return r;
 }
@@ -259,7 +334,15 @@ void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const
 	c->cfg = cfg;
 	c->seal_keys = seal_keys;
 	c->workers = workers > 0 ? workers : 4;
+	c->warm_settle_s = 90;
+	c->warm_refill_qps = 10;
 	snprintf(c->webhook_config, sizeof c->webhook_config, "sandbox-controller");
+}
+
+void sbx_controller_set_warm(struct sbx_controller *c, long settle_s, double refill_qps)
+{
+	c->warm_settle_s = settle_s >= 0 ? settle_s : 90;
+	c->warm_refill_qps = refill_qps > 0 ? refill_qps : 10;
 }
 
 void sbx_controller_set_webhook_config(struct sbx_controller *c, const char *name)
@@ -273,6 +356,8 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	static const struct informer_handlers ph = { on_pod_add_or_delete, on_pod_update, on_pod_add_or_delete };
 	static const struct informer_handlers wh = { NULL, on_webhooks_update, NULL };
 	static const struct informer_handlers ch = { on_claim, on_claim_update, NULL };
+	static const struct informer_handlers plh = { on_pool, on_pool_update, on_pool_delete };
+	static const struct informer_handlers pph = { on_pool_pod_add, on_pool_pod_update, on_pool_pod_delete };
 	sbx_ctl_metrics_register();
 	c->queue = workqueue_new();
 	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued, wq_worked };
@@ -282,6 +367,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->announced = sbx_strset_new();
 	c->written = sbx_written_new();
 	c->created_pods = sbx_written_new();
+	c->pool_state = sbx_pool_state_new(c->warm_refill_qps);
 	struct informer *sandboxes =
 		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, LABEL_DIGEST, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use.
@@ -302,13 +388,23 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	}
 	struct informer *claims = informer_new(c->kc, "/apis/" SBX_API "/" SBX_CLAIM_PLURAL, NULL, sbx_claimrec_trim,
 					       LABEL_DIGEST, &ch, c);
+	struct informer *pools = informer_new(c->kc, "/apis/" SBX_API "/" SBX_POOL_PLURAL, NULL, sbx_pool_trim,
+					      SBX_POOL_NS_INDEX, &plh, c);
+	/* Warm pods by their pool label, reserved to the controller like the
+	 * digest; every one is re-verified (sealed) before it is used. */
+	struct informer *pool_pods =
+		informer_new(c->kc, "/api/v1/pods", SBX_LABEL_POOL, sbx_trim_pod, SBX_LABEL_POOL, &pph, c);
+	informer_set_dictionary(pool_pods, sbx_pod_dictionary);
 	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
 	c->sandboxes = sandboxes;
 	c->pods = pods;
 	c->webhooks = webhooks;
 	c->claims = claims;
+	c->pools = pools;
+	c->pool_pods = pool_pods;
 	pthread_mutex_unlock(&c->informers_mu);
-	if (informer_start(c->pods) < 0 || informer_start(c->claims) < 0 || informer_start(c->sandboxes) < 0 ||
+	if (informer_start(c->pods) < 0 || informer_start(c->claims) < 0 || informer_start(c->pool_pods) < 0 ||
+	    informer_start(c->pools) < 0 || informer_start(c->sandboxes) < 0 ||
 	    (c->webhooks && informer_start(c->webhooks) < 0)) {
 		snprintf(err, errlen, "cannot start the informers");
 		return -1;
@@ -316,9 +412,13 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	if (timeout_ms == 0)
 		return 0;
 	if (!informer_wait_synced(c->pods, timeout_ms) || !informer_wait_synced(c->sandboxes, timeout_ms) ||
-	    !informer_wait_synced(c->claims, timeout_ms) ||
+	    !informer_wait_synced(c->claims, timeout_ms) || !informer_wait_synced(c->pools, timeout_ms) ||
+	    !informer_wait_synced(c->pool_pods, timeout_ms) ||
 	    (c->webhooks && !informer_wait_synced(c->webhooks, timeout_ms))) {
-		snprintf(err, errlen, "caches did not sync within %ld ms (is the Sandbox CRD installed?)", timeout_ms);
+		snprintf(err, errlen,
+			 "caches did not sync within %ld ms (are the Sandbox, SandboxClaim and SandboxWarmPool CRDs "
+			 "installed?)",
+			 timeout_ms);
 		return -1;
 	}
 	return 0;
@@ -353,7 +453,8 @@ int sbx_controller_synced(struct sbx_controller *c)
 {
 	pthread_mutex_lock(&c->informers_mu);
 	int synced = c->sandboxes && c->pods && informer_wait_synced(c->sandboxes, 0) &&
-		     informer_wait_synced(c->pods, 0) && c->claims && informer_wait_synced(c->claims, 0) &&
+		     informer_wait_synced(c->pods, 0) && c->claims && informer_wait_synced(c->claims, 0) && c->pools &&
+		     informer_wait_synced(c->pools, 0) && c->pool_pods && informer_wait_synced(c->pool_pods, 0) &&
 		     (!c->webhooks || informer_wait_synced(c->webhooks, 0));
 	pthread_mutex_unlock(&c->informers_mu);
 	return synced;
@@ -369,6 +470,10 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_stop(c->webhooks);
 	if (c->claims)
 		informer_stop(c->claims);
+	if (c->pools)
+		informer_stop(c->pools);
+	if (c->pool_pods)
+		informer_stop(c->pool_pods);
 	if (c->queue)
 		workqueue_shutdown(c->queue);
 	for (int i = 0; c->threads && i < c->workers; i++)
@@ -379,8 +484,15 @@ void sbx_controller_release(struct sbx_controller *c)
 		event_recorder_free(c->events);
 	pthread_mutex_lock(&c->informers_mu);
 	struct informer *sandboxes = c->sandboxes, *pods = c->pods, *webhooks = c->webhooks, *claims = c->claims;
-	c->sandboxes = c->pods = c->webhooks = c->claims = NULL;
+	struct informer *pools = c->pools, *pool_pods = c->pool_pods;
+	c->sandboxes = c->pods = c->webhooks = c->claims = c->pools = c->pool_pods = NULL;
 	pthread_mutex_unlock(&c->informers_mu);
+	if (pools)
+		informer_free(pools);
+	if (pool_pods)
+		informer_free(pool_pods);
+	sbx_pool_state_free(c->pool_state);
+	c->pool_state = NULL;
 	if (sandboxes)
 		informer_free(sandboxes);
 	if (pods)

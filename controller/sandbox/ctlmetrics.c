@@ -48,6 +48,11 @@ void sbx_ctl_metrics_register(void)
 	sbx_m.expirations = obs_counter("sandbox_expirations_total", "Sandboxes marked Expired at their shutdownTime.", NULL);
 	sbx_m.suspensions = obs_counter("sandbox_suspensions_total", "Sandboxes marked Suspended.", NULL);
 	sbx_m.resumes = obs_counter("sandbox_resumes_total", "Suspended Sandboxes resumed.", NULL);
+	sbx_m.warm_binds = obs_counter("sandbox_warm_binds_total",
+				       "New Sandboxes of a warm pool's template and owner, by result: hit (bound to a warm "
+				       "pod) or miss (a cold pod, no Ready warm pod).",
+				       "result");
+	sbx_m.warm_pods_created = obs_counter("sandbox_warm_pods_created_total", "Warm pods created for pools.", NULL);
 	sbx_m.resume_seconds = obs_histogram("sandbox_resume_duration_seconds",
 					     "Seconds from the controller seeing a resume to the Sandbox Ready again.", NULL,
 					     latency_buckets, sizeof latency_buckets / sizeof latency_buckets[0]);

@@ -13,6 +13,7 @@ struct sbx_ctl_metrics {
 	struct obs_metric *wq_depth, *wq_adds, *wq_retries, *wq_queued, *wq_worked;
 	struct obs_metric *to_bound, *to_ready, *phases;
 	struct obs_metric *expirations, *suspensions, *resumes, *resume_seconds;
+	struct obs_metric *warm_binds, *warm_pods_created;
 };
 
 /* The families; NULL members until sbx_ctl_metrics_register. */

@@ -89,22 +89,22 @@ static int lists(const cJSON *a, const char *s)
 	return 0;
 }
 
-/* 1 when one of the webhook's rules sends operation on Sandboxes. */
-static int rules_cover(const cJSON *hook, const char *operation)
+/* 1 when one of the webhook's rules sends operation on resource (of sandbox.dev). */
+static int rules_cover(const cJSON *hook, const char *resource, const char *operation)
 {
 	const cJSON *r;
 	cJSON_ArrayForEach(r, jobj(hook, "rules"))
 	{
 		const char *scope = jstr(r, "scope");
 		const cJSON *res, *rs;
-		int resource = 0;
+		int covered = 0;
 		res = jobj(r, "resources");
 		cJSON_ArrayForEach(rs, res)
 		{
-			resource |= cJSON_IsString(rs) && (!strcmp(rs->valuestring, "sandboxes") ||
+			covered |= cJSON_IsString(rs) && (!strcmp(rs->valuestring, resource) ||
 							   !strcmp(rs->valuestring, "*") || !strcmp(rs->valuestring, "*/*"));
 		}
-		if (resource && lists(jobj(r, "operations"), operation) && lists(jobj(r, "apiGroups"), "sandbox.dev") &&
+		if (covered && lists(jobj(r, "operations"), operation) && lists(jobj(r, "apiGroups"), "sandbox.dev") &&
 		    lists(jobj(r, "apiVersions"), "v1alpha1") && (!scope || !strcmp(scope, "*") || !strcmp(scope, "Namespaced")))
 			return 1;
 	}
@@ -169,8 +169,8 @@ static int selects_namespace(const cJSON *sel, const char *ns, char *why, size_t
 	return 1;
 }
 
-int sbx_inforce_eval(const cJSON *mwc, const char *webhook, const char *operation, const char *ns,
-		     time_t *since, char *why, size_t whylen)
+int sbx_inforce_eval(const cJSON *mwc, const char *webhook, const char *resource, const char *operation,
+		     const char *ns, time_t *since, char *why, size_t whylen)
 {
 	*since = 0;
 	if (!mwc) {
@@ -200,8 +200,8 @@ int sbx_inforce_eval(const cJSON *mwc, const char *webhook, const char *operatio
 		snprintf(why, whylen, "webhook %s fails open (failurePolicy %.16s)", webhook, fp);
 		return 0;
 	}
-	if (!rules_cover(hook, operation)) {
-		snprintf(why, whylen, "webhook %s is not sent %s of sandboxes.sandbox.dev/v1alpha1", webhook, operation);
+	if (!rules_cover(hook, resource, operation)) {
+		snprintf(why, whylen, "webhook %s is not sent %s of %s.sandbox.dev/v1alpha1", webhook, operation, resource);
 		return 0;
 	}
 	const cJSON *os = jobj(hook, "objectSelector");
@@ -268,11 +268,11 @@ void sbx_inforce_observe(struct sbx_inforce *g, const cJSON *old, const cJSON *n
 	pthread_mutex_unlock(&g->mu);
 }
 
-int sbx_inforce_check(struct sbx_inforce *g, const cJSON *mwc, const char *webhook, const char *operation,
-		      const char *ns, time_t made, char *why, size_t whylen)
+int sbx_inforce_check(struct sbx_inforce *g, const cJSON *mwc, const char *webhook, const char *resource,
+		      const char *operation, const char *ns, time_t made, char *why, size_t whylen)
 {
 	time_t since;
-	if (!sbx_inforce_eval(mwc, webhook, operation, ns, &since, why, whylen))
+	if (!sbx_inforce_eval(mwc, webhook, resource, operation, ns, &since, why, whylen))
 		return 0;
 	pthread_mutex_lock(&g->mu);
 	if (g->floor > since)

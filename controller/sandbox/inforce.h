@@ -44,11 +44,11 @@
 cJSON *sbx_inforce_trim(const cJSON *mwc);
 
 /* Whether the trimmed configuration mwc (NULL: absent) sends operation
- * ("CREATE" or "UPDATE") of Sandboxes in namespace ns to webhook, failing
- * closed. Returns 1 with *since (when the enforced part last changed), or 0
- * with the reason in why. Pure. */
-int sbx_inforce_eval(const cJSON *mwc, const char *webhook, const char *operation, const char *ns,
-		     time_t *since, char *why, size_t whylen);
+ * ("CREATE" or "UPDATE") of resource ("sandboxes", "sandboxwarmpools") in
+ * namespace ns to webhook, failing closed. Returns 1 with *since (when the
+ * enforced part last changed), or 0 with the reason in why. Pure. */
+int sbx_inforce_eval(const cJSON *mwc, const char *webhook, const char *resource, const char *operation,
+		     const char *ns, time_t *since, char *why, size_t whylen);
 
 /* What the controller saw change while it ran (thread-safe). */
 struct sbx_inforce;
@@ -62,7 +62,7 @@ void sbx_inforce_observe(struct sbx_inforce *g, const cJSON *old, const cJSON *n
 /* 1 when mwc enforces operation for ns now and has since before
  * `made` - SBX_INFORCE_GRACE_S (made: the Sandbox's creationTimestamp, or
  * the issue time of a resume's record); else 0 with why. */
-int sbx_inforce_check(struct sbx_inforce *g, const cJSON *mwc, const char *webhook, const char *operation,
-		      const char *ns, time_t made, char *why, size_t whylen);
+int sbx_inforce_check(struct sbx_inforce *g, const cJSON *mwc, const char *webhook, const char *resource,
+		      const char *operation, const char *ns, time_t made, char *why, size_t whylen);
 
 #endif

@@ -97,8 +97,12 @@ int sbx_lifecycle_expired(const struct sbx_lifecycle *l, time_t now)
 #include "sandbox/reconcile_int.h"
 #include "sandbox/spec.h"
 #include "sandbox/strset.h"
+#include "sandbox/warm.h"
 
 enum holder { H_ACTIVE, H_SUSPENDED, H_EXPIRED, H_GONE };
+
+static int claim_name_for(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, char *out,
+			  size_t n);
 
 /* What the cached Sandbox ns/name (it must be uid) is to the pod it holds. */
 static enum holder holder_state(struct sbx_controller *c, const char *ns, const char *name, const char *uid, time_t now)
@@ -159,19 +163,6 @@ static void count_holders(struct sbx_controller *c, const struct sbx_view *v, en
 	}
 }
 
-/* The generation of a claim name (sbx-<digest>, -<n>), or -1. */
-static long claim_generation(const char *name, const char *digest)
-{
-	size_t n = 4 + strlen(digest);
-	if (!name || strncmp(name, "sbx-", 4) || strncmp(name + 4, digest, strlen(digest)))
-		return -1;
-	if (!name[n])
-		return 0;
-	if (name[n] != '-' || !name[n + 1] || strlen(name + n + 1) > 4 || strspn(name + n + 1, "0123456789") != strlen(name + n + 1))
-		return -1;
-	return strtol(name + n + 1, NULL, 10);
-}
-
 static void claims_path(char *out, size_t n, const char *ns, const char *name)
 {
 	snprintf(out, n, "/apis/" SBX_CLAIM_API "/namespaces/%s/" SBX_CLAIM_PLURAL "%s%s", ns, name ? "/" : "",
@@ -186,12 +177,13 @@ static int put_record(struct sbx_controller *c, const struct sbx_view *v, const 
 {
 	struct sbx_claimrec rec = { .state = state };
 	const char *pod_name = meta_str(pod, "name"), *claimed = annotation(pod, SBX_ANN_CLAIMED_AT_KEY);
+	const char *claim = sbx_rc_claim_of(pod); /* the record is the generation's, named like its claim */
 	time_t t;
-	if (!pod_name || ktime_parse_rfc3339(claimed, &t) < 0)
+	if (!pod_name || !claim || ktime_parse_rfc3339(claimed, &t) < 0)
 		return -1;
-	snprintf(rec.name, sizeof rec.name, "%s", pod_name);
+	snprintf(rec.name, sizeof rec.name, "%s", claim);
 	snprintf(rec.digest, sizeof rec.digest, "%s", v->scope.digest);
-	rec.generation = claim_generation(pod_name, v->scope.digest);
+	rec.generation = sbx_claim_generation(claim, v->scope.digest);
 	snprintf(rec.pod_name, sizeof rec.pod_name, "%s", pod_name);
 	ktime_format_rfc3339(t, rec.claimed_at);
 	ktime_format_rfc3339(t + sbx_rc_key_lifetime(c), rec.key_expires_at);
@@ -371,10 +363,9 @@ static int bound_here(const struct sbx_view *v)
 static struct sbx_status_in not_holding(const struct sbx_view *v, const char *phase, const char *reason,
 					const char *msg)
 {
-	const char *binding = jstr(v->status, "binding");
 	struct sbx_status_in in =
 		sbx_rc_bound_status(v, NULL, jstr(v->status, "podName"), jstr(v->status, "podUID"),
-				    binding && !strcmp(binding, "Created"), jstr(v->status, "claimedAt"),
+				    sbx_rc_binding_how(jstr(v->status, "binding")), jstr(v->status, "claimedAt"),
 				    jstr(v->status, "keyExpiresAt"), jstr(sbx_status_condition(v->status, "Bound"), "message"));
 	in.phase = phase;
 	in.ready = 0;
@@ -566,8 +557,11 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 	struct kube_error err;
 	int created = 0;
 	if (!pod) {
+		char claim[80];
+		if (claim_name_for(c, v, pod_name, claim, sizeof claim) < 0)
+			return REQUEUE_WAIT_MS; /* its record is not in the cache yet */
 		resume_started(v->uid);
-		enum kube_err e = sbx_rc_create_pod(c, v, pod_name, claimed, &pod, &err);
+		enum kube_err e = sbx_rc_create_pod(c, v, pod_name, claim, claimed, &pod, &err);
 		if (e == KUBE_OK) {
 			created = 1;
 		} else if (e == KUBE_ERR_ALREADY_EXISTS || kube_err_retriable(e)) {
@@ -584,7 +578,9 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 	}
 	int delay = 0;
 	if (created) {
-		r = sbx_rc_report_bound(c, v, pod, 1) < 0 ? -1 : 0;
+		/* Its binding stays what it was (a resume by an adopter re-creates
+		 * the pod, but did not claim it). */
+		r = sbx_rc_report_bound(c, v, pod, sbx_rc_binding_how(jstr(v->status, "binding"))) < 0 ? -1 : 0;
 	} else {
 		/* Someone's pod stands under the name (another replica's resume,
 		 * another Sandbox's): verified and adopted like any other. */
@@ -602,17 +598,47 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 	return r;
 }
 
+/* The verified record of v's digest whose pod is pod_name, of a released
+ * state only (released) or any: 1 with *out, or 0. */
+static int record_of_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, int released,
+			 struct sbx_claimrec *out)
+{
+	cJSON *recs = pod_name ? sbx_lc_records(c, v) : NULL;
+	const cJSON *o;
+	int found = 0;
+	cJSON_ArrayForEach(o, recs)
+	{
+		char why[128];
+		if (!found && sbx_claimrec_parse(o, v->ns, c->seal_keys, out, why, sizeof why) == 0 &&
+		    !strcmp(out->pod_name, pod_name) && (!released || out->state != SBX_CLAIM_BOUND))
+			found = 1;
+	}
+	cJSON_Delete(recs);
+	return found;
+}
+
 int sbx_lc_released(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, struct sbx_claimrec *rec)
 {
-	if (!c->claims || !pod_name)
-		return 0;
-	cJSON *o = informer_get(c->claims, v->ns, pod_name);
 	struct sbx_claimrec tmp;
-	char why[128];
-	int ok = o && sbx_claimrec_parse(o, v->ns, c->seal_keys, rec ? rec : &tmp, why, sizeof why) == 0 &&
-		 !strcmp((rec ? rec : &tmp)->digest, v->scope.digest);
-	cJSON_Delete(o);
-	return ok;
+	return record_of_pod(c, v, pod_name, 1, rec ? rec : &tmp);
+}
+
+/* The claim name of v's pod pod_name: its own name for a cold pod, else the
+ * name of its generation's record (a warm pod bound to the scope), else for
+ * a Sandbox without a key its only generation. 0, or -1 (not known yet). */
+static int claim_name_for(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, char *out,
+			  size_t n)
+{
+	struct sbx_claimrec rec;
+	if (sbx_claim_generation(pod_name, v->scope.digest) >= 0)
+		snprintf(out, n, "%s", pod_name);
+	else if (record_of_pod(c, v, pod_name, 0, &rec))
+		snprintf(out, n, "%s", rec.name);
+	else if (!v->key)
+		sbx_pod_name(&v->scope, 0, out, n);
+	else
+		return -1;
+	return 0;
 }
 
 cJSON *sbx_lc_records(struct sbx_controller *c, const struct sbx_view *v)
@@ -721,10 +747,29 @@ enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *
 	if (rec.state == SBX_CLAIM_EXPIRED)
 		return sbx_lc_report_expired_key(c, v, rec.sandbox, rec.pod_name, rec.key_expires_at) < 0 ? EX_RETRY
 													 : EX_DONE;
-	/* Suspended: v joins the generation and, not suspended itself, resumes it. */
 	cJSON *pod = NULL;
+	if (rec.state == SBX_CLAIM_BOUND) {
+		/* The generation is claimed and its pod not seen. A warm pod: the
+		 * take is completed or the record pointed elsewhere (warm.h). The
+		 * cold name: the pod is read live; missing, the caller creates it. */
+		if (strcmp(rec.pod_name, rec.name)) {
+			int r = 0;
+			if (!sbx_warm_resume_claim(c, v, obj, rec.name, &r))
+				return EX_CREATE;
+			*delay = r > 0 ? r : 0;
+			return r < 0 ? EX_RETRY : EX_DONE;
+		}
+		if (sbx_rc_get_pod(c, v->ns, rec.pod_name, &pod) < 0)
+			return EX_RETRY;
+		if (!pod)
+			return EX_CREATE;
+		enum sbx_examine x = sbx_rc_examine(c, v, pod, delay);
+		cJSON_Delete(pod);
+		return x;
+	}
+	/* Suspended: v joins the generation and, not suspended itself, resumes it. */
 	struct kube_error err;
-	enum kube_err e = sbx_rc_create_pod(c, v, rec.pod_name, rec.claimed_at, &pod, &err);
+	enum kube_err e = sbx_rc_create_pod(c, v, rec.pod_name, rec.name, rec.claimed_at, &pod, &err);
 	if (e == KUBE_OK) {
 		resume_started(v->uid);
 		int rr = sbx_rc_report_bound(c, v, pod, 1);

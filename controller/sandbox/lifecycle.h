@@ -78,18 +78,20 @@ cJSON *sbx_lc_records(struct sbx_controller *c, const struct sbx_view *v);
  * record says so yet (the controller was down at a shutdownTime). *expired
  * (size n) gets an expired holder's name. */
 int sbx_lc_pod_expired(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *expired, size_t n);
-/* Garbage collection of claim records: "claim/<ns>/<name>" keys. Deletes an
+/* Garbage collection of claim records: "claim:<ns>/<name>" keys. Deletes an
  * Expired record once its key's lifetime ended; returns a delay until then,
  * 0 when done. */
 int sbx_lc_collect(struct sbx_controller *c, const char *ns, const char *name);
 /* Observes the resume latency once the resumed Sandbox is Ready. */
 void sbx_lc_ready(struct sbx_controller *c, const struct sbx_view *v);
-/* A generation of v's key with no pod but a verified claim record rec (a
- * SandboxClaim object): a key older than its lifetime goes on to the next
+/* A generation of v's key with no pod seen but a verified claim record rec
+ * (a SandboxClaim object): a key older than its lifetime goes on to the next
  * generation; another spec is IdempotencyKeyConflict; Expired is the stored
  * outcome (phase Expired, naming the Sandbox whose expiry it shares, no
  * pod); Suspended binds v to the generation and, v being active, re-creates
- * its pod under the same name and claim time. */
+ * its pod under the same name and claim time; Bound (the generation is
+ * claimed) completes a warm take (sandbox/warm.h) or adopts the pod read
+ * live, and is EX_CREATE when the cold pod it names is still to be made. */
 enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *v, const cJSON *rec, int *delay);
 /* The stored outcome for a new Sandbox v of an expired generation (its pod
  * still there, or its record): phase Expired, Bound=False/Expired naming

@@ -83,6 +83,8 @@ static cJSON *metadata(const struct sbx_pod_params *p, const char *owner)
 		add_str(ann, SBX_ANN_OWNER, owner);
 	add_str(ann, SBX_ANN_FINGERPRINT, p->scope->fingerprint);
 	add_str(ann, SBX_ANN_CLAIMED_AT, p->claimed_at);
+	if (p->claim && strcmp(p->claim, p->pod_name))
+		add_str(ann, SBX_ANN_CLAIM, p->claim);
 	add_str(ann, SBX_ANN_SEAL, p->seal);
 
 	cJSON *ref = new_obj();

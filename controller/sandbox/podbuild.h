@@ -16,6 +16,10 @@
 #define SBX_ANN_FINGERPRINT "sandbox.dev/spec-fingerprint"
 #define SBX_ANN_CLAIMED_AT "sandbox.dev/claimed-at"
 #define SBX_ANN_SEAL "sandbox.dev/seal"
+/* On a pod whose name is not its claim name (a warm pod bound to a scope):
+ * the claim name sbx-<digest>[-<n>] of its generation, covered by the seal
+ * (sbx_seal_pod_name). */
+#define SBX_ANN_CLAIM "sandbox.dev/claim"
 #define SBX_LABEL_MANAGED_BY "app.kubernetes.io/managed-by"
 #define SBX_MANAGED_BY "sandbox-controller"
 #define SBX_LABEL_NAME "app.kubernetes.io/name"
@@ -34,6 +38,7 @@ struct sbx_pod_params {
 	const char *claimed_at; /* RFC 3339 */
 	const char *seal;	/* 64 hex */
 	const struct sbx_config *cfg;
+	const char *claim; /* the claim name when it is not pod_name (SBX_ANN_CLAIM); NULL */
 };
 
 /* Decides the pod's runtime class: spec.runtimeClassName when it is in the

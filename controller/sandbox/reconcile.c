@@ -28,6 +28,7 @@
 #include "sandbox/strset.h"
 #include "sandbox/trim.h"
 #include "sandbox/verify.h"
+#include "sandbox/warm.h"
 #include "sandbox/written.h"
 
 #define LABEL_DIGEST "sandbox.dev/scope-digest"
@@ -211,29 +212,44 @@ static const char *controller_owner_name(const cJSON *pod)
 
 /* The status of a Sandbox bound to pod_name (pod NULL: it is gone). */
 struct sbx_status_in sbx_rc_bound_status(const struct sbx_view *v, const cJSON *pod, const char *pod_name,
-					 const char *pod_uid, int created, const char *claimed, const char *expires,
+					 const char *pod_uid, int how, const char *claimed, const char *expires,
 					 const char *msg)
 {
+	static const char *const binding[] = { "Adopted", "Created", "Warm" };
+	static const char *const reason[] = { "PodAdopted", "PodCreated", "PodWarm" };
+	if (how < SBX_BIND_ADOPTED || how > SBX_BIND_WARM)
+		how = SBX_BIND_ADOPTED;
 	struct sbx_status_in in = {
 		.pod_name = pod_name,
 		.pod_uid = pod_uid,
 		.scope_digest = v->scope.digest,
 		.fingerprint = v->scope.fingerprint,
-		.binding = created ? "Created" : "Adopted",
+		.binding = binding[how],
 		.claimed_at = claimed,
 		.key_expires_at = expires,
 		.generation = v->generation,
 		.bound = 1,
-		.bound_reason = created ? "PodCreated" : "PodAdopted",
+		.bound_reason = reason[how],
 		.bound_message = msg,
 	};
 	pod_readiness(pod, &in);
 	return in;
 }
 
-/* Writes the bound status for pod and, on the first binding, the event. */
-int sbx_rc_report_bound(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int created)
+int sbx_rc_binding_how(const char *binding)
 {
+	return binding && !strcmp(binding, "Created") ? SBX_BIND_CREATED
+	       : binding && !strcmp(binding, "Warm")  ? SBX_BIND_WARM
+						      : SBX_BIND_ADOPTED;
+}
+
+/* Writes the bound status for pod and, on the first binding, the event. */
+int sbx_rc_report_bound(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int how)
+{
+	/* The Sandbox whose warm bind made a warm pod the scope's (its
+	 * controller owner) says so again when it re-creates it. */
+	if (how == SBX_BIND_CREATED && !strncmp(meta_str(pod, "name") ? meta_str(pod, "name") : "", "sbx-w-", 6))
+		how = SBX_BIND_WARM;
 	const char *claimed = annotation(pod, ANN_CLAIMED_AT);
 	time_t t = 0;
 	char expires[32] = "";
@@ -241,18 +257,22 @@ int sbx_rc_report_bound(struct sbx_controller *c, const struct sbx_view *v, cons
 		ktime_format_rfc3339(t + c->cfg->key_lifetime_s, expires);
 	const char *pod_name = meta_str(pod, "name");
 	char msg[256];
-	snprintf(msg, sizeof msg, "%s pod %s", created ? "created" : "adopted", pod_name);
-	struct sbx_status_in in = sbx_rc_bound_status(v, pod, pod_name, meta_str(pod, "uid"), created, claimed,
+	static const char *const verb[] = { "adopted", "created", "bound warm" };
+	static const char *const logged[] = { "pod adopted", "pod created", "warm pod bound" };
+	static const char *const reason[] = { "PodAdopted", "PodCreated", "PodWarm" };
+	snprintf(msg, sizeof msg, "%s pod %s", verb[how], pod_name);
+	struct sbx_status_in in = sbx_rc_bound_status(v, pod, pod_name, meta_str(pod, "uid"), how, claimed,
 					       expires[0] ? expires : NULL, msg);
 	if (sbx_rc_write_status(c, v, &in) < 0)
 		return -1;
 	/* Announced once per Sandbox: a second reconcile on a cache that has not
 	 * seen our status write yet must not count or report the binding again. */
 	if (sbx_strset_add(c->announced, v->uid)) {
-		obs_metric_add(created ? sbx_m.pods_created : sbx_m.pods_adopted, NULL, 1);
-		sbx_rc_event(c, v, "Normal", created ? "PodCreated" : "PodAdopted", msg);
-		log_kv(LOG_INFO, created ? "pod created" : "pod adopted", "sandbox", v->name, "namespace", v->ns,
-		       "pod", pod_name, "scopeDigest", v->scope.digest);
+		if (how != SBX_BIND_WARM) /* warm binds: sandbox_warm_binds_total */
+			obs_metric_add(how == SBX_BIND_CREATED ? sbx_m.pods_created : sbx_m.pods_adopted, NULL, 1);
+		sbx_rc_event(c, v, "Normal", reason[how], msg);
+		log_kv(LOG_INFO, logged[how], "sandbox", v->name, "namespace", v->ns,
+		       "pod", pod_name, "scopeDigest", v->scope.digest, "binding", in.binding);
 	}
 	return 0;
 }
@@ -267,9 +287,6 @@ int sbx_rc_get_pod(struct sbx_controller *c, const char *ns, const char *name, c
 	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, pod, &err);
 	return e == KUBE_OK || e == KUBE_ERR_NOT_FOUND ? 0 : -1;
 }
-
-static cJSON *build_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name,
-			const char *claimed, const char *seal);
 
 /* 1 when the bound pod was changed out of band (contract section 5): its
  * sealed identity no longer verifies, or an image or container changed
@@ -288,8 +305,8 @@ static int pod_tampered(struct sbx_controller *c, const struct sbx_view *v, cons
 		snprintf(why, whylen, "%s", sbx_verify_str(vr));
 		return 1;
 	}
-	cJSON *want = build_pod(c, v, meta_str(pod, "name"), annotation(pod, ANN_CLAIMED_AT),
-				annotation(pod, SBX_ANN_SEAL));
+	cJSON *want = sbx_rc_build_pod(c, v, meta_str(pod, "name"), annotation(pod, SBX_ANN_CLAIM),
+				       annotation(pod, ANN_CLAIMED_AT), annotation(pod, SBX_ANN_SEAL));
 	struct sbx_certify cert = { .expected = want, .spec = v->spec, .cfg = c->cfg };
 	int t = want && sbx_pod_tamper_check(pod, &cert, why, whylen) != SBX_VERIFY_OK;
 	cJSON_Delete(want);
@@ -325,11 +342,9 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 	int tampered = pod && pod_tampered(c, v, pod, why, sizeof why);
 	const char *old_ready = jstr(sbx_status_condition(v->status, "Ready"), "reason");
 	int reported = old_ready && !strcmp(old_ready, "PodTampered"); /* by this or an earlier process */
-	const char *binding = jstr(v->status, "binding");
-	int created = binding && !strcmp(binding, "Created");
-	char msg[256];
-	snprintf(msg, sizeof msg, "%s pod %s", created ? "created" : "adopted", pod_name);
-	struct sbx_status_in in = sbx_rc_bound_status(v, pod, pod_name, pod_uid, created, jstr(v->status, "claimedAt"),
+	int how = sbx_rc_binding_how(jstr(v->status, "binding"));
+	const char *msg = jstr(sbx_status_condition(v->status, "Bound"), "message");
+	struct sbx_status_in in = sbx_rc_bound_status(v, pod, pod_name, pod_uid, how, jstr(v->status, "claimedAt"),
 					       jstr(v->status, "keyExpiresAt"), msg);
 	if (tampered) {
 		snprintf(tmsg, sizeof tmsg, "pod %s was changed out of band (%s); it is not re-created", pod_name,
@@ -383,9 +398,7 @@ static enum kube_err add_owner(struct sbx_controller *c, const struct sbx_view *
 	return e;
 }
 
-/* The pod this controller builds for v under pod_name (caller frees; NULL
- * when the builder refuses, see sbx_pod_build). */
-static cJSON *build_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name,
+cJSON *sbx_rc_build_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, const char *claim,
 			const char *claimed, const char *seal)
 {
 	struct sbx_pod_params p = {
@@ -398,6 +411,7 @@ static cJSON *build_pod(struct sbx_controller *c, const struct sbx_view *v, cons
 		.claimed_at = claimed,
 		.seal = seal,
 		.cfg = c->cfg,
+		.claim = claim,
 	};
 	return sbx_pod_build(&p);
 }
@@ -405,11 +419,13 @@ static cJSON *build_pod(struct sbx_controller *c, const struct sbx_view *v, cons
 /* 1 when the live pod is certified for v (sbx_pod_payload_verify: the whole
  * pod, not only its sealed identity; a replayed seal on another payload is
  * foreign); else 0 with the reason in why. */
-static int payload_matches(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *why,
+int sbx_rc_payload_matches(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *why,
 			   size_t whylen)
 {
 	const char *claimed = annotation(pod, ANN_CLAIMED_AT), *seal = annotation(pod, SBX_ANN_SEAL);
-	cJSON *want = claimed && seal ? build_pod(c, v, meta_str(pod, "name"), claimed, seal) : NULL;
+	cJSON *want = claimed && seal ? sbx_rc_build_pod(c, v, meta_str(pod, "name"), annotation(pod, SBX_ANN_CLAIM),
+						       claimed, seal)
+				      : NULL;
 	struct sbx_certify cert = { .expected = want, .spec = v->spec, .cfg = c->cfg };
 	snprintf(why, whylen, "the controller cannot build a pod for this Sandbox");
 	int ok = want && sbx_pod_payload_verify(pod, &cert, why, whylen) == SBX_VERIFY_OK;
@@ -467,7 +483,7 @@ enum sbx_examine sbx_rc_examine(struct sbx_controller *c, const struct sbx_view 
 	int is_controller = 0;
 	int ours = owned_by(pod, v->uid, &is_controller);
 	const char *fp = annotation(pod, "sandbox.dev/spec-fingerprint");
-	if (fp && !strcmp(fp, v->scope.fingerprint) && !payload_matches(c, v, pod, why, sizeof why)) {
+	if (fp && !strcmp(fp, v->scope.fingerprint) && !sbx_rc_payload_matches(c, v, pod, why, sizeof why)) {
 		vr = SBX_VERIFY_PAYLOAD_MISMATCH;
 		goto foreign;
 	}
@@ -503,25 +519,27 @@ enum sbx_examine sbx_rc_examine(struct sbx_controller *c, const struct sbx_view 
 		fault_point("after-adopt");
 	}
 	*delay = 0;
-	return sbx_rc_report_bound(c, v, pod, ours && is_controller) < 0 ? EX_RETRY : EX_DONE;
+	int how = ours && is_controller ? SBX_BIND_CREATED : SBX_BIND_ADOPTED;
+	return sbx_rc_report_bound(c, v, pod, how) < 0 ? EX_RETRY : EX_DONE;
 }
 
 /* Creates the pod for generation name, or tells what stands in the way. A
  * resumed generation keeps its claim time (claimed_at); a new one is now. */
 enum kube_err sbx_rc_create_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name,
-				const char *claimed_at, cJSON **out, struct kube_error *err)
+				const char *claim, const char *claimed_at, cJSON **out, struct kube_error *err)
 {
-	char claimed[32], seal[65], path[512];
+	char claimed[32], seal[65], path[512], sealed[600];
 	if (claimed_at)
 		snprintf(claimed, sizeof claimed, "%s", claimed_at);
 	else
 		ktime_format_rfc3339(time(NULL), claimed);
-	if (sbx_seal_sign(c->seal_keys, v->ns, pod_name, v->scope.digest, v->owner, v->scope.fingerprint,
+	sbx_seal_pod_name(pod_name, claim, sealed, sizeof sealed);
+	if (sbx_seal_sign(c->seal_keys, v->ns, sealed, v->scope.digest, v->owner, v->scope.fingerprint,
 			  claimed, seal) < 0) {
 		kube_error_set(err, KUBE_ERR_OTHER, "%s", "cannot compute the pod seal");
 		return KUBE_ERR_OTHER;
 	}
-	cJSON *pod = build_pod(c, v, pod_name, claimed, seal);
+	cJSON *pod = sbx_rc_build_pod(c, v, pod_name, claim, claimed, seal);
 	if (!pod) { /* the spec was validated: the controller's config cannot serve it */
 		kube_error_set(err, KUBE_ERR_OTHER, "%s",
 			       "the controller cannot build a pod for this Sandbox; check its workspace config");
@@ -645,10 +663,18 @@ struct generations {
 	long newest; /* -1: none */
 };
 
+const char *sbx_rc_claim_of(const cJSON *pod)
+{
+	const char *cl = annotation(pod, SBX_ANN_CLAIM);
+	return cl ? cl : meta_str(pod, "name");
+}
+
+/* Keeps a listed pod of v's digest by its generation (its claim name: a warm
+ * pod bound to the scope is not named after it). */
 static void collect_generation(void *ctx, const cJSON *pod)
 {
 	struct generations *g = ctx;
-	long n = generation_of(g->v, meta_str(pod, "name"));
+	long n = generation_of(g->v, sbx_rc_claim_of(pod));
 	if (n < 0)
 		return;
 	cJSON *d = cJSON_Duplicate(pod, 1);
@@ -666,13 +692,14 @@ static void reset_generations(void *ctx)
 	g->newest = -1;
 }
 
-/* Removes and returns the listed pod called name (caller frees), or NULL. */
+/* Removes and returns the listed pod of claim name `name` (caller frees), or
+ * NULL. */
 static cJSON *take_listed(struct generations *g, const char *name)
 {
 	cJSON *p;
 	cJSON_ArrayForEach(p, g->pods)
 	{
-		const char *n = meta_str(p, "name");
+		const char *n = sbx_rc_claim_of(p);
 		if (n && !strcmp(n, name))
 			return cJSON_DetachItemViaPointer(g->pods, p);
 	}
@@ -745,21 +772,26 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 	unsigned n = newest > 0 ? (unsigned)newest : 0;
 	for (; n < MAX_GENERATIONS; n++) {
 		char pod_name[80], path[512];
-		sbx_pod_name(&v->scope, n, pod_name, sizeof pod_name);
+		sbx_pod_name(&v->scope, n, pod_name, sizeof pod_name); /* the claim name */
 		cJSON *pod = take_listed(&g, pod_name);
-		const cJSON *released = NULL;
+		const cJSON *record = NULL;
 		cJSON_ArrayForEach(rec, recs)
 		{
 			if (meta_str(rec, "name") && !strcmp(meta_str(rec, "name"), pod_name))
-				released = rec;
+				record = rec;
 		}
-		if (!pod && released) {
+		if (!pod && record) {
+			/* The generation's record speaks for its missing pod: released
+			 * (Suspended, Expired), or claimed (Bound) and not yet there. */
 			int delay = 0;
-			enum sbx_examine x = sbx_lc_claim_record(c, v, released, &delay);
+			enum sbx_examine x = sbx_lc_claim_record(c, v, record, &delay);
 			if (x == EX_NEXT_GENERATION)
 				continue;
-			r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS : -1;
-			goto out;
+			if (x != EX_CREATE) {
+				r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS : -1;
+				goto out;
+			}
+			/* the record is the claim: its cold pod is created below */
 		}
 		char holder[254];
 		if (pod && !owned_by(pod, v->uid, NULL) && key_expired(c, v, pod) == 0 &&
@@ -771,12 +803,16 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 			time_t t;
 			if (ktime_parse_rfc3339(annotation(pod, ANN_CLAIMED_AT), &t) == 0)
 				ktime_format_rfc3339(t + c->cfg->key_lifetime_s, until);
-			r = sbx_lc_report_expired_key(c, v, holder, pod_name, until[0] ? until : NULL);
+			r = sbx_lc_report_expired_key(c, v, holder, meta_str(pod, "name"), until[0] ? until : NULL);
 			cJSON_Delete(pod);
 			goto out;
 		}
+		/* A fresh generation where a warm pool may serve: the claim goes
+		 * through the generation's record (sandbox/warm.h), warm or cold. */
+		if (!pod && !record && sbx_warm_record_namespace(c, v->ns) && sbx_warm_claim(c, v, pod_name, &r))
+			goto out;
 		if (!pod) {
-			e = sbx_rc_create_pod(c, v, pod_name, NULL, &pod, &err);
+			e = sbx_rc_create_pod(c, v, pod_name, NULL, NULL, &pod, &err);
 			if (e == KUBE_OK) {
 				int delay = 0;
 				enum sbx_examine x = sbx_rc_examine(c, v, pod, &delay);
@@ -826,6 +862,7 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 			r = REQUEUE_BUSY_MS;
 			goto out;
 		case EX_RETRY:
+		case EX_CREATE: /* not an outcome of examining a pod */
 			goto out;
 		}
 	}
@@ -852,7 +889,8 @@ int sbx_rc_webhook_in_force(struct sbx_controller *c, struct sbx_view *v, const 
 		return 0;
 	}
 	cJSON *mwc = c->webhook_config[0] ? informer_get(c->webhooks, NULL, c->webhook_config) : NULL;
-	int ok = sbx_inforce_check(c->inforce, mwc, SBX_MUTATING_WEBHOOK, operation, v->ns, made, why, sizeof why);
+	int ok = sbx_inforce_check(c->inforce, mwc, SBX_MUTATING_WEBHOOK, "sandboxes", operation, v->ns, made, why,
+				   sizeof why);
 	cJSON_Delete(mwc);
 	if (ok)
 		return 1;

@@ -22,6 +22,7 @@
 
 struct sbx_strset; /* a set of short strings (digests, uids) */
 struct sbx_inforce; /* whether the mutating webhook was in force (sandbox/inforce.h) */
+struct sbx_pool_state; /* warm pool bookkeeping (sandbox/pool.h) */
 struct sbx_written; /* our status writes the cache has not shown yet */
 
 struct sbx_controller {
@@ -39,6 +40,12 @@ struct sbx_controller {
 	struct informer *webhooks;
 	struct sbx_inforce *inforce;
 	struct informer *claims; /* SandboxClaims (sandbox/claimrec.h), by scope digest */
+	/* Warm pools (sandbox/pool.h, sandbox/warm.h). */
+	struct informer *pools;	    /* SandboxWarmPools */
+	struct informer *pool_pods; /* warm pods (label sandbox.dev/pool), by pool uid */
+	struct sbx_pool_state *pool_state;
+	long warm_settle_s;	 /* a pool's template serves only after this long */
+	double warm_refill_qps; /* warm pods created per second, all pools */
 	char webhook_config[254]; /* its name; "" = none, so nothing is in force */
 	struct workqueue *queue;
 	struct event_recorder *events;
@@ -56,6 +63,9 @@ void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const
  * an owner to be mounted (default "sandbox-controller"; "" = none: no owner
  * is ever mounted in accessReview mode). Before start. */
 void sbx_controller_set_webhook_config(struct sbx_controller *c, const char *name);
+/* Warm pool settings (before start): the settle time of a pool's template
+ * (default 90 s) and the refill rate (default 10 pods/s). */
+void sbx_controller_set_warm(struct sbx_controller *c, long settle_s, double refill_qps);
 /* Starts the informers and waits for their first sync (up to timeout_ms;
  * 0 does not wait: poll sbx_controller_synced, e.g. between signal checks).
  * Every replica runs them (the admission webhook reads them, and readiness

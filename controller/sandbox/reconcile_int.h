@@ -36,7 +36,21 @@ struct sbx_view {
 	int timer;	     /* the result is only the wait for the shutdownTime */
 };
 
-enum sbx_examine { EX_DONE, EX_NEXT_GENERATION, EX_RETRY, EX_RETRY_SOON };
+/* What a pod or record found for a generation means for the claim: done
+ * (reported), try the next generation, retry (backoff or soon), or create
+ * the cold pod of the generation now. */
+enum sbx_examine { EX_DONE, EX_NEXT_GENERATION, EX_RETRY, EX_RETRY_SOON, EX_CREATE };
+
+/* How a Sandbox is bound: status.binding Adopted, Created or Warm. */
+#define SBX_BIND_ADOPTED 0
+#define SBX_BIND_CREATED 1
+#define SBX_BIND_WARM 2
+/* status.binding as SBX_BIND_* (absent or unknown: Adopted). */
+int sbx_rc_binding_how(const char *binding);
+/* 1 when the live pod is certified for v: the whole pod, not only its sealed
+ * identity (sbx_pod_payload_verify); else 0 with the reason in why. */
+int sbx_rc_payload_matches(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *why,
+			   size_t whylen);
 
 /* Records an Event on v. */
 void sbx_rc_event(struct sbx_controller *c, const struct sbx_view *v, const char *type, const char *reason,
@@ -48,17 +62,26 @@ int sbx_rc_write_status(struct sbx_controller *c, const struct sbx_view *v, cons
  * NotBound) and, when the reason is new, an Event. 0 or -1. */
 int sbx_rc_report_unbound(struct sbx_controller *c, const struct sbx_view *v, const char *phase, const char *reason,
 			  const char *msg, const char *event_reason);
-/* The status of v bound to pod_name (pod NULL: gone). */
+/* The status of v bound to pod_name (pod NULL: gone), how SBX_BIND_*. */
 struct sbx_status_in sbx_rc_bound_status(const struct sbx_view *v, const cJSON *pod, const char *pod_name,
-					 const char *pod_uid, int created, const char *claimed, const char *expires,
+					 const char *pod_uid, int how, const char *claimed, const char *expires,
 					 const char *msg);
-/* Writes the bound status for pod and, on the first binding, the event. */
-int sbx_rc_report_bound(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int created);
+/* Writes the bound status for pod (how SBX_BIND_*) and, on the first
+ * binding, the event. */
+int sbx_rc_report_bound(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int how);
 /* The live pod ns/name into *pod (NULL: it does not exist). 0 or -1. */
 int sbx_rc_get_pod(struct sbx_controller *c, const char *ns, const char *name, cJSON **pod);
-/* Creates v's pod pod_name claimed at claimed_at (NULL: now). */
+/* The pod this controller builds for v under pod_name, of claim name claim
+ * (NULL: pod_name), claimed at claimed, with seal (caller frees; NULL when
+ * the builder refuses, see sbx_pod_build). */
+cJSON *sbx_rc_build_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, const char *claim,
+			const char *claimed, const char *seal);
+/* Creates v's pod pod_name of claim name claim (NULL: pod_name) claimed at
+ * claimed_at (NULL: now). */
 enum kube_err sbx_rc_create_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name,
-				const char *claimed_at, cJSON **out, struct kube_error *err);
+				const char *claim, const char *claimed_at, cJSON **out, struct kube_error *err);
+/* The claim name of a scope pod: its sandbox.dev/claim, else its name. */
+const char *sbx_rc_claim_of(const cJSON *pod);
 /* Decides what a live pod found under a claim name means for v (adopts it
  * when it verifies); *delay gets a requeue delay. */
 enum sbx_examine sbx_rc_examine(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int *delay);

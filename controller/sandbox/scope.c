@@ -130,6 +130,23 @@ out:
 	return rc;
 }
 
+int sbx_template_fingerprint(const cJSON *spec, char out[65])
+{
+	unsigned char md[32];
+	out[0] = '\0';
+	if (!cJSON_IsObject(spec))
+		return -1;
+	cJSON *intent = sbx_spec_intent(spec);
+	cJSON_DeleteItemFromObjectCaseSensitive(intent, "idempotencyKey"); /* a reference: spec keeps it */
+	char *canon = jcs_string(intent);
+	cJSON_Delete(intent);
+	int rc = canon && sha256(canon, strlen(canon), md) == 0 ? 0 : -1;
+	if (rc == 0)
+		sbx_hex(md, 32, out);
+	free(canon);
+	return rc;
+}
+
 void sbx_pod_name(const struct sbx_scope *s, unsigned generation, char *out, size_t outlen)
 {
 	if (generation == 0)

@@ -26,6 +26,13 @@ struct sbx_scope {
 int sbx_scope_compute(const char *ns, const char *uid, const cJSON *spec, struct sbx_scope *out,
 		      char *err, size_t errlen);
 
+/* The template fingerprint of a spec: lowercase hex SHA-256 of the RFC 8785
+ * form of the spec without idempotencyKey and lifecycle (a Sandbox's), or of
+ * a pool's template with its workspaceOwner (sbx_pool_spec): equal exactly
+ * when a warm pod of the pool may serve the Sandbox. out holds 65 bytes.
+ * Returns 0 or -1 (the spec cannot be canonicalized). */
+int sbx_template_fingerprint(const cJSON *spec, char out[65]);
+
 /* Writes the pod name of a claim into out (outlen >= 64): generation 0 is
  * "sbx-<digest>", n > 0 is "sbx-<digest>-<n>". */
 void sbx_pod_name(const struct sbx_scope *s, unsigned generation, char *out, size_t outlen);

@@ -172,6 +172,14 @@ int sbx_seal_sign(const struct sbx_seal_keys *k, const char *ns, const char *pod
 				claimed_at, out);
 }
 
+void sbx_seal_pod_name(const char *pod_name, const char *claim, char *out, size_t n)
+{
+	if (claim && strcmp(claim, pod_name))
+		snprintf(out, n, "%s=%s", pod_name, claim);
+	else
+		snprintf(out, n, "%s", pod_name);
+}
+
 int sbx_seal_check(const struct sbx_seal_keys *k, const char *ns, const char *pod_name,
 		   const char *digest, const char *owner, const char *fingerprint,
 		   const char *claimed_at, const char *seal)

@@ -72,6 +72,12 @@ int sbx_seal_check(const struct sbx_seal_keys *k, const char *ns, const char *po
 		   const char *digest, const char *owner, const char *fingerprint,
 		   const char *claimed_at, const char *seal);
 
+/* The name a pod's seal covers: pod_name, or "<pod_name>=<claim>" when the
+ * pod carries a claim name other than its own (a warm pod bound to a scope,
+ * sandbox.dev/claim): '=' is in no pod name, so neither form passes for the
+ * other. Writes into out (n bytes; truncated names never verify). */
+void sbx_seal_pod_name(const char *pod_name, const char *claim, char *out, size_t n);
+
 /* Compares two seals in constant time. Returns 1 iff both are 64 lowercase
  * hex digits and equal; 0 otherwise (including either being NULL). */
 int sbx_seal_equal(const char *a, const char *b);

@@ -185,7 +185,8 @@ cJSON *sbx_trim_pod(const cJSON *obj)
 	copy_fields(m, om, meta);
 	copy_strings(m, "labels", jobj(om, "labels"), pod_label_kept, 63);
 	copy_strings(m, "annotations", jobj(om, "annotations"), reserved_key, POD_ANNOTATION_KEEP_MAX);
-	/* Only Sandbox owners matter (they are queued when the pod changes). */
+	/* Only Sandbox owners matter (they are queued when the pod changes), and a
+	 * warm pod's pool (its pool is queued). */
 	cJSON *refs = NULL;
 	int nrefs = 0;
 	const cJSON *ref;
@@ -193,7 +194,8 @@ cJSON *sbx_trim_pod(const cJSON *obj)
 	{
 		const char *api = jstr(ref, "apiVersion"), *kind = jstr(ref, "kind"), *name = jstr(ref, "name"),
 			   *uid = jstr(ref, "uid");
-		if (!api || !kind || !name || !uid || strncmp(api, "sandbox.dev/", 12) || strcmp(kind, "Sandbox") ||
+		if (!api || !kind || !name || !uid || strncmp(api, "sandbox.dev/", 12) ||
+		    (strcmp(kind, "Sandbox") && strcmp(kind, "SandboxWarmPool")) ||
 		    strlen(name) > 253 || strlen(uid) > 64 || strlen(api) > 64 || nrefs >= POD_OWNER_REFS_MAX)
 			continue;
 		if (!refs)

@@ -8,6 +8,7 @@
 
 #include "sandbox/podbuild.h"
 #include "sandbox/seal.h"
+#include "sandbox/claimrec.h"
 #include "base/xmalloc.h"
 #include "sandbox/config.h"
 
@@ -67,7 +68,14 @@ enum sbx_verify sbx_pod_verify(const cJSON *pod, const struct sbx_verify_expect 
 		return SBX_VERIFY_OWNER_MISMATCH;
 	}
 
-	if (sbx_seal_check(e->keys, ns, name, digest, owner, fp, claimed,
+	/* A warm pod bound to the scope names its claim (one of the digest's
+	 * claim names), and the seal covers that too. */
+	const cJSON *cl = cJSON_GetObjectItemCaseSensitive(ann, SBX_ANN_CLAIM);
+	if (cl && (!cJSON_IsString(cl) || sbx_claim_generation(cl->valuestring, digest) < 0))
+		return SBX_VERIFY_MALFORMED;
+	char sealed[600];
+	sbx_seal_pod_name(name, cl ? cl->valuestring : NULL, sealed, sizeof sealed);
+	if (sbx_seal_check(e->keys, ns, sealed, digest, owner, fp, claimed,
 			   str_member(ann, SBX_ANN_SEAL)) < 0)
 		return SBX_VERIFY_BAD_SEAL;
 
@@ -614,7 +622,7 @@ static int check_metadata(struct cert *c)
 			return refuse(c, "label %.64s is not the controller's nor declared", e->string);
 	}
 	static const char *const ours[] = {SBX_ANN_OWNER, SBX_ANN_FINGERPRINT, SBX_ANN_CLAIMED_AT,
-					   SBX_ANN_SEAL, NULL};
+					   SBX_ANN_SEAL, SBX_ANN_CLAIM, NULL};
 	cJSON_ArrayForEach(e, field(md, "annotations"))
 	{
 		const char *k = e->string;

@@ -10,6 +10,7 @@
 #include "sandbox/authz.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/podbuild.h"
+#include "sandbox/pool.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
 
@@ -172,6 +173,16 @@ static void patch_set(cJSON *patch, const cJSON *obj, const char *map, const cha
 	cJSON_AddItemToArray(patch, op);
 }
 
+/* Adds the JSON Patch op naming the object (a generateName create). */
+static void patch_name(cJSON *patch, const char *name)
+{
+	cJSON *op = cJSON_CreateObject();
+	cJSON_AddStringToObject(op, "op", "add");
+	cJSON_AddStringToObject(op, "path", "/metadata/name");
+	cJSON_AddStringToObject(op, "value", name);
+	cJSON_AddItemToArray(patch, op);
+}
+
 /* The reserved annotations a resume stamps anew. */
 static const char *const RESUME_KEYS[] = { SBX_ANN_OWNER_AUTHZ, SBX_ANN_RESUMED_BY, NULL };
 
@@ -276,10 +287,173 @@ static void mutate_resume(const struct wh_sandbox_policy *p, const struct wh_rev
 	v->outcome = "mutated";
 }
 
+/* ---- SandboxWarmPool (contract section 8): its owner is authorized like
+ * a Sandbox's, by whoever creates the pool or changes its template or
+ * owner; the record names "pool:<name>" and the template's fingerprint. ---- */
+
+static int same_opt(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+static int is_pool(const struct wh_review *r)
+{
+	return r->object && r->kind && !strcmp(r->kind, SBX_POOL_KIND) && r->ns;
+}
+
+/* The template fingerprint and owner of a pool object: 0, or -1 with msg
+ * when the template is missing or invalid. */
+static int pool_intent(const cJSON *pool, char fp[65], const char **owner, char *msg, size_t msglen)
+{
+	cJSON *spec = sbx_pool_spec(pool);
+	int rc = -1;
+	*owner = jstr(jobj(pool, "spec"), "workspaceOwner");
+	if (!spec)
+		snprintf(msg, msglen, "spec.template is required");
+	else if (sbx_spec_validate(spec, msg, msglen) == 0 && sbx_template_fingerprint(spec, fp) == 0)
+		rc = 0;
+	cJSON_Delete(spec);
+	return rc;
+}
+
+/* 1 when an UPDATE changes what the pool's pods mount or run: its template
+ * or owner (replicas alone need no authorization). */
+static int pool_intent_changed(const struct wh_review *r)
+{
+	char a[65] = "", b[65] = "", msg[256];
+	const char *oa, *ob;
+	int ra = pool_intent(r->object, a, &oa, msg, sizeof msg), rb = pool_intent(r->old_object, b, &ob, msg, sizeof msg);
+	return ra != rb || strcmp(a, b) || !same_opt(oa, ob);
+}
+
+static const char *const POOL_AUTHZ_KEYS[] = { SBX_ANN_OWNER_AUTHZ, SBX_ANN_REQUESTED_BY, NULL };
+
+static void pool_mutate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
+			struct wh_verdict *v)
+{
+	int update = !strcmp(r->operation, "UPDATE");
+	if (update && (!r->old_object || !pool_intent_changed(r))) {
+		if (r->old_object)
+			restore_reserved(r, v, NULL);
+		return;
+	}
+	if (!update && strcmp(r->operation, "CREATE"))
+		return;
+	char q[200], msg[512], fp[65];
+	const char *where = NULL, *res = update ? NULL : first_reserved(r->object, &where), *owner;
+	if (res) {
+		wh_quote(res, q, sizeof q);
+		wh_verdict_deny(v, 403, "Forbidden",
+				"metadata.%s[\"%s\"]: labels and annotations under sandbox.dev/ are reserved for "
+				"sandbox-controller; remove it",
+				where, q);
+		return;
+	}
+	if (pool_intent(r->object, fp, &owner, msg, sizeof msg) < 0)
+		return; /* left to validation, which names the field */
+	const cJSON *g = jobj(jobj(r->old_object, "metadata"), "generation");
+	if (update && !cJSON_IsNumber(g))
+		return;
+	int authz = owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW;
+	if (authz && !owner_allowed(p, r, owner, update ? " for this pool's warm pods" : " for a warm pool", v))
+		return;
+	const cJSON *meta = jobj(r->object, "metadata");
+	const char *name = jstr(meta, "name"), *gen = jstr(meta, "generateName");
+	char picked[64] = "", subject[80], record[SBX_AUTHZ_MAX] = "";
+	if (authz && !update && (!name || !*name)) {
+		if (!gen || !*gen || generated_name(gen, picked) < 0) {
+			wh_verdict_deny(v, 500, "InternalError", "cannot name the pool its owner authorization is for");
+			return;
+		}
+		name = picked;
+	}
+	if (authz) {
+		snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", name ? name : "");
+		struct sbx_authz_subject s = request_subject(r, subject, owner, fp);
+		s.run = update ? (long long)g->valuedouble + 1 : 1;
+		if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, record, sizeof record) < 0) {
+			wh_verdict_deny(v, 500, "InternalError", "cannot record the pool's owner authorization");
+			return;
+		}
+	}
+	v->patch = cJSON_CreateArray();
+	if (picked[0])
+		patch_name(v->patch, picked);
+	cJSON *ann = NULL;
+	patch_set(v->patch, r->object, "annotations", SBX_ANN_REQUESTED_BY, r->username, &ann);
+	if (authz)
+		patch_set(v->patch, r->object, "annotations", SBX_ANN_OWNER_AUTHZ, record, &ann);
+	v->outcome = "mutated";
+	if (update)
+		restore_reserved(r, v, POOL_AUTHZ_KEYS);
+}
+
+static void pool_validate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
+			  struct wh_verdict *v)
+{
+	(void)now;
+	int update = !strcmp(r->operation, "UPDATE");
+	if ((update && !r->old_object) || (!update && strcmp(r->operation, "CREATE")))
+		return;
+	char msg[512], fp[65], q[200];
+	const char *owner;
+	if (pool_intent(r->object, fp, &owner, msg, sizeof msg) < 0) {
+		wh_verdict_deny(v, 422, "Invalid", "spec.template: Invalid value: %s", msg);
+		return;
+	}
+	int changed = !update || pool_intent_changed(r);
+	const cJSON *meta = jobj(r->object, "metadata");
+	if (!changed) {
+		if (!reserved_same(r->object, r->old_object, "labels", NULL) ||
+		    !reserved_same(r->object, r->old_object, "annotations", NULL))
+			wh_verdict_deny(v, 403, "Forbidden",
+					"labels and annotations under sandbox.dev/ are reserved for sandbox-controller "
+					"and cannot be changed");
+		return;
+	}
+	/* A creation or a new template: only the webhook's own stamps, for
+	 * this request. */
+	const char *bad = unexpected_reserved(jobj(meta, "annotations"), POOL_AUTHZ_KEYS);
+	if (!bad)
+		bad = unexpected_reserved(jobj(meta, "labels"), (const char *const[]){ NULL });
+	const char *by = jstr(jobj(meta, "annotations"), SBX_ANN_REQUESTED_BY);
+	if (!bad && by && strcmp(by, r->username))
+		bad = SBX_ANN_REQUESTED_BY;
+	if (bad) {
+		wh_quote(bad, q, sizeof q);
+		wh_verdict_deny(v, 403, "Forbidden",
+				"\"%s\": labels and annotations under sandbox.dev/ are reserved for sandbox-controller",
+				q);
+		return;
+	}
+	if (!owner || p->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW)
+		return;
+	char subject[80];
+	snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", jstr(meta, "name") ? jstr(meta, "name") : "");
+	struct sbx_authz_subject s = request_subject(r, subject, owner, fp);
+	time_t created = now;
+	ktime_parse_rfc3339(jstr(meta, "creationTimestamp"), &created);
+	struct sbx_authz_info info = { 0 };
+	enum sbx_authz_check ac = sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, update ? 0 : created,
+						   jstr(jobj(meta, "annotations"), SBX_ANN_OWNER_AUTHZ), &info);
+	const cJSON *g = jobj(meta, "generation");
+	if (ac == SBX_AUTHZ_OK && (update ? !cJSON_IsNumber(g) || info.run != (long long)g->valuedouble : info.run != 1))
+		ac = SBX_AUTHZ_MISMATCH;
+	if (ac != SBX_AUTHZ_OK)
+		wh_verdict_deny(v, 403, "Forbidden",
+				"workspace owner \"%s\": %s (is the mutating webhook sandbox-controller installed, and "
+				"did a later mutating webhook change the pool?)",
+				owner, sbx_authz_str(ac));
+}
+
 void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
 		       struct wh_verdict *v)
 {
 	wh_verdict_allow(v);
+	if (is_pool(r)) {
+		pool_mutate(p, r, now, v);
+		return;
+	}
 	if (r->object && r->old_object && r->kind && !strcmp(r->kind, "Sandbox") && !strcmp(r->operation, "UPDATE")) {
 		if (is_resume(r)) {
 			mutate_resume(p, r, now, v);
@@ -333,13 +507,8 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 		}
 	}
 	v->patch = cJSON_CreateArray();
-	if (picked[0]) {
-		cJSON *op = cJSON_CreateObject();
-		cJSON_AddStringToObject(op, "op", "add");
-		cJSON_AddStringToObject(op, "path", "/metadata/name");
-		cJSON_AddStringToObject(op, "value", picked);
-		cJSON_AddItemToArray(v->patch, op);
-	}
+	if (picked[0])
+		patch_name(v->patch, picked);
 	cJSON *ann = NULL, *lab = NULL;
 	patch_set(v->patch, r->object, "annotations", SBX_ANN_REQUESTED_BY, r->username, &ann);
 	if (owner)
@@ -364,11 +533,6 @@ static int holds_key(const cJSON *cand, long lifetime, time_t now)
 	if (ktime_parse_rfc3339(jstr(jobj(cand, "metadata"), "creationTimestamp"), &t) == 0)
 		return t + lifetime > now;
 	return 1;
-}
-
-static int same_opt(const char *a, const char *b)
-{
-	return (!a && !b) || (a && b && !strcmp(a, b));
 }
 
 /* Refuses a key held in the same scope by a live Sandbox with another spec. */
@@ -494,6 +658,10 @@ void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_revi
 			 struct wh_verdict *v)
 {
 	wh_verdict_allow(v);
+	if (is_pool(r)) {
+		pool_validate(p, r, now, v);
+		return;
+	}
 	if (!r->object || !r->kind || strcmp(r->kind, "Sandbox") || !r->ns)
 		return;
 	char q[200], msg[512];

@@ -1,0 +1,551 @@
+/* The warm bind (warm.h; docs/api.md "The atomic warm claim"). */
+#define _GNU_SOURCE
+#include "sandbox/warm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/rand.h>
+
+#include "base/fault.h"
+#include "base/jsonget.h"
+#include "kube/informer.h"
+#include "kube/ktime.h"
+#include "obs/log.h"
+#include "obs/metrics.h"
+#include "sandbox/claimrec.h"
+#include "sandbox/ctlmetrics.h"
+#include "sandbox/podbuild.h"
+#include "sandbox/pool.h"
+#include "sandbox/reconcile_int.h"
+#include "sandbox/seal.h"
+#include "sandbox/strset.h"
+#include "sandbox/verify.h"
+
+/* Warm pods one bind tries before it goes cold (each lost to another take). */
+#define WARM_TRIES 3
+/* A Ready warm pod of the namespace's pools is looked at among this many. */
+#define WARM_CANDIDATES_MAX 64
+
+static const char *const hit[] = { "hit" }, *const miss[] = { "miss" };
+
+int sbx_warm_record_namespace(struct sbx_controller *c, const char *ns)
+{
+	if (!c->pools)
+		return 0; /* no pools in this process (tests that drive the reconcile alone) */
+	if (!informer_wait_synced(c->pools, 0))
+		return 1; /* it cannot say: claim through the record */
+	cJSON *pools = informer_list_by_index(c->pools, ns);
+	int any = cJSON_GetArraySize(pools) > 0;
+	cJSON_Delete(pools);
+	/* A replica that has not seen the pool's deletion yet may still bind
+	 * its pods: records for a settle time after it left this cache too. */
+	return any || sbx_pool_gone_within(c->pool_state, ns, time(NULL), c->warm_settle_s);
+}
+
+static void claims_path(char *out, size_t n, const char *ns, const char *name)
+{
+	snprintf(out, n, "/apis/" SBX_CLAIM_API "/namespaces/%s/" SBX_CLAIM_PLURAL "%s%s", ns, name ? "/" : "",
+		 name ? name : "");
+}
+
+static void pod_path(char *out, size_t n, const char *ns, const char *name)
+{
+	snprintf(out, n, "/api/v1/namespaces/%s/pods/%s", ns, name);
+}
+
+/* ---- the record ---- */
+
+/* The Bound record of v's generation `claim` naming pod_name, owned by v. */
+static cJSON *bound_record(struct sbx_controller *c, const struct sbx_view *v, const char *claim,
+			   const char *pod_name, const char *claimed_at, const cJSON *owner_refs)
+{
+	struct sbx_claimrec rec = { .state = SBX_CLAIM_BOUND };
+	time_t t;
+	if (ktime_parse_rfc3339(claimed_at, &t) < 0)
+		return NULL;
+	snprintf(rec.name, sizeof rec.name, "%s", claim);
+	snprintf(rec.digest, sizeof rec.digest, "%s", v->scope.digest);
+	rec.generation = sbx_claim_generation(claim, v->scope.digest);
+	snprintf(rec.pod_name, sizeof rec.pod_name, "%s", pod_name);
+	snprintf(rec.claimed_at, sizeof rec.claimed_at, "%s", claimed_at);
+	ktime_format_rfc3339(t + sbx_rc_key_lifetime(c), rec.key_expires_at);
+	snprintf(rec.fingerprint, sizeof rec.fingerprint, "%s", v->scope.fingerprint);
+	if (v->owner) {
+		rec.has_owner = 1;
+		snprintf(rec.owner, sizeof rec.owner, "%s", v->owner);
+	}
+	snprintf(rec.sandbox, sizeof rec.sandbox, "%s", v->name);
+	ktime_format_rfc3339(v->now, rec.since);
+	if (rec.generation < 0)
+		return NULL;
+	cJSON *refs = NULL;
+	if (!owner_refs) {
+		refs = cJSON_CreateArray();
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "apiVersion", SBX_API);
+		cJSON_AddStringToObject(r, "kind", "Sandbox");
+		cJSON_AddStringToObject(r, "name", v->name);
+		cJSON_AddStringToObject(r, "uid", v->uid);
+		cJSON_AddItemToArray(refs, r);
+	}
+	cJSON *obj = sbx_claimrec_build(&rec, v->ns, c->seal_keys, owner_refs ? owner_refs : refs);
+	cJSON_Delete(refs);
+	return obj;
+}
+
+/* The ownerReferences of a stored (or trimmed) record, whole again. */
+static cJSON *record_refs(const cJSON *obj)
+{
+	cJSON *refs = cJSON_CreateArray();
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, jobj(jobj(obj, "metadata"), "ownerReferences"))
+	{
+		const char *name = jstr(ref, "name"), *uid = jstr(ref, "uid");
+		if (!name || !uid)
+			continue;
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "apiVersion", SBX_API);
+		cJSON_AddStringToObject(r, "kind", "Sandbox");
+		cJSON_AddStringToObject(r, "name", name);
+		cJSON_AddStringToObject(r, "uid", uid);
+		cJSON_AddItemToArray(refs, r);
+	}
+	return refs;
+}
+
+/* Creates v's Bound record of claim naming pod_name, claimed at claimed:
+ * KUBE_OK with *rv (32 bytes) its resourceVersion, or what the API said. A
+ * lost response is read back: the record that names pod_name and is owned by
+ * v is this create. */
+static enum kube_err create_record(struct sbx_controller *c, const struct sbx_view *v, const char *claim,
+				   const char *pod_name, const char *claimed, char rv[32])
+{
+	char path[600];
+	cJSON *obj = bound_record(c, v, claim, pod_name, claimed, NULL);
+	if (!obj)
+		return KUBE_ERR_OTHER;
+	char *body = cJSON_PrintUnformatted(obj);
+	cJSON_Delete(obj);
+	claims_path(path, sizeof path, v->ns, NULL);
+	cJSON *resp = NULL;
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, &resp, &err);
+	free(body);
+	if (kube_err_retriable(e)) {
+		cJSON_Delete(resp);
+		resp = NULL;
+		claims_path(path, sizeof path, v->ns, claim);
+		if (kube_request(c->kc, "GET", path, NULL, NULL, NULL, &resp, &err) != KUBE_OK) {
+			cJSON_Delete(resp);
+			return e;
+		}
+		struct sbx_claimrec rec;
+		char why[128];
+		const cJSON *ref = cJSON_GetArrayItem(jobj(jobj(resp, "metadata"), "ownerReferences"), 0);
+		int mine = sbx_claimrec_parse(resp, v->ns, c->seal_keys, &rec, why, sizeof why) == 0 &&
+			   rec.state == SBX_CLAIM_BOUND && !strcmp(rec.pod_name, pod_name) && jstr(ref, "uid") &&
+			   !strcmp(jstr(ref, "uid"), v->uid);
+		e = mine ? KUBE_OK : KUBE_ERR_ALREADY_EXISTS;
+	}
+	if (e == KUBE_OK)
+		snprintf(rv, 32, "%s", meta_str(resp, "resourceVersion") ? meta_str(resp, "resourceVersion") : "");
+	else if (e != KUBE_ERR_ALREADY_EXISTS)
+		log_kv(LOG_WARN, "claim record create failed", "sandbox", v->name, "namespace", v->ns, "record", claim,
+		       "error", err.message);
+	cJSON_Delete(resp);
+	return e;
+}
+
+/* Points the Bound record of claim (claimed at claimed, owned by refs; NULL:
+ * v) at pod_name: a PUT guarded by *rv, which gets the new version. KUBE_OK,
+ * KUBE_ERR_CONFLICT / NOT_FOUND when someone else changed it, or an error. */
+static enum kube_err repoint(struct sbx_controller *c, const struct sbx_view *v, const char *claim,
+			     const char *pod_name, const char *claimed, const cJSON *refs, char rv[32])
+{
+	char path[600];
+	cJSON *rec = bound_record(c, v, claim, pod_name, claimed, refs);
+	if (!rec)
+		return KUBE_ERR_OTHER;
+	cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(rec, "metadata"), "resourceVersion", rv);
+	char *body = cJSON_PrintUnformatted(rec);
+	cJSON_Delete(rec);
+	claims_path(path, sizeof path, v->ns, claim);
+	cJSON *resp = NULL;
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "PUT", path, NULL, body, NULL, &resp, &err);
+	free(body);
+	if (e == KUBE_OK)
+		snprintf(rv, 32, "%s", meta_str(resp, "resourceVersion") ? meta_str(resp, "resourceVersion") : "");
+	else if (e != KUBE_ERR_CONFLICT && e != KUBE_ERR_NOT_FOUND)
+		log_kv(LOG_WARN, "claim record update failed", "sandbox", v->name, "namespace", v->ns, "record", claim,
+		       "error", err.message);
+	cJSON_Delete(resp);
+	return e;
+}
+
+/* Someone else's record of claim stands: read it live and go by it
+ * (sbx_lc_claim_record). Returns 1 with *r, or 0 when the caller creates the
+ * cold pod claim (the record names it and it is not there). */
+static int follow(struct sbx_controller *c, struct sbx_view *v, const char *claim, int *r)
+{
+	char path[600];
+	claims_path(path, sizeof path, v->ns, claim);
+	cJSON *obj = NULL;
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &obj, &err);
+	if (e == KUBE_ERR_NOT_FOUND) {
+		*r = REQUEUE_BUSY_MS; /* just collected: claim again */
+		return 1;
+	}
+	struct sbx_claimrec rec;
+	char why[128];
+	if (e != KUBE_OK || sbx_claimrec_parse(obj, v->ns, c->seal_keys, &rec, why, sizeof why) < 0) {
+		if (e == KUBE_OK)
+			log_kv(LOG_WARN, "claim record does not verify", "sandbox", v->name, "namespace", v->ns,
+			       "record", claim, "reason", why);
+		cJSON_Delete(obj);
+		*r = -1;
+		return 1;
+	}
+	int delay = 0;
+	enum sbx_examine x = sbx_lc_claim_record(c, v, obj, &delay);
+	cJSON_Delete(obj);
+	if (x == EX_CREATE)
+		return 0;
+	*r = x == EX_DONE ? delay : x == EX_RETRY_SOON || x == EX_NEXT_GENERATION ? REQUEUE_BUSY_MS : -1;
+	return 1;
+}
+
+/* ---- the take ---- */
+
+enum take { TAKEN, LOST, TAKE_ERROR };
+
+/* A merge patch turning pod (a pool member) into want's metadata: want's
+ * labels and annotations, the member's own removed, want's owners. */
+static cJSON *take_patch(const cJSON *pod, const cJSON *want)
+{
+	const cJSON *wm = jobj(want, "metadata"), *e;
+	cJSON *patch = cJSON_CreateObject();
+	cJSON *m = cJSON_AddObjectToObject(patch, "metadata");
+	cJSON_AddStringToObject(m, "uid", meta_str(pod, "uid") ? meta_str(pod, "uid") : "");
+	cJSON_AddStringToObject(m, "resourceVersion", meta_str(pod, "resourceVersion") ? meta_str(pod, "resourceVersion") : "");
+	cJSON *l = cJSON_AddObjectToObject(m, "labels"), *a = cJSON_AddObjectToObject(m, "annotations");
+	cJSON_AddNullToObject(l, SBX_LABEL_POOL);
+	cJSON_AddNullToObject(a, SBX_ANN_TEMPLATE_FP);
+	cJSON_ArrayForEach(e, jobj(wm, "labels")) cJSON_AddItemToObject(l, e->string, cJSON_Duplicate(e, 1));
+	cJSON_ArrayForEach(e, jobj(wm, "annotations")) cJSON_AddItemToObject(a, e->string, cJSON_Duplicate(e, 1));
+	cJSON_AddItemToObject(m, "ownerReferences", cJSON_Duplicate(jobj(wm, "ownerReferences"), 1));
+	return patch;
+}
+
+/* 1 when pod is already v's generation claim (a take of ours or of another
+ * Sandbox of the scope went through): the scope's digest and this claim. */
+static int taken_for(const struct sbx_view *v, const cJSON *pod, const char *claim)
+{
+	const char *d = label(pod, SBX_LABEL_DIGEST), *cl = annotation(pod, SBX_ANN_CLAIM);
+	return d && !strcmp(d, v->scope.digest) && cl && !strcmp(cl, claim);
+}
+
+/* Reports v bound to pod, a scope pod read live: examined as any (verified,
+ * certified, adopted when another Sandbox of the scope took it). */
+static enum take bind_taken(struct sbx_controller *c, struct sbx_view *v, const cJSON *pod, int *r)
+{
+	int delay = 0;
+	enum sbx_examine x = sbx_rc_examine(c, v, pod, &delay);
+	*r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS : -1;
+	return x == EX_DONE || x == EX_RETRY_SOON ? TAKEN : TAKE_ERROR;
+}
+
+/* Takes the warm pod (its cached or live object) for v's generation claim:
+ * patches it, guarded by its resourceVersion, from pool member to the scope's
+ * pod, certifies what the API returned, and reports. TAKEN (*r the result),
+ * LOST (another take won, the pool deleted it, or it cannot serve v: the pod
+ * is no more a candidate), or TAKE_ERROR (*r -1: look again later). */
+static enum take take(struct sbx_controller *c, struct sbx_view *v, const cJSON *warm, const char *claim, int *r)
+{
+	const char *name = meta_str(warm, "name");
+	char claimed[32], seal[65], sealed[600], path[600], why[256];
+	ktime_format_rfc3339(time(NULL), claimed);
+	sbx_seal_pod_name(name, claim, sealed, sizeof sealed);
+	*r = -1;
+	if (sbx_seal_sign(c->seal_keys, v->ns, sealed, v->scope.digest, v->owner, v->scope.fingerprint, claimed,
+			  seal) < 0)
+		return TAKE_ERROR;
+	cJSON *want = sbx_rc_build_pod(c, v, name, claim, claimed, seal);
+	if (!want)
+		return TAKE_ERROR;
+	pod_path(path, sizeof path, v->ns, name);
+	cJSON *cur = cJSON_Duplicate(warm, 1);
+	enum take t = TAKE_ERROR;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		cJSON *patch = take_patch(cur, want);
+		char *body = cJSON_PrintUnformatted(patch);
+		cJSON_Delete(patch);
+		cJSON *resp = NULL;
+		struct kube_error err;
+		enum kube_err e =
+			kube_request(c->kc, "PATCH", path, NULL, body, "application/merge-patch+json", &resp, &err);
+		free(body);
+		if (e == KUBE_OK) {
+			fault_point("after-warm-patch");
+			struct sbx_verify_expect ex = { .ns = v->ns, .owner = v->owner, .scope = &v->scope,
+							.keys = c->seal_keys, .check_fingerprint = 1 };
+			if (sbx_pod_verify(resp, &ex) == SBX_VERIFY_OK && sbx_rc_payload_matches(c, v, resp, why, sizeof why)) {
+				t = sbx_rc_report_bound(c, v, resp, SBX_BIND_WARM) < 0 ? TAKE_ERROR : TAKEN;
+				*r = t == TAKEN ? 0 : -1;
+			} else {
+				/* Not the pod v would get (the controller's config changed
+				 * since the pool built it): it serves no one. */
+				log_kv(LOG_WARN, "warm pod does not certify; deleted", "sandbox", v->name, "namespace",
+				       v->ns, "pod", name, "reason", why);
+				char del[256];
+				snprintf(del, sizeof del,
+					 "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"preconditions\":{\"uid\":\"%s\"}}",
+					 meta_str(resp, "uid") ? meta_str(resp, "uid") : "");
+				enum kube_err de = kube_request(c->kc, "DELETE", path, NULL, del, NULL, NULL, &err);
+				t = de == KUBE_OK || de == KUBE_ERR_NOT_FOUND ? LOST : TAKE_ERROR;
+			}
+			cJSON_Delete(resp);
+			break;
+		}
+		cJSON_Delete(resp);
+		if (e == KUBE_ERR_NOT_FOUND) {
+			t = LOST;
+			break;
+		}
+		if (e != KUBE_ERR_CONFLICT && !kube_err_retriable(e)) {
+			log_kv(LOG_WARN, "warm pod take failed", "sandbox", v->name, "namespace", v->ns, "pod", name,
+			       "error", err.message);
+			break;
+		}
+		/* Changed meanwhile, or the outcome is unknown: read it live. */
+		cJSON *live = NULL;
+		if (sbx_rc_get_pod(c, v->ns, name, &live) < 0)
+			break;
+		if (!live) {
+			t = LOST;
+			break;
+		}
+		if (taken_for(v, live, claim)) {
+			t = bind_taken(c, v, live, r);
+			cJSON_Delete(live);
+			break;
+		}
+		const char *pool = label(live, SBX_LABEL_POOL), *wpool = label(cur, SBX_LABEL_POOL);
+		if (!pool || !wpool || strcmp(pool, wpool) || meta_str(live, "deletionTimestamp")) {
+			cJSON_Delete(live);
+			t = LOST; /* taken by another scope, or going */
+			break;
+		}
+		cJSON_Delete(cur); /* still a member (its status changed): once more */
+		cur = live;
+		t = LOST;
+	}
+	cJSON_Delete(cur);
+	cJSON_Delete(want);
+	return t;
+}
+
+/* ---- choosing warm pods ---- */
+
+/* The Ready sealed members of v's template (fp) in settled pools of v's
+ * namespace, in a random order; *pools_matched the number of pools of that
+ * template (0: v is not a pool's Sandbox at all). */
+static cJSON *candidates(struct sbx_controller *c, const struct sbx_view *v, const char *fp, int *pools_matched)
+{
+	cJSON *out = cJSON_CreateArray();
+	*pools_matched = 0;
+	if (!c->pools || !c->pool_pods || !informer_wait_synced(c->pools, 0) || !informer_wait_synced(c->pool_pods, 0))
+		return out;
+	cJSON *pools = informer_list_by_index(c->pools, v->ns);
+	const cJSON *p;
+	time_t now = time(NULL);
+	cJSON_ArrayForEach(p, pools)
+	{
+		const char *uid = meta_str(p, "uid"), *sfp = jstr(jobj(p, "status"), "templateFingerprint");
+		cJSON *spec = sbx_pool_spec(p);
+		char pfp[65] = "";
+		int same = spec && sbx_template_fingerprint(spec, pfp) == 0 && !strcmp(pfp, fp);
+		cJSON_Delete(spec);
+		if (!uid || !same || meta_str(p, "deletionTimestamp"))
+			continue;
+		(*pools_matched)++;
+		/* Handed out only once every replica's cache has surely seen the
+		 * pool with this template (docs/api.md). */
+		time_t since;
+		if (!sfp || strcmp(sfp, fp) || ktime_parse_rfc3339(jstr(jobj(p, "status"), "templateSince"), &since) < 0 ||
+		    since + c->warm_settle_s > now)
+			continue;
+		cJSON *pods = informer_list_by_index(c->pool_pods, uid);
+		cJSON *m;
+		cJSON_ArrayForEach(m, pods)
+		{
+			if (cJSON_GetArraySize(out) < WARM_CANDIDATES_MAX && sbx_pool_pod_ready(m) &&
+			    sbx_pool_member(m, c->seal_keys, uid, fp, v->owner))
+				cJSON_AddItemToArray(out, cJSON_Duplicate(m, 1));
+		}
+		cJSON_Delete(pods);
+	}
+	cJSON_Delete(pools);
+	/* Fisher-Yates: replicas and workers binding at once start apart. */
+	int n = cJSON_GetArraySize(out);
+	for (int i = n - 1; i > 0; i--) {
+		unsigned int rnd = 0;
+		if (RAND_bytes((unsigned char *)&rnd, sizeof rnd) != 1)
+			break;
+		int j = (int)(rnd % (unsigned)(i + 1));
+		if (j != i) {
+			cJSON *a = cJSON_DetachItemFromArray(out, i), *b = cJSON_DetachItemFromArray(out, j);
+			cJSON_InsertItemInArray(out, j, a);
+			cJSON_InsertItemInArray(out, i, b);
+		}
+	}
+	return out;
+}
+
+/* Reserves warm pod uid in this process (another worker binding at the same
+ * moment takes another): 1 when it was free. */
+static int reserve(struct sbx_controller *c, const cJSON *pod)
+{
+	char key[80];
+	snprintf(key, sizeof key, "warm/%s", meta_str(pod, "uid") ? meta_str(pod, "uid") : "");
+	return sbx_strset_add(c->inflight, key);
+}
+
+static void unreserve(struct sbx_controller *c, const cJSON *pod)
+{
+	char key[80];
+	snprintf(key, sizeof key, "warm/%s", meta_str(pod, "uid") ? meta_str(pod, "uid") : "");
+	sbx_strset_del(c->inflight, key);
+}
+
+/* The first candidate from w on that this process does not bind already
+ * (reserved for the caller), or NULL. */
+static cJSON *next_free(struct sbx_controller *c, cJSON *w)
+{
+	for (; w; w = w->next)
+		if (reserve(c, w))
+			return w;
+	return NULL;
+}
+
+int sbx_warm_claim(struct sbx_controller *c, struct sbx_view *v, const char *claim, int *r)
+{
+	char fp[65], rv[32] = "", claimed[32];
+	int pools = 0;
+	*r = -1;
+	if (sbx_template_fingerprint(v->spec, fp) < 0)
+		return 1;
+	ktime_format_rfc3339(v->now, claimed);
+	cJSON *cands = candidates(c, v, fp, &pools);
+	cJSON *w = next_free(c, cands->child);
+	/* 1: the claim. The record names the warm pod chosen, or the cold pod. */
+	enum kube_err e = create_record(c, v, claim, w ? meta_str(w, "name") : claim, claimed, rv);
+	if (e != KUBE_OK) {
+		if (w)
+			unreserve(c, w);
+		cJSON_Delete(cands);
+		return e == KUBE_ERR_ALREADY_EXISTS ? follow(c, v, claim, r) : 1;
+	}
+	if (!w) {
+		if (pools)
+			obs_metric_add(sbx_m.warm_binds, miss, 1);
+		cJSON_Delete(cands);
+		return 0; /* a miss: the cold pod, under the record */
+	}
+	fault_point("after-warm-claim");
+	/* 2: the take; a lost one points the record at the next warm pod, or
+	 * after WARM_TRIES at the cold name. */
+	int res = 1;
+	for (int tries = 1;; tries++) {
+		enum take t = take(c, v, w, claim, r);
+		unreserve(c, w);
+		if (t == TAKEN) {
+			obs_metric_add(sbx_m.warm_binds, hit, 1);
+			break;
+		}
+		if (t == TAKE_ERROR) {
+			*r = -1; /* the record names it: the next reconcile completes or repoints */
+			break;
+		}
+		cJSON *next = tries < WARM_TRIES ? next_free(c, w->next) : NULL;
+		e = repoint(c, v, claim, next ? meta_str(next, "name") : claim, claimed, NULL, rv);
+		if (e != KUBE_OK) {
+			if (next)
+				unreserve(c, next);
+			*r = -1;
+			res = e == KUBE_ERR_CONFLICT || e == KUBE_ERR_NOT_FOUND ? follow(c, v, claim, r) : 1;
+			break;
+		}
+		if (!next) {
+			obs_metric_add(sbx_m.warm_binds, miss, 1);
+			res = 0; /* every warm pod tried went to others: cold */
+			break;
+		}
+		w = next;
+	}
+	cJSON_Delete(cands);
+	return res;
+}
+
+int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJSON *rec_obj, const char *claim,
+			  int *r)
+{
+	struct sbx_claimrec rec;
+	char why[128], fp[65], rv[32];
+	*r = -1;
+	if (sbx_claimrec_parse(rec_obj, v->ns, c->seal_keys, &rec, why, sizeof why) < 0 ||
+	    sbx_template_fingerprint(v->spec, fp) < 0)
+		return 1;
+	cJSON *pod = NULL;
+	if (sbx_rc_get_pod(c, v->ns, rec.pod_name, &pod) < 0)
+		return 1;
+	if (pod && taken_for(v, pod, claim)) {
+		bind_taken(c, v, pod, r); /* the take went through (a crash after it) */
+		cJSON_Delete(pod);
+		return 1;
+	}
+	const char *pool = pod ? label(pod, SBX_LABEL_POOL) : NULL;
+	if (pod && pool && sbx_pool_member(pod, c->seal_keys, pool, fp, v->owner) && reserve(c, pod)) {
+		/* The claim stands, the take did not happen (a crash between
+		 * them): complete it, whoever of the scope we are. */
+		enum take t = take(c, v, pod, claim, r);
+		unreserve(c, pod);
+		cJSON_Delete(pod);
+		if (t == TAKEN)
+			obs_metric_add(sbx_m.warm_binds, hit, 1);
+		if (t != LOST)
+			return 1;
+	} else {
+		cJSON_Delete(pod);
+	}
+	/* Gone, or taken by another scope: the generation goes cold, under the
+	 * record as it is stored now (a PUT guarded by the version read). */
+	cJSON *stored = NULL;
+	char path[600];
+	struct kube_error err;
+	claims_path(path, sizeof path, v->ns, claim);
+	if (kube_request(c->kc, "GET", path, NULL, NULL, NULL, &stored, &err) != KUBE_OK) {
+		cJSON_Delete(stored);
+		return 1;
+	}
+	struct sbx_claimrec now_rec;
+	if (sbx_claimrec_parse(stored, v->ns, c->seal_keys, &now_rec, why, sizeof why) < 0 ||
+	    now_rec.state != SBX_CLAIM_BOUND || strcmp(now_rec.pod_name, rec.pod_name)) {
+		cJSON_Delete(stored);
+		*r = REQUEUE_BUSY_MS; /* it changed meanwhile: look again */
+		return 1;
+	}
+	snprintf(rv, sizeof rv, "%s", now_rec.resource_version);
+	cJSON *refs = record_refs(stored);
+	enum kube_err e = repoint(c, v, claim, claim, now_rec.claimed_at, refs, rv);
+	cJSON_Delete(refs);
+	cJSON_Delete(stored);
+	if (e == KUBE_OK)
+		return 0;
+	*r = e == KUBE_ERR_CONFLICT || e == KUBE_ERR_NOT_FOUND ? REQUEUE_BUSY_MS : -1;
+	return 1;
+}
