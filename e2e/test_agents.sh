@@ -21,6 +21,7 @@ setup() {
   grant_controller_rbac
   kubectl create namespace team-a >/dev/null
   WS_ROOT=$E2E_DIR/workspaces
+  E2E_WORKSPACE_ROOT=$WS_ROOT  # the policies allow this hostPath root (lib_admission.sh)
   mkdir -p "$WS_ROOT"
   printf 'workspace:\n  mode: hostPath\n  hostPathRoot: %s\n' "$WS_ROOT" >"$E2E_DIR/config.yaml"
   webhook_certs
