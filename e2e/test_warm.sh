@@ -290,5 +290,19 @@ test_h_lifecycle_on_a_warm_bound_pod() {
   expect_eq "$(pods_of_scope team-a wl-sus)" 1 "one pod after the resume"
 }
 
+# The work queue keys pools and claim-record collections apart from
+# Sandboxes ("pool:", "claim:"): Sandboxes of namespaces named like either
+# are reconciled as anywhere else (before: "claim/<name>" was taken for a
+# collection and the Sandbox never got a pod).
+test_i_namespaces_named_like_queue_keys() {
+  local ns
+  for ns in claim pool; do
+    kubectl create namespace "$ns" >/dev/null || fail "create namespace $ns"
+    wsbx "$KUBECONFIG" "$ns" s1 - - ||
+      fail "create a Sandbox in $ns"
+    wait_for 30 phase_is "$ns" s1 Running || fail "the Sandbox in namespace $ns is not Running: $(phase "$ns" s1)"
+  done
+}
+
 setup
 e2e_main
