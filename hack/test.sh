@@ -79,19 +79,24 @@ for t in e2e/test_*.sh; do
 done
 
 # The controller itself under ASan/UBSan/LSan on the real cluster: the
-# foundation suite again with the sanitizer build (a report fails it).
+# foundation, lifecycle and warm pool suites again with the sanitizer build
+# (a report in a controller's log fails the suite).
 if [ -z "${E2E_FILES:-}" ] || [[ " $E2E_FILES " == *" asan "* ]]; then
-  step "end-to-end: e2e/test_foundation.sh with the ASan/UBSan controller"
-  ASAN_OPTIONS=detect_leaks=1 SBX_BUILD_DIR="$ROOT/build-asan" bash e2e/test_foundation.sh
-  record "e2e/test_foundation.sh (ASan/UBSan controller)" $?
+  for t in test_foundation test_lifecycle test_warm; do
+    step "end-to-end: e2e/$t.sh with the ASan/UBSan controller"
+    ASAN_OPTIONS=detect_leaks=1 SBX_BUILD_DIR="$ROOT/build-asan" bash "e2e/$t.sh"
+    record "e2e/$t.sh (ASan/UBSan controller)" $?
+  done
 fi
 
 # The controller under ThreadSanitizer on the real cluster: the foundation
-# suite again (a "WARNING: ThreadSanitizer" in its log fails it).
+# and warm pool suites again (a "WARNING: ThreadSanitizer" in a log fails it).
 if [ -z "${E2E_FILES:-}" ] || [[ " $E2E_FILES " == *" tsan "* ]]; then
-  step "end-to-end: e2e/test_foundation.sh with the TSan controller"
-  TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1" SBX_BUILD_DIR="$ROOT/build-tsan" bash e2e/test_foundation.sh
-  record "e2e/test_foundation.sh (TSan controller)" $?
+  for t in test_foundation test_warm; do
+    step "end-to-end: e2e/$t.sh with the TSan controller"
+    TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1" SBX_BUILD_DIR="$ROOT/build-tsan" bash "e2e/$t.sh"
+    record "e2e/$t.sh (TSan controller)" $?
+  done
 fi
 
 step "summary"
