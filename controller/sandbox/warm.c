@@ -392,17 +392,22 @@ static cJSON *candidates(struct sbx_controller *c, const struct sbx_view *v, con
 	cJSON_Delete(pools);
 	/* Fisher-Yates: replicas and workers binding at once start apart. */
 	int n = cJSON_GetArraySize(out);
+	if (n < 2)
+		return out;
+	cJSON *items[WARM_CANDIDATES_MAX];
+	for (int i = 0; i < n; i++)
+		items[i] = cJSON_DetachItemFromArray(out, 0);
 	for (int i = n - 1; i > 0; i--) {
 		unsigned int rnd = 0;
 		if (RAND_bytes((unsigned char *)&rnd, sizeof rnd) != 1)
 			break;
 		int j = (int)(rnd % (unsigned)(i + 1));
-		if (j != i) {
-			cJSON *a = cJSON_DetachItemFromArray(out, i), *b = cJSON_DetachItemFromArray(out, j);
-			cJSON_InsertItemInArray(out, j, a);
-			cJSON_InsertItemInArray(out, i, b);
-		}
+		cJSON *t = items[i];
+		items[i] = items[j];
+		items[j] = t;
 	}
+	for (int i = 0; i < n; i++)
+		cJSON_AddItemToArray(out, items[i]);
 	return out;
 }
 
