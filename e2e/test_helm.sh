@@ -126,6 +126,60 @@ PY
     "networkPolicy.webhookFrom"
 }
 
+# webhook.clientCA and webhook.clientNames make the webhook serve only the API
+# server's client certificate (docs/admission.md, "Requiring the API server's
+# client certificate"): the CA's ConfigMap or Secret mounted read-only and both
+# flags; unset, the default, the Deployment is as before.
+test_helm_webhook_client_ca() {
+  local helm out
+  use_helm || return
+  # client_ca ARGS...: the manager container's client-certificate flags, the
+  # mount of the volume webhook-client-ca and that volume, or "none".
+  client_ca() {
+    "$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" --show-only templates/deployment.yaml "$@" >"$E2E_DIR/cca.yaml" &&
+      manifests_json "$E2E_DIR/cca.json" "$E2E_DIR/cca.yaml" && python3 - "$E2E_DIR/cca.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))['items'][0]['spec']['template']['spec']
+c = next(x for x in d['containers'] if x['name'] == 'manager')
+flags = [a for a in c['args'] if a.startswith('--webhook-client')]
+mounts = [m for m in c.get('volumeMounts', []) if m['name'] == 'webhook-client-ca']
+vols = [v for v in d.get('volumes', []) if v['name'] == 'webhook-client-ca']
+if not (flags or mounts or vols):
+    print('none')
+else:
+    j = lambda x: json.dumps(x, sort_keys=True, separators=(',', ':'))
+    print(' / '.join([' '.join(flags), j(mounts), j(vols)]))
+PY
+  }
+  expect_eq "$(client_ca)" none "the default Deployment"
+  local ca=--webhook-client-ca-file=/var/run/sandbox-controller/webhook-client-ca/ca.crt
+  local mount='[{"mountPath":"/var/run/sandbox-controller/webhook-client-ca","name":"webhook-client-ca","readOnly":true}]'
+  expect_eq "$(client_ca --set webhook.clientCA.configMap=apiserver-client-ca)" \
+    "$ca / $mount / [{\"configMap\":{\"items\":[{\"key\":\"ca.crt\",\"path\":\"ca.crt\"}],\"name\":\"apiserver-client-ca\"},\"name\":\"webhook-client-ca\"}]" \
+    "webhook.clientCA.configMap"
+  expect_eq "$(client_ca --set webhook.clientCA.secret=apiserver-client-ca --set 'webhook.clientNames={kube-apiserver-admission,apiserver-2}')" \
+    "$ca --webhook-client-names=kube-apiserver-admission,apiserver-2 / $mount / [{\"name\":\"webhook-client-ca\",\"secret\":{\"defaultMode\":288,\"items\":[{\"key\":\"ca.crt\",\"path\":\"ca.crt\"}],\"secretName\":\"apiserver-client-ca\"}}]" \
+    "webhook.clientCA.secret and webhook.clientNames"
+  expect_eq "$(client_ca --set webhook.clientCA.configMap=bundle,webhook.clientCA.key=ca-bundle.pem | grep -o '"items":[^]]*]')" \
+    '"items":[{"key":"ca-bundle.pem","path":"ca.crt"}]' "webhook.clientCA.key"
+  # what the controller would refuse at start, or mis-read, the chart refuses to render
+  out=$("$helm" template sbx "$CHART" "${SEALED[@]}" --set webhook.clientCA.configMap=a,webhook.clientCA.secret=b 2>&1) &&
+    fail "both a ConfigMap and a Secret rendered"
+  expect_match "$out" 'webhook\.clientCA\.configMap.*webhook\.clientCA\.secret|webhook\.clientCA\.secret.*webhook\.clientCA\.configMap' \
+    "the refusal names both"
+  out=$("$helm" template sbx "$CHART" "${SEALED[@]}" --set 'webhook.clientNames={kube-apiserver-admission}' 2>&1) &&
+    fail "webhook.clientNames without a CA rendered"
+  expect_match "$out" 'webhook\.clientCA' "the refusal names webhook.clientCA"
+  out=$("$helm" template sbx "$CHART" "${SEALED[@]}" --set webhook.clientCA.configMap=a --set 'webhook.clientNames[0]=a\,b' 2>&1) &&
+    fail "a client name with a comma rendered"
+  expect_match "$out" 'webhook\.clientNames' "the refusal names webhook.clientNames"
+  # the rendered Deployment is one the API server accepts
+  kubectl create namespace sandbox-helm >/dev/null 2>&1
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" --show-only templates/deployment.yaml \
+    --set webhook.clientCA.secret=apiserver-client-ca --set 'webhook.clientNames={kube-apiserver-admission}' |
+    kubectl apply --dry-run=server -f - 2>&1) || fail "apply --dry-run=server of the Deployment with a client CA: $out"
+}
+
 # A render must never invent a seal key: a new key on every helm template
 # (a GitOps sync) would rotate the seal of every pod and the webhook CA.
 test_helm_seal_key_never_invented() {
