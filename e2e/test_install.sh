@@ -198,5 +198,49 @@ PY
   out=$(kubectl apply --dry-run=server -f "$E2E_DIR/overlay-webhook-from.yaml" 2>&1) || fail "apply --dry-run=server of the patched install: $out"
 }
 
+# The documented kustomize patch (manifests/examples/webhook-client-ca.yaml)
+# makes the webhook require the API server's client certificate: the CA's
+# ConfigMap (from the overlay's configMapGenerator) mounted read-only and both
+# flags, on the manager container only.
+test_9_webhook_client_ca_patch() {
+  local o=$E2E_DIR/overlay-client-ca out
+  mkdir -p "$o"
+  cp "$M/examples/webhook-client-ca.yaml" "$o/" || { fail "no example patch"; return; }
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$o/ca.key" -out "$o/webhook-client-ca.crt" \
+    -subj /CN=test-webhook-client-ca -days 1 2>/dev/null || { fail "openssl"; return; }
+  cat >"$o/kustomization.yaml" <<YAML
+resources: [$(python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$M" "$o")]
+configMapGenerator:
+  - name: sandbox-controller-webhook-client-ca
+    namespace: sandbox-system
+    files: [ca.crt=webhook-client-ca.crt]
+patches:
+  - path: webhook-client-ca.yaml
+    target: {kind: Deployment, name: sandbox-controller}
+YAML
+  out=$(kubectl kustomize "$o" 2>&1) || { fail "kustomize with the patch: $out"; return; }
+  printf '%s\n' "$out" >"$E2E_DIR/overlay-client-ca.yaml"
+  manifests_json "$E2E_DIR/overlay-client-ca.json" "$E2E_DIR/overlay-client-ca.yaml" || { fail "read the overlay"; return; }
+  expect_eq "$(python3 - "$E2E_DIR/overlay-client-ca.json" "$o/webhook-client-ca.crt" <<'PY'
+import json, sys
+items = json.load(open(sys.argv[1]))['items']
+cm = [x for x in items if x['kind'] == 'ConfigMap' and x['metadata']['name'].startswith('sandbox-controller-webhook-client-ca')]
+d = next(x for x in items if x['kind'] == 'Deployment')['spec']['template']['spec']
+c = next(x for x in d['containers'] if x['name'] == 'manager')
+vol = next((v for v in d['volumes'] if v['name'] == 'webhook-client-ca'), {})
+mnt = next((m for m in c['volumeMounts'] if m['name'] == 'webhook-client-ca'), {})
+print(' / '.join([
+    ' '.join(a for a in c['args'] if a.startswith('--webhook-client')),
+    '%s:%s' % (mnt.get('mountPath'), mnt.get('readOnly')),
+    'cm=%s' % (len(cm) == 1 and vol.get('configMap', {}).get('name') == cm[0]['metadata']['name']),
+    'items=%s' % json.dumps(vol.get('configMap', {}).get('items'), separators=(',', ':')),
+    'ca=%s' % (len(cm) == 1 and cm[0]['data'].get('ca.crt') == open(sys.argv[2]).read()),
+]))
+PY
+)" "--webhook-client-ca-file=/var/run/sandbox-controller/webhook-client-ca/ca.crt --webhook-client-names=kube-apiserver-admission / /var/run/sandbox-controller/webhook-client-ca:True / cm=True / items=[{\"key\":\"ca.crt\",\"path\":\"ca.crt\"}] / ca=True" \
+    "the patched Deployment"
+  out=$(kubectl apply --dry-run=server -f "$E2E_DIR/overlay-client-ca.yaml" 2>&1) || fail "apply --dry-run=server of the patched install: $out"
+}
+
 cluster_up
 e2e_main
