@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -446,6 +447,14 @@ static void on_adopt(evutil_socket_t fd, short what, void *arg)
 		if (!c->evcon || evhttp_connection_get_bufferevent(c->evcon) != c->bev)
 			abort(); /* evhttp's callback argument is its connection, since libevent 2.0 */
 		evhttp_connection_set_closecb(c->evcon, on_close, c);
+		/* An answer leaves in more than one segment (TLS records, headers
+		 * and body): without TCP_NODELAY the last waits for the client's
+		 * delayed ACK, 40 ms on Linux, on every request of a kept-alive
+		 * connection (the API server's webhook calls). */
+		int one = 1;
+		evutil_socket_t sfd = bufferevent_getfd(c->bev);
+		if (sfd >= 0)
+			(void)setsockopt(sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 		HASH_ADD_PTR(t->byevcon, evcon, c);
 		c->prev = t->conns_tail;
 		if (t->conns_tail)
