@@ -321,6 +321,26 @@ test_j_only_lifecycle_changes() {
 }
 
 # A Sandbox the previous version stored and bound keeps its digest and pod.
+# A late retry racing the release on a replica whose claim-record cache lags
+# behind its pod cache (SBX_FAULT_DELAYS holds each record event 15 s): when
+# the expired generation's pod has left the pod cache, its record is not in
+# the record cache yet. The retry still gets the stored outcome, never a pod.
+test_l_late_retry_with_a_lagging_record_cache() {
+  controller_stop "$MAIN_CTL"
+  SBX_FAULT_DELAYS=watch:sandboxclaims=15000 main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+  lsbx "$ALICE" lag-1 key-lag "{\"shutdownTime\":\"$(in_s 6)\"}" >/dev/null || fail "create lag-1"
+  wait_for 30 phase_is team-a lag-1 Running || fail "lag-1 not Running"
+  local pod
+  pod=$(pod_of team-a lag-1)
+  wait_for 30 pod_gone team-a "$pod" || fail "lag-1's pod still there"
+  lsbx "$ALICE" lag-2 key-lag >/dev/null || fail "create lag-2"
+  wait_for 20 phase_is team-a lag-2 Expired || fail "lag-2: $(phase team-a lag-2) $(bound_message team-a lag-2)"
+  sleep 2
+  expect_eq "$(pods_of_key team-a lag-2)" 0 "pods of the expired key"
+  restart_main
+}
+
 test_k_upgrade_keeps_digest_and_pod() {
   local src=$E2E_DIR/previous
   mkdir -p "$src"

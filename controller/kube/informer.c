@@ -12,6 +12,7 @@
 #include <uthash.h>
 #include <utlist.h>
 
+#include "base/fault.h"
 #include "base/xmalloc.h"
 #include "base/zpack.h"
 #include "kube/ktime.h"
@@ -433,6 +434,10 @@ static int on_event(void *u, enum watch_event_type t, const cJSON *obj)
 		inf->relist = 1;
 		return 1;
 	}
+	char point[96];
+	const char *last = strrchr(inf->path, '/');
+	snprintf(point, sizeof point, "watch:%s", last ? last + 1 : inf->path);
+	fault_delay(point); /* tests: this cache lags behind the others */
 	cJSON *now = NULL;
 	struct entry *e = entry_from(inf, obj, &now);
 	if (!e)
