@@ -23,6 +23,9 @@
 
 #define SBX_API "sandbox.dev/v1alpha1"
 #define LABEL_DIGEST "sandbox.dev/scope-digest"
+/* How long after a pod left the pod cache its scope reads records live:
+ * far longer than one watch lags behind another while both are current. */
+#define PODS_GONE_MS 120000
 
 static void wq_depth(void *ctx, size_t d)
 {
@@ -169,11 +172,22 @@ static void on_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 }
 
 /* A pod appeared (or left) in the cache: it no longer lags behind our create. */
-static void on_pod_add_or_delete(void *ctx, const cJSON *pod)
+static void on_pod_add(void *ctx, const cJSON *pod)
 {
 	struct sbx_controller *c = ctx;
 	sbx_written_lagging(c->created_pods, meta_str(pod, "uid"), NULL);
 	enqueue_pod_owners(ctx, pod);
+}
+
+/* A pod left: for a while its scope's claims read the records live (its
+ * release record may still be on its way to the record cache). */
+static void on_pod_delete(void *ctx, const cJSON *pod)
+{
+	struct sbx_controller *c = ctx;
+	const char *d = jstr(jobj(jobj(pod, "metadata"), "labels"), LABEL_DIGEST);
+	if (d)
+		sbx_strset_add_for(c->pods_gone, d, PODS_GONE_MS);
+	on_pod_add(ctx, pod);
 }
 
 /* The webhook configuration changed: remember when what it enforces did. */
@@ -353,7 +367,7 @@ void sbx_controller_set_webhook_config(struct sbx_controller *c, const char *nam
 int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char *err, size_t errlen)
 {
 	static const struct informer_handlers sh = { on_sandbox_add, on_sandbox_update, on_sandbox_delete };
-	static const struct informer_handlers ph = { on_pod_add_or_delete, on_pod_update, on_pod_add_or_delete };
+	static const struct informer_handlers ph = { on_pod_add, on_pod_update, on_pod_delete };
 	static const struct informer_handlers wh = { NULL, on_webhooks_update, NULL };
 	static const struct informer_handlers ch = { on_claim, on_claim_update, NULL };
 	static const struct informer_handlers plh = { on_pool, on_pool_update, on_pool_delete };
@@ -365,6 +379,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	workqueue_set_low_limit(c->queue, c->workers / 8 > 1 ? c->workers / 8 : 1);
 	c->inflight = sbx_strset_new();
 	c->announced = sbx_strset_new();
+	c->pods_gone = sbx_strset_new();
 	c->written = sbx_written_new();
 	c->created_pods = sbx_written_new();
 	c->pool_state = sbx_pool_state_new(c->warm_refill_qps);
@@ -508,6 +523,8 @@ void sbx_controller_release(struct sbx_controller *c)
 	sbx_strset_free(c->inflight);
 	sbx_strset_free(c->announced);
 	c->announced = NULL;
+	sbx_strset_free(c->pods_gone);
+	c->pods_gone = NULL;
 	sbx_written_free(c->written);
 	c->written = NULL;
 	sbx_written_free(c->created_pods);

@@ -18,6 +18,7 @@
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "sandbox/authz.h"
+#include "sandbox/claimrec.h"
 #include "sandbox/ctlmetrics.h"
 #include "sandbox/inforce.h"
 #include "sandbox/podbuild.h"
@@ -728,8 +729,11 @@ static cJSON *take_listed(struct generations *g, const char *name)
 
 static int cache_has_no_generation(struct sbx_controller *c, const struct sbx_view *v)
 {
+	/* A pod of the digest left lately: released, its record may not have
+	 * reached the record cache yet (live reads see it, see claim). */
 	if (c->cfg->key_lifetime_s < CACHED_CLAIM_MIN_LIFETIME_S || !informer_wait_synced(c->pods, 0) ||
-	    (c->claims && !informer_wait_synced(c->claims, 0)))
+	    (c->claims && !informer_wait_synced(c->claims, 0)) ||
+	    (c->pods_gone && sbx_strset_has(c->pods_gone, v->scope.digest)))
 		return 0;
 	cJSON *pods = informer_list_by_index(c->pods, v->scope.digest);
 	int none = cJSON_GetArraySize(pods) == 0;
@@ -737,9 +741,36 @@ static int cache_has_no_generation(struct sbx_controller *c, const struct sbx_vi
 	return none;
 }
 
+/* The live claim record name of v's digest into *out (NULL: none, or one
+ * that does not verify, which counts for nothing). 0, or -1 when it cannot
+ * be read. */
+static int live_record(struct sbx_controller *c, const struct sbx_view *v, const char *name, cJSON **out)
+{
+	char path[600], why[128];
+	struct kube_error err;
+	struct sbx_claimrec rec;
+	*out = NULL;
+	snprintf(path, sizeof path, "/apis/" SBX_CLAIM_API "/namespaces/%s/" SBX_CLAIM_PLURAL "/%s", v->ns, name);
+	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, out, &err);
+	if (e == KUBE_ERR_NOT_FOUND)
+		return 0;
+	if (e != KUBE_OK)
+		return -1; /* never claim on a guess */
+	if (sbx_claimrec_parse(*out, v->ns, c->seal_keys, &rec, why, sizeof why) < 0 ||
+	    strcmp(rec.digest, v->scope.digest)) {
+		cJSON_Delete(*out);
+		*out = NULL;
+	}
+	return 0;
+}
+
 /* Claims a pod for v. The newest generation of v's key decides, read live (a
  * LIST by the digest label) unless the cache shows none: an older generation,
- * or a gap a deleted one left, is never claimed while a later one exists. */
+ * or a gap a deleted one left, is never claimed while a later one exists.
+ * When read live, a generation about to get its first pod has its record
+ * read live too: the pods are read after the release deleted one, so the
+ * record written before that delete is there, whatever the record cache
+ * shows yet. */
 static int claim(struct sbx_controller *c, struct sbx_view *v)
 {
 	struct generations g = { .v = v, .pods = cJSON_CreateArray(), .newest = -1 };
@@ -756,7 +787,9 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 		if (n > newest_rec)
 			newest_rec = n;
 	}
-	if (!cache_has_no_generation(c, v)) {
+	int live = !cache_has_no_generation(c, v);
+	cJSON *fetched = NULL; /* a record read live, for the generation looked at */
+	if (live) {
 		char sel[128], lpath[320];
 		snprintf(sel, sizeof sel, LABEL_DIGEST "=%s", v->scope.digest);
 		snprintf(lpath, sizeof lpath, "/api/v1/namespaces/%s/pods", v->ns);
@@ -779,6 +812,13 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 		{
 			if (meta_str(rec, "name") && !strcmp(meta_str(rec, "name"), pod_name))
 				record = rec;
+		}
+		cJSON_Delete(fetched);
+		fetched = NULL;
+		if (!pod && !record && live && v->key) {
+			if (live_record(c, v, pod_name, &fetched) < 0)
+				goto out;
+			record = fetched;
 		}
 		if (!pod && record) {
 			/* The generation's record speaks for its missing pod: released
@@ -868,6 +908,7 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 	}
 	log_kv(LOG_ERROR, "too many expired generations for one key", "sandbox", v->name, "namespace", v->ns);
 out:
+	cJSON_Delete(fetched);
 	cJSON_Delete(g.pods);
 	cJSON_Delete(recs);
 	return r;

@@ -51,6 +51,7 @@ struct sbx_controller {
 	struct event_recorder *events;
 	struct sbx_strset *inflight;  /* scope digests being claimed */
 	struct sbx_strset *announced; /* Sandbox uids whose binding was reported */
+	struct sbx_strset *pods_gone;	/* scope digests whose pod left the pod cache lately */
 	struct sbx_written *written;      /* our status writes the Sandbox cache has not shown */
 	struct sbx_written *created_pods; /* our pod creates the pod cache has not shown */
 	pthread_t *threads;

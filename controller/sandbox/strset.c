@@ -7,9 +7,11 @@
 #include <uthash.h>
 
 #include "base/xmalloc.h"
+#include "kube/ktime.h"
 
 struct strset_entry {
 	char key[64];
+	int64_t until_ms; /* 0: until deleted */
 	UT_hash_handle hh;
 };
 
@@ -55,6 +57,50 @@ int sbx_strset_add(struct sbx_strset *f, const char *key)
 	}
 	pthread_mutex_unlock(&f->lock);
 	return added;
+}
+
+/* Drops the entries whose time is up (the lock held). */
+static void sweep(struct sbx_strset *f, int64_t now)
+{
+	struct strset_entry *e, *tmp;
+	HASH_ITER(hh, f->set, e, tmp)
+	{
+		if (e->until_ms && e->until_ms <= now) {
+			HASH_DEL(f->set, e);
+			free(e);
+		}
+	}
+}
+
+void sbx_strset_add_for(struct sbx_strset *f, const char *key, long ttl_ms)
+{
+	struct strset_entry *e;
+	int64_t now = ktime_mono_ms();
+	pthread_mutex_lock(&f->lock);
+	if (HASH_COUNT(f->set) >= 4096 && HASH_COUNT(f->set) % 1024 == 0)
+		sweep(f, now);
+	HASH_FIND_STR(f->set, key, e);
+	if (!e) {
+		e = xcalloc(1, sizeof *e);
+		snprintf(e->key, sizeof e->key, "%s", key);
+		HASH_ADD_STR(f->set, key, e);
+	}
+	e->until_ms = now + (ttl_ms > 0 ? ttl_ms : 1);
+	pthread_mutex_unlock(&f->lock);
+}
+
+int sbx_strset_has(struct sbx_strset *f, const char *key)
+{
+	struct strset_entry *e;
+	pthread_mutex_lock(&f->lock);
+	HASH_FIND_STR(f->set, key, e);
+	if (e && e->until_ms && e->until_ms <= ktime_mono_ms()) {
+		HASH_DEL(f->set, e);
+		free(e);
+		e = NULL;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return e != NULL;
 }
 
 void sbx_strset_del(struct sbx_strset *f, const char *key)

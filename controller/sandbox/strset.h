@@ -15,6 +15,11 @@ void sbx_strset_free(struct sbx_strset *f);
 /* Adds key; returns 1 when it was not there (the caller now owns it), 0 when
  * it already was. */
 int sbx_strset_add(struct sbx_strset *f, const char *key);
+/* Adds key (or renews it) for ttl_ms: it is a member until then. At 4,096
+ * members and more, members whose time is up are swept every 1,024 adds. */
+void sbx_strset_add_for(struct sbx_strset *f, const char *key, long ttl_ms);
+/* 1 when key is a member (and its time, if any, not up). */
+int sbx_strset_has(struct sbx_strset *f, const char *key);
 /* Removes key if present. */
 void sbx_strset_del(struct sbx_strset *f, const char *key);
 
