@@ -290,6 +290,21 @@ test_h_lifecycle_on_a_warm_bound_pod() {
   expect_eq "$(pods_of_scope team-a wl-sus)" 1 "one pod after the resume"
 }
 
+# A warm pod that exits or fails never serves: the pool replaces it.
+test_j_finished_warm_pod_replaced() {
+  pool "$ALICE" team-b fin 1 - >/dev/null || fail "create fin"
+  wait_for 60 ready_is team-b fin 1 || fail "fin not warm"
+  local uid pod
+  uid=$(kubectl get swp -n team-b fin -o jsonpath='{.metadata.uid}')
+  pod=$(kubectl get pods -n team-b -l "sandbox.dev/pool=$uid" -o jsonpath='{.items[0].metadata.name}')
+  kubectl patch pod -n team-b "$pod" --subresource=status --type merge \
+    -p '{"status":{"phase":"Failed","conditions":[{"type":"Ready","status":"False"}]}}' >/dev/null ||
+    fail "mark $pod Failed"
+  wait_for 30 sh -c "! kubectl get pod -n team-b $pod >/dev/null 2>&1" || fail "the failed warm pod $pod stays"
+  wait_for 60 ready_is team-b fin 1 || fail "fin not warm again: $(jp team-b swp fin '{.status}')"
+  as "$ALICE" delete swp -n team-b fin >/dev/null
+}
+
 # The work queue keys pools and claim-record collections apart from
 # Sandboxes ("pool:", "claim:"): Sandboxes of namespaces named like either
 # are reconciled as anywhere else (before: "claim/<name>" was taken for a
