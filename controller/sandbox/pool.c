@@ -470,9 +470,12 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 	{
 		if (meta_str(m, "deletionTimestamp"))
 			continue;
-		/* Outdated (another template or owner), not sealed, or of a pool
-		 * whose owner cannot be verified: not a member to keep. */
-		if (!authorized || !sbx_pool_member(m, c->seal_keys, p.uid, p.fp, p.owner))
+		/* Outdated (another template or owner), not sealed, of a pool
+		 * whose owner cannot be verified, or finished (a warm pod that
+		 * exited or failed never serves): not a member to keep. */
+		const char *phase = jstr(jobj(m, "status"), "phase");
+		if (!authorized || !sbx_pool_member(m, c->seal_keys, p.uid, p.fp, p.owner) ||
+		    (phase && (!strcmp(phase, "Failed") || !strcmp(phase, "Succeeded"))))
 			r |= delete_member(c, ns, m);
 		else
 			cJSON_AddItemToArray(current, cJSON_Duplicate(m, 1));
