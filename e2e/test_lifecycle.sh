@@ -341,6 +341,35 @@ test_l_late_retry_with_a_lagging_record_cache() {
   restart_main
 }
 
+# One release per expiry, even when the pod cache lags behind the Sandbox
+# cache (SBX_FAULT_DELAYS holds each pod event 2 s): the reconcile that our
+# own status write triggers must not write the claim record and DELETE the pod
+# a second time (before: every expiry sent two DELETEs and two record POSTs,
+# the second of each answered 409 Conflict; 6.85 requests per expiry in
+# hack/bench-expiry.sh).
+test_m_one_release_per_expiry() {
+  controller_stop "$MAIN_CTL"
+  local port; port=$(free_port)
+  SBX_FAULT_DELAYS=watch:pods=2000 main_start --metrics-bind-address "127.0.0.1:$port"
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+  lsbx "$ALICE" once-1 key-once "{\"shutdownTime\":\"$(in_s 12)\"}" >/dev/null || fail "create once-1"
+  wait_for 40 phase_is team-a once-1 Running || fail "once-1 not Running: $(phase team-a once-1)"
+  local pod d0 c0
+  pod=$(pod_of team-a once-1)
+  d0=$(by_code "$port" 'method="DELETE"'); c0=$(by_code "$port" 'code="409"')
+  wait_for 30 phase_is team-a once-1 Expired || fail "once-1 not Expired"
+  wait_for 30 pod_gone team-a "$pod" || fail "once-1's pod still there"
+  sleep 3
+  expect_eq "$(( $(by_code "$port" 'method="DELETE"') - d0 ))" 1 "DELETEs for one expiry"
+  expect_eq "$(( $(by_code "$port" 'code="409"') - c0 ))" 0 "requests answered 409 Conflict for one expiry"
+  restart_main
+}
+# by_code PORT LABEL: the controller's API requests so far whose labels hold LABEL.
+by_code() {
+  curl -s "http://127.0.0.1:$1/metrics" |
+    awk -v m="$2" '$1 ~ /^rest_client_requests_total\{/ && index($1, m) {s += $NF} END {printf "%d\n", s}'
+}
+
 test_k_upgrade_keeps_digest_and_pod() {
   local src=$E2E_DIR/previous
   mkdir -p "$src"
