@@ -380,6 +380,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->inflight = sbx_strset_new();
 	c->announced = sbx_strset_new();
 	c->pods_gone = sbx_strset_new();
+	c->released = sbx_strset_new();
 	c->written = sbx_written_new();
 	c->created_pods = sbx_written_new();
 	c->pool_state = sbx_pool_state_new(c->warm_refill_qps);
@@ -525,6 +526,8 @@ void sbx_controller_release(struct sbx_controller *c)
 	c->announced = NULL;
 	sbx_strset_free(c->pods_gone);
 	c->pods_gone = NULL;
+	sbx_strset_free(c->released);
+	c->released = NULL;
 	sbx_written_free(c->written);
 	c->written = NULL;
 	sbx_written_free(c->created_pods);

@@ -101,6 +101,12 @@ int sbx_lifecycle_expired(const struct sbx_lifecycle *l, time_t now)
 
 enum holder { H_ACTIVE, H_SUSPENDED, H_EXPIRED, H_GONE };
 
+/* How long a pod whose release DELETE was answered counts as going, though
+ * the pod cache may still show it live: a DELETE accepted for a uid is never
+ * undone, and the reconcile our own status write brings back must not write
+ * the record and DELETE it a second time (both answered 409). */
+#define RELEASED_MS 60000
+
 static int claim_name_for(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, char *out,
 			  size_t n);
 
@@ -279,6 +285,10 @@ static int release(struct sbx_controller *c, struct sbx_view *v, enum holder sel
 		cJSON_Delete(pod);
 		return 0; /* gone, going, or another pod of the name: not ours to release */
 	}
+	if (c->released && sbx_strset_has(c->released, pod_uid)) {
+		cJSON_Delete(pod);
+		return 0; /* our DELETE of this very pod was answered: the cache lags */
+	}
 	struct holders h;
 	count_holders(c, v, self, pod, &h);
 	int r = 0;
@@ -297,6 +307,8 @@ static int release(struct sbx_controller *c, struct sbx_view *v, enum holder sel
 			fault_point("before-pod-delete");
 			r = delete_with(c, path, pod_uid, meta_str(pod, "resourceVersion"));
 			if (r == 0) {
+				if (c->released)
+					sbx_strset_add_for(c->released, pod_uid, RELEASED_MS);
 				log_kv(LOG_INFO, "pod released", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
 				       "suspendedHolders", h.suspended ? "yes" : "no");
 				fault_point("after-pod-delete");
