@@ -305,6 +305,30 @@ test_j_finished_warm_pod_replaced() {
   as "$ALICE" delete swp -n team-b fin >/dev/null
 }
 
+# A pool refills as soon as a member goes, also when the pod's watch event
+# arrives before the create's response (SBX_FAULT_DELAYS holds every warm
+# pod create's response 1.5 s). Before: that create was counted as in flight
+# after its pod was seen, so the pool stalled for the in-flight window (30 s)
+# before replacing a member.
+test_k_refill_when_the_event_beats_the_response() {
+  controller_stop "$MAIN_CTL"
+  SBX_FAULT_DELAYS=warm-create-response=1500 main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+  pool "$ALICE" team-b rf 1 - >/dev/null || fail "create rf"
+  wait_for 30 ready_is team-b rf 1 || fail "rf not warm: $(jp team-b swp rf '{.status}')"
+  local uid pod
+  uid=$(kubectl get swp -n team-b rf -o jsonpath='{.metadata.uid}')
+  pod=$(kubectl get pods -n team-b -l "sandbox.dev/pool=$uid" -o jsonpath='{.items[0].metadata.name}')
+  kubectl delete pod -n team-b "$pod" --wait=false >/dev/null || fail "delete $pod"
+  wait_for 15 sh -c "kubectl get pods -n team-b -l sandbox.dev/pool=$uid -o name | grep -v pod/$pod | grep -q ." ||
+    fail "no replacement for $pod within 15 s"
+  wait_for 20 ready_is team-b rf 1 || fail "rf not warm again: $(jp team-b swp rf '{.status}')"
+  as "$ALICE" delete swp -n team-b rf >/dev/null
+  controller_stop "$MAIN_CTL"
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back after the test"
+}
+
 # The work queue keys pools and claim-record collections apart from
 # Sandboxes ("pool:", "claim:"): Sandboxes of namespaces named like either
 # are reconciled as anywhere else (before: "claim/<name>" was taken for a

@@ -9,6 +9,7 @@
 #include <openssl/rand.h>
 #include <uthash.h>
 
+#include "base/fault.h"
 #include "base/jsonget.h"
 #include "base/xmalloc.h"
 #include "kube/informer.h"
@@ -411,6 +412,7 @@ static int create_member(struct sbx_controller *c, const struct pool_view *p)
 	struct kube_error err;
 	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
 	free(body);
+	fault_delay("warm-create-response"); /* tests: the pod's event comes first */
 	if (e == KUBE_OK || kube_err_retriable(e)) { /* a lost response may have made it */
 		expect_add(c->pool_state, p->uid, 1);
 		if (e == KUBE_OK)
