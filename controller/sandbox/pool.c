@@ -409,16 +409,19 @@ static int create_member(struct sbx_controller *c, const struct pool_view *p)
 	char *body = cJSON_PrintUnformatted(pod);
 	cJSON_Delete(pod);
 	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", p->ns);
+	/* In flight before it is sent: the pod's watch event (which takes it
+	 * back out) may arrive before the response does. */
+	expect_add(c->pool_state, p->uid, 1);
 	struct kube_error err;
 	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
 	free(body);
 	fault_delay("warm-create-response"); /* tests: the pod's event comes first */
 	if (e == KUBE_OK || kube_err_retriable(e)) { /* a lost response may have made it */
-		expect_add(c->pool_state, p->uid, 1);
 		if (e == KUBE_OK)
 			obs_metric_add(sbx_m.warm_pods_created, NULL, 1);
 		return e == KUBE_OK ? 0 : -1;
 	}
+	expect_add(c->pool_state, p->uid, -1); /* refused: no pod of it will come */
 	log_kv(LOG_WARN, "creating a warm pod failed", "pool", p->name, "namespace", p->ns, "error", err.message);
 	return -1;
 }
