@@ -32,6 +32,15 @@
 #   {apiVersion: kwok.x-k8s.io/v1alpha1, kind: Exec, metadata: {name: POD, namespace: NS},
 #    spec: {execs: [{local: {workDir: /some/folder}}]}}
 # A pod without one refuses exec ("no exec found").
+#
+# A realistic container start, opt-in (benchmarks; every suite runs without it):
+#   SBX_KWOK_POD_READY_DELAY_MS=3000 SBX_KWOK_POD_READY_JITTER_MS=1000 hack/cluster.sh up DIR
+# makes kwok leave each scheduled pod Pending for a delay drawn uniformly from
+# [DELAY, DELAY + JITTER) ms before it turns Running and Ready (kwok's own
+# pod-ready Stage with a `delay`; its completion and deletion Stages unchanged,
+# deletions immediate). kwok draws the delay when it sees the pod and draws it
+# again if the pod changes before it is Ready (an update restarts the wait).
+# Unset or 0: kwok's default stages, pods Ready at once.
 set -euo pipefail
 
 HACK=$(cd "$(dirname "$0")" && pwd)
@@ -215,6 +224,12 @@ CRD
   "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" wait --for=condition=Established crd/execs.kwok.x-k8s.io --timeout=60s >/dev/null
 }
 
+# write_pod_stages FILE DELAY_MS JITTER_MS: hack/kwok-pod-stages.yaml with
+# that delay before a pod turns Running and Ready.
+write_pod_stages() {
+  sed -e "s/DELAY_MS/$2/" -e "s/UNTIL_MS/$(($2 + $3))/" "$HACK/kwok-pod-stages.yaml" >"$1"
+}
+
 load_state() {
   # shellcheck disable=SC1091
   . "$DIR/state"
@@ -275,7 +290,15 @@ ST
   start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$DIR/kubeconfig" --leader-elect=false \
     --secure-port=0
   exec_crd
-  start kwok "$BIN/kwok" --kubeconfig="$DIR/kubeconfig" --manage-all-nodes=false \
+  local stages=() delay=${SBX_KWOK_POD_READY_DELAY_MS:-0} jitter=${SBX_KWOK_POD_READY_JITTER_MS:-0}
+  [[ $delay =~ ^[0-9]+$ && $jitter =~ ^[0-9]+$ ]] ||
+    { log "SBX_KWOK_POD_READY_DELAY_MS and SBX_KWOK_POD_READY_JITTER_MS must be milliseconds"; return 1; }
+  if [ "$delay" -gt 0 ] || [ "$jitter" -gt 0 ]; then
+    write_pod_stages "$DIR/kwok-pod-stages.yaml" "$delay" "$jitter"
+    stages=(--config="$DIR/kwok-pod-stages.yaml")
+    log "kwok: pods Ready after $delay ms + up to $jitter ms"
+  fi
+  start kwok "$BIN/kwok" "${stages[@]}" --kubeconfig="$DIR/kubeconfig" --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --manage-nodes-with-label-selector= --manage-single-node= \
     --cidr=10.0.0.0/24 --server-address="127.0.0.1:$KWOK_PORT" \
