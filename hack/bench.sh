@@ -80,74 +80,19 @@ if [ -n "$PEER_BIN$PEER_CRDS" ]; then
 fi
 
 # Helpers shared with the end-to-end tests: cluster_up (with its EXIT trap that
-# stops everything), grant_controller_rbac, new_namespace, controller_start.
+# stops everything), grant_controller_rbac, new_namespace, controller_start;
+# and with the other benchmarks (hack/bench-lib.sh).
 # shellcheck source=../e2e/lib.sh
 . "$ROOT/e2e/lib.sh"
+# shellcheck source=bench-lib.sh
+. "$ROOT/hack/bench-lib.sh"
 BENCH_BIN=$BUILD_DIR/sbx-bench
 
-if [ "$BUILD" = 1 ]; then
-  say "building $CONTROLLER_BIN and $BENCH_BIN"
-  { cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSBX_SANITIZE=OFF >/dev/null && cmake --build "$BUILD_DIR" -j2 --target sandbox-controller sbx-bench >/dev/null; } ||
-    { echo "build failed" >&2; exit 1; }
-fi
+bench_build sandbox-controller sbx-bench
 [ -x "$CONTROLLER_BIN" ] && [ -x "$BENCH_BIN" ] || { echo "missing $CONTROLLER_BIN or $BENCH_BIN" >&2; exit 1; }
-
-# value FILE KEY: a KEY=VALUE line of sbx-bench's output (nothing for a skipped phase).
-value() { [ -f "$1" ] && sed -n "s/^$2=//p" "$1" | tail -n 1; }
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-# ratio A B [FORMAT]: A / B, or n/a.
-ratio() { awk -v a="$1" -v b="$2" -v f="${3:-%.2f}" 'BEGIN { if (b + 0 > 0 && a != "") printf f, a / b; else print "n/a" }'; }
-mib() { awk -v k="$1" 'BEGIN { if (k > 0) printf "%.1f", k / 1024; else print "n/a" }'; }
-hwm_kib() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null; }
-cpu_s() { awk -v t="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); split($0, f, " "); printf "%.2f", (f[12] + f[13]) / t }' "/proc/$1/stat" 2>/dev/null; }
-# scrape PORT: the /metrics text of the controller on PORT.
-scrape() { curl -s --max-time 5 "http://127.0.0.1:$1/metrics"; }
-# msum TEXT NAME [LABEL=VALUE]: the sum of NAME's series (with that label).
-msum() {
-  awk -v n="$2" -v l="${3:-}" '
-    { name = $1; sub(/\{.*/, "", name) }
-    name == n && (l == "" || index($1, l) > 0) { s += $NF; found = 1 }
-    END { if (found) printf "%.0f", s; else print 0 }' <<<"$1"
-}
-
-# bench_fail MESSAGE: keeps the logs (e2e_cleanup keeps them on failure) and exits.
-bench_fail() { say "$*"; E2E_FAILED=1; exit 1; }
 
 BENCH_ARGS=(--count "$COUNT" --concurrency "$CONC" --scopes "$SCOPES" --owners "$OWNERS" --timeout "$TIMEOUT")
 [ -n "$RATE" ] && BENCH_ARGS+=(--rate "$RATE")
-
-# delete_namespace NS: deletes it and waits until it is gone (its pods too).
-delete_namespace() {
-  say "deleting namespace $1"
-  kubectl delete namespace "$1" --wait=false >/dev/null || bench_fail "namespace $1 not deleted"
-  # The local control plane runs no pvc-protection controller: once the pods
-  # are gone, the workspace PVC's finalizer would hold the namespace forever.
-  wait_for 900 bash -c "! kubectl get pods -n '$1' --no-headers 2>/dev/null | grep -q ."
-  kubectl get pvc -n "$1" -o name 2>/dev/null |
-    xargs -r kubectl patch -n "$1" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1
-  kubectl wait --for=delete "namespace/$1" --timeout=900s >/dev/null 2>&1 || bench_fail "namespace $1 not deleted"
-}
-
-# start_ours NAME: the controller at its defaults (plus any tuning flags),
-# with metrics/probes on known ports; sets CTL_PID, METRICS_PORT, PROBE_PORT.
-start_ours() {
-  METRICS_PORT=$(free_port)
-  PROBE_PORT=$(free_port)
-  controller_start "$1" "${CTL_TUNING[@]}" \
-    --metrics-bind-address "127.0.0.1:$METRICS_PORT" --health-probe-bind-address "127.0.0.1:$PROBE_PORT"
-}
-
-# wait_ready_ms PORT: polls /readyz every 20 ms; prints the ms it took.
-wait_ready_ms() {
-  local t0 t
-  t0=$(date +%s%N)
-  for _ in $(seq 1 15000); do
-    curl -fs -o /dev/null --max-time 1 "http://127.0.0.1:$1/readyz" && break
-    sleep 0.02
-  done
-  t=$(date +%s%N)
-  echo $(((t - t0) / 1000000))
-}
 
 LOAD_START=$(load)
 say "starting the control plane"
@@ -158,10 +103,8 @@ if [ -n "$SCALE" ]; then
   # Room for the pods (2 CPU each): the local control plane has 2 kwok nodes
   # of 2000 CPUs, 1000 such pods each.
   "$ROOT/hack/cluster.sh" nodes "$E2E_DIR" $(((SCALE + 999) / 1000 + 1)) || bench_fail "kwok nodes not Ready"
-  new_namespace sbx-bench
-  kubectl wait --for=jsonpath='{.status.phase}'=Bound pvc/sandbox-workspaces -n sbx-bench --timeout=60s >/dev/null ||
-    bench_fail "the workspace PVC did not bind"
-  start_ours ctl
+  bench_namespace sbx-bench
+  start_ours ctl "${CTL_TUNING[@]}"
   wait_ready_ms "$PROBE_PORT" >/dev/null
   say "scale: creating $COUNT Sandboxes ($CONC client threads), waiting for Ready"
   L1=$(load)
@@ -174,7 +117,7 @@ if [ -n "$SCALE" ]; then
   pods=$(kubectl get pods -n sbx-bench --no-headers 2>/dev/null | wc -l)
   say "scale: restarting the controller over $COUNT bound Sandboxes"
   L2=$(load)
-  start_ours ctl2
+  start_ours ctl2 "${CTL_TUNING[@]}"
   ready_ms=$(wait_ready_ms "$PROBE_PORT")
   # Drained: the work queue empty and the reconcile count still for 3 s.
   t0=$(date +%s%N) last=-1 still=0 drained_ms=n/a
@@ -211,9 +154,7 @@ EOF
   exit 0
 fi
 
-new_namespace sbx-bench
-kubectl wait --for=jsonpath='{.status.phase}'=Bound pvc/sandbox-workspaces -n sbx-bench --timeout=60s >/dev/null ||
-  bench_fail "the workspace PVC did not bind"
+bench_namespace sbx-bench
 
 MODE_DESC="burst of $COUNT from $CONC client threads"
 [ -n "$RATE" ] && MODE_DESC="$RATE Sandboxes/s for $DURATION s ($COUNT), $CONC client threads"
@@ -221,9 +162,7 @@ MODE_DESC="burst of $COUNT from $CONC client threads"
 B=$E2E_DIR/baseline.out C=$E2E_DIR/controller.out P=$E2E_DIR/peer.out
 LB="" LC="" LP=""
 if [ "$BASELINE" = 1 ]; then
-  new_namespace sbx-bench-baseline
-  kubectl wait --for=jsonpath='{.status.phase}'=Bound pvc/sandbox-workspaces -n sbx-bench-baseline --timeout=60s >/dev/null ||
-    bench_fail "the baseline's workspace PVC did not bind"
+  bench_namespace sbx-bench-baseline
   LB=$(load)
   say "baseline: $MODE_DESC, no controller"
   "$BENCH_BIN" baseline --namespace sbx-bench-baseline "${BENCH_ARGS[@]}" >"$B" ||
@@ -232,7 +171,7 @@ if [ "$BASELINE" = 1 ]; then
 fi
 
 say "starting the controller"
-start_ours ctl
+start_ours ctl "${CTL_TUNING[@]}"
 wait_ready_ms "$PROBE_PORT" >/dev/null
 LC=$(load)
 say "controller: $MODE_DESC"
@@ -249,26 +188,9 @@ pods=$(kubectl get pods -n sbx-bench -l app.kubernetes.io/managed-by=sandbox-con
 
 if [ -n "$PEER_BIN" ]; then
   delete_namespace sbx-bench
-  say "peer: applying $PEER_CRDS without conversion webhooks"
-  kubectl apply --server-side -f "$PEER_CRDS" >/dev/null || bench_fail "cannot apply $PEER_CRDS"
-  for crd in $(kubectl get crd -o name | grep 'agents.x-k8s.io'); do
-    kubectl patch "$crd" --type=merge -p '{"spec":{"conversion":{"strategy":"None","webhook":null}}}' >/dev/null
-    kubectl wait --for=condition=Established "$crd" --timeout=60s >/dev/null
-  done
+  peer_apply_crds "$PEER_CRDS"
   kubectl create namespace sbx-bench-peer >/dev/null
-  PEER_METRICS=$(free_port) PEER_PROBE=$(free_port)
-  KUBECONFIG=$KUBECONFIG "$PEER_BIN" --enable-webhook=false --manage-webhook-certs=false \
-    --leader-election-namespace=default \
-    --metrics-bind-address "127.0.0.1:$PEER_METRICS" --health-probe-bind-address "127.0.0.1:$PEER_PROBE" \
-    >"$E2E_DIR/peer.log" 2>&1 &
-  PEER_PID=$!
-  CTL_PIDS+=("$PEER_PID")
-  wait_ready_ms "$PEER_PROBE" >/dev/null
-  # It starts reconciling once it holds its Lease.
-  for _ in $(seq 1 300); do
-    scrape "$PEER_METRICS" | grep -q '^leader_election_master_status{.*} 1' && break
-    sleep 0.1
-  done
+  peer_start "$PEER_BIN"
   LP=$(load)
   say "peer: $MODE_DESC"
   "$BENCH_BIN" peer --namespace sbx-bench-peer "${BENCH_ARGS[@]}" --pid "$PEER_PID" \
@@ -327,6 +249,4 @@ if [ -n "$PEER_BIN" ]; then
             peer: $(value "$P" ready)/$COUNT Ready; CPU per 1,000 Sandboxes $(per1000 "$P") s
 EOF
 fi
-if awk -v a="${LOAD_START%% *}" -v n="$(nproc)" 'BEGIN { exit !(a > n / 2) }'; then
-  echo "WARNING:    the host was busy before the run (1-minute loadavg ${LOAD_START%% *} on $(nproc) CPUs): other work shared the CPUs; compare ratios within this run"
-fi
+warn_if_busy "$LOAD_START"
