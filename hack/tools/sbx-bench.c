@@ -1,8 +1,9 @@
-/* sbx-bench: the load generator and meter behind hack/bench.sh. Not shipped.
+/* sbx-bench: the load generator and meter behind hack/bench*.sh. Not shipped.
  *
- *   sbx-bench controller|baseline|peer --namespace NS [--count N] [--concurrency C]
+ *   sbx-bench controller|baseline|peer|claim --namespace NS [--count N] [--concurrency C]
  *             [--rate R] [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]
- *             [--wait bound|ready] [--pid PID] [--metrics-url URL]
+ *             [--wait bound|ready] [--pid PID] [--metrics-url URL] [--start-at UNIX_S]
+ *             [--shutdown-time RFC3339 [--shutdown-policy Retain|Delete]] [--pool NAME]
  *
  * --rate R paces the creates at R Sandboxes/s (Sandbox i is sent no earlier
  * than i/R s after the start: a sustained load, whose latencies count from
@@ -10,10 +11,15 @@
  * without it the C threads create as fast as they can (a burst), and
  * latencies count from sending the POST.
  *
- * Both modes run an informer on /apis/sandbox.dev/v1alpha1/sandboxes, then C
- * threads create the Sandboxes bench-00000.. in NS. Sandbox i belongs to scope
- * i % S (idempotencyKey bench-key-<scope>, workspaceOwner owner-<scope % O>),
- * so S < N makes N - S of them adoptions.
+ * --start-at makes the first create wait for that wall-clock time (seconds
+ * since the epoch, fractions allowed), so a load can be placed in time against
+ * another one, e.g. across an expiry.
+ *
+ * Every mode runs an informer on its kind in NS, then C threads create the
+ * objects bench-00000.. in NS. Sandbox i belongs to scope i % S
+ * (idempotencyKey bench-key-<scope>, workspaceOwner owner-<scope % O>), so
+ * S < N makes N - S of them adoptions. --shutdown-time (and --shutdown-policy)
+ * gives every Sandbox that spec.lifecycle.
  *
  *   controller  only POSTs the Sandboxes; the running controller binds them.
  *   baseline    does by itself the writes the controller's path needs per
@@ -23,9 +29,12 @@
  *   peer        another controller's Sandbox (agents.x-k8s.io/v1beta1, the
  *               kubernetes-sigs/agent-sandbox API) with the same pod shape;
  *               only Ready is measured (it has no Bound).
+ *   claim       agent-sandbox's SandboxClaim (extensions.agents.x-k8s.io/v1beta1)
+ *               on the SandboxWarmPool --pool NAME; only Ready is measured.
  *
  * The run ends when the informer has seen Bound=True (--wait bound) or
- * Ready=True (--wait ready, the default) on every created Sandbox.
+ * Ready=True (--wait ready, the default) on every created Sandbox. The
+ * Sandboxes bound with status.binding Adopted and Warm are counted.
  * With --pid and --metrics-url (controller mode) the controller's API request
  * counter, CPU time and peak RSS are read as well. Latency percentiles are
  * printed for create (until the POST is answered: the admission chain's
@@ -54,15 +63,16 @@
 #include "kube/informer.h"
 #include "obs/log.h"
 
-#define SANDBOXES "/apis/sandbox.dev/v1alpha1/sandboxes"
+#define SANDBOX_API "/apis/sandbox.dev/v1alpha1"
 #define NAME_PREFIX "bench-"
-#define PEER_SANDBOXES "/apis/agents.x-k8s.io/v1beta1/sandboxes"
+#define PEER_API "/apis/agents.x-k8s.io/v1beta1"
+#define CLAIM_API "/apis/extensions.agents.x-k8s.io/v1beta1"
 #define REQUESTS_METRIC "rest_client_requests_total"
 #define PATCHERS 4 /* baseline threads writing Ready */
 #define METRICS_MAX (1 << 20)
 #define POST_ATTEMPTS 5
 
-enum mode { MODE_CONTROLLER, MODE_BASELINE, MODE_PEER };
+enum mode { MODE_CONTROLLER, MODE_BASELINE, MODE_PEER, MODE_CLAIM };
 
 struct bench_opts {
 	enum mode mode;
@@ -77,6 +87,10 @@ struct bench_opts {
 	int wait_ready; /* the run ends at Ready (1) or Bound (0) */
 	pid_t pid;		 /* controller to meter, or 0 */
 	const char *metrics_url; /* its /metrics, or NULL */
+	double start_at;	 /* wall-clock seconds of the first create, or 0 */
+	const char *shutdown_time;   /* spec.lifecycle.shutdownTime, or NULL */
+	const char *shutdown_policy; /* spec.lifecycle.shutdownPolicy, or NULL */
+	const char *pool;	     /* claim: the SandboxWarmPool's name */
 };
 
 /* One run. Times are CLOCK_MONOTONIC milliseconds; 0 means "not yet". */
@@ -93,7 +107,7 @@ struct bench {
 	double *posted; /* when the POST of Sandbox i returned */
 	double *bound;	/* when the informer first saw Bound=True on it */
 	double *ready;	/* ... and Ready=True */
-	long created, nbound, nready, adopted, done_posting;
+	long created, nbound, nready, adopted, warm, done_posting;
 	double last_bound, last_ready;
 	/* baseline: pods found Ready, waiting for their Ready status write */
 	long *todo;
@@ -101,6 +115,25 @@ struct bench {
 	char *patched; /* 1 once Sandbox i's Ready write was queued */
 	int stopping;
 };
+
+/* The API group and version path of the mode's kind. */
+static const char *api_of(enum mode m)
+{
+	return m == MODE_PEER ? PEER_API : m == MODE_CLAIM ? CLAIM_API : SANDBOX_API;
+}
+
+/* Writes the path of the mode's collection in NS into buf. */
+static void collection_path(const struct bench_opts *o, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/namespaces/%s/%s", api_of(o->mode), o->ns,
+		 o->mode == MODE_CLAIM ? "sandboxclaims" : "sandboxes");
+}
+
+/* 1 when the mode's kind has no Bound condition (only Ready is measured). */
+static int ready_only(enum mode m)
+{
+	return m == MODE_PEER || m == MODE_CLAIM;
+}
 
 /* Milliseconds on the monotonic clock. */
 static double now_ms(void)
@@ -277,12 +310,14 @@ static void observe(void *ctx, const cJSON *obj)
 	double t = now_ms();
 	const char *binding = str_of(st, "binding");
 	pthread_mutex_lock(&b->mu);
-	if (b->bound[i] == 0 && (is_bound || b->o.mode == MODE_PEER)) {
+	if (b->bound[i] == 0 && (is_bound || ready_only(b->o.mode))) {
 		b->bound[i] = t;
 		b->last_bound = t;
 		b->nbound++;
 		if (binding && !strcmp(binding, "Adopted"))
 			b->adopted++;
+		if (binding && !strcmp(binding, "Warm"))
+			b->warm++;
 		pthread_cond_broadcast(&b->cv);
 	}
 	if (b->ready[i] == 0 && is_ready) {
@@ -385,7 +420,7 @@ static enum kube_err request(struct bench *b, const char *method, const char *pa
 	"\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"4Gi\"},"                               \
 	"\"limits\":{\"cpu\":\"2\",\"memory\":\"4Gi\"}}"
 
-/* The Sandbox i as JSON (caller frees). */
+/* The Sandbox (or claim) i as JSON (caller frees). */
 static char *sandbox_body(const struct bench *b, long i)
 {
 	long scope = i % b->o.scopes;
@@ -395,12 +430,26 @@ static char *sandbox_body(const struct bench *b, long i)
 				 "\"spec\":{\"podTemplate\":{\"spec\":{\"containers\":[{\"name\":\"sandbox\","
 				 "\"image\":\"%s\",\"command\":[\"sleep\",\"infinity\"]," POD_RESOURCES "}]}}}}",
 				 i, b->o.image);
-	return xasprintf(
+	if (b->o.mode == MODE_CLAIM) /* the pod shape is the pool's template */
+		return xasprintf("{\"apiVersion\":\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":\"SandboxClaim\","
+				 "\"metadata\":{\"name\":\"" NAME_PREFIX "%05ld\"},"
+				 "\"spec\":{\"warmPoolRef\":{\"name\":\"%s\"}}}",
+				 i, b->o.pool);
+	char *lc = xstrdup("");
+	if (b->o.shutdown_time) {
+		free(lc);
+		lc = xasprintf(",\"lifecycle\":{\"shutdownTime\":\"%s\"%s%s%s}", b->o.shutdown_time,
+			       b->o.shutdown_policy ? ",\"shutdownPolicy\":\"" : "",
+			       b->o.shutdown_policy ? b->o.shutdown_policy : "", b->o.shutdown_policy ? "\"" : "");
+	}
+	char *s = xasprintf(
 	    "{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\","
 	    "\"metadata\":{\"name\":\"" NAME_PREFIX "%05ld\"},"
 	    "\"spec\":{\"image\":\"%s\",\"command\":[\"sleep\",\"infinity\"],"
-	    "\"idempotencyKey\":\"bench-key-%ld\",\"workspaceOwner\":\"owner-%02ld\"}}",
-	    i, b->o.image, scope, scope % b->o.owners);
+	    "\"idempotencyKey\":\"bench-key-%ld\",\"workspaceOwner\":\"owner-%02ld\"%s}}",
+	    i, b->o.image, scope, scope % b->o.owners, lc);
+	free(lc);
+	return s;
 }
 
 /* The baseline's pod for Sandbox i (uid may be NULL): the shape of the
@@ -510,8 +559,7 @@ static void *writer(void *arg)
 		fprintf(stderr, "sbx-bench: warm-up GET %s: %s\n", path, err.message);
 	pthread_barrier_wait(&b->go);
 	pthread_barrier_wait(&b->go); /* main has set t0 in between */
-	snprintf(path, sizeof path, "%s/namespaces/%s/sandboxes",
-		 b->o.mode == MODE_PEER ? "/apis/agents.x-k8s.io/v1beta1" : "/apis/sandbox.dev/v1alpha1", b->o.ns);
+	collection_path(&b->o, path, sizeof path);
 	for (long i; (i = atomic_fetch_add(&b->next, 1)) < b->o.count;) {
 		char *body = sandbox_body(b, i);
 		cJSON *created = NULL;
@@ -643,10 +691,11 @@ static int run(struct bench *b)
 {
 	static const struct informer_handlers h = {on_add, on_update, NULL};
 	static const struct informer_handlers ph = {pod_add, pod_update, NULL};
-	struct informer *inf =
-		informer_new(b->kc, b->o.mode == MODE_PEER ? PEER_SANDBOXES : SANDBOXES, NULL, trim, NULL, &h, b);
+	char ipath[400];
+	collection_path(&b->o, ipath, sizeof ipath);
+	struct informer *inf = informer_new(b->kc, ipath, NULL, trim, NULL, &h, b);
 	if (informer_start(inf) < 0 || !informer_wait_synced(inf, 60000)) {
-		fprintf(stderr, "sbx-bench: the informer on the Sandboxes did not sync\n");
+		fprintf(stderr, "sbx-bench: the informer on %s did not sync\n", ipath);
 		informer_free(inf);
 		return 1;
 	}
@@ -665,6 +714,13 @@ static int run(struct bench *b)
 				fprintf(stderr, "sbx-bench: cannot start a patcher thread\n");
 				exit(1);
 			}
+	}
+	if (b->o.start_at > 0) { /* the writers' warm-up takes milliseconds */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		double wait = b->o.start_at - ((double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
+		if (wait > 0)
+			usleep((useconds_t)(wait * 1e6));
 	}
 	struct buf mb;
 	buf_init(&mb, METRICS_MAX);
@@ -705,7 +761,7 @@ static int run(struct bench *b)
 		ts.tv_sec += 1;
 		pthread_cond_timedwait(&b->cv, &b->mu, &ts);
 	}
-	long created = b->created, nbound = b->nbound, nready = b->nready, adopted = b->adopted;
+	long created = b->created, nbound = b->nbound, nready = b->nready, adopted = b->adopted, warm = b->warm;
 	double t_bound = b->last_bound, t_ready = b->last_ready;
 	b->stopping = 1;
 	pthread_cond_broadcast(&b->cv);
@@ -728,8 +784,8 @@ static int run(struct bench *b)
 	long nb, nr;
 	double *lb = latencies(b, b->bound, &nb), *lr = latencies(b, b->ready, &nr);
 	double sb = nbound ? (t_bound - t0) / 1e3 : 0, sr = nready ? (t_ready - t0) / 1e3 : 0;
-	printf("count=%ld\ncreated=%ld\nbound=%ld\nready=%ld\nadopted=%ld\nfailed=%ld\n", b->o.count, created,
-	       nbound, nready, adopted, atomic_load(&b->failed));
+	printf("count=%ld\ncreated=%ld\nbound=%ld\nready=%ld\nadopted=%ld\nwarm=%ld\nfailed=%ld\n", b->o.count,
+	       created, nbound, nready, adopted, warm, atomic_load(&b->failed));
 	printf("offered_rate=%.1f\n", b->o.rate);
 	printf("seconds=%.3f\nrate=%.1f\n", sb, sb > 0 ? (double)nbound / sb : 0.0);
 	printf("ready_seconds=%.3f\nready_rate=%.1f\n", sr, sr > 0 ? (double)nready / sr : 0.0);
@@ -766,9 +822,10 @@ static int run(struct bench *b)
 static void usage(FILE *f)
 {
 	fprintf(
-	    f, "usage: sbx-bench controller|baseline|peer --namespace NS [--count N] [--concurrency C]\n"
+	    f, "usage: sbx-bench controller|baseline|peer|claim --namespace NS [--count N] [--concurrency C]\n"
 	       "                 [--rate R] [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]\n"
-	       "                 [--wait bound|ready] [--pid PID --metrics-url URL]\n");
+	       "                 [--wait bound|ready] [--pid PID --metrics-url URL] [--start-at UNIX_S]\n"
+	       "                 [--shutdown-time RFC3339 [--shutdown-policy Retain|Delete]] [--pool NAME]\n");
 }
 
 /* Parses a positive integer option; exits with usage on anything else. */
@@ -782,6 +839,17 @@ static long positive(const char *name, const char *s)
 		exit(2);
 	}
 	return v;
+}
+
+/* Returns s, a value that goes into the JSON bodies as it is, when it is
+ * made only of the characters in set; exits with a message otherwise. */
+static const char *json_safe(const char *name, const char *s, const char *set)
+{
+	if (!*s || s[strspn(s, set)]) {
+		fprintf(stderr, "sbx-bench: --%s may hold only the characters %s\n", name, set);
+		exit(2);
+	}
+	return s;
 }
 
 int main(int argc, char **argv)
@@ -798,6 +866,10 @@ int main(int argc, char **argv)
 	    {"metrics-url", required_argument, NULL, 'm'},
 	    {"rate", required_argument, NULL, 'r'},
 	    {"wait", required_argument, NULL, 'w'},
+	    {"start-at", required_argument, NULL, 'a'},
+	    {"shutdown-time", required_argument, NULL, 'T'},
+	    {"shutdown-policy", required_argument, NULL, 'P'},
+	    {"pool", required_argument, NULL, 'W'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -807,12 +879,14 @@ int main(int argc, char **argv)
 				.owners = 50,
 				.timeout_s = 600,
 				.wait_ready = 1}};
-	if (argc < 2 || (strcmp(argv[1], "controller") && strcmp(argv[1], "baseline") && strcmp(argv[1], "peer"))) {
+	if (argc < 2 || (strcmp(argv[1], "controller") && strcmp(argv[1], "baseline") && strcmp(argv[1], "peer") &&
+			  strcmp(argv[1], "claim"))) {
 		usage(stderr);
 		return 2;
 	}
 	b.o.mode = !strcmp(argv[1], "controller") ? MODE_CONTROLLER
 		   : !strcmp(argv[1], "peer")	    ? MODE_PEER
+		   : !strcmp(argv[1], "claim")	    ? MODE_CLAIM
 						    : MODE_BASELINE;
 	int opt;
 	optind = 2;
@@ -859,6 +933,26 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'a':
+			b.o.start_at = strtod(optarg, NULL);
+			if (!(b.o.start_at > 0)) {
+				fprintf(stderr, "sbx-bench: --start-at must be seconds since the epoch\n");
+				return 2;
+			}
+			break;
+		case 'T':
+			b.o.shutdown_time = json_safe("shutdown-time", optarg, "0123456789-:.TZ+");
+			break;
+		case 'P':
+			b.o.shutdown_policy = optarg;
+			if (strcmp(optarg, "Retain") && strcmp(optarg, "Delete")) {
+				fprintf(stderr, "sbx-bench: --shutdown-policy is Retain or Delete\n");
+				return 2;
+			}
+			break;
+		case 'W':
+			b.o.pool = json_safe("pool", optarg, "abcdefghijklmnopqrstuvwxyz0123456789-.");
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -867,7 +961,9 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!b.o.ns || optind < argc || b.o.count > 99999 || b.o.concurrency > 256) {
+	if (!b.o.ns || optind < argc || b.o.count > 99999 || b.o.concurrency > 256 ||
+	    (b.o.mode == MODE_CLAIM) != (b.o.pool != NULL) || (b.o.shutdown_policy && !b.o.shutdown_time) ||
+	    (b.o.shutdown_time && b.o.mode != MODE_CONTROLLER)) {
 		usage(stderr);
 		return 2;
 	}
