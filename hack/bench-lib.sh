@@ -114,7 +114,8 @@ peer_apply_crds() {
 
 # peer_start BIN [FLAGS...]: the peer controller out of cluster with the admin
 # kubeconfig, webhooks off, at its defaults plus FLAGS, once it holds its
-# Lease; sets PEER_PID and PEER_METRICS, its log is $E2E_DIR/peer.log.
+# Lease (unless FLAGS turn leader election off); sets PEER_PID and
+# PEER_METRICS, its log is $E2E_DIR/peer.log.
 peer_start() {
   local bin=$1 probe
   shift
@@ -127,6 +128,7 @@ peer_start() {
   PEER_PID=$!
   CTL_PIDS+=("$PEER_PID")
   wait_ready_ms "$probe" >/dev/null
+  [[ " $* " == *" --leader-elect=false "* ]] && return 0
   # It starts reconciling once it holds its Lease.
   for _ in $(seq 1 300); do
     scrape "$PEER_METRICS" | grep -q '^leader_election_master_status{.*} 1' && break
