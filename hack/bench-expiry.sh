@@ -173,7 +173,7 @@ done
 # Answers that made the controller look again (a guarded write lost a race).
 conflicts() { msum "$1" rest_client_requests_total 'code="409"'; }
 cw=$(($(conflicts "$mx1") - $(conflicts "$mx0"))) cb=$(($(conflicts "$mb1") - $(conflicts "$mb0")))
-printf '  %-44s %8s %14s %8s %10s\n' "  of them answered 409 Conflict" "$cw" "$cb" "$((cw - cb))" "$(per "$((cw - cb))" "$COUNT")"
+printf '  %-44s %8s %14s %8s %10s\n' "API requests answered 409 (any method)" "$cw" "$cb" "$((cw - cb))" "$(per "$((cw - cb))" "$COUNT")"
 cpu_w=$(sub_ "$cx1" "$cx0") cpu_b=$(sub_ "$cb1" "$cb0")
 cpu_n=$(sub_ "$cpu_w" "$cpu_b")
 printf '  %-44s %8s %14s %8s %10s\n' "CPU (s, utime + stime)" "$cpu_w" "$cpu_b" "$cpu_n" \
