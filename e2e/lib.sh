@@ -184,12 +184,20 @@ has_reason() { [ "$(jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")
 pod_count() { kubectl get pods -n "$1" -l app.kubernetes.io/managed-by=sandbox-controller --no-headers 2>/dev/null | wc -l; }
 
 # Assertions record a failure for the current test and go on.
-fail() { say "  FAIL: $*"; E2E_TEST_OK=0; }
+fail() { say "  FAIL: $*"; [ "${E2E_TEST_OK:-}" = 1 ] && E2E_FIRST_FAIL=$*; E2E_TEST_OK=0; }
 expect_eq() { [ "$1" = "$2" ] || fail "${3:-values differ}: got '$1', want '$2'"; }
 expect_ne() { [ "$1" != "$2" ] || fail "${3:-values equal}: both '$1'"; }
 expect_match() { [[ "$1" =~ $2 ]] || fail "${3:-no match}: '$1' !~ /$2/"; }
 expect_ok() { "$@" >/dev/null 2>&1 || fail "command failed: $*"; }
 expect_fail() { ! "$@" >/dev/null 2>&1 || fail "command succeeded: $*"; }
+
+# e2e_report LINE: with SBX_E2E_REPORT set (hack/test.sh), LINE (cut to 300
+# bytes) is appended there with the suite's name and its logs' directory, so
+# the run's summary names every failed test and its first failure.
+e2e_report() {
+  [ -n "${SBX_E2E_REPORT:-}" ] || return 0
+  printf '%s %s (logs %s)\n' "$(basename "$0")" "$(printf '%s' "$1" | head -c 300)" "${E2E_DIR:-none}" >>"$SBX_E2E_REPORT"
+}
 
 # e2e_main: runs every test_* function (or those named in E2E_ONLY) and prints
 # the summary line CI reads.
@@ -197,13 +205,14 @@ e2e_main() {
   local t
   for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
     if [ -n "${E2E_ONLY:-}" ] && [[ " $E2E_ONLY " != *" $t "* ]]; then continue; fi
-    E2E_TEST_OK=1
+    E2E_TEST_OK=1 E2E_FIRST_FAIL=
     say "RUN  $t"
     "$t"
     if [ "$E2E_TEST_OK" = 1 ]; then
       E2E_PASSED=$((E2E_PASSED + 1)); say "PASS $t"
     else
       E2E_FAILED=$((E2E_FAILED + 1)); E2E_FAILURES+=("$t"); say "FAIL $t"
+      e2e_report "$t: ${E2E_FIRST_FAIL:-}"
     fi
   done
   # Every controller is stopped with SIGTERM (a clean shutdown is part of the
@@ -215,6 +224,7 @@ e2e_main() {
   if grep -lE "$reports" "$E2E_DIR"/*.log >/dev/null 2>&1; then
     E2E_FAILED=$((E2E_FAILED + 1)); E2E_FAILURES+=(sanitizer)
     say "FAIL sanitizer reports in: $(grep -lE "$reports" "$E2E_DIR"/*.log | tr '\n' ' ')"
+    e2e_report "sanitizer: $(grep -hE -m1 "$reports" "$E2E_DIR"/*.log | head -1)"
   fi
   echo "$(basename "$0"): $E2E_PASSED passed, $E2E_FAILED failed"
   [ "$E2E_FAILED" -eq 0 ]

@@ -10,6 +10,9 @@ export PATH="$PATH:/usr/local/go/bin"
 step() { echo; echo "=== $* (at ${SECONDS}s) ==="; }
 results=()
 failed=0
+# Every failed end-to-end test and its first failure, for the summary.
+export SBX_E2E_REPORT="$ROOT/build/e2e-failures.txt"
+mkdir -p build && : >"$SBX_E2E_REPORT"
 record() { # record NAME RC
   if [ "$2" -eq 0 ]; then results+=("PASS $1"); else results+=("FAIL $1"); failed=1; fi
 }
@@ -101,6 +104,7 @@ fi
 
 step "summary"
 printf '%s\n' "${results[@]}"
+if [ -s "$SBX_E2E_REPORT" ]; then echo "failed end-to-end tests:"; sed 's/^/  /' "$SBX_E2E_REPORT"; fi
 p=$(printf '%s\n' "${results[@]}" | grep -c '^PASS'); f=$(printf '%s\n' "${results[@]}" | grep -c '^FAIL')
 echo "total time: ${SECONDS}s"
 echo "suites: $p passed, $f failed"
