@@ -77,9 +77,10 @@ done
 for v in RATE DURATION BURST CONC TIMEOUT; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v must be a positive integer, got '${!v}'" >&2; exit 2; }
 done
-for v in DELAY JITTER WARM_SETTLE; do
+for v in DELAY JITTER; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "$v must be milliseconds, got '${!v}'" >&2; exit 2; }
 done
+[[ $WARM_SETTLE =~ ^[0-9]+$ ]] || { echo "--warm-pool-settle must be whole seconds, got '$WARM_SETTLE'" >&2; exit 2; }
 if [ -n "$PEER_BIN$PEER_CRDS" ]; then
   [ -x "$PEER_BIN" ] && [ -e "$PEER_CRDS" ] || { echo "--peer needs an executable and --peer-crds a path" >&2; exit 2; }
 fi
