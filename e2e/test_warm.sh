@@ -83,6 +83,12 @@ binding() { jp "$1" sandbox "$2" '{.status.binding}'; }
 phase() { jp "$1" sandbox "$2" '{.status.phase}'; }
 phase_is() { [ "$(phase "$1" "$2")" = "$3" ]; }
 ready_is() { [ "$(jp "$1" swp "$2" '{.status.readyReplicas}')" = "$3" ]; }
+pool_diag() { # pool_diag NS POOL: its status and its pods, for a failure message
+  local uid
+  uid=$(kubectl get swp -n "$1" "$2" -o jsonpath='{.metadata.uid}' 2>/dev/null)
+  printf 'status %s; pods %s' "$(jp "$1" swp "$2" '{.status.replicas}/{.status.readyReplicas} {.status.conditions[0].message}')" \
+    "$(kubectl get pods -n "$1" -l "sandbox.dev/pool=$uid" -o jsonpath='{range .items[*]}{.metadata.name}:{.status.phase}{.metadata.deletionTimestamp} {end}' 2>/dev/null)"
+}
 pool_pods() { # pool_pods NS POOL: names of the pool's member pods, not terminating
   local uid
   uid=$(kubectl get swp -n "$1" "$2" -o jsonpath='{.metadata.uid}')
@@ -157,7 +163,7 @@ test_b_hit_binds_and_pool_refills() {
   expect_eq "$(kubectl get pod -n team-a "$pod" -o jsonpath='{.metadata.ownerReferences[0].name}')" hit-1 "owned by the Sandbox"
   expect_eq "$(kubectl get pod -n team-a "$pod" -o jsonpath='{range .spec.containers[0].volumeMounts[*]}{.subPath} {end}')" \
     "alice/workspace alice/claude alice/codex alice/gemini " "alice's mounts"
-  wait_for 60 ready_is team-a alice-pool 2 || fail "the pool did not refill"
+  wait_for 60 ready_is team-a alice-pool 2 || fail "the pool did not refill: $(pool_diag team-a alice-pool)"
   expect_eq "$(pool_pods team-a alice-pool)" 2 "members after the refill"
   # a retry of the same intent adopts the same pod
   wsbx "$ALICE" team-a hit-2 key-hit alice || fail "create hit-2"
@@ -184,7 +190,7 @@ test_c_miss_creates_cold_at_once() {
 }
 
 test_d_other_owner_or_namespace_never_gets_it() {
-  wait_for 60 ready_is team-a alice-pool 2 || fail "alice-pool not warm"
+  wait_for 60 ready_is team-a alice-pool 2 || fail "alice-pool not warm: $(pool_diag team-a alice-pool)"
   wsbx "$BOB" team-a bob-1 key-bob bob || fail "create bob-1"
   wait_for 30 phase_is team-a bob-1 Running || fail "bob-1 not Running"
   expect_match "$(pod_of team-a bob-1)" '^sbx-[0-9a-f]{32}$' "bob's Sandbox gets a cold pod, not alice's warm one"
@@ -200,7 +206,7 @@ test_e_twenty_of_one_scope_on_two_replicas() {
   controller_start race-b --warm-pool-settle "$SETTLE"
   local b=$CTL_PID
   pool "$ALICE" team-a race-pool 5 alice >/dev/null || fail "create race-pool"
-  wait_for 60 ready_is team-a race-pool 5 || fail "race-pool not warm"
+  wait_for 60 ready_is team-a race-pool 5 || fail "race-pool not warm: $(pool_diag team-a race-pool)"
   sleep 3
   local i
   for i in $(seq 1 20); do wsbx "$ALICE" team-a "r-$i" key-race alice & done
@@ -212,7 +218,7 @@ test_e_twenty_of_one_scope_on_two_replicas() {
   expect_eq "$(pods_of_scope team-a r-1)" 1 "pods with the scope's digest"
   expect_eq "$(for i in $(seq 1 20); do binding team-a "r-$i"; echo; done | grep -c -E '^(Warm|Created)$')" 1 \
     "one Sandbox bound it, the rest adopted"
-  wait_for 60 ready_is team-a race-pool 5 || fail "race-pool did not refill"
+  wait_for 60 ready_is team-a race-pool 5 || fail "race-pool did not refill: $(pool_diag team-a race-pool)"
   controller_stop "$b"
 }
 
@@ -251,9 +257,9 @@ test_f_crash_after_warm_patch() { crash_warm after-warm-patch; }
 
 test_g_scale_and_template_change() {
   pool "$ALICE" team-b scaled 1 - >/dev/null || fail "create scaled"
-  wait_for 60 ready_is team-b scaled 1 || fail "scaled not warm"
+  wait_for 60 ready_is team-b scaled 1 || fail "scaled not warm: $(pool_diag team-b scaled)"
   as "$ALICE" scale swp -n team-b scaled --replicas=4 >/dev/null || fail "kubectl scale up"
-  wait_for 60 ready_is team-b scaled 4 || fail "not scaled up to 4"
+  wait_for 60 ready_is team-b scaled 4 || fail "not scaled up to 4: $(pool_diag team-b scaled)"
   expect_eq "$(pool_pods team-b scaled)" 4 "members after scaling up"
   as "$ALICE" scale swp -n team-b scaled --replicas=1 >/dev/null || fail "kubectl scale down"
   wait_for 60 sh -c "[ \"\$(kubectl get pods -n team-b -l sandbox.dev/pool=$(kubectl get swp -n team-b scaled -o jsonpath='{.metadata.uid}') --no-headers 2>/dev/null | grep -vc Terminating)\" = 1 ]" ||
@@ -268,7 +274,7 @@ test_g_scale_and_template_change() {
 }
 
 test_h_lifecycle_on_a_warm_bound_pod() {
-  wait_for 60 ready_is team-a alice-pool 2 || fail "alice-pool not warm"
+  wait_for 60 ready_is team-a alice-pool 2 || fail "alice-pool not warm: $(pool_diag team-a alice-pool)"
   wsbx "$ALICE" team-a wl-exp key-wl-exp alice "{\"shutdownTime\":\"$(in_s 8)\"}" || fail "create wl-exp"
   wait_for 30 phase_is team-a wl-exp Running || fail "wl-exp not Running"
   local pod
@@ -276,7 +282,7 @@ test_h_lifecycle_on_a_warm_bound_pod() {
   expect_eq "$(binding team-a wl-exp)" Warm "wl-exp is warm-bound"
   wait_for 30 phase_is team-a wl-exp Expired || fail "wl-exp not Expired"
   wait_for 30 sh -c "! kubectl get pod -n team-a $pod >/dev/null 2>&1" || fail "the warm-bound pod stays after expiry"
-  wait_for 60 ready_is team-a alice-pool 2 || fail "alice-pool not warm again"
+  wait_for 60 ready_is team-a alice-pool 2 || fail "alice-pool not warm again: $(pool_diag team-a alice-pool)"
   wsbx "$ALICE" team-a wl-sus key-wl-sus alice || fail "create wl-sus"
   wait_for 30 phase_is team-a wl-sus Running || fail "wl-sus not Running"
   pod=$(pod_of team-a wl-sus)
@@ -293,7 +299,7 @@ test_h_lifecycle_on_a_warm_bound_pod() {
 # A warm pod that exits or fails never serves: the pool replaces it.
 test_j_finished_warm_pod_replaced() {
   pool "$ALICE" team-b fin 1 - >/dev/null || fail "create fin"
-  wait_for 60 ready_is team-b fin 1 || fail "fin not warm"
+  wait_for 60 ready_is team-b fin 1 || fail "fin not warm: $(pool_diag team-b fin)"
   local uid pod
   uid=$(kubectl get swp -n team-b fin -o jsonpath='{.metadata.uid}')
   pod=$(kubectl get pods -n team-b -l "sandbox.dev/pool=$uid" -o jsonpath='{.items[0].metadata.name}')
