@@ -204,6 +204,9 @@ static void on_webhooks_update(void *ctx, const cJSON *old_obj, const cJSON *new
 #define CLAIM_KEY "claim:"
 /* Warm pools: "pool:<ns>/<name>". */
 #define POOL_KEY "pool:"
+/* A pool looks at all its members each time: its pods' events (several per
+ * pod, hundreds a second in a burst) are folded into one reconcile per this. */
+#define POOL_COALESCE_MS 100
 
 static void on_claim(void *ctx, const cJSON *obj)
 {
@@ -225,13 +228,21 @@ static void on_claim_update(void *ctx, const cJSON *old_obj, const cJSON *new_ob
 	on_claim(ctx, new_obj);
 }
 
-static void enqueue_pool(struct sbx_controller *c, const char *ns, const char *name)
+/* Queues the pool ns/name now, or after_ms from now: events of its pods
+ * within that window fold into one reconcile (the queue keeps a waiting key
+ * once), so a pool's cost follows time, not how many of its pods changed. */
+static void enqueue_pool_after(struct sbx_controller *c, const char *ns, const char *name, long after_ms)
 {
 	if (!ns || !name)
 		return;
 	char key[600];
 	snprintf(key, sizeof key, POOL_KEY "%s/%s", ns, name);
-	workqueue_add(c->queue, key);
+	workqueue_add_after(c->queue, key, after_ms);
+}
+
+static void enqueue_pool(struct sbx_controller *c, const char *ns, const char *name)
+{
+	enqueue_pool_after(c, ns, name, 0);
 }
 
 static void on_pool(void *ctx, const cJSON *obj)
@@ -260,7 +271,7 @@ static void enqueue_pod_pool(struct sbx_controller *c, const cJSON *pod)
 	{
 		const char *kind = jstr(ref, "kind"), *api = jstr(ref, "apiVersion");
 		if (kind && api && !strcmp(kind, SBX_POOL_KIND) && !strncmp(api, "sandbox.dev/", 12))
-			enqueue_pool(c, meta_str(pod, "namespace"), jstr(ref, "name"));
+			enqueue_pool_after(c, meta_str(pod, "namespace"), jstr(ref, "name"), POOL_COALESCE_MS);
 	}
 }
 
