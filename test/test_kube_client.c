@@ -815,6 +815,17 @@ static int wait_for(atomic_int *v, int want, long ms)
 	return atomic_load(v) >= want;
 }
 
+static const char *name_of(const cJSON *o)
+{
+	return cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "name")->valuestring;
+}
+
+static int not_named_a(const cJSON *o, void *ctx)
+{
+	(void)ctx;
+	return strcmp(name_of(o), "a") != 0;
+}
+
 static void test_informer(void)
 {
 	static struct inf_script s;
@@ -863,6 +874,31 @@ static void test_informer(void)
 	cJSON *g1 = informer_list_by_index(inf, "g1");
 	CU_ASSERT_EQUAL(cJSON_GetArraySize(g1), 1); /* e */
 	cJSON_Delete(g1);
+	/* A few of an index from a member on, wrapping; keep filters. */
+	cJSON *one0 = informer_list_by_index_from(inf, "g2", 0, 1, NULL, NULL);
+	cJSON *one1 = informer_list_by_index_from(inf, "g2", 1, 1, NULL, NULL);
+	cJSON *one2 = informer_list_by_index_from(inf, "g2", 2, 1, NULL, NULL);
+	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(one0), 1);
+	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(one1), 1);
+	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(one2), 1);
+	CU_ASSERT_STRING_NOT_EQUAL(name_of(one0->child), name_of(one1->child));
+	CU_ASSERT_STRING_EQUAL(name_of(one0->child), name_of(one2->child)); /* 2 wraps to 0 */
+	cJSON *both = informer_list_by_index_from(inf, "g2", 1, 5, NULL, NULL);
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(both), 2);
+	cJSON *not_a = informer_list_by_index_from(inf, "g2", 0, 5, not_named_a, NULL);
+	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(not_a), 1);
+	CU_ASSERT_STRING_EQUAL(name_of(not_a->child), "d");
+	cJSON *none_from = informer_list_by_index_from(inf, "g9", 3, 5, NULL, NULL);
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(none_from), 0);
+	cJSON *zero = informer_list_by_index_from(inf, "g2", 0, 0, NULL, NULL);
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(zero), 0);
+	cJSON_Delete(one0);
+	cJSON_Delete(one1);
+	cJSON_Delete(one2);
+	cJSON_Delete(both);
+	cJSON_Delete(not_a);
+	cJSON_Delete(none_from);
+	cJSON_Delete(zero);
 	cJSON *none = informer_list_by_index(inf, "g9");
 	CU_ASSERT_EQUAL(cJSON_GetArraySize(none), 0);
 	cJSON_Delete(none);

@@ -696,6 +696,36 @@ cJSON *informer_list_by_index(struct informer *inf, const char *value)
 	return arr;
 }
 
+cJSON *informer_list_by_index_from(struct informer *inf, const char *value, size_t start, size_t max,
+				   int (*keep)(const cJSON *obj, void *ctx), void *ctx)
+{
+	cJSON *arr = cJSON_CreateArray();
+	if (!arr)
+		abort();
+	pthread_mutex_lock(&inf->mu);
+	struct bucket *b = NULL;
+	if (value)
+		HASH_FIND_STR(inf->index, value, b);
+	size_t n = 0, got = 0;
+	for (struct entry *e = b ? b->members : NULL; e; e = e->idx_next)
+		n++;
+	struct entry *e = b ? b->members : NULL;
+	for (size_t i = 0; n && i < start % n; i++)
+		e = e->idx_next;
+	for (size_t seen = 0; seen < n && got < max; seen++, e = e->idx_next ? e->idx_next : b->members) {
+		cJSON *o = entry_obj(inf, e);
+		if (keep && !keep(o, ctx)) {
+			cJSON_Delete(o);
+			continue;
+		}
+		if (!cJSON_AddItemToArray(arr, o))
+			abort();
+		got++;
+	}
+	pthread_mutex_unlock(&inf->mu);
+	return arr;
+}
+
 cJSON *informer_list(struct informer *inf)
 {
 	cJSON *arr = cJSON_CreateArray();

@@ -60,6 +60,14 @@ cJSON *informer_get(struct informer *inf, const char *ns, const char *name);
 /* Returns a new array (caller frees, possibly empty) of deep copies of the
  * cached objects whose index label has this value. */
 cJSON *informer_list_by_index(struct informer *inf, const char *value);
+/* Like informer_list_by_index, but only the first max objects that keep(obj,
+ * ctx) accepts (keep NULL: any), looked at from the index's member number
+ * start (modulo their count) on, wrapping around once: a caller that wants a
+ * few of many copies only those it looks at, and a random start spreads such
+ * callers apart. keep runs under the cache's lock: it must not call into
+ * this informer. */
+cJSON *informer_list_by_index_from(struct informer *inf, const char *value, size_t start, size_t max,
+				   int (*keep)(const cJSON *obj, void *ctx), void *ctx);
 /* Returns a new array of deep copies of every cached object (caller frees). */
 cJSON *informer_list(struct informer *inf);
 /* Number of cached objects. */

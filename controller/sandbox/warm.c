@@ -26,8 +26,10 @@
 
 /* Warm pods one bind tries before it goes cold (each lost to another take). */
 #define WARM_TRIES 3
-/* A Ready warm pod of the namespace's pools is looked at among this many. */
-#define WARM_CANDIDATES_MAX 64
+/* A bind picks among at most this many Ready warm pods of the namespace's
+ * pools, copied from the cache from a random member on (a pool of hundreds
+ * is not copied whole for each bind). */
+#define WARM_CANDIDATES_MAX 16
 
 static const char *const hit[] = { "hit" }, *const miss[] = { "miss" };
 
@@ -351,6 +353,18 @@ static enum take take(struct sbx_controller *c, struct sbx_view *v, const cJSON 
 
 /* ---- choosing warm pods ---- */
 
+struct usable {
+	const struct sbx_seal_keys *keys;
+	const char *pool_uid, *fp, *owner;
+};
+
+/* A Ready sealed member of the pool, template and owner of ctx. */
+static int usable_member(const cJSON *pod, void *ctx)
+{
+	const struct usable *u = ctx;
+	return sbx_pool_pod_ready(pod) && sbx_pool_member(pod, u->keys, u->pool_uid, u->fp, u->owner);
+}
+
 /* The Ready sealed members of v's template (fp) in settled pools of v's
  * namespace, in a random order; *pools_matched the number of pools of that
  * template (0: v is not a pool's Sandbox at all). */
@@ -379,14 +393,15 @@ static cJSON *candidates(struct sbx_controller *c, const struct sbx_view *v, con
 		if (!sfp || strcmp(sfp, fp) || ktime_parse_rfc3339(jstr(jobj(p, "status"), "templateSince"), &since) < 0 ||
 		    since + c->warm_settle_s > now)
 			continue;
-		cJSON *pods = informer_list_by_index(c->pool_pods, uid);
+		int room = WARM_CANDIDATES_MAX - cJSON_GetArraySize(out);
+		unsigned int start = 0;
+		if (room <= 0 || RAND_bytes((unsigned char *)&start, sizeof start) != 1)
+			continue;
+		struct usable u = { c->seal_keys, uid, fp, v->owner };
+		cJSON *pods = informer_list_by_index_from(c->pool_pods, uid, start, (size_t)room, usable_member, &u);
 		cJSON *m;
-		cJSON_ArrayForEach(m, pods)
-		{
-			if (cJSON_GetArraySize(out) < WARM_CANDIDATES_MAX && sbx_pool_pod_ready(m) &&
-			    sbx_pool_member(m, c->seal_keys, uid, fp, v->owner))
-				cJSON_AddItemToArray(out, cJSON_Duplicate(m, 1));
-		}
+		while ((m = cJSON_DetachItemFromArray(pods, 0)))
+			cJSON_AddItemToArray(out, m);
 		cJSON_Delete(pods);
 	}
 	cJSON_Delete(pools);
