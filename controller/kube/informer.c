@@ -683,17 +683,7 @@ static void add_copy(const struct informer *inf, cJSON *arr, const struct entry 
 
 cJSON *informer_list_by_index(struct informer *inf, const char *value)
 {
-	cJSON *arr = cJSON_CreateArray();
-	if (!arr)
-		abort();
-	pthread_mutex_lock(&inf->mu);
-	struct bucket *b = NULL;
-	if (value)
-		HASH_FIND_STR(inf->index, value, b);
-	for (struct entry *e = b ? b->members : NULL; e; e = e->idx_next)
-		add_copy(inf, arr, e);
-	pthread_mutex_unlock(&inf->mu);
-	return arr;
+	return informer_list_by_index_from(inf, value, 0, SIZE_MAX, NULL, NULL);
 }
 
 cJSON *informer_list_by_index_from(struct informer *inf, const char *value, size_t start, size_t max,
