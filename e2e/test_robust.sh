@@ -88,7 +88,10 @@ ready_count_is() { [ "$(count_ready "$1")" -eq "$2" ]; }
 # writes; no read of the API while the caches are current and the key lifetime
 # is long (the default), and the live read of the key's generations still
 # happens with a short lifetime (where a lagging cache could miss one).
-test_requests_per_new_sandbox() {
+# It runs first (test_a_): the counts are the controller's across the
+# cluster, and the other tests leave Sandboxes with timers of their own (the
+# generation gap's keys live 30 s and fall due in this test's window).
+test_a_requests_per_new_sandbox() {
   local n=20 i
   new_namespace rq
   ctl rq
