@@ -21,7 +21,7 @@ ctl() {
 }
 
 # metric PORT NAME...: the sum of every series of the first NAME the
-# controller exports (so a renamed counter, e.g. controller-runtime's, works).
+# controller exports (so a renamed counter, e.g. controller-runtime's, works); 0 before it has any.
 metric() {
   local port=$1 n out; shift
   out=$(curl -s "http://127.0.0.1:$port/metrics")
@@ -31,6 +31,7 @@ metric() {
       return
     fi
   done
+  echo 0 # no series yet: nothing counted so far
 }
 requests() { metric "$1" sandbox_kube_requests_total rest_client_requests_total; }
 readyz() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/readyz")" = 200 ]; }
