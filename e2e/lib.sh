@@ -164,6 +164,13 @@ sandbox() {
   } | kubectl apply -f - 2>&1
 }
 
+# metric_sum PORT NAME [LABEL-SUBSTRING]: the sum of the controller's series
+# NAME (on its metrics port) whose labels hold LABEL-SUBSTRING; 0 for none.
+metric_sum() {
+  curl -s "http://127.0.0.1:$1/metrics" |
+    awk -v n="$2" -v l="${3:-}" '(index($1, n "{") == 1 || $1 == n) && index($1, l) {s += $NF} END {printf "%d\n", s}'
+}
+
 jp() { # jp NS KIND NAME JSONPATH
   kubectl get -n "$1" "$2" "$3" -o "jsonpath=$4" 2>/dev/null
 }

@@ -356,18 +356,13 @@ test_m_one_release_per_expiry() {
   wait_for 40 phase_is team-a once-1 Running || fail "once-1 not Running: $(phase team-a once-1)"
   local pod d0 c0
   pod=$(pod_of team-a once-1)
-  d0=$(by_code "$port" 'method="DELETE"'); c0=$(by_code "$port" 'code="409"')
+  d0=$(metric_sum "$port" rest_client_requests_total 'method="DELETE"'); c0=$(metric_sum "$port" rest_client_requests_total 'code="409"')
   wait_for 30 phase_is team-a once-1 Expired || fail "once-1 not Expired"
   wait_for 30 pod_gone team-a "$pod" || fail "once-1's pod still there"
   sleep 3
-  expect_eq "$(( $(by_code "$port" 'method="DELETE"') - d0 ))" 1 "DELETEs for one expiry"
-  expect_eq "$(( $(by_code "$port" 'code="409"') - c0 ))" 0 "requests answered 409 Conflict for one expiry"
+  expect_eq "$(( $(metric_sum "$port" rest_client_requests_total 'method="DELETE"') - d0 ))" 1 "DELETEs for one expiry"
+  expect_eq "$(( $(metric_sum "$port" rest_client_requests_total 'code="409"') - c0 ))" 0 "requests answered 409 Conflict for one expiry"
   restart_main
-}
-# by_code PORT LABEL: the controller's API requests so far whose labels hold LABEL.
-by_code() {
-  curl -s "http://127.0.0.1:$1/metrics" |
-    awk -v m="$2" '$1 ~ /^rest_client_requests_total\{/ && index($1, m) {s += $NF} END {printf "%d\n", s}'
 }
 
 test_k_upgrade_keeps_digest_and_pod() {

@@ -61,10 +61,6 @@ bound_reason() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].r
 pods_of_owner() { kubectl get pods -n "$1" -o jsonpath='{range .items[*]}{.metadata.annotations.sandbox\.dev/workspace-owner}{"\n"}{end}' | grep -c "^$2\$"; }
 as() { local kc=$1; shift; KUBECONFIG=$kc kubectl "$@"; }
 hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
-metric_sum() { # metric_sum PORT NAME [LABEL-SUBSTRING]
-  curl -s "http://127.0.0.1:$1/metrics" |
-    awk -v n="$2" -v l="${3:-}" '(index($1, n "{") == 1 || $1 == n) && index($1, l) {s += $NF} END {printf "%d\n", s}'
-}
 
 # steal_with ANNOTATIONS-JSON NAME: bob creates NAME for owner alice carrying
 # the given annotations (what a minted review handed back).
