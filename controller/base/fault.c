@@ -8,23 +8,25 @@
 #include <time.h>
 #include <unistd.h>
 
-static int listed(const char *list, const char *name)
+/* In the comma list, the first entry that is name (valued 0) or "name=..."
+ * (valued 1): a pointer just past name in it, or NULL. */
+static const char *entry(const char *list, const char *name, int valued)
 {
 	size_t n = strlen(name);
 	for (const char *p = list; p && *p;) {
 		const char *e = strchr(p, ',');
 		size_t len = e ? (size_t)(e - p) : strlen(p);
-		if (len == n && !strncmp(p, name, n))
-			return 1;
+		if (len >= n && !strncmp(p, name, n) && (valued ? len > n && p[n] == '=' : len == n))
+			return p + n;
 		p = e ? e + 1 : NULL;
 	}
-	return 0;
+	return NULL;
 }
 
 void fault_point(const char *name)
 {
 	const char *list = getenv("SBX_FAULT_POINTS");
-	if (!list || !listed(list, name))
+	if (!entry(list, name, 0))
 		return;
 	const char *once = getenv("SBX_FAULT_ONCE_FILE");
 	if (once) {
@@ -42,18 +44,9 @@ void fault_point(const char *name)
 
 void fault_delay(const char *name)
 {
-	const char *list = getenv("SBX_FAULT_DELAYS");
-	size_t n = strlen(name);
-	for (const char *p = list; p && *p;) {
-		const char *e = strchr(p, ','), *eq = strchr(p, '=');
-		size_t len = e ? (size_t)(e - p) : strlen(p);
-		if (eq && eq < p + len && (size_t)(eq - p) == n && !strncmp(p, name, n)) {
-			long ms = strtol(eq + 1, NULL, 10);
-			struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-			if (ms > 0)
-				nanosleep(&ts, NULL);
-			return;
-		}
-		p = e ? e + 1 : NULL;
-	}
+	const char *eq = entry(getenv("SBX_FAULT_DELAYS"), name, 1);
+	long ms = eq ? strtol(eq + 1, NULL, 10) : 0;
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	if (ms > 0)
+		nanosleep(&ts, NULL);
 }
