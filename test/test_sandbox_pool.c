@@ -7,12 +7,15 @@
 
 #include <CUnit/CUnit.h>
 
+#include "kube/ktime.h"
+
 #include "sandbox/claimrec.h"
 #include "sandbox/config.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/pool.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
+#include "sandbox/strset.h"
 #include "sandbox/verify.h"
 #include "test_suites.h"
 
@@ -275,10 +278,42 @@ static void test_pool_names_and_gone(void)
 	sbx_pool_state_free(s);
 }
 
+/* The timed members of a set (pods gone, pods released): a member until its
+ * time is up, renewed by a second add, swept in bulk without touching the
+ * untimed members. */
+static void test_strset_timed_members(void)
+{
+	struct sbx_strset *s = sbx_strset_new();
+	sbx_strset_add_for(s, "gone", 50);
+	CU_ASSERT_TRUE(sbx_strset_has(s, "gone"));
+	CU_ASSERT_FALSE(sbx_strset_has(s, "other"));
+	CU_ASSERT_EQUAL(sbx_strset_add(s, "kept"), 1);
+	ktime_sleep_ms(80);
+	CU_ASSERT_FALSE(sbx_strset_has(s, "gone"));
+	sbx_strset_add_for(s, "renewed", 50);
+	ktime_sleep_ms(30);
+	sbx_strset_add_for(s, "renewed", 50);
+	ktime_sleep_ms(30);
+	CU_ASSERT_TRUE(sbx_strset_has(s, "renewed"));
+	char key[32];
+	for (int i = 0; i < 6000; i++) {
+		snprintf(key, sizeof key, "k%d", i);
+		sbx_strset_add_for(s, key, 1);
+	}
+	ktime_sleep_ms(5);
+	for (int i = 0; i < 3000; i++)
+		sbx_strset_add_for(s, "again", 1000);
+	CU_ASSERT_TRUE(sbx_strset_has(s, "again"));
+	CU_ASSERT_FALSE(sbx_strset_has(s, "k10"));
+	CU_ASSERT_EQUAL(sbx_strset_add(s, "kept"), 0); /* untimed: never swept */
+	sbx_strset_free(s);
+}
+
 void register_sandbox_pool_tests(void)
 {
 	SBX_SUITE("sandbox/pool", { "template fingerprint", test_template_fingerprint },
 		  { "warm pods and who is a member", test_warm_pod_and_member },
 		  { "a warm-bound pod's claim is sealed", test_warm_bound_claim_sealed },
-		  { "the pool cache's trim", test_pool_trim }, { "pod names, pools gone", test_pool_names_and_gone });
+		  { "the pool cache's trim", test_pool_trim }, { "pod names, pools gone", test_pool_names_and_gone },
+		  { "timed set members", test_strset_timed_members });
 }

@@ -18,6 +18,7 @@ struct strset_entry {
 struct sbx_strset {
 	pthread_mutex_t lock;
 	struct strset_entry *set;
+	unsigned int timed_adds; /* sbx_strset_add_for calls, for the sweep's pace */
 };
 
 struct sbx_strset *sbx_strset_new(void)
@@ -77,7 +78,7 @@ void sbx_strset_add_for(struct sbx_strset *f, const char *key, long ttl_ms)
 	struct strset_entry *e;
 	int64_t now = ktime_mono_ms();
 	pthread_mutex_lock(&f->lock);
-	if (HASH_COUNT(f->set) >= 4096 && HASH_COUNT(f->set) % 1024 == 0)
+	if (++f->timed_adds % 1024 == 0 && HASH_COUNT(f->set) >= 4096)
 		sweep(f, now);
 	HASH_FIND_STR(f->set, key, e);
 	if (!e) {
