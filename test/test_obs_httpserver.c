@@ -641,6 +641,43 @@ static void test_connection_cap_sheds_slow(void)
 	obs_http_free(s);
 }
 
+/* At the cap, a connection that only just went idle, or whose request only
+ * just started arriving, is not closed for a queued client: its client (the
+ * API server reusing a kept-alive connection) may have written a request
+ * already, and a request cut mid-way fails instead of waiting. The queued
+ * client gets in once the connection has waited long enough to be shed. */
+static void shed_spares_young(int partial)
+{
+	struct obs_http_server *s =
+		start((struct obs_http_opts){ .threads = 1, .max_connections = 1, .request_timeout_s = 30 });
+	int port = obs_http_port(s);
+	char out[4096];
+	int a = dial(port, 0);
+	CU_ASSERT_FATAL(a >= 0);
+	send_str(a, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+	CU_ASSERT(read_reply(a, out, sizeof out, 2000) > 0);
+	CU_ASSERT_EQUAL(status_of(out), 200);
+	if (partial)
+		send_str(a, "GET /hel");
+	int b = dial(port, 0); /* queued behind the cap */
+	CU_ASSERT_FATAL(b >= 0);
+	send_str(b, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	usleep(150 * 1000);
+	send_str(a, partial ? "lo HTTP/1.1\r\nHost: x\r\n\r\n" : "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+	CU_ASSERT(read_reply(a, out, sizeof out, 2000) > 0);
+	CU_ASSERT_EQUAL(status_of(out), 200);
+	CU_ASSERT(read_reply(b, out, sizeof out, 5000) > 0); /* a is shed once it has waited */
+	CU_ASSERT_EQUAL(status_of(out), 200);
+	struct obs_http_stats st;
+	obs_http_stats(s, &st);
+	CU_ASSERT_EQUAL(st.shed, 1);
+	close(a);
+	close(b);
+	obs_http_free(s);
+}
+static void test_connection_cap_spares_just_idle(void) { shed_spares_young(0); }
+static void test_connection_cap_spares_request_arriving(void) { shed_spares_young(1); }
+
 /* One header byte every 300 ms keeps evhttp's per-read timeout happy; the
  * whole-request deadline cuts it anyway. */
 static void test_request_deadline(void)
@@ -811,6 +848,8 @@ void register_obs_httpserver_tests(void)
 		  { "in-flight request bytes cap", test_inflight_cap },
 		  { "connection cap: busy connections hold", test_connection_cap_busy },
 		  { "connection cap: slow senders make room", test_connection_cap_sheds_slow },
+		  { "connection cap: a just-idle connection is spared", test_connection_cap_spares_just_idle },
+		  { "connection cap: a request arriving is spared", test_connection_cap_spares_request_arriving },
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },
 		  { "free with connections open", test_free_with_open_connections },
 		  { "out of descriptors", test_emfile },
