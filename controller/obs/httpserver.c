@@ -58,6 +58,11 @@
 #define BACKOFF_MAX_MS 2000
 #define TLS_CHECK_MS 1000
 #define LISTEN_BACKLOG 511
+/* A connection is shed for a queued client only once it has waited this long
+ * in its state (idle, or a request arriving): a client reusing a kept-alive
+ * connection may have written its request already, and a request cut mid-way
+ * fails where a queued client merely waits. A slow sender is older. */
+#define SHED_MIN_AGE_MS 1000
 /* TLS 1.2 suites offered: ECDHE key exchange with AEAD ciphers only (no CBC,
  * no SHA-1 MACs, no static RSA); TLS 1.3 keeps OpenSSL's suites, all AEAD. */
 #define TLS12_CIPHERS                                                                                     \
@@ -76,7 +81,7 @@ struct conn {
 	char client_name[256];
 	int waiting;   /* no request being answered: may be shed at the cap */
 	int idle;      /* keep-alive, no byte of the next request yet */
-	int64_t since; /* when it started waiting */
+	int64_t since; /* when it was accepted, went idle, or its request began */
 	struct conn *prev, *next;    /* t->conns, oldest first */
 	struct conn *next_pending;   /* t->pending */
 	UT_hash_handle hh;           /* t->byevcon, keyed by evcon */
@@ -88,7 +93,7 @@ struct http_thread {
 	struct evhttp *http;
 	struct evconnlistener *lev; /* owned by http */
 	int fd;                      /* listening socket */
-	struct event *adopt, *retry, *watch, *stop;
+	struct event *adopt, *retry, *watch, *reshed, *stop;
 	int cap, nconns;
 	int paused;     /* at the cap */
 	int backing_off;
@@ -376,14 +381,19 @@ static void arm(struct conn *c, int seconds)
 	evtimer_add(c->deadline, &tv);
 }
 
-/* The connection that has waited longest without a request being answered. */
-static struct conn *oldest_waiting(struct http_thread *t)
+/* The connection that has waited longest without a request being answered,
+ * if it has waited at least min_ms; *wait_ms (when not NULL) is how long
+ * until the oldest younger one has, -1 when none waits at all. */
+static struct conn *oldest_waiting(struct http_thread *t, int64_t min_ms, int64_t *wait_ms)
 {
 	struct conn *best = NULL;
 	for (struct conn *c = t->conns; c; c = c->next)
 		if (c->waiting && (!best || c->since < best->since))
 			best = c;
-	return best;
+	int64_t age = best ? now_ms() - best->since : 0;
+	if (wait_ms)
+		*wait_ms = !best ? -1 : age >= min_ms ? 0 : min_ms - age;
+	return best && age >= min_ms ? best : NULL;
 }
 
 static void pause_accepting(struct http_thread *t)
@@ -492,6 +502,7 @@ static void on_input(struct evbuffer *b, const struct evbuffer_cb_info *info, vo
 		return;
 	if (c->idle) {
 		c->idle = 0;
+		c->since = now_ms();
 		arm(c, s->request_timeout_s);
 	}
 	c->inflight += info->n_added;
@@ -517,13 +528,22 @@ static void on_complete(struct evhttp_request *req, void *arg)
 }
 
 /* Someone is queued while we are at the cap: make room by closing the
- * connection that has waited longest for a request, if any. */
+ * connection that has waited longest for a request, once it has waited
+ * SHED_MIN_AGE_MS. */
 static void on_queued(evutil_socket_t fd, short what, void *arg)
 {
 	struct http_thread *t = arg;
-	struct conn *c = oldest_waiting(t);
+	int64_t wait_ms;
+	struct conn *c = oldest_waiting(t, SHED_MIN_AGE_MS, &wait_ms);
 	if (!c || !c->evcon) {
-		event_del(t->watch); /* all busy: wait for a close (on_close resumes) */
+		/* all busy: wait for a close (on_close resumes) or an answer
+		 * (on_complete watches again); all young: look again when the
+		 * oldest is old enough */
+		event_del(t->watch);
+		if (wait_ms > 0) {
+			struct timeval tv = { (time_t)(wait_ms / 1000), (suseconds_t)(wait_ms % 1000) * 1000 };
+			evtimer_add(t->reshed, &tv);
+		}
 		return;
 	}
 	count(t->s, &t->s->shed, t->s->m_shed);
@@ -581,7 +601,8 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 	if (!t)
 		return;
 	count(t->s, &t->s->accept_errors, t->s->m_accept_errors);
-	struct conn *c = e == EMFILE || e == ENFILE ? oldest_waiting(t) : NULL;
+	/* out of descriptors is no time to wait: the oldest, however young */
+	struct conn *c = e == EMFILE || e == ENFILE ? oldest_waiting(t, 0, NULL) : NULL;
 	if (c && c->evcon) {
 		/* Our own waiting connections hold the descriptors: free one (its
 		 * socket closes before the listener's next turn) and keep accepting.
@@ -599,6 +620,15 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 	struct timeval tv = { t->backoff_ms / 1000, (t->backoff_ms % 1000) * 1000 };
 	evtimer_add(t->retry, &tv);
 	server_warn(t->s, "accept failed; pausing the listener", strerror(e));
+}
+
+/* The oldest waiting connection is old enough to be shed now, if someone is
+ * still queued. */
+static void on_reshed(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_thread *t = arg;
+	if (t->paused && !t->stopping)
+		event_add(t->watch, NULL);
 }
 
 static void on_retry(evutil_socket_t fd, short what, void *arg)
@@ -778,9 +808,10 @@ static int thread_setup(struct obs_http_server *s, struct http_thread *t, int fd
 	t->adopt = event_new(t->base, -1, 0, on_adopt, t);
 	t->retry = evtimer_new(t->base, on_retry, t);
 	t->watch = event_new(t->base, fd, EV_READ | EV_PERSIST, on_queued, t);
+	t->reshed = evtimer_new(t->base, on_reshed, t);
 	t->stop = event_new(t->base, -1, 0, on_stop, t);
 	t->http = evhttp_new(t->base);
-	if (!t->adopt || !t->retry || !t->watch || !t->stop || !t->http || event_priority_set(t->adopt, 0) < 0) {
+	if (!t->adopt || !t->retry || !t->watch || !t->reshed || !t->stop || !t->http || event_priority_set(t->adopt, 0) < 0) {
 		snprintf(err, errlen, "cannot create the HTTP server");
 		return -1;
 	}
@@ -818,6 +849,8 @@ static void thread_teardown(struct http_thread *t)
 		event_free(t->retry);
 	if (t->watch)
 		event_free(t->watch);
+	if (t->reshed)
+		event_free(t->reshed);
 	if (t->stop)
 		event_free(t->stop);
 	if (t->base)

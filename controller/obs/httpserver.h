@@ -7,9 +7,12 @@
  * - at most max_connections open connections (split across the loops). At the
  *   cap a loop stops accepting; if someone is queued behind the cap, the
  *   connection that has waited longest without delivering a complete request
- *   (a slow sender, an idle keep-alive) is closed to make room, so a pile of
- *   slow clients can never lock a quick client (a kubelet probe) out. Busy
- *   connections (a request being answered) are never closed for this;
+ *   (a slow sender, an idle keep-alive) is closed to make room once it has
+ *   been in that state (accepted, idle, or its request arriving) for 1 s, so a
+ *   pile of slow clients can never lock a quick client (a kubelet probe) out,
+ *   and a request a client has just written on a kept-alive connection is not
+ *   cut (the queued client waits instead). Busy connections (a request being
+ *   answered) are never closed for this;
  * - a whole-request deadline: request_timeout_s from the connection's first
  *   byte (TLS handshake included) or from the first byte of a later request on
  *   a keep-alive connection until the request is complete, however slowly the

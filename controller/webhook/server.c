@@ -283,9 +283,12 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 		.threads = o->threads > 0 ? o->threads : 4,
 		.tls_client_ca_file = o->client_ca_file,
 		.tls_client_names = o->client_names,
-		.max_connections = 32,
+		/* The API server keeps up to 25 idle connections to a webhook host
+		 * (client-go's transport) and opens more in a burst; its idle ones
+		 * close after 90 s, so ours wait longer: it closes first. */
+		.max_connections = 128,
 		.request_timeout_s = 10,
-		.idle_timeout_s = 90,
+		.idle_timeout_s = 120,
 		.max_body = WH_REVIEW_MAX,
 		.max_inflight_bytes = WH_INFLIGHT_MAX,
 		.max_headers = 16384,
