@@ -292,6 +292,20 @@ test_schema_limits() {
   exists team-a many-env && fail "many-env stored"
 }
 
+# A burst of creates at once, more than the webhook's loops hold connections
+# at their cap: every one is admitted. (A connection the API server had just
+# written a review on was once closed to make room, and the create failed with
+# "failed calling webhook ... EOF".)
+test_burst_of_creates_all_admitted() {
+  local server out
+  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  out=$(python3 "$E2E_ROOT/e2e/burst.py" "$server" "$E2E_DIR/pki/ca.crt" "$E2E_DIR/pki/alice.crt" \
+    "$E2E_DIR/pki/alice.key" team-a burst 160 alice 2>"$E2E_DIR/burst.err")
+  expect_eq "$out" "201 160" "160 creates at once: all admitted (stderr: $(head -c 600 "$E2E_DIR/burst.err"))"
+  kubectl delete sandboxes -n team-a --ignore-not-found --timeout=120s $(for i in $(seq 0 159); do echo "burst-$i"; done) \
+    >/dev/null 2>&1 || fail "the burst's Sandboxes not deleted"
+}
+
 # With the webhook unreachable (failurePolicy Fail), deleting a Sandbox still
 # completes: the finalizer removals of a deletion are not sent to it.
 test_y_deletion_never_blocked_by_the_webhook() {
