@@ -69,6 +69,8 @@ for x in doc['items']:
     for w in x.get('webhooks', []):
         path = w['clientConfig']['service']['path']
         w['clientConfig'] = {'url': f'https://127.0.0.1:{port}{path}', 'caBundle': bundle}
+    if x['kind'] == 'FlowSchema' and user != 'system:serviceaccount:sandbox-system:sandbox-controller':
+        x['spec']['rules'][0]['subjects'].append({'kind': 'User', 'user': {'name': user}})
 out = json.dumps(doc).replace('system:serviceaccount:sandbox-system:sandbox-controller', user)
 if root:
     out = out.replace("[''].all(workspaceRoot,", "['%s'].all(workspaceRoot," % root)
