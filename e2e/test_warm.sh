@@ -209,8 +209,13 @@ test_e_twenty_of_one_scope_on_two_replicas() {
   wait_for 60 ready_is team-a race-pool 5 || fail "race-pool not warm: $(pool_diag team-a race-pool)"
   sleep 3
   local i
-  for i in $(seq 1 20); do wsbx "$ALICE" team-a "r-$i" key-race alice & done
+  rm -f "$E2E_DIR/race-create-failed"
+  for i in $(seq 1 20); do
+    { wsbx "$ALICE" team-a "r-$i" key-race alice || echo "r-$i" >>"$E2E_DIR/race-create-failed"; } &
+  done
   wait
+  [ -s "$E2E_DIR/race-create-failed" ] &&
+    fail "creates refused: $(tr '\n' ' ' <"$E2E_DIR/race-create-failed")($(grep -h 'Failed calling webhook' "$E2E_DIR/logs/kube-apiserver.log" | tail -2))"
   for i in $(seq 1 20); do wait_for 40 phase_is team-a "r-$i" Running || fail "r-$i not Running: $(phase team-a r-$i)"; done
   local pods
   pods=$(for i in $(seq 1 20); do pod_of team-a "r-$i"; echo; done | sort -u | grep -c .)
