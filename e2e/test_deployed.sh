@@ -82,11 +82,22 @@ test_1_least_privilege() {
   kubectl delete pod victim -n dep --wait=false >/dev/null
 }
 
+# flow_dispatched: requests the API server dispatched in the install's
+# FlowSchema sandbox-controller (manifests/webhook/flowcontrol.yaml).
+flow_dispatched() {
+  kubectl get --raw /metrics | awk '/^apiserver_flowcontrol_dispatched_requests_total\{/ && /flow_schema="sandbox-controller"/ {s += $NF} END {printf "%d\n", s}'
+}
+
 test_2_runs_in_cluster() {
+  kubectl apply -f "$E2E_ROOT/manifests/webhook/flowcontrol.yaml" >/dev/null || fail "apply flowcontrol.yaml"
+  local before
+  before=$(flow_dispatched)
   controller_start solo
   local c=$CTL_PID
   sandbox dep solo-1 $IMG solo-key >/dev/null
   wait_for 60 bound dep solo-1 || fail "not bound under the ServiceAccount: $(jp dep sandbox solo-1 '{.status}')"
+  # the install's FlowSchema matches the ServiceAccount: its requests have a level of their own
+  [ "$(flow_dispatched)" -gt "$before" ] || fail "no request of the controller in the FlowSchema sandbox-controller ($before before, $(flow_dispatched) after)"
   local port
   port=$(sed -n 's/^APISERVER_PORT=//p' "$E2E_DIR/state")
   expect_ok grep -q "\"server\":\"https://127.0.0.1:$port\"" "$E2E_DIR/solo.log"
