@@ -60,6 +60,10 @@ test_helm_chart() {
   expect_eq "$(kubectl auth can-i --as=$sa patch validatingwebhookconfigurations/other 2>/dev/null)" no "another webhook configuration"
   expect_eq "$(kubectl auth can-i --as=$sa list mutatingwebhookconfigurations 2>/dev/null)" no "list webhook configurations"
   kubectl run helm-victim -n default --image=busybox --restart=Never >/dev/null || fail "create helm-victim"
+  # The API server loads a new policy a moment after it is stored: wait until a
+  # dry run is refused (it fails if the policy never takes hold), then the real delete.
+  wait_for 20 sh -c "! kubectl --as=$sa delete pod helm-victim -n default --dry-run=server >/dev/null 2>&1" ||
+    fail "the chart's confinement policy never refused the ServiceAccount's delete of another pod"
   out=$(kubectl --as=$sa delete pod helm-victim -n default --wait=false 2>&1) && fail "the chart's ServiceAccount deleted another pod"
   expect_match "$out" "ValidatingAdmissionPolicy 'sandbox-controller-confinement'" "refused by the chart's confinement policy"
   kubectl delete pod helm-victim -n default --wait=false >/dev/null
