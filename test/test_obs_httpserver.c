@@ -641,15 +641,17 @@ static void test_connection_cap_sheds_slow(void)
 	obs_http_free(s);
 }
 
-/* At the cap, a connection that only just went idle, or whose request only
- * just started arriving, is not closed for a queued client: its client (the
- * API server reusing a kept-alive connection) may have written a request
- * already, and a request cut mid-way fails instead of waiting. The queued
- * client gets in once the connection has waited long enough to be shed. */
+/* With shed_min_age_ms, at the cap, a connection that only just went idle, or
+ * whose request only just started arriving, is not closed for a queued
+ * client: its client (the API server reusing a kept-alive connection) may
+ * have written a request already, and a request cut mid-way fails instead of
+ * waiting. The queued client gets in once the connection has waited long
+ * enough to be shed. */
 static void shed_spares_young(int partial)
 {
 	struct obs_http_server *s =
-		start((struct obs_http_opts){ .threads = 1, .max_connections = 1, .request_timeout_s = 30 });
+		start((struct obs_http_opts){
+			.threads = 1, .max_connections = 1, .request_timeout_s = 30, .shed_min_age_ms = 1000 });
 	int port = obs_http_port(s);
 	char out[4096];
 	int a = dial(port, 0);

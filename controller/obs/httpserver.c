@@ -58,11 +58,6 @@
 #define BACKOFF_MAX_MS 2000
 #define TLS_CHECK_MS 1000
 #define LISTEN_BACKLOG 511
-/* A connection is shed for a queued client only once it has waited this long
- * in its state (idle, or a request arriving): a client reusing a kept-alive
- * connection may have written its request already, and a request cut mid-way
- * fails where a queued client merely waits. A slow sender is older. */
-#define SHED_MIN_AGE_MS 1000
 /* TLS 1.2 suites offered: ECDHE key exchange with AEAD ciphers only (no CBC,
  * no SHA-1 MACs, no static RSA); TLS 1.3 keeps OpenSSL's suites, all AEAD. */
 #define TLS12_CIPHERS                                                                                     \
@@ -115,6 +110,11 @@ struct obs_http_server {
 	char *name;
 	int port;
 	int request_timeout_s, idle_timeout_s;
+	/* A connection is shed for a queued client only once it has waited this
+	 * long in its state (accepted, idle, or a request arriving): a client
+	 * reusing a kept-alive connection may have written its request already,
+	 * and a request cut mid-way fails where a queued client merely waits. */
+	int shed_min_age_ms;
 	size_t max_body, max_headers;
 	struct route *routes;
 	size_t nroutes;
@@ -529,12 +529,12 @@ static void on_complete(struct evhttp_request *req, void *arg)
 
 /* Someone is queued while we are at the cap: make room by closing the
  * connection that has waited longest for a request, once it has waited
- * SHED_MIN_AGE_MS. */
+ * shed_min_age_ms. */
 static void on_queued(evutil_socket_t fd, short what, void *arg)
 {
 	struct http_thread *t = arg;
 	int64_t wait_ms;
-	struct conn *c = oldest_waiting(t, SHED_MIN_AGE_MS, &wait_ms);
+	struct conn *c = oldest_waiting(t, t->s->shed_min_age_ms, &wait_ms);
 	if (!c || !c->evcon) {
 		/* all busy: wait for a close (on_close resumes) or an answer
 		 * (on_complete watches again); all young: look again when the
@@ -878,6 +878,7 @@ struct obs_http_server *obs_http_start(const struct obs_http_opts *o, char *err,
 		s->nthreads = maxc;
 	s->request_timeout_s = o->request_timeout_s > 0 ? o->request_timeout_s : 10;
 	s->idle_timeout_s = o->idle_timeout_s > 0 ? o->idle_timeout_s : 30;
+	s->shed_min_age_ms = o->shed_min_age_ms > 0 ? o->shed_min_age_ms : 0;
 	s->max_body = o->max_body ? o->max_body : 64 << 10;
 	s->max_headers = o->max_headers ? o->max_headers : 16 << 10;
 	s->max_inflight = o->max_inflight_bytes;

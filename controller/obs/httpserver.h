@@ -7,12 +7,13 @@
  * - at most max_connections open connections (split across the loops). At the
  *   cap a loop stops accepting; if someone is queued behind the cap, the
  *   connection that has waited longest without delivering a complete request
- *   (a slow sender, an idle keep-alive) is closed to make room once it has
- *   been in that state (accepted, idle, or its request arriving) for 1 s, so a
- *   pile of slow clients can never lock a quick client (a kubelet probe) out,
- *   and a request a client has just written on a kept-alive connection is not
- *   cut (the queued client waits instead). Busy connections (a request being
- *   answered) are never closed for this;
+ *   (a slow sender, an idle keep-alive) is closed to make room, so a pile of
+ *   slow clients can never lock a quick client (a kubelet probe) out. With
+ *   shed_min_age_ms, only once it has been that long in its state (accepted,
+ *   idle, or its request arriving): a request a known client (the API server
+ *   calling a webhook) has just written on a kept-alive connection is then not
+ *   cut, and the queued client waits instead. Busy connections (a request
+ *   being answered) are never closed for this;
  * - a whole-request deadline: request_timeout_s from the connection's first
  *   byte (TLS handshake included) or from the first byte of a later request on
  *   a keep-alive connection until the request is complete, however slowly the
@@ -96,6 +97,7 @@ struct obs_http_opts {
 	int max_connections;                     /* total, split across the loops (default 64) */
 	int request_timeout_s;                   /* whole request (default 10) */
 	int idle_timeout_s;                      /* idle keep-alive connection (default 30) */
+	int shed_min_age_ms;                     /* shed at the cap only after this long in a state (default 0) */
 	size_t max_body;                         /* request body cap (default 64 KiB) */
 	size_t max_headers;                      /* request line + headers cap (default 16 KiB) */
 	size_t max_inflight_bytes;               /* bytes of unanswered requests, whole server (0 = no cap) */

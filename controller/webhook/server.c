@@ -285,10 +285,13 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 		.tls_client_names = o->client_names,
 		/* The API server keeps up to 25 idle connections to a webhook host
 		 * (client-go's transport) and opens more in a burst; its idle ones
-		 * close after 90 s, so ours wait longer: it closes first. */
+		 * close after 90 s, so ours wait longer: it closes first. At the
+		 * cap, a connection it has just reused or opened is not cut for a
+		 * queued one (Go resends a POST only when nothing was written). */
 		.max_connections = 128,
 		.request_timeout_s = 10,
 		.idle_timeout_s = 120,
+		.shed_min_age_ms = 1000,
 		.max_body = WH_REVIEW_MAX,
 		.max_inflight_bytes = WH_INFLIGHT_MAX,
 		.max_headers = 16384,
