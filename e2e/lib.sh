@@ -164,12 +164,15 @@ sandbox() {
   } | kubectl apply -f - 2>&1
 }
 
-# metric_sum PORT NAME [LABEL-SUBSTRING]: the sum of the controller's series
-# NAME (on its metrics port) whose labels hold LABEL-SUBSTRING; 0 for none.
-metric_sum() {
-  curl -s "http://127.0.0.1:$1/metrics" |
-    awk -v n="$2" -v l="${3:-}" '(index($1, n "{") == 1 || $1 == n) && index($1, l) {s += $NF} END {printf "%d\n", s}'
+# series_sum NAME [LABEL-SUBSTRING]: the sum of the series NAME, in the
+# Prometheus text on stdin, whose labels hold LABEL-SUBSTRING; 0 for none.
+series_sum() {
+  awk -v n="$1" -v l="${2:-}" '(index($1, n "{") == 1 || $1 == n) && index($1, l) {s += $NF} END {printf "%d\n", s}'
 }
+
+# metric_sum PORT NAME [LABEL-SUBSTRING]: series_sum of the controller's
+# metrics port.
+metric_sum() { curl -s "http://127.0.0.1:$1/metrics" | series_sum "$2" "${3:-}"; }
 
 jp() { # jp NS KIND NAME JSONPATH
   kubectl get -n "$1" "$2" "$3" -o "jsonpath=$4" 2>/dev/null

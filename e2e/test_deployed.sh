@@ -85,7 +85,7 @@ test_1_least_privilege() {
 # flow_dispatched: requests the API server dispatched in the install's
 # FlowSchema sandbox-controller (manifests/webhook/flowcontrol.yaml).
 flow_dispatched() {
-  kubectl get --raw /metrics | awk '/^apiserver_flowcontrol_dispatched_requests_total\{/ && /flow_schema="sandbox-controller"/ {s += $NF} END {printf "%d\n", s}'
+  kubectl get --raw /metrics | series_sum apiserver_flowcontrol_dispatched_requests_total 'flow_schema="sandbox-controller"'
 }
 
 test_2_runs_in_cluster() {
