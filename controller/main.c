@@ -27,6 +27,8 @@
 #include "obs/metrics.h"
 #include "sandbox/config.h"
 #include "sandbox/reconcile.h"
+#include "sandbox/wsinit.h"
+#include "sandbox/wsprep.h"
 #include "webhook/certs.h"
 #include "webhook/server.h"
 
@@ -65,6 +67,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sandbox-controller [flags]\n"
+		"       sandbox-controller workspace-init --uid UID --gid GID FOLDER...  (the workspace preparation pod's)\n"
 		"  --kubeconfig PATH                  kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)\n"
 		"  --context NAME                     kubeconfig context (default: current-context)\n"
 		"  --config PATH                      controller YAML config (workspace root, mounts, key lifetime)\n"
@@ -494,6 +497,9 @@ static int start_webhook_certs(const struct options *o, struct kube_client *kc, 
 
 int main(int argc, char **argv)
 {
+	/* The workspace preparation pod's program (sandbox/wsprep.h). */
+	if (argc > 1 && !strcmp(argv[1], "workspace-init"))
+		return sbx_wsinit_main(argc - 1, argv + 1);
 	/* cJSON follows the program's one out-of-memory policy too. */
 	cJSON_Hooks hooks = { .malloc_fn = xmalloc, .free_fn = free };
 	cJSON_InitHooks(&hooks);
@@ -572,6 +578,15 @@ int main(int argc, char **argv)
 	sbx_controller_init(&ctl, kc, &cfg, &seal, o.workers);
 	sbx_controller_set_webhook_config(&ctl, o.config_name);
 	sbx_controller_set_warm(&ctl, o.warm_settle_s, o.warm_refill_qps);
+	if (cfg.prep_enabled && !cfg.prep_image) {
+		/* Workspace preparation pods run this very image (sandbox/wsprep.h). */
+		char image[512], why[256];
+		if (sbx_controller_own_image(kc, image, sizeof image, why, sizeof why) == 0)
+			sbx_controller_set_prep_image(&ctl, image);
+		else
+			log_kv(LOG_INFO, "workspace preparation pods run the default image", "image",
+			       SBX_WSPREP_DEFAULT_IMAGE, "why", why);
+	}
 	scrape.leader_elect = o.leader_elect;
 	/* /metrics only on the metrics listener, the probes only on the probe
 	 * listener: a scraper's port never answers probes and the other way round. */

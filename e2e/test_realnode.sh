@@ -16,6 +16,14 @@ NS=team-a
 
 setup() {
   SBX_REAL_NODE=1 cluster_up
+  # The controller's image, for its workspace preparation pods (the
+  # config names none: the default sandbox-controller:<version>).
+  local version
+  version=$(head -n1 "$E2E_ROOT/VERSION")
+  SBX_IMAGE_OUT=$E2E_DIR/image SBX_BUILD_DIR=$BUILD_DIR bash "$E2E_ROOT/hack/image.sh" >"$E2E_DIR/image.log" 2>&1 &&
+    "$E2E_ROOT/hack/cluster.sh" realnode-import "$E2E_DIR" "$E2E_DIR/image/sandbox-controller-$version.oci.tar" \
+      "docker.io/library/sandbox-controller:$version" ||
+    { say "the controller's image is not on the real node: $(tail -3 "$E2E_DIR/image.log")"; exit 1; }
   grant_controller_rbac
   PV_ROOT=$E2E_DIR/pv
   WS_ROOT=$E2E_DIR/hostroot

@@ -394,6 +394,8 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->released = sbx_strset_new();
 	c->written = sbx_written_new();
 	c->created_pods = sbx_written_new();
+	c->prepared = sbx_strset_new();
+	c->prep_looked = sbx_strset_new();
 	c->pool_state = sbx_pool_state_new(c->warm_refill_qps);
 	struct informer *sandboxes =
 		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, LABEL_DIGEST, &sh, c);
@@ -543,6 +545,9 @@ void sbx_controller_release(struct sbx_controller *c)
 	c->written = NULL;
 	sbx_written_free(c->created_pods);
 	c->created_pods = NULL;
+	sbx_strset_free(c->prepared);
+	sbx_strset_free(c->prep_looked);
+	c->prepared = c->prep_looked = NULL;
 	c->events = NULL;
 	c->queue = NULL;
 	c->inflight = NULL;

@@ -92,9 +92,8 @@ static cJSON *resources(const cJSON *spec)
 	return out;
 }
 
-/* Adds the volumes to pod spec ps and the matching mounts to container c. */
-static void workspace(cJSON *ps, cJSON *c, const struct sbx_config *cfg, const char *ns,
-		      const char *owner)
+void sbx_pod_add_workspace(cJSON *ps, cJSON *c, const struct sbx_config *cfg, const char *ns, const char *owner,
+			   const char *mount_root)
 {
 	cJSON *mounts = jb_add_arr(c, "volumeMounts");
 	cJSON *vols = jb_add_arr(ps, "volumes");
@@ -108,10 +107,11 @@ static void workspace(cJSON *ps, cJSON *c, const struct sbx_config *cfg, const c
 	for (size_t i = 0; i < cfg->nmounts; i++) {
 		const struct sbx_mount *m = &cfg->mounts[i];
 		cJSON *vm = jb_obj();
+		char *at = mount_root ? xasprintf("%s/%zu", mount_root, i) : xstrdup(m->path);
 		if (shared_pvc) {
 			char *sub = xasprintf("%s/%s", owner, m->subdir);
 			jb_str(vm, "name", SBX_PVC_VOLUME);
-			jb_str(vm, "mountPath", m->path);
+			jb_str(vm, "mountPath", at);
 			jb_str(vm, "subPath", sub);
 			free(sub);
 		} else {
@@ -131,8 +131,9 @@ static void workspace(cJSON *ps, cJSON *c, const struct sbx_config *cfg, const c
 			}
 			jb_push(vols, v);
 			jb_str(vm, "name", vname);
-			jb_str(vm, "mountPath", m->path);
+			jb_str(vm, "mountPath", at);
 		}
+		free(at);
 		jb_push(mounts, vm);
 	}
 }
@@ -159,9 +160,7 @@ static cJSON *container_security(void)
 	return sc;
 }
 
-/* Adds the operator's settings from the config (validated when loaded;
- * reserved keys were refused there). */
-static void operator_settings(cJSON *pod, cJSON *ps, const struct sbx_pod_settings *s)
+void sbx_pod_add_operator_settings(cJSON *pod, cJSON *ps, const struct sbx_pod_settings *s)
 {
 	cJSON *md = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
 	const cJSON *e;
@@ -210,8 +209,7 @@ int sbx_pod_runtime_class(const cJSON *spec, const struct sbx_config *cfg, const
 	return -1;
 }
 
-/* Returns 1 iff the config can be turned into volumes for this owner. */
-static int config_usable(const struct sbx_config *cfg, const char *owner)
+int sbx_pod_config_usable(const struct sbx_config *cfg, const char *owner)
 {
 	if (owner && cfg->ws_mode == SBX_WS_PVC && (!cfg->pvc_name || !cfg->pvc_name[0]))
 		return 0;
@@ -241,7 +239,7 @@ cJSON *sbx_pod_build(const struct sbx_pod_params *p)
 			return NULL;
 		owner = ow->valuestring;
 	}
-	if (!config_usable(p->cfg, owner))
+	if (!sbx_pod_config_usable(p->cfg, owner))
 		return NULL;
 	const char *rc = NULL;
 	if (sbx_pod_runtime_class(p->spec, p->cfg, &rc, NULL, 0) < 0)
@@ -269,7 +267,7 @@ cJSON *sbx_pod_build(const struct sbx_pod_params *p)
 	copy_env(c, p->spec);
 	jb_add(c, "resources", resources(p->spec));
 	jb_add(c, "securityContext", container_security());
-	workspace(ps, c, p->cfg, p->ns, owner);
-	operator_settings(pod, ps, &p->cfg->pod);
+	sbx_pod_add_workspace(ps, c, p->cfg, p->ns, owner, NULL);
+	sbx_pod_add_operator_settings(pod, ps, &p->cfg->pod);
 	return pod;
 }

@@ -289,6 +289,20 @@ int sbx_rc_get_pod(struct sbx_controller *c, const char *ns, const char *name, c
 	return e == KUBE_OK || e == KUBE_ERR_NOT_FOUND ? 0 : -1;
 }
 
+int sbx_rc_delete_pod(struct sbx_controller *c, const char *ns, const cJSON *pod)
+{
+	char path[600], body[256];
+	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, meta_str(pod, "name"));
+	snprintf(body, sizeof body, "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"preconditions\":{\"uid\":\"%s\"}}",
+		 meta_str(pod, "uid") ? meta_str(pod, "uid") : "");
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "DELETE", path, NULL, body, NULL, NULL, &err);
+	if (e == KUBE_OK || e == KUBE_ERR_NOT_FOUND || e == KUBE_ERR_CONFLICT)
+		return 0;
+	log_kv(LOG_WARN, "deleting a pod failed", "namespace", ns, "pod", meta_str(pod, "name"), "error", err.message);
+	return -1;
+}
+
 /* 1 when the bound pod was changed out of band (contract section 5): its
  * sealed identity no longer verifies, or an image or container changed
  * (sbx_pod_tamper_check); the reason goes to why. A terminating pod is not
@@ -852,6 +866,8 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 		if (!pod && !record && sbx_warm_record_namespace(c, v->ns) && sbx_warm_claim(c, v, pod_name, &r))
 			goto out;
 		if (!pod) {
+			if (!sbx_rc_workspace_ready(c, v, &r))
+				goto out;
 			e = sbx_rc_create_pod(c, v, pod_name, NULL, NULL, &pod, &err);
 			if (e == KUBE_OK) {
 				int delay = 0;

@@ -55,6 +55,11 @@ struct sbx_controller {
 	struct sbx_strset *released;	/* pod uids whose release DELETE was answered lately */
 	struct sbx_written *written;      /* our status writes the Sandbox cache has not shown */
 	struct sbx_written *created_pods; /* our pod creates the pod cache has not shown */
+	/* Owners' folders (sandbox/wsprep.h, wsgate.c): the preparation pods
+	 * known Succeeded lately, those a worker looks at right now, and the
+	 * image they run when the config names none ("" = the default). */
+	struct sbx_strset *prepared, *prep_looked;
+	char prep_image[512];
 	pthread_t *threads;
 };
 
@@ -68,6 +73,13 @@ void sbx_controller_set_webhook_config(struct sbx_controller *c, const char *nam
 /* Warm pool settings (before start): the settle time of a pool's template
  * (default 90 s) and the refill rate (default 10 pods/s). */
 void sbx_controller_set_warm(struct sbx_controller *c, long settle_s, double refill_qps);
+/* The image workspace preparation pods run when the config names none:
+ * the controller's own (before start). */
+void sbx_controller_set_prep_image(struct sbx_controller *c, const char *image);
+/* Reads the controller's own image from its pod (POD_NAMESPACE, POD_NAME,
+ * the container named "manager" or the first) into out. Returns 0, or -1
+ * with why in err. */
+int sbx_controller_own_image(struct kube_client *kc, char *out, size_t n, char *err, size_t errlen);
 /* Starts the informers and waits for their first sync (up to timeout_ms;
  * 0 does not wait: poll sbx_controller_synced, e.g. between signal checks).
  * Every replica runs them (the admission webhook reads them, and readiness

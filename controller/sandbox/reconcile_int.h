@@ -69,6 +69,10 @@ struct sbx_status_in sbx_rc_bound_status(const struct sbx_view *v, const cJSON *
 /* Writes the bound status for pod (how SBX_BIND_*) and, on the first
  * binding, the event. */
 int sbx_rc_report_bound(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int how);
+/* Deletes pod from ns with its uid as precondition (a pod re-created under
+ * the name is not this one). 0 when it is gone or going (or another pod has
+ * the name now), -1 (logged). */
+int sbx_rc_delete_pod(struct sbx_controller *c, const char *ns, const cJSON *pod);
 /* The live pod ns/name into *pod (NULL: it does not exist). 0 or -1. */
 int sbx_rc_get_pod(struct sbx_controller *c, const char *ns, const char *name, cJSON **pod);
 /* The pod this controller builds for v under pod_name, of claim name claim
@@ -91,6 +95,22 @@ void sbx_rc_path_status(char *out, size_t n, const struct sbx_view *v);
  * namespace at `made`: 1, or 0 with OwnerNotAuthorized reported and *r the
  * reconcile's result. */
 int sbx_rc_webhook_in_force(struct sbx_controller *c, struct sbx_view *v, const char *operation, time_t made, int *r);
+/* Where an owner's folders are in their preparation (sandbox/wsgate.c). */
+struct sbx_ws_wait {
+	char why[768];	     /* for the Sandbox (or pool) while they are not ready */
+	int report;	     /* 1: worth a status write (slow, failed, refused) */
+	long delay_ms;	     /* with 0: look again then */
+	long retry_after_ms; /* with -1: the API's Retry-After */
+};
+/* Whether owner's folders in ns are prepared: 1 (also without owner, or with
+ * workspace.prepare off), 0 while the preparation pod runs (made here when
+ * missing), -1 when it failed or was refused (retry with backoff); w says
+ * why. */
+int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner, struct sbx_ws_wait *w);
+/* sbx_ws_prepared for v's owner before a pod of v is created: 1, or 0 with
+ * Waiting reported when w says it is worth it and *r the reconcile's result
+ * (a delay, or -1). */
+int sbx_rc_workspace_ready(struct sbx_controller *c, struct sbx_view *v, int *r);
 /* The idempotency key lifetime, seconds. */
 long sbx_rc_key_lifetime(const struct sbx_controller *c);
 

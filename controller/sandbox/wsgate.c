@@ -1,0 +1,194 @@
+/* The controller's side of the workspace preparation (sandbox/wsprep.h):
+ * before a pod of an owner is created (cold, resumed, warm), the owner's
+ * preparation pod in that namespace has Succeeded. Idempotent across
+ * replicas and crashes: the pod's name is derived from what it prepares, so
+ * the create is the claim (AlreadyExists is the same pod, read and checked),
+ * and a Succeeded pod stays as the record that the folders are ready (delete
+ * it to have them prepared again). Bounded: the pod's activeDeadlineSeconds,
+ * and a pod neither done nor failed after that and a minute is deleted and
+ * made again; a failed one too, with the Sandbox saying why meanwhile. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/jsonget.h"
+#include "kube/ktime.h"
+#include "obs/log.h"
+#include "sandbox/reconcile_int.h"
+#include "sandbox/strset.h"
+#include "sandbox/wsprep.h"
+
+/* An owner known prepared is looked at again (one GET) after this long. */
+#define PREPARED_MS (10 * 60 * 1000)
+/* Workers waiting for the same preparation look at its pod at most this
+ * often between them. */
+#define LOOK_MS 200
+/* Up to this long the wait is not worth a status write. */
+#define QUIET_MS 2000
+
+void sbx_controller_set_prep_image(struct sbx_controller *c, const char *image)
+{
+	snprintf(c->prep_image, sizeof c->prep_image, "%s", image && *image ? image : "");
+}
+
+/* The image preparation pods run: the config's, else the controller's own. */
+static const char *prep_image(const struct sbx_controller *c)
+{
+	if (c->cfg->prep_image)
+		return c->cfg->prep_image;
+	return c->prep_image[0] ? c->prep_image : SBX_WSPREP_DEFAULT_IMAGE;
+}
+
+int sbx_controller_own_image(struct kube_client *kc, char *out, size_t n, char *err, size_t errlen)
+{
+	const char *ns = getenv("POD_NAMESPACE"), *name = getenv("POD_NAME");
+	if (!ns || !*ns || !name || !*name) {
+		snprintf(err, errlen, "POD_NAMESPACE and POD_NAME are not set");
+		return -1;
+	}
+	char path[600];
+	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
+	cJSON *pod = NULL;
+	struct kube_error e;
+	if (kube_request(kc, "GET", path, NULL, NULL, NULL, &pod, &e) != KUBE_OK) {
+		snprintf(err, errlen, "reading its own pod %s/%s: %s", ns, name, e.message);
+		return -1;
+	}
+	const char *image = NULL;
+	const cJSON *ctr;
+	cJSON_ArrayForEach(ctr, jobj(jobj(pod, "spec"), "containers"))
+	{
+		const char *cn = jstr(ctr, "name");
+		if (!image || (cn && !strcmp(cn, "manager")))
+			image = jstr(ctr, "image");
+	}
+	int rc = image && *image && strlen(image) < n ? 0 : -1;
+	if (rc == 0)
+		snprintf(out, n, "%s", image);
+	else
+		snprintf(err, errlen, "its own pod %s/%s names no usable image", ns, name);
+	cJSON_Delete(pod);
+	return rc;
+}
+
+/* Creates the preparation pod name of owner in ns; 0 (made, or there
+ * already), or -1 with why. */
+static int create_prep(struct sbx_controller *c, const char *ns, const char *owner, const char *name,
+		       struct sbx_ws_wait *w)
+{
+	cJSON *pod = sbx_wsprep_pod(ns, owner, c->cfg, prep_image(c));
+	if (!pod) {
+		snprintf(w->why, sizeof w->why, "the workspace folders of owner %s cannot be prepared: check the "
+						"controller's workspace config", owner);
+		return -1;
+	}
+	char *body = cJSON_PrintUnformatted(pod), path[512];
+	cJSON_Delete(pod);
+	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", ns);
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
+	free(body);
+	if (e == KUBE_OK || e == KUBE_ERR_ALREADY_EXISTS || kube_err_retriable(e)) {
+		if (e == KUBE_OK)
+			log_kv(LOG_INFO, "preparing workspace folders", "namespace", ns, "owner", owner, "pod", name);
+		return 0; /* a lost answer is read back by the next look */
+	}
+	snprintf(w->why, sizeof w->why, "creating pod %s, which prepares the workspace folders of owner %s, failed (%s): %s",
+		 name, owner, kube_err_str(e), err.message);
+	w->retry_after_ms = (long)err.retry_after_s * 1000;
+	return -1;
+}
+
+int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner, struct sbx_ws_wait *w)
+{
+	memset(w, 0, sizeof *w);
+	if (!owner || !c->cfg->prep_enabled)
+		return 1;
+	char name[64];
+	if (sbx_wsprep_name(ns, owner, c->cfg, name, sizeof name) < 0) {
+		snprintf(w->why, sizeof w->why, "the workspace folders of owner %.64s cannot be prepared", owner);
+		w->report = 1;
+		return -1;
+	}
+	/* The name covers the namespace: it alone keys the sets. */
+	if (sbx_strset_has(c->prepared, name))
+		return 1;
+	w->delay_ms = LOOK_MS;
+	snprintf(w->why, sizeof w->why, "waiting for pod %s to prepare the workspace folders of owner %s", name, owner);
+	if (sbx_strset_has(c->prep_looked, name))
+		return 0; /* another worker looks at it now */
+	sbx_strset_add_for(c->prep_looked, name, LOOK_MS);
+	char path[600];
+	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
+	cJSON *pod = NULL;
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &pod, &err);
+	if (e == KUBE_ERR_NOT_FOUND) {
+		if (create_prep(c, ns, owner, name, w) < 0) {
+			w->report = 1;
+			return -1;
+		}
+		return 0;
+	}
+	if (e != KUBE_OK) {
+		snprintf(w->why, sizeof w->why, "reading pod %s, which prepares the workspace folders of owner %s: %s",
+			 name, owner, err.message);
+		w->retry_after_ms = (long)err.retry_after_s * 1000;
+		return -1;
+	}
+	char state[512];
+	enum sbx_wsprep_state st = sbx_wsprep_state(pod, ns, owner, c->cfg, state, sizeof state);
+	time_t created = 0;
+	ktime_parse_rfc3339(meta_str(pod, "creationTimestamp"), &created);
+	double age_ms = created ? difftime(time(NULL), created) * 1000 : 0;
+	int r = 0;
+	switch (st) {
+	case SBX_WSPREP_DONE:
+		sbx_strset_add_for(c->prepared, name, PREPARED_MS);
+		sbx_strset_del(c->prep_looked, name);
+		r = 1;
+		break;
+	case SBX_WSPREP_FOREIGN:
+		snprintf(w->why, sizeof w->why, "the workspace folders of owner %s are not prepared: %s", owner, state);
+		w->report = 1;
+		r = -1;
+		break;
+	case SBX_WSPREP_FAILED:
+	case SBX_WSPREP_WAITING:
+		if (st == SBX_WSPREP_WAITING && age_ms <= (SBX_WSPREP_DEADLINE_S + 60) * 1000.0) {
+			snprintf(w->why, sizeof w->why, "waiting for pod %s to prepare the workspace folders of owner %s: %s",
+				 name, owner, state);
+			w->report = age_ms > QUIET_MS;
+			/* A quarter of its age, so a slow start costs few looks. */
+			w->delay_ms = age_ms / 4 > 2000 ? 2000 : age_ms / 4 < LOOK_MS ? LOOK_MS : (long)(age_ms / 4);
+			break;
+		}
+		snprintf(w->why, sizeof w->why,
+			 "pod %s, which prepares the workspace folders of owner %s, %s: %s; making it again", name, owner,
+			 st == SBX_WSPREP_FAILED ? "failed" : "did not finish in time", state);
+		log_kv(LOG_WARN, "workspace preparation failed", "namespace", ns, "owner", owner, "pod", name, "reason",
+		       state);
+		if (!meta_str(pod, "deletionTimestamp"))
+			sbx_rc_delete_pod(c, ns, pod);
+		w->report = 1;
+		r = -1;
+		break;
+	}
+	cJSON_Delete(pod);
+	return r;
+}
+
+int sbx_rc_workspace_ready(struct sbx_controller *c, struct sbx_view *v, int *r)
+{
+	struct sbx_ws_wait w;
+	int ok = sbx_ws_prepared(c, v->ns, v->owner, &w);
+	if (ok == 1)
+		return 1;
+	if (w.report && sbx_rc_report_unbound(c, v, "Pending", "Waiting", w.why, NULL) < 0)
+		ok = -1;
+	v->retry_after_ms = w.retry_after_ms;
+	*r = ok < 0 ? -1 : (int)w.delay_ms;
+	return 0;
+}
