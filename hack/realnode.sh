@@ -18,7 +18,10 @@
 # node.sandbox.dev/real=true:NoSchedule, so kwok's nodes stay the default and a
 # pod reaches the real node only with a matching nodeSelector and toleration.
 #
-# Images: nothing can be pulled (no registry is reachable). hack/realnode-images.sh
+# Images: nothing can be pulled (no registry is reachable, and containerd's
+# pulls go to a proxy address on 127.0.0.1 where nothing listens, so a missing
+# image fails at once, ErrImagePull, with no traffic off the machine).
+# hack/realnode-images.sh
 # builds sbx.local/pause:1 (containerd's sandbox_image) and sbx.local/sandbox:1
 # offline and they are imported at start; import others with realnode-import.
 # A pod must use imagePullPolicy IfNotPresent or Never (a tag other than
@@ -334,7 +337,12 @@ realnode_up() {
   rn_firewall_up
   rn_certs
   rn_containerd_config
-  start realnode-containerd containerd --config "$RN/containerd/config.toml" --log-level warn
+  # No registry is reachable and none may be tried: a pull (an image that was
+  # not imported, a typo) goes to a proxy on 127.0.0.1 that is not there, so
+  # it fails at once without a name lookup or a packet off the machine.
+  start realnode-containerd env HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 \
+    http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 NO_PROXY= no_proxy= \
+    containerd --config "$RN/containerd/config.toml" --log-level warn
   local i
   for i in $(seq 1 100); do rn_ctr version >/dev/null 2>&1 && break; sleep 0.1; done
   rn_ctr version >/dev/null 2>&1 || { rn_log "containerd did not start; see $DIR/logs/realnode-containerd.log"; return 1; }
