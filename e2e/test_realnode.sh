@@ -390,5 +390,44 @@ test_8_suspend_resume_expiry_processes() {
   expect_eq "$(jp "$NS" sandbox life '{.status.conditions[?(@.type=="Ready")].reason}')" Expired "Ready's reason"
 }
 
+# What goes wrong says so on the Sandbox, in words a user understands: a
+# container that exits, an image that is not there, a pod changed or deleted
+# behind the controller's back.
+test_9_trouble_in_words() {
+  real_sandbox "$ALICE" quits alice quits '[sh, -c, "echo bye; exit 3"]' >/dev/null || { fail "cannot create quits"; return; }
+  real_sandbox "$ALICE" noimage alice noimage '' 127.0.0.1:5/missing:1 >/dev/null || { fail "cannot create noimage"; return; }
+  real_sandbox "$ALICE" changed alice >/dev/null && real_sandbox "$ALICE" gone alice >/dev/null || { fail "cannot create"; return; }
+  wait_for 60 phase_is quits Failed || fail "quits not Failed: $(why_not quits)"
+  expect_eq "$(ready_reason quits)" PodFailed "quits: Ready's reason"
+  expect_match "$(ready_message quits)" 'container sandbox exited with code 3 \(Error\)' "quits: Ready's message"
+  wait_for 60 ready_message_has noimage 'container sandbox is waiting: (ErrImagePull|ImagePullBackOff)' ||
+    fail "noimage does not say its image is missing: $(why_not noimage)"
+  expect_eq "$(jp "$NS" sandbox noimage '{.status.phase}') $(ready_reason noimage)" "Pending PodPending" "noimage: phase and reason"
+  expect_match "$(ready_message noimage)" '127.0.0.1:5/missing:1' "noimage: the message names the image"
+  # Changed: admission refuses a change of a sandbox pod's spec to anyone
+  # but the controller, a cluster admin too.
+  ready changed && ready gone || { fail "not Ready: $(why_not changed) / $(why_not gone)"; return; }
+  local out p
+  p=$(pod_of changed)
+  out=$(kubectl set image -n "$NS" "pod/$p" sandbox=sbx.local/pause:1 2>&1) && fail "an admin changed the sandbox pod's image"
+  expect_match "$out" 'may only be changed by sandbox-controller' "the refusal of the change"
+  # Without that policy the change goes through, and the Sandbox says what changed.
+  kubectl delete validatingadmissionpolicybinding sandbox-controller-pods >/dev/null
+  wait_for 20 kubectl set image -n "$NS" "pod/$p" sandbox=sbx.local/pause:1 || fail "the image change"
+  render_policies sandbox-controller | kubectl apply -f - >/dev/null
+  wait_for 60 ready_reason_is changed PodTampered || fail "changed not PodTampered: $(why_not changed)"
+  expect_match "$(ready_message changed)" 'image' "changed: the message names what changed"
+  # Deleted: Failed, PodMissing, and no new pod behind the user's back.
+  p=$(pod_of gone)
+  kubectl delete pod -n "$NS" "$p" --wait=false >/dev/null
+  wait_for 60 ready_reason_is gone PodMissing || fail "gone not PodMissing: $(why_not gone)"
+  expect_eq "$(jp "$NS" sandbox gone '{.status.phase}')" Failed "gone: phase"
+  expect_match "$(ready_message gone)" 'no longer exists' "gone: Ready's message"
+}
+ready_reason() { jp "$NS" sandbox "$1" '{.status.conditions[?(@.type=="Ready")].reason}'; }
+ready_message() { jp "$NS" sandbox "$1" '{.status.conditions[?(@.type=="Ready")].message}'; }
+ready_reason_is() { [ "$(ready_reason "$1")" = "$2" ]; }
+ready_message_has() { [[ "$(ready_message "$1")" =~ $2 ]]; }
+
 setup
 e2e_main
