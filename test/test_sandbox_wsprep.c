@@ -25,6 +25,9 @@ void register_sandbox_wsprep_tests(void); /* called from test_sandbox_all.c */
 #define NAME_PVC "sbx-init-6266c6170f6184df4ff80fb8e884c419"
 #define NAME_HOST "sbx-init-06db8aae4d04ee83bbe5dfd0398611fb"
 
+/* The Sandbox a preparation pod is made for. */
+static const struct sbx_wsprep_for SB = { "sandbox.dev/v1alpha1", "Sandbox", "s1", "uid-1" };
+
 static cJSON *get(const cJSON *o, const char *path)
 {
 	/* path: dot-separated members, [n] for array items, e.g. "spec.containers[0].name" */
@@ -118,7 +121,7 @@ static void test_pod_pvc(void)
 			"  tolerations: [{key: dedicated, operator: Exists, effect: NoSchedule}]\n"
 			"  imagePullSecrets: [regcred]\n";
 	CU_ASSERT_EQUAL_FATAL(sbx_config_parse(&cfg, y, strlen(y), err, sizeof err), 0);
-	cJSON *pod = sbx_wsprep_pod("team-a", "alice", &cfg, "reg/sandbox-controller:1");
+	cJSON *pod = sbx_wsprep_pod("team-a", "alice", &cfg, "reg/sandbox-controller:1", &SB);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(pod);
 	CU_ASSERT_STRING_EQUAL(str(pod, "metadata.name"), NAME_PVC);
 	CU_ASSERT_STRING_EQUAL(str(pod, "metadata.namespace"), "team-a");
@@ -129,6 +132,13 @@ static void test_pod_pvc(void)
 	/* Never a sandbox pod's labels: nothing can take it for one. */
 	CU_ASSERT_PTR_NULL(cJSON_GetObjectItemCaseSensitive(get(pod, "metadata.labels"), SBX_LABEL_DIGEST));
 	CU_ASSERT_PTR_NULL(cJSON_GetObjectItemCaseSensitive(get(pod, "metadata.labels"), SBX_LABEL_MANAGED_BY));
+	/* Owned by the Sandbox it was made for, as no controller: it goes with it. */
+	char *ref = cJSON_PrintUnformatted(get(pod, "metadata.ownerReferences"));
+	CU_ASSERT_STRING_EQUAL(ref, "[{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\",\"name\":\"s1\",\"uid\":\"uid-1\"}]");
+	free(ref);
+	const struct sbx_wsprep_for half = { "sandbox.dev/v1alpha1", "Sandbox", "s1", NULL };
+	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "alice", &cfg, "img", &half));
+	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "alice", &cfg, "img", NULL));
 	CU_ASSERT_STRING_EQUAL(str(pod, "spec.restartPolicy"), "Never");
 	CU_ASSERT_TRUE(cJSON_IsFalse(get(pod, "spec.automountServiceAccountToken")));
 	CU_ASSERT_EQUAL(get(pod, "spec.activeDeadlineSeconds")->valueint, SBX_WSPREP_DEADLINE_S);
@@ -181,7 +191,7 @@ static void test_pod_hostpath_and_refusals(void)
 	const char *y = "workspace: {mode: hostPath, hostPathRoot: /srv/ws}\n"
 			"pod: {runtimeClasses: {allowed: [gvisor], default: gvisor}}\n";
 	CU_ASSERT_EQUAL_FATAL(sbx_config_parse(&cfg, y, strlen(y), err, sizeof err), 0);
-	cJSON *pod = sbx_wsprep_pod("team-a", "alice", &cfg, "img");
+	cJSON *pod = sbx_wsprep_pod("team-a", "alice", &cfg, "img", &SB);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(pod);
 	CU_ASSERT_STRING_EQUAL(str(pod, "metadata.name"), NAME_HOST);
 	CU_ASSERT_STRING_EQUAL(str(pod, "spec.volumes[0].hostPath.path"), "/srv/ws/team-a/alice/workspace");
@@ -196,22 +206,22 @@ static void test_pod_hostpath_and_refusals(void)
 	cJSON_Delete(sp);
 	cJSON_Delete(pod);
 	/* An owner that is not one (it becomes a path), or no image: no pod. */
-	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "", &cfg, "img"));
-	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "..", &cfg, "img"));
-	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "a/b", &cfg, "img"));
-	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "Alice", &cfg, "img"));
-	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", NULL, &cfg, "img"));
-	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "alice", &cfg, ""));
+	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "", &cfg, "img", &SB));
+	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "..", &cfg, "img", &SB));
+	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "a/b", &cfg, "img", &SB));
+	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "Alice", &cfg, "img", &SB));
+	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", NULL, &cfg, "img", &SB));
+	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "alice", &cfg, "", &SB));
 	free(cfg.host_root);
 	cfg.host_root = NULL; /* hostPath mode without a root */
-	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "alice", &cfg, "img"));
+	CU_ASSERT_PTR_NULL(sbx_wsprep_pod("team-a", "alice", &cfg, "img", &SB));
 	sbx_config_release(&cfg);
 }
 
 /* A preparation pod of alice in team-a with status (JSON) st. */
 static cJSON *prep_pod(const struct sbx_config *cfg, const char *st)
 {
-	cJSON *pod = sbx_wsprep_pod("team-a", "alice", cfg, "img");
+	cJSON *pod = sbx_wsprep_pod("team-a", "alice", cfg, "img", &SB);
 	cJSON_AddItemToObject(pod, "status", cJSON_Parse(st));
 	return pod;
 }

@@ -22,6 +22,7 @@
 #include "sandbox/inforce.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/reconcile_int.h"
+#include "sandbox/wsprep.h"
 #include "sandbox/reconcile.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
@@ -496,7 +497,8 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		/* Never more than replicas, creates in flight included; none
 		 * before the owner's folders are prepared (sandbox/wsprep.h). */
 		long want = p.replicas - have - inflight;
-		int prep = want > 0 ? sbx_ws_prepared(c, ns, p.owner, &ws) : 1;
+		const struct sbx_wsprep_for me = { SBX_POOL_API, SBX_POOL_KIND, p.name, p.uid };
+		int prep = want > 0 ? sbx_ws_prepared(c, ns, p.owner, &me, &ws) : 1;
 		if (prep != 1) {
 			want = 0;
 			r = prep < 0 ? -1 : (int)ws.delay_ms;

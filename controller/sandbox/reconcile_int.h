@@ -102,11 +102,13 @@ struct sbx_ws_wait {
 	long delay_ms;	     /* with 0: look again then */
 	long retry_after_ms; /* with -1: the API's Retry-After */
 };
+struct sbx_wsprep_for;
 /* Whether owner's folders in ns are prepared: 1 (also without owner, or with
  * workspace.prepare off), 0 while the preparation pod runs (made here when
- * missing), -1 when it failed or was refused (retry with backoff); w says
- * why. */
-int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner, struct sbx_ws_wait *w);
+ * missing, owned by forobj), -1 when it failed or was refused (retry with
+ * backoff); w says why. */
+int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
+		    const struct sbx_wsprep_for *forobj, struct sbx_ws_wait *w);
 /* sbx_ws_prepared for v's owner before a pod of v is created: 1, or 0 with
  * Waiting reported when w says it is worth it and *r the reconcile's result
  * (a delay, or -1). */

@@ -2,11 +2,15 @@
  * before a pod of an owner is created (cold, resumed, warm), the owner's
  * preparation pod in that namespace has Succeeded. Idempotent across
  * replicas and crashes: the pod's name is derived from what it prepares, so
- * the create is the claim (AlreadyExists is the same pod, read and checked),
- * and a Succeeded pod stays as the record that the folders are ready (delete
- * it to have them prepared again). Bounded: the pod's activeDeadlineSeconds,
- * and a pod neither done nor failed after that and a minute is deleted and
- * made again; a failed one too, with the Sandbox saying why meanwhile. */
+ * the create is the claim (AlreadyExists is the same pod, read and checked).
+ * A Succeeded pod is the record that the folders are ready while the Sandbox
+ * or pool it was made for lives (it owns the pod; the garbage collector
+ * takes it with it, and the next one that needs the folders makes it again:
+ * workspace-init then finds them ready). Bounded: the pod's
+ * activeDeadlineSeconds, and a pod neither done nor failed after that and a
+ * minute is deleted and made again; a failed one too, with the Sandbox
+ * saying why meanwhile. A replica remembers a Succeeded pod for 10 minutes,
+ * then reads it again. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,9 +80,9 @@ int sbx_controller_own_image(struct kube_client *kc, char *out, size_t n, char *
 /* Creates the preparation pod name of owner in ns; 0 (made, or there
  * already), or -1 with why. */
 static int create_prep(struct sbx_controller *c, const char *ns, const char *owner, const char *name,
-		       struct sbx_ws_wait *w)
+		       const struct sbx_wsprep_for *forobj, struct sbx_ws_wait *w)
 {
-	cJSON *pod = sbx_wsprep_pod(ns, owner, c->cfg, prep_image(c));
+	cJSON *pod = sbx_wsprep_pod(ns, owner, c->cfg, prep_image(c), forobj);
 	if (!pod) {
 		snprintf(w->why, sizeof w->why, "the workspace folders of owner %s cannot be prepared: check the "
 						"controller's workspace config", owner);
@@ -101,7 +105,8 @@ static int create_prep(struct sbx_controller *c, const char *ns, const char *own
 	return -1;
 }
 
-int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner, struct sbx_ws_wait *w)
+int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
+		    const struct sbx_wsprep_for *forobj, struct sbx_ws_wait *w)
 {
 	memset(w, 0, sizeof *w);
 	if (!owner || !c->cfg->prep_enabled)
@@ -126,7 +131,7 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 	struct kube_error err;
 	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &pod, &err);
 	if (e == KUBE_ERR_NOT_FOUND) {
-		if (create_prep(c, ns, owner, name, w) < 0) {
+		if (create_prep(c, ns, owner, name, forobj, w) < 0) {
 			w->report = 1;
 			return -1;
 		}
@@ -183,7 +188,8 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 int sbx_rc_workspace_ready(struct sbx_controller *c, struct sbx_view *v, int *r)
 {
 	struct sbx_ws_wait w;
-	int ok = sbx_ws_prepared(c, v->ns, v->owner, &w);
+	const struct sbx_wsprep_for me = { SBX_API, "Sandbox", v->name, v->uid };
+	int ok = sbx_ws_prepared(c, v->ns, v->owner, &me, &w);
 	if (ok == 1)
 		return 1;
 	if (w.report && sbx_rc_report_unbound(c, v, "Pending", "Waiting", w.why, NULL) < 0)

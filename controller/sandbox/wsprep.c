@@ -92,11 +92,13 @@ static cJSON *container(const struct sbx_config *cfg, const char *image)
 	return c;
 }
 
-cJSON *sbx_wsprep_pod(const char *ns, const char *owner, const struct sbx_config *cfg, const char *image)
+cJSON *sbx_wsprep_pod(const char *ns, const char *owner, const struct sbx_config *cfg, const char *image,
+		      const struct sbx_wsprep_for *forobj)
 {
 	char name[64];
 	if (!owner || !sbx_owner_valid(owner) || !image || !image[0] || !sbx_pod_config_usable(cfg, owner) ||
-	    sbx_wsprep_name(ns, owner, cfg, name, sizeof name) < 0)
+	    sbx_wsprep_name(ns, owner, cfg, name, sizeof name) < 0 || !forobj || !forobj->api_version ||
+	    !forobj->kind || !forobj->name || !forobj->uid)
 		return NULL;
 	cJSON *pod = jb_obj();
 	jb_str(pod, "apiVersion", "v1");
@@ -108,6 +110,12 @@ cJSON *sbx_wsprep_pod(const char *ns, const char *owner, const struct sbx_config
 	jb_str(labels, SBX_LABEL_WS_INIT, name + sizeof SBX_WSPREP_NAME_PREFIX - 1);
 	jb_str(labels, SBX_LABEL_NAME, "sandbox-workspace-init");
 	jb_str(jb_add_obj(md, "annotations"), SBX_ANN_OWNER, owner);
+	cJSON *ref = jb_obj();
+	jb_str(ref, "apiVersion", forobj->api_version);
+	jb_str(ref, "kind", forobj->kind);
+	jb_str(ref, "name", forobj->name);
+	jb_str(ref, "uid", forobj->uid);
+	jb_push(jb_add_arr(md, "ownerReferences"), ref);
 
 	cJSON *ps = jb_add_obj(pod, "spec");
 	jb_str(ps, "restartPolicy", "Never");

@@ -45,13 +45,22 @@
  * written) when an argument is missing or too long. */
 int sbx_wsprep_name(const char *ns, const char *owner, const struct sbx_config *cfg, char *out, size_t outlen);
 
+/* The object a preparation pod is made for (a Sandbox or a warm pool): its
+ * owner reference (not a controller, blocking nothing), so the pod goes with
+ * it; a later one makes the pod again when it needs the folders. */
+struct sbx_wsprep_for {
+	const char *api_version, *kind, *name, *uid;
+};
+
 /* Returns the preparation pod of owner's folders in ns (caller frees with
  * cJSON_Delete), or NULL when owner is not a valid owner, the workspace
- * config cannot serve it, or image is empty. It lands where sandbox pods
- * land (the operator's nodeSelector, tolerations, priority class, pull
- * secrets, default runtime class); restartPolicy Never; no service account
- * token; activeDeadlineSeconds SBX_WSPREP_DEADLINE_S. */
-cJSON *sbx_wsprep_pod(const char *ns, const char *owner, const struct sbx_config *cfg, const char *image);
+ * config cannot serve it, image is empty or forobj lacks a field. It lands
+ * where sandbox pods land (the operator's nodeSelector, tolerations,
+ * priority class, pull secrets, default runtime class); restartPolicy Never;
+ * no service account token; activeDeadlineSeconds SBX_WSPREP_DEADLINE_S;
+ * owned by forobj. */
+cJSON *sbx_wsprep_pod(const char *ns, const char *owner, const struct sbx_config *cfg, const char *image,
+		      const struct sbx_wsprep_for *forobj);
 
 enum sbx_wsprep_state {
 	SBX_WSPREP_DONE,    /* Succeeded: the folders are the uid's */
