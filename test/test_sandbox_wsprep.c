@@ -13,6 +13,8 @@
 #include "sandbox/podbuild.h"
 #include "sandbox/podstate.h"
 #include "sandbox/scope.h"
+#include "sandbox/status.h"
+#include "sandbox/trim.h"
 #include "sandbox/wsinit.h"
 #include "sandbox/wsprep.h"
 #include "test_suites.h"
@@ -52,6 +54,11 @@ static const char *str(const cJSON *o, const char *path)
 {
 	const cJSON *v = get(o, path);
 	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static const char *jstr_of(const cJSON *o, const char *path)
+{
+	return str(o, path);
 }
 
 static void test_name(void)
@@ -305,6 +312,73 @@ static void test_pod_why(void)
 	CU_ASSERT_STRING_EQUAL(sbx_pod_why(NULL, NULL, why, sizeof why), "");
 }
 
+/* The pod cache keeps what the phrase needs, cut, and nothing of a running pod. */
+static void test_pod_why_kept_by_the_cache(void)
+{
+	static const char *const pods[] = {
+		"{\"metadata\":{\"name\":\"sbx-a\"},\"status\":{\"phase\":\"Failed\",\"containerStatuses\":[{\"name\":"
+		"\"sandbox\",\"image\":\"i\",\"ready\":false,\"state\":{\"terminated\":{\"exitCode\":3,\"reason\":\"Error\","
+		"\"message\":\"bye\",\"startedAt\":\"x\"}}}]}}",
+		"{\"metadata\":{\"name\":\"sbx-b\"},\"status\":{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":"
+		"\"sandbox\",\"state\":{\"waiting\":{\"reason\":\"ImagePullBackOff\",\"message\":\"Back-off pulling "
+		"image \\\"127.0.0.1:5/missing:1\\\"\"}}}]}}",
+		"{\"metadata\":{\"name\":\"sbx-c\"},\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":"
+		"\"PodScheduled\",\"status\":\"False\",\"reason\":\"Unschedulable\",\"message\":\"0/1 nodes\"}]}}",
+		"{\"metadata\":{\"name\":\"sbx-d\"},\"status\":{\"phase\":\"Failed\",\"reason\":\"Evicted\",\"message\":"
+		"\"The node was low on resource: memory.\"}}",
+	};
+	for (size_t i = 0; i < sizeof pods / sizeof pods[0]; i++) {
+		cJSON *pod = cJSON_Parse(pods[i]);
+		cJSON *t = sbx_trim_pod(pod);
+		char a[512], b[512];
+		sbx_pod_why(pod, "sandbox", a, sizeof a);
+		sbx_pod_why(t, "sandbox", b, sizeof b);
+		CU_ASSERT(a[0] != '\0');
+		CU_ASSERT_STRING_EQUAL(a, b);
+		cJSON_Delete(t);
+		cJSON_Delete(pod);
+	}
+	cJSON *pod = cJSON_Parse("{\"metadata\":{\"name\":\"sbx-r\"},\"status\":{\"phase\":\"Running\",\"conditions\":"
+				 "[{\"type\":\"PodScheduled\",\"status\":\"True\"}],\"containerStatuses\":[{\"name\":"
+				 "\"sandbox\",\"state\":{\"running\":{\"startedAt\":\"x\"}}}]}}");
+	cJSON *t = sbx_trim_pod(pod);
+	CU_ASSERT_PTR_NULL(get(t, "status.containerStatuses"));
+	CU_ASSERT_PTR_NULL(get(t, "status.reason"));
+	cJSON_Delete(t);
+	cJSON_Delete(pod);
+	/* A long message is cut on a character boundary. */
+	char big[1200];
+	memset(big, 'x', sizeof big);
+	strcpy(big + 299, "\xc3\xa9 and more");
+	pod = cJSON_CreateObject();
+	cJSON *st = cJSON_AddObjectToObject(pod, "status");
+	cJSON_AddStringToObject(st, "reason", "Evicted");
+	cJSON_AddStringToObject(st, "message", big);
+	t = sbx_trim_pod(pod);
+	CU_ASSERT_EQUAL(strlen(jstr_of(t, "status.message")), 299);
+	cJSON_Delete(t);
+	cJSON_Delete(pod);
+	CU_ASSERT_EQUAL(sbx_utf8_cut("ab\xc3\xa9", 3), 2);
+	CU_ASSERT_EQUAL(sbx_utf8_cut("ab\xc3\xa9", 4), 4);
+	CU_ASSERT_EQUAL(sbx_utf8_cut("ab", 10), 2);
+}
+
+/* Ready's message carries the why after the phase's words. */
+static void test_status_ready_detail(void)
+{
+	struct sbx_status_in in = { .phase = "Failed", .bound = 1, .bound_reason = "PodCreated", .ready = 0,
+				    .ready_reason = "PodFailed", .ready_message = "the pod has failed" };
+	snprintf(in.ready_detail, sizeof in.ready_detail, "container sandbox exited with code 3 (Error)");
+	struct sbx_status_in copy = in; /* a copy carries the detail */
+	cJSON *s = sbx_status_build(&copy, NULL, "2024-01-01T00:00:00Z");
+	CU_ASSERT_STRING_EQUAL(str(s, "conditions[1].message"), "the pod has failed: container sandbox exited with code 3 (Error)");
+	cJSON_Delete(s);
+	in.ready_detail[0] = '\0';
+	s = sbx_status_build(&in, NULL, "2024-01-01T00:00:00Z");
+	CU_ASSERT_STRING_EQUAL(str(s, "conditions[1].message"), "the pod has failed");
+	cJSON_Delete(s);
+}
+
 static void test_wsinit_dir(void)
 {
 	char dir[] = "/tmp/sbx-wsinit-XXXXXX";
@@ -390,6 +464,8 @@ void register_sandbox_wsprep_tests(void)
 		  { "pod: hostPath mode, refusals", test_pod_hostpath_and_refusals },
 		  { "state: done, waiting, failed, foreign", test_state },
 		  { "podstate: a pod's status in words, capped", test_pod_why },
+		  { "podstate: the pod cache keeps the words' sources, cut", test_pod_why_kept_by_the_cache },
+		  { "status: Ready's message carries the why", test_status_ready_detail },
 		  { "wsinit: hands a folder over once, never through a link", test_wsinit_dir },
 		  { "config: workspace.prepare", test_config_prepare });
 }

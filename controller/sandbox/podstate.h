@@ -21,4 +21,17 @@
  * few hundred bytes; out is always terminated. Returns out. */
 const char *sbx_pod_why(const cJSON *pod, const char *container, char *out, size_t n);
 
+/* The longest part of a pod's status a phrase keeps (bytes). */
+#define SBX_POD_WHY_PART 300
+
+/* The length of s cut to at most max bytes on a UTF-8 character boundary. */
+int sbx_utf8_cut(const char *s, int max);
+
+/* Copies into trimmed pod status out what sbx_pod_why reads of the pod's
+ * status st (a cache keeps it, sandbox/trim.h): the state of container
+ * `container` when it is waiting or terminated, a PodScheduled condition
+ * that is False, the pod's reason and message; each string cut to
+ * SBX_POD_WHY_PART bytes. Nothing for a running pod. */
+void sbx_pod_why_keep(cJSON *out, const cJSON *st, const char *container);
+
 #endif

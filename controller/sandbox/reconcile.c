@@ -22,6 +22,7 @@
 #include "sandbox/ctlmetrics.h"
 #include "sandbox/inforce.h"
 #include "sandbox/podbuild.h"
+#include "sandbox/podstate.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
 #include "sandbox/spec.h"
@@ -183,6 +184,10 @@ static void pod_readiness(const cJSON *pod, struct sbx_status_in *in)
 		in->ready_reason = "PodPending";
 		in->ready_message = "the pod is not running yet";
 	}
+	/* Why, when the pod's status says (a container waiting or exited and
+	 * how, the scheduler's refusal): what the user needs to act on it. */
+	if (!in->ready)
+		sbx_pod_why(pod, SBX_CONTAINER, in->ready_detail, sizeof in->ready_detail);
 }
 
 static int owned_by(const cJSON *pod, const char *uid, int *is_controller)
@@ -367,6 +372,7 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 		in.ready = 0;
 		in.ready_reason = "PodTampered";
 		in.ready_message = tmsg;
+		in.ready_detail[0] = '\0';
 	}
 	int r = sbx_rc_write_status(c, v, &in);
 	cJSON_Delete(pod);
