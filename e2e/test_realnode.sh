@@ -14,6 +14,9 @@
 . "$(dirname "$0")/lib_admission.sh"
 
 IMG=sbx.local/sandbox:1
+# PID 1 of a container ignores SIGTERM it has no handler for: a trap, so a
+# suspend or an expiry ends the process at once, not after 30 s of grace.
+CMD='[sh, -c, "trap '"'"'exit 0'"'"' TERM; sleep infinity & wait"]'
 E2E_ADMISSION=1
 NS=team-a
 
@@ -110,8 +113,8 @@ ctl_mode() {
 as() { local kc=$1; shift; KUBECONFIG=$kc kubectl "$@"; }
 
 # real_sandbox KUBECONFIG NAME OWNER [KEY] [COMMAND] [IMAGE]: a Sandbox (the
-# sandbox image, sleep infinity, 100m CPU / 64Mi unless given) created as
-# that user; KEY "-" means none, COMMAND is a YAML flow list.
+# sandbox image, $CMD, 100m CPU / 64Mi unless given) created as that user;
+# KEY "-" means none, COMMAND is a YAML flow list.
 real_sandbox() {
   local key=${4:-$2}
   as "$1" apply -f - 2>&1 <<YAML
@@ -120,7 +123,7 @@ kind: Sandbox
 metadata: {name: $2, namespace: $NS}
 spec:
   image: ${6:-$IMG}
-  command: ${5:-[sleep, infinity]}
+  command: ${5:-$CMD}
   resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {cpu: 100m, memory: 64Mi}}
   workspaceOwner: $3
 $([ "$key" = - ] || echo "  idempotencyKey: $key")
@@ -171,11 +174,11 @@ workspace_writable() {
 
 # Issue 21 item 2: the owner's folders are writable by the sandbox's user
 # in both modes, before the first pod runs.
-test_1_workspace_writable_pvc() {
+test_01_workspace_writable_pvc() {
   workspace_writable ws-pvc
 }
 
-test_2_workspace_writable_hostpath() {
+test_02_workspace_writable_hostpath() {
   ctl_mode hostpath
   workspace_writable ws-hostpath
   ctl_mode pvc
@@ -184,7 +187,7 @@ test_2_workspace_writable_hostpath() {
 # The process runs as the configured non-root user under the restricted
 # profile: no capability, no privilege gain, seccomp on; containerd runs it
 # as uid 1000 on this machine.
-test_3_process_runs_as_the_sandbox_user() {
+test_03_process_runs_as_the_sandbox_user() {
   real_sandbox "$ALICE" who alice >/dev/null || { fail "cannot create who"; return; }
   ready who || { fail "who not Ready: $(why_not who)"; return; }
   local out id pid p
@@ -195,7 +198,7 @@ test_3_process_runs_as_the_sandbox_user() {
   task_running "$id" || fail "containerd runs no task for who's container ($id)"
   pid=$(rn_ctr tasks ls 2>/dev/null | awk -v id="$id" '$1 == id {print $2}')
   expect_eq "$(stat -c %u "/proc/$pid" 2>/dev/null)" 1000 "the uid of the container's process on this machine"
-  expect_eq "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" "sleep infinity " "the container's process"
+  expect_match "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" "^sh -c trap" "the container's process"
   p=$(pod_of who)
   expect_eq "$(jp "$NS" pod "$p" '{.spec.securityContext.runAsNonRoot} {.spec.containers[0].securityContext.capabilities.drop[0]} {.spec.containers[0].securityContext.allowPrivilegeEscalation} {.spec.automountServiceAccountToken}')" \
     "true ALL false false" "the pod's restricted settings"
@@ -204,7 +207,7 @@ test_3_process_runs_as_the_sandbox_user() {
 
 # Each owner sees only their own folders: bob's sandbox has no way to alice's
 # files, and his land in his folder.
-test_4_owners_kept_apart() {
+test_04_owners_kept_apart() {
   real_sandbox "$ALICE" apart-a alice >/dev/null && real_sandbox "$BOB" apart-b bob >/dev/null ||
     { fail "cannot create the sandboxes"; return; }
   ready apart-a && ready apart-b || { fail "not Ready: $(why_not apart-a) / $(why_not apart-b)"; return; }
@@ -220,7 +223,7 @@ test_4_owners_kept_apart() {
 
 # A file alice wrote is there for her next Sandbox, her resumed one and her
 # warm-bound one.
-test_5_alice_files_follow_her() {
+test_05_alice_files_follow_her() {
   real_sandbox "$ALICE" first alice >/dev/null && ready first || { fail "first not Ready: $(why_not first)"; return; }
   expect_eq "$(sh_in "$ALICE" first 'echo "from the first" >/workspace/carry.txt && echo ok')" ok "the first writes"
   real_sandbox "$ALICE" next alice >/dev/null && ready next || { fail "next not Ready: $(why_not next)"; return; }
@@ -245,7 +248,7 @@ spec:
   workspaceOwner: alice
   template:
     image: $IMG
-    command: [sleep, infinity]
+    command: $CMD
     resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {cpu: 100m, memory: 64Mi}}
 YAML
   wait_for 120 pool_ready alice-warm 1 ||
@@ -261,7 +264,7 @@ pool_ready() { [ "$(jp "$NS" sandboxwarmpool "$1" '{.status.readyReplicas}')" = 
 
 # The Python client and the plugin against a real container: exit codes,
 # stdout and stderr apart, stdin, binary files both ways, listings.
-test_6_client_and_plugin() {
+test_06_client_and_plugin() {
   real_sandbox "$ALICE" tools alice >/dev/null && ready tools || { fail "tools not Ready: $(why_not tools)"; return; }
   local out sums code
   out=$(py "$ALICE" <<'PY'
@@ -314,7 +317,7 @@ PY
 # Through the API server to this kubelet: logs, attach and port-forward work
 # for alice; the exec gate refuses bob's exec, attach and port-forward into
 # alice's sandbox, and nothing of his runs in it.
-test_7_api_server_streams_and_the_exec_gate() {
+test_07_api_server_streams_and_the_exec_gate() {
   real_sandbox "$ALICE" talk alice talk \
     '[sh, -c, "echo started; while true; do printf \"hello through port-forward\\n\" | nc -l -p 8080 >/dev/null 2>&1; echo served; done"]' >/dev/null &&
     ready talk || { fail "talk not Ready: $(why_not talk)"; return; }
@@ -364,7 +367,7 @@ logs_have() { as "$ALICE" logs -n "$NS" "$1" 2>/dev/null | grep -q "$2"; }
 
 # Suspend kills the process and keeps the files; resume starts it again on
 # the same pod name; expiry ends it.
-test_8_suspend_resume_expiry_processes() {
+test_08_suspend_resume_expiry_processes() {
   real_sandbox "$ALICE" life alice >/dev/null && ready life || { fail "life not Ready: $(why_not life)"; return; }
   local p id id2
   p=$(pod_of life)
@@ -393,7 +396,7 @@ test_8_suspend_resume_expiry_processes() {
 # What goes wrong says so on the Sandbox, in words a user understands: a
 # container that exits, an image that is not there, a pod changed or deleted
 # behind the controller's back.
-test_9_trouble_in_words() {
+test_09_trouble_in_words() {
   real_sandbox "$ALICE" quits alice quits '[sh, -c, "echo bye; exit 3"]' >/dev/null || { fail "cannot create quits"; return; }
   real_sandbox "$ALICE" noimage alice noimage '' 127.0.0.1:5/missing:1 >/dev/null || { fail "cannot create noimage"; return; }
   real_sandbox "$ALICE" changed alice >/dev/null && real_sandbox "$ALICE" gone alice >/dev/null || { fail "cannot create"; return; }
@@ -424,6 +427,92 @@ test_9_trouble_in_words() {
   expect_eq "$(jp "$NS" sandbox gone '{.status.phase}')" Failed "gone: phase"
   expect_match "$(ready_message gone)" 'no longer exists' "gone: Ready's message"
 }
+# The chaos of test_idempotency in small, with processes: responses lost
+# between the controller and the API server (hack/faultproxy cuts 30% of
+# connections after the server answered), and the controller SIGKILLed once
+# right after a pod create. Each intent still ends with one pod, and on the
+# node one running process.
+test_10_chaos_one_process_per_intent() {
+  local proxy="$BUILD_DIR/faultproxy" port i
+  [ -x "$proxy" ] || { fail "faultproxy not built ($proxy)"; return; }
+  # Only this test's sandboxes on the node from here on.
+  kubectl delete sandbox -n "$NS" --all --wait=false >/dev/null
+  wait_for 120 no_sandbox_tasks || fail "sandbox processes of earlier tests still run"
+  port=$(sed -n 's/^APISERVER_PORT=//p' "$E2E_DIR/state")
+  "$proxy" -upstream "127.0.0.1:$port" -drop 0.3 -seed 21 -port-file "$E2E_DIR/chaos-proxy.port" >"$E2E_DIR/chaos-proxy.log" 2>&1 &
+  local proxy_pid=$!
+  disown "$proxy_pid"
+  CTL_PIDS+=("$proxy_pid")
+  wait_for 10 test -s "$E2E_DIR/chaos-proxy.port" || { fail "faultproxy did not start"; return; }
+  rm -f "$E2E_DIR/chaos-once"
+  SBX_E2E_APISERVER_PORT=$(cat "$E2E_DIR/chaos-proxy.port") SBX_FAULT_POINTS=after-pod-create \
+    SBX_FAULT_ONCE_FILE="$E2E_DIR/chaos-once" ctl_mode pvc
+  local killed=$CTL_PID
+  # The webhook's reviews go through the proxy too: a create it could not
+  # admit is refused, and retried as a client would (apply is idempotent).
+  for i in 1 2 3; do
+    wait_for 60 real_sandbox "$ALICE" "chaos-$i-a" alice "chaos-$i" || fail "cannot create chaos-$i-a"
+    wait_for 60 real_sandbox "$ALICE" "chaos-$i-b" alice "chaos-$i" || fail "cannot create chaos-$i-b"
+  done
+  wait_dead "$killed" 60 || fail "the controller never reached after-pod-create"
+  [ -f "$E2E_DIR/chaos-once" ] || fail "the controller died without reaching after-pod-create"
+  SBX_E2E_APISERVER_PORT=$(cat "$E2E_DIR/chaos-proxy.port") ctl_mode pvc
+  for i in 1 2 3; do
+    ready "chaos-$i-a" 180 && ready "chaos-$i-b" 60 || fail "chaos-$i not Ready: $(why_not "chaos-$i-a")"
+    expect_eq "$(pod_of "chaos-$i-b")" "$(pod_of "chaos-$i-a")" "chaos-$i: one pod for both Sandboxes"
+  done
+  expect_eq "$(pod_count "$NS")" 3 "sandbox pods"
+  expect_eq "$(sandbox_tasks | wc -l)" 3 "running sandbox processes on the node"
+  for i in 1 2 3; do
+    task_running "$(container_of "chaos-$i-a")" || fail "chaos-$i: its pod's process does not run"
+  done
+  local cuts
+  cuts=$(grep -c "cut connection" "$E2E_DIR/chaos-proxy.log")
+  say "  the proxy cut $cuts connections after the server had answered"
+  [ "$cuts" -gt 3 ] || fail "too few responses lost ($cuts) for the test to mean anything"
+  ctl_mode pvc # straight to the API server again
+  kill "$proxy_pid" 2>/dev/null
+}
+# sandbox_tasks: the running tasks on the node of containers of the sandbox image.
+sandbox_tasks() {
+  local ids
+  ids=$(rn_ctr containers ls 2>/dev/null | awk -v img="$IMG" '$2 == img {print $1}')
+  rn_ctr tasks ls 2>/dev/null | awk '$3 == "RUNNING" {print $1}' | grep -xFf <(echo "$ids") || true
+}
+no_sandbox_tasks() { [ -z "$(sandbox_tasks)" ]; }
+
+# The network rule: a sandbox reaches nothing off its bridge. A listener of
+# this test, in a network namespace it made and routed from this machine,
+# answers the machine and never hears from the sandbox; the machine's own
+# address there is out of reach too.
+test_11_no_way_off_the_bridge() {
+  real_sandbox "$ALICE" net alice >/dev/null && ready net || { fail "net not Ready: $(why_not net)"; return; }
+  local nsn=sbxnet$$ hv=sbxh$$ pv=sbxp$$ lpid out
+  ip netns add "$nsn" && ip link add "$hv" type veth peer name "$pv" && ip link set "$pv" netns "$nsn" &&
+    ip addr add 198.51.100.1/30 dev "$hv" && ip link set "$hv" up &&
+    ip -n "$nsn" addr add 198.51.100.2/30 dev "$pv" && ip -n "$nsn" link set "$pv" up && ip -n "$nsn" link set lo up ||
+    { fail "cannot make the test's network namespace"; net_cleanup "$nsn" "$hv"; return; }
+  ip netns exec "$nsn" python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("198.51.100.2", 8080)); s.listen(8)
+while True:
+    c, a = s.accept()
+    print("connection from", a[0], flush=True)
+    c.sendall(b"listener of the test\n"); c.close()' >"$E2E_DIR/net-listener.log" 2>&1 &
+  lpid=$!
+  wait_for 10 host_reaches 198.51.100.2 || fail "the test's listener does not answer this machine"
+  out=$(sh_in "$ALICE" net 'nc -w 3 198.51.100.2 8080 </dev/null; echo "rc=$?"; nc -w 3 198.51.100.1 22 </dev/null; echo "rc=$?"; ip route')
+  expect_match "$out" 'rc=[1-9]' "the sandbox's connection to the test's listener"
+  expect_eq "$(grep -c '^rc=0' <<<"$out")" 0 "no connection from the sandbox succeeded"
+  expect_eq "$(grep -c 'default' <<<"$out")" 0 "a default route in the sandbox"
+  expect_eq "$(grep -v '^connection from 198.51.100.1$' "$E2E_DIR/net-listener.log")" "" "what the listener heard beside this machine"
+  kill "$lpid" 2>/dev/null
+  net_cleanup "$nsn" "$hv"
+}
+host_reaches() { python3 -c 'import socket,sys; socket.create_connection((sys.argv[1], 8080), timeout=2).recv(64)' "$1" 2>/dev/null; }
+net_cleanup() { ip link del "$2" 2>/dev/null; ip netns del "$1" 2>/dev/null; true; }
+
 ready_reason() { jp "$NS" sandbox "$1" '{.status.conditions[?(@.type=="Ready")].reason}'; }
 ready_message() { jp "$NS" sandbox "$1" '{.status.conditions[?(@.type=="Ready")].message}'; }
 ready_reason_is() { [ "$(ready_reason "$1")" = "$2" ]; }
