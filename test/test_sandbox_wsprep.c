@@ -271,6 +271,25 @@ static void test_state(void)
 	CU_ASSERT_EQUAL(sbx_wsprep_state(pod, "team-a", "alice", &cfg, why, sizeof why), SBX_WSPREP_WAITING);
 	CU_ASSERT_STRING_EQUAL(why, "pending");
 	cJSON_Delete(pod);
+	/* The cache's trimmed copy means the same, in the same words. */
+	static const char *const states[] = {
+		"{\"phase\":\"Succeeded\"}",
+		"{\"phase\":\"Failed\",\"containerStatuses\":[{\"name\":\"workspace-init\",\"state\":{\"terminated\":"
+		"{\"exitCode\":1,\"reason\":\"Error\",\"message\":\"chown: EPERM\"}}}]}",
+		"{\"phase\":\"Pending\",\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"False\",\"message\":"
+		"\"0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.\"}]}",
+	};
+	for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
+		pod = prep_pod(&cfg, states[i]);
+		cJSON *t = sbx_wsprep_trim(pod);
+		char w1[512], w2[512];
+		CU_ASSERT_EQUAL(sbx_wsprep_state(pod, "team-a", "alice", &cfg, w1, sizeof w1),
+				sbx_wsprep_state(t, "team-a", "alice", &cfg, w2, sizeof w2));
+		CU_ASSERT_STRING_EQUAL(w1, w2);
+		CU_ASSERT_PTR_NULL(get(t, "spec"));
+		cJSON_Delete(t);
+		cJSON_Delete(pod);
+	}
 	sbx_config_release(&cfg);
 }
 

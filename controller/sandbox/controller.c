@@ -17,9 +17,11 @@
 #include "sandbox/inforce.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/pool.h"
+#include "sandbox/reconcile_int.h"
 #include "sandbox/strset.h"
 #include "sandbox/trim.h"
 #include "sandbox/written.h"
+#include "sandbox/wsprep.h"
 
 #define SBX_API "sandbox.dev/v1alpha1"
 #define LABEL_DIGEST "sandbox.dev/scope-digest"
@@ -293,6 +295,22 @@ static void on_pool_pod_delete(void *ctx, const cJSON *pod)
 	enqueue_pod_pool(ctx, pod);
 }
 
+/* A workspace preparation pod changed: who waits for it looks again. */
+static void on_prep_pod_add(void *ctx, const cJSON *pod)
+{
+	sbx_ws_on_prep_pod(ctx, pod, 0);
+}
+
+static void on_prep_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	sbx_ws_on_prep_pod(ctx, new_obj, 0);
+}
+
+static void on_prep_pod_delete(void *ctx, const cJSON *pod)
+{
+	sbx_ws_on_prep_pod(ctx, pod, 1);
+}
+
 /* "<ns>/<name>" after prefix into a new ns and a borrowed name; NULL ns when
  * malformed. */
 static char *split_key(const char *rest, const char **name)
@@ -383,6 +401,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	static const struct informer_handlers ch = { on_claim, on_claim_update, NULL };
 	static const struct informer_handlers plh = { on_pool, on_pool_update, on_pool_delete };
 	static const struct informer_handlers pph = { on_pool_pod_add, on_pool_pod_update, on_pool_pod_delete };
+	static const struct informer_handlers wph = { on_prep_pod_add, on_prep_pod_update, on_prep_pod_delete };
 	sbx_ctl_metrics_register();
 	c->queue = workqueue_new();
 	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued, wq_worked };
@@ -396,6 +415,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->created_pods = sbx_written_new();
 	c->prepared = sbx_strset_new();
 	c->prep_looked = sbx_strset_new();
+	c->prep_waiters = sbx_ws_waiters_new();
 	c->pool_state = sbx_pool_state_new(c->warm_refill_qps);
 	struct informer *sandboxes =
 		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, LABEL_DIGEST, &sh, c);
@@ -424,6 +444,10 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	struct informer *pool_pods =
 		informer_new(c->kc, "/api/v1/pods", SBX_LABEL_POOL, sbx_trim_pod, SBX_LABEL_POOL, &pph, c);
 	informer_set_dictionary(pool_pods, sbx_pod_dictionary);
+	/* The owners' folder preparations (sandbox/wsprep.h), by their label,
+	 * reserved to the controller like the others. */
+	struct informer *prep_pods =
+		informer_new(c->kc, "/api/v1/pods", SBX_LABEL_WS_INIT, sbx_wsprep_trim, NULL, &wph, c);
 	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
 	c->sandboxes = sandboxes;
 	c->pods = pods;
@@ -431,8 +455,10 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->claims = claims;
 	c->pools = pools;
 	c->pool_pods = pool_pods;
+	c->prep_pods = prep_pods;
 	pthread_mutex_unlock(&c->informers_mu);
 	if (informer_start(c->pods) < 0 || informer_start(c->claims) < 0 || informer_start(c->pool_pods) < 0 ||
+	    informer_start(c->prep_pods) < 0 ||
 	    informer_start(c->pools) < 0 || informer_start(c->sandboxes) < 0 ||
 	    (c->webhooks && informer_start(c->webhooks) < 0)) {
 		snprintf(err, errlen, "cannot start the informers");
@@ -442,7 +468,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 		return 0;
 	if (!informer_wait_synced(c->pods, timeout_ms) || !informer_wait_synced(c->sandboxes, timeout_ms) ||
 	    !informer_wait_synced(c->claims, timeout_ms) || !informer_wait_synced(c->pools, timeout_ms) ||
-	    !informer_wait_synced(c->pool_pods, timeout_ms) ||
+	    !informer_wait_synced(c->pool_pods, timeout_ms) || !informer_wait_synced(c->prep_pods, timeout_ms) ||
 	    (c->webhooks && !informer_wait_synced(c->webhooks, timeout_ms))) {
 		snprintf(err, errlen,
 			 "caches did not sync within %ld ms (are the Sandbox, SandboxClaim and SandboxWarmPool CRDs "
@@ -484,6 +510,7 @@ int sbx_controller_synced(struct sbx_controller *c)
 	int synced = c->sandboxes && c->pods && informer_wait_synced(c->sandboxes, 0) &&
 		     informer_wait_synced(c->pods, 0) && c->claims && informer_wait_synced(c->claims, 0) && c->pools &&
 		     informer_wait_synced(c->pools, 0) && c->pool_pods && informer_wait_synced(c->pool_pods, 0) &&
+		     c->prep_pods && informer_wait_synced(c->prep_pods, 0) &&
 		     (!c->webhooks || informer_wait_synced(c->webhooks, 0));
 	pthread_mutex_unlock(&c->informers_mu);
 	return synced;
@@ -503,6 +530,8 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_stop(c->pools);
 	if (c->pool_pods)
 		informer_stop(c->pool_pods);
+	if (c->prep_pods)
+		informer_stop(c->prep_pods);
 	if (c->queue)
 		workqueue_shutdown(c->queue);
 	for (int i = 0; c->threads && i < c->workers; i++)
@@ -513,9 +542,11 @@ void sbx_controller_release(struct sbx_controller *c)
 		event_recorder_free(c->events);
 	pthread_mutex_lock(&c->informers_mu);
 	struct informer *sandboxes = c->sandboxes, *pods = c->pods, *webhooks = c->webhooks, *claims = c->claims;
-	struct informer *pools = c->pools, *pool_pods = c->pool_pods;
-	c->sandboxes = c->pods = c->webhooks = c->claims = c->pools = c->pool_pods = NULL;
+	struct informer *pools = c->pools, *pool_pods = c->pool_pods, *prep_pods = c->prep_pods;
+	c->sandboxes = c->pods = c->webhooks = c->claims = c->pools = c->pool_pods = c->prep_pods = NULL;
 	pthread_mutex_unlock(&c->informers_mu);
+	if (prep_pods)
+		informer_free(prep_pods);
 	if (pools)
 		informer_free(pools);
 	if (pool_pods)
@@ -548,6 +579,8 @@ void sbx_controller_release(struct sbx_controller *c)
 	sbx_strset_free(c->prepared);
 	sbx_strset_free(c->prep_looked);
 	c->prepared = c->prep_looked = NULL;
+	sbx_ws_waiters_free(c->prep_waiters);
+	c->prep_waiters = NULL;
 	c->events = NULL;
 	c->queue = NULL;
 	c->inflight = NULL;

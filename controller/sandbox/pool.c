@@ -498,7 +498,9 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		 * before the owner's folders are prepared (sandbox/wsprep.h). */
 		long want = p.replicas - have - inflight;
 		const struct sbx_wsprep_for me = { SBX_POOL_API, SBX_POOL_KIND, p.name, p.uid };
-		int prep = want > 0 ? sbx_ws_prepared(c, ns, p.owner, &me, &ws) : 1;
+		char qkey[600];
+		snprintf(qkey, sizeof qkey, "pool:%s/%s", ns, name); /* its work queue key (controller.c) */
+		int prep = want > 0 ? sbx_ws_prepared(c, ns, p.owner, &me, qkey, &ws) : 1;
 		if (prep != 1) {
 			want = 0;
 			r = prep < 0 ? -1 : (int)ws.delay_ms;

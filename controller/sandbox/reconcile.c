@@ -617,9 +617,8 @@ int sbx_pod_refusal_is_final(const struct kube_error *e)
 	return 1;
 }
 
-/* Logs a failed pod create, at most about once a second for the whole
- * process (a broken admission chain fails every Sandbox alike). */
-static void log_create_failure(const struct sbx_view *v, const char *pod_name, enum kube_err e, const char *msg)
+void sbx_rc_log_create_failure(const char *ns, const char *sandbox, const char *pod_name, enum kube_err e,
+			       const char *msg)
 {
 	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 	static int64_t next_ms;
@@ -639,7 +638,7 @@ static void log_create_failure(const struct sbx_view *v, const char *pod_name, e
 		return;
 	char n[24];
 	snprintf(n, sizeof n, "%lu", dropped);
-	log_kv(LOG_WARN, "creating pod failed", "sandbox", v->name, "namespace", v->ns, "pod", pod_name, "error",
+	log_kv(LOG_WARN, "creating pod failed", "sandbox", sandbox, "namespace", ns, "pod", pod_name, "error",
 	       kube_err_str(e), "message", msg, "suppressedSinceLast", n);
 }
 
@@ -648,7 +647,7 @@ static void log_create_failure(const struct sbx_view *v, const char *pod_name, e
 static int create_failed(struct sbx_controller *c, struct sbx_view *v, const char *pod_name, enum kube_err e,
 			 const struct kube_error *err)
 {
-	log_create_failure(v, pod_name, e, err->message);
+	sbx_rc_log_create_failure(v->ns, v->name, pod_name, e, err->message);
 	char msg[700];
 	snprintf(msg, sizeof msg, "creating pod %s failed (%s): %s; retrying", pod_name, kube_err_str(e),
 		 err->message);

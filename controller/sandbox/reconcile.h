@@ -24,6 +24,7 @@ struct sbx_strset; /* a set of short strings (digests, uids) */
 struct sbx_inforce; /* whether the mutating webhook was in force (sandbox/inforce.h) */
 struct sbx_pool_state; /* warm pool bookkeeping (sandbox/pool.h) */
 struct sbx_written; /* our status writes the cache has not shown yet */
+struct sbx_ws_waiters; /* who waits for a workspace preparation (sandbox/wsgate.c) */
 
 struct sbx_controller {
 	struct kube_client *kc;          /* borrowed */
@@ -59,6 +60,8 @@ struct sbx_controller {
 	 * known Succeeded lately, those a worker looks at right now, and the
 	 * image they run when the config names none ("" = the default). */
 	struct sbx_strset *prepared, *prep_looked;
+	struct informer *prep_pods;		 /* the preparation pods (label sandbox.dev/workspace-init) */
+	struct sbx_ws_waiters *prep_waiters; /* work queue keys waiting for one */
 	char prep_image[512];
 	pthread_t *threads;
 };

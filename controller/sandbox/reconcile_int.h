@@ -69,6 +69,11 @@ struct sbx_status_in sbx_rc_bound_status(const struct sbx_view *v, const cJSON *
 /* Writes the bound status for pod (how SBX_BIND_*) and, on the first
  * binding, the event. */
 int sbx_rc_report_bound(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int how);
+/* Logs a failed pod create (of pod_name, for sandbox: a Sandbox or pool
+ * name), at most about once a second for the whole process: a broken
+ * admission chain fails every Sandbox alike. */
+void sbx_rc_log_create_failure(const char *ns, const char *sandbox, const char *pod_name, enum kube_err e,
+			       const char *msg);
 /* Deletes pod from ns with its uid as precondition (a pod re-created under
  * the name is not this one). 0 when it is gone or going (or another pod has
  * the name now), -1 (logged). */
@@ -105,10 +110,19 @@ struct sbx_ws_wait {
 struct sbx_wsprep_for;
 /* Whether owner's folders in ns are prepared: 1 (also without owner, or with
  * workspace.prepare off), 0 while the preparation pod runs (made here when
- * missing, owned by forobj), -1 when it failed or was refused (retry with
- * backoff); w says why. */
+ * missing, owned by forobj; the work queue's queue_key is queued again when
+ * it is done, failed or gone), -1 when its create was refused or it failed
+ * (retry with backoff); w says why. Reads the preparation pods' cache: no
+ * request while it waits. */
 int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
-		    const struct sbx_wsprep_for *forobj, struct sbx_ws_wait *w);
+		    const struct sbx_wsprep_for *forobj, const char *queue_key, struct sbx_ws_wait *w);
+/* The set of work queue keys waiting for a preparation pod (caller frees
+ * with sbx_ws_waiters_free; NULL is a no-op there). */
+struct sbx_ws_waiters *sbx_ws_waiters_new(void);
+void sbx_ws_waiters_free(struct sbx_ws_waiters *w);
+/* A preparation pod (trimmed) was added, changed or (deleted 1) removed:
+ * the keys waiting for it are queued when it is done, failed or gone. */
+void sbx_ws_on_prep_pod(struct sbx_controller *c, const cJSON *pod, int deleted);
 /* sbx_ws_prepared for v's owner before a pod of v is created: 1, or 0 with
  * Waiting reported when w says it is worth it and *r the reconcile's result
  * (a delay, or -1). */

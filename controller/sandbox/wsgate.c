@@ -1,36 +1,136 @@
 /* The controller's side of the workspace preparation (sandbox/wsprep.h):
  * before a pod of an owner is created (cold, resumed, warm), the owner's
- * preparation pod in that namespace has Succeeded. Idempotent across
- * replicas and crashes: the pod's name is derived from what it prepares, so
- * the create is the claim (AlreadyExists is the same pod, read and checked).
- * A Succeeded pod is the record that the folders are ready while the Sandbox
- * or pool it was made for lives (it owns the pod; the garbage collector
- * takes it with it, and the next one that needs the folders makes it again:
- * workspace-init then finds them ready). Bounded: the pod's
- * activeDeadlineSeconds, and a pod neither done nor failed after that and a
- * minute is deleted and made again; a failed one too, with the Sandbox
- * saying why meanwhile. A replica remembers a Succeeded pod for 10 minutes,
- * then reads it again. */
+ * preparation pod in that namespace has Succeeded.
+ *
+ * Idempotent across replicas and crashes: the pod's name is derived from
+ * what it prepares, so the create is the claim (AlreadyExists is the same
+ * pod, read from the cache and checked). A Succeeded pod is the record that
+ * the folders are ready while the Sandbox or pool it was made for lives (it
+ * owns the pod; the garbage collector takes it with it, and the next one that
+ * needs the folders makes it again: workspace-init then finds them ready).
+ *
+ * Event-driven and cheap: the preparation pods are watched (an informer on
+ * their label), so a waiting Sandbox costs no request: it is parked and
+ * queued again when its preparation pod is done, failed or gone (a timer
+ * looks again when it has waited REPORT_MS). One worker creates the pod; the
+ * others wait for it.
+ *
+ * Bounded: the pod's activeDeadlineSeconds, and a pod neither done nor
+ * failed after that and a minute is deleted and made again; a failed one
+ * too. The Sandbox says Waiting, with the pod's state, when the create was
+ * refused, the pod failed, or it has waited REPORT_MS: a preparation that
+ * takes its ordinary few seconds costs no status write. A replica remembers a
+ * Succeeded pod for PREPARED_MS, then reads the cache again. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <uthash.h>
+
 #include "base/jsonget.h"
+#include "base/xmalloc.h"
 #include "kube/ktime.h"
 #include "obs/log.h"
 #include "sandbox/reconcile_int.h"
 #include "sandbox/strset.h"
 #include "sandbox/wsprep.h"
 
-/* An owner known prepared is looked at again (one GET) after this long. */
+/* An owner known prepared is looked at again after this long. */
 #define PREPARED_MS (10 * 60 * 1000)
-/* Workers waiting for the same preparation look at its pod at most this
- * often between them. */
-#define LOOK_MS 200
-/* Up to this long the wait is not worth a status write. */
-#define QUIET_MS 2000
+/* A worker creating a preparation pod holds it this long for the others (its
+ * watch event normally ends it sooner). */
+#define CREATING_MS 10000
+/* A wait this long is said on the Sandbox; a parked Sandbox looks again
+ * then if no event came. */
+#define REPORT_MS 60000
+
+/* Who waits for which preparation pod: "<pod name> <queue key>". */
+struct waiter {
+	char *k;
+	UT_hash_handle hh;
+};
+
+struct sbx_ws_waiters {
+	pthread_mutex_t mu;
+	struct waiter *h;
+};
+
+struct sbx_ws_waiters *sbx_ws_waiters_new(void)
+{
+	struct sbx_ws_waiters *w = xcalloc(1, sizeof *w);
+	pthread_mutex_init(&w->mu, NULL);
+	return w;
+}
+
+void sbx_ws_waiters_free(struct sbx_ws_waiters *w)
+{
+	if (!w)
+		return;
+	struct waiter *x, *tmp;
+	HASH_ITER(hh, w->h, x, tmp)
+	{
+		HASH_DEL(w->h, x);
+		free(x->k);
+		free(x);
+	}
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+}
+
+/* Parks queue_key until pod name is done (once per pair). */
+static void wait_for_pod(struct sbx_controller *c, const char *name, const char *queue_key)
+{
+	if (!queue_key)
+		return;
+	char *k = xasprintf("%s %s", name, queue_key);
+	struct waiter *x;
+	pthread_mutex_lock(&c->prep_waiters->mu);
+	HASH_FIND_STR(c->prep_waiters->h, k, x);
+	if (!x) {
+		x = xcalloc(1, sizeof *x);
+		x->k = k;
+		HASH_ADD_KEYPTR(hh, c->prep_waiters->h, x->k, strlen(x->k), x);
+		k = NULL;
+	}
+	pthread_mutex_unlock(&c->prep_waiters->mu);
+	free(k);
+}
+
+/* Queues again every key parked on pod name. */
+static void wake(struct sbx_controller *c, const char *name)
+{
+	size_t n = strlen(name);
+	struct waiter *x, *tmp, *woken = NULL;
+	pthread_mutex_lock(&c->prep_waiters->mu);
+	HASH_ITER(hh, c->prep_waiters->h, x, tmp)
+	{
+		if (!strncmp(x->k, name, n) && x->k[n] == ' ') {
+			HASH_DEL(c->prep_waiters->h, x);
+			HASH_ADD_KEYPTR(hh, woken, x->k, strlen(x->k), x);
+		}
+	}
+	pthread_mutex_unlock(&c->prep_waiters->mu);
+	HASH_ITER(hh, woken, x, tmp)
+	{
+		HASH_DEL(woken, x);
+		workqueue_add(c->queue, x->k + n + 1);
+		free(x->k);
+		free(x);
+	}
+}
+
+void sbx_ws_on_prep_pod(struct sbx_controller *c, const cJSON *pod, int deleted)
+{
+	const char *name = meta_str(pod, "name"), *phase = jstr(jobj(pod, "status"), "phase");
+	if (!name)
+		return;
+	sbx_strset_del(c->prep_looked, name); /* its create is done: no longer held */
+	if (deleted || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+		wake(c, name);
+}
 
 void sbx_controller_set_prep_image(struct sbx_controller *c, const char *image)
 {
@@ -77,15 +177,16 @@ int sbx_controller_own_image(struct kube_client *kc, char *out, size_t n, char *
 	return rc;
 }
 
-/* Creates the preparation pod name of owner in ns; 0 (made, or there
- * already), or -1 with why. */
+/* Creates the preparation pod name of owner in ns: 0 when it was made or is
+ * there (a lost answer is read back), or -1 with why in w. */
 static int create_prep(struct sbx_controller *c, const char *ns, const char *owner, const char *name,
 		       const struct sbx_wsprep_for *forobj, struct sbx_ws_wait *w)
 {
 	cJSON *pod = sbx_wsprep_pod(ns, owner, c->cfg, prep_image(c), forobj);
 	if (!pod) {
-		snprintf(w->why, sizeof w->why, "the workspace folders of owner %s cannot be prepared: check the "
-						"controller's workspace config", owner);
+		snprintf(w->why, sizeof w->why,
+			 "the workspace folders of owner %s cannot be prepared: check the controller's workspace config",
+			 owner);
 		return -1;
 	}
 	char *body = cJSON_PrintUnformatted(pod), path[512];
@@ -94,19 +195,30 @@ static int create_prep(struct sbx_controller *c, const char *ns, const char *own
 	struct kube_error err;
 	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
 	free(body);
-	if (e == KUBE_OK || e == KUBE_ERR_ALREADY_EXISTS || kube_err_retriable(e)) {
-		if (e == KUBE_OK)
-			log_kv(LOG_INFO, "preparing workspace folders", "namespace", ns, "owner", owner, "pod", name);
-		return 0; /* a lost answer is read back by the next look */
+	if (e == KUBE_OK) {
+		log_kv(LOG_INFO, "preparing workspace folders", "namespace", ns, "owner", owner, "pod", name);
+		return 0;
 	}
-	snprintf(w->why, sizeof w->why, "creating pod %s, which prepares the workspace folders of owner %s, failed (%s): %s",
-		 name, owner, kube_err_str(e), err.message);
+	if (e == KUBE_ERR_ALREADY_EXISTS)
+		return 0;
+	if (kube_err_retriable(e)) {
+		/* The outcome is unknown: the pod is read back. */
+		cJSON *got = NULL;
+		int found = sbx_rc_get_pod(c, ns, name, &got) == 0 && got;
+		cJSON_Delete(got);
+		if (found)
+			return 0;
+	}
+	sbx_rc_log_create_failure(ns, forobj->name, name, e, err.message);
+	snprintf(w->why, sizeof w->why,
+		 "creating pod %s, which prepares the workspace folders of owner %s, failed (%s): %s; retrying", name,
+		 owner, kube_err_str(e), err.message);
 	w->retry_after_ms = (long)err.retry_after_s * 1000;
 	return -1;
 }
 
 int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
-		    const struct sbx_wsprep_for *forobj, struct sbx_ws_wait *w)
+		    const struct sbx_wsprep_for *forobj, const char *queue_key, struct sbx_ws_wait *w)
 {
 	memset(w, 0, sizeof *w);
 	if (!owner || !c->cfg->prep_enabled)
@@ -120,27 +232,30 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 	/* The name covers the namespace: it alone keys the sets. */
 	if (sbx_strset_has(c->prepared, name))
 		return 1;
-	w->delay_ms = LOOK_MS;
+	w->delay_ms = REPORT_MS;
 	snprintf(w->why, sizeof w->why, "waiting for pod %s to prepare the workspace folders of owner %s", name, owner);
-	if (sbx_strset_has(c->prep_looked, name))
-		return 0; /* another worker looks at it now */
-	sbx_strset_add_for(c->prep_looked, name, LOOK_MS);
-	char path[600];
-	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
-	cJSON *pod = NULL;
-	struct kube_error err;
-	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &pod, &err);
-	if (e == KUBE_ERR_NOT_FOUND) {
-		if (create_prep(c, ns, owner, name, forobj, w) < 0) {
-			w->report = 1;
-			return -1;
-		}
+	if (!c->prep_pods || !informer_wait_synced(c->prep_pods, 0)) {
+		w->delay_ms = REQUEUE_WAIT_MS;
 		return 0;
 	}
-	if (e != KUBE_OK) {
-		snprintf(w->why, sizeof w->why, "reading pod %s, which prepares the workspace folders of owner %s: %s",
-			 name, owner, err.message);
-		w->retry_after_ms = (long)err.retry_after_s * 1000;
+	cJSON *pod = informer_get(c->prep_pods, ns, name);
+	if (!pod) {
+		/* One worker creates it (held CREATING_MS, or until its watch
+		 * event); the others wait for it. */
+		if (sbx_strset_has(c->prep_looked, name)) {
+			wait_for_pod(c, name, queue_key);
+			return 0;
+		}
+		sbx_strset_add_for(c->prep_looked, name, CREATING_MS);
+		if (create_prep(c, ns, owner, name, forobj, w) == 0) {
+			wait_for_pod(c, name, queue_key);
+			return 0;
+		}
+		sbx_strset_del(c->prep_looked, name);
+		/* Refused: the others try (and say why) for themselves, each
+		 * with its own backoff; this one backs off. */
+		wake(c, name);
+		w->report = 1;
 		return -1;
 	}
 	char state[512];
@@ -152,7 +267,6 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 	switch (st) {
 	case SBX_WSPREP_DONE:
 		sbx_strset_add_for(c->prepared, name, PREPARED_MS);
-		sbx_strset_del(c->prep_looked, name);
 		r = 1;
 		break;
 	case SBX_WSPREP_FOREIGN:
@@ -165,9 +279,9 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 		if (st == SBX_WSPREP_WAITING && age_ms <= (SBX_WSPREP_DEADLINE_S + 60) * 1000.0) {
 			snprintf(w->why, sizeof w->why, "waiting for pod %s to prepare the workspace folders of owner %s: %s",
 				 name, owner, state);
-			w->report = age_ms > QUIET_MS;
-			/* A quarter of its age, so a slow start costs few looks. */
-			w->delay_ms = age_ms / 4 > 2000 ? 2000 : age_ms / 4 < LOOK_MS ? LOOK_MS : (long)(age_ms / 4);
+			w->report = age_ms >= REPORT_MS;
+			w->delay_ms = age_ms < REPORT_MS - 1000 ? (long)(REPORT_MS - age_ms) : REPORT_MS;
+			wait_for_pod(c, name, queue_key);
 			break;
 		}
 		snprintf(w->why, sizeof w->why,
@@ -188,8 +302,10 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 int sbx_rc_workspace_ready(struct sbx_controller *c, struct sbx_view *v, int *r)
 {
 	struct sbx_ws_wait w;
+	char key[600];
+	snprintf(key, sizeof key, "%s/%s", v->ns, v->name);
 	const struct sbx_wsprep_for me = { SBX_API, "Sandbox", v->name, v->uid };
-	int ok = sbx_ws_prepared(c, v->ns, v->owner, &me, &w);
+	int ok = sbx_ws_prepared(c, v->ns, v->owner, &me, key, &w);
 	if (ok == 1)
 		return 1;
 	if (w.report && sbx_rc_report_unbound(c, v, "Pending", "Waiting", w.why, NULL) < 0)

@@ -159,3 +159,30 @@ enum sbx_wsprep_state sbx_wsprep_state(const cJSON *pod, const char *ns, const c
 		snprintf(why, n, "%s", phase && !strcmp(phase, "Running") ? "running" : "pending");
 	return SBX_WSPREP_WAITING;
 }
+
+/* Copies the string member k of from into to when it is at most max bytes. */
+static void copy_short(cJSON *to, const cJSON *from, const char *k, size_t max)
+{
+	const char *v = jstr(from, k);
+	if (v && strlen(v) <= max)
+		jb_str(to, k, v);
+}
+
+cJSON *sbx_wsprep_trim(const cJSON *pod)
+{
+	static const char *const meta[] = { "name", "namespace", "uid", "resourceVersion", "creationTimestamp",
+					    "deletionTimestamp", NULL };
+	const cJSON *om = jobj(pod, "metadata"), *st = jobj(pod, "status");
+	cJSON *t = jb_obj(), *m = jb_add_obj(t, "metadata");
+	for (const char *const *k = meta; *k; k++)
+		copy_short(m, om, *k, 253);
+	const char *l = label(pod, SBX_LABEL_WS_INIT), *o = annotation(pod, SBX_ANN_OWNER);
+	if (l && strlen(l) <= 63)
+		jb_str(jb_add_obj(m, "labels"), SBX_LABEL_WS_INIT, l);
+	if (o && strlen(o) <= 253)
+		jb_str(jb_add_obj(m, "annotations"), SBX_ANN_OWNER, o);
+	cJSON *ts = jb_add_obj(t, "status");
+	copy_short(ts, st, "phase", 32);
+	sbx_pod_why_keep(ts, st, SBX_WSPREP_CONTAINER);
+	return t;
+}

@@ -76,4 +76,10 @@ enum sbx_wsprep_state {
 enum sbx_wsprep_state sbx_wsprep_state(const cJSON *pod, const char *ns, const char *owner,
 				       const struct sbx_config *cfg, char *why, size_t n);
 
+/* The trimmed copy of a preparation pod a cache keeps (caller frees, never
+ * NULL): name, namespace, uid, resourceVersion, timestamps, its
+ * SBX_LABEL_WS_INIT label, its owner annotation (each at most 253 bytes),
+ * the phase and what sbx_wsprep_state's words read of its container. */
+cJSON *sbx_wsprep_trim(const cJSON *pod);
+
 #endif
