@@ -11,6 +11,7 @@
 #   SBX_DEMO_NODE=kwok hack/demo.sh   kwok's fake nodes only: no process runs
 #   SBX_DEMO_EXIT=1                   exit after showing (the test command runs it so)
 #   SBX_DEMO_DIR=DIR                  its folder (default ~/.cache/sandbox-controller/demo)
+#   SBX_BUILD_DIR=DIR                 the controller of that build (default: a build in build/)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -21,8 +22,15 @@ case "$NODE" in auto | real | kwok) ;; *) echo "SBX_DEMO_NODE must be auto, real
 
 bash hack/deps.sh
 BIN=$(bash hack/build-control-plane.sh)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j2 >/dev/null
+# The controller: SBX_BUILD_DIR's when it has one (the test command's own
+# build, left as it is), else a build in build/.
+if [ -n "${SBX_BUILD_DIR:-}" ] && [ -x "$SBX_BUILD_DIR/sandbox-controller" ]; then
+  BUILD=$SBX_BUILD_DIR
+else
+  BUILD=$ROOT/build
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build build -j2 >/dev/null
+fi
 bash hack/cluster.sh down "$DIR" 2>/dev/null || true
 rm -rf "$DIR"
 mkdir -p "$DIR"
@@ -58,7 +66,7 @@ if [ $real = 1 ]; then
   # (docs/operations.md): built offline and imported, as the node pulls nothing.
   version=$(head -n1 VERSION)
   if ! { bash hack/cluster.sh realnode "$DIR" &&
-         SBX_BUILD_DIR="$ROOT/build" SBX_IMAGE_OUT="$DIR/image" bash hack/image.sh >"$DIR/image.log" 2>&1 &&
+         SBX_BUILD_DIR="$BUILD" SBX_IMAGE_OUT="$DIR/image" bash hack/image.sh >"$DIR/image.log" 2>&1 &&
          bash hack/cluster.sh realnode-import "$DIR" "$DIR/image/sandbox-controller-$version.oci.tar" \
            "docker.io/library/sandbox-controller:$version"; }; then
     [ "$NODE" = real ] && { echo "demo: the real node did not start (see $DIR/logs/realnode-*.log)" >&2; exit 1; }
@@ -91,7 +99,7 @@ E2E_DIR=$DIR
 . e2e/lib_admission.sh
 webhook_certs
 WEBHOOK_PORT=$(free_port)
-./build/sandbox-controller --kubeconfig "$DIR/controller.kubeconfig" --seal-key-file "$DIR/seal.key" \
+"$BUILD/sandbox-controller" --kubeconfig "$DIR/controller.kubeconfig" --seal-key-file "$DIR/seal.key" \
   --config "$DIR/config.yaml" \
   --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
   --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
