@@ -99,6 +99,24 @@ static void wait_for_pod(struct sbx_controller *c, const char *name, const char 
 	free(k);
 }
 
+/* Unparks queue_key from pod name (it goes on by itself). */
+static void unwait(struct sbx_controller *c, const char *name, const char *queue_key)
+{
+	if (!queue_key)
+		return;
+	char *k = xasprintf("%s %s", name, queue_key);
+	struct waiter *x;
+	pthread_mutex_lock(&c->prep_waiters->mu);
+	HASH_FIND_STR(c->prep_waiters->h, k, x);
+	if (x)
+		HASH_DEL(c->prep_waiters->h, x);
+	pthread_mutex_unlock(&c->prep_waiters->mu);
+	if (x)
+		free(x->k);
+	free(x);
+	free(k);
+}
+
 /* Queues again every key parked on pod name. */
 static void wake(struct sbx_controller *c, const char *name)
 {
@@ -238,22 +256,22 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 		w->delay_ms = REQUEUE_WAIT_MS;
 		return 0;
 	}
+	/* Parked before looking, so no event between the look and the park
+	 * is missed; unparked again when it goes on by itself. */
+	wait_for_pod(c, name, queue_key);
 	cJSON *pod = informer_get(c->prep_pods, ns, name);
 	if (!pod) {
 		/* One worker creates it (held CREATING_MS, or until its watch
 		 * event); the others wait for it. */
-		if (sbx_strset_has(c->prep_looked, name)) {
-			wait_for_pod(c, name, queue_key);
+		if (sbx_strset_has(c->prep_looked, name))
 			return 0;
-		}
 		sbx_strset_add_for(c->prep_looked, name, CREATING_MS);
-		if (create_prep(c, ns, owner, name, forobj, w) == 0) {
-			wait_for_pod(c, name, queue_key);
+		if (create_prep(c, ns, owner, name, forobj, w) == 0)
 			return 0;
-		}
 		sbx_strset_del(c->prep_looked, name);
 		/* Refused: the others try (and say why) for themselves, each
 		 * with its own backoff; this one backs off. */
+		unwait(c, name, queue_key);
 		wake(c, name);
 		w->report = 1;
 		return -1;
@@ -267,10 +285,12 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 	switch (st) {
 	case SBX_WSPREP_DONE:
 		sbx_strset_add_for(c->prepared, name, PREPARED_MS);
+		unwait(c, name, queue_key);
 		r = 1;
 		break;
 	case SBX_WSPREP_FOREIGN:
 		snprintf(w->why, sizeof w->why, "the workspace folders of owner %s are not prepared: %s", owner, state);
+		unwait(c, name, queue_key);
 		w->report = 1;
 		r = -1;
 		break;
@@ -281,9 +301,9 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 				 name, owner, state);
 			w->report = age_ms >= REPORT_MS;
 			w->delay_ms = age_ms < REPORT_MS - 1000 ? (long)(REPORT_MS - age_ms) : REPORT_MS;
-			wait_for_pod(c, name, queue_key);
-			break;
+			break; /* parked */
 		}
+		unwait(c, name, queue_key);
 		snprintf(w->why, sizeof w->why,
 			 "pod %s, which prepares the workspace folders of owner %s, %s: %s; making it again", name, owner,
 			 st == SBX_WSPREP_FAILED ? "failed" : "did not finish in time", state);
