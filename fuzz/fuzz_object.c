@@ -8,7 +8,8 @@
  *  - the controller verifies and adopts the pod it built itself;
  *  - trimmed cache copies stay bounded;
  *  - the words of a pod's status (sandbox/podstate.h) are the same from the
- *    pod and from its trimmed cache copy, bounded and terminated;
+ *    pod and from its trimmed cache copy, bounded and terminated; a
+ *    preparation pod's state too, from the preparation pods' cache copy;
  *  - the workspace preparation pod of the spec's owner mounts nothing outside
  *    that owner's folders either. */
 #include <assert.h>
@@ -174,9 +175,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	sbx_pod_why(obj, SBX_CONTAINER, why_raw, sizeof why_raw);
 	sbx_pod_why(tp, SBX_CONTAINER, why_kept, sizeof why_kept);
 	assert(strlen(why_raw) < sizeof why_raw && !strcmp(why_raw, why_kept));
-	char why[512];
+	char why[512], why_t[512];
 	sbx_wsprep_state(obj, NS, "alice", &pvc, why, sizeof why);
 	assert(strlen(why) < sizeof why);
+	/* The preparation pods' cache copy: bounded, and it means the same. */
+	cJSON *tw = sbx_wsprep_trim(obj);
+	assert(printed_size(tw) <= 4096);
+	enum sbx_wsprep_state ws = sbx_wsprep_state(obj, NS, "alice", &pvc, why, sizeof why);
+	assert(sbx_wsprep_state(tw, NS, "alice", &pvc, why_t, sizeof why_t) == ws);
+	assert(ws == SBX_WSPREP_FOREIGN || !strcmp(why, why_t)); /* a foreign one's name may be cut */
+	cJSON_Delete(tw);
 	cJSON_Delete(tp);
 	cJSON_Delete(obj);
 	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(ts, "spec");
