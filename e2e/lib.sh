@@ -121,9 +121,16 @@ controller_identity_args() {
   fi
 }
 
-# new_namespace NAME: a namespace with the owner-workspace PVC bound to a hostPath PV.
+# new_namespace NAME [ROOT]: a namespace with the owner-workspace PVC bound to
+# a hostPath PV at ROOT/NAME. Without ROOT: /srv/sandbox-workspaces/NAME,
+# which no kwok pod ever touches; with ROOT (a real node mounts it) the
+# folder is made here and must exist.
 new_namespace() {
-  local ns=$1
+  local ns=$1 root=${2:-} type=""
+  if [ -n "$root" ]; then
+    mkdir -p "$root/$ns"
+    type=", type: Directory"
+  fi
   kubectl create namespace "$ns" >/dev/null
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
@@ -134,7 +141,7 @@ spec:
   accessModes: [ReadWriteMany]
   persistentVolumeReclaimPolicy: Retain
   storageClassName: ""
-  hostPath: {path: /srv/sandbox-workspaces/$ns}
+  hostPath: {path: ${root:-/srv/sandbox-workspaces}/$ns$type}
   claimRef: {namespace: $ns, name: sandbox-workspaces}
 ---
 apiVersion: v1
@@ -162,6 +169,34 @@ sandbox() {
     [ "$owner" != "-" ] && printf '  workspaceOwner: %s\n' "$(printf '%s' "$owner" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')"
     true
   } | kubectl apply -f - 2>&1
+}
+
+# realnode_controller_image: the controller's image (hack/image.sh, offline,
+# from $BUILD_DIR's binary, into $E2E_DIR/image) imported on the cluster's
+# real node under the name its workspace preparation pods use when the
+# config names none (sandbox-controller:<version>, as the CRI names it).
+# Returns 1 (said) when it cannot.
+realnode_controller_image() {
+  local version
+  version=$(head -n1 "$E2E_ROOT/VERSION")
+  SBX_IMAGE_OUT=$E2E_DIR/image SBX_BUILD_DIR=$BUILD_DIR bash "$E2E_ROOT/hack/image.sh" >"$E2E_DIR/image.log" 2>&1 &&
+    "$E2E_ROOT/hack/cluster.sh" realnode-import "$E2E_DIR" "$E2E_DIR/image/sandbox-controller-$version.oci.tar" \
+      "docker.io/library/sandbox-controller:$version" ||
+    { say "the controller's image is not on the real node: $(tail -3 "$E2E_DIR/image.log")"; return 1; }
+}
+
+# install_python_client: the Python client and kubectl-sandbox installed as
+# hack/test.sh installs them (a venv over Debian's python3-kubernetes, no
+# package index) from a copy of clients/python in $E2E_DIR; sets PY (its
+# python) and puts the plugin on PATH. Returns 1 (said) when pip fails.
+install_python_client() {
+  cp -r "$E2E_ROOT/clients/python" "$E2E_DIR/client-src"
+  rm -rf "$E2E_DIR/client-src/build" "$E2E_DIR/client-src"/src/*.egg-info
+  /usr/bin/python3 -m venv --system-site-packages "$E2E_DIR/venv" &&
+    "$E2E_DIR/venv/bin/pip" install -q --no-build-isolation --no-index "$E2E_DIR/client-src" >"$E2E_DIR/pip.log" 2>&1 ||
+    { say "cannot install clients/python: $(tail -5 "$E2E_DIR/pip.log")"; return 1; }
+  PY=$E2E_DIR/venv/bin/python
+  export PATH="$PATH:$E2E_DIR/venv/bin"
 }
 
 # series_sum NAME [LABEL-SUBSTRING]: the sum of the series NAME, in the

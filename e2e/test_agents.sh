@@ -51,15 +51,8 @@ YAML
   for u in "$ALICE" "$BOB"; do
     sed -i 's/namespace: default/namespace: team-a/' "$u"
   done
-  # The client and the plugin, installed as hack/test.sh installs them: a
-  # venv over Debian's python3-kubernetes, no package index.
-  cp -r "$E2E_ROOT/clients/python" "$E2E_DIR/client-src"
-  rm -rf "$E2E_DIR/client-src/build" "$E2E_DIR/client-src"/src/*.egg-info
-  /usr/bin/python3 -m venv --system-site-packages "$E2E_DIR/venv" &&
-    "$E2E_DIR/venv/bin/pip" install -q --no-build-isolation --no-index "$E2E_DIR/client-src" >"$E2E_DIR/pip.log" 2>&1 ||
-    { say "cannot install clients/python: $(tail -5 "$E2E_DIR/pip.log")"; exit 1; }
-  PY=$E2E_DIR/venv/bin/python
-  export PATH="$PATH:$E2E_DIR/venv/bin"
+  # The client and the plugin, installed as hack/test.sh installs them.
+  install_python_client || exit 1
 }
 
 # py KUBECONFIG [ARGS...]: runs the Python program on stdin with the client.

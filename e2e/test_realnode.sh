@@ -22,41 +22,14 @@ NS=team-a
 
 setup() {
   SBX_REAL_NODE=1 cluster_up
-  # The controller's image, for its workspace preparation pods (the
-  # config names none: the default sandbox-controller:<version>).
-  local version
-  version=$(head -n1 "$E2E_ROOT/VERSION")
-  SBX_IMAGE_OUT=$E2E_DIR/image SBX_BUILD_DIR=$BUILD_DIR bash "$E2E_ROOT/hack/image.sh" >"$E2E_DIR/image.log" 2>&1 &&
-    "$E2E_ROOT/hack/cluster.sh" realnode-import "$E2E_DIR" "$E2E_DIR/image/sandbox-controller-$version.oci.tar" \
-      "docker.io/library/sandbox-controller:$version" ||
-    { say "the controller's image is not on the real node: $(tail -3 "$E2E_DIR/image.log")"; exit 1; }
+  # The controller's image, for its workspace preparation pods.
+  realnode_controller_image || exit 1
   grant_controller_rbac
   PV_ROOT=$E2E_DIR/pv
   WS_ROOT=$E2E_DIR/hostroot
   E2E_WORKSPACE_ROOT=$WS_ROOT  # the policies allow this hostPath root (lib_admission.sh)
-  mkdir -p "$PV_ROOT/$NS" "$WS_ROOT"
-  kubectl create namespace "$NS" >/dev/null
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: ws-$NS}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteMany]
-  persistentVolumeReclaimPolicy: Retain
-  storageClassName: ""
-  hostPath: {path: $PV_ROOT/$NS, type: Directory}
-  claimRef: {namespace: $NS, name: sandbox-workspaces}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: sandbox-workspaces, namespace: $NS}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: ""
-  volumeName: ws-$NS
-  resources: {requests: {storage: 1Gi}}
-YAML
+  mkdir -p "$WS_ROOT"
+  new_namespace "$NS" "$PV_ROOT"
   local node='  nodeSelector: {node.sandbox.dev/real: "true"}
   tolerations: [{key: node.sandbox.dev/real, operator: Exists, effect: NoSchedule}]'
   printf 'pod:\n%s\n' "$node" >"$E2E_DIR/pvc.yaml"
@@ -85,14 +58,7 @@ YAML
   grant_owner "$NS" alice alice
   grant_owner "$NS" bob bob
   sed -i "s/namespace: default/namespace: $NS/" "$ALICE" "$BOB"
-  # The client and the plugin: a venv over Debian's python3-kubernetes.
-  cp -r "$E2E_ROOT/clients/python" "$E2E_DIR/client-src"
-  rm -rf "$E2E_DIR/client-src/build" "$E2E_DIR/client-src"/src/*.egg-info
-  /usr/bin/python3 -m venv --system-site-packages "$E2E_DIR/venv" &&
-    "$E2E_DIR/venv/bin/pip" install -q --no-build-isolation --no-index "$E2E_DIR/client-src" >"$E2E_DIR/pip.log" 2>&1 ||
-    { say "cannot install clients/python: $(tail -5 "$E2E_DIR/pip.log")"; exit 1; }
-  PY=$E2E_DIR/venv/bin/python
-  export PATH="$PATH:$E2E_DIR/venv/bin"
+  install_python_client || exit 1
 }
 
 # ctl_mode pvc|hostpath [FLAGS...]: (re)starts the controller with that

@@ -65,48 +65,12 @@ LOAD_START=$(load)
 say "starting the control plane with the real node"
 SBX_REAL_NODE=1 cluster_up
 grant_controller_rbac
-version=$(head -n1 "$ROOT/VERSION")
-SBX_IMAGE_OUT=$E2E_DIR/image SBX_BUILD_DIR=$BUILD_DIR bash "$ROOT/hack/image.sh" >"$E2E_DIR/image.log" 2>&1 &&
-  "$ROOT/hack/cluster.sh" realnode-import "$E2E_DIR" "$E2E_DIR/image/sandbox-controller-$version.oci.tar" \
-    "docker.io/library/sandbox-controller:$version" || bench_fail "the controller's image is not on the real node"
-cp -r "$ROOT/clients/python" "$E2E_DIR/client-src"
-rm -rf "$E2E_DIR/client-src/build" "$E2E_DIR/client-src"/src/*.egg-info
-/usr/bin/python3 -m venv --system-site-packages "$E2E_DIR/venv" &&
-  "$E2E_DIR/venv/bin/pip" install -q --no-build-isolation --no-index "$E2E_DIR/client-src" >"$E2E_DIR/pip.log" 2>&1 ||
-  bench_fail "cannot install clients/python"
-METER=("$E2E_DIR/venv/bin/python" "$ROOT/hack/bench-realnode.py")
+realnode_controller_image || bench_fail "the controller's image is not on the real node"
+install_python_client || bench_fail "cannot install clients/python"
+METER=("$PY" "$ROOT/hack/bench-realnode.py")
 NODE_SEL='{node.sandbox.dev/real: "true"}'
 TOLERATE='[{key: node.sandbox.dev/real, operator: Exists, effect: NoSchedule}]'
 printf 'pod:\n  nodeSelector: %s\n  tolerations: %s\n' "$NODE_SEL" "$TOLERATE" >"$E2E_DIR/config.yaml"
-
-# ns_with_claim NS: a namespace with the workspace claim (a hostPath volume
-# under the run's folder), bound.
-ns_with_claim() {
-  mkdir -p "$E2E_DIR/pv/$1"
-  kubectl create namespace "$1" >/dev/null
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: ws-$1}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteMany]
-  storageClassName: ""
-  hostPath: {path: $E2E_DIR/pv/$1, type: Directory}
-  claimRef: {namespace: $1, name: sandbox-workspaces}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: sandbox-workspaces, namespace: $1}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: ""
-  volumeName: ws-$1
-  resources: {requests: {storage: 1Gi}}
-YAML
-  kubectl wait --for=jsonpath='{.status.phase}'=Bound pvc/sandbox-workspaces -n "$1" --timeout=60s >/dev/null ||
-    bench_fail "the workspace claim of $1 did not bind"
-}
 
 # gone NS: deletes the namespace's Sandboxes and claims, then waits until no
 # pod of it is left (the node's capacity for the next phase).
@@ -130,14 +94,14 @@ CTL=$CTL_PID
 wait_for 30 kubectl get --raw /healthz || true
 
 # cold: the first Sandbox of the owner (its folders prepared), then COUNT.
-ns_with_claim cold
+bench_namespace cold "$E2E_DIR/pv"
 KUBECONFIG=$KUBECONFIG "${METER[@]}" ours cold 1 first "$IMAGE" "$CMD_JSON" "$RES_JSON" "$OWNER" >"$E2E_DIR/first.out" \
   2>"$E2E_DIR/first.err" || bench_fail "the owner's first Sandbox: $(tail -3 "$E2E_DIR/first.err")"
 phase cold ours cold "$COUNT" cold "$IMAGE" "$CMD_JSON" "$RES_JSON" "$OWNER"
 gone cold
 
 # warm: a pool of COUNT, Ready and settled, then COUNT Sandboxes of its template.
-ns_with_claim warm
+bench_namespace warm "$E2E_DIR/pv"
 kubectl apply -f - >/dev/null <<YAML || bench_fail "the pool"
 apiVersion: sandbox.dev/v1alpha1
 kind: SandboxWarmPool

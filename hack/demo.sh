@@ -61,14 +61,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# e2e/lib.sh's helpers (wait_for, free_port, the real node's controller
+# image, ...) and lib_admission.sh's (the webhook, the policies, RBAC).
+. e2e/lib.sh
+E2E_DIR=$DIR BUILD_DIR=$BUILD
+. e2e/lib_admission.sh
+
 if [ $real = 1 ]; then
   # The controller's own image runs its workspace preparation pods
   # (docs/operations.md): built offline and imported, as the node pulls nothing.
-  version=$(head -n1 VERSION)
-  if ! { bash hack/cluster.sh realnode "$DIR" &&
-         SBX_BUILD_DIR="$BUILD" SBX_IMAGE_OUT="$DIR/image" bash hack/image.sh >"$DIR/image.log" 2>&1 &&
-         bash hack/cluster.sh realnode-import "$DIR" "$DIR/image/sandbox-controller-$version.oci.tar" \
-           "docker.io/library/sandbox-controller:$version"; }; then
+  if ! { bash hack/cluster.sh realnode "$DIR" && realnode_controller_image; }; then
     [ "$NODE" = real ] && { echo "demo: the real node did not start (see $DIR/logs/realnode-*.log)" >&2; exit 1; }
     echo "demo: falling back to kwok (no process runs in a sandbox): the real node did not start; see $DIR/logs/realnode-*.log"
     bash hack/cluster.sh down "$DIR" >/dev/null 2>&1 || true
@@ -94,9 +96,6 @@ head -c 48 /dev/urandom | base64 >"$DIR/seal.key"
 } >"$DIR/config.yaml"
 # The admission webhook: served by the controller on 127.0.0.1, called by the
 # API server through the product's webhook configurations (manifests/webhook/).
-. e2e/lib.sh
-E2E_DIR=$DIR
-. e2e/lib_admission.sh
 webhook_certs
 WEBHOOK_PORT=$(free_port)
 "$BUILD/sandbox-controller" --kubeconfig "$DIR/controller.kubeconfig" --seal-key-file "$DIR/seal.key" \

@@ -80,8 +80,9 @@ void sbx_ws_waiters_free(struct sbx_ws_waiters *w)
 	free(w);
 }
 
-/* Parks queue_key until pod name is done (once per pair). */
-static void wait_for_pod(struct sbx_controller *c, const char *name, const char *queue_key)
+/* Parks queue_key on pod name until it is done (park 1; once per pair), or
+ * unparks it (park 0: it goes on by itself). */
+static void park(struct sbx_controller *c, const char *name, const char *queue_key, int on)
 {
 	if (!queue_key)
 		return;
@@ -89,27 +90,17 @@ static void wait_for_pod(struct sbx_controller *c, const char *name, const char 
 	struct waiter *x;
 	pthread_mutex_lock(&c->prep_waiters->mu);
 	HASH_FIND_STR(c->prep_waiters->h, k, x);
-	if (!x) {
+	if (on && !x) {
 		x = xcalloc(1, sizeof *x);
 		x->k = k;
 		HASH_ADD_KEYPTR(hh, c->prep_waiters->h, x->k, strlen(x->k), x);
 		k = NULL;
-	}
-	pthread_mutex_unlock(&c->prep_waiters->mu);
-	free(k);
-}
-
-/* Unparks queue_key from pod name (it goes on by itself). */
-static void unwait(struct sbx_controller *c, const char *name, const char *queue_key)
-{
-	if (!queue_key)
-		return;
-	char *k = xasprintf("%s %s", name, queue_key);
-	struct waiter *x;
-	pthread_mutex_lock(&c->prep_waiters->mu);
-	HASH_FIND_STR(c->prep_waiters->h, k, x);
-	if (x)
+		x = NULL;
+	} else if (!on && x) {
 		HASH_DEL(c->prep_waiters->h, x);
+	} else {
+		x = NULL;
+	}
 	pthread_mutex_unlock(&c->prep_waiters->mu);
 	if (x)
 		free(x->k);
@@ -258,7 +249,7 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 	}
 	/* Parked before looking, so no event between the look and the park
 	 * is missed; unparked again when it goes on by itself. */
-	wait_for_pod(c, name, queue_key);
+	park(c, name, queue_key, 1);
 	cJSON *pod = informer_get(c->prep_pods, ns, name);
 	if (!pod) {
 		/* One worker creates it (held CREATING_MS, or until its watch
@@ -271,7 +262,7 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 		sbx_strset_del(c->prep_looked, name);
 		/* Refused: the others try (and say why) for themselves, each
 		 * with its own backoff; this one backs off. */
-		unwait(c, name, queue_key);
+		park(c, name, queue_key, 0);
 		wake(c, name);
 		w->report = 1;
 		return -1;
@@ -285,12 +276,12 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 	switch (st) {
 	case SBX_WSPREP_DONE:
 		sbx_strset_add_for(c->prepared, name, PREPARED_MS);
-		unwait(c, name, queue_key);
+		park(c, name, queue_key, 0);
 		r = 1;
 		break;
 	case SBX_WSPREP_FOREIGN:
 		snprintf(w->why, sizeof w->why, "the workspace folders of owner %s are not prepared: %s", owner, state);
-		unwait(c, name, queue_key);
+		park(c, name, queue_key, 0);
 		w->report = 1;
 		r = -1;
 		break;
@@ -303,7 +294,7 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 			w->delay_ms = age_ms < REPORT_MS - 1000 ? (long)(REPORT_MS - age_ms) : REPORT_MS;
 			break; /* parked */
 		}
-		unwait(c, name, queue_key);
+		park(c, name, queue_key, 0);
 		snprintf(w->why, sizeof w->why,
 			 "pod %s, which prepares the workspace folders of owner %s, %s: %s; making it again", name, owner,
 			 st == SBX_WSPREP_FAILED ? "failed" : "did not finish in time", state);
