@@ -21,6 +21,8 @@
 #   hack/gen-go.sh modules    print `go list -m all` of a program importing only the
 #                             types; exit 1 when the types add a module to what
 #                             k8s.io/apimachinery alone brings
+#   hack/gen-go.sh test       check, drift, modules, then go vet and the unit tests of
+#                             both modules (hack/test.sh runs this), each with its time
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="$PATH:/usr/local/go/bin"
@@ -106,5 +108,21 @@ case "${1:-}" in
     extra=$(comm -23 <(tail -n +2 <<<"$types" | cut -d' ' -f1 | sort) <(tail -n +2 <<<"$base" | cut -d' ' -f1 | sort) |
       grep -vx sandbox.dev/api || true)
     [ -z "$extra" ] || { echo "gen-go: the types bring modules apimachinery does not: $extra" >&2; exit 1; } ;;
-  *) echo "usage: $0 generate|check|drift|modules" >&2; exit 2 ;;
+  test)
+    rc=0
+    part() { # part NAME CMD...: runs CMD, says how long it took and how it ended
+      local t0=$SECONDS r
+      "${@:2}"; r=$?
+      echo "gen-go: $1: $([ $r -eq 0 ] && echo ok || echo FAILED) in $((SECONDS - t0)) s"
+      [ $r -eq 0 ] || rc=1
+    }
+    part "generator build (cached after the first run)" bash "$ROOT/hack/tools.sh" codegen >/dev/null
+    part "controller-gen build (cached after the first run)" bash "$ROOT/hack/tools.sh" controller-gen >/dev/null
+    part "generated code current" bash "$0" check
+    part "CRDs and Go types equal" bash "$0" drift
+    part "modules of a types-only program" bash -c "bash '$0' modules | tail -1"
+    part "go vet" bash -c "cd '$ROOT/clients/go/api' && go vet ./... && cd .. && go vet ./..."
+    part "go test (unit tests, fake clientset)" bash -c "cd '$ROOT/clients/go/api' && go test ./... && cd .. && go test ./..."
+    exit $rc ;;
+  *) echo "usage: $0 generate|check|drift|modules|test" >&2; exit 2 ;;
 esac
