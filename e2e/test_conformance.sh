@@ -150,7 +150,7 @@ replace sandbox.dev/client-go => $E2E_ROOT/clients/go
 MOD
   (cd "$dir" && GOFLAGS=-mod=mod go mod tidy >"$dir/build.log" 2>&1 && go build -o readme . >>"$dir/build.log" 2>&1) ||
     { fail "the README's example does not build: $(tail -5 "$dir/build.log")"; return; }
-  say "  the example: $(awk '/^import \(/,/log.Printf/' "$dir/main.go" | wc -l) lines from import to the Ready sandbox"
+  say "  the example: $(awk '/^import \(/,/log.Printf/' "$dir/main.go" | grep -c .) lines from import to the Ready sandbox"
   out=$(cd "$dir" && KUBECONFIG=$CONFORMANCE_KUBECONFIG_alice timeout 120 ./readme 2>&1)
   say "  $out"
   expect_match "$out" 'is Ready on pod sbx-[0-9a-f]{32}$' "the example's output"
