@@ -28,7 +28,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="$PATH:/usr/local/go/bin"
 # The module proxy and the build cache are the machine's; nothing is written
 # into the tree but the generated code.
-export GOFLAGS=-mod=mod GOTOOLCHAIN=local
+export GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN=local
 
 API_PKG=sandbox.dev/api/v1alpha1
 OUT_PKG=sandbox.dev/client-go
