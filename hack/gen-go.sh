@@ -122,8 +122,8 @@ case "${1:-}" in
       echo "gen-go: $1: $([ $r -eq 0 ] && echo ok || echo FAILED) in $((SECONDS - t0)) s"
       [ $r -eq 0 ] || rc=1
     }
-    part "generator build (cached after the first run)" bash "$ROOT/hack/tools.sh" codegen >/dev/null
-    part "controller-gen build (cached after the first run)" bash "$ROOT/hack/tools.sh" controller-gen >/dev/null
+    part "generator build (cached after the first run)" bash -c "bash '$ROOT/hack/tools.sh' codegen >/dev/null"
+    part "controller-gen build (cached after the first run)" bash -c "bash '$ROOT/hack/tools.sh' controller-gen >/dev/null"
     part "generated code current" bash "$0" check
     part "CRDs and Go types equal" bash "$0" drift
     part "modules of a types-only program" bash -c "set -o pipefail; bash '$0' modules | tail -1"
