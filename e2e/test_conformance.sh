@@ -55,8 +55,9 @@ YAML
   # Each driver's lossy path: a fault proxy of its own, so its cuts count.
   # The Go client multiplexes every request and watch over one HTTP/2
   # connection, so each roll cuts them all: it loses 3 answers in 10, the
-  # others one in 2 (at one in 2 the Go driver's lossy creates took 108 s;
-  # at 3 in 10 the Python client's 4 creates saw a single cut).
+  # others one in 2 (at one in 2 the Go driver's 4 lossy creates took 108 s;
+  # at 3 in 10 the Python client's 4 creates saw a single cut, and at one in
+  # 2 they took 65 to 112 s: the table has 3).
   local proxy="$BUILD_DIR/faultproxy" port
   [ -x "$proxy" ] || { say "faultproxy not built ($proxy)"; exit 1; }
   port=$(sed -n 's/^APISERVER_PORT=//p' "$E2E_DIR/state")
