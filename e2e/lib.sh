@@ -283,6 +283,20 @@ controller_pods_on_kwok() {
   [ "$(grep -c '^kwok-node-[0-9]* Running$' <<<"$out")" -eq "$2" ] && [ "$(grep -c . <<<"$out")" -eq "$2" ]
 }
 
+# install_python_client: clients/python installed as hack/test.sh installs
+# it (a venv over Debian's python3-kubernetes, no package index) into
+# $E2E_DIR/venv, from a copy so the tree stays clean; sets PY and puts the
+# venv's bin/ (kubectl-sandbox) on PATH. Exits the suite when it cannot.
+install_python_client() {
+  cp -r "$E2E_ROOT/clients/python" "$E2E_DIR/client-src"
+  rm -rf "$E2E_DIR/client-src/build" "$E2E_DIR/client-src"/src/*.egg-info
+  /usr/bin/python3 -m venv --system-site-packages "$E2E_DIR/venv" &&
+    "$E2E_DIR/venv/bin/pip" install -q --no-build-isolation --no-index "$E2E_DIR/client-src" >"$E2E_DIR/pip.log" 2>&1 ||
+    { say "cannot install clients/python: $(tail -5 "$E2E_DIR/pip.log")"; exit 1; }
+  PY=$E2E_DIR/venv/bin/python
+  export PATH="$PATH:$E2E_DIR/venv/bin"
+}
+
 # free_port: a free TCP port on 127.0.0.1.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'

@@ -20,15 +20,7 @@ setup() {
   cluster_up
   grant_controller_rbac
   kubectl create namespace team-a >/dev/null
-  WS_ROOT=$E2E_DIR/workspaces
-  E2E_WORKSPACE_ROOT=$WS_ROOT  # the policies allow this hostPath root (lib_admission.sh)
-  mkdir -p "$WS_ROOT"
-  printf 'workspace:\n  mode: hostPath\n  hostPathRoot: %s\n' "$WS_ROOT" >"$E2E_DIR/config.yaml"
-  webhook_certs
-  WEBHOOK_PORT=$(free_port)
-  controller_start main --config "$E2E_DIR/config.yaml" \
-    --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
-    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
+  controller_with_webhook
   install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
   ALICE=$(user_kubeconfig alice); BOB=$(user_kubeconfig bob)
   kubectl apply -f - >/dev/null <<YAML
@@ -51,15 +43,7 @@ YAML
   for u in "$ALICE" "$BOB"; do
     sed -i 's/namespace: default/namespace: team-a/' "$u"
   done
-  # The client and the plugin, installed as hack/test.sh installs them: a
-  # venv over Debian's python3-kubernetes, no package index.
-  cp -r "$E2E_ROOT/clients/python" "$E2E_DIR/client-src"
-  rm -rf "$E2E_DIR/client-src/build" "$E2E_DIR/client-src"/src/*.egg-info
-  /usr/bin/python3 -m venv --system-site-packages "$E2E_DIR/venv" &&
-    "$E2E_DIR/venv/bin/pip" install -q --no-build-isolation --no-index "$E2E_DIR/client-src" >"$E2E_DIR/pip.log" 2>&1 ||
-    { say "cannot install clients/python: $(tail -5 "$E2E_DIR/pip.log")"; exit 1; }
-  PY=$E2E_DIR/venv/bin/python
-  export PATH="$PATH:$E2E_DIR/venv/bin"
+  install_python_client
 }
 
 # py KUBECONFIG [ARGS...]: runs the Python program on stdin with the client.

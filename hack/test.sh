@@ -28,6 +28,13 @@ step "generated copies under manifests/ are current (CRD, rules, dashboard)"
 bash hack/manifests.sh check
 record "manifests: generated copies current" $?
 
+# The Go API modules (clients/go): the generated code is what the generators
+# make now, the Go types describe crd/ exactly, a types-only program's
+# modules, and the unit tests (hack/gen-go.sh test prints each part's time).
+step "Go API modules: generated code current, CRD drift, unit tests (hack/gen-go.sh test)"
+bash hack/gen-go.sh test
+record "Go API modules (generated, drift, unit tests)" $?
+
 # The Python client and kubectl plugin (clients/python): installed as a user
 # installs it, into a venv over Debian's python3-kubernetes with no package
 # index, then its unit tests. Built from a copy, so the tree stays clean.

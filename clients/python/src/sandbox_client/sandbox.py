@@ -121,6 +121,12 @@ class Sandbox:
         self._obj = self._client._wait(self.namespace, self.name, READY, d, timeout, self._obj)
         return self
 
+    def wait_suspended(self, timeout: float = 120.0) -> "Sandbox":
+        """Waits by watch until ``phase: Suspended``; returns self."""
+        d = Deadline(timeout, self._client.retry.clock)
+        self._obj = self._client._wait(self.namespace, self.name, SUSPENDED, d, timeout, self._obj)
+        return self
+
     def __repr__(self) -> str:
         return f"Sandbox({self.namespace}/{self.name}, phase={self.phase}, pod={self.pod_name})"
 
