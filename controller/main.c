@@ -20,7 +20,7 @@
 #include "kube/authfilter.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "kube/lease.h"
 #include "obs/httpserver.h"
 #include "obs/log.h"

@@ -33,7 +33,7 @@
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "test_suites.h"
 
 void register_kube_client_tests(void);

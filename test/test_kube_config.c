@@ -15,7 +15,7 @@
 #include "base/buf.h"
 #include "base/xmalloc.h"
 #include "kube/config.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "test_suites.h"
 
 void register_kube_config_tests(void);

@@ -10,7 +10,7 @@
 
 #include <CUnit/CUnit.h>
 
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "kube/ratelimit.h"
 #include "kube/workqueue.h"
 #include "test_suites.h"

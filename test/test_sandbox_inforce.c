@@ -3,7 +3,7 @@
  * server stores (shapes as it answers them, managedFields included). */
 #include <string.h>
 
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "sandbox/inforce.h"
 #include "test_suites.h"
 

@@ -2,7 +2,7 @@
  * kept out of the fingerprint and the digest (contract section 3). */
 #include <string.h>
 
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"

@@ -7,7 +7,7 @@
 
 #include <CUnit/CUnit.h>
 
-#include "kube/ktime.h"
+#include "base/ktime.h"
 
 #include "sandbox/claimrec.h"
 #include "sandbox/config.h"

@@ -11,7 +11,7 @@
 #include <uthash.h>
 
 #include "base/xmalloc.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 
 struct answer {
 	char key[65 + 8 + 256]; /* sha256(token) hex, verb, path */

@@ -12,7 +12,7 @@
 
 #include "base/buf.h"
 #include "base/xmalloc.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "kube/ratelimit.h"
 #include "obs/log.h"
 

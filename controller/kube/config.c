@@ -23,7 +23,7 @@
 #include "base/buf.h"
 #include "base/xmalloc.h"
 #include "base/yamljson.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "obs/log.h"
 
 extern char **environ;

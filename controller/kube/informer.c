@@ -15,7 +15,7 @@
 #include "base/fault.h"
 #include "base/xmalloc.h"
 #include "base/zpack.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "kube/watch.h"
 #include "obs/log.h"
 

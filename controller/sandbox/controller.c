@@ -11,7 +11,7 @@
 
 #include "base/jsonget.h"
 #include "base/xmalloc.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "sandbox/claimrec.h"
 #include "sandbox/ctlmetrics.h"
 #include "sandbox/inforce.h"

@@ -7,7 +7,7 @@
 
 #include "base/jsonget.h"
 #include "base/xmalloc.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 
 /* The one namespace label the API server sets and keeps equal to the name. */
 #define NS_NAME_LABEL "kubernetes.io/metadata.name"

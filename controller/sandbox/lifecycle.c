@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "base/jsonget.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 
 int sbx_lifecycle_parse(const cJSON *spec, struct sbx_lifecycle *out, char *msg, size_t msglen)
 {

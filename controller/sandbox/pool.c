@@ -13,7 +13,7 @@
 #include "base/jsonget.h"
 #include "base/xmalloc.h"
 #include "kube/informer.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "kube/ratelimit.h"
 #include "obs/log.h"
 #include "obs/metrics.h"

@@ -14,7 +14,7 @@
 #include "base/fault.h"
 #include "base/jsonget.h"
 #include "base/xmalloc.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "sandbox/authz.h"

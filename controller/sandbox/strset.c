@@ -7,7 +7,7 @@
 #include <uthash.h>
 
 #include "base/xmalloc.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 
 struct strset_entry {
 	char key[64];

@@ -12,7 +12,7 @@
 #include "base/fault.h"
 #include "base/jsonget.h"
 #include "kube/informer.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "sandbox/claimrec.h"

@@ -9,7 +9,7 @@
 #include <uthash.h>
 
 #include "base/xmalloc.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 
 #define WRITTEN_TTL_MS 10000
 #define WRITTEN_SWEEP 256

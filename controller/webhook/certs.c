@@ -24,7 +24,7 @@
 #include <openssl/x509v3.h>
 
 #include "base/xmalloc.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "obs/metrics.h"
 #include "obs/log.h"
 

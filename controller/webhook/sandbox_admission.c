@@ -6,7 +6,7 @@
 
 #include <openssl/rand.h>
 
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "sandbox/authz.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/podbuild.h"

@@ -1,8 +1,8 @@
-/* Clocks and timestamps for the Kubernetes layer: a monotonic clock for
- * deadlines and backoff, absolute deadlines for pthread condition waits, and
- * RFC 3339 timestamps as the API writes them. */
-#ifndef SBX_KUBE_KTIME_H
-#define SBX_KUBE_KTIME_H
+/* Clocks and timestamps: a monotonic clock for deadlines and backoff,
+ * absolute deadlines for pthread condition waits, and RFC 3339 timestamps as
+ * the Kubernetes API writes them. */
+#ifndef SBX_BASE_KTIME_H
+#define SBX_BASE_KTIME_H
 
 #include <pthread.h>
 #include <stdint.h>

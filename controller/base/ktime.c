@@ -1,4 +1,4 @@
-#include "kube/ktime.h"
+#include "base/ktime.h"
 
 #include <errno.h>
 #include <stdio.h>
