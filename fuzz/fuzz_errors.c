@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "kube/errors.h"
-#include "sandbox/reconcile.h"
+#include "reconcile/reconcile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,10 +1,10 @@
-/* Tests of sandbox/inforce.h: when the product's mutating webhook counts as
+/* Tests of reconcile/inforce.h: when the product's mutating webhook counts as
  * in force for a Sandbox, judged on the MutatingWebhookConfiguration the API
  * server stores (shapes as it answers them, managedFields included). */
 #include <string.h>
 
 #include "base/ktime.h"
-#include "sandbox/inforce.h"
+#include "reconcile/inforce.h"
 #include "test_suites.h"
 
 void register_sandbox_inforce_tests(void);

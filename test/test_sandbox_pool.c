@@ -1,4 +1,4 @@
-/* Unit tests for controller/sandbox/pool.c and the warm-bound pod's sealed
+/* Unit tests for controller/reconcile/pool.c and the warm-bound pod's sealed
  * claim name (podbuild, seal, verify): what a warm pod is, who it can
  * serve, and how a scope's pod not named after its claim is told apart. */
 #include <stdio.h>
@@ -12,10 +12,10 @@
 #include "sandbox/claimrec.h"
 #include "sandbox/config.h"
 #include "sandbox/podbuild.h"
-#include "sandbox/pool.h"
+#include "reconcile/pool.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
-#include "sandbox/strset.h"
+#include "reconcile/strset.h"
 #include "sandbox/verify.h"
 #include "test_suites.h"
 

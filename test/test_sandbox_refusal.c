@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "kube/errors.h"
-#include "sandbox/reconcile.h"
+#include "reconcile/reconcile.h"
 #include "test_suites.h"
 
 void register_sandbox_refusal_tests(void);

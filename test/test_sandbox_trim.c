@@ -10,7 +10,7 @@
 #include "base/buf.h"
 #include "base/xmalloc.h"
 #include "base/zpack.h"
-#include "sandbox/reconcile.h"
+#include "reconcile/reconcile.h"
 #include "sandbox/trim.h"
 #include "test_suites.h"
 

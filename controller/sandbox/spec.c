@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "sandbox/jcs.h"
-#include "sandbox/lifecycle.h"
+#include "reconcile/lifecycle.h"
 
 /* Longest user value quoted in a message, in bytes before escaping. */
 #define QUOTE_MAX 64

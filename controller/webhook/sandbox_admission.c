@@ -8,9 +8,9 @@
 
 #include "base/ktime.h"
 #include "sandbox/authz.h"
-#include "sandbox/lifecycle.h"
+#include "reconcile/lifecycle.h"
 #include "sandbox/podbuild.h"
-#include "sandbox/pool.h"
+#include "reconcile/pool.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
 

@@ -8,9 +8,9 @@
  * saying what became of its generation is written first, then the pod is
  * deleted with its uid and resourceVersion as preconditions, so a Sandbox
  * that joined it in between keeps it. The decisions are here; the writes go
- * through the reconcile's own helpers (sandbox/reconcile_int.h). */
-#ifndef SBX_SANDBOX_LIFECYCLE_H
-#define SBX_SANDBOX_LIFECYCLE_H
+ * through the reconcile's own helpers (reconcile/reconcile_int.h). */
+#ifndef SBX_RECONCILE_LIFECYCLE_H
+#define SBX_RECONCILE_LIFECYCLE_H
 
 #include <stddef.h>
 #include <time.h>
@@ -44,7 +44,7 @@ int sbx_lifecycle_expired(const struct sbx_lifecycle *l, time_t now);
 
 #endif
 
-/* ---- the controller's side (controller/sandbox only) ---- */
+/* ---- the controller's side (controller/reconcile only) ---- */
 
 struct sbx_controller;
 struct sbx_view;
@@ -90,7 +90,7 @@ void sbx_lc_ready(struct sbx_controller *c, const struct sbx_view *v);
  * outcome (phase Expired, naming the Sandbox whose expiry it shares, no
  * pod); Suspended binds v to the generation and, v being active, re-creates
  * its pod under the same name and claim time; Bound (the generation is
- * claimed) completes a warm take (sandbox/warm.h) or adopts the pod read
+ * claimed) completes a warm take (reconcile/warm.h) or adopts the pod read
  * live, and is EX_CREATE when the cold pod it names is still to be made. */
 enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *v, const cJSON *rec, int *delay);
 /* The stored outcome for a new Sandbox v of an expired generation (its pod

@@ -2,8 +2,8 @@
  * generations of a key (reconcile.h). The wiring that feeds it - informers,
  * queue, workers - is controller.c. */
 #define _GNU_SOURCE
-#include "sandbox/reconcile.h"
-#include "sandbox/reconcile_int.h"
+#include "reconcile/reconcile.h"
+#include "reconcile/reconcile_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,18 +19,18 @@
 #include "obs/metrics.h"
 #include "sandbox/authz.h"
 #include "sandbox/claimrec.h"
-#include "sandbox/ctlmetrics.h"
-#include "sandbox/inforce.h"
+#include "reconcile/ctlmetrics.h"
+#include "reconcile/inforce.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
 #include "sandbox/spec.h"
 #include "sandbox/status.h"
-#include "sandbox/strset.h"
+#include "reconcile/strset.h"
 #include "sandbox/trim.h"
 #include "sandbox/verify.h"
-#include "sandbox/warm.h"
-#include "sandbox/written.h"
+#include "reconcile/warm.h"
+#include "reconcile/written.h"
 
 #define LABEL_DIGEST "sandbox.dev/scope-digest"
 #define ANN_CLAIMED_AT SBX_ANN_CLAIMED_AT_KEY
@@ -848,7 +848,7 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 			goto out;
 		}
 		/* A fresh generation where a warm pool may serve: the claim goes
-		 * through the generation's record (sandbox/warm.h), warm or cold. */
+		 * through the generation's record (reconcile/warm.h), warm or cold. */
 		if (!pod && !record && sbx_warm_record_namespace(c, v->ns) && sbx_warm_claim(c, v, pod_name, &r))
 			goto out;
 		if (!pod) {
@@ -915,7 +915,7 @@ out:
 }
 
 /* Whether the product's mutating webhook was in force for operation on v's
- * namespace at `made` (sandbox/inforce.h): 1 when it was. Otherwise 0, with
+ * namespace at `made` (reconcile/inforce.h): 1 when it was. Otherwise 0, with
  * Bound=False/OwnerNotAuthorized reported and *r the reconcile's result: 0
  * (done: the Sandbox is looked at again when it changes), a delay while the
  * configuration's cache has not synced, or -1 when the report failed. */

@@ -3,8 +3,8 @@
  * and the Sandbox uids whose binding was announced. Members are digests (32)
  * or uids (36), well inside the 64 bytes an entry holds (longer ones are
  * truncated). */
-#ifndef SBX_SANDBOX_STRSET_H
-#define SBX_SANDBOX_STRSET_H
+#ifndef SBX_RECONCILE_STRSET_H
+#define SBX_RECONCILE_STRSET_H
 
 struct sbx_strset;
 

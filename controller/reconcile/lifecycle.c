@@ -1,4 +1,4 @@
-#include "sandbox/lifecycle.h"
+#include "reconcile/lifecycle.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -93,11 +93,11 @@ int sbx_lifecycle_expired(const struct sbx_lifecycle *l, time_t now)
 #include "sandbox/authz.h"
 #include "sandbox/claimrec.h"
 #include "sandbox/config.h"
-#include "sandbox/ctlmetrics.h"
-#include "sandbox/reconcile_int.h"
+#include "reconcile/ctlmetrics.h"
+#include "reconcile/reconcile_int.h"
 #include "sandbox/spec.h"
-#include "sandbox/strset.h"
-#include "sandbox/warm.h"
+#include "reconcile/strset.h"
+#include "reconcile/warm.h"
 
 enum holder { H_ACTIVE, H_SUSPENDED, H_EXPIRED, H_GONE };
 

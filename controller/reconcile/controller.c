@@ -2,7 +2,7 @@
  * the work queue and its workers, start-up and release. The decision each
  * worker runs is reconcile.c. */
 #define _GNU_SOURCE
-#include "sandbox/reconcile.h"
+#include "reconcile/reconcile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,13 +13,13 @@
 #include "base/xmalloc.h"
 #include "base/ktime.h"
 #include "sandbox/claimrec.h"
-#include "sandbox/ctlmetrics.h"
-#include "sandbox/inforce.h"
-#include "sandbox/lifecycle.h"
-#include "sandbox/pool.h"
-#include "sandbox/strset.h"
+#include "reconcile/ctlmetrics.h"
+#include "reconcile/inforce.h"
+#include "reconcile/lifecycle.h"
+#include "reconcile/pool.h"
+#include "reconcile/strset.h"
 #include "sandbox/trim.h"
-#include "sandbox/written.h"
+#include "reconcile/written.h"
 
 #define SBX_API "sandbox.dev/v1alpha1"
 #define LABEL_DIGEST "sandbox.dev/scope-digest"

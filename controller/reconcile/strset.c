@@ -1,4 +1,4 @@
-#include "sandbox/strset.h"
+#include "reconcile/strset.h"
 
 #include <pthread.h>
 #include <stdio.h>

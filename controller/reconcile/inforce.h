@@ -22,8 +22,8 @@
  * time a field manager changed anything of the webhook but its caBundle
  * (managedFields), and, while the controller runs, the moment it saw such a
  * change. A caBundle rotation is not a change of what is enforced. */
-#ifndef SBX_SANDBOX_INFORCE_H
-#define SBX_SANDBOX_INFORCE_H
+#ifndef SBX_RECONCILE_INFORCE_H
+#define SBX_RECONCILE_INFORCE_H
 
 #include <stddef.h>
 #include <time.h>

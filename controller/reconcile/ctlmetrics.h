@@ -1,8 +1,8 @@
 /* The controller's own metric families (sandbox_* and controller-runtime's
  * reconcile and workqueue families), registered once per process and shared
  * by the decision (reconcile.c) and the wiring (controller.c). */
-#ifndef SBX_SANDBOX_CTLMETRICS_H
-#define SBX_SANDBOX_CTLMETRICS_H
+#ifndef SBX_RECONCILE_CTLMETRICS_H
+#define SBX_RECONCILE_CTLMETRICS_H
 
 #include "obs/metrics.h"
 

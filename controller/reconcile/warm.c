@@ -1,6 +1,6 @@
 /* The warm bind (warm.h; docs/api.md "The atomic warm claim"). */
 #define _GNU_SOURCE
-#include "sandbox/warm.h"
+#include "reconcile/warm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,12 +16,12 @@
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "sandbox/claimrec.h"
-#include "sandbox/ctlmetrics.h"
+#include "reconcile/ctlmetrics.h"
 #include "sandbox/podbuild.h"
-#include "sandbox/pool.h"
-#include "sandbox/reconcile_int.h"
+#include "reconcile/pool.h"
+#include "reconcile/reconcile_int.h"
 #include "sandbox/seal.h"
-#include "sandbox/strset.h"
+#include "reconcile/strset.h"
 #include "sandbox/verify.h"
 
 /* Warm pods one bind tries before it goes cold (each lost to another take). */

@@ -1,4 +1,4 @@
-#include "sandbox/written.h"
+#include "reconcile/written.h"
 
 #include <pthread.h>
 #include <stdint.h>

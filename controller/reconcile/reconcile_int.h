@@ -1,16 +1,16 @@
 /* What the reconcile's decision (reconcile.c) and lifecycle (lifecycle.c)
  * share inside the controller: the view of one Sandbox and the writes both
- * make. Not an API: nothing outside controller/sandbox includes it. */
-#ifndef SBX_SANDBOX_RECONCILE_INT_H
-#define SBX_SANDBOX_RECONCILE_INT_H
+ * make. Not an API: nothing outside controller/reconcile includes it. */
+#ifndef SBX_RECONCILE_RECONCILE_INT_H
+#define SBX_RECONCILE_RECONCILE_INT_H
 
 #include <time.h>
 
 #include <cjson/cJSON.h>
 
 #include "kube/errors.h"
-#include "sandbox/lifecycle.h"
-#include "sandbox/reconcile.h"
+#include "reconcile/lifecycle.h"
+#include "reconcile/reconcile.h"
 #include "sandbox/scope.h"
 #include "sandbox/status.h"
 

@@ -6,8 +6,8 @@
  * verification (sandbox/verify.h) before anything is adopted. The informer
  * caches only drive the work queue and let the loop skip API calls it can
  * prove unnecessary. */
-#ifndef SBX_SANDBOX_RECONCILE_H
-#define SBX_SANDBOX_RECONCILE_H
+#ifndef SBX_RECONCILE_RECONCILE_H
+#define SBX_RECONCILE_RECONCILE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,8 +21,8 @@
 #include "sandbox/seal.h"
 
 struct sbx_strset; /* a set of short strings (digests, uids) */
-struct sbx_inforce; /* whether the mutating webhook was in force (sandbox/inforce.h) */
-struct sbx_pool_state; /* warm pool bookkeeping (sandbox/pool.h) */
+struct sbx_inforce; /* whether the mutating webhook was in force (reconcile/inforce.h) */
+struct sbx_pool_state; /* warm pool bookkeeping (reconcile/pool.h) */
 struct sbx_written; /* our status writes the cache has not shown yet */
 
 struct sbx_controller {
@@ -40,7 +40,7 @@ struct sbx_controller {
 	struct informer *webhooks;
 	struct sbx_inforce *inforce;
 	struct informer *claims; /* SandboxClaims (sandbox/claimrec.h), by scope digest */
-	/* Warm pools (sandbox/pool.h, sandbox/warm.h). */
+	/* Warm pools (reconcile/pool.h, reconcile/warm.h). */
 	struct informer *pools;	    /* SandboxWarmPools */
 	struct informer *pool_pods; /* warm pods (label sandbox.dev/pool), by pool uid */
 	struct sbx_pool_state *pool_state;

@@ -1,4 +1,4 @@
-#include "sandbox/pool.h"
+#include "reconcile/pool.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -18,10 +18,10 @@
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "sandbox/authz.h"
-#include "sandbox/ctlmetrics.h"
-#include "sandbox/inforce.h"
+#include "reconcile/ctlmetrics.h"
+#include "reconcile/inforce.h"
 #include "sandbox/podbuild.h"
-#include "sandbox/reconcile.h"
+#include "reconcile/reconcile.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
 #include "sandbox/status.h"

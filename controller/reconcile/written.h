@@ -8,8 +8,8 @@
  * informer delivers that resourceVersion (any version, for pods), when the
  * object is deleted, or after WRITTEN_TTL_MS (swept every WRITTEN_SWEEP puts,
  * so entries whose event came before their put do not pile up). */
-#ifndef SBX_SANDBOX_WRITTEN_H
-#define SBX_SANDBOX_WRITTEN_H
+#ifndef SBX_RECONCILE_WRITTEN_H
+#define SBX_RECONCILE_WRITTEN_H
 
 /* How long a reconcile that waits for its own write's event waits before it
  * looks again anyway. */

@@ -1,4 +1,4 @@
-#include "sandbox/inforce.h"
+#include "reconcile/inforce.h"
 
 #include <pthread.h>
 #include <stdio.h>

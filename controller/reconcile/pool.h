@@ -2,7 +2,7 @@
  * SandboxWarmPool keeps spec.replicas warm pods of one template and owner,
  * built exactly as a Sandbox's pod with that spec would be, so that a new
  * Sandbox of that template and owner is bound to one instead of waiting for
- * a pod (sandbox/warm.h binds them).
+ * a pod (reconcile/warm.h binds them).
  *
  * A warm pod: name "sbx-w-<10 random>", labels managed-by, name and
  * sandbox.dev/pool: <pool uid>; annotations sandbox.dev/workspace-owner (with
@@ -11,8 +11,8 @@
  * "pool/<uid>", owner, template fingerprint, claimed-at); owned by the pool
  * (the garbage collector takes its pods with it). Admission reserves the
  * name and every label and annotation under sandbox.dev/ to the controller. */
-#ifndef SBX_SANDBOX_POOL_H
-#define SBX_SANDBOX_POOL_H
+#ifndef SBX_RECONCILE_POOL_H
+#define SBX_RECONCILE_POOL_H
 
 #include <stddef.h>
 #include <time.h>

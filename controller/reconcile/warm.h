@@ -12,8 +12,8 @@
  * PUT guarded by the record's resourceVersion). In a namespace with pools
  * the cold path claims through the record too (then creates the pod under
  * the record's name), so both paths race for one object. */
-#ifndef SBX_SANDBOX_WARM_H
-#define SBX_SANDBOX_WARM_H
+#ifndef SBX_RECONCILE_WARM_H
+#define SBX_RECONCILE_WARM_H
 
 #include <cjson/cJSON.h>
 

@@ -1,4 +1,4 @@
-#include "sandbox/ctlmetrics.h"
+#include "reconcile/ctlmetrics.h"
 
 struct sbx_ctl_metrics sbx_m;
 const char *const sbx_ctl_label[] = { "sandbox" };
