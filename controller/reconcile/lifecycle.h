@@ -1,5 +1,6 @@
-/* Sandbox lifecycle (contract sections 2 and 5a): spec.lifecycle, the one
- * mutable part of a spec, and what the controller does with it.
+/* Sandbox lifecycle (contract sections 2 and 5a): what the controller does
+ * with spec.lifecycle, the one mutable part of a spec (parsed by
+ * sandbox/spec.h).
  *
  * A bound Sandbox is active while it is not suspended, not expired and not
  * being deleted; a pod runs while at least one Sandbox bound to it is
@@ -17,34 +18,7 @@
 
 #include <cjson/cJSON.h>
 
-/* spec.lifecycle, parsed. */
-struct sbx_lifecycle {
-	int has_shutdown;  /* shutdownTime present */
-	time_t shutdown;   /* valid when has_shutdown */
-	int delete_policy; /* shutdownPolicy Delete (absent or Retain: 0) */
-	int suspend;       /* suspend true */
-};
-
-/* Parses spec.lifecycle (absent: all zero). Returns 0, or -1 with a message
- * naming the field when it is not an object, shutdownTime is not an RFC 3339
- * time, shutdownPolicy is not Retain or Delete, or suspend is not a boolean,
- * or it holds another member. */
-int sbx_lifecycle_parse(const cJSON *spec, struct sbx_lifecycle *out, char *msg, size_t msglen);
-
-/* 1 when a and b are the same spec but for their lifecycle members. */
-int sbx_spec_same_intent(const cJSON *a, const cJSON *b);
-
-/* Returns a new object holding (as references, not copies) every member of
- * spec but lifecycle: what the fingerprint and the digest are computed over.
- * Free it with cJSON_Delete; spec is untouched and must outlive it. */
-cJSON *sbx_spec_intent(const cJSON *spec);
-
-/* 1 when shutdownTime is present and reached at now. */
-int sbx_lifecycle_expired(const struct sbx_lifecycle *l, time_t now);
-
-#endif
-
-/* ---- the controller's side (controller/reconcile only) ---- */
+#include "sandbox/spec.h"
 
 struct sbx_controller;
 struct sbx_view;
@@ -105,3 +79,5 @@ int sbx_lc_report_expired_key(struct sbx_controller *c, struct sbx_view *v, cons
  * check_creation, a resume's at its issue). 1, or 0 with OwnerNotAuthorized
  * reported and *r the result. */
 int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int check_creation, int *r);
+
+#endif

@@ -8,7 +8,7 @@
 #include <openssl/evp.h>
 
 #include "sandbox/jcs.h"
-#include "reconcile/lifecycle.h"
+#include "sandbox/spec.h"
 
 /* Cap on the digest input M: two markers, three short strings and a hash. */
 #define SCOPE_M_CAP (64 * 1024)

@@ -11,6 +11,7 @@
 #include "sandbox/claimrec.h"
 #include "base/xmalloc.h"
 #include "sandbox/config.h"
+#include "sandbox/spec.h"
 
 /* Returns the string member k of obj, or NULL when absent or not a string. */
 static const char *str_member(const cJSON *obj, const char *k)
@@ -188,57 +189,6 @@ static int only_members(struct cert *c, const cJSON *o, const char *const *allow
 				      m->string);
 	}
 	return 1;
-}
-
-/* 1 iff s is a decimal exponent: [eE][+-]?digits. */
-static int is_exponent(const char *s)
-{
-	if (s[0] != 'e' && s[0] != 'E')
-		return 0;
-	s += 1 + (s[1] == '+' || s[1] == '-');
-	return s[0] && strspn(s, "0123456789") == strlen(s) && strlen(s) <= 3;
-}
-
-int sbx_quantity_parse(const char *s, double *out)
-{
-	static const struct {
-		const char *suffix;
-		double mult;
-	} suffixes[] = {
-	    {"", 1},	   {"m", 1e-3},	 {"k", 1e3},	     {"M", 1e6},	 {"G", 1e9},
-	    {"T", 1e12},   {"P", 1e15},	 {"E", 1e18},	     {"Ki", 1024.0},	 {"Mi", 1048576.0},
-	    {"Gi", 1073741824.0}, {"Ti", 1099511627776.0}, {"Pi", 1125899906842624.0},
-	    {"Ei", 1152921504606846976.0},
-	};
-	if (!s || !s[0] || strlen(s) > 64)
-		return -1;
-	size_t i = 0;
-	if (s[i] == '+' || s[i] == '-')
-		i++;
-	size_t digits = strspn(s + i, "0123456789");
-	i += digits;
-	if (s[i] == '.') {
-		size_t frac = strspn(s + i + 1, "0123456789");
-		digits += frac;
-		i += 1 + frac;
-	}
-	if (!digits)
-		return -1;
-	char num[72];
-	memcpy(num, s, i);
-	num[i] = '\0';
-	double v = strtod(num, NULL);
-	const char *suf = s + i;
-	if (is_exponent(suf)) {
-		*out = v * pow(10, atof(suf + 1));
-		return isfinite(*out) ? 0 : -1;
-	}
-	for (size_t k = 0; k < sizeof suffixes / sizeof suffixes[0]; k++)
-		if (!strcmp(suf, suffixes[k].suffix)) {
-			*out = v * suffixes[k].mult;
-			return 0;
-		}
-	return -1;
 }
 
 /* 1 iff two quantities (strings or numbers) denote the same amount. */

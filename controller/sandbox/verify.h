@@ -131,10 +131,6 @@ struct sbx_certify {
 enum sbx_verify sbx_pod_payload_verify(const cJSON *live, const struct sbx_certify *c, char *why,
 				       size_t whylen);
 
-/* Parses a Kubernetes quantity ("2", "500m", "4Gi", "1e3") into *out.
- * Returns 0, or -1 when s is NULL or not a quantity. */
-int sbx_quantity_parse(const char *s, double *out);
-
 /* For a pod already bound: what can change on a live pod (contract section
  * 5, PodTampered) - the images of its containers, added containers,
  * ephemeral containers. Works on a full pod or on the cache's trimmed pod

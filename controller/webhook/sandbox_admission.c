@@ -8,7 +8,6 @@
 
 #include "base/ktime.h"
 #include "sandbox/authz.h"
-#include "reconcile/lifecycle.h"
 #include "sandbox/podbuild.h"
 #include "reconcile/pool.h"
 #include "sandbox/scope.h"
