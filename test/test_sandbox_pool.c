@@ -13,6 +13,7 @@
 #include "sandbox/config.h"
 #include "sandbox/podbuild.h"
 #include "reconcile/pool.h"
+#include "sandbox/poolspec.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
 #include "reconcile/strset.h"

@@ -17,6 +17,7 @@
 #include "reconcile/inforce.h"
 #include "reconcile/lifecycle.h"
 #include "reconcile/pool.h"
+#include "sandbox/poolspec.h"
 #include "reconcile/strset.h"
 #include "sandbox/trim.h"
 #include "reconcile/written.h"

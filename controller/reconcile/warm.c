@@ -19,6 +19,7 @@
 #include "reconcile/ctlmetrics.h"
 #include "sandbox/podbuild.h"
 #include "reconcile/pool.h"
+#include "sandbox/poolspec.h"
 #include "reconcile/reconcile_int.h"
 #include "sandbox/seal.h"
 #include "reconcile/strset.h"

@@ -9,7 +9,7 @@
 #include "base/ktime.h"
 #include "sandbox/authz.h"
 #include "sandbox/podbuild.h"
-#include "reconcile/pool.h"
+#include "sandbox/poolspec.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
 
