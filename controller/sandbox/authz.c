@@ -11,7 +11,7 @@
 #include <openssl/hmac.h>
 
 #include "base/buf.h"
-#include "sandbox/scope.h"
+#include "sandbox/mac.h"
 #include "sandbox/seal.h"
 
 /* Cap on the authenticated message: names, an owner, a hash, a username. */

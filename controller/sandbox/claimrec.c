@@ -12,7 +12,7 @@
 #include "base/buf.h"
 #include "base/jsonget.h"
 #include "sandbox/podbuild.h"
-#include "sandbox/scope.h"
+#include "sandbox/mac.h"
 
 #define CLAIM_MSG_CAP 4096
 #define CLAIM_OWNER_REFS_MAX 256

@@ -12,7 +12,7 @@
 
 #include "base/buf.h"
 #include "base/xmalloc.h"
-#include "sandbox/scope.h"
+#include "sandbox/mac.h"
 
 /* Cap on the sealed message; its fields are names, hashes and a timestamp. */
 #define SEAL_MSG_CAP (64 * 1024)
