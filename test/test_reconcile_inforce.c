@@ -7,7 +7,7 @@
 #include "reconcile/inforce.h"
 #include "test_suites.h"
 
-void register_sandbox_inforce_tests(void);
+void register_reconcile_inforce_tests(void);
 
 /* The product's configuration as stored: created at 10:00:00, applied by
  * kubectl then (rules, failurePolicy...), caBundle rewritten by the
@@ -172,7 +172,7 @@ static void test_check_since_and_floor(void)
 	sbx_inforce_free(g);
 }
 
-void register_sandbox_inforce_tests(void)
+void register_reconcile_inforce_tests(void)
 {
 	SBX_SUITE("sandbox/inforce", { "trim drops caBundle and dates enforcement", test_trim_drops_ca_bundle_and_dates_enforcement },
 		  { "eval: what counts as in force", test_eval },

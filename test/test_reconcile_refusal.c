@@ -7,7 +7,7 @@
 #include "reconcile/reconcile.h"
 #include "test_suites.h"
 
-void register_sandbox_refusal_tests(void);
+void register_reconcile_refusal_tests(void);
 
 static int final_for(long http, const char *body)
 {
@@ -76,7 +76,7 @@ static void test_causes_decoded(void)
 	CU_ASSERT_FALSE(sbx_pod_refusal_is_final(&e));
 }
 
-void register_sandbox_refusal_tests(void)
+void register_reconcile_refusal_tests(void)
 {
 	SBX_SUITE("sandbox/refusals (InvalidSpec or Waiting)", {"which refusals are final", test_refusals},
 		  {"Status causes decoded", test_causes_decoded});

@@ -6,6 +6,8 @@
 #include "sandbox/status.h"
 #include "test_suites.h"
 
+void register_sandbox_status_tests(void); /* called from test_sandbox_all.c */
+
 static struct sbx_status_in bound_in(void)
 {
 	struct sbx_status_in in = {
@@ -84,7 +86,7 @@ static void test_same_ignores_time_and_nulls(void)
 	cJSON_Delete(d);
 }
 
-void register_status_tests(void)
+void register_sandbox_status_tests(void)
 {
 	SBX_SUITE("sandbox status", { "build fields", test_build_fields },
 		  { "unbound clears fields", test_unbound_clears_fields },

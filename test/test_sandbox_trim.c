@@ -10,7 +10,6 @@
 #include "base/buf.h"
 #include "base/xmalloc.h"
 #include "base/zpack.h"
-#include "reconcile/reconcile.h"
 #include "sandbox/trim.h"
 #include "test_suites.h"
 

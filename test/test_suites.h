@@ -9,7 +9,7 @@
 void register_base_tests(void);
 void register_sandbox_tests(void);
 void register_kube_tests(void);
-void register_status_tests(void);
+void register_reconcile_tests(void);
 void register_obs_tests(void);
 void register_webhook_certs_tests(void);
 void register_obs_httpserver_tests(void);

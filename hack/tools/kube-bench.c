@@ -36,7 +36,6 @@
 #include "kube/informer.h"
 #include "kube/watch.h"
 #include "obs/log.h"
-#include "reconcile/reconcile.h"
 #include "sandbox/trim.h"
 
 #define CHUNK ((size_t)16 << 10)
