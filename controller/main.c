@@ -26,7 +26,7 @@
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "sandbox/config.h"
-#include "reconcile/reconcile.h"
+#include "reconcile/controller.h"
 #include "webhook/certs.h"
 #include "webhook/server.h"
 

@@ -1,8 +1,8 @@
-/* The wiring of the controller (reconcile.h): informers and their handlers,
- * the work queue and its workers, start-up and release. The decision each
- * worker runs is reconcile.c. */
+/* The wiring of the controller (controller.h): informers and their
+ * handlers, the work queue and its workers, start-up and release. The
+ * decision each worker runs is reconcile.c. */
 #define _GNU_SOURCE
-#include "reconcile/reconcile.h"
+#include "reconcile/controller.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 #include "reconcile/inforce.h"
 #include "reconcile/lifecycle.h"
 #include "reconcile/pool.h"
+#include "reconcile/reconcile.h"
 #include "sandbox/poolspec.h"
 #include "reconcile/strset.h"
 #include "sandbox/trim.h"

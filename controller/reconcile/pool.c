@@ -21,7 +21,7 @@
 #include "reconcile/inforce.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/poolspec.h"
-#include "reconcile/reconcile.h"
+#include "reconcile/state.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
 #include "sandbox/status.h"

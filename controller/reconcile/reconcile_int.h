@@ -11,6 +11,7 @@
 #include "kube/errors.h"
 #include "reconcile/lifecycle.h"
 #include "reconcile/reconcile.h"
+#include "reconcile/state.h"
 #include "sandbox/scope.h"
 #include "sandbox/status.h"
 
