@@ -17,8 +17,12 @@
 #include "sandbox/authz.h"
 #include "sandbox/claimrec.h"
 #include "sandbox/config.h"
+#include "sandbox/podbuild.h"
 #include "reconcile/ctlmetrics.h"
-#include "reconcile/reconcile_int.h"
+#include "reconcile/examine.h"
+#include "reconcile/inforce.h"
+#include "reconcile/state.h"
+#include "reconcile/writes.h"
 #include "sandbox/spec.h"
 #include "reconcile/strset.h"
 #include "reconcile/warm.h"
@@ -106,7 +110,7 @@ static int put_record(struct sbx_controller *c, const struct sbx_view *v, const 
 		      const char *sandbox, const cJSON *owner_refs)
 {
 	struct sbx_claimrec rec = { .state = state };
-	const char *pod_name = meta_str(pod, "name"), *claimed = annotation(pod, SBX_ANN_CLAIMED_AT_KEY);
+	const char *pod_name = meta_str(pod, "name"), *claimed = annotation(pod, SBX_ANN_CLAIMED_AT);
 	const char *claim = sbx_rc_claim_of(pod); /* the record is the generation's, named like its claim */
 	time_t t;
 	if (!pod_name || !claim || ktime_parse_rfc3339(claimed, &t) < 0)
@@ -439,6 +443,34 @@ void sbx_lc_ready(struct sbx_controller *c, const struct sbx_view *v)
 	pthread_mutex_unlock(&starts_mu);
 }
 
+/* Whether the product's mutating webhook was in force for operation on v's
+ * namespace at `made` (reconcile/inforce.h): 1 when it was. Otherwise 0, with
+ * Bound=False/OwnerNotAuthorized reported and *r the reconcile's result: 0
+ * (done: the Sandbox is looked at again when it changes), a delay while the
+ * configuration's cache has not synced, or -1 when the report failed. */
+static int webhook_in_force(struct sbx_controller *c, struct sbx_view *v, const char *operation, time_t made, int *r)
+{
+	char why[512], msg[700];
+	if (!c->webhooks || !informer_wait_synced(c->webhooks, 0)) {
+		snprintf(msg, sizeof msg, "workspace owner %s: waiting to read the MutatingWebhookConfiguration %s",
+			 v->owner, c->webhook_config);
+		*r = sbx_rc_report_unbound(c, v, "Pending", "Waiting", msg, NULL) < 0 ? -1 : REQUEUE_WAIT_MS;
+		return 0;
+	}
+	cJSON *mwc = c->webhook_config[0] ? informer_get(c->webhooks, NULL, c->webhook_config) : NULL;
+	int ok = sbx_inforce_check(c->inforce, mwc, SBX_MUTATING_WEBHOOK, "sandboxes", operation, v->ns, made, why,
+				   sizeof why);
+	cJSON_Delete(mwc);
+	if (ok)
+		return 1;
+	snprintf(msg, sizeof msg,
+		 "workspace owner %s: the admission webhook was not in force for this Sandbox (%s), so its owner "
+		 "authorization cannot be trusted; no pod is created",
+		 v->owner, why);
+	*r = sbx_rc_report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
+	return 0;
+}
+
 int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int check_creation, int *r)
 {
 	if (!v->owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW)
@@ -477,8 +509,8 @@ int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int ch
 	 * Sandbox the webhook saw created (or resumed) carries one it let
 	 * through. */
 	if (info.run == 1)
-		return !check_creation || sbx_rc_webhook_in_force(c, v, "CREATE", v->created, r);
-	return sbx_rc_webhook_in_force(c, v, "UPDATE", info.issued, r);
+		return !check_creation || webhook_in_force(c, v, "CREATE", v->created, r);
+	return webhook_in_force(c, v, "UPDATE", info.issued, r);
 }
 
 int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)

@@ -9,7 +9,7 @@
  * saying what became of its generation is written first, then the pod is
  * deleted with its uid and resourceVersion as preconditions, so a Sandbox
  * that joined it in between keeps it. The decisions are here; the writes go
- * through the reconcile's own helpers (reconcile/reconcile_int.h). */
+ * through the shared writes (reconcile/writes.h). */
 #ifndef SBX_RECONCILE_LIFECYCLE_H
 #define SBX_RECONCILE_LIFECYCLE_H
 
@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "reconcile/view.h"
 #include "sandbox/spec.h"
 
 struct sbx_controller;

@@ -3,7 +3,10 @@
  * queue, workers - is controller.c. */
 #define _GNU_SOURCE
 #include "reconcile/reconcile.h"
-#include "reconcile/reconcile_int.h"
+#include "reconcile/examine.h"
+#include "reconcile/lifecycle.h"
+#include "reconcile/state.h"
+#include "reconcile/writes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,262 +35,9 @@
 #include "reconcile/warm.h"
 #include "reconcile/written.h"
 
-#define LABEL_DIGEST "sandbox.dev/scope-digest"
-#define ANN_CLAIMED_AT SBX_ANN_CLAIMED_AT_KEY
 /* A bound to the -<n> names tried in one reconcile; far beyond any real
  * key reuse, it only stops a pathological namespace from spinning. */
 #define MAX_GENERATIONS 10000
-
-/* Seconds from the wall-clock second t to now. creationTimestamp has whole
- * seconds, so a latency measured from it reads up to a second long; the
- * benchmark measures from the client's clock instead. */
-static double since(time_t t)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	double d = (double)(ts.tv_sec - t) + (double)ts.tv_nsec / 1e9;
-	return d > 0 ? d : 0;
-}
-/* ---- one reconcile ---- */
-
-void sbx_rc_path_status(char *out, size_t n, const struct sbx_view *v)
-{
-	snprintf(out, n, "/apis/" SBX_API "/namespaces/%s/sandboxes/%s/status", v->ns, v->name);
-}
-
-static void path_pod(char *out, size_t n, const char *ns, const char *name)
-{
-	snprintf(out, n, "/api/v1/namespaces/%s/pods/%s", ns, name);
-}
-
-void sbx_rc_event(struct sbx_controller *c, const struct sbx_view *v, const char *type, const char *reason,
-		   const char *msg)
-{
-	if (c->events)
-		event_record(c->events, SBX_API, "Sandbox", v->ns, v->name, v->uid, type, reason, msg);
-}
-
-static int cond_true(const cJSON *status, const char *type)
-{
-	const char *st = jstr(sbx_status_condition(status, type), "status");
-	return st && !strcmp(st, "True");
-}
-
-/* Writes the status when it differs from the cached one. Returns 1 when written,
- * 0 when unchanged, -1 on error (the caller retries). */
-int sbx_rc_write_status(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in)
-{
-	char now[32], path[512];
-	ktime_format_rfc3339(time(NULL), now);
-	cJSON *st = sbx_status_build(in, v->status, now);
-	if (v->status && sbx_status_same(st, v->status)) {
-		cJSON_Delete(st);
-		return 0;
-	}
-	cJSON *patch = cJSON_CreateObject();
-	cJSON_AddItemToObject(patch, "status", st);
-	char *body = cJSON_PrintUnformatted(patch);
-	cJSON_Delete(patch);
-	sbx_rc_path_status(path, sizeof path, v);
-	struct kube_error err;
-	fault_point("before-status-write");
-	cJSON *resp = NULL;
-	enum kube_err e = kube_request(c->kc, "PATCH", path, NULL, body, "application/merge-patch+json", &resp, &err);
-	free(body);
-	sbx_written_put(c->written, v->uid, meta_str(resp, "resourceVersion"));
-	cJSON_Delete(resp);
-	if (e == KUBE_ERR_NOT_FOUND)
-		return 0; /* the Sandbox is gone; nothing to report to */
-	if (e != KUBE_OK) {
-		log_kv(LOG_WARN, "status write failed", "sandbox", v->name, "namespace", v->ns, "error",
-		       err.message);
-		return -1;
-	}
-	obs_metric_add(sbx_m.status_writes, NULL, 1);
-	/* Creation -> Bound/Ready, observed on the write that makes it true. */
-	if (in->bound && !cond_true(v->status, "Bound"))
-		obs_metric_observe(sbx_m.to_bound, NULL, since(v->created));
-	if (in->ready && !cond_true(v->status, "Ready"))
-		obs_metric_observe(sbx_m.to_ready, NULL, since(v->created));
-	fault_point("after-status-write");
-	return 1;
-}
-
-static const char *old_bound_reason(const struct sbx_view *v)
-{
-	return jstr(sbx_status_condition(v->status, "Bound"), "reason");
-}
-
-/* Reports a Sandbox that gets no pod: Rejected (terminal) or Pending (will retry). */
-int sbx_rc_report_unbound(struct sbx_controller *c, const struct sbx_view *v, const char *phase,
-			  const char *reason, const char *msg, const char *event_reason)
-{
-	const char *old = old_bound_reason(v);
-	int changed = !old || strcmp(old, reason);
-	struct sbx_status_in in = {
-		.phase = phase,
-		.scope_digest = v->scope.digest[0] ? v->scope.digest : NULL,
-		.fingerprint = v->scope.fingerprint[0] ? v->scope.fingerprint : NULL,
-		.generation = v->generation,
-		.bound = 0,
-		.bound_reason = reason,
-		.bound_message = msg,
-		.ready = 0,
-		.ready_reason = "NotBound",
-		.ready_message = "the Sandbox is not bound to a pod",
-	};
-	int w = sbx_rc_write_status(c, v, &in);
-	if (w < 0)
-		return -1;
-	if (changed && event_reason)
-		sbx_rc_event(c, v, "Warning", event_reason, msg);
-	return 0;
-}
-
-/* Fills phase and Ready from the bound pod (NULL pod = missing). */
-static void pod_readiness(const cJSON *pod, struct sbx_status_in *in)
-{
-	if (!pod) {
-		in->phase = "Failed";
-		in->ready = 0;
-		in->ready_reason = "PodMissing";
-		in->ready_message = "the bound pod no longer exists; create a new Sandbox for a new sandbox";
-		return;
-	}
-	const char *phase = jstr(jobj(pod, "status"), "phase");
-	int ready = 0;
-	const cJSON *cond;
-	cJSON_ArrayForEach(cond, jobj(jobj(pod, "status"), "conditions"))
-	{
-		const char *ty = jstr(cond, "type"), *cs = jstr(cond, "status");
-		if (ty && cs && !strcmp(ty, "Ready") && !strcmp(cs, "True"))
-			ready = 1;
-	}
-	in->ready = 0;
-	if (phase && !strcmp(phase, "Running")) {
-		in->pod_ip = jstr(jobj(pod, "status"), "podIP");
-		in->phase = "Running";
-		in->ready = ready;
-		in->ready_reason = ready ? "PodReady" : "PodPending";
-		in->ready_message = ready ? "the pod is running and ready" : "the pod is running but not ready";
-	} else if (phase && !strcmp(phase, "Succeeded")) {
-		in->phase = "Succeeded";
-		in->ready_reason = "PodSucceeded";
-		in->ready_message = "the pod has completed";
-	} else if (phase && !strcmp(phase, "Failed")) {
-		in->phase = "Failed";
-		in->ready_reason = "PodFailed";
-		in->ready_message = "the pod has failed";
-	} else {
-		in->phase = "Pending";
-		in->ready_reason = "PodPending";
-		in->ready_message = "the pod is not running yet";
-	}
-}
-
-static int owned_by(const cJSON *pod, const char *uid, int *is_controller)
-{
-	const cJSON *ref;
-	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
-	{
-		const char *u = jstr(ref, "uid");
-		if (u && !strcmp(u, uid)) {
-			if (is_controller)
-				*is_controller = cJSON_IsTrue(jobj(ref, "controller"));
-			return 1;
-		}
-	}
-	return 0;
-}
-
-static const char *controller_owner_name(const cJSON *pod)
-{
-	const cJSON *ref;
-	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
-	{
-		if (cJSON_IsTrue(jobj(ref, "controller")))
-			return jstr(ref, "name");
-	}
-	return NULL;
-}
-
-/* The status of a Sandbox bound to pod_name (pod NULL: it is gone). */
-struct sbx_status_in sbx_rc_bound_status(const struct sbx_view *v, const cJSON *pod, const char *pod_name,
-					 const char *pod_uid, int how, const char *claimed, const char *expires,
-					 const char *msg)
-{
-	static const char *const binding[] = { "Adopted", "Created", "Warm" };
-	static const char *const reason[] = { "PodAdopted", "PodCreated", "PodWarm" };
-	if (how < SBX_BIND_ADOPTED || how > SBX_BIND_WARM)
-		how = SBX_BIND_ADOPTED;
-	struct sbx_status_in in = {
-		.pod_name = pod_name,
-		.pod_uid = pod_uid,
-		.scope_digest = v->scope.digest,
-		.fingerprint = v->scope.fingerprint,
-		.binding = binding[how],
-		.claimed_at = claimed,
-		.key_expires_at = expires,
-		.generation = v->generation,
-		.bound = 1,
-		.bound_reason = reason[how],
-		.bound_message = msg,
-	};
-	pod_readiness(pod, &in);
-	return in;
-}
-
-int sbx_rc_binding_how(const char *binding)
-{
-	return binding && !strcmp(binding, "Created") ? SBX_BIND_CREATED
-	       : binding && !strcmp(binding, "Warm")  ? SBX_BIND_WARM
-						      : SBX_BIND_ADOPTED;
-}
-
-/* Writes the bound status for pod and, on the first binding, the event. */
-int sbx_rc_report_bound(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int how)
-{
-	/* The Sandbox whose warm bind made a warm pod the scope's (its
-	 * controller owner) says so again when it re-creates it. */
-	if (how == SBX_BIND_CREATED && !strncmp(meta_str(pod, "name") ? meta_str(pod, "name") : "", "sbx-w-", 6))
-		how = SBX_BIND_WARM;
-	const char *claimed = annotation(pod, ANN_CLAIMED_AT);
-	time_t t = 0;
-	char expires[32] = "";
-	if (ktime_parse_rfc3339(claimed, &t) == 0)
-		ktime_format_rfc3339(t + c->cfg->key_lifetime_s, expires);
-	const char *pod_name = meta_str(pod, "name");
-	char msg[256];
-	static const char *const verb[] = { "adopted", "created", "bound warm" };
-	static const char *const logged[] = { "pod adopted", "pod created", "warm pod bound" };
-	static const char *const reason[] = { "PodAdopted", "PodCreated", "PodWarm" };
-	snprintf(msg, sizeof msg, "%s pod %s", verb[how], pod_name);
-	struct sbx_status_in in = sbx_rc_bound_status(v, pod, pod_name, meta_str(pod, "uid"), how, claimed,
-					       expires[0] ? expires : NULL, msg);
-	if (sbx_rc_write_status(c, v, &in) < 0)
-		return -1;
-	/* Announced once per Sandbox: a second reconcile on a cache that has not
-	 * seen our status write yet must not count or report the binding again. */
-	if (sbx_strset_add(c->announced, v->uid)) {
-		if (how != SBX_BIND_WARM) /* warm binds: sandbox_warm_binds_total */
-			obs_metric_add(how == SBX_BIND_CREATED ? sbx_m.pods_created : sbx_m.pods_adopted, NULL, 1);
-		sbx_rc_event(c, v, "Normal", reason[how], msg);
-		log_kv(LOG_INFO, logged[how], "sandbox", v->name, "namespace", v->ns,
-		       "pod", pod_name, "scopeDigest", v->scope.digest, "binding", in.binding);
-	}
-	return 0;
-}
-
-/* Fetches the live pod; *pod NULL when it does not exist. */
-int sbx_rc_get_pod(struct sbx_controller *c, const char *ns, const char *name, cJSON **pod)
-{
-	char path[512];
-	struct kube_error err;
-	path_pod(path, sizeof path, ns, name);
-	*pod = NULL;
-	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, pod, &err);
-	return e == KUBE_OK || e == KUBE_ERR_NOT_FOUND ? 0 : -1;
-}
 
 /* 1 when the bound pod was changed out of band (contract section 5): its
  * sealed identity no longer verifies, or an image or container changed
@@ -307,7 +57,7 @@ static int pod_tampered(struct sbx_controller *c, const struct sbx_view *v, cons
 		return 1;
 	}
 	cJSON *want = sbx_rc_build_pod(c, v, meta_str(pod, "name"), annotation(pod, SBX_ANN_CLAIM),
-				       annotation(pod, ANN_CLAIMED_AT), annotation(pod, SBX_ANN_SEAL));
+				       annotation(pod, SBX_ANN_CLAIMED_AT), annotation(pod, SBX_ANN_SEAL));
 	struct sbx_certify cert = { .expected = want, .spec = v->spec, .cfg = c->cfg };
 	int t = want && sbx_pod_tamper_check(pod, &cert, why, whylen) != SBX_VERIFY_OK;
 	cJSON_Delete(want);
@@ -369,193 +119,6 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 		}
 	}
 	return r < 0 ? -1 : 0;
-}
-
-/* Adds v as a non-controller owner of pod, guarded by the pod's uid and
- * resourceVersion so the pod we verified is the pod we adopt. */
-static enum kube_err add_owner(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod,
-			       struct kube_error *err)
-{
-	cJSON *patch = cJSON_CreateObject();
-	cJSON *m = cJSON_AddObjectToObject(patch, "metadata");
-	cJSON_AddStringToObject(m, "uid", meta_str(pod, "uid"));
-	cJSON_AddStringToObject(m, "resourceVersion", meta_str(pod, "resourceVersion"));
-	cJSON *refs = cJSON_AddArrayToObject(m, "ownerReferences");
-	cJSON *ref = cJSON_CreateObject();
-	cJSON_AddStringToObject(ref, "apiVersion", SBX_API);
-	cJSON_AddStringToObject(ref, "kind", "Sandbox");
-	cJSON_AddStringToObject(ref, "name", v->name);
-	cJSON_AddStringToObject(ref, "uid", v->uid);
-	cJSON_AddFalseToObject(ref, "controller");
-	cJSON_AddTrueToObject(ref, "blockOwnerDeletion");
-	cJSON_AddItemToArray(refs, ref);
-	char *body = cJSON_PrintUnformatted(patch);
-	cJSON_Delete(patch);
-	char path[512];
-	path_pod(path, sizeof path, v->ns, meta_str(pod, "name"));
-	enum kube_err e =
-		kube_request(c->kc, "PATCH", path, NULL, body, "application/strategic-merge-patch+json", NULL, err);
-	free(body);
-	return e;
-}
-
-cJSON *sbx_rc_build_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, const char *claim,
-			const char *claimed, const char *seal)
-{
-	struct sbx_pod_params p = {
-		.ns = v->ns,
-		.pod_name = pod_name,
-		.sandbox_name = v->name,
-		.sandbox_uid = v->uid,
-		.spec = v->spec,
-		.scope = &v->scope,
-		.claimed_at = claimed,
-		.seal = seal,
-		.cfg = c->cfg,
-		.claim = claim,
-	};
-	return sbx_pod_build(&p);
-}
-
-/* 1 when the live pod is certified for v (sbx_pod_payload_verify: the whole
- * pod, not only its sealed identity; a replayed seal on another payload is
- * foreign); else 0 with the reason in why. */
-int sbx_rc_payload_matches(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *why,
-			   size_t whylen)
-{
-	const char *claimed = annotation(pod, ANN_CLAIMED_AT), *seal = annotation(pod, SBX_ANN_SEAL);
-	cJSON *want = claimed && seal ? sbx_rc_build_pod(c, v, meta_str(pod, "name"), annotation(pod, SBX_ANN_CLAIM),
-						       claimed, seal)
-				      : NULL;
-	struct sbx_certify cert = { .expected = want, .spec = v->spec, .cfg = c->cfg };
-	snprintf(why, whylen, "the controller cannot build a pod for this Sandbox");
-	int ok = want && sbx_pod_payload_verify(pod, &cert, why, whylen) == SBX_VERIFY_OK;
-	cJSON_Delete(want);
-	return ok;
-}
-
-/* Whether the key had expired when v was made: 1 when the pod's claim is at
- * least a key lifetime older than v (judged on v's creationTimestamp, so
- * every replica decides alike), 0 when it was alive, -1 when the pod's
- * claimed-at cannot be read. */
-static int key_expired(const struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod)
-{
-	time_t claimed = 0;
-	if (ktime_parse_rfc3339(annotation(pod, ANN_CLAIMED_AT), &claimed) < 0)
-		return -1;
-	return claimed + c->cfg->key_lifetime_s <= v->created;
-}
-
-/* Decides what a pod found under a claim name means for v. The pod was read
- * live from the API. Never adopts anything that fails verification. */
-enum sbx_examine sbx_rc_examine(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int *delay)
-{
-	struct sbx_verify_expect ex = {
-		.ns = v->ns,
-		.owner = v->owner,
-		.scope = &v->scope,
-		.keys = c->seal_keys,
-		.check_fingerprint = 0,
-	};
-	enum sbx_verify vr = sbx_pod_verify(pod, &ex);
-	const char *pod_name = meta_str(pod, "name");
-	char why[256] = "";
-	if (vr == SBX_VERIFY_TERMINATING) {
-		*delay = REQUEUE_WAIT_MS;
-		char msg[256];
-		snprintf(msg, sizeof msg, "pod %s is terminating; waiting for its name to be free", pod_name);
-		return sbx_rc_report_unbound(c, v, "Pending", "Waiting", msg, NULL) < 0 ? EX_RETRY : EX_DONE;
-	}
-	if (vr != SBX_VERIFY_OK) {
-	foreign:
-		obs_metric_add(sbx_m.foreign_pods, NULL, 1);
-		char msg[640];
-		snprintf(msg, sizeof msg,
-			 "pod %s exists but was not created by sandbox-controller for this scope (%s%s%s); it is not "
-			 "adopted",
-			 pod_name ? pod_name : "?", sbx_verify_str(vr), why[0] ? ": " : "", why);
-		log_kv(LOG_WARN, "foreign pod rejected", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
-		       "reason", sbx_verify_str(vr), "detail", why);
-		*delay = REQUEUE_FOREIGN_MS;
-		return sbx_rc_report_unbound(c, v, "Pending", "ForeignPodConflict", msg, "ForeignPodRejected") < 0
-			       ? EX_RETRY
-			       : EX_DONE;
-	}
-	int is_controller = 0;
-	int ours = owned_by(pod, v->uid, &is_controller);
-	const char *fp = annotation(pod, "sandbox.dev/spec-fingerprint");
-	if (fp && !strcmp(fp, v->scope.fingerprint) && !sbx_rc_payload_matches(c, v, pod, why, sizeof why)) {
-		vr = SBX_VERIFY_PAYLOAD_MISMATCH;
-		goto foreign;
-	}
-	if (!ours) {
-		int expired = key_expired(c, v, pod);
-		if (expired < 0)
-			return EX_RETRY; /* the seal covered claimed-at, so this cannot happen */
-		if (expired)
-			return EX_NEXT_GENERATION;
-		if (!fp || strcmp(fp, v->scope.fingerprint)) {
-			obs_metric_add(sbx_m.key_conflicts, NULL, 1);
-			const char *holder = controller_owner_name(pod);
-			char msg[512];
-			snprintf(msg, sizeof msg,
-				 "idempotency key is held by Sandbox %s (pod %s) with a different spec; "
-				 "use another key or the same spec",
-				 holder ? holder : "(deleted)", pod_name);
-			*delay = 0;
-			return sbx_rc_report_unbound(c, v, "Rejected", "IdempotencyKeyConflict", msg,
-					      "IdempotencyKeyConflict") < 0
-				       ? EX_RETRY
-				       : EX_DONE;
-		}
-		struct kube_error err;
-		enum kube_err e = add_owner(c, v, pod, &err);
-		if (e == KUBE_ERR_NOT_FOUND || e == KUBE_ERR_CONFLICT)
-			return EX_RETRY_SOON; /* the pod changed under us: look again */
-		if (e != KUBE_OK) {
-			log_kv(LOG_WARN, "adopting pod failed", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
-			       "error", err.message);
-			return EX_RETRY;
-		}
-		fault_point("after-adopt");
-	}
-	*delay = 0;
-	int how = ours && is_controller ? SBX_BIND_CREATED : SBX_BIND_ADOPTED;
-	return sbx_rc_report_bound(c, v, pod, how) < 0 ? EX_RETRY : EX_DONE;
-}
-
-/* Creates the pod for generation name, or tells what stands in the way. A
- * resumed generation keeps its claim time (claimed_at); a new one is now. */
-enum kube_err sbx_rc_create_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name,
-				const char *claim, const char *claimed_at, cJSON **out, struct kube_error *err)
-{
-	char claimed[32], seal[65], path[512], sealed[600];
-	if (claimed_at)
-		snprintf(claimed, sizeof claimed, "%s", claimed_at);
-	else
-		ktime_format_rfc3339(time(NULL), claimed);
-	sbx_seal_pod_name(pod_name, claim, sealed, sizeof sealed);
-	if (sbx_seal_sign(c->seal_keys, v->ns, sealed, v->scope.digest, v->owner, v->scope.fingerprint,
-			  claimed, seal) < 0) {
-		kube_error_set(err, KUBE_ERR_OTHER, "%s", "cannot compute the pod seal");
-		return KUBE_ERR_OTHER;
-	}
-	cJSON *pod = sbx_rc_build_pod(c, v, pod_name, claim, claimed, seal);
-	if (!pod) { /* the spec was validated: the controller's config cannot serve it */
-		kube_error_set(err, KUBE_ERR_OTHER, "%s",
-			       "the controller cannot build a pod for this Sandbox; check its workspace config");
-		return KUBE_ERR_OTHER;
-	}
-	char *body = cJSON_PrintUnformatted(pod);
-	cJSON_Delete(pod);
-	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", v->ns);
-	fault_point("before-pod-create");
-	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, out, err);
-	free(body);
-	if (e == KUBE_OK)
-		sbx_written_put(c->created_pods, meta_str(*out, "uid"), meta_str(*out, "resourceVersion"));
-	fault_point("after-pod-create");
-	return e;
 }
 
 /* Pod-field paths the Sandbox spec controls (the container built from it and
@@ -663,12 +226,6 @@ struct generations {
 	cJSON *pods; /* v's generations, as listed */
 	long newest; /* -1: none */
 };
-
-const char *sbx_rc_claim_of(const cJSON *pod)
-{
-	const char *cl = annotation(pod, SBX_ANN_CLAIM);
-	return cl ? cl : meta_str(pod, "name");
-}
 
 /* Keeps a listed pod of v's digest by its generation (its claim name: a warm
  * pod bound to the scope is not named after it). */
@@ -791,7 +348,7 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 	cJSON *fetched = NULL; /* a record read live, for the generation looked at */
 	if (live) {
 		char sel[128], lpath[320];
-		snprintf(sel, sizeof sel, LABEL_DIGEST "=%s", v->scope.digest);
+		snprintf(sel, sizeof sel, SBX_LABEL_DIGEST "=%s", v->scope.digest);
 		snprintf(lpath, sizeof lpath, "/api/v1/namespaces/%s/pods", v->ns);
 		e = kube_list_ex(c->kc, lpath, sel, collect_generation, reset_generations, &g, NULL, NULL, &err);
 		if (e != KUBE_OK) {
@@ -834,14 +391,14 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 			/* the record is the claim: its cold pod is created below */
 		}
 		char holder[254];
-		if (pod && !owned_by(pod, v->uid, NULL) && key_expired(c, v, pod) == 0 &&
+		if (pod && !sbx_rc_owned_by(pod, v->uid, NULL) && sbx_rc_key_expired(c, v, pod) == 0 &&
 		    sbx_lc_pod_expired(c, v, pod, holder, sizeof holder)) {
 			/* Every Sandbox of the generation expired, though the pod is
 			 * not released yet (the controller was down, or is at it now):
 			 * the stored outcome, never a share of an expired pod. */
 			char until[32] = "";
 			time_t t;
-			if (ktime_parse_rfc3339(annotation(pod, ANN_CLAIMED_AT), &t) == 0)
+			if (ktime_parse_rfc3339(annotation(pod, SBX_ANN_CLAIMED_AT), &t) == 0)
 				ktime_format_rfc3339(t + c->cfg->key_lifetime_s, until);
 			r = sbx_lc_report_expired_key(c, v, holder, meta_str(pod, "name"), until[0] ? until : NULL);
 			cJSON_Delete(pod);
@@ -875,7 +432,7 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 			}
 			/* AlreadyExists, or the outcome is unknown (lost response): GET and verify. */
 			struct kube_error gerr;
-			path_pod(path, sizeof path, v->ns, pod_name);
+			sbx_rc_pod_path(path, sizeof path, v->ns, pod_name);
 			enum kube_err ge = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &pod, &gerr);
 			if (ge == KUBE_ERR_NOT_FOUND) {
 				/* AlreadyExists then gone: it was just deleted, claim again
@@ -914,35 +471,6 @@ out:
 	return r;
 }
 
-/* Whether the product's mutating webhook was in force for operation on v's
- * namespace at `made` (reconcile/inforce.h): 1 when it was. Otherwise 0, with
- * Bound=False/OwnerNotAuthorized reported and *r the reconcile's result: 0
- * (done: the Sandbox is looked at again when it changes), a delay while the
- * configuration's cache has not synced, or -1 when the report failed. */
-int sbx_rc_webhook_in_force(struct sbx_controller *c, struct sbx_view *v, const char *operation, time_t made,
-				int *r)
-{
-	char why[512], msg[700];
-	if (!c->webhooks || !informer_wait_synced(c->webhooks, 0)) {
-		snprintf(msg, sizeof msg, "workspace owner %s: waiting to read the MutatingWebhookConfiguration %s",
-			 v->owner, c->webhook_config);
-		*r = sbx_rc_report_unbound(c, v, "Pending", "Waiting", msg, NULL) < 0 ? -1 : REQUEUE_WAIT_MS;
-		return 0;
-	}
-	cJSON *mwc = c->webhook_config[0] ? informer_get(c->webhooks, NULL, c->webhook_config) : NULL;
-	int ok = sbx_inforce_check(c->inforce, mwc, SBX_MUTATING_WEBHOOK, "sandboxes", operation, v->ns, made, why,
-				   sizeof why);
-	cJSON_Delete(mwc);
-	if (ok)
-		return 1;
-	snprintf(msg, sizeof msg,
-		 "workspace owner %s: the admission webhook was not in force for this Sandbox (%s), so its owner "
-		 "authorization cannot be trusted; no pod is created",
-		 v->owner, why);
-	*r = sbx_rc_report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
-	return 0;
-}
-
 /* The reconcile's result r, brought forward to v's shutdownTime when that
  * comes first (a timer in the work queue's delay heap, not a poll). */
 static int shutdown_timer(struct sbx_view *v, int r)
@@ -956,11 +484,6 @@ static int shutdown_timer(struct sbx_view *v, int r)
 		return r;
 	v->timer = 1;
 	return (int)ms;
-}
-
-long sbx_rc_key_lifetime(const struct sbx_controller *c)
-{
-	return c->cfg->key_lifetime_s;
 }
 
 static int view_init(struct sbx_view *v, const cJSON *obj)
@@ -989,7 +512,7 @@ static int terminal_rejection(const struct sbx_view *v)
 {
 	const char *phase = jstr(v->status, "phase");
 	const cJSON *og = jobj(v->status, "observedGeneration");
-	const char *reason = old_bound_reason(v);
+	const char *reason = jstr(sbx_status_condition(v->status, "Bound"), "reason");
 	return phase && !strcmp(phase, "Rejected") && cJSON_IsNumber(og) &&
 	       (long long)og->valuedouble == v->generation && reason &&
 	       (!strcmp(reason, "IdempotencyKeyConflict") || !strcmp(reason, "InvalidSpec"));
