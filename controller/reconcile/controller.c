@@ -10,18 +10,19 @@
 #include <time.h>
 
 #include "base/jsonget.h"
-#include "base/xmalloc.h"
 #include "base/ktime.h"
-#include "sandbox/claimrec.h"
+#include "base/xmalloc.h"
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
 #include "reconcile/lifecycle.h"
 #include "reconcile/pool.h"
 #include "reconcile/reconcile.h"
-#include "sandbox/poolspec.h"
+#include "reconcile/records.h"
 #include "reconcile/strset.h"
-#include "sandbox/trim.h"
 #include "reconcile/written.h"
+#include "sandbox/claimrec.h"
+#include "sandbox/poolspec.h"
+#include "sandbox/trim.h"
 
 #define SBX_API "sandbox.dev/v1alpha1"
 #define LABEL_DIGEST "sandbox.dev/scope-digest"
@@ -319,7 +320,7 @@ static int work(struct sbx_controller *c, const char *key, struct sbx_reconcile_
 	if (!ns)
 		return 0;
 	res->timer = claim; /* collections wait for a key's expiry: never before other work */
-	int r = claim ? sbx_lc_collect(c, ns, name) : sbx_pool_reconcile(c, ns, name);
+	int r = claim ? sbx_rec_collect(c, ns, name) : sbx_pool_reconcile(c, ns, name);
 	free(ns);
 	return r;
 }

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "base/jsonget.h"
-#include "base/xmalloc.h"
 #include "base/ktime.h"
+#include "base/xmalloc.h"
 
 /* The one namespace label the API server sets and keeps equal to the name. */
 #define NS_NAME_LABEL "kubernetes.io/metadata.name"

@@ -14,18 +14,19 @@
 #include "kube/informer.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
+#include "reconcile/ctlmetrics.h"
+#include "reconcile/examine.h"
+#include "reconcile/inforce.h"
+#include "reconcile/records.h"
+#include "reconcile/state.h"
+#include "reconcile/strset.h"
+#include "reconcile/warm.h"
+#include "reconcile/writes.h"
 #include "sandbox/authz.h"
 #include "sandbox/claimrec.h"
 #include "sandbox/config.h"
 #include "sandbox/podbuild.h"
-#include "reconcile/ctlmetrics.h"
-#include "reconcile/examine.h"
-#include "reconcile/inforce.h"
-#include "reconcile/state.h"
-#include "reconcile/writes.h"
 #include "sandbox/spec.h"
-#include "reconcile/strset.h"
-#include "reconcile/warm.h"
 
 enum holder { H_ACTIVE, H_SUSPENDED, H_EXPIRED, H_GONE };
 
@@ -97,108 +98,6 @@ static void count_holders(struct sbx_controller *c, const struct sbx_view *v, en
 	}
 }
 
-static void claims_path(char *out, size_t n, const char *ns, const char *name)
-{
-	snprintf(out, n, "/apis/" SBX_CLAIM_API "/namespaces/%s/" SBX_CLAIM_PLURAL "%s%s", ns, name ? "/" : "",
-		 name ? name : "");
-}
-
-/* Writes the claim record of pod's generation: created, or the stored one
- * replaced when it says otherwise (or is not ours). Returns 0, a delay
- * (someone wrote it meanwhile), or -1. */
-static int put_record(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, enum sbx_claim_state state,
-		      const char *sandbox, const cJSON *owner_refs)
-{
-	struct sbx_claimrec rec = { .state = state };
-	const char *pod_name = meta_str(pod, "name"), *claimed = annotation(pod, SBX_ANN_CLAIMED_AT);
-	const char *claim = sbx_rc_claim_of(pod); /* the record is the generation's, named like its claim */
-	time_t t;
-	if (!pod_name || !claim || ktime_parse_rfc3339(claimed, &t) < 0)
-		return -1;
-	snprintf(rec.name, sizeof rec.name, "%s", claim);
-	snprintf(rec.digest, sizeof rec.digest, "%s", v->scope.digest);
-	rec.generation = sbx_claim_generation(claim, v->scope.digest);
-	snprintf(rec.pod_name, sizeof rec.pod_name, "%s", pod_name);
-	ktime_format_rfc3339(t, rec.claimed_at);
-	ktime_format_rfc3339(t + sbx_rc_key_lifetime(c), rec.key_expires_at);
-	snprintf(rec.fingerprint, sizeof rec.fingerprint, "%s", v->scope.fingerprint);
-	if (v->owner) {
-		rec.has_owner = 1;
-		snprintf(rec.owner, sizeof rec.owner, "%s", v->owner);
-	}
-	snprintf(rec.sandbox, sizeof rec.sandbox, "%s", sandbox);
-	ktime_format_rfc3339(v->now, rec.since);
-	if (rec.generation < 0)
-		return -1;
-	const cJSON *none = state == SBX_CLAIM_EXPIRED ? NULL : owner_refs;
-	cJSON *obj = sbx_claimrec_build(&rec, v->ns, c->seal_keys, none);
-	if (!obj)
-		return -1;
-	char path[600], *body = cJSON_PrintUnformatted(obj);
-	claims_path(path, sizeof path, v->ns, NULL);
-	struct kube_error err;
-	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
-	free(body);
-	int r = 0;
-	if (e == KUBE_ERR_ALREADY_EXISTS) {
-		cJSON *cur = NULL;
-		claims_path(path, sizeof path, v->ns, rec.name);
-		e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &cur, &err);
-		struct sbx_claimrec old;
-		char why[128];
-		if (e == KUBE_ERR_NOT_FOUND) {
-			r = REQUEUE_BUSY_MS; /* just deleted: write it again soon */
-		} else if (e != KUBE_OK) {
-			r = -1;
-		} else if (sbx_claimrec_parse(cur, v->ns, c->seal_keys, &old, why, sizeof why) == 0 && old.state == state &&
-			   !strcmp(old.pod_name, rec.pod_name) && !strcmp(old.claimed_at, rec.claimed_at) &&
-			   cJSON_GetArraySize(jobj(jobj(cur, "metadata"), "ownerReferences")) ==
-				   cJSON_GetArraySize(none)) {
-			r = 0; /* it says so already */
-		} else {
-			cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion",
-						meta_str(cur, "resourceVersion") ? meta_str(cur, "resourceVersion") : "");
-			body = cJSON_PrintUnformatted(obj);
-			e = kube_request(c->kc, "PUT", path, NULL, body, NULL, NULL, &err);
-			free(body);
-			r = e == KUBE_OK ? 0 : e == KUBE_ERR_CONFLICT || e == KUBE_ERR_NOT_FOUND ? REQUEUE_BUSY_MS : -1;
-		}
-		cJSON_Delete(cur);
-	} else if (e != KUBE_OK) {
-		r = -1;
-	}
-	if (r < 0)
-		log_kv(LOG_WARN, "claim record write failed", "sandbox", v->name, "namespace", v->ns, "record", rec.name,
-		       "error", err.message);
-	cJSON_Delete(obj);
-	return r;
-}
-
-/* Deletes path with preconditions uid (and resourceVersion when given).
- * Returns 0 (deleted or gone), REQUEUE_BUSY_MS (it changed meanwhile: look
- * again), or -1. */
-static int delete_with(struct sbx_controller *c, const char *path, const char *uid, const char *rv)
-{
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "apiVersion", "v1");
-	cJSON_AddStringToObject(o, "kind", "DeleteOptions");
-	cJSON *pre = cJSON_AddObjectToObject(o, "preconditions");
-	cJSON_AddStringToObject(pre, "uid", uid);
-	if (rv)
-		cJSON_AddStringToObject(pre, "resourceVersion", rv);
-	char *body = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	struct kube_error err;
-	enum kube_err e = kube_request(c->kc, "DELETE", path, NULL, body, NULL, NULL, &err);
-	free(body);
-	if (e == KUBE_OK || e == KUBE_ERR_NOT_FOUND)
-		return 0;
-	if (e == KUBE_ERR_CONFLICT)
-		return REQUEUE_BUSY_MS;
-	log_kv(LOG_WARN, "delete failed", "path", path, "error", err.message);
-	return -1;
-}
-
 /* Releases v's pod when no active Sandbox holds it any more (v itself being
  * self): the claim record first (keyed Sandboxes: only they can be shared or
  * retried), then the delete, guarded by the pod's uid and resourceVersion so
@@ -225,7 +124,7 @@ static int release(struct sbx_controller *c, struct sbx_view *v, enum holder sel
 	} else {
 		if (v->key) {
 			int susp = h.suspended > 0;
-			r = put_record(c, v, pod, susp ? SBX_CLAIM_SUSPENDED : SBX_CLAIM_EXPIRED,
+			r = sbx_rec_put_released(c, v, pod, susp ? SBX_CLAIM_SUSPENDED : SBX_CLAIM_EXPIRED,
 				       susp || !h.expired_name[0] ? v->name : h.expired_name, h.refs);
 			fault_point("after-claim-record");
 		}
@@ -233,7 +132,7 @@ static int release(struct sbx_controller *c, struct sbx_view *v, enum holder sel
 			char path[600];
 			snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", v->ns, pod_name);
 			fault_point("before-pod-delete");
-			r = delete_with(c, path, pod_uid, meta_str(pod, "resourceVersion"));
+			r = sbx_rc_delete(c, path, pod_uid, meta_str(pod, "resourceVersion"));
 			if (r == 0) {
 				if (c->released)
 					sbx_strset_add_for(c->released, pod_uid, RELEASED_MS);
@@ -361,7 +260,7 @@ int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v)
 		char path[600];
 		snprintf(path, sizeof path, "/apis/" SBX_API "/namespaces/%s/sandboxes/%s", v->ns, v->name);
 		fault_point("before-sandbox-delete");
-		return delete_with(c, path, v->uid, NULL);
+		return sbx_rc_delete(c, path, v->uid, NULL);
 	}
 	return 0;
 }
@@ -571,7 +470,7 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 static int record_of_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, int released,
 			 struct sbx_claimrec *out)
 {
-	cJSON *recs = pod_name ? sbx_lc_records(c, v) : NULL;
+	cJSON *recs = pod_name ? sbx_rec_cached(c, v) : NULL;
 	const cJSON *o;
 	int found = 0;
 	cJSON_ArrayForEach(o, recs)
@@ -609,26 +508,6 @@ static int claim_name_for(struct sbx_controller *c, const struct sbx_view *v, co
 	return 0;
 }
 
-cJSON *sbx_lc_records(struct sbx_controller *c, const struct sbx_view *v)
-{
-	cJSON *out = cJSON_CreateArray();
-	if (!c->claims)
-		return out;
-	cJSON *all = informer_list_by_index(c->claims, v->scope.digest);
-	cJSON *o;
-	cJSON_ArrayForEach(o, all)
-	{
-		struct sbx_claimrec rec;
-		char why[128];
-		const char *ns = meta_str(o, "namespace");
-		if (ns && !strcmp(ns, v->ns) && sbx_claimrec_parse(o, v->ns, c->seal_keys, &rec, why, sizeof why) == 0 &&
-		    !strcmp(rec.digest, v->scope.digest))
-			cJSON_AddItemToArray(out, cJSON_Duplicate(o, 1));
-	}
-	cJSON_Delete(all);
-	return out;
-}
-
 int sbx_lc_pod_expired(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *expired, size_t n)
 {
 	struct holders h;
@@ -638,30 +517,6 @@ int sbx_lc_pod_expired(struct sbx_controller *c, const struct sbx_view *v, const
 		snprintf(expired, n, "%s", h.expired_name);
 	cJSON_Delete(h.refs);
 	return gone;
-}
-
-int sbx_lc_collect(struct sbx_controller *c, const char *ns, const char *name)
-{
-	cJSON *o = c->claims ? informer_get(c->claims, ns, name) : NULL;
-	struct sbx_claimrec rec;
-	char why[128];
-	int r = 0;
-	time_t until;
-	if (o && sbx_claimrec_parse(o, ns, c->seal_keys, &rec, why, sizeof why) == 0 && rec.state == SBX_CLAIM_EXPIRED &&
-	    ktime_parse_rfc3339(rec.key_expires_at, &until) == 0) {
-		time_t now = time(NULL);
-		if (until > now) {
-			r = until - now > 86400 * 7 ? 86400 * 7 * 1000 : (int)(until - now) * 1000 + 100;
-		} else {
-			char path[600];
-			claims_path(path, sizeof path, ns, name);
-			r = delete_with(c, path, rec.uid, NULL);
-			if (r == 0)
-				log_kv(LOG_INFO, "claim record collected", "namespace", ns, "record", name);
-		}
-	}
-	cJSON_Delete(o);
-	return r;
 }
 
 int sbx_lc_report_expired_key(struct sbx_controller *c, struct sbx_view *v, const char *holder, const char *pod_name,

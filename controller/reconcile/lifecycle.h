@@ -44,19 +44,11 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v);
  * deletion; *rec (NULL ok) gets the record. */
 struct sbx_claimrec;
 int sbx_lc_released(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, struct sbx_claimrec *rec);
-/* The verified claim records of v's digest, from the cache (caller frees the
- * array of parsed-and-checked objects; entries that do not verify are left
- * out). */
-cJSON *sbx_lc_records(struct sbx_controller *c, const struct sbx_view *v);
 /* 1 when every Sandbox holding pod (its owner references) is inactive, and
  * at least one expired, none suspended: the generation expired though no
  * record says so yet (the controller was down at a shutdownTime). *expired
  * (size n) gets an expired holder's name. */
 int sbx_lc_pod_expired(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *expired, size_t n);
-/* Garbage collection of claim records: "claim:<ns>/<name>" keys. Deletes an
- * Expired record once its key's lifetime ended; returns a delay until then,
- * 0 when done. */
-int sbx_lc_collect(struct sbx_controller *c, const char *ns, const char *name);
 /* Observes the resume latency once the resumed Sandbox is Ready. */
 void sbx_lc_ready(struct sbx_controller *c, const struct sbx_view *v);
 /* A generation of v's key with no pod seen but a verified claim record rec

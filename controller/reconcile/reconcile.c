@@ -3,10 +3,6 @@
  * queue, workers - is controller.c. */
 #define _GNU_SOURCE
 #include "reconcile/reconcile.h"
-#include "reconcile/examine.h"
-#include "reconcile/lifecycle.h"
-#include "reconcile/state.h"
-#include "reconcile/writes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,24 +12,29 @@
 
 #include "base/fault.h"
 #include "base/jsonget.h"
-#include "base/xmalloc.h"
 #include "base/ktime.h"
+#include "base/xmalloc.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
+#include "reconcile/ctlmetrics.h"
+#include "reconcile/examine.h"
+#include "reconcile/inforce.h"
+#include "reconcile/lifecycle.h"
+#include "reconcile/records.h"
+#include "reconcile/state.h"
+#include "reconcile/strset.h"
+#include "reconcile/warm.h"
+#include "reconcile/writes.h"
+#include "reconcile/written.h"
 #include "sandbox/authz.h"
 #include "sandbox/claimrec.h"
-#include "reconcile/ctlmetrics.h"
-#include "reconcile/inforce.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
 #include "sandbox/spec.h"
 #include "sandbox/status.h"
-#include "reconcile/strset.h"
 #include "sandbox/trim.h"
 #include "sandbox/verify.h"
-#include "reconcile/warm.h"
-#include "reconcile/written.h"
 
 /* A bound to the -<n> names tried in one reconcile; far beyond any real
  * key reuse, it only stops a pathological namespace from spinning. */
@@ -298,29 +299,6 @@ static int cache_has_no_generation(struct sbx_controller *c, const struct sbx_vi
 	return none;
 }
 
-/* The live claim record name of v's digest into *out (NULL: none, or one
- * that does not verify, which counts for nothing). 0, or -1 when it cannot
- * be read. */
-static int live_record(struct sbx_controller *c, const struct sbx_view *v, const char *name, cJSON **out)
-{
-	char path[600], why[128];
-	struct kube_error err;
-	struct sbx_claimrec rec;
-	*out = NULL;
-	snprintf(path, sizeof path, "/apis/" SBX_CLAIM_API "/namespaces/%s/" SBX_CLAIM_PLURAL "/%s", v->ns, name);
-	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, out, &err);
-	if (e == KUBE_ERR_NOT_FOUND)
-		return 0;
-	if (e != KUBE_OK)
-		return -1; /* never claim on a guess */
-	if (sbx_claimrec_parse(*out, v->ns, c->seal_keys, &rec, why, sizeof why) < 0 ||
-	    strcmp(rec.digest, v->scope.digest)) {
-		cJSON_Delete(*out);
-		*out = NULL;
-	}
-	return 0;
-}
-
 /* Claims a pod for v. The newest generation of v's key decides, read live (a
  * LIST by the digest label) unless the cache shows none: an older generation,
  * or a gap a deleted one left, is never claimed while a later one exists.
@@ -335,7 +313,7 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 	enum kube_err e;
 	/* The claim records of the key's generations whose pods were released
 	 * (sandbox/claimrec.h): they count as generations too. */
-	cJSON *recs = v->key ? sbx_lc_records(c, v) : cJSON_CreateArray();
+	cJSON *recs = v->key ? sbx_rec_cached(c, v) : cJSON_CreateArray();
 	long newest_rec = -1;
 	const cJSON *rec;
 	cJSON_ArrayForEach(rec, recs)
@@ -373,7 +351,7 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 		cJSON_Delete(fetched);
 		fetched = NULL;
 		if (!pod && !record && live && v->key) {
-			if (live_record(c, v, pod_name, &fetched) < 0)
+			if (sbx_rec_live(c, v, pod_name, &fetched) < 0)
 				goto out;
 			record = fetched;
 		}

@@ -6,8 +6,8 @@
 
 #include <uthash.h>
 
-#include "base/xmalloc.h"
 #include "base/ktime.h"
+#include "base/xmalloc.h"
 
 struct strset_entry {
 	char key[64];

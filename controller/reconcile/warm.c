@@ -11,21 +11,22 @@
 
 #include "base/fault.h"
 #include "base/jsonget.h"
-#include "kube/informer.h"
 #include "base/ktime.h"
+#include "kube/informer.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
-#include "sandbox/claimrec.h"
 #include "reconcile/ctlmetrics.h"
-#include "sandbox/podbuild.h"
-#include "reconcile/pool.h"
-#include "sandbox/poolspec.h"
 #include "reconcile/examine.h"
 #include "reconcile/lifecycle.h"
+#include "reconcile/pool.h"
+#include "reconcile/records.h"
 #include "reconcile/state.h"
-#include "reconcile/writes.h"
-#include "sandbox/seal.h"
 #include "reconcile/strset.h"
+#include "reconcile/writes.h"
+#include "sandbox/claimrec.h"
+#include "sandbox/podbuild.h"
+#include "sandbox/poolspec.h"
+#include "sandbox/seal.h"
 #include "sandbox/verify.h"
 
 /* Warm pods one bind tries before it goes cold (each lost to another take). */
@@ -51,145 +52,9 @@ int sbx_warm_record_namespace(struct sbx_controller *c, const char *ns)
 	return any || sbx_pool_gone_within(c->pool_state, ns, time(NULL), c->warm_settle_s);
 }
 
-static void claims_path(char *out, size_t n, const char *ns, const char *name)
-{
-	snprintf(out, n, "/apis/" SBX_CLAIM_API "/namespaces/%s/" SBX_CLAIM_PLURAL "%s%s", ns, name ? "/" : "",
-		 name ? name : "");
-}
-
 static void pod_path(char *out, size_t n, const char *ns, const char *name)
 {
 	snprintf(out, n, "/api/v1/namespaces/%s/pods/%s", ns, name);
-}
-
-/* ---- the record ---- */
-
-/* The Bound record of v's generation `claim` naming pod_name, owned by v. */
-static cJSON *bound_record(struct sbx_controller *c, const struct sbx_view *v, const char *claim,
-			   const char *pod_name, const char *claimed_at, const cJSON *owner_refs)
-{
-	struct sbx_claimrec rec = { .state = SBX_CLAIM_BOUND };
-	time_t t;
-	if (ktime_parse_rfc3339(claimed_at, &t) < 0)
-		return NULL;
-	snprintf(rec.name, sizeof rec.name, "%s", claim);
-	snprintf(rec.digest, sizeof rec.digest, "%s", v->scope.digest);
-	rec.generation = sbx_claim_generation(claim, v->scope.digest);
-	snprintf(rec.pod_name, sizeof rec.pod_name, "%s", pod_name);
-	snprintf(rec.claimed_at, sizeof rec.claimed_at, "%s", claimed_at);
-	ktime_format_rfc3339(t + sbx_rc_key_lifetime(c), rec.key_expires_at);
-	snprintf(rec.fingerprint, sizeof rec.fingerprint, "%s", v->scope.fingerprint);
-	if (v->owner) {
-		rec.has_owner = 1;
-		snprintf(rec.owner, sizeof rec.owner, "%s", v->owner);
-	}
-	snprintf(rec.sandbox, sizeof rec.sandbox, "%s", v->name);
-	ktime_format_rfc3339(v->now, rec.since);
-	if (rec.generation < 0)
-		return NULL;
-	cJSON *refs = NULL;
-	if (!owner_refs) {
-		refs = cJSON_CreateArray();
-		cJSON *r = cJSON_CreateObject();
-		cJSON_AddStringToObject(r, "apiVersion", SBX_API);
-		cJSON_AddStringToObject(r, "kind", "Sandbox");
-		cJSON_AddStringToObject(r, "name", v->name);
-		cJSON_AddStringToObject(r, "uid", v->uid);
-		cJSON_AddItemToArray(refs, r);
-	}
-	cJSON *obj = sbx_claimrec_build(&rec, v->ns, c->seal_keys, owner_refs ? owner_refs : refs);
-	cJSON_Delete(refs);
-	return obj;
-}
-
-/* The ownerReferences of a stored (or trimmed) record, whole again. */
-static cJSON *record_refs(const cJSON *obj)
-{
-	cJSON *refs = cJSON_CreateArray();
-	const cJSON *ref;
-	cJSON_ArrayForEach(ref, jobj(jobj(obj, "metadata"), "ownerReferences"))
-	{
-		const char *name = jstr(ref, "name"), *uid = jstr(ref, "uid");
-		if (!name || !uid)
-			continue;
-		cJSON *r = cJSON_CreateObject();
-		cJSON_AddStringToObject(r, "apiVersion", SBX_API);
-		cJSON_AddStringToObject(r, "kind", "Sandbox");
-		cJSON_AddStringToObject(r, "name", name);
-		cJSON_AddStringToObject(r, "uid", uid);
-		cJSON_AddItemToArray(refs, r);
-	}
-	return refs;
-}
-
-/* Creates v's Bound record of claim naming pod_name, claimed at claimed:
- * KUBE_OK with *rv (32 bytes) its resourceVersion, or what the API said. A
- * lost response is read back: the record that names pod_name and is owned by
- * v is this create. */
-static enum kube_err create_record(struct sbx_controller *c, const struct sbx_view *v, const char *claim,
-				   const char *pod_name, const char *claimed, char rv[32])
-{
-	char path[600];
-	cJSON *obj = bound_record(c, v, claim, pod_name, claimed, NULL);
-	if (!obj)
-		return KUBE_ERR_OTHER;
-	char *body = cJSON_PrintUnformatted(obj);
-	cJSON_Delete(obj);
-	claims_path(path, sizeof path, v->ns, NULL);
-	cJSON *resp = NULL;
-	struct kube_error err;
-	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, &resp, &err);
-	free(body);
-	if (kube_err_retriable(e)) {
-		cJSON_Delete(resp);
-		resp = NULL;
-		claims_path(path, sizeof path, v->ns, claim);
-		if (kube_request(c->kc, "GET", path, NULL, NULL, NULL, &resp, &err) != KUBE_OK) {
-			cJSON_Delete(resp);
-			return e;
-		}
-		struct sbx_claimrec rec;
-		char why[128];
-		const cJSON *ref = cJSON_GetArrayItem(jobj(jobj(resp, "metadata"), "ownerReferences"), 0);
-		int mine = sbx_claimrec_parse(resp, v->ns, c->seal_keys, &rec, why, sizeof why) == 0 &&
-			   rec.state == SBX_CLAIM_BOUND && !strcmp(rec.pod_name, pod_name) && jstr(ref, "uid") &&
-			   !strcmp(jstr(ref, "uid"), v->uid);
-		e = mine ? KUBE_OK : KUBE_ERR_ALREADY_EXISTS;
-	}
-	if (e == KUBE_OK)
-		snprintf(rv, 32, "%s", meta_str(resp, "resourceVersion") ? meta_str(resp, "resourceVersion") : "");
-	else if (e != KUBE_ERR_ALREADY_EXISTS)
-		log_kv(LOG_WARN, "claim record create failed", "sandbox", v->name, "namespace", v->ns, "record", claim,
-		       "error", err.message);
-	cJSON_Delete(resp);
-	return e;
-}
-
-/* Points the Bound record of claim (claimed at claimed, owned by refs; NULL:
- * v) at pod_name: a PUT guarded by *rv, which gets the new version. KUBE_OK,
- * KUBE_ERR_CONFLICT / NOT_FOUND when someone else changed it, or an error. */
-static enum kube_err repoint(struct sbx_controller *c, const struct sbx_view *v, const char *claim,
-			     const char *pod_name, const char *claimed, const cJSON *refs, char rv[32])
-{
-	char path[600];
-	cJSON *rec = bound_record(c, v, claim, pod_name, claimed, refs);
-	if (!rec)
-		return KUBE_ERR_OTHER;
-	cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(rec, "metadata"), "resourceVersion", rv);
-	char *body = cJSON_PrintUnformatted(rec);
-	cJSON_Delete(rec);
-	claims_path(path, sizeof path, v->ns, claim);
-	cJSON *resp = NULL;
-	struct kube_error err;
-	enum kube_err e = kube_request(c->kc, "PUT", path, NULL, body, NULL, &resp, &err);
-	free(body);
-	if (e == KUBE_OK)
-		snprintf(rv, 32, "%s", meta_str(resp, "resourceVersion") ? meta_str(resp, "resourceVersion") : "");
-	else if (e != KUBE_ERR_CONFLICT && e != KUBE_ERR_NOT_FOUND)
-		log_kv(LOG_WARN, "claim record update failed", "sandbox", v->name, "namespace", v->ns, "record", claim,
-		       "error", err.message);
-	cJSON_Delete(resp);
-	return e;
 }
 
 /* Someone else's record of claim stands: read it live and go by it
@@ -198,7 +63,7 @@ static enum kube_err repoint(struct sbx_controller *c, const struct sbx_view *v,
 static int follow(struct sbx_controller *c, struct sbx_view *v, const char *claim, int *r)
 {
 	char path[600];
-	claims_path(path, sizeof path, v->ns, claim);
+	sbx_rec_path(path, sizeof path, v->ns, claim);
 	cJSON *obj = NULL;
 	struct kube_error err;
 	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &obj, &err);
@@ -467,7 +332,7 @@ int sbx_warm_claim(struct sbx_controller *c, struct sbx_view *v, const char *cla
 	cJSON *cands = candidates(c, v, fp, &pools);
 	cJSON *w = next_free(c, cands->child);
 	/* 1: the claim. The record names the warm pod chosen, or the cold pod. */
-	enum kube_err e = create_record(c, v, claim, w ? meta_str(w, "name") : claim, claimed, rv);
+	enum kube_err e = sbx_rec_create_bound(c, v, claim, w ? meta_str(w, "name") : claim, claimed, rv);
 	if (e != KUBE_OK) {
 		if (w)
 			unreserve(c, w);
@@ -496,7 +361,7 @@ int sbx_warm_claim(struct sbx_controller *c, struct sbx_view *v, const char *cla
 			break;
 		}
 		cJSON *next = tries < WARM_TRIES ? next_free(c, w->next) : NULL;
-		e = repoint(c, v, claim, next ? meta_str(next, "name") : claim, claimed, NULL, rv);
+		e = sbx_rec_repoint(c, v, claim, next ? meta_str(next, "name") : claim, claimed, NULL, rv);
 		if (e != KUBE_OK) {
 			if (next)
 				unreserve(c, next);
@@ -551,7 +416,7 @@ int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJ
 	cJSON *stored = NULL;
 	char path[600];
 	struct kube_error err;
-	claims_path(path, sizeof path, v->ns, claim);
+	sbx_rec_path(path, sizeof path, v->ns, claim);
 	if (kube_request(c->kc, "GET", path, NULL, NULL, NULL, &stored, &err) != KUBE_OK) {
 		cJSON_Delete(stored);
 		return 1;
@@ -564,8 +429,8 @@ int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJ
 		return 1;
 	}
 	snprintf(rv, sizeof rv, "%s", now_rec.resource_version);
-	cJSON *refs = record_refs(stored);
-	enum kube_err e = repoint(c, v, claim, claim, now_rec.claimed_at, refs, rv);
+	cJSON *refs = sbx_rec_refs(stored);
+	enum kube_err e = sbx_rec_repoint(c, v, claim, claim, now_rec.claimed_at, refs, rv);
 	cJSON_Delete(refs);
 	cJSON_Delete(stored);
 	if (e == KUBE_OK)

@@ -299,3 +299,28 @@ long sbx_rc_key_lifetime(const struct sbx_controller *c)
 {
 	return c->cfg->key_lifetime_s;
 }
+
+/* Deletes path with preconditions uid (and resourceVersion when given).
+ * Returns 0 (deleted or gone), REQUEUE_BUSY_MS (it changed meanwhile: look
+ * again), or -1. */
+int sbx_rc_delete(struct sbx_controller *c, const char *path, const char *uid, const char *rv)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "apiVersion", "v1");
+	cJSON_AddStringToObject(o, "kind", "DeleteOptions");
+	cJSON *pre = cJSON_AddObjectToObject(o, "preconditions");
+	cJSON_AddStringToObject(pre, "uid", uid);
+	if (rv)
+		cJSON_AddStringToObject(pre, "resourceVersion", rv);
+	char *body = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "DELETE", path, NULL, body, NULL, NULL, &err);
+	free(body);
+	if (e == KUBE_OK || e == KUBE_ERR_NOT_FOUND)
+		return 0;
+	if (e == KUBE_ERR_CONFLICT)
+		return REQUEUE_BUSY_MS;
+	log_kv(LOG_WARN, "delete failed", "path", path, "error", err.message);
+	return -1;
+}

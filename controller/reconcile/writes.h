@@ -50,4 +50,9 @@ long sbx_rc_key_lifetime(const struct sbx_controller *c);
 /* The path of pod ns/name. */
 void sbx_rc_pod_path(char *out, size_t n, const char *ns, const char *name);
 
+/* Deletes path with preconditions uid (and resourceVersion when given).
+ * Returns 0 (deleted or gone), REQUEUE_BUSY_MS (it changed meanwhile: look
+ * again), or -1. */
+int sbx_rc_delete(struct sbx_controller *c, const char *path, const char *uid, const char *rv);
+
 #endif

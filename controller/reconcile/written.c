@@ -8,8 +8,8 @@
 
 #include <uthash.h>
 
-#include "base/xmalloc.h"
 #include "base/ktime.h"
+#include "base/xmalloc.h"
 
 #define WRITTEN_TTL_MS 10000
 #define WRITTEN_SWEEP 256
