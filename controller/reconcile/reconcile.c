@@ -299,6 +299,20 @@ static int cache_has_no_generation(struct sbx_controller *c, const struct sbx_vi
 	return none;
 }
 
+/* The generation's record speaks for its missing pod: released (Suspended,
+ * Expired), or claimed (Bound) and not yet there (sbx_lc_claim_record).
+ * Returns EX_NEXT_GENERATION, EX_CREATE (the record is the claim: the caller
+ * creates its cold pod), or EX_DONE with *r the reconcile's result. */
+static enum sbx_examine examine_record(struct sbx_controller *c, struct sbx_view *v, const cJSON *record, int *r)
+{
+	int delay = 0;
+	enum sbx_examine x = sbx_lc_claim_record(c, v, record, &delay);
+	if (x == EX_NEXT_GENERATION || x == EX_CREATE)
+		return x;
+	*r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS : -1;
+	return EX_DONE;
+}
+
 /* Claims a pod for v. The newest generation of v's key decides, read live (a
  * LIST by the digest label) unless the cache shows none: an older generation,
  * or a gap a deleted one left, is never claimed while a later one exists.
@@ -356,16 +370,11 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 			record = fetched;
 		}
 		if (!pod && record) {
-			/* The generation's record speaks for its missing pod: released
-			 * (Suspended, Expired), or claimed (Bound) and not yet there. */
-			int delay = 0;
-			enum sbx_examine x = sbx_lc_claim_record(c, v, record, &delay);
+			enum sbx_examine x = examine_record(c, v, record, &r);
 			if (x == EX_NEXT_GENERATION)
 				continue;
-			if (x != EX_CREATE) {
-				r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS : -1;
+			if (x != EX_CREATE)
 				goto out;
-			}
 			/* the record is the claim: its cold pod is created below */
 		}
 		char holder[254];
@@ -384,8 +393,30 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 		}
 		/* A fresh generation where a warm pool may serve: the claim goes
 		 * through the generation's record (reconcile/warm.h), warm or cold. */
-		if (!pod && !record && sbx_warm_record_namespace(c, v->ns) && sbx_warm_claim(c, v, pod_name, &r))
-			goto out;
+		if (!pod && !record && sbx_warm_record_namespace(c, v->ns)) {
+			enum sbx_warm w = sbx_warm_claim(c, v, pod_name, &r);
+			if (w == SBX_WARM_DONE)
+				goto out;
+			if (w == SBX_WARM_RECORD) {
+				/* Another Sandbox of the scope, or another replica, wrote the
+				 * generation's record first: it is examined as any record,
+				 * read live. */
+				int lr = sbx_rec_live(c, v, pod_name, &fetched);
+				if (lr != 0 || !fetched) {
+					if (lr > 0)
+						log_kv(LOG_WARN, "claim record does not verify", "sandbox", v->name, "namespace",
+						       v->ns, "record", pod_name);
+					r = lr == 0 ? REQUEUE_BUSY_MS : -1; /* none: just collected, claim again */
+					goto out;
+				}
+				enum sbx_examine x = examine_record(c, v, fetched, &r);
+				if (x == EX_NEXT_GENERATION)
+					continue;
+				if (x != EX_CREATE)
+					goto out;
+				/* the record is the claim: its cold pod is created below */
+			}
+		}
 		if (!pod) {
 			e = sbx_rc_create_pod(c, v, pod_name, NULL, NULL, &pod, &err);
 			if (e == KUBE_OK) {

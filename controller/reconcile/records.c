@@ -40,9 +40,9 @@ cJSON *sbx_rec_cached(struct sbx_controller *c, const struct sbx_view *v)
 	return out;
 }
 
-/* The live claim record name of v's digest into *out (NULL: none, or one
- * that does not verify, which counts for nothing). 0, or -1 when it cannot
- * be read. */
+/* The live claim record name of v's digest into *out (caller frees; NULL:
+ * none, or one that does not verify, which counts for nothing). 0, 1 when
+ * one stands that does not verify, or -1 when it cannot be read. */
 int sbx_rec_live(struct sbx_controller *c, const struct sbx_view *v, const char *name, cJSON **out)
 {
 	char path[600], why[128];
@@ -59,6 +59,7 @@ int sbx_rec_live(struct sbx_controller *c, const struct sbx_view *v, const char 
 	    strcmp(rec.digest, v->scope.digest)) {
 		cJSON_Delete(*out);
 		*out = NULL;
+		return 1;
 	}
 	return 0;
 }

@@ -22,9 +22,9 @@ void sbx_rec_path(char *out, size_t n, const char *ns, const char *name);
  * array of parsed-and-checked objects; entries that do not verify are left
  * out). */
 cJSON *sbx_rec_cached(struct sbx_controller *c, const struct sbx_view *v);
-/* The live claim record name of v's digest into *out (NULL: none, or one
- * that does not verify, which counts for nothing). 0, or -1 when it cannot
- * be read. */
+/* The live claim record name of v's digest into *out (caller frees; NULL:
+ * none, or one that does not verify, which counts for nothing). 0, 1 when
+ * one stands that does not verify, or -1 when it cannot be read. */
 int sbx_rec_live(struct sbx_controller *c, const struct sbx_view *v, const char *name, cJSON **out);
 /* Writes the claim record of pod's generation: created, or the stored one
  * replaced when it says otherwise (or is not ours). Returns 0, a delay

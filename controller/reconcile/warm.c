@@ -17,7 +17,6 @@
 #include "obs/metrics.h"
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/examine.h"
-#include "reconcile/lifecycle.h"
 #include "reconcile/pool.h"
 #include "reconcile/records.h"
 #include "reconcile/state.h"
@@ -55,39 +54,6 @@ int sbx_warm_record_namespace(struct sbx_controller *c, const char *ns)
 static void pod_path(char *out, size_t n, const char *ns, const char *name)
 {
 	snprintf(out, n, "/api/v1/namespaces/%s/pods/%s", ns, name);
-}
-
-/* Someone else's record of claim stands: read it live and go by it
- * (sbx_lc_claim_record). Returns 1 with *r, or 0 when the caller creates the
- * cold pod claim (the record names it and it is not there). */
-static int follow(struct sbx_controller *c, struct sbx_view *v, const char *claim, int *r)
-{
-	char path[600];
-	sbx_rec_path(path, sizeof path, v->ns, claim);
-	cJSON *obj = NULL;
-	struct kube_error err;
-	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &obj, &err);
-	if (e == KUBE_ERR_NOT_FOUND) {
-		*r = REQUEUE_BUSY_MS; /* just collected: claim again */
-		return 1;
-	}
-	struct sbx_claimrec rec;
-	char why[128];
-	if (e != KUBE_OK || sbx_claimrec_parse(obj, v->ns, c->seal_keys, &rec, why, sizeof why) < 0) {
-		if (e == KUBE_OK)
-			log_kv(LOG_WARN, "claim record does not verify", "sandbox", v->name, "namespace", v->ns,
-			       "record", claim, "reason", why);
-		cJSON_Delete(obj);
-		*r = -1;
-		return 1;
-	}
-	int delay = 0;
-	enum sbx_examine x = sbx_lc_claim_record(c, v, obj, &delay);
-	cJSON_Delete(obj);
-	if (x == EX_CREATE)
-		return 0;
-	*r = x == EX_DONE ? delay : x == EX_RETRY_SOON || x == EX_NEXT_GENERATION ? REQUEUE_BUSY_MS : -1;
-	return 1;
 }
 
 /* ---- the take ---- */
@@ -321,13 +287,13 @@ static cJSON *next_free(struct sbx_controller *c, cJSON *w)
 	return NULL;
 }
 
-int sbx_warm_claim(struct sbx_controller *c, struct sbx_view *v, const char *claim, int *r)
+enum sbx_warm sbx_warm_claim(struct sbx_controller *c, struct sbx_view *v, const char *claim, int *r)
 {
 	char fp[65], rv[32] = "", claimed[32];
 	int pools = 0;
 	*r = -1;
 	if (sbx_template_fingerprint(v->spec, fp) < 0)
-		return 1;
+		return SBX_WARM_DONE;
 	ktime_format_rfc3339(v->now, claimed);
 	cJSON *cands = candidates(c, v, fp, &pools);
 	cJSON *w = next_free(c, cands->child);
@@ -337,18 +303,18 @@ int sbx_warm_claim(struct sbx_controller *c, struct sbx_view *v, const char *cla
 		if (w)
 			unreserve(c, w);
 		cJSON_Delete(cands);
-		return e == KUBE_ERR_ALREADY_EXISTS ? follow(c, v, claim, r) : 1;
+		return e == KUBE_ERR_ALREADY_EXISTS ? SBX_WARM_RECORD : SBX_WARM_DONE;
 	}
 	if (!w) {
 		if (pools)
 			obs_metric_add(sbx_m.warm_binds, miss, 1);
 		cJSON_Delete(cands);
-		return 0; /* a miss: the cold pod, under the record */
+		return SBX_WARM_COLD; /* a miss: the cold pod, under the record */
 	}
 	fault_point("after-warm-claim");
 	/* 2: the take; a lost one points the record at the next warm pod, or
 	 * after WARM_TRIES at the cold name. */
-	int res = 1;
+	enum sbx_warm res = SBX_WARM_DONE;
 	for (int tries = 1;; tries++) {
 		enum take t = take(c, v, w, claim, r);
 		unreserve(c, w);
@@ -366,12 +332,12 @@ int sbx_warm_claim(struct sbx_controller *c, struct sbx_view *v, const char *cla
 			if (next)
 				unreserve(c, next);
 			*r = -1;
-			res = e == KUBE_ERR_CONFLICT || e == KUBE_ERR_NOT_FOUND ? follow(c, v, claim, r) : 1;
+			res = e == KUBE_ERR_CONFLICT || e == KUBE_ERR_NOT_FOUND ? SBX_WARM_RECORD : SBX_WARM_DONE;
 			break;
 		}
 		if (!next) {
 			obs_metric_add(sbx_m.warm_binds, miss, 1);
-			res = 0; /* every warm pod tried went to others: cold */
+			res = SBX_WARM_COLD; /* every warm pod tried went to others: cold */
 			break;
 		}
 		w = next;
