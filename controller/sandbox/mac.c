@@ -1,6 +1,12 @@
 #include "sandbox/mac.h"
 
+#include <limits.h>
 #include <stdint.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 int sbx_lp_append(struct buf *b, const void *x, size_t len)
 {
@@ -21,4 +27,26 @@ void sbx_hex(const unsigned char *p, size_t n, char *out)
 		out[2 * i + 1] = hx[p[i] & 15];
 	}
 	out[2 * n] = '\0';
+}
+
+int sbx_lp_str(struct buf *b, const char *s)
+{
+	return sbx_lp_append(b, s, strlen(s));
+}
+
+int sbx_mac_hex(const unsigned char *key, size_t keylen, const struct buf *m, char out[65])
+{
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int maclen = 0;
+	int rc = -1;
+	out[0] = '\0';
+	if (!key || keylen > (size_t)INT_MAX)
+		return -1;
+	if (HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)m->data, m->len, mac, &maclen) &&
+	    maclen == 32) {
+		sbx_hex(mac, 32, out);
+		rc = 0;
+	}
+	OPENSSL_cleanse(mac, sizeof mac);
+	return rc;
 }
