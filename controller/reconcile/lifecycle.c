@@ -147,38 +147,6 @@ static int release(struct sbx_controller *c, struct sbx_view *v, enum holder sel
 	return r;
 }
 
-/* Writes in with v's resourceVersion as a precondition: a lifecycle change
- * made meanwhile (an extension, a resume) wins, and is looked at again.
- * Returns 1 written, 0 unchanged, REQUEUE_BUSY_MS on a conflict, -1. */
-static int write_guarded(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in)
-{
-	char now[32], path[512];
-	ktime_format_rfc3339(time(NULL), now);
-	cJSON *st = sbx_status_build(in, v->status, now);
-	if (v->status && sbx_status_same(st, v->status)) {
-		cJSON_Delete(st);
-		return 0;
-	}
-	cJSON *patch = cJSON_CreateObject();
-	cJSON_AddStringToObject(cJSON_AddObjectToObject(patch, "metadata"), "resourceVersion",
-				meta_str(v->obj, "resourceVersion") ? meta_str(v->obj, "resourceVersion") : "");
-	cJSON_AddItemToObject(patch, "status", st);
-	char *body = cJSON_PrintUnformatted(patch);
-	cJSON_Delete(patch);
-	sbx_rc_path_status(path, sizeof path, v);
-	struct kube_error err;
-	enum kube_err e = kube_request(c->kc, "PATCH", path, NULL, body, "application/merge-patch+json", NULL, &err);
-	free(body);
-	if (e == KUBE_OK)
-		return 1;
-	if (e == KUBE_ERR_NOT_FOUND)
-		return 0;
-	if (e == KUBE_ERR_CONFLICT)
-		return REQUEUE_BUSY_MS;
-	log_kv(LOG_WARN, "status write failed", "sandbox", v->name, "namespace", v->ns, "error", err.message);
-	return -1;
-}
-
 /* Logs and records an event once per transition: key "<what>/<uid>";
  * forgets other, the opposite transition. Returns 1 the first time. */
 static int once(struct sbx_controller *c, const struct sbx_view *v, const char *what, const char *other)
@@ -242,7 +210,7 @@ int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v)
 						     .ready_reason = "Expired",
 						     .ready_message = msg };
 		}
-		int w = write_guarded(c, v, &in);
+		int w = sbx_rc_write_status_guarded(c, v, &in);
 		if (w < 0 || w == REQUEUE_BUSY_MS)
 			return w;
 		if (once(c, v, "expired", NULL)) {
@@ -286,7 +254,7 @@ int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound)
 					     .ready_message = msg };
 	}
 	in.suspended_generation = already ? 0 : v->generation;
-	int w = write_guarded(c, v, &in);
+	int w = sbx_rc_write_status_guarded(c, v, &in);
 	if (w < 0 || w == REQUEUE_BUSY_MS)
 		return w;
 	if (once(c, v, "suspended", "resumed")) {

@@ -53,21 +53,35 @@ static int cond_true(const cJSON *status, const char *type)
 	return st && !strcmp(st, "True");
 }
 
-/* Writes the status when it differs from the cached one. Returns 1 when written,
- * 0 when unchanged, -1 on error (the caller retries). */
-int sbx_rc_write_status(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in)
+/* The merge patch of v's status for in (caller frees), with v's
+ * resourceVersion as a precondition when guarded; NULL when the cached
+ * status says the same already. */
+static char *status_patch(const struct sbx_view *v, const struct sbx_status_in *in, int guarded)
 {
-	char now[32], path[512];
+	char now[32];
 	ktime_format_rfc3339(time(NULL), now);
 	cJSON *st = sbx_status_build(in, v->status, now);
 	if (v->status && sbx_status_same(st, v->status)) {
 		cJSON_Delete(st);
-		return 0;
+		return NULL;
 	}
 	cJSON *patch = cJSON_CreateObject();
+	if (guarded)
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(patch, "metadata"), "resourceVersion",
+					meta_str(v->obj, "resourceVersion") ? meta_str(v->obj, "resourceVersion") : "");
 	cJSON_AddItemToObject(patch, "status", st);
 	char *body = cJSON_PrintUnformatted(patch);
 	cJSON_Delete(patch);
+	return body;
+}
+
+/* Writes the status when it differs from the cached one. Returns 1 when written,
+ * 0 when unchanged, -1 on error (the caller retries). */
+int sbx_rc_write_status(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in)
+{
+	char path[512], *body = status_patch(v, in, 0);
+	if (!body)
+		return 0;
 	sbx_rc_path_status(path, sizeof path, v);
 	struct kube_error err;
 	fault_point("before-status-write");
@@ -91,6 +105,25 @@ int sbx_rc_write_status(struct sbx_controller *c, const struct sbx_view *v, cons
 		obs_metric_observe(sbx_m.to_ready, NULL, since(v->created));
 	fault_point("after-status-write");
 	return 1;
+}
+
+int sbx_rc_write_status_guarded(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in)
+{
+	char path[512], *body = status_patch(v, in, 1);
+	if (!body)
+		return 0;
+	sbx_rc_path_status(path, sizeof path, v);
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "PATCH", path, NULL, body, "application/merge-patch+json", NULL, &err);
+	free(body);
+	if (e == KUBE_OK)
+		return 1;
+	if (e == KUBE_ERR_NOT_FOUND)
+		return 0;
+	if (e == KUBE_ERR_CONFLICT)
+		return REQUEUE_BUSY_MS;
+	log_kv(LOG_WARN, "status write failed", "sandbox", v->name, "namespace", v->ns, "error", err.message);
+	return -1;
 }
 
 static const char *old_bound_reason(const struct sbx_view *v)

@@ -21,6 +21,11 @@ void sbx_rc_event(struct sbx_controller *c, const struct sbx_view *v, const char
 /* Writes v's status when it differs from the cached one: 1 written, 0
  * unchanged (or the Sandbox is gone), -1 error. */
 int sbx_rc_write_status(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in);
+/* sbx_rc_write_status with v's resourceVersion as a precondition, for the
+ * lifecycle: a lifecycle change made meanwhile (an extension, a resume) wins
+ * and is looked at again. 1 written, 0 unchanged, REQUEUE_BUSY_MS on a
+ * conflict, -1. */
+int sbx_rc_write_status_guarded(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in);
 /* Reports a Sandbox that gets no pod (phase, Bound=False/reason, Ready=False
  * NotBound) and, when the reason is new, an Event. 0 or -1. */
 int sbx_rc_report_unbound(struct sbx_controller *c, const struct sbx_view *v, const char *phase, const char *reason,
