@@ -20,12 +20,12 @@
 #include "reconcile/records.h"
 #include "reconcile/strset.h"
 #include "reconcile/written.h"
+#include "sandbox/api.h"
 #include "sandbox/claimrec.h"
+#include "sandbox/podbuild.h"
 #include "sandbox/poolspec.h"
 #include "sandbox/trim.h"
 
-#define SBX_API "sandbox.dev/v1alpha1"
-#define LABEL_DIGEST "sandbox.dev/scope-digest"
 /* How long after a pod left the pod cache its scope reads records live:
  * far longer than one watch lags behind another while both are current. */
 #define PODS_GONE_MS 120000
@@ -187,7 +187,7 @@ static void on_pod_add(void *ctx, const cJSON *pod)
 static void on_pod_delete(void *ctx, const cJSON *pod)
 {
 	struct sbx_controller *c = ctx;
-	const char *d = jstr(jobj(jobj(pod, "metadata"), "labels"), LABEL_DIGEST);
+	const char *d = jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_DIGEST);
 	if (d)
 		sbx_strset_add_for(c->pods_gone, d, PODS_GONE_MS);
 	on_pod_add(ctx, pod);
@@ -399,11 +399,11 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->created_pods = sbx_written_new();
 	c->pool_state = sbx_pool_state_new(c->warm_refill_qps);
 	struct informer *sandboxes =
-		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, LABEL_DIGEST, &sh, c);
+		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, SBX_LABEL_DIGEST, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use.
 	 * It is the digest label, reserved to the controller by admission, not
 	 * managed-by, which anyone may put on any pod (and fill the cache). */
-	struct informer *pods = informer_new(c->kc, "/api/v1/pods", LABEL_DIGEST, sbx_trim_pod, LABEL_DIGEST, &ph, c);
+	struct informer *pods = informer_new(c->kc, "/api/v1/pods", SBX_LABEL_DIGEST, sbx_trim_pod, SBX_LABEL_DIGEST, &ph, c);
 	informer_set_dictionary(sandboxes, sbx_sandbox_dictionary); /* not started: cannot fail */
 	informer_set_dictionary(pods, sbx_pod_dictionary);
 	struct informer *webhooks = NULL;
@@ -417,7 +417,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 		informer_set_field_selector(webhooks, sel);
 	}
 	struct informer *claims = informer_new(c->kc, "/apis/" SBX_API "/" SBX_CLAIM_PLURAL, NULL, sbx_claimrec_trim,
-					       LABEL_DIGEST, &ch, c);
+					       SBX_LABEL_DIGEST, &ch, c);
 	struct informer *pools = informer_new(c->kc, "/apis/" SBX_API "/" SBX_POOL_PLURAL, NULL, sbx_pool_trim,
 					      SBX_POOL_NS_INDEX, &plh, c);
 	/* Warm pods by their pool label, reserved to the controller like the

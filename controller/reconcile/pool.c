@@ -195,7 +195,7 @@ static int write_pool_status(struct sbx_controller *c, const struct pool_view *p
 	cJSON_AddItemToObject(patch, "status", st);
 	char *body = cJSON_PrintUnformatted(patch), path[600];
 	cJSON_Delete(patch);
-	snprintf(path, sizeof path, "/apis/" SBX_POOL_API "/namespaces/%s/" SBX_POOL_PLURAL "/%s/status", p->ns, p->name);
+	snprintf(path, sizeof path, "/apis/" SBX_API "/namespaces/%s/" SBX_POOL_PLURAL "/%s/status", p->ns, p->name);
 	struct kube_error err;
 	enum kube_err e = kube_request(c->kc, "PATCH", path, NULL, body, "application/merge-patch+json", NULL, &err);
 	free(body);

@@ -16,7 +16,7 @@
 
 void sbx_rec_path(char *out, size_t n, const char *ns, const char *name)
 {
-	snprintf(out, n, "/apis/" SBX_CLAIM_API "/namespaces/%s/" SBX_CLAIM_PLURAL "%s%s", ns, name ? "/" : "",
+	snprintf(out, n, "/apis/" SBX_API "/namespaces/%s/" SBX_CLAIM_PLURAL "%s%s", ns, name ? "/" : "",
 		 name ? name : "");
 }
 

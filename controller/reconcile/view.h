@@ -9,10 +9,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "sandbox/api.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
 
-#define SBX_API "sandbox.dev/v1alpha1"
 #define REQUEUE_BUSY_MS 25
 #define REQUEUE_WAIT_MS 1000
 #define REQUEUE_FOREIGN_MS 30000

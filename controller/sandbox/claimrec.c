@@ -63,7 +63,7 @@ cJSON *sbx_claimrec_build(const struct sbx_claimrec *r, const char *ns, const st
 	    !r->key_expires_at[0] || !r->fingerprint[0] || claim_mac(keys->key[0], keys->len[0], r, ns, seal) < 0)
 		return NULL;
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "apiVersion", SBX_CLAIM_API);
+	cJSON_AddStringToObject(o, "apiVersion", SBX_API);
 	cJSON_AddStringToObject(o, "kind", SBX_CLAIM_KIND);
 	cJSON *m = cJSON_AddObjectToObject(o, "metadata");
 	cJSON_AddStringToObject(m, "name", r->name);

@@ -31,9 +31,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "sandbox/api.h"
 #include "sandbox/seal.h"
 
-#define SBX_CLAIM_API "sandbox.dev/v1alpha1"
 #define SBX_CLAIM_KIND "SandboxClaim"
 #define SBX_CLAIM_PLURAL "sandboxclaims"
 

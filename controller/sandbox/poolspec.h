@@ -19,10 +19,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "sandbox/api.h"
 #include "sandbox/config.h"
 #include "sandbox/seal.h"
 
-#define SBX_POOL_API "sandbox.dev/v1alpha1"
 #define SBX_POOL_KIND "SandboxWarmPool"
 #define SBX_POOL_PLURAL "sandboxwarmpools"
 #define SBX_LABEL_POOL "sandbox.dev/pool"
