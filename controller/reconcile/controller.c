@@ -11,6 +11,7 @@
 
 #include "base/jsonget.h"
 #include "base/ktime.h"
+#include "base/strmap.h"
 #include "base/xmalloc.h"
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
@@ -397,6 +398,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->released = sbx_strset_new();
 	c->written = sbx_written_new();
 	c->created_pods = sbx_written_new();
+	c->resume_starts = strmap_new(sizeof(double)); /* the times resumes were seen (lifecycle.c) */
 	c->pool_state = sbx_pool_state_new(c->warm_refill_qps);
 	struct informer *sandboxes =
 		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, SBX_LABEL_DIGEST, &sh, c);
@@ -546,6 +548,8 @@ void sbx_controller_release(struct sbx_controller *c)
 	c->written = NULL;
 	sbx_written_free(c->created_pods);
 	c->created_pods = NULL;
+	strmap_free(c->resume_starts);
+	c->resume_starts = NULL;
 	c->events = NULL;
 	c->queue = NULL;
 	c->inflight = NULL;

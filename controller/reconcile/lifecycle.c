@@ -1,15 +1,13 @@
 #include "reconcile/lifecycle.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <uthash.h>
-
 #include "base/fault.h"
 #include "base/jsonget.h"
 #include "base/ktime.h"
+#include "base/strmap.h"
 #include "base/xmalloc.h"
 #include "kube/informer.h"
 #include "obs/log.h"
@@ -267,14 +265,6 @@ int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound)
 
 /* ---- resume latency: from the resume seen to Ready, per Sandbox uid ---- */
 
-struct resume_start {
-	char uid[64];
-	double at;
-	UT_hash_handle hh;
-};
-static pthread_mutex_t starts_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct resume_start *starts;
-
 static double mono_s(void)
 {
 	struct timespec ts;
@@ -282,32 +272,32 @@ static double mono_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void resume_started(const char *uid)
+/* The resume of uid was seen now (the first time counts; at most 100,000
+ * are timed at once). */
+static void resume_started(struct sbx_controller *c, const char *uid)
 {
-	pthread_mutex_lock(&starts_mu);
-	struct resume_start *s;
-	HASH_FIND_STR(starts, uid, s);
-	if (!s && HASH_COUNT(starts) < 100000 && strlen(uid) < sizeof s->uid) {
-		s = xcalloc(1, sizeof *s);
-		snprintf(s->uid, sizeof s->uid, "%s", uid);
-		s->at = mono_s();
-		HASH_ADD_STR(starts, uid, s);
+	if (!c->resume_starts)
+		return;
+	strmap_lock(c->resume_starts);
+	if (!strmap_get(c->resume_starts, uid) && strmap_count(c->resume_starts) < 100000) {
+		double *at = strmap_put(c->resume_starts, uid, NULL);
+		if (at)
+			*at = mono_s();
 	}
-	pthread_mutex_unlock(&starts_mu);
+	strmap_unlock(c->resume_starts);
 }
 
 void sbx_lc_ready(struct sbx_controller *c, const struct sbx_view *v)
 {
-	(void)c;
-	pthread_mutex_lock(&starts_mu);
-	struct resume_start *s;
-	HASH_FIND_STR(starts, v->uid, s);
-	if (s) {
-		obs_metric_observe(sbx_m.resume_seconds, NULL, mono_s() - s->at);
-		HASH_DEL(starts, s);
-		free(s);
+	if (!c->resume_starts)
+		return;
+	strmap_lock(c->resume_starts);
+	double *at = strmap_get(c->resume_starts, v->uid);
+	if (at) {
+		obs_metric_observe(sbx_m.resume_seconds, NULL, mono_s() - *at);
+		strmap_del(c->resume_starts, v->uid);
 	}
-	pthread_mutex_unlock(&starts_mu);
+	strmap_unlock(c->resume_starts);
 }
 
 /* Whether the product's mutating webhook was in force for operation on v's
@@ -395,7 +385,7 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 		char claim[80];
 		if (claim_name_for(c, v, pod_name, claim, sizeof claim) < 0)
 			return REQUEUE_WAIT_MS; /* its record is not in the cache yet */
-		resume_started(v->uid);
+		resume_started(c, v->uid);
 		enum kube_err e = sbx_rc_create_pod(c, v, pod_name, claim, claimed, &pod, &err);
 		if (e == KUBE_OK) {
 			created = 1;
@@ -562,7 +552,7 @@ enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *
 	struct kube_error err;
 	enum kube_err e = sbx_rc_create_pod(c, v, rec.pod_name, rec.name, rec.claimed_at, &pod, &err);
 	if (e == KUBE_OK) {
-		resume_started(v->uid);
+		resume_started(c, v->uid);
 		int rr = sbx_rc_report_bound(c, v, pod, 1);
 		cJSON_Delete(pod);
 		if (rr < 0)

@@ -1,16 +1,14 @@
 #include "reconcile/pool.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include <uthash.h>
-
 #include "base/fault.h"
 #include "base/jsonget.h"
 #include "base/ktime.h"
+#include "base/strmap.h"
 #include "base/xmalloc.h"
 #include "kube/informer.h"
 #include "kube/ratelimit.h"
@@ -33,31 +31,23 @@
 
 /* ---- bookkeeping ---- */
 
+/* A pool's creates in flight (by pool uid). */
 struct expect {
-	char uid[64];
 	int pending;
 	int64_t until_ms; /* pending counts until then */
-	UT_hash_handle hh;
-};
-
-/* A namespace whose last pool left the cache at `at`. */
-struct gone {
-	char ns[64];
-	time_t at;
-	UT_hash_handle hh;
 };
 
 struct sbx_pool_state {
-	pthread_mutex_t mu;
-	struct expect *map;
-	struct gone *gone;
+	struct strmap *expect; /* struct expect by pool uid */
+	struct strmap *gone;   /* time_t by namespace: when its last pool left the cache */
 	struct token_bucket refill;
 };
 
 struct sbx_pool_state *sbx_pool_state_new(double refill_qps)
 {
 	struct sbx_pool_state *s = xcalloc(1, sizeof *s);
-	pthread_mutex_init(&s->mu, NULL);
+	s->expect = strmap_new(sizeof(struct expect));
+	s->gone = strmap_new(sizeof(time_t));
 	token_bucket_init(&s->refill, refill_qps, refill_qps >= 1 ? (int)refill_qps : 1);
 	return s;
 }
@@ -66,81 +56,57 @@ void sbx_pool_state_free(struct sbx_pool_state *s)
 {
 	if (!s)
 		return;
-	struct expect *e, *t;
-	HASH_ITER(hh, s->map, e, t)
-	{
-		HASH_DEL(s->map, e);
-		free(e);
-	}
-	struct gone *g, *gt;
-	HASH_ITER(hh, s->gone, g, gt)
-	{
-		HASH_DEL(s->gone, g);
-		free(g);
-	}
+	strmap_free(s->expect);
+	strmap_free(s->gone);
 	token_bucket_release(&s->refill);
-	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
 
 /* The creates of pool uid still in flight. */
 static int pending(struct sbx_pool_state *s, const char *uid)
 {
-	pthread_mutex_lock(&s->mu);
-	struct expect *e;
-	HASH_FIND_STR(s->map, uid, e);
+	strmap_lock(s->expect);
+	struct expect *e = strmap_get(s->expect, uid);
 	int n = e && e->until_ms > ktime_mono_ms() ? e->pending : 0;
-	pthread_mutex_unlock(&s->mu);
+	strmap_unlock(s->expect);
 	return n;
 }
 
 static void expect_add(struct sbx_pool_state *s, const char *uid, int d)
 {
-	if (strlen(uid) >= sizeof ((struct expect *)0)->uid)
-		return;
-	pthread_mutex_lock(&s->mu);
-	struct expect *e;
-	HASH_FIND_STR(s->map, uid, e);
-	if (!e) {
-		e = xcalloc(1, sizeof *e);
-		snprintf(e->uid, sizeof e->uid, "%s", uid);
-		HASH_ADD_STR(s->map, uid, e);
+	strmap_lock(s->expect);
+	struct expect *e = strmap_put(s->expect, uid, NULL);
+	if (e) {
+		if (e->until_ms <= ktime_mono_ms())
+			e->pending = 0;
+		e->pending += d;
+		if (e->pending < 0)
+			e->pending = 0;
+		if (d > 0)
+			e->until_ms = ktime_mono_ms() + EXPECT_TTL_MS;
 	}
-	if (e->until_ms <= ktime_mono_ms())
-		e->pending = 0;
-	e->pending += d;
-	if (e->pending < 0)
-		e->pending = 0;
-	if (d > 0)
-		e->until_ms = ktime_mono_ms() + EXPECT_TTL_MS;
-	pthread_mutex_unlock(&s->mu);
+	strmap_unlock(s->expect);
 }
 
 void sbx_pool_gone(struct sbx_pool_state *s, const char *ns, time_t now)
 {
-	if (!s || !ns || strlen(ns) >= sizeof ((struct gone *)0)->ns)
+	if (!s || !ns)
 		return;
-	pthread_mutex_lock(&s->mu);
-	struct gone *g;
-	HASH_FIND_STR(s->gone, ns, g);
-	if (!g) {
-		g = xcalloc(1, sizeof *g);
-		snprintf(g->ns, sizeof g->ns, "%s", ns);
-		HASH_ADD_STR(s->gone, ns, g);
-	}
-	g->at = now;
-	pthread_mutex_unlock(&s->mu);
+	strmap_lock(s->gone);
+	time_t *at = strmap_put(s->gone, ns, NULL);
+	if (at)
+		*at = now;
+	strmap_unlock(s->gone);
 }
 
 int sbx_pool_gone_within(struct sbx_pool_state *s, const char *ns, time_t now, long within_s)
 {
 	if (!s || !ns)
 		return 0;
-	pthread_mutex_lock(&s->mu);
-	struct gone *g;
-	HASH_FIND_STR(s->gone, ns, g);
-	int r = g && now - g->at < within_s;
-	pthread_mutex_unlock(&s->mu);
+	strmap_lock(s->gone);
+	time_t *at = strmap_get(s->gone, ns);
+	int r = at && now - *at < within_s;
+	strmap_unlock(s->gone);
 	return r;
 }
 

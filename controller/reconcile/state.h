@@ -18,6 +18,7 @@ struct sbx_strset; /* a set of short strings (digests, uids) */
 struct sbx_inforce; /* whether the mutating webhook was in force (reconcile/inforce.h) */
 struct sbx_pool_state; /* warm pool bookkeeping (reconcile/pool.h) */
 struct sbx_written; /* our status writes the cache has not shown yet */
+struct strmap;      /* base/strmap.h */
 
 struct sbx_controller {
 	struct kube_client *kc;          /* borrowed */
@@ -49,6 +50,7 @@ struct sbx_controller {
 	struct sbx_strset *released;	/* pod uids whose release DELETE was answered lately */
 	struct sbx_written *written;      /* our status writes the Sandbox cache has not shown */
 	struct sbx_written *created_pods; /* our pod creates the pod cache has not shown */
+	struct strmap *resume_starts;	  /* Sandbox uid -> when its resume was seen (lifecycle.c) */
 	pthread_t *threads;
 };
 

@@ -1,30 +1,33 @@
 #include "reconcile/strset.h"
 
-#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <uthash.h>
-
 #include "base/ktime.h"
+#include "base/strmap.h"
 #include "base/xmalloc.h"
 
-struct strset_entry {
-	char key[64];
+struct member {
 	int64_t until_ms; /* 0: until deleted */
-	UT_hash_handle hh;
 };
 
 struct sbx_strset {
-	pthread_mutex_t lock;
-	struct strset_entry *set;
-	unsigned int timed_adds; /* sbx_strset_add_for calls, for the sweep's pace */
+	struct strmap *map;
+	unsigned int timed_adds; /* sbx_strset_add_for calls, for the sweep's pace (under the map's lock) */
 };
+
+/* key cut to what an entry holds (strset.h: longer ones are truncated). */
+static const char *cut(const char *key, char out[STRMAP_KEY_MAX + 1])
+{
+	snprintf(out, STRMAP_KEY_MAX + 1, "%s", key);
+	return out;
+}
 
 struct sbx_strset *sbx_strset_new(void)
 {
 	struct sbx_strset *f = xcalloc(1, sizeof *f);
-	pthread_mutex_init(&f->lock, NULL);
+	f->map = strmap_new(sizeof(struct member));
 	return f;
 }
 
@@ -32,86 +35,56 @@ void sbx_strset_free(struct sbx_strset *f)
 {
 	if (!f)
 		return;
-	struct strset_entry *e, *tmp;
-	HASH_ITER(hh, f->set, e, tmp)
-	{
-		HASH_DEL(f->set, e);
-		free(e);
-	}
-	pthread_mutex_destroy(&f->lock);
+	strmap_free(f->map);
 	free(f);
 }
 
-/* Adds key; returns 1 when it was not there (the caller now owns it), 0 when
- * it already was. */
 int sbx_strset_add(struct sbx_strset *f, const char *key)
 {
-	struct strset_entry *e;
-	int added = 0;
-	pthread_mutex_lock(&f->lock);
-	HASH_FIND_STR(f->set, key, e);
-	if (!e) {
-		e = xcalloc(1, sizeof *e);
-		snprintf(e->key, sizeof e->key, "%s", key);
-		HASH_ADD_STR(f->set, key, e);
-		added = 1;
-	}
-	pthread_mutex_unlock(&f->lock);
+	char k[STRMAP_KEY_MAX + 1];
+	int added;
+	strmap_lock(f->map);
+	strmap_put(f->map, cut(key, k), &added);
+	strmap_unlock(f->map);
 	return added;
 }
 
-/* Drops the entries whose time is up (the lock held). */
-static void sweep(struct sbx_strset *f, int64_t now)
+/* Entries whose time is up at *now (int64_t). */
+static int expired(const void *value, void *now)
 {
-	struct strset_entry *e, *tmp;
-	HASH_ITER(hh, f->set, e, tmp)
-	{
-		if (e->until_ms && e->until_ms <= now) {
-			HASH_DEL(f->set, e);
-			free(e);
-		}
-	}
+	const struct member *m = value;
+	return m->until_ms && m->until_ms <= *(int64_t *)now;
 }
 
 void sbx_strset_add_for(struct sbx_strset *f, const char *key, long ttl_ms)
 {
-	struct strset_entry *e;
+	char k[STRMAP_KEY_MAX + 1];
 	int64_t now = ktime_mono_ms();
-	pthread_mutex_lock(&f->lock);
-	if (++f->timed_adds % 1024 == 0 && HASH_COUNT(f->set) >= 4096)
-		sweep(f, now);
-	HASH_FIND_STR(f->set, key, e);
-	if (!e) {
-		e = xcalloc(1, sizeof *e);
-		snprintf(e->key, sizeof e->key, "%s", key);
-		HASH_ADD_STR(f->set, key, e);
-	}
-	e->until_ms = now + (ttl_ms > 0 ? ttl_ms : 1);
-	pthread_mutex_unlock(&f->lock);
+	strmap_lock(f->map);
+	if (++f->timed_adds % 1024 == 0 && strmap_count(f->map) >= 4096)
+		strmap_sweep(f->map, expired, &now);
+	struct member *m = strmap_put(f->map, cut(key, k), NULL);
+	m->until_ms = now + (ttl_ms > 0 ? ttl_ms : 1);
+	strmap_unlock(f->map);
 }
 
 int sbx_strset_has(struct sbx_strset *f, const char *key)
 {
-	struct strset_entry *e;
-	pthread_mutex_lock(&f->lock);
-	HASH_FIND_STR(f->set, key, e);
-	if (e && e->until_ms && e->until_ms <= ktime_mono_ms()) {
-		HASH_DEL(f->set, e);
-		free(e);
-		e = NULL;
+	char k[STRMAP_KEY_MAX + 1];
+	strmap_lock(f->map);
+	struct member *m = strmap_get(f->map, cut(key, k));
+	if (m && m->until_ms && m->until_ms <= ktime_mono_ms()) {
+		strmap_del(f->map, k);
+		m = NULL;
 	}
-	pthread_mutex_unlock(&f->lock);
-	return e != NULL;
+	strmap_unlock(f->map);
+	return m != NULL;
 }
 
 void sbx_strset_del(struct sbx_strset *f, const char *key)
 {
-	struct strset_entry *e;
-	pthread_mutex_lock(&f->lock);
-	HASH_FIND_STR(f->set, key, e);
-	if (e) {
-		HASH_DEL(f->set, e);
-		free(e);
-	}
-	pthread_mutex_unlock(&f->lock);
+	char k[STRMAP_KEY_MAX + 1];
+	strmap_lock(f->map);
+	strmap_del(f->map, cut(key, k));
+	strmap_unlock(f->map);
 }
