@@ -1,5 +1,6 @@
 /* sandbox-controller: flags, configuration, wiring, start-up order and
- * shutdown. Nothing else lives here. */
+ * shutdown. Nothing else lives here: the probe and metrics handlers are
+ * obs/probes.h, the API client's metrics kube/restmetrics.h. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
@@ -22,9 +23,11 @@
 #include "kube/config.h"
 #include "base/ktime.h"
 #include "kube/lease.h"
+#include "kube/restmetrics.h"
 #include "obs/httpserver.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
+#include "obs/probes.h"
 #include "sandbox/config.h"
 #include "reconcile/controller.h"
 #include "webhook/certs.h"
@@ -293,42 +296,14 @@ static struct {
 	struct sbx_controller *ctl;
 	struct lease_elector *elector;
 	int leader_elect;
-	char host[256]; /* the API server's host[:port], rest_client's host label */
-	struct obs_metric *rest_total, *rest_seconds, *kube_requests, *leader, *build, *ev_dropped;
+	struct obs_metric *leader, *build, *ev_dropped;
 	size_t ev_dropped_seen;
 	pthread_mutex_t mu;
 } scrape = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-/* The kube client's observer: client-go's rest_client metrics. */
-static void observe_request(void *ctx, const char *method, long status, double seconds, int stream)
-{
-	char code[16];
-	if (status)
-		snprintf(code, sizeof code, "%ld", status);
-	else
-		snprintf(code, sizeof code, "<error>");
-	const char *lv[] = { code, method, scrape.host };
-	obs_metric_add(scrape.rest_total, lv, 1);
-	obs_metric_add(scrape.kube_requests, NULL, 1);
-	if (!stream) { /* a watch's length says nothing about the server's latency */
-		const char *verb[] = { method, scrape.host };
-		obs_metric_observe(scrape.rest_seconds, verb, seconds);
-	}
-}
-
 static void metrics_register(const char *server)
 {
-	const char *h = strstr(server, "://");
-	h = h ? h + 3 : server;
-	snprintf(scrape.host, sizeof scrape.host, "%.*s", (int)strcspn(h, "/"), h);
-	static const double rest_buckets[] = { .005, .025, .1, .25, .5, 1, 2, 4, 8, 15, 30, 60 };
-	scrape.rest_total = obs_counter("rest_client_requests_total",
-					"Number of HTTP requests, partitioned by status code, method, and host.",
-					"code,method,host");
-	scrape.rest_seconds = obs_histogram("rest_client_request_duration_seconds",
-					    "Request latency in seconds. Broken down by verb, and host.", "verb,host",
-					    rest_buckets, sizeof rest_buckets / sizeof rest_buckets[0]);
-	scrape.kube_requests = obs_counter("sandbox_kube_requests_total", "Requests sent to the Kubernetes API.", NULL);
+	kube_rest_metrics_register(server);
 	scrape.leader = obs_gauge("leader_election_master_status",
 				  "Whether this replica is the leader (1) or not (0); 1 when leader election is off.",
 				  "name");
@@ -341,10 +316,9 @@ static void metrics_register(const char *server)
 	obs_metric_set(scrape.build, v, 1);
 }
 
-/* GET /metrics (metrics listener only): the registry. */
-static void serve_metrics(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+/* Before each scrape (struct obs_scrape): leadership and dropped events. */
+static void refresh_scrape(void *arg)
 {
-	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
 	const char *name[] = { "sandbox-controller" };
 	pthread_mutex_lock(&scrape.mu);
 	struct sbx_controller *c = scrape.ctl;
@@ -356,24 +330,12 @@ static void serve_metrics(void *ctx, const struct obs_http_req *req, struct obs_
 		scrape.ev_dropped_seen = d;
 	}
 	pthread_mutex_unlock(&scrape.mu);
-	obs_metrics_render(&resp->body);
 }
 
-/* GET /healthz (probe listener only): the process serves. */
-static void serve_healthz(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+/* /readyz: the caches are current (struct obs_readiness). */
+static int caches_synced(void *ctl)
 {
-	buf_appends(&resp->body, "ok\n");
-}
-
-/* GET /readyz (probe listener only): the caches are current. */
-static void serve_readyz(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
-{
-	if (sbx_controller_synced(ctx)) {
-		buf_appends(&resp->body, "ok\n");
-	} else {
-		resp->status = 503;
-		buf_appends(&resp->body, "caches not synced\n");
-	}
+	return sbx_controller_synced(ctl);
 }
 
 /* Connections each listener may hold: a share of the descriptor limit, so
@@ -555,7 +517,7 @@ int main(int argc, char **argv)
 	}
 	log_kv(LOG_INFO, "starting", "version", SBX_VERSION, "server", kube_config_server(kcfg));
 	metrics_register(kube_config_server(kcfg));
-	struct kube_client_opts copts = { .qps = o.qps, .burst = o.burst, .observe = observe_request };
+	struct kube_client_opts copts = { .qps = o.qps, .burst = o.burst, .observe = kube_rest_metrics_observe };
 	struct kube_client *kc = kube_client_new(kcfg, &copts);
 	if (!kc) {
 		log_kv(LOG_ERROR, "cannot create the Kubernetes client"); /* it freed kcfg */
@@ -575,11 +537,13 @@ int main(int argc, char **argv)
 	scrape.leader_elect = o.leader_elect;
 	/* /metrics only on the metrics listener, the probes only on the probe
 	 * listener: a scraper's port never answers probes and the other way round. */
-	struct kube_authfilter mauth = { .kc = kc, .next = serve_metrics, .next_ctx = &ctl,
+	struct obs_scrape scrape_src = { refresh_scrape, NULL };
+	struct obs_readiness readiness = { caches_synced, &ctl };
+	struct kube_authfilter mauth = { .kc = kc, .next = obs_serve_metrics, .next_ctx = &scrape_src,
 					 .cache = o.metrics_secure ? kube_authcache_new() : NULL };
 	const struct obs_http_route mroutes[] = { o.metrics_secure ? (struct obs_http_route){ "/metrics", kube_authfilter_serve, &mauth }
-								   : (struct obs_http_route){ "/metrics", serve_metrics, &ctl } };
-	const struct obs_http_route proutes[] = { { "/healthz", serve_healthz, NULL }, { "/readyz", serve_readyz, &ctl } };
+								   : (struct obs_http_route){ "/metrics", obs_serve_metrics, &scrape_src } };
+	const struct obs_http_route proutes[] = { { "/healthz", obs_serve_healthz, NULL }, { "/readyz", obs_serve_readyz, &readiness } };
 	struct obs_http_server *msrv = NULL, *psrv = NULL;
 	if (start_listener(&msrv, "metrics", o.metrics_addr, mroutes, 1, o.metrics_cert_path, o.metrics_cert_name,
 			   o.metrics_cert_key) < 0 ||
