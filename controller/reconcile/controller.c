@@ -31,6 +31,12 @@
  * far longer than one watch lags behind another while both are current. */
 #define PODS_GONE_MS 120000
 
+/* The kinds of the work queue's items (kube/workqueue.h), each keyed
+ * "<ns>/<name>": a Sandbox's reconcile; a claim record's collection, queued
+ * for when its key's lifetime ends (a timer, no poll); a warm pool's
+ * reconcile. */
+enum sbx_work { SBX_WORK_SANDBOX, SBX_WORK_CLAIM, SBX_WORK_POOL };
+
 static void wq_depth(void *ctx, size_t d)
 {
 	obs_metric_set(sbx_m.wq_depth, sbx_ctl_label, (double)d);
@@ -61,7 +67,7 @@ static void enqueue_key(struct sbx_controller *c, const char *ns, const char *na
 		return;
 	char key[600];
 	snprintf(key, sizeof key, "%s/%s", ns, name);
-	workqueue_add(c->queue, key);
+	workqueue_add(c->queue, SBX_WORK_SANDBOX, key);
 }
 
 /* Moves the Sandbox gauge by phase: +d for obj's status.phase. */
@@ -201,13 +207,6 @@ static void on_webhooks_update(void *ctx, const cJSON *old_obj, const cJSON *new
 	sbx_inforce_observe(c->inforce, old_obj, new_obj, time(NULL));
 }
 
-/* Claim records: "claim:<ns>/<name>" keys in the same queue, so an Expired
- * record is collected when its key's lifetime ends (a timer, no poll). A
- * namespace name holds no ':', so no Sandbox key ("<ns>/<name>") looks like
- * one. */
-#define CLAIM_KEY "claim:"
-/* Warm pools: "pool:<ns>/<name>". */
-#define POOL_KEY "pool:"
 /* A pool looks at all its members each time: its pods' events (several per
  * pod, hundreds a second in a burst) are folded into one reconcile per this. */
 #define POOL_COALESCE_MS 100
@@ -222,9 +221,9 @@ static void on_claim(void *ctx, const cJSON *obj)
 	    ktime_parse_rfc3339(jstr(jobj(obj, "spec"), "keyExpiresAt"), &until) < 0)
 		return;
 	char key[600];
-	snprintf(key, sizeof key, CLAIM_KEY "%s/%s", ns, name);
+	snprintf(key, sizeof key, "%s/%s", ns, name);
 	double ms = ((double)until - (double)time(NULL)) * 1000 + 100;
-	workqueue_add_after(c->queue, key, ms > 7 * 86400 * 1000.0 ? 7 * 86400 * 1000L : (long)ms);
+	workqueue_add_after(c->queue, SBX_WORK_CLAIM, key, ms > 7 * 86400 * 1000.0 ? 7 * 86400 * 1000L : (long)ms);
 }
 
 static void on_claim_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
@@ -240,8 +239,8 @@ static void enqueue_pool_after(struct sbx_controller *c, const char *ns, const c
 	if (!ns || !name)
 		return;
 	char key[600];
-	snprintf(key, sizeof key, POOL_KEY "%s/%s", ns, name);
-	workqueue_add_after(c->queue, key, after_ms);
+	snprintf(key, sizeof key, "%s/%s", ns, name);
+	workqueue_add_after(c->queue, SBX_WORK_POOL, key, after_ms);
 }
 
 static void enqueue_pool(struct sbx_controller *c, const char *ns, const char *name)
@@ -297,31 +296,19 @@ static void on_pool_pod_delete(void *ctx, const cJSON *pod)
 	enqueue_pod_pool(ctx, pod);
 }
 
-/* "<ns>/<name>" after prefix into a new ns and a borrowed name; NULL ns when
- * malformed. */
-static char *split_key(const char *rest, const char **name)
-{
-	const char *slash = strchr(rest, '/');
-	if (!slash)
-		return NULL;
-	*name = slash + 1;
-	return xstrndup(rest, (size_t)(slash - rest));
-}
-
-/* One queued key: a claim record's collection, a pool's reconcile or a
- * Sandbox's reconcile. */
-static int work(struct sbx_controller *c, const char *key, struct sbx_reconcile_result *res)
+/* One queued item: a Sandbox's reconcile, a claim record's collection or a
+ * pool's reconcile, its key "<ns>/<name>". */
+static int work(struct sbx_controller *c, int kind, const char *key, struct sbx_reconcile_result *res)
 {
 	*res = (struct sbx_reconcile_result){ 0 };
-	int claim = !strncmp(key, CLAIM_KEY, sizeof CLAIM_KEY - 1), pool = !strncmp(key, POOL_KEY, sizeof POOL_KEY - 1);
-	if (!claim && !pool)
+	if (kind == SBX_WORK_SANDBOX)
 		return sbx_reconcile_ex(c, key, res);
-	const char *name;
-	char *ns = split_key(key + (claim ? sizeof CLAIM_KEY : sizeof POOL_KEY) - 1, &name);
-	if (!ns)
+	const char *slash = strchr(key, '/');
+	if (!slash)
 		return 0;
-	res->timer = claim; /* collections wait for a key's expiry: never before other work */
-	int r = claim ? sbx_rec_collect(c, ns, name) : sbx_pool_reconcile(c, ns, name);
+	char *ns = xstrndup(key, (size_t)(slash - key));
+	res->timer = kind == SBX_WORK_CLAIM; /* collections wait for a key's expiry: never before other work */
+	int r = kind == SBX_WORK_CLAIM ? sbx_rec_collect(c, ns, slash + 1) : sbx_pool_reconcile(c, ns, slash + 1);
 	free(ns);
 	return r;
 }
@@ -330,25 +317,26 @@ static void *worker_main(void *arg)
 {
 	struct sbx_controller *c = arg;
 	char *key;
-	while ((key = workqueue_get(c->queue))) {
+	int kind;
+	while ((key = workqueue_get(c->queue, &kind))) {
 		struct sbx_reconcile_result res;
 		kube_retry_after_take_ms(); /* start clean: only this reconcile's answers count */
-		int r = work(c, key, &res);
+		int r = work(c, kind, key, &res);
 		long retry_after_ms = res.retry_after_ms;
 		if (r == 0) {
-			workqueue_forget(c->queue, key);
+			workqueue_forget(c->queue, kind, key);
 		} else if (r > 0) {
-			workqueue_forget(c->queue, key);
+			workqueue_forget(c->queue, kind, key);
 			/* A shutdownTime falls due in the low lane: many at once never
 			 * delay other Sandboxes' binds, and go at the lane's pace. */
-			(res.timer ? workqueue_add_after_low : workqueue_add_after)(c->queue, key, r);
+			(res.timer ? workqueue_add_after_low : workqueue_add_after)(c->queue, kind, key, r);
 		} else {
 			/* Per-Sandbox exponential backoff, never sooner than the API
 			 * asked (a 429's Retry-After on any request of the reconcile). */
 			long ra = kube_retry_after_take_ms();
-			workqueue_add_rate_limited_min(c->queue, key, ra > retry_after_ms ? ra : retry_after_ms);
+			workqueue_add_rate_limited_min(c->queue, kind, key, ra > retry_after_ms ? ra : retry_after_ms);
 		}
-		workqueue_done(c->queue, key);
+		workqueue_done(c->queue, kind, key);
 		free(key);
 	}
 	return NULL;

@@ -7,7 +7,7 @@
 
 struct sbx_controller;
 
-/* The pool's reconcile ("pool/<ns>/<name>" keys): authorizes its owner,
+/* The pool's reconcile (the queue's pool items): authorizes its owner,
  * deletes outdated and extra warm pods, creates missing ones (never more
  * than replicas in flight, at the controller's refill rate) and writes its
  * status. Returns 0, a delay, or -1. */

@@ -45,7 +45,7 @@ enum kube_err sbx_rec_create_bound(struct sbx_controller *c, const struct sbx_vi
  * KUBE_ERR_CONFLICT / NOT_FOUND when someone else changed it, or an error. */
 enum kube_err sbx_rec_repoint(struct sbx_controller *c, const struct sbx_view *v, const char *claim,
 			     const char *pod_name, const char *claimed, const cJSON *refs, char rv[32]);
-/* Garbage collection of claim records ("claim:<ns>/<name>" keys): deletes an
+/* Garbage collection of claim records (the queue's claim items): deletes an
  * Expired record once its key's lifetime ended; returns a delay until then,
  * 0 when done. */
 int sbx_rec_collect(struct sbx_controller *c, const char *ns, const char *name);
