@@ -34,8 +34,8 @@
  *
  * Private keys are wiped when released (OpenSSL clears EVP_PKEY material on
  * free; derived seeds are OPENSSL_cleanse'd here) and are never logged. */
-#ifndef SBX_WEBHOOK_CERTS_H
-#define SBX_WEBHOOK_CERTS_H
+#ifndef SBX_WEBHOOK_CA_H
+#define SBX_WEBHOOK_CA_H
 
 #include <stddef.h>
 #include <time.h>

@@ -1,4 +1,4 @@
-#include "webhook/certs.h"
+#include "webhook/ca.h"
 
 #include <errno.h>
 #include <fcntl.h>
