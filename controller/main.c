@@ -31,7 +31,7 @@
 #include "obs/probes.h"
 #include "sandbox/config.h"
 #include "reconcile/controller.h"
-#include "webhook/ca.h"
+#include "webhook/certs.h"
 #include "webhook/server.h"
 
 

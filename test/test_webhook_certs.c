@@ -17,7 +17,7 @@
 #include "base/buf.h"
 #include "obs/metrics.h"
 #include "sandbox/seal.h"
-#include "webhook/ca.h"
+#include "webhook/certs.h"
 
 #include "test_suites.h"
 
