@@ -103,23 +103,6 @@ static char *resolve(const char *dir, const char *p)
 	return xasprintf("%s/%s", dir, p);
 }
 
-/* Reads a whole file (at most cap bytes) into a heap buffer (caller frees);
- * NULL with a message on failure. */
-static char *read_file(const char *path, size_t cap, size_t *len, char *err, size_t errlen)
-{
-	struct buf b;
-	buf_init(&b, cap);
-	if (buf_read_file(&b, path) < 0) {
-		int e = errno;
-		buf_release(&b);
-		seterr(err, errlen, "%s: %s", path, e == EFBIG ? "file too large" : strerror(e));
-		return NULL;
-	}
-	if (len)
-		*len = b.len;
-	return buf_detach(&b);
-}
-
 /* Decodes base64 (whitespace and newlines allowed). Returns a heap buffer,
  * NUL-terminated for convenience (caller frees), or NULL if invalid. */
 static char *b64_decode(const char *in, size_t *outlen)
@@ -152,29 +135,6 @@ static char *b64_encode(const char *in, size_t len)
 	char *out = xmalloc(4 * ((len + 2) / 3) + 1);
 	EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)len);
 	return out;
-}
-
-/* A string-valued field; YAML may have typed a plain scalar as a number or a
- * bool, which is rendered back to text. Returns a borrowed string or NULL. */
-static const char *get_str(const cJSON *o, const char *key, char scratch[64])
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-	if (cJSON_IsString(v))
-		return v->valuestring;
-	if (cJSON_IsNumber(v)) {
-		snprintf(scratch, 64, "%.17g", v->valuedouble);
-		return scratch;
-	}
-	if (cJSON_IsBool(v))
-		return cJSON_IsTrue(v) ? "true" : "false";
-	return NULL;
-}
-
-/* Like get_str but "" counts as absent. */
-static const char *get_nonempty(const cJSON *o, const char *key, char scratch[64])
-{
-	const char *s = get_str(o, key, scratch);
-	return s && s[0] ? s : NULL;
 }
 
 static void free_strv(char **v)
@@ -238,14 +198,6 @@ static void set_cur(struct kube_config *c, struct kube_creds *cr)
 	c->cur = cr;
 }
 
-/* Strips trailing whitespace/newlines (token files usually end in '\n'). */
-static void rstrip(char *s)
-{
-	size_t n = strlen(s);
-	while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
-		s[--n] = '\0';
-}
-
 /* Reads the token file and records its identity. Returns the token (caller
  * frees) or NULL with a message. */
 static char *read_token_file(struct kube_config *c, char *err, size_t errlen)
@@ -255,10 +207,10 @@ static char *read_token_file(struct kube_config *c, char *err, size_t errlen)
 		seterr(err, errlen, "token file %s: %s", c->token_file, strerror(errno));
 		return NULL;
 	}
-	char *t = read_file(c->token_file, TOKEN_MAX, NULL, err, errlen);
+	char *t = buf_load(c->token_file, TOKEN_MAX, NULL, err, errlen);
 	if (!t)
 		return NULL;
-	rstrip(t);
+	str_rstrip(t);
 	if (!t[0]) {
 		seterr(err, errlen, "token file %s is empty", c->token_file);
 		free(t);
@@ -449,7 +401,7 @@ static int exec_refresh(struct kube_config *c, char *err, size_t errlen)
 		if (errout.len)
 			snprintf(e, sizeof e, "%.*s", (int)(errout.len < 200 ? errout.len : 200),
 				 errout.data);
-		rstrip(e);
+		str_rstrip(e);
 		/* 127: the shell's (and a forking posix_spawn's) "command not found". */
 		int hint = WIFEXITED(status) && WEXITSTATUS(status) == 127 && c->exec->install_hint;
 		seterr(err, errlen, "exec plugin %s failed (%s %d)%s%s%s%s", c->exec->command,
@@ -475,10 +427,10 @@ static int exec_refresh(struct kube_config *c, char *err, size_t errlen)
 		goto done;
 	}
 	char s1[64], s2[64], s3[64], s4[64];
-	const char *token = get_nonempty(st, "token", s1);
-	const char *cd = get_nonempty(st, "clientCertificateData", s2);
-	const char *kd = get_nonempty(st, "clientKeyData", s3);
-	const char *exp = get_nonempty(st, "expirationTimestamp", s4);
+	const char *token = yaml_str_nonempty(st, "token", s1);
+	const char *cd = yaml_str_nonempty(st, "clientCertificateData", s2);
+	const char *kd = yaml_str_nonempty(st, "clientKeyData", s3);
+	const char *exp = yaml_str_nonempty(st, "expirationTimestamp", s4);
 	if (!token && !(cd && kd)) {
 		seterr(err, errlen,
 		       "exec plugin %s: status has neither token nor "
@@ -664,17 +616,17 @@ struct kube_config *kube_config_in_cluster(const char *sa_dir, char *err, size_t
 	OPENSSL_cleanse(t, strlen(t));
 	free(t);
 	p = xasprintf("%s/ca.crt", sa_dir);
-	c->ca = read_file(p, PEM_MAX, &c->ca_len, e, sizeof e);
+	c->ca = buf_load(p, PEM_MAX, &c->ca_len, e, sizeof e);
 	free(p);
 	if (!c->ca) {
 		seterr(err, errlen, "in-cluster: %s", e);
 		goto fail;
 	}
 	p = xasprintf("%s/namespace", sa_dir);
-	char *ns = read_file(p, 1024, NULL, NULL, 0);
+	char *ns = buf_load(p, 1024, NULL, NULL, 0);
 	free(p);
 	if (ns) {
-		rstrip(ns);
+		str_rstrip(ns);
 		if (ns[0])
 			c->ns = ns;
 		else
@@ -732,7 +684,7 @@ static int merge_list(struct named_list *l, const cJSON *doc, const char *list, 
 	cJSON_ArrayForEach(it, arr)
 	{
 		char s[64];
-		const char *name = get_nonempty(it, "name", s);
+		const char *name = yaml_str_nonempty(it, "name", s);
 		const cJSON *node = cJSON_GetObjectItemCaseSensitive(it, field);
 		if (!name || name == s) { /* a number would live in the scratch buffer */
 			seterr(err, errlen, "kubeconfig %s: an entry of %s has no string name",
@@ -822,8 +774,8 @@ static int load_pem(const cJSON *node, const char *data_key, const char *path_ke
 		    size_t errlen)
 {
 	char s1[64], s2[64];
-	const char *data = get_nonempty(node, data_key, s1);
-	const char *path = get_nonempty(node, path_key, s2);
+	const char *data = yaml_str_nonempty(node, data_key, s1);
+	const char *path = yaml_str_nonempty(node, path_key, s2);
 	*out = NULL;
 	*len = 0;
 	if (data) {
@@ -838,7 +790,7 @@ static int load_pem(const cJSON *node, const char *data_key, const char *path_ke
 	if (path) {
 		char *full = resolve(dir, path);
 		char e[300];
-		*out = read_file(full, PEM_MAX, len, e, sizeof e);
+		*out = buf_load(full, PEM_MAX, len, e, sizeof e);
 		free(full);
 		if (!*out) {
 			seterr(err, errlen, "kubeconfig %s: %s %s: %s", m->src, what, path_key, e);
@@ -853,8 +805,8 @@ static struct exec_spec *load_exec(const cJSON *ex, const char *dir, const char 
 				   const struct merged *m, char *err, size_t errlen)
 {
 	char s[64];
-	const char *cmd = get_nonempty(ex, "command", s);
-	const char *av = get_nonempty(ex, "apiVersion", s);
+	const char *cmd = yaml_str_nonempty(ex, "command", s);
+	const char *av = yaml_str_nonempty(ex, "apiVersion", s);
 	if (!cmd) {
 		seterr(err, errlen, "kubeconfig %s: user \"%s\": exec has no command", m->src,
 		       user);
@@ -869,7 +821,7 @@ static struct exec_spec *load_exec(const cJSON *ex, const char *dir, const char 
 		       m->src, user);
 		return NULL;
 	}
-	const char *mode = get_nonempty(ex, "interactiveMode", s);
+	const char *mode = yaml_str_nonempty(ex, "interactiveMode", s);
 	if (mode && !strcmp(mode, "Always")) {
 		seterr(err, errlen,
 		       "kubeconfig %s: user \"%s\": exec plugin needs interactiveMode Always, but "
@@ -879,12 +831,12 @@ static struct exec_spec *load_exec(const cJSON *ex, const char *dir, const char 
 		return NULL;
 	}
 	struct exec_spec *e = xcalloc(1, sizeof *e);
-	cmd = get_nonempty(ex, "command", s);
+	cmd = yaml_str_nonempty(ex, "command", s);
 	/* Like client-go: a command with a slash is a path relative to the
 	 * kubeconfig; a bare name is looked up on PATH. */
 	e->command = strchr(cmd, '/') ? resolve(dir, cmd) : xstrdup(cmd);
-	e->api_version = xstrdup(get_nonempty(ex, "apiVersion", s));
-	e->install_hint = xstrdup(get_nonempty(ex, "installHint", s));
+	e->api_version = xstrdup(yaml_str_nonempty(ex, "apiVersion", s));
+	e->install_hint = xstrdup(yaml_str_nonempty(ex, "installHint", s));
 	const cJSON *pci = cJSON_GetObjectItemCaseSensitive(ex, "provideClusterInfo");
 	e->provide_cluster_info = cJSON_IsTrue(pci);
 	const cJSON *args = cJSON_GetObjectItemCaseSensitive(ex, "args");
@@ -910,8 +862,8 @@ static struct exec_spec *load_exec(const cJSON *ex, const char *dir, const char 
 	for (int i = 0; i < nenv; i++) {
 		const cJSON *kv = cJSON_GetArrayItem(env, i);
 		char s1[64], s2[64];
-		const char *n = get_nonempty(kv, "name", s1);
-		const char *v = get_str(kv, "value", s2);
+		const char *n = yaml_str_nonempty(kv, "name", s1);
+		const char *v = yaml_str(kv, "value", s2);
 		if (!n || strchr(n, '=')) {
 			seterr(err, errlen,
 			       "kubeconfig %s: user \"%s\": exec env entry %d has no valid name",
@@ -954,7 +906,7 @@ static struct kube_config *from_merged(const struct merged *m, const char *conte
 		seterr(err, errlen, "kubeconfig %s: context \"%s\" not found", m->src, ctxname);
 		return NULL;
 	}
-	const char *clname = get_nonempty(ctx->node, "cluster", cs);
+	const char *clname = yaml_str_nonempty(ctx->node, "cluster", cs);
 	if (!clname) {
 		seterr(err, errlen, "kubeconfig %s: context \"%s\" names no cluster", m->src,
 		       ctxname);
@@ -969,7 +921,7 @@ static struct kube_config *from_merged(const struct merged *m, const char *conte
 		return NULL;
 	}
 	char us[64];
-	const char *uname = get_nonempty(ctx->node, "user", us);
+	const char *uname = yaml_str_nonempty(ctx->node, "user", us);
 	const struct named *user = NULL;
 	if (uname) {
 		user = find_named(&m->users, uname);
@@ -981,7 +933,7 @@ static struct kube_config *from_merged(const struct merged *m, const char *conte
 			return NULL;
 		}
 	}
-	const char *server = get_nonempty(cl->node, "server", s);
+	const char *server = yaml_str_nonempty(cl->node, "server", s);
 	if (!server) {
 		seterr(err, errlen, "kubeconfig %s: cluster \"%s\" has no server", m->src, clname);
 		return NULL;
@@ -996,9 +948,9 @@ static struct kube_config *from_merged(const struct merged *m, const char *conte
 		       m->src, clname, server);
 		goto fail;
 	}
-	c->ns = xstrdup(get_nonempty(ctx->node, "namespace", s));
-	c->tls_server_name = xstrdup(get_nonempty(cl->node, "tls-server-name", s));
-	c->proxy = xstrdup(get_nonempty(cl->node, "proxy-url", s));
+	c->ns = xstrdup(yaml_str_nonempty(ctx->node, "namespace", s));
+	c->tls_server_name = xstrdup(yaml_str_nonempty(cl->node, "tls-server-name", s));
+	c->proxy = xstrdup(yaml_str_nonempty(cl->node, "proxy-url", s));
 	c->insecure =
 	    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cl->node, "insecure-skip-tls-verify"));
 	if (load_pem(cl->node, "certificate-authority-data", "certificate-authority", cl->dir,
@@ -1014,7 +966,7 @@ static struct kube_config *from_merged(const struct merged *m, const char *conte
 			       m->src, uname);
 			goto fail;
 		}
-		if (get_nonempty(un, "username", s) || get_nonempty(un, "password", s)) {
+		if (yaml_str_nonempty(un, "username", s) || yaml_str_nonempty(un, "password", s)) {
 			seterr(err, errlen,
 			       "kubeconfig %s: user \"%s\": basic authentication "
 			       "(username/password) is not "
@@ -1035,8 +987,8 @@ static struct kube_config *from_merged(const struct merged *m, const char *conte
 			    m->src, uname);
 			goto fail;
 		}
-		c->static_token = xstrdup(get_nonempty(un, "token", s));
-		const char *tf = get_nonempty(un, "tokenFile", s);
+		c->static_token = xstrdup(yaml_str_nonempty(un, "token", s));
+		const char *tf = yaml_str_nonempty(un, "tokenFile", s);
 		if (tf)
 			c->token_file = resolve(user->dir, tf);
 		const cJSON *ex = cJSON_GetObjectItemCaseSensitive(un, "exec");
