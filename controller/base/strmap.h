@@ -26,8 +26,9 @@ void strmap_unlock(struct strmap *m);
 /* The value of key (borrowed: valid until the entry is removed), or NULL
  * when it is absent. */
 void *strmap_get(struct strmap *m, const char *key);
-/* The value of key, made (zeroed, *created 1) when absent; NULL when key is
- * longer than STRMAP_KEY_MAX (nothing is made). created may be NULL. */
+/* The value of key (borrowed: valid until the entry is removed), made
+ * (zeroed, *created 1) when absent; NULL when key is longer than
+ * STRMAP_KEY_MAX (nothing is made). created may be NULL. */
 void *strmap_put(struct strmap *m, const char *key, int *created);
 /* Removes key if present. */
 void strmap_del(struct strmap *m, const char *key);

@@ -27,12 +27,14 @@ struct kube_config *kube_config_load(const char *explicit_path, const char *cont
 				     size_t errlen);
 /* kube_config_load from one kubeconfig document in memory (yaml[0..len), at
  * most the file cap); relative paths are resolved against dir (NULL = "."),
- * files it names are read as from a file. For tests and fuzzing. */
+ * files it names are read as from a file. Returns a new config (caller frees
+ * with kube_config_free) or NULL with a message. For tests and fuzzing. */
 struct kube_config *kube_config_parse(const char *yaml, size_t len, const char *dir,
 				      const char *context, char *err, size_t errlen);
 /* The in-cluster configuration, reading token, ca.crt and namespace from sa_dir
  * (normally /var/run/secrets/kubernetes.io/serviceaccount). The token is re-read
- * as the kubelet rotates it. Returns a new config or NULL with a message. */
+ * as the kubelet rotates it. Returns a new config (caller frees with
+ * kube_config_free) or NULL with a message. */
 struct kube_config *kube_config_in_cluster(const char *sa_dir, char *err, size_t errlen);
 void kube_config_free(struct kube_config *c);
 

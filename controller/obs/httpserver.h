@@ -61,7 +61,8 @@ struct obs_http_req {
 	const char *client_name;
 };
 
-/* The value of a request header (case-insensitive name), or NULL. */
+/* The value of a request header (case-insensitive name), or NULL; borrowed
+ * from req, valid while the handler runs. */
 const char *obs_http_req_header(const struct obs_http_req *r, const char *name);
 
 /* Filled by the handler: status (preset 200), content_type (preset

@@ -16,7 +16,8 @@ struct sbx_controller;
  * identity (sbx_pod_payload_verify); else 0 with the reason in why. */
 int sbx_rc_payload_matches(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *why,
 			   size_t whylen);
-/* The claim name of a scope pod: its sandbox.dev/claim, else its name. */
+/* The claim name of a scope pod: its sandbox.dev/claim, else its name
+ * (borrowed from pod). */
 const char *sbx_rc_claim_of(const cJSON *pod);
 /* Decides what a live pod found under a claim name means for v (adopts it
  * when it verifies); *delay gets a requeue delay. */
