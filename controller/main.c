@@ -216,7 +216,8 @@ static int one_of(const char *choices, const char *arg)
  * Returns 0, or -1 with the flag's message on stderr. */
 static int set_flag(const struct flag *f, const char *arg, struct options *o)
 {
-	char *field = (char *)o + f->off, *end;
+	void *field = (char *)o + f->off;
+	char *end;
 	switch (f->kind) {
 	case F_STR: *(const char **)field = arg; return 0;
 	case F_SET: *(int *)field = 1; return 0;
