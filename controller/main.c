@@ -34,7 +34,6 @@
 #include "webhook/certs.h"
 #include "webhook/server.h"
 
-
 struct options {
 	const char *kubeconfig;
 	const char *context;
@@ -52,9 +51,9 @@ struct options {
 	const char *le_namespace;
 	const char *le_id;
 	/* webhook serving certificates */
-	const char *cert_mode; /* "external" or "self-managed" */
+	const char *cert_mode;						      /* "external" or "self-managed" */
 	const char *metrics_cert_path, *metrics_cert_name, *metrics_cert_key; /* HTTPS /metrics */
-	int metrics_secure; /* TokenReview + SubjectAccessReview in front of /metrics */
+	int metrics_secure;						      /* TokenReview + SubjectAccessReview in front of /metrics */
 	const char *cert_dir;
 	long cert_validity_s, ca_lifetime_s;
 	const char *cert_dns_names, *cert_ips, *service_name, *config_name;
@@ -155,14 +154,10 @@ static const struct flag flags[] = {
 	{ .name = "health-probe-bind-address", .kind = F_STR, .off = OPT(probe_addr) },
 	{ .name = "seal-key-file", .kind = F_LIST, .off = OPT(seal_key_files), .max = SBX_SEAL_MAX_KEYS },
 	{ .name = "log-level", .kind = F_STR, .off = OPT(log_level) },
-	{ .name = "key-lifetime", .kind = F_LONG, .off = OPT(key_lifetime_s), .min = 1,
-	  .refused = "--key-lifetime must be a positive number of seconds" },
-	{ .name = "workers", .kind = F_INT, .off = OPT(workers), .min = 1, .max = 256,
-	  .refused = "--workers must be between 1 and 256" },
-	{ .name = "kube-api-qps", .kind = F_NUMBER, .off = OPT(qps),
-	  .refused = "--kube-api-qps must be a number (0 or less: no client-side limit)" },
-	{ .name = "kube-api-burst", .kind = F_INT, .off = OPT(burst), .min = 1, .max = 2147483647,
-	  .refused = "--kube-api-burst must be positive" },
+	{ .name = "key-lifetime", .kind = F_LONG, .off = OPT(key_lifetime_s), .min = 1, .refused = "--key-lifetime must be a positive number of seconds" },
+	{ .name = "workers", .kind = F_INT, .off = OPT(workers), .min = 1, .max = 256, .refused = "--workers must be between 1 and 256" },
+	{ .name = "kube-api-qps", .kind = F_NUMBER, .off = OPT(qps), .refused = "--kube-api-qps must be a number (0 or less: no client-side limit)" },
+	{ .name = "kube-api-burst", .kind = F_INT, .off = OPT(burst), .min = 1, .max = 2147483647, .refused = "--kube-api-burst must be positive" },
 	{ .name = "help", .kind = F_HELP },
 	{ .name = "version", .kind = F_VERSION },
 	{ .name = "metrics-secure", .kind = F_SET, .off = OPT(metrics_secure) },
@@ -170,17 +165,13 @@ static const struct flag flags[] = {
 	{ .name = "leader-election-namespace", .kind = F_STR, .off = OPT(le_namespace) },
 	{ .name = "leader-election-id", .kind = F_STR, .off = OPT(le_id) },
 	/* cert-manager: an alias of external (its files, its CA injection) */
-	{ .name = "webhook-cert-mode", .kind = F_CHOICE, .off = OPT(cert_mode),
-	  .choices = "external|cert-manager|self-managed",
-	  .refused = "--webhook-cert-mode must be external (alias cert-manager) or self-managed" },
+	{ .name = "webhook-cert-mode", .kind = F_CHOICE, .off = OPT(cert_mode), .choices = "external|cert-manager|self-managed", .refused = "--webhook-cert-mode must be external (alias cert-manager) or self-managed" },
 	{ .name = "metrics-cert-path", .kind = F_STR, .off = OPT(metrics_cert_path) },
 	{ .name = "metrics-cert-name", .kind = F_STR, .off = OPT(metrics_cert_name) },
 	{ .name = "metrics-cert-key", .kind = F_STR, .off = OPT(metrics_cert_key) },
 	{ .name = "webhook-cert-dir", .kind = F_STR, .off = OPT(cert_dir) },
-	{ .name = "webhook-cert-validity", .kind = F_DURATION, .off = OPT(cert_validity_s),
-	  .refused = "--webhook-cert-validity must be a duration such as 24h, 90m or 60s" },
-	{ .name = "webhook-ca-lifetime", .kind = F_DURATION, .off = OPT(ca_lifetime_s),
-	  .refused = "--webhook-ca-lifetime must be a duration such as 24h, 90m or 60s" },
+	{ .name = "webhook-cert-validity", .kind = F_DURATION, .off = OPT(cert_validity_s), .refused = "--webhook-cert-validity must be a duration such as 24h, 90m or 60s" },
+	{ .name = "webhook-ca-lifetime", .kind = F_DURATION, .off = OPT(ca_lifetime_s), .refused = "--webhook-ca-lifetime must be a duration such as 24h, 90m or 60s" },
 	{ .name = "webhook-cert-dns-names", .kind = F_STR, .off = OPT(cert_dns_names) },
 	{ .name = "webhook-cert-ips", .kind = F_STR, .off = OPT(cert_ips) },
 	{ .name = "webhook-service-name", .kind = F_STR, .off = OPT(service_name) },
@@ -188,14 +179,9 @@ static const struct flag flags[] = {
 	{ .name = "webhook-bind-address", .kind = F_STR, .off = OPT(webhook_addr) },
 	{ .name = "webhook-client-ca-file", .kind = F_STR, .off = OPT(webhook_client_ca) },
 	{ .name = "webhook-client-names", .kind = F_STR, .off = OPT(webhook_client_names) },
-	{ .name = "owner-authorization", .kind = F_CHOICE, .off = OPT(owner_authz),
-	  .choices = "accessReview|namespace",
-	  .refused = "--owner-authorization must be accessReview or namespace" },
-	{ .name = "warm-pool-settle", .kind = F_DURATION, .off = OPT(warm_settle_s),
-	  .refused = "--warm-pool-settle must be a duration such as 90s or 2m" },
-	{ .name = "warm-pool-refill-qps", .kind = F_NUMBER, .off = OPT(warm_refill_qps), .min = 0, .max = 10000,
-	  .bounded = 1,
-	  .refused = "--warm-pool-refill-qps must be a number above 0 (at most 10000)" },
+	{ .name = "owner-authorization", .kind = F_CHOICE, .off = OPT(owner_authz), .choices = "accessReview|namespace", .refused = "--owner-authorization must be accessReview or namespace" },
+	{ .name = "warm-pool-settle", .kind = F_DURATION, .off = OPT(warm_settle_s), .refused = "--warm-pool-settle must be a duration such as 90s or 2m" },
+	{ .name = "warm-pool-refill-qps", .kind = F_NUMBER, .off = OPT(warm_refill_qps), .min = 0, .max = 10000, .bounded = 1, .refused = "--warm-pool-refill-qps must be a number above 0 (at most 10000)" },
 };
 #define NFLAGS (sizeof flags / sizeof flags[0])
 
@@ -268,17 +254,12 @@ static int set_flag(const struct flag *f, const char *arg, struct options *o)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64,
-			       .key_lifetime_s = -1, .qps = 0, .burst = 100, .warm_settle_s = 90, .warm_refill_qps = 10,
-			       .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt",
-			       .metrics_cert_key = "tls.key", .cert_dir = "/tmp/k8s-webhook-server/serving-certs",
-			       .cert_validity_s = 86400, .service_name = "sandbox-controller-webhook",
-			       .config_name = "sandbox-controller", .webhook_addr = "0" };
+	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64, .key_lifetime_s = -1, .qps = 0, .burst = 100, .warm_settle_s = 90, .warm_refill_qps = 10, .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key", .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400, .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller", .webhook_addr = "0" };
 	struct option longopts[NFLAGS + 1];
 	for (size_t i = 0; i < NFLAGS; i++) {
 		int has_arg = flags[i].kind == F_SET || flags[i].kind == F_HELP || flags[i].kind == F_VERSION
-				      ? no_argument
-				      : required_argument;
+				  ? no_argument
+				  : required_argument;
 		longopts[i] = (struct option){ flags[i].name, has_arg, NULL, (int)i + 256 };
 	}
 	longopts[NFLAGS] = (struct option){ NULL, 0, NULL, 0 };
@@ -373,7 +354,8 @@ static int listener_cap(void)
 	struct rlimit rl;
 	long n = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 65536;
 	long cap = (n - 128) / 4; /* 128 for the process itself; room for four listeners */
-	return cap < 8 ? 8 : cap > 256 ? 256 : (int)cap;
+	return cap < 8 ? 8 : cap > 256 ? 256
+				       : (int)cap;
 }
 
 /* Starts one listener; addr "0" disables it (*out stays NULL). */
@@ -386,10 +368,7 @@ static int start_listener(struct obs_http_server **out, const char *name, const 
 	char err[512];
 	char *cert = cert_dir ? xasprintf("%s/%s", cert_dir, cert_name) : NULL;
 	char *key = cert_dir ? xasprintf("%s/%s", cert_dir, key_name) : NULL;
-	struct obs_http_opts ho = { .addr = addr, .tls_cert_file = cert, .tls_key_file = key, .threads = 2,
-				    .max_connections = listener_cap(), .request_timeout_s = 10, .idle_timeout_s = 60,
-				    .max_body = 4096, .max_headers = 16384, .routes = routes, .nroutes = nroutes,
-				    .name = name };
+	struct obs_http_opts ho = { .addr = addr, .tls_cert_file = cert, .tls_key_file = key, .threads = 2, .max_connections = listener_cap(), .request_timeout_s = 10, .idle_timeout_s = 60, .max_body = 4096, .max_headers = 16384, .routes = routes, .nroutes = nroutes, .name = name };
 	*out = obs_http_start(&ho, err, sizeof err);
 	free(cert);
 	free(key);
@@ -465,8 +444,7 @@ static int start_webhook_certs(const struct options *o, struct kube_client *kc, 
 	}
 	size_t nips = split_list(o->cert_ips, ips, MAX_NAMES);
 	struct webhook_certs_opts co = {
-		.cert = { .dns_names = (const char *const *)dns, .ndns = ndns, .ips = (const char *const *)ips,
-			  .nips = nips, .validity_s = o->cert_validity_s, .ca_lifetime_s = o->ca_lifetime_s },
+		.cert = { .dns_names = (const char *const *)dns, .ndns = ndns, .ips = (const char *const *)ips, .nips = nips, .validity_s = o->cert_validity_s, .ca_lifetime_s = o->ca_lifetime_s },
 		.cert_dir = o->cert_dir,
 		.config_name = o->config_name,
 	};
@@ -600,8 +578,7 @@ static int start_serving(struct app *a)
 	scrape.leader_elect = o->leader_elect;
 	a->scrape_src = (struct obs_scrape){ refresh_scrape, NULL };
 	a->readiness = (struct obs_readiness){ caches_synced, &a->ctl };
-	a->mauth = (struct kube_authfilter){ .kc = a->kc, .next = obs_serve_metrics, .next_ctx = &a->scrape_src,
-					     .cache = o->metrics_secure ? kube_authcache_new() : NULL };
+	a->mauth = (struct kube_authfilter){ .kc = a->kc, .next = obs_serve_metrics, .next_ctx = &a->scrape_src, .cache = o->metrics_secure ? kube_authcache_new() : NULL };
 	a->mroutes[0] = o->metrics_secure ? (struct obs_http_route){ "/metrics", kube_authfilter_serve, &a->mauth }
 					  : (struct obs_http_route){ "/metrics", obs_serve_metrics, &a->scrape_src };
 	a->proutes[0] = (struct obs_http_route){ "/healthz", obs_serve_healthz, NULL };

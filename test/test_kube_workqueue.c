@@ -110,7 +110,7 @@ static void *worker(void *u)
 		int i = key_index(k);
 		if (atomic_fetch_add(&c->in_flight[i], 1) != 0)
 			atomic_fetch_add(&c->violations, 1);
-		struct timespec ts = {0, (long)(rand_r(&seed) % 200) * 1000};
+		struct timespec ts = { 0, (long)(rand_r(&seed) % 200) * 1000 };
 		nanosleep(&ts, NULL);
 		atomic_fetch_add(&c->processed[i], 1);
 		atomic_fetch_sub(&c->in_flight[i], 1);
@@ -129,7 +129,7 @@ static void *producer(void *u)
 		snprintf(key, sizeof key, "key-%d", rand_r(&seed) % NKEYS);
 		workqueue_add(c->q, 0, key);
 		if (i % 64 == 0) {
-			struct timespec ts = {0, 100000};
+			struct timespec ts = { 0, 100000 };
 			nanosleep(&ts, NULL);
 		}
 	}
@@ -171,7 +171,7 @@ static void test_one_worker_per_key(void)
 static void test_backoff(void)
 {
 	struct workqueue *q = workqueue_new();
-	long want[] = {5, 10, 20, 40, 80, 160};
+	long want[] = { 5, 10, 20, 40, 80, 160 };
 	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
 		CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, 0, "a"), want[i]);
 	CU_ASSERT_EQUAL(workqueue_num_requeues(q, 0, "a"), 6);
@@ -351,19 +351,34 @@ struct wq_counts {
 	int adds, retries, queued, worked;
 };
 
-static void c_depth(void *ctx, size_t d) { ((struct wq_counts *)ctx)->depth = d; }
-static void c_adds(void *ctx) { ((struct wq_counts *)ctx)->adds++; }
-static void c_retries(void *ctx) { ((struct wq_counts *)ctx)->retries++; }
-static void c_queued(void *ctx, double s) { ((struct wq_counts *)ctx)->queued += s >= 0; }
-static void c_worked(void *ctx, double s) { ((struct wq_counts *)ctx)->worked += s >= 0; }
+static void c_depth(void *ctx, size_t d)
+{
+	((struct wq_counts *)ctx)->depth = d;
+}
+static void c_adds(void *ctx)
+{
+	((struct wq_counts *)ctx)->adds++;
+}
+static void c_retries(void *ctx)
+{
+	((struct wq_counts *)ctx)->retries++;
+}
+static void c_queued(void *ctx, double s)
+{
+	((struct wq_counts *)ctx)->queued += s >= 0;
+}
+static void c_worked(void *ctx, double s)
+{
+	((struct wq_counts *)ctx)->worked += s >= 0;
+}
 
 /* A server's Retry-After outlasts the short first backoff (5 ms): the key
  * comes back no earlier than it asked; the metrics callbacks see it all. */
 static void test_retry_after_min(void)
 {
 	struct workqueue *q = workqueue_new();
-	struct wq_counts n = {0};
-	struct workqueue_metrics m = {&n, c_depth, c_adds, c_retries, c_queued, c_worked};
+	struct wq_counts n = { 0 };
+	struct workqueue_metrics m = { &n, c_depth, c_adds, c_retries, c_queued, c_worked };
 	workqueue_set_metrics(q, &m);
 	workqueue_add(q, 0, "ns/a");
 	CU_ASSERT_EQUAL(n.depth, 1);
@@ -445,17 +460,17 @@ static void test_bucket_set(void)
 
 void register_kube_workqueue_tests(void)
 {
-	SBX_SUITE("kube/workqueue", {"low lane: after ordinary work, capped", test_low_lane},
-		  {"dedup and re-add while processing", test_dedup},
-		  {"typed items: one key of two kinds", test_kinds},
-		  {"4 workers never share a key", test_one_worker_per_key},
-		  {"backoff 5,10,20.. and forget", test_backoff},
-		  {"rate-limited delivery", test_rate_limited_delivery},
-		  {"add_after ordering", test_add_after_order},
-		  {"shutdown drains and wakes", test_shutdown},
-		  {"delayed add wakes a blocked getter", test_delayed_wakes_blocked_getter},
-		  {"overall bucket per namespace", test_bucket_per_namespace},
-		  {"Retry-After is a floor", test_rate_limited_min},
-		  {"Retry-After floor, metrics callbacks", test_retry_after_min},
-		  {"per-key token buckets (spam filter)", test_bucket_set});
+	SBX_SUITE("kube/workqueue", { "low lane: after ordinary work, capped", test_low_lane },
+		  { "dedup and re-add while processing", test_dedup },
+		  { "typed items: one key of two kinds", test_kinds },
+		  { "4 workers never share a key", test_one_worker_per_key },
+		  { "backoff 5,10,20.. and forget", test_backoff },
+		  { "rate-limited delivery", test_rate_limited_delivery },
+		  { "add_after ordering", test_add_after_order },
+		  { "shutdown drains and wakes", test_shutdown },
+		  { "delayed add wakes a blocked getter", test_delayed_wakes_blocked_getter },
+		  { "overall bucket per namespace", test_bucket_per_namespace },
+		  { "Retry-After is a floor", test_rate_limited_min },
+		  { "Retry-After floor, metrics callbacks", test_retry_after_min },
+		  { "per-key token buckets (spam filter)", test_bucket_set });
 }

@@ -13,23 +13,23 @@ void register_reconcile_inforce_tests(void);
  * kubectl then (rules, failurePolicy...), caBundle rewritten by the
  * controller at 11:00:00. */
 static const char *const STORED =
-	"{\"metadata\":{\"name\":\"sandbox-controller\",\"uid\":\"u1\",\"resourceVersion\":\"7\","
-	"\"creationTimestamp\":\"2026-12-01T10:00:00Z\",\"managedFields\":["
-	"{\"manager\":\"kubectl-client-side-apply\",\"operation\":\"Update\",\"time\":\"2026-12-01T10:00:00Z\","
-	"\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:metadata\":{\"f:labels\":{}},\"f:webhooks\":{\".\":{},"
-	"\"k:{\\\"name\\\":\\\"mutate.sandboxes.sandbox.dev\\\"}\":{\".\":{},\"f:failurePolicy\":{},\"f:rules\":{},"
-	"\"f:clientConfig\":{\".\":{},\"f:url\":{}}}}}},"
-	"{\"manager\":\"sandbox-controller\",\"operation\":\"Update\",\"time\":\"2026-12-01T11:00:00Z\","
-	"\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:webhooks\":{\"k:{\\\"name\\\":\\\"mutate.sandboxes.sandbox.dev\\\"}\":"
-	"{\"f:clientConfig\":{\"f:caBundle\":{}}}}}}]},"
-	"\"webhooks\":[{\"name\":\"mutate.sandboxes.sandbox.dev\",\"failurePolicy\":\"Fail\","
-	"\"clientConfig\":{\"url\":\"https://127.0.0.1:9443/mutate-sandbox\",\"caBundle\":\"Q0E=\"},"
-	"\"rules\":[{\"apiGroups\":[\"sandbox.dev\"],\"apiVersions\":[\"v1alpha1\"],\"operations\":[\"CREATE\",\"UPDATE\"],"
-	"\"resources\":[\"sandboxes\"],\"scope\":\"Namespaced\"}],"
-	"\"namespaceSelector\":{\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\",\"operator\":\"NotIn\","
-	"\"values\":[\"kube-system\",\"sandbox-system\"]}]},\"objectSelector\":{},"
-	"\"matchConditions\":[{\"name\":\"not-being-deleted\",\"expression\":"
-	"\"request.operation != 'UPDATE' || !has(object.metadata.deletionTimestamp)\"}]}]}";
+    "{\"metadata\":{\"name\":\"sandbox-controller\",\"uid\":\"u1\",\"resourceVersion\":\"7\","
+    "\"creationTimestamp\":\"2026-12-01T10:00:00Z\",\"managedFields\":["
+    "{\"manager\":\"kubectl-client-side-apply\",\"operation\":\"Update\",\"time\":\"2026-12-01T10:00:00Z\","
+    "\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:metadata\":{\"f:labels\":{}},\"f:webhooks\":{\".\":{},"
+    "\"k:{\\\"name\\\":\\\"mutate.sandboxes.sandbox.dev\\\"}\":{\".\":{},\"f:failurePolicy\":{},\"f:rules\":{},"
+    "\"f:clientConfig\":{\".\":{},\"f:url\":{}}}}}},"
+    "{\"manager\":\"sandbox-controller\",\"operation\":\"Update\",\"time\":\"2026-12-01T11:00:00Z\","
+    "\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:webhooks\":{\"k:{\\\"name\\\":\\\"mutate.sandboxes.sandbox.dev\\\"}\":"
+    "{\"f:clientConfig\":{\"f:caBundle\":{}}}}}}]},"
+    "\"webhooks\":[{\"name\":\"mutate.sandboxes.sandbox.dev\",\"failurePolicy\":\"Fail\","
+    "\"clientConfig\":{\"url\":\"https://127.0.0.1:9443/mutate-sandbox\",\"caBundle\":\"Q0E=\"},"
+    "\"rules\":[{\"apiGroups\":[\"sandbox.dev\"],\"apiVersions\":[\"v1alpha1\"],\"operations\":[\"CREATE\",\"UPDATE\"],"
+    "\"resources\":[\"sandboxes\"],\"scope\":\"Namespaced\"}],"
+    "\"namespaceSelector\":{\"matchExpressions\":[{\"key\":\"kubernetes.io/metadata.name\",\"operator\":\"NotIn\","
+    "\"values\":[\"kube-system\",\"sandbox-system\"]}]},\"objectSelector\":{},"
+    "\"matchConditions\":[{\"name\":\"not-being-deleted\",\"expression\":"
+    "\"request.operation != 'UPDATE' || !has(object.metadata.deletionTimestamp)\"}]}]}";
 
 static time_t at(const char *ts)
 {

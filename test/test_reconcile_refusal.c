@@ -78,6 +78,6 @@ static void test_causes_decoded(void)
 
 void register_reconcile_refusal_tests(void)
 {
-	SBX_SUITE("sandbox/refusals (InvalidSpec or Waiting)", {"which refusals are final", test_refusals},
-		  {"Status causes decoded", test_causes_decoded});
+	SBX_SUITE("sandbox/refusals (InvalidSpec or Waiting)", { "which refusals are final", test_refusals },
+		  { "Status causes decoded", test_causes_decoded });
 }

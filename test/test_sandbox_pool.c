@@ -66,7 +66,7 @@ static const char *label_of(const cJSON *pod, const char *k)
 static const char *ann_of(const cJSON *pod, const char *k)
 {
 	const cJSON *v =
-		cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "annotations"), k);
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "annotations"), k);
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
@@ -120,12 +120,12 @@ static void test_warm_pod_and_member(void)
 	CU_ASSERT_PTR_NULL(ann_of(pod, SBX_ANN_FINGERPRINT));
 	CU_ASSERT_STRING_EQUAL(ann_of(pod, SBX_ANN_OWNER), "alice");
 	const cJSON *ref = cJSON_GetArrayItem(
-		cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "ownerReferences"), 0);
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "ownerReferences"), 0);
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ref, "kind")->valuestring, SBX_POOL_KIND);
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ref, "uid")->valuestring, POOL_UID);
 	/* the owner's subPaths from the start */
 	const cJSON *mounts = cJSON_GetObjectItem(
-		cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "containers"), 0), "volumeMounts");
+	    cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "containers"), 0), "volumeMounts");
 	CU_ASSERT_EQUAL(cJSON_GetArraySize(mounts), 4);
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(cJSON_GetArrayItem(mounts, 0), "subPath")->valuestring,
 			       "alice/workspace");
@@ -189,14 +189,11 @@ static void test_warm_bound_claim_sealed(void)
 	sbx_seal_pod_name(WARM, claim, sealed, sizeof sealed);
 	CU_ASSERT_EQUAL(strncmp(sealed, WARM "=sbx-", strlen(WARM "=sbx-")), 0);
 	CU_ASSERT_EQUAL_FATAL(sbx_seal_sign(&f.keys, "team-a", sealed, sc.digest, "alice", sc.fingerprint, CREATED, seal), 0);
-	struct sbx_pod_params p = { .ns = "team-a", .pod_name = WARM, .sandbox_name = "s1", .sandbox_uid = "uid-1",
-				    .spec = s, .scope = &sc, .claimed_at = CREATED, .seal = seal, .cfg = &f.cfg,
-				    .claim = claim };
+	struct sbx_pod_params p = { .ns = "team-a", .pod_name = WARM, .sandbox_name = "s1", .sandbox_uid = "uid-1", .spec = s, .scope = &sc, .claimed_at = CREATED, .seal = seal, .cfg = &f.cfg, .claim = claim };
 	cJSON *pod = sbx_pod_build(&p);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(pod);
 	CU_ASSERT_STRING_EQUAL(ann_of(pod, SBX_ANN_CLAIM), claim);
-	struct sbx_verify_expect ex = { .ns = "team-a", .owner = "alice", .scope = &sc, .keys = &f.keys,
-					.check_fingerprint = 1 };
+	struct sbx_verify_expect ex = { .ns = "team-a", .owner = "alice", .scope = &sc, .keys = &f.keys, .check_fingerprint = 1 };
 	CU_ASSERT_EQUAL(sbx_pod_verify(pod, &ex), SBX_VERIFY_OK);
 	/* the claim moved to another generation: the seal no longer holds */
 	cJSON *x = cJSON_Duplicate(pod, 1);

@@ -11,10 +11,21 @@ void register_sandbox_status_tests(void); /* called from test_sandbox_all.c */
 static struct sbx_status_in bound_in(void)
 {
 	struct sbx_status_in in = {
-		.phase = "Running", .pod_name = "sbx-a", .pod_uid = "u1", .scope_digest = "d", .fingerprint = "f",
-		.binding = "Created", .claimed_at = "2026-01-01T00:00:00Z", .key_expires_at = "2026-01-02T00:00:00Z",
-		.generation = 1, .bound = 1, .bound_reason = "PodCreated", .bound_message = "created pod sbx-a",
-		.ready = 1, .ready_reason = "PodReady", .ready_message = "ok",
+		.phase = "Running",
+		.pod_name = "sbx-a",
+		.pod_uid = "u1",
+		.scope_digest = "d",
+		.fingerprint = "f",
+		.binding = "Created",
+		.claimed_at = "2026-01-01T00:00:00Z",
+		.key_expires_at = "2026-01-02T00:00:00Z",
+		.generation = 1,
+		.bound = 1,
+		.bound_reason = "PodCreated",
+		.bound_message = "created pod sbx-a",
+		.ready = 1,
+		.ready_reason = "PodReady",
+		.ready_message = "ok",
 	};
 	return in;
 }
@@ -42,8 +53,7 @@ static void test_build_fields(void)
 
 static void test_unbound_clears_fields(void)
 {
-	struct sbx_status_in in = { .phase = "Rejected", .generation = 2, .bound = 0,
-				    .bound_reason = "IdempotencyKeyConflict", .ready_reason = "NotBound" };
+	struct sbx_status_in in = { .phase = "Rejected", .generation = 2, .bound = 0, .bound_reason = "IdempotencyKeyConflict", .ready_reason = "NotBound" };
 	cJSON *st = sbx_status_build(&in, NULL, "2026-01-01T00:00:05Z");
 	CU_ASSERT(cJSON_IsNull(cJSON_GetObjectItem(st, "podName")));
 	CU_ASSERT(cJSON_IsNull(cJSON_GetObjectItem(st, "binding")));
@@ -73,8 +83,7 @@ static void test_same_ignores_time_and_nulls(void)
 	cJSON *b = sbx_status_build(&in, NULL, "2027-01-01T00:00:05Z");
 	CU_ASSERT_TRUE(sbx_status_same(a, b));
 	/* The apiserver drops nulls from a merge patch: absent equals null. */
-	cJSON *c = sbx_status_build(&(struct sbx_status_in){ .phase = "Pending", .bound_reason = "Waiting",
-							     .ready_reason = "NotBound" },
+	cJSON *c = sbx_status_build(&(struct sbx_status_in){ .phase = "Pending", .bound_reason = "Waiting", .ready_reason = "NotBound" },
 				    NULL, "t");
 	cJSON *d = cJSON_Duplicate(c, 1);
 	cJSON_DeleteItemFromObject(d, "podName");

@@ -27,8 +27,8 @@ int ktime_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadl
 {
 	if (deadline_ms < 0)
 		return pthread_cond_wait(cv, mu);
-	struct timespec ts = {.tv_sec = (time_t)(deadline_ms / 1000),
-			      .tv_nsec = (long)(deadline_ms % 1000) * 1000000};
+	struct timespec ts = { .tv_sec = (time_t)(deadline_ms / 1000),
+			       .tv_nsec = (long)(deadline_ms % 1000) * 1000000 };
 	return pthread_cond_timedwait(cv, mu, &ts);
 }
 
@@ -36,8 +36,8 @@ void ktime_sleep_ms(int64_t ms)
 {
 	if (ms <= 0)
 		return;
-	struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
-			      .tv_nsec = (long)(ms % 1000) * 1000000};
+	struct timespec ts = { .tv_sec = (time_t)(ms / 1000),
+			       .tv_nsec = (long)(ms % 1000) * 1000000 };
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 }
@@ -95,12 +95,12 @@ int ktime_parse_rfc3339(const char *s, time_t *out)
 	if (*p || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 ||
 	    oh > 23 || om > 59)
 		return -1;
-	struct tm tm = {.tm_year = y - 1900,
-			.tm_mon = mo - 1,
-			.tm_mday = d,
-			.tm_hour = h,
-			.tm_min = mi,
-			.tm_sec = sec};
+	struct tm tm = { .tm_year = y - 1900,
+			 .tm_mon = mo - 1,
+			 .tm_mday = d,
+			 .tm_hour = h,
+			 .tm_min = mi,
+			 .tm_sec = sec };
 	time_t t = timegm(&tm);
 	if (t == (time_t)-1)
 		return -1;

@@ -118,8 +118,7 @@ static void set_cur(struct kube_config *c, struct kube_creds *cr)
  * Caller holds mu. Returns 0, or -1 with a message (nothing changed). */
 static int exec_refresh(struct kube_config *c, char *err, size_t errlen)
 {
-	struct kube_exec_cluster cl = { .server = c->server, .tls_server_name = c->tls_server_name,
-					.proxy = c->proxy, .ca = c->ca, .ca_len = c->ca_len, .insecure = c->insecure };
+	struct kube_exec_cluster cl = { .server = c->server, .tls_server_name = c->tls_server_name, .proxy = c->proxy, .ca = c->ca, .ca_len = c->ca_len, .insecure = c->insecure };
 	struct kube_exec_answer a;
 	if (kube_exec_fetch(c->exec, &cl, &a, err, errlen) < 0)
 		return -1;
@@ -158,7 +157,7 @@ struct kube_creds *kube_config_creds(struct kube_config *c, const struct kube_cr
 					log_kv(LOG_WARN, "cannot re-read token file", "error", e);
 				} else if (!c->cur->token || strcmp(t, c->cur->token)) {
 					set_cur(c, kube_creds_new(t, c->cert, c->cert_len, c->key,
-							     c->key_len));
+								  c->key_len));
 				}
 				if (t)
 					OPENSSL_cleanse(t, strlen(t));
@@ -347,7 +346,7 @@ static int merge_list(struct named_list *l, const cJSON *doc, const char *list, 
 		if (find_named(l, name))
 			continue;
 		l->v = xrealloc(l->v, (l->n + 1) * sizeof *l->v);
-		l->v[l->n++] = (struct named){name, cJSON_IsObject(node) ? node : NULL, dir};
+		l->v[l->n++] = (struct named){ name, cJSON_IsObject(node) ? node : NULL, dir };
 	}
 	return 0;
 }
@@ -458,7 +457,8 @@ static int load_pem(const cJSON *node, const char *data_key, const char *path_ke
  * path) of printable characters without spaces. */
 static int server_url_ok(const char *u)
 {
-	const char *h = !strncmp(u, "https://", 8) ? u + 8 : !strncmp(u, "http://", 7) ? u + 7 : NULL;
+	const char *h = !strncmp(u, "https://", 8) ? u + 8 : !strncmp(u, "http://", 7) ? u + 7
+										       : NULL;
 	if (!h || !*h || *h == '/' || *h == ':')
 		return 0;
 	for (const char *p = h; *p; p++)
@@ -603,7 +603,7 @@ fail:
 static struct kube_config *load_files(const char *list, int split, const char *context, char *err,
 				      size_t errlen)
 {
-	struct merged m = {0};
+	struct merged m = { 0 };
 	struct kube_config *c = NULL;
 	char *copy = xstrdup(list);
 	char *srcs = NULL;
@@ -639,7 +639,7 @@ out:
 struct kube_config *kube_config_parse(const char *yaml, size_t len, const char *dir,
 				      const char *context, char *err, size_t errlen)
 {
-	struct merged m = {0};
+	struct merged m = { 0 };
 	struct kube_config *c = NULL;
 	if (len > KUBECONFIG_MAX) {
 		seterr(err, errlen, "kubeconfig (memory): larger than %d bytes", (int)KUBECONFIG_MAX);

@@ -41,7 +41,7 @@ void kube_config_free(struct kube_config *c);
 /* Borrowed strings, valid until kube_config_free. */
 const char *kube_config_namespace(const struct kube_config *c); /* context namespace or "default" */
 const char *
-kube_config_server(const struct kube_config *c); /* "https://host:port", no trailing '/' */
+kube_config_server(const struct kube_config *c);		      /* "https://host:port", no trailing '/' */
 const char *kube_config_tls_server_name(const struct kube_config *c); /* or NULL */
 const char *kube_config_proxy(const struct kube_config *c);	      /* or NULL */
 int kube_config_insecure(const struct kube_config *c);

@@ -13,7 +13,7 @@
 #include "base/xmalloc.h"
 
 struct kube_creds *kube_creds_new(const char *token, const char *cert, size_t cert_len,
-				    const char *key, size_t key_len)
+				  const char *key, size_t key_len)
 {
 	struct kube_creds *cr = xcalloc(1, sizeof *cr);
 	cr->refs = 1;

@@ -218,18 +218,18 @@ static int exec_run(const struct kube_exec *e, const struct kube_exec_cluster *c
 		close(po[0]);
 		close(pe[0]);
 		snprintf(err, errlen, "exec plugin %s: %s%s%s", e->command, strerror(rc),
-		       e->install_hint ? ": " : "",
-		       e->install_hint ? e->install_hint : "");
+			 e->install_hint ? ": " : "",
+			 e->install_hint ? e->install_hint : "");
 		return -1;
 	}
-	struct pollfd pfd[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
+	struct pollfd pfd[2] = { { .fd = po[0], .events = POLLIN }, { .fd = pe[0], .events = POLLIN } };
 	int64_t deadline = ktime_mono_ms() + EXEC_TIMEOUT_MS;
 	int open_fds = 2, failed = 0;
 	while (open_fds > 0) {
 		int64_t left = deadline - ktime_mono_ms();
 		if (left <= 0) {
 			snprintf(err, errlen, "exec plugin %s: no answer within %d s",
-			       e->command, EXEC_TIMEOUT_MS / 1000);
+				 e->command, EXEC_TIMEOUT_MS / 1000);
 			failed = 1;
 			break;
 		}
@@ -238,7 +238,7 @@ static int exec_run(const struct kube_exec *e, const struct kube_exec_cluster *c
 			continue;
 		if (pr < 0) {
 			snprintf(err, errlen, "exec plugin %s: poll: %s", e->command,
-			       strerror(errno));
+				 strerror(errno));
 			failed = 1;
 			break;
 		}
@@ -258,7 +258,7 @@ static int exec_run(const struct kube_exec *e, const struct kube_exec_cluster *c
 			struct buf *b = i == 0 ? out : errout;
 			if (buf_append(b, chunk, (size_t)r) < 0 && i == 0) {
 				snprintf(err, errlen, "exec plugin %s: output exceeds %u bytes",
-				       e->command, EXEC_OUT_MAX);
+					 e->command, EXEC_OUT_MAX);
 				failed = 1;
 			}
 		}
@@ -273,7 +273,7 @@ static int exec_run(const struct kube_exec *e, const struct kube_exec_cluster *c
 	while (waitpid(pid, status, 0) < 0) {
 		if (errno != EINTR) {
 			snprintf(err, errlen, "exec plugin %s: waitpid: %s", e->command,
-			       strerror(errno));
+				 strerror(errno));
 			return -1;
 		}
 	}
@@ -302,9 +302,9 @@ int kube_exec_fetch(const struct kube_exec *e, const struct kube_exec_cluster *c
 		/* 127: the shell's (and a forking posix_spawn's) "command not found". */
 		int hint = WIFEXITED(status) && WEXITSTATUS(status) == 127 && e->install_hint;
 		snprintf(err, errlen, "exec plugin %s failed (%s %d)%s%s%s%s", e->command,
-		       WIFEXITED(status) ? "exit status" : "signal",
-		       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), msg[0] ? ": " : "",
-		       msg, hint ? ": " : "", hint ? e->install_hint : "");
+			 WIFEXITED(status) ? "exit status" : "signal",
+			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), msg[0] ? ": " : "",
+			 msg, hint ? ": " : "", hint ? e->install_hint : "");
 		goto done;
 	}
 	j = out.len ? cJSON_ParseWithLength(out.data, out.len) : NULL;
@@ -314,13 +314,13 @@ int kube_exec_fetch(const struct kube_exec *e, const struct kube_exec_cluster *c
 	if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "ExecCredential") ||
 	    !cJSON_IsObject(st)) {
 		snprintf(err, errlen, "exec plugin %s: output is not an ExecCredential with a status",
-		       e->command);
+			 e->command);
 		goto done;
 	}
 	if (!cJSON_IsString(av) || strcmp(av->valuestring, e->api_version)) {
 		snprintf(err, errlen, "exec plugin %s: answered apiVersion %s, want %s",
-		       e->command, cJSON_IsString(av) ? av->valuestring : "(none)",
-		       e->api_version);
+			 e->command, cJSON_IsString(av) ? av->valuestring : "(none)",
+			 e->api_version);
 		goto done;
 	}
 	char s1[64], s2[64], s3[64], s4[64];
@@ -330,21 +330,21 @@ int kube_exec_fetch(const struct kube_exec *e, const struct kube_exec_cluster *c
 	const char *exp = yaml_str_nonempty(st, "expirationTimestamp", s4);
 	if (!token && !(cd && kd)) {
 		snprintf(err, errlen,
-		       "exec plugin %s: status has neither token nor "
-		       "clientCertificateData+clientKeyData",
-		       e->command);
+			 "exec plugin %s: status has neither token nor "
+			 "clientCertificateData+clientKeyData",
+			 e->command);
 		goto done;
 	}
 	if (!!cd != !!kd) {
 		snprintf(err, errlen,
-		       "exec plugin %s: clientCertificateData and clientKeyData must come together",
-		       e->command);
+			 "exec plugin %s: clientCertificateData and clientKeyData must come together",
+			 e->command);
 		goto done;
 	}
 	time_t expiry = 0;
 	if (exp && ktime_parse_rfc3339(exp, &expiry) < 0) {
 		snprintf(err, errlen, "exec plugin %s: bad expirationTimestamp %s", e->command,
-		       exp);
+			 exp);
 		goto done;
 	}
 	/* ExecCredential carries PEM text, not base64. */
@@ -354,8 +354,7 @@ int kube_exec_fetch(const struct kube_exec *e, const struct kube_exec_cluster *c
 		key = xstrdup(kd);
 		key_len = strlen(kd);
 	}
-	*a = (struct kube_exec_answer){ .token = xstrdup(token), .cert = cert, .cert_len = cert_len, .key = key,
-					.key_len = key_len, .expiry = expiry };
+	*a = (struct kube_exec_answer){ .token = xstrdup(token), .cert = cert, .cert_len = cert_len, .key = key, .key_len = key_len, .expiry = expiry };
 	cert = key = NULL; /* the answer's now */
 	rc = 0;
 done:

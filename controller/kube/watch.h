@@ -9,7 +9,11 @@
 
 #include <cjson/cJSON.h>
 
-enum watch_event_type { WATCH_ADDED, WATCH_MODIFIED, WATCH_DELETED, WATCH_BOOKMARK, WATCH_ERROR };
+enum watch_event_type { WATCH_ADDED,
+			WATCH_MODIFIED,
+			WATCH_DELETED,
+			WATCH_BOOKMARK,
+			WATCH_ERROR };
 
 struct watch_parser;
 

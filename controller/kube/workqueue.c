@@ -34,7 +34,7 @@ struct node { /* the FIFOs of ready keys */
 struct delayed {
 	char *key;
 	int64_t ready_ms;
-	int low; /* due into the low lane */
+	int low;    /* due into the low lane */
 	size_t pos; /* index in the heap */
 	UT_hash_handle hh;
 };
@@ -59,12 +59,12 @@ struct workqueue {
 	struct node *head, *tail;   /* the lane of ordinary adds */
 	struct node *lhead, *ltail; /* the low lane: workqueue_add_after_low */
 	size_t len;
-	int low_active, low_max;    /* low keys being processed, and the cap (0: none) */
+	int low_active, low_max; /* low keys being processed, and the cap (0: none) */
 	struct member *dirty, *processing;
 	struct delayed *waiting; /* by key */
 	struct delayed **heap;	 /* min-heap on ready_ms */
 	size_t nheap, capheap;
-	struct failure *failures; /* guarded by mu too */
+	struct failure *failures;  /* guarded by mu too */
 	struct ns_bucket *buckets; /* guarded by mu too; one per namespace seen failing */
 	int shutting_down;
 	struct workqueue_metrics m;

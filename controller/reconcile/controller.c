@@ -35,7 +35,9 @@
  * "<ns>/<name>": a Sandbox's reconcile; a claim record's collection, queued
  * for when its key's lifetime ends (a timer, no poll); a warm pool's
  * reconcile. */
-enum sbx_work { SBX_WORK_SANDBOX, SBX_WORK_CLAIM, SBX_WORK_POOL };
+enum sbx_work { SBX_WORK_SANDBOX,
+		SBX_WORK_CLAIM,
+		SBX_WORK_POOL };
 
 static void wq_depth(void *ctx, size_t d)
 {
@@ -389,7 +391,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->resume_starts = strmap_new(sizeof(double)); /* the times resumes were seen (lifecycle.c) */
 	c->pool_state = sbx_pool_state_new(c->warm_refill_qps);
 	struct informer *sandboxes =
-		informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, SBX_LABEL_DIGEST, &sh, c);
+	    informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, SBX_LABEL_DIGEST, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use.
 	 * It is the digest label, reserved to the controller by admission, not
 	 * managed-by, which anyone may put on any pod (and fill the cache). */
@@ -413,7 +415,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	/* Warm pods by their pool label, reserved to the controller like the
 	 * digest; every one is re-verified (sealed) before it is used. */
 	struct informer *pool_pods =
-		informer_new(c->kc, "/api/v1/pods", SBX_LABEL_POOL, sbx_trim_pod, SBX_LABEL_POOL, &pph, c);
+	    informer_new(c->kc, "/api/v1/pods", SBX_LABEL_POOL, sbx_trim_pod, SBX_LABEL_POOL, &pph, c);
 	informer_set_dictionary(pool_pods, sbx_pod_dictionary);
 	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
 	c->sandboxes = sandboxes;

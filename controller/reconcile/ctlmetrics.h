@@ -8,7 +8,7 @@
 
 struct sbx_ctl_metrics {
 	struct obs_metric *reconciles, *errors, *pods_created, *pods_adopted, *key_conflicts, *foreign_pods,
-		*status_writes;
+	    *status_writes;
 	struct obs_metric *cr_total, *cr_errors, *cr_time;
 	struct obs_metric *wq_depth, *wq_adds, *wq_retries, *wq_queued, *wq_worked;
 	struct obs_metric *to_bound, *to_ready, *phases;

@@ -66,7 +66,7 @@ static enum kube_err add_owner(struct sbx_controller *c, const struct sbx_view *
 	char path[512];
 	sbx_rc_pod_path(path, sizeof path, v->ns, meta_str(pod, "name"));
 	enum kube_err e =
-		kube_request(c->kc, "PATCH", path, NULL, body, "application/strategic-merge-patch+json", NULL, err);
+	    kube_request(c->kc, "PATCH", path, NULL, body, "application/strategic-merge-patch+json", NULL, err);
 	free(body);
 	return e;
 }
@@ -79,7 +79,7 @@ int sbx_rc_payload_matches(struct sbx_controller *c, const struct sbx_view *v, c
 {
 	const char *claimed = annotation(pod, SBX_ANN_CLAIMED_AT), *seal = annotation(pod, SBX_ANN_SEAL);
 	cJSON *want = claimed && seal ? sbx_rc_build_pod(c, v, meta_str(pod, "name"), annotation(pod, SBX_ANN_CLAIM),
-						       claimed, seal)
+							 claimed, seal)
 				      : NULL;
 	struct sbx_certify cert = { .expected = want, .spec = v->spec, .cfg = c->cfg };
 	snprintf(why, whylen, "the controller cannot build a pod for this Sandbox");
@@ -132,8 +132,8 @@ enum sbx_examine sbx_rc_examine(struct sbx_controller *c, const struct sbx_view 
 		       "reason", sbx_verify_str(vr), "detail", why);
 		*delay = REQUEUE_FOREIGN_MS;
 		return sbx_rc_report_unbound(c, v, "Pending", "ForeignPodConflict", msg, "ForeignPodRejected") < 0
-			       ? EX_RETRY
-			       : EX_DONE;
+			   ? EX_RETRY
+			   : EX_DONE;
 	}
 	int is_controller = 0;
 	int ours = sbx_rc_owned_by(pod, v->uid, &is_controller);
@@ -158,9 +158,9 @@ enum sbx_examine sbx_rc_examine(struct sbx_controller *c, const struct sbx_view 
 				 holder ? holder : "(deleted)", pod_name);
 			*delay = 0;
 			return sbx_rc_report_unbound(c, v, "Rejected", "IdempotencyKeyConflict", msg,
-					      "IdempotencyKeyConflict") < 0
-				       ? EX_RETRY
-				       : EX_DONE;
+						     "IdempotencyKeyConflict") < 0
+				   ? EX_RETRY
+				   : EX_DONE;
 		}
 		struct kube_error err;
 		enum kube_err e = add_owner(c, v, pod, &err);

@@ -102,7 +102,7 @@ static int rules_cover(const cJSON *hook, const char *resource, const char *oper
 		cJSON_ArrayForEach(rs, res)
 		{
 			covered |= cJSON_IsString(rs) && (!strcmp(rs->valuestring, resource) ||
-							   !strcmp(rs->valuestring, "*") || !strcmp(rs->valuestring, "*/*"));
+							  !strcmp(rs->valuestring, "*") || !strcmp(rs->valuestring, "*/*"));
 		}
 		if (covered && lists(jobj(r, "operations"), operation) && lists(jobj(r, "apiGroups"), "sandbox.dev") &&
 		    lists(jobj(r, "apiVersions"), "v1alpha1") && (!scope || !strcmp(scope, "*") || !strcmp(scope, "Namespaced")))
@@ -138,7 +138,8 @@ static int selects_namespace(const cJSON *sel, const char *ns, char *why, size_t
 	{
 		if (strcmp(kv->string, NS_NAME_LABEL)) {
 			snprintf(why, whylen, "its namespaceSelector uses the label %.100s, which the controller cannot "
-					      "judge (only " NS_NAME_LABEL ")", kv->string);
+					      "judge (only " NS_NAME_LABEL ")",
+				 kv->string);
 			return -1;
 		}
 		if (!cJSON_IsString(kv) || strcmp(kv->valuestring, ns))
@@ -149,7 +150,8 @@ static int selects_namespace(const cJSON *sel, const char *ns, char *why, size_t
 		const char *key = jstr(ex, "key"), *op = jstr(ex, "operator");
 		if (!key || strcmp(key, NS_NAME_LABEL)) {
 			snprintf(why, whylen, "its namespaceSelector uses the label %.100s, which the controller cannot "
-					      "judge (only " NS_NAME_LABEL ")", key ? key : "?");
+					      "judge (only " NS_NAME_LABEL ")",
+				 key ? key : "?");
 			return -1;
 		}
 		int in = 0;

@@ -26,7 +26,10 @@
 #include "sandbox/podbuild.h"
 #include "sandbox/spec.h"
 
-enum holder { H_ACTIVE, H_SUSPENDED, H_EXPIRED, H_GONE };
+enum holder { H_ACTIVE,
+	      H_SUSPENDED,
+	      H_EXPIRED,
+	      H_GONE };
 
 /* How long a pod whose release DELETE was answered counts as going, though
  * the pod cache may still show it live: a DELETE accepted for a uid is never
@@ -123,7 +126,7 @@ static int release(struct sbx_controller *c, struct sbx_view *v, enum holder sel
 		if (v->key) {
 			int susp = h.suspended > 0;
 			r = sbx_rec_put_released(c, v, pod, susp ? SBX_CLAIM_SUSPENDED : SBX_CLAIM_EXPIRED,
-				       susp || !h.expired_name[0] ? v->name : h.expired_name, h.refs);
+						 susp || !h.expired_name[0] ? v->name : h.expired_name, h.refs);
 			fault_point("after-claim-record");
 		}
 		if (r == 0) {
@@ -169,9 +172,9 @@ static struct sbx_status_in not_holding(const struct sbx_view *v, const char *ph
 					const char *msg)
 {
 	struct sbx_status_in in =
-		sbx_rc_bound_status(v, NULL, jstr(v->status, "podName"), jstr(v->status, "podUID"),
-				    sbx_rc_binding_how(jstr(v->status, "binding")), jstr(v->status, "claimedAt"),
-				    jstr(v->status, "keyExpiresAt"), jstr(sbx_status_condition(v->status, "Bound"), "message"));
+	    sbx_rc_bound_status(v, NULL, jstr(v->status, "podName"), jstr(v->status, "podUID"),
+				sbx_rc_binding_how(jstr(v->status, "binding")), jstr(v->status, "claimedAt"),
+				jstr(v->status, "keyExpiresAt"), jstr(sbx_status_condition(v->status, "Bound"), "message"));
 	in.phase = phase;
 	in.ready = 0;
 	in.ready_reason = reason;
@@ -338,8 +341,7 @@ int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int ch
 	long long suspended = cJSON_IsNumber(sg) ? (long long)sg->valuedouble : 0;
 	/* A record of a run after the first names its resumer. */
 	int resumed = rec && !strncmp(rec, "v2.", 3) && strchr(rec + 3, '.') && strncmp(strchr(rec + 3, '.'), ".1.", 3);
-	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = v->owner, .fingerprint = v->scope.fingerprint,
-				       .username = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY) };
+	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = v->owner, .fingerprint = v->scope.fingerprint, .username = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY) };
 	struct sbx_authz_info info = { 0 };
 	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
 						   c->seal_keys->n, &s, v->created, rec, &info);
@@ -410,7 +412,8 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 		/* Someone's pod stands under the name (another replica's resume,
 		 * another Sandbox's): verified and adopted like any other. */
 		enum sbx_examine x = sbx_rc_examine(c, v, pod, &delay);
-		r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS : -1;
+		r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS
+							      : -1;
 		if (x == EX_NEXT_GENERATION)
 			r = 0; /* the key expired meanwhile: nothing to resume into */
 	}
@@ -522,12 +525,12 @@ enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *
 			 "another key or the same spec",
 			 rec.pod_name, rec.sandbox);
 		return sbx_rc_report_unbound(c, v, "Rejected", "IdempotencyKeyConflict", msg, "IdempotencyKeyConflict") < 0
-			       ? EX_RETRY
-			       : EX_DONE;
+			   ? EX_RETRY
+			   : EX_DONE;
 	}
 	if (rec.state == SBX_CLAIM_EXPIRED)
 		return sbx_lc_report_expired_key(c, v, rec.sandbox, rec.pod_name, rec.key_expires_at) < 0 ? EX_RETRY
-													 : EX_DONE;
+													  : EX_DONE;
 	cJSON *pod = NULL;
 	if (rec.state == SBX_CLAIM_BOUND) {
 		/* The generation is claimed and its pod not seen. A warm pod: the

@@ -196,8 +196,7 @@ static int pool_authorized(struct sbx_controller *c, const struct pool_view *p, 
 	snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", p->name);
 	time_t created = 0;
 	ktime_parse_rfc3339(meta_str(p->obj, "creationTimestamp"), &created);
-	struct sbx_authz_subject s = { .ns = p->ns, .name = subject, .owner = p->owner, .fingerprint = p->fp,
-				       .username = annotation(p->obj, SBX_ANN_REQUESTED_BY) };
+	struct sbx_authz_subject s = { .ns = p->ns, .name = subject, .owner = p->owner, .fingerprint = p->fp, .username = annotation(p->obj, SBX_ANN_REQUESTED_BY) };
 	struct sbx_authz_info info = { 0 };
 	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
 						   c->seal_keys->n, &s, created, annotation(p->obj, SBX_ANN_OWNER_AUTHZ),
@@ -241,7 +240,7 @@ static int create_member(struct sbx_controller *c, const struct pool_view *p)
 	struct kube_error err;
 	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
 	free(body);
-	fault_delay("warm-create-response"); /* tests: the pod's event comes first */
+	fault_delay("warm-create-response");	     /* tests: the pod's event comes first */
 	if (e == KUBE_OK || kube_err_retriable(e)) { /* a lost response may have made it */
 		if (e == KUBE_OK)
 			obs_metric_add(sbx_m.warm_pods_created, NULL, 1);

@@ -97,7 +97,7 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 	int how = sbx_rc_binding_how(jstr(v->status, "binding"));
 	const char *msg = jstr(sbx_status_condition(v->status, "Bound"), "message");
 	struct sbx_status_in in = sbx_rc_bound_status(v, pod, pod_name, pod_uid, how, jstr(v->status, "claimedAt"),
-					       jstr(v->status, "keyExpiresAt"), msg);
+						      jstr(v->status, "keyExpiresAt"), msg);
 	if (tampered) {
 		snprintf(tmsg, sizeof tmsg, "pod %s was changed out of band (%s); it is not re-created", pod_name,
 			 why);
@@ -309,7 +309,8 @@ static enum sbx_examine examine_record(struct sbx_controller *c, struct sbx_view
 	enum sbx_examine x = sbx_lc_claim_record(c, v, record, &delay);
 	if (x == EX_NEXT_GENERATION || x == EX_CREATE)
 		return x;
-	*r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS : -1;
+	*r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS
+						       : -1;
 	return EX_DONE;
 }
 
@@ -617,7 +618,8 @@ out:
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	obs_metric_observe(sbx_m.cr_time, sbx_ctl_label,
 			   (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
-	const char *result[] = { "sandbox", r < 0 ? "error" : r > 0 ? "requeue_after" : "success" };
+	const char *result[] = { "sandbox", r < 0 ? "error" : r > 0 ? "requeue_after"
+								    : "success" };
 	obs_metric_add(sbx_m.cr_total, result, 1);
 	cJSON_Delete(obj);
 	return r;

@@ -68,7 +68,7 @@ int sbx_rec_live(struct sbx_controller *c, const struct sbx_view *v, const char 
  * replaced when it says otherwise (or is not ours). Returns 0, a delay
  * (someone wrote it meanwhile), or -1. */
 int sbx_rec_put_released(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, enum sbx_claim_state state,
-		      const char *sandbox, const cJSON *owner_refs)
+			 const char *sandbox, const cJSON *owner_refs)
 {
 	struct sbx_claimrec rec = { .state = state };
 	const char *pod_name = meta_str(pod, "name"), *claimed = annotation(pod, SBX_ANN_CLAIMED_AT);
@@ -114,7 +114,7 @@ int sbx_rec_put_released(struct sbx_controller *c, const struct sbx_view *v, con
 		} else if (sbx_claimrec_parse(cur, v->ns, c->seal_keys, &old, why, sizeof why) == 0 && old.state == state &&
 			   !strcmp(old.pod_name, rec.pod_name) && !strcmp(old.claimed_at, rec.claimed_at) &&
 			   cJSON_GetArraySize(jobj(jobj(cur, "metadata"), "ownerReferences")) ==
-				   cJSON_GetArraySize(none)) {
+			       cJSON_GetArraySize(none)) {
 			r = 0; /* it says so already */
 		} else {
 			cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion",
@@ -122,7 +122,8 @@ int sbx_rec_put_released(struct sbx_controller *c, const struct sbx_view *v, con
 			body = cJSON_PrintUnformatted(obj);
 			e = kube_request(c->kc, "PUT", path, NULL, body, NULL, NULL, &err);
 			free(body);
-			r = e == KUBE_OK ? 0 : e == KUBE_ERR_CONFLICT || e == KUBE_ERR_NOT_FOUND ? REQUEUE_BUSY_MS : -1;
+			r = e == KUBE_OK ? 0 : e == KUBE_ERR_CONFLICT || e == KUBE_ERR_NOT_FOUND ? REQUEUE_BUSY_MS
+												 : -1;
 		}
 		cJSON_Delete(cur);
 	} else if (e != KUBE_OK) {
@@ -241,7 +242,7 @@ enum kube_err sbx_rec_create_bound(struct sbx_controller *c, const struct sbx_vi
  * v) at pod_name: a PUT guarded by *rv, which gets the new version. KUBE_OK,
  * KUBE_ERR_CONFLICT / NOT_FOUND when someone else changed it, or an error. */
 enum kube_err sbx_rec_repoint(struct sbx_controller *c, const struct sbx_view *v, const char *claim,
-			     const char *pod_name, const char *claimed, const cJSON *refs, char rv[32])
+			      const char *pod_name, const char *claimed, const cJSON *refs, char rv[32])
 {
 	char path[600];
 	cJSON *rec = bound_record(c, v, claim, pod_name, claimed, refs);

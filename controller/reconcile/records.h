@@ -30,7 +30,7 @@ int sbx_rec_live(struct sbx_controller *c, const struct sbx_view *v, const char 
  * replaced when it says otherwise (or is not ours). Returns 0, a delay
  * (someone wrote it meanwhile), or -1. */
 int sbx_rec_put_released(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, enum sbx_claim_state state,
-		      const char *sandbox, const cJSON *owner_refs);
+			 const char *sandbox, const cJSON *owner_refs);
 /* The ownerReferences of a stored (or trimmed) record, whole again (a new
  * array; caller frees). */
 cJSON *sbx_rec_refs(const cJSON *obj);
@@ -44,7 +44,7 @@ enum kube_err sbx_rec_create_bound(struct sbx_controller *c, const struct sbx_vi
  * v) at pod_name: a PUT guarded by *rv, which gets the new version. KUBE_OK,
  * KUBE_ERR_CONFLICT / NOT_FOUND when someone else changed it, or an error. */
 enum kube_err sbx_rec_repoint(struct sbx_controller *c, const struct sbx_view *v, const char *claim,
-			     const char *pod_name, const char *claimed, const cJSON *refs, char rv[32]);
+			      const char *pod_name, const char *claimed, const cJSON *refs, char rv[32]);
 /* Garbage collection of claim records (the queue's claim items): deletes an
  * Expired record once its key's lifetime ended; returns a delay until then,
  * 0 when done. */

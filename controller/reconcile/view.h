@@ -36,7 +36,11 @@ struct sbx_view {
 /* What a pod or record found for a generation means for the claim: done
  * (reported), try the next generation, retry (backoff or soon), or create
  * the cold pod of the generation now. */
-enum sbx_examine { EX_DONE, EX_NEXT_GENERATION, EX_RETRY, EX_RETRY_SOON, EX_CREATE };
+enum sbx_examine { EX_DONE,
+		   EX_NEXT_GENERATION,
+		   EX_RETRY,
+		   EX_RETRY_SOON,
+		   EX_CREATE };
 
 /* How a Sandbox is bound: status.binding Adopted, Created or Warm. */
 #define SBX_BIND_ADOPTED 0

@@ -58,7 +58,9 @@ static void pod_path(char *out, size_t n, const char *ns, const char *name)
 
 /* ---- the take ---- */
 
-enum take { TAKEN, LOST, TAKE_ERROR };
+enum take { TAKEN,
+	    LOST,
+	    TAKE_ERROR };
 
 /* A merge patch turning pod (a pool member) into want's metadata: want's
  * labels and annotations, the member's own removed, want's owners. */
@@ -92,7 +94,8 @@ static enum take bind_taken(struct sbx_controller *c, struct sbx_view *v, const 
 {
 	int delay = 0;
 	enum sbx_examine x = sbx_rc_examine(c, v, pod, &delay);
-	*r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS : -1;
+	*r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS
+						       : -1;
 	return x == EX_DONE || x == EX_RETRY_SOON ? TAKEN : TAKE_ERROR;
 }
 
@@ -124,12 +127,11 @@ static enum take take(struct sbx_controller *c, struct sbx_view *v, const cJSON 
 		cJSON *resp = NULL;
 		struct kube_error err;
 		enum kube_err e =
-			kube_request(c->kc, "PATCH", path, NULL, body, "application/merge-patch+json", &resp, &err);
+		    kube_request(c->kc, "PATCH", path, NULL, body, "application/merge-patch+json", &resp, &err);
 		free(body);
 		if (e == KUBE_OK) {
 			fault_point("after-warm-patch");
-			struct sbx_verify_expect ex = { .ns = v->ns, .owner = v->owner, .scope = &v->scope,
-							.keys = c->seal_keys, .check_fingerprint = 1 };
+			struct sbx_verify_expect ex = { .ns = v->ns, .owner = v->owner, .scope = &v->scope, .keys = c->seal_keys, .check_fingerprint = 1 };
 			if (sbx_pod_verify(resp, &ex) == SBX_VERIFY_OK && sbx_rc_payload_matches(c, v, resp, why, sizeof why)) {
 				t = sbx_rc_report_bound(c, v, resp, SBX_BIND_WARM) < 0 ? TAKE_ERROR : TAKEN;
 				*r = t == TAKEN ? 0 : -1;

@@ -41,7 +41,7 @@ void sbx_rc_pod_path(char *out, size_t n, const char *ns, const char *name)
 }
 
 void sbx_rc_event(struct sbx_controller *c, const struct sbx_view *v, const char *type, const char *reason,
-		   const char *msg)
+		  const char *msg)
 {
 	if (c->events)
 		event_record(c->events, SBX_API, "Sandbox", v->ns, v->name, v->uid, type, reason, msg);
@@ -250,7 +250,7 @@ int sbx_rc_report_bound(struct sbx_controller *c, const struct sbx_view *v, cons
 	static const char *const reason[] = { "PodAdopted", "PodCreated", "PodWarm" };
 	snprintf(msg, sizeof msg, "%s pod %s", verb[how], pod_name);
 	struct sbx_status_in in = sbx_rc_bound_status(v, pod, pod_name, meta_str(pod, "uid"), how, claimed,
-					       expires[0] ? expires : NULL, msg);
+						      expires[0] ? expires : NULL, msg);
 	if (sbx_rc_write_status(c, v, &in) < 0)
 		return -1;
 	/* Announced once per Sandbox: a second reconcile on a cache that has not

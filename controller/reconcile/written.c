@@ -48,7 +48,7 @@ static int stale(const void *value, void *now)
 /* Remembers that uid's status was written at resourceVersion rv. */
 void sbx_written_put(struct sbx_written *w, const char *uid, const char *rv)
 {
-	if (!w || !uid || !rv || strlen(uid) > STRMAP_KEY_MAX || strlen(rv) >= sizeof ((struct written_entry *)0)->rv)
+	if (!w || !uid || !rv || strlen(uid) > STRMAP_KEY_MAX || strlen(rv) >= sizeof((struct written_entry *)0)->rv)
 		return;
 	strmap_lock(w->map);
 	struct written_entry *e = strmap_put(w->map, uid, NULL);

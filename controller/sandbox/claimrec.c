@@ -29,7 +29,8 @@ long sbx_claim_generation(const char *name, const char *digest)
 
 const char *sbx_claim_state_str(enum sbx_claim_state s)
 {
-	return s == SBX_CLAIM_EXPIRED ? "Expired" : s == SBX_CLAIM_BOUND ? "Bound" : "Suspended";
+	return s == SBX_CLAIM_EXPIRED ? "Expired" : s == SBX_CLAIM_BOUND ? "Bound"
+									 : "Suspended";
 }
 
 /* The seal of r in ns under key into out (65 bytes); -1 on failure. */
@@ -126,7 +127,7 @@ int sbx_claimrec_parse(const cJSON *obj, const char *ns, const struct sbx_seal_k
 	out->generation = (long)gen->valuedouble;
 	out->has_owner = jstr(s, "workspaceOwner") != NULL;
 	out->state = !strcmp(state, "Expired") ? SBX_CLAIM_EXPIRED : !strcmp(state, "Bound") ? SBX_CLAIM_BOUND
-												 : SBX_CLAIM_SUSPENDED;
+											     : SBX_CLAIM_SUSPENDED;
 	int ok = 0;
 	for (size_t i = 0; keys && i < keys->n && !ok; i++) {
 		char want[65];

@@ -37,10 +37,12 @@
 #define SBX_CLAIM_KIND "SandboxClaim"
 #define SBX_CLAIM_PLURAL "sandboxclaims"
 
-enum sbx_claim_state { SBX_CLAIM_SUSPENDED, SBX_CLAIM_EXPIRED, SBX_CLAIM_BOUND };
+enum sbx_claim_state { SBX_CLAIM_SUSPENDED,
+		       SBX_CLAIM_EXPIRED,
+		       SBX_CLAIM_BOUND };
 
 struct sbx_claimrec {
-	char name[80];	  /* the claim name: sbx-<digest>[-<n>] */
+	char name[80]; /* the claim name: sbx-<digest>[-<n>] */
 	char digest[33];
 	long generation;
 	char pod_name[254];

@@ -12,8 +12,8 @@ int sbx_lp_append(struct buf *b, const void *x, size_t len)
 {
 	if (len > UINT32_MAX)
 		return -1;
-	unsigned char be[4] = {(unsigned char)(len >> 24), (unsigned char)(len >> 16),
-			       (unsigned char)(len >> 8), (unsigned char)len};
+	unsigned char be[4] = { (unsigned char)(len >> 24), (unsigned char)(len >> 16),
+				(unsigned char)(len >> 8), (unsigned char)len };
 	if (buf_append(b, be, 4) < 0)
 		return -1;
 	return buf_append(b, x, len);

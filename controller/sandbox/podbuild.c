@@ -138,7 +138,7 @@ static cJSON *resources(const cJSON *spec)
 	if (cJSON_IsObject(r))
 		return must(cJSON_Duplicate(r, 1));
 	cJSON *out = new_obj();
-	static const char *const parts[] = {"requests", "limits"};
+	static const char *const parts[] = { "requests", "limits" };
 	for (size_t i = 0; i < 2; i++) {
 		cJSON *q = add_obj(out, parts[i]);
 		add_str(q, "cpu", DEFAULT_CPU);

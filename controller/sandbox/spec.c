@@ -143,7 +143,7 @@ static int check_resources(const cJSON *spec, char *msg, size_t msglen)
 	if (!cJSON_IsObject(r))
 		return fail(msg, msglen,
 			    "spec.resources must be an object (core/v1 ResourceRequirements)");
-	static const char *const parts[] = {"limits", "requests"};
+	static const char *const parts[] = { "limits", "requests" };
 	/* Nothing else: the builder copies resources as given, and adoption
 	 * certifies only these (the API prunes other members anyway). */
 	const cJSON *m;
@@ -253,10 +253,20 @@ int sbx_quantity_parse(const char *s, double *out)
 		const char *suffix;
 		double mult;
 	} suffixes[] = {
-	    {"", 1},	   {"m", 1e-3},	 {"k", 1e3},	     {"M", 1e6},	 {"G", 1e9},
-	    {"T", 1e12},   {"P", 1e15},	 {"E", 1e18},	     {"Ki", 1024.0},	 {"Mi", 1048576.0},
-	    {"Gi", 1073741824.0}, {"Ti", 1099511627776.0}, {"Pi", 1125899906842624.0},
-	    {"Ei", 1152921504606846976.0},
+		{ "", 1 },
+		{ "m", 1e-3 },
+		{ "k", 1e3 },
+		{ "M", 1e6 },
+		{ "G", 1e9 },
+		{ "T", 1e12 },
+		{ "P", 1e15 },
+		{ "E", 1e18 },
+		{ "Ki", 1024.0 },
+		{ "Mi", 1048576.0 },
+		{ "Gi", 1073741824.0 },
+		{ "Ti", 1099511627776.0 },
+		{ "Pi", 1125899906842624.0 },
+		{ "Ei", 1152921504606846976.0 },
 	};
 	if (!s || !s[0] || strlen(s) > 64)
 		return -1;

@@ -54,7 +54,7 @@ struct sbx_lifecycle {
 	int has_shutdown;  /* shutdownTime present */
 	time_t shutdown;   /* valid when has_shutdown */
 	int delete_policy; /* shutdownPolicy Delete (absent or Retain: 0) */
-	int suspend;       /* suspend true */
+	int suspend;	   /* suspend true */
 };
 
 /* Parses spec.lifecycle (absent: all zero). Returns 0, or -1 with a message

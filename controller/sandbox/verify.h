@@ -20,9 +20,9 @@ enum sbx_verify {
 	SBX_VERIFY_OWNER_MISMATCH,	 /* owner annotation absent/present/value differs */
 	SBX_VERIFY_FINGERPRINT_MISMATCH, /* genuine pod of the scope, other spec */
 	SBX_VERIFY_NAMESPACE_MISMATCH,
-	SBX_VERIFY_TERMINATING, /* metadata.deletionTimestamp set */
-	SBX_VERIFY_BAD_SEAL,	/* seal missing, malformed or not the controller's */
-	SBX_VERIFY_MALFORMED, /* not an object; metadata, name, fingerprint or claimed-at missing */
+	SBX_VERIFY_TERMINATING,	     /* metadata.deletionTimestamp set */
+	SBX_VERIFY_BAD_SEAL,	     /* seal missing, malformed or not the controller's */
+	SBX_VERIFY_MALFORMED,	     /* not an object; metadata, name, fingerprint or claimed-at missing */
 	SBX_VERIFY_PAYLOAD_MISMATCH, /* sealed metadata, but containers/volumes not what we build */
 };
 

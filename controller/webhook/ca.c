@@ -86,7 +86,8 @@ int webhook_cert_opts_check(struct webhook_cert_opts *o, char *err, size_t errle
 		lifetime = WEBHOOK_CA_MAX_LIFETIME_S;
 	if (lifetime < 2 * o->validity_s || lifetime > WEBHOOK_CA_MAX_LIFETIME_S)
 		return fail(err, errlen, "CA lifetime must be at least twice the certificate validity (%ld s) "
-			    "and at most %ld s", 2 * o->validity_s, WEBHOOK_CA_MAX_LIFETIME_S);
+					 "and at most %ld s",
+			    2 * o->validity_s, WEBHOOK_CA_MAX_LIFETIME_S);
 	if (o->ndns + o->nips == 0 || o->ndns + o->nips > MAX_SAN_ENTRIES)
 		return fail(err, errlen, "a serving certificate needs 1 to %d DNS names and IPs", MAX_SAN_ENTRIES);
 	for (size_t i = 0; i < o->ndns; i++)
@@ -151,7 +152,7 @@ static int add_ext(X509 *x, X509 *issuer, int nid, const char *value)
 static int set_validity(X509 *x, time_t not_before, time_t not_after)
 {
 	return ASN1_TIME_set(X509_getm_notBefore(x), not_before) &&
-			       ASN1_TIME_set(X509_getm_notAfter(x), not_after)
+		       ASN1_TIME_set(X509_getm_notAfter(x), not_after)
 		   ? 0
 		   : -1;
 }

@@ -22,8 +22,8 @@
 #define RETRY_S 10L
 
 struct webhook_certs {
-	struct kube_client *kc;	    /* borrowed; NULL = no caBundle upkeep */
-	struct sbx_seal_keys keys; /* owned copies, wiped on free; key[0] signs */
+	struct kube_client *kc;	       /* borrowed; NULL = no caBundle upkeep */
+	struct sbx_seal_keys keys;     /* owned copies, wiped on free; key[0] signs */
 	struct webhook_cert_opts cert; /* strings below owned */
 	char **dns, **ips;
 	char *cert_dir;
