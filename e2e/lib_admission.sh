@@ -156,7 +156,7 @@ YAML
   [[ "$out" == *sandbox.dev/requested-by* ]] || { say "webhook not reached: $out"; return 1; }
   wait_for 20 policies_enforced "$user" || { say "the pod policies are not enforced"; return 1; }
   # The controller counts an owner authorization only for Sandboxes made
-  # at least SBX_INFORCE_GRACE_S (5 s, sandbox/inforce.h) after the
+  # at least SBX_INFORCE_GRACE_S (5 s, reconcile/inforce.h) after the
   # webhook configuration took its present form: the API server's own
   # lag in loading it. Sandboxes of the caller come after that.
   sleep 6

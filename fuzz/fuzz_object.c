@@ -17,7 +17,6 @@
 #include "sandbox/config.h"
 #include "sandbox/jcs.h"
 #include "sandbox/podbuild.h"
-#include "sandbox/reconcile.h"
 #include "sandbox/trim.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"

@@ -24,6 +24,10 @@ bash hack/build-control-plane.sh >/dev/null || exit 1
 step "helm and promtool from their Go modules (cached after the first run)"
 bash hack/tools.sh helm >/dev/null && bash hack/tools.sh promtool >/dev/null || exit 1
 
+step "lint: include graph, clang-format, cppcheck (hack/lint.sh)"
+bash hack/lint.sh
+record "lint (include graph, clang-format, cppcheck)" $?
+
 step "generated copies under manifests/ are current (CRD, rules, dashboard)"
 bash hack/manifests.sh check
 record "manifests: generated copies current" $?

@@ -33,7 +33,7 @@
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "test_suites.h"
 
 void register_kube_client_tests(void);
@@ -408,7 +408,8 @@ static void test_request_basics(void)
 	cJSON *out = NULL;
 	struct kube_error err;
 	const char *query[] = {
-	    "labelSelector", "a=b,c in (x y)", "fieldSelector", NULL, "limit", "5", NULL};
+		"labelSelector", "a=b,c in (x y)", "fieldSelector", NULL, "limit", "5", NULL
+	};
 	CU_ASSERT_EQUAL(
 	    kube_request(c, "GET", "/api/v1/namespaces/ns1/pods/p", query, NULL, NULL, &out, &err),
 	    KUBE_OK);
@@ -452,10 +453,10 @@ static void test_request_basics(void)
 	/* Methods, bodies and content types. */
 	static const struct {
 		const char *m, *ct, *want_ct;
-	} ms[] = {{"POST", NULL, "application/json"},
-		  {"PUT", NULL, "application/json"},
-		  {"PATCH", "application/merge-patch+json", "application/merge-patch+json"},
-		  {"DELETE", NULL, "application/json"}};
+	} ms[] = { { "POST", NULL, "application/json" },
+		   { "PUT", NULL, "application/json" },
+		   { "PATCH", "application/merge-patch+json", "application/merge-patch+json" },
+		   { "DELETE", NULL, "application/json" } };
 	for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
 		CU_ASSERT_EQUAL_FATAL(
 		    kube_request(c, ms[i].m, "/echo", NULL, "{\"x\":1}", ms[i].ct, &out, &err),
@@ -472,7 +473,7 @@ static void test_request_basics(void)
 	kube_client_free(c);
 
 	/* The response cap. */
-	struct kube_client_opts o = {.max_body = 1024};
+	struct kube_client_opts o = { .max_body = 1024 };
 	c = client_for(f, "{token: tok-0}", &o);
 	CU_ASSERT_EQUAL(kube_request(c, "GET", "/big", NULL, NULL, NULL, &out, &err),
 			KUBE_ERR_TOO_LARGE);
@@ -480,7 +481,7 @@ static void test_request_basics(void)
 	kube_client_free(c);
 
 	/* A request that is never answered times out; an abort flag ends it early. */
-	struct kube_client_opts t = {.timeout_ms = 300};
+	struct kube_client_opts t = { .timeout_ms = 300 };
 	c = client_for(f, "{token: tok-0}", &t);
 	int64_t t0 = ktime_mono_ms();
 	CU_ASSERT_EQUAL(kube_request(c, "GET", "/hang", NULL, NULL, NULL, &out, &err),
@@ -489,7 +490,7 @@ static void test_request_basics(void)
 	CU_ASSERT(took >= 250 && took < 3000);
 	atomic_int abort_now;
 	atomic_init(&abort_now, 1);
-	struct kube_request_opts ro = {.timeout_ms = 20000, .abort = &abort_now};
+	struct kube_request_opts ro = { .timeout_ms = 20000, .abort = &abort_now };
 	t0 = ktime_mono_ms();
 	CU_ASSERT_EQUAL(kube_request_ex(c, "GET", "/hang", NULL, NULL, NULL, &ro, &out, &err),
 			KUBE_ERR_TRANSPORT);
@@ -502,12 +503,12 @@ static void test_transport_error(void)
 {
 	/* A port nobody listens on. */
 	int s = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t sl = sizeof sa;
 	bind(s, (struct sockaddr *)&sa, sizeof sa);
 	getsockname(s, (struct sockaddr *)&sa, &sl);
 	close(s);
-	struct fake dead = {.port = ntohs(sa.sin_port)};
+	struct fake dead = { .port = ntohs(sa.sin_port) };
 	struct kube_client *c = client_for(&dead, "{token: x}", NULL);
 	struct kube_error err;
 	cJSON *out = NULL;
@@ -569,7 +570,7 @@ static void test_401_rereads_token(void)
 static void test_client_qps(void)
 {
 	struct fake *f = fake_start(h_basics, NULL);
-	struct kube_client_opts o = {.qps = 20, .burst = 1};
+	struct kube_client_opts o = { .qps = 20, .burst = 1 };
 	struct kube_client *c = client_for(f, "{token: t}", &o);
 	int64_t t0 = ktime_mono_ms();
 	for (int i = 0; i < 5; i++)
@@ -603,8 +604,8 @@ static void on_observe(void *ctx, const char *method, long status, double second
 static void test_client_defaults(void)
 {
 	struct fake *f = fake_start(h_basics, NULL);
-	struct observed ob = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct kube_client_opts o = {.observe = on_observe, .observe_ctx = &ob};
+	struct observed ob = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	struct kube_client_opts o = { .observe = on_observe, .observe_ctx = &ob };
 	struct kube_client *c = client_for(f, "{token: t}", &o);
 	int64_t t0 = ktime_mono_ms();
 	for (int i = 0; i < 200; i++) /* 50 qps / burst 100 would need 2 s */
@@ -618,7 +619,7 @@ static void test_client_defaults(void)
 	CU_ASSERT_EQUAL(err.retry_after_s, 4);
 	CU_ASSERT_EQUAL(kube_request(c, "GET", "/empty", NULL, NULL, NULL, NULL, NULL), KUBE_OK);
 	CU_ASSERT_EQUAL(kube_retry_after_take_ms(), 4000); /* kept past a later success */
-	CU_ASSERT_EQUAL(kube_retry_after_take_ms(), 0);    /* taken once */
+	CU_ASSERT_EQUAL(kube_retry_after_take_ms(), 0);	   /* taken once */
 	CU_ASSERT_EQUAL(ob.n429, 1);
 	CU_ASSERT_STRING_EQUAL(ob.last_method, "GET");
 	kube_client_free(c);
@@ -702,8 +703,8 @@ struct inf_script {
 
 /* A namespaced object with a resourceVersion, a "grp" label and extra
  * metadata fields. */
-#define ITEM(name, rv, grp, extra)                                                                 \
-	"{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"ns1\",\"resourceVersion\":\"" rv     \
+#define ITEM(name, rv, grp, extra)                                                             \
+	"{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"ns1\",\"resourceVersion\":\"" rv \
 	"\",\"labels\":{\"grp\":\"" grp "\"}" extra "}}"
 #define MANAGED ",\"managedFields\":[{\"manager\":\"kubectl\"}]"
 
@@ -743,7 +744,7 @@ static void h_informer(struct fake *f, struct evhttp_request *req, const struct 
 	const char *bm = q(r, "allowWatchBookmarks");
 	const char *sel = q(r, "labelSelector");
 	int t = tmo ? atoi(tmo) : 0;
-	static const char *const want_rv[] = {"20", "30", "50"};
+	static const char *const want_rv[] = { "20", "30", "50" };
 	if (strcmp(watch, "true") || !bm || strcmp(bm, "true") || t < 300 || t > 600 || !rv ||
 	    !sel || strcmp(sel, "tier=x") || strcmp(rv, want_rv[n < 3 ? n : 2]))
 		atomic_fetch_add(&s->bad_query, 1);
@@ -836,7 +837,7 @@ static void test_informer(void)
 	memset(&x, 0, sizeof x);
 	x.s = &s;
 	x.c = c;
-	struct informer_handlers h = {on_add, on_update, on_delete};
+	struct informer_handlers h = { on_add, on_update, on_delete };
 	struct informer *inf =
 	    informer_new(c, "/apis/x.dev/v1/things", "tier=x", NULL, "grp", &h, &x);
 	x.inf = inf;
@@ -1011,7 +1012,7 @@ static void count_items(void *ctx, const cJSON *item)
 static void test_list_adapts_page_size(void)
 {
 	struct fake *f = fake_start(h_biglist, NULL);
-	struct kube_client_opts o = {.max_body = 128 * 1024};
+	struct kube_client_opts o = { .max_body = 128 * 1024 };
 	struct kube_client *c = client_for(f, "{token: t}", &o);
 	int n = 0;
 	char *rv = NULL;
@@ -1388,8 +1389,7 @@ static void h_access(struct fake *f, struct evhttp_request *req, const struct fa
 	else if (!strcmp(n, "garbage"))
 		reply(req, 201, "{\"status\":{}}", NULL, NULL);
 	else
-		reply(req, 201, !strcmp(n, "alice") ? "{\"status\":{\"allowed\":true,\"reason\":\"RBAC: rolebinding\"}}"
-						     : "{\"status\":{\"allowed\":false}}",
+		reply(req, 201, !strcmp(n, "alice") ? "{\"status\":{\"allowed\":true,\"reason\":\"RBAC: rolebinding\"}}" : "{\"status\":{\"allowed\":false}}",
 		      NULL, NULL);
 	cJSON_Delete(b);
 }
@@ -1505,8 +1505,7 @@ static void test_access_review(void)
 	struct kube_client *c = client_for(f, "{token: t}", NULL);
 	cJSON *ui = cJSON_Parse("{\"username\":\"alice\",\"uid\":\"u-1\",\"groups\":[\"team\",\"system:authenticated\"],"
 				"\"extra\":{\"scopes\":[\"a\"]}}");
-	struct kube_access_attrs a = { .ns = "team-a", .verb = "use", .group = "sandbox.dev",
-				       .resource = "workspaces", .name = "alice" };
+	struct kube_access_attrs a = { .ns = "team-a", .verb = "use", .group = "sandbox.dev", .resource = "workspaces", .name = "alice" };
 	int allowed = -1;
 	char why[128];
 	struct kube_error err;

@@ -346,7 +346,7 @@ static void test_tls12_aead_only(void)
 	snprintf(key, sizeof key, "%s/tls.key", dir);
 	write_pair(dir, "suites", "tls.crt", "tls.key");
 	struct obs_http_server *s =
-		start((struct obs_http_opts){ .threads = 1, .tls_cert_file = cert, .tls_key_file = key });
+	    start((struct obs_http_opts){ .threads = 1, .tls_cert_file = cert, .tls_key_file = key });
 	int port = obs_http_port(s);
 	CU_ASSERT_TRUE(tls12_handshake_with(port, "ECDHE-ECDSA-AES128-GCM-SHA256"));
 	CU_ASSERT_TRUE(tls12_handshake_with(port, "ECDHE-ECDSA-CHACHA20-POLY1305"));
@@ -368,7 +368,7 @@ static void test_tls_and_reload(void)
 	snprintf(key, sizeof key, "%s/tls.key", dir);
 	write_pair(dir, "first", "tls.crt", "tls.key");
 	struct obs_http_server *s =
-		start((struct obs_http_opts){ .threads = 2, .tls_cert_file = cert, .tls_key_file = key });
+	    start((struct obs_http_opts){ .threads = 2, .tls_cert_file = cert, .tls_key_file = key });
 	int port = obs_http_port(s);
 	char cn[128] = "";
 	int version = 0;
@@ -504,9 +504,7 @@ static void test_client_certificates(void)
 	static const char *const names[] = { "kube-apiserver-admission", NULL };
 	static const struct obs_http_route who[] = { { "/whoami", h_whoami, NULL } };
 	char err[256] = "";
-	struct obs_http_opts o = { .addr = "127.0.0.1:0", .threads = 1, .tls_cert_file = cert, .tls_key_file = key,
-				   .tls_client_ca_file = cafile, .tls_client_names = names, .routes = who, .nroutes = 1,
-				   .name = "mtls" };
+	struct obs_http_opts o = { .addr = "127.0.0.1:0", .threads = 1, .tls_cert_file = cert, .tls_key_file = key, .tls_client_ca_file = cafile, .tls_client_names = names, .routes = who, .nroutes = 1, .name = "mtls" };
 	struct obs_http_server *s = obs_http_start(&o, err, sizeof err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
 	int port = obs_http_port(s);
@@ -545,8 +543,7 @@ static void test_client_certificates(void)
  * request still goes through. */
 static void test_inflight_cap(void)
 {
-	struct obs_http_server *s = start((struct obs_http_opts){ .threads = 1, .max_body = 1 << 20,
-								   .max_inflight_bytes = 100000 });
+	struct obs_http_server *s = start((struct obs_http_opts){ .threads = 1, .max_body = 1 << 20, .max_inflight_bytes = 100000 });
 	int port = obs_http_port(s);
 	static char chunk[40000];
 	memset(chunk, 'b', sizeof chunk);
@@ -616,7 +613,7 @@ static void test_connection_cap_busy(void)
 static void test_connection_cap_sheds_slow(void)
 {
 	struct obs_http_server *s =
-		start((struct obs_http_opts){ .threads = 1, .max_connections = 4, .request_timeout_s = 30 });
+	    start((struct obs_http_opts){ .threads = 1, .max_connections = 4, .request_timeout_s = 30 });
 	int port = obs_http_port(s);
 	int slow[8];
 	for (int i = 0; i < 8; i++) {
@@ -650,8 +647,8 @@ static void test_connection_cap_sheds_slow(void)
 static void shed_spares_young(int partial)
 {
 	struct obs_http_server *s =
-		start((struct obs_http_opts){
-			.threads = 1, .max_connections = 1, .request_timeout_s = 30, .shed_min_age_ms = 1000 });
+	    start((struct obs_http_opts){
+		.threads = 1, .max_connections = 1, .request_timeout_s = 30, .shed_min_age_ms = 1000 });
 	int port = obs_http_port(s);
 	char out[4096];
 	int a = dial(port, 0);
@@ -677,8 +674,14 @@ static void shed_spares_young(int partial)
 	close(b);
 	obs_http_free(s);
 }
-static void test_connection_cap_spares_just_idle(void) { shed_spares_young(0); }
-static void test_connection_cap_spares_request_arriving(void) { shed_spares_young(1); }
+static void test_connection_cap_spares_just_idle(void)
+{
+	shed_spares_young(0);
+}
+static void test_connection_cap_spares_request_arriving(void)
+{
+	shed_spares_young(1);
+}
 
 /* One header byte every 300 ms keeps evhttp's per-read timeout happy; the
  * whole-request deadline cuts it anyway. */
@@ -711,7 +714,7 @@ static void test_request_deadline(void)
 static void test_keepalive_idle(void)
 {
 	struct obs_http_server *s =
-		start((struct obs_http_opts){ .threads = 1, .request_timeout_s = 5, .idle_timeout_s = 1 });
+	    start((struct obs_http_opts){ .threads = 1, .request_timeout_s = 5, .idle_timeout_s = 1 });
 	int port = obs_http_port(s);
 	int fd = dial(port, 0);
 	char out[4096];
@@ -782,14 +785,14 @@ static void test_emfile(void)
 	if (pre && strstr(pre, "vgpreload"))
 		return;
 	struct obs_http_server *s =
-		start((struct obs_http_opts){ .threads = 1, .max_connections = 200, .request_timeout_s = 30 });
+	    start((struct obs_http_opts){ .threads = 1, .max_connections = 200, .request_timeout_s = 30 });
 	int port = obs_http_port(s);
 	struct rlimit old;
 	getrlimit(RLIMIT_NOFILE, &old);
 	struct rlimit low = { (rlim_t)lowest_free_fd() + 4, old.rlim_max }; /* room for 4 connections at most */
 	CU_ASSERT_EQUAL_FATAL(setrlimit(RLIMIT_NOFILE, &low), 0);
 	pid_t slow = fork();
-	if (slow == 0) { /* 12 slow clients, held for 6 s */
+	if (slow == 0) {			/* 12 slow clients, held for 6 s */
 		setrlimit(RLIMIT_NOFILE, &old); /* the low limit is the server's */
 		int fds[12];
 		for (int i = 0; i < 12; i++) {

@@ -15,7 +15,7 @@
 #include "base/fault.h"
 #include "base/xmalloc.h"
 #include "base/zpack.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "kube/watch.h"
 #include "obs/log.h"
 
@@ -38,12 +38,12 @@
  * bytes deflated against the informer's dictionary; every reader gets a copy
  * anyway (inflating and parsing costs about what a deep copy did). */
 struct entry {
-	char *key;	  /* "ns/name", or "name" when cluster-scoped */
-	unsigned char *z; /* the trimmed object, printed unformatted, deflated */
-	uint32_t zlen;	  /* bytes at z */
-	uint32_t len;	  /* bytes of the text */
-	char *idx;	    /* index label value, or NULL */
-	struct entry *next; /* scratch list during a relist */
+	char *key;			   /* "ns/name", or "name" when cluster-scoped */
+	unsigned char *z;		   /* the trimmed object, printed unformatted, deflated */
+	uint32_t zlen;			   /* bytes at z */
+	uint32_t len;			   /* bytes of the text */
+	char *idx;			   /* index label value, or NULL */
+	struct entry *next;		   /* scratch list during a relist */
 	struct entry *idx_prev, *idx_next; /* the members of its index bucket */
 	UT_hash_handle hh;
 };
@@ -332,7 +332,7 @@ static int relist(struct informer *inf, int *retry_after)
 {
 	struct kube_error err;
 	char *rv = NULL;
-	struct kube_request_opts ro = {.abort = &inf->stop, .field_selector = inf->field_selector};
+	struct kube_request_opts ro = { .abort = &inf->stop, .field_selector = inf->field_selector };
 	enum kube_err r = kube_list_ex(inf->c, inf->path, inf->selector, on_list_item,
 				       on_list_reset, inf, &ro, &rv, &err);
 	if (r != KUBE_OK) {
@@ -485,23 +485,23 @@ static int watch_once(struct informer *inf, int *retry_after)
 	char timeout[16];
 	long tmo = WATCH_TIMEOUT_MIN_S + (long)(rnd(inf) % (WATCH_TIMEOUT_SPAN_S + 1));
 	snprintf(timeout, sizeof timeout, "%ld", tmo);
-	const char *q[] = {"watch",
-			   "true",
-			   "allowWatchBookmarks",
-			   "true",
-			   "timeoutSeconds",
-			   timeout,
-			   "resourceVersion",
-			   inf->rv,
-			   "labelSelector",
-			   inf->selector,
-			   "fieldSelector",
-			   inf->field_selector,
-			   NULL};
-	struct watch_state ws = {.inf = inf, .parser = watch_parser_new(MAX_WATCH_LINE)};
-	struct kube_stream_opts so = {.low_speed_time_s = WATCH_LOW_SPEED_S,
-				      .max_time_ms = (tmo + 60) * 1000,
-				      .stop = &inf->stop};
+	const char *q[] = { "watch",
+			    "true",
+			    "allowWatchBookmarks",
+			    "true",
+			    "timeoutSeconds",
+			    timeout,
+			    "resourceVersion",
+			    inf->rv,
+			    "labelSelector",
+			    inf->selector,
+			    "fieldSelector",
+			    inf->field_selector,
+			    NULL };
+	struct watch_state ws = { .inf = inf, .parser = watch_parser_new(MAX_WATCH_LINE) };
+	struct kube_stream_opts so = { .low_speed_time_s = WATCH_LOW_SPEED_S,
+				       .max_time_ms = (tmo + 60) * 1000,
+				       .stop = &inf->stop };
 	struct kube_error err;
 	int64_t t0 = ktime_mono_ms();
 	enum kube_err r = kube_stream(inf->c, inf->path, q, &so, on_data, &ws, &err);

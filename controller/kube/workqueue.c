@@ -10,7 +10,7 @@
 #include <uthash.h>
 
 #include "base/xmalloc.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "kube/ratelimit.h"
 
 #define BACKOFF_BASE_MS 5
@@ -34,7 +34,7 @@ struct node { /* the FIFOs of ready keys */
 struct delayed {
 	char *key;
 	int64_t ready_ms;
-	int low; /* due into the low lane */
+	int low;    /* due into the low lane */
 	size_t pos; /* index in the heap */
 	UT_hash_handle hh;
 };
@@ -59,12 +59,12 @@ struct workqueue {
 	struct node *head, *tail;   /* the lane of ordinary adds */
 	struct node *lhead, *ltail; /* the low lane: workqueue_add_after_low */
 	size_t len;
-	int low_active, low_max;    /* low keys being processed, and the cap (0: none) */
+	int low_active, low_max; /* low keys being processed, and the cap (0: none) */
 	struct member *dirty, *processing;
 	struct delayed *waiting; /* by key */
 	struct delayed **heap;	 /* min-heap on ready_ms */
 	size_t nheap, capheap;
-	struct failure *failures; /* guarded by mu too */
+	struct failure *failures;  /* guarded by mu too */
 	struct ns_bucket *buckets; /* guarded by mu too; one per namespace seen failing */
 	int shutting_down;
 	struct workqueue_metrics m;
@@ -240,6 +240,8 @@ static void drop_delayed(struct workqueue *q)
 
 /* ---- public ---- */
 
+static void add_after(struct workqueue *q, const char *key, long delay_ms, int low);
+
 struct workqueue *workqueue_new(void)
 {
 	struct workqueue *q = xcalloc(1, sizeof *q);
@@ -284,23 +286,11 @@ void workqueue_free(struct workqueue *q)
 	free(q);
 }
 
-void workqueue_add(struct workqueue *q, const char *key)
+static void add_now(struct workqueue *q, const char *key)
 {
 	pthread_mutex_lock(&q->mu);
 	add_locked(q, key, 0);
 	pthread_mutex_unlock(&q->mu);
-}
-
-static void add_after(struct workqueue *q, const char *key, long delay_ms, int low);
-
-void workqueue_add_after(struct workqueue *q, const char *key, long delay_ms)
-{
-	add_after(q, key, delay_ms, 0);
-}
-
-void workqueue_add_after_low(struct workqueue *q, const char *key, long delay_ms)
-{
-	add_after(q, key, delay_ms, 1);
 }
 
 void workqueue_set_low_limit(struct workqueue *q, int max_concurrent)
@@ -353,7 +343,7 @@ static void add_after(struct workqueue *q, const char *key, long delay_ms, int l
 	pthread_mutex_unlock(&q->mu);
 }
 
-long workqueue_next_backoff_ms(struct workqueue *q, const char *key)
+static long next_backoff_ms(struct workqueue *q, const char *key)
 {
 	pthread_mutex_lock(&q->mu);
 	struct failure *f;
@@ -385,19 +375,14 @@ long workqueue_next_backoff_ms(struct workqueue *q, const char *key)
 	return overall > per ? (long)overall : per;
 }
 
-void workqueue_add_rate_limited(struct workqueue *q, const char *key)
+static void add_rate_limited(struct workqueue *q, const char *key, long min_ms)
 {
-	workqueue_add_rate_limited_min(q, key, 0);
-}
-
-void workqueue_add_rate_limited_min(struct workqueue *q, const char *key, long min_ms)
-{
-	long d = workqueue_next_backoff_ms(q, key);
+	long d = next_backoff_ms(q, key);
 	pthread_mutex_lock(&q->mu);
 	if (q->m.retries)
 		q->m.retries(q->m.ctx);
 	pthread_mutex_unlock(&q->mu);
-	workqueue_add_after(q, key, d > min_ms ? d : min_ms);
+	add_after(q, key, d > min_ms ? d : min_ms, 0);
 }
 
 void workqueue_set_metrics(struct workqueue *q, const struct workqueue_metrics *m)
@@ -407,7 +392,7 @@ void workqueue_set_metrics(struct workqueue *q, const struct workqueue_metrics *
 	pthread_mutex_unlock(&q->mu);
 }
 
-void workqueue_forget(struct workqueue *q, const char *key)
+static void forget(struct workqueue *q, const char *key)
 {
 	pthread_mutex_lock(&q->mu);
 	struct failure *f;
@@ -420,7 +405,7 @@ void workqueue_forget(struct workqueue *q, const char *key)
 	pthread_mutex_unlock(&q->mu);
 }
 
-int workqueue_num_requeues(struct workqueue *q, const char *key)
+static int num_requeues(struct workqueue *q, const char *key)
 {
 	pthread_mutex_lock(&q->mu);
 	struct failure *f;
@@ -454,7 +439,7 @@ static struct node *pop_locked(struct workqueue *q)
 	}
 }
 
-char *workqueue_get(struct workqueue *q)
+static char *get(struct workqueue *q)
 {
 	pthread_mutex_lock(&q->mu);
 	struct node *n;
@@ -488,7 +473,7 @@ char *workqueue_get(struct workqueue *q)
 	return key;
 }
 
-void workqueue_done(struct workqueue *q, const char *key)
+static void done(struct workqueue *q, const char *key)
 {
 	pthread_mutex_lock(&q->mu);
 	struct member *pm = set_find(q->processing, key);
@@ -522,4 +507,92 @@ size_t workqueue_len(struct workqueue *q)
 	size_t n = q->len;
 	pthread_mutex_unlock(&q->mu);
 	return n;
+}
+
+/* ---- items: (kind, key) ---- */
+
+/* The queue's own key of an item: its kind as one byte (1 + kind), then the
+ * key, so that items of two kinds never meet and each kind has its own
+ * namespace buckets (the part before '/'). Caller frees. */
+static char *item_key(int kind, const char *key)
+{
+	size_t n = strlen(key);
+	char *k = xmalloc(n + 2);
+	k[0] = (char)(1 + (kind >= 0 && kind < WORKQUEUE_KINDS ? kind : 0));
+	memcpy(k + 1, key, n + 1);
+	return k;
+}
+
+void workqueue_add(struct workqueue *q, int kind, const char *key)
+{
+	char *k = item_key(kind, key);
+	add_now(q, k);
+	free(k);
+}
+
+void workqueue_add_after(struct workqueue *q, int kind, const char *key, long delay_ms)
+{
+	char *k = item_key(kind, key);
+	add_after(q, k, delay_ms, 0);
+	free(k);
+}
+
+void workqueue_add_after_low(struct workqueue *q, int kind, const char *key, long delay_ms)
+{
+	char *k = item_key(kind, key);
+	add_after(q, k, delay_ms, 1);
+	free(k);
+}
+
+void workqueue_add_rate_limited(struct workqueue *q, int kind, const char *key)
+{
+	workqueue_add_rate_limited_min(q, kind, key, 0);
+}
+
+void workqueue_add_rate_limited_min(struct workqueue *q, int kind, const char *key, long min_delay_ms)
+{
+	char *k = item_key(kind, key);
+	add_rate_limited(q, k, min_delay_ms);
+	free(k);
+}
+
+long workqueue_next_backoff_ms(struct workqueue *q, int kind, const char *key)
+{
+	char *k = item_key(kind, key);
+	long d = next_backoff_ms(q, k);
+	free(k);
+	return d;
+}
+
+void workqueue_forget(struct workqueue *q, int kind, const char *key)
+{
+	char *k = item_key(kind, key);
+	forget(q, k);
+	free(k);
+}
+
+int workqueue_num_requeues(struct workqueue *q, int kind, const char *key)
+{
+	char *k = item_key(kind, key);
+	int n = num_requeues(q, k);
+	free(k);
+	return n;
+}
+
+char *workqueue_get(struct workqueue *q, int *kind)
+{
+	char *k = get(q);
+	if (!k)
+		return NULL;
+	if (kind)
+		*kind = (unsigned char)k[0] - 1;
+	memmove(k, k + 1, strlen(k)); /* the key and its NUL */
+	return k;
+}
+
+void workqueue_done(struct workqueue *q, int kind, const char *key)
+{
+	char *k = item_key(kind, key);
+	done(q, k);
+	free(k);
 }

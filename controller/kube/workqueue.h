@@ -1,13 +1,20 @@
-/* A rate-limited work queue of string keys with controller-runtime semantics:
- * a key is never handed to two workers at once, a key queued many times before
- * it is processed is processed once, a key added while it is being processed
- * is queued again when its worker calls workqueue_done, delayed adds, and
+/* A rate-limited work queue with controller-runtime semantics: a key is
+ * never handed to two workers at once, a key queued many times before it is
+ * processed is processed once, a key added while it is being processed is
+ * queued again when its worker calls workqueue_done, delayed adds, and
  * per-key exponential backoff combined with an overall token bucket.
+ *
+ * An item is typed: a kind (0 .. WORKQUEUE_KINDS - 1, the caller's, e.g.
+ * which reconcile it is for) and a string key ("namespace/name"). Items of
+ * two kinds never meet, whatever their keys, and "key" below means the item.
  * Thread-safe; getters block. */
 #ifndef SBX_KUBE_WORKQUEUE_H
 #define SBX_KUBE_WORKQUEUE_H
 
 #include <stddef.h>
+
+/* Kinds of items: 0 .. WORKQUEUE_KINDS - 1 (others count as 0). */
+#define WORKQUEUE_KINDS 127
 
 struct workqueue;
 
@@ -30,39 +37,41 @@ void workqueue_set_metrics(struct workqueue *q, const struct workqueue_metrics *
 /* Frees the queue; no thread may be inside a call on it. */
 void workqueue_free(struct workqueue *q);
 /* Queues key (copied) unless it is already waiting; after shutdown, ignored. */
-void workqueue_add(struct workqueue *q, const char *key);
+void workqueue_add(struct workqueue *q, int kind, const char *key);
 /* Queues key after delay_ms (at once when <= 0). A key already waiting for a
  * later time is moved earlier; an earlier one is kept. */
-void workqueue_add_after(struct workqueue *q, const char *key, long delay_ms);
+void workqueue_add_after(struct workqueue *q, int kind, const char *key, long delay_ms);
 /* workqueue_add_after into the low lane: when due, the key is handed out
  * only while no ordinary key is ready and fewer than the low limit of low
  * keys are being processed, so a burst of them (timers that fall due at
  * once) never delays ordinary work and is paced by that limit. An ordinary
  * add of the key moves it to the ordinary lane. */
-void workqueue_add_after_low(struct workqueue *q, const char *key, long delay_ms);
+void workqueue_add_after_low(struct workqueue *q, int kind, const char *key, long delay_ms);
 /* How many low-lane keys may be processed at once (0: no limit, the
  * default). */
 void workqueue_set_low_limit(struct workqueue *q, int max_concurrent);
 /* Queues key after its rate-limited delay: max(5 ms * 2^failures capped at
- * 1000 s, the overall 10 qps / burst 100 bucket of the key's namespace, the
- * part before '/'), and counts a failure. One bucket per namespace, so keys
- * failing in one namespace never delay another's retries. */
-void workqueue_add_rate_limited(struct workqueue *q, const char *key);
+ * 1000 s, the overall 10 qps / burst 100 bucket of the key's kind and
+ * namespace, the part before '/'), and counts a failure. One bucket per kind
+ * and namespace, so keys failing in one namespace never delay another's
+ * retries. */
+void workqueue_add_rate_limited(struct workqueue *q, int kind, const char *key);
 /* workqueue_add_rate_limited, but never sooner than min_delay_ms (the API's
  * Retry-After). */
-void workqueue_add_rate_limited_min(struct workqueue *q, const char *key, long min_delay_ms);
+void workqueue_add_rate_limited_min(struct workqueue *q, int kind, const char *key, long min_delay_ms);
 /* Computes and records the delay workqueue_add_rate_limited would use (the
  * failure count is incremented), in milliseconds. */
-long workqueue_next_backoff_ms(struct workqueue *q, const char *key);
+long workqueue_next_backoff_ms(struct workqueue *q, int kind, const char *key);
 /* Resets the key's backoff (call after a successful reconcile). */
-void workqueue_forget(struct workqueue *q, const char *key);
+void workqueue_forget(struct workqueue *q, int kind, const char *key);
 /* Number of rate-limited requeues of key since the last forget. */
-int workqueue_num_requeues(struct workqueue *q, const char *key);
-/* Blocks until a key is ready and returns it (caller frees, then calls
- * workqueue_done with it); returns NULL once shut down and drained. */
-char *workqueue_get(struct workqueue *q);
+int workqueue_num_requeues(struct workqueue *q, int kind, const char *key);
+/* Blocks until an item is ready and returns its key (caller frees, then
+ * calls workqueue_done with its kind and key), its kind in *kind (NULL ok);
+ * returns NULL once shut down and drained. */
+char *workqueue_get(struct workqueue *q, int *kind);
 /* Marks key processed; if it was added meanwhile, it is queued again. */
-void workqueue_done(struct workqueue *q, const char *key);
+void workqueue_done(struct workqueue *q, int kind, const char *key);
 /* Wakes all getters; delayed items are dropped; keys already queued are still
  * handed out, after which workqueue_get returns NULL. */
 void workqueue_shutdown(struct workqueue *q);

@@ -60,8 +60,8 @@
 #define LISTEN_BACKLOG 511
 /* TLS 1.2 suites offered: ECDHE key exchange with AEAD ciphers only (no CBC,
  * no SHA-1 MACs, no static RSA); TLS 1.3 keeps OpenSSL's suites, all AEAD. */
-#define TLS12_CIPHERS                                                                                     \
-	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"         \
+#define TLS12_CIPHERS                                                                              \
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:" \
 	"ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
 struct conn {
@@ -74,12 +74,12 @@ struct conn {
 	size_t inflight;    /* bytes of the unanswered request counted in s->inflight */
 	int client_checked; /* client_name looked up */
 	char client_name[256];
-	int waiting;   /* no request being answered: may be shed at the cap */
-	int idle;      /* keep-alive, no byte of the next request yet */
-	int64_t since; /* when it was accepted, went idle, or its request began */
-	struct conn *prev, *next;    /* t->conns, oldest first */
-	struct conn *next_pending;   /* t->pending */
-	UT_hash_handle hh;           /* t->byevcon, keyed by evcon */
+	int waiting;		   /* no request being answered: may be shed at the cap */
+	int idle;		   /* keep-alive, no byte of the next request yet */
+	int64_t since;		   /* when it was accepted, went idle, or its request began */
+	struct conn *prev, *next;  /* t->conns, oldest first */
+	struct conn *next_pending; /* t->pending */
+	UT_hash_handle hh;	   /* t->byevcon, keyed by evcon */
 };
 
 struct http_thread {
@@ -87,10 +87,10 @@ struct http_thread {
 	struct event_base *base;
 	struct evhttp *http;
 	struct evconnlistener *lev; /* owned by http */
-	int fd;                      /* listening socket */
+	int fd;			    /* listening socket */
 	struct event *adopt, *retry, *watch, *reshed, *stop;
 	int cap, nconns;
-	int paused;     /* at the cap */
+	int paused; /* at the cap */
 	int backing_off;
 	int backoff_ms;
 	int stopping;
@@ -138,12 +138,12 @@ struct obs_http_server {
 	atomic_ulong warn_dropped;
 
 	atomic_ulong accepted, deferred, shed, timeouts, accept_errors, tls_reloads, tls_reload_errors, open,
-		overbudget;
+	    overbudget;
 
 	/* the same counts in the metrics registry, labelled with the name */
 	const char *label[1];
 	struct obs_metric *m_accepted, *m_deferred, *m_shed, *m_timeouts, *m_accept_errors, *m_tls_reloads,
-		*m_open, *m_requests, *m_overbudget;
+	    *m_open, *m_requests, *m_overbudget;
 };
 
 /* Counts in both the plain counter (obs_http_stats) and the registry. */
@@ -392,7 +392,8 @@ static struct conn *oldest_waiting(struct http_thread *t, int64_t min_ms, int64_
 			best = c;
 	int64_t age = best ? now_ms() - best->since : 0;
 	if (wait_ms)
-		*wait_ms = !best ? -1 : age >= min_ms ? 0 : min_ms - age;
+		*wait_ms = !best ? -1 : age >= min_ms ? 0
+						      : min_ms - age;
 	return best && age >= min_ms ? best : NULL;
 }
 
@@ -921,8 +922,7 @@ struct obs_http_server *obs_http_start(const struct obs_http_opts *o, char *err,
 			goto fail;
 	}
 
-	struct addrinfo hints = { .ai_family = host[0] ? AF_UNSPEC : AF_INET, .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV },
+	struct addrinfo hints = { .ai_family = host[0] ? AF_UNSPEC : AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV },
 			*ai = NULL;
 	int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
 	if (gai != 0) {

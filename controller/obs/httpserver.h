@@ -61,7 +61,8 @@ struct obs_http_req {
 	const char *client_name;
 };
 
-/* The value of a request header (case-insensitive name), or NULL. */
+/* The value of a request header (case-insensitive name), or NULL; borrowed
+ * from req, valid while the handler runs. */
 const char *obs_http_req_header(const struct obs_http_req *r, const char *name);
 
 /* Filled by the handler: status (preset 200), content_type (preset
@@ -89,18 +90,18 @@ struct obs_http_route {
 
 /* Zero (or NULL) picks the default noted for each field. */
 struct obs_http_opts {
-	const char *addr;                        /* "host:port", ":port" or "[v6]:port"; port 0 picks one */
+	const char *addr;			  /* "host:port", ":port" or "[v6]:port"; port 0 picks one */
 	const char *tls_cert_file, *tls_key_file; /* PEM files; both NULL = plain HTTP */
-	const char *tls_client_ca_file;          /* PEM CA(s) client certificates must chain to; NULL = none asked */
-	const char *const *tls_client_names;     /* NULL-terminated names a client certificate must carry; NULL = any */
-	int threads;                             /* event loops (default 2) */
-	int max_connections;                     /* total, split across the loops (default 64) */
-	int request_timeout_s;                   /* whole request (default 10) */
-	int idle_timeout_s;                      /* idle keep-alive connection (default 30) */
-	int shed_min_age_ms;                     /* shed at the cap only after this long in a state (default 0) */
-	size_t max_body;                         /* request body cap (default 64 KiB) */
-	size_t max_headers;                      /* request line + headers cap (default 16 KiB) */
-	size_t max_inflight_bytes;               /* bytes of unanswered requests, whole server (0 = no cap) */
+	const char *tls_client_ca_file;		  /* PEM CA(s) client certificates must chain to; NULL = none asked */
+	const char *const *tls_client_names;	  /* NULL-terminated names a client certificate must carry; NULL = any */
+	int threads;				  /* event loops (default 2) */
+	int max_connections;			  /* total, split across the loops (default 64) */
+	int request_timeout_s;			  /* whole request (default 10) */
+	int idle_timeout_s;			  /* idle keep-alive connection (default 30) */
+	int shed_min_age_ms;			  /* shed at the cap only after this long in a state (default 0) */
+	size_t max_body;			  /* request body cap (default 64 KiB) */
+	size_t max_headers;			  /* request line + headers cap (default 16 KiB) */
+	size_t max_inflight_bytes;		  /* bytes of unanswered requests, whole server (0 = no cap) */
 	const struct obs_http_route *routes;
 	size_t nroutes;
 	const char *name; /* for logs (default "http") */
@@ -119,14 +120,14 @@ int obs_http_port(const struct obs_http_server *s);
 
 /* Counters since start (thread-safe reads). */
 struct obs_http_stats {
-	unsigned long accepted;  /* connections accepted */
-	unsigned long deferred;  /* times accepting paused at the connection cap */
-	unsigned long shed;      /* waiting connections closed to make room at the cap */
-	unsigned long timeouts;  /* connections cut by the request or idle deadline */
+	unsigned long accepted;	     /* connections accepted */
+	unsigned long deferred;	     /* times accepting paused at the connection cap */
+	unsigned long shed;	     /* waiting connections closed to make room at the cap */
+	unsigned long timeouts;	     /* connections cut by the request or idle deadline */
 	unsigned long accept_errors; /* accept() failures (EMFILE, ENFILE, ...) */
 	unsigned long tls_reloads;   /* certificate pairs (re)loaded after start */
 	unsigned long tls_reload_errors;
-	unsigned long open;      /* connections open now */
+	unsigned long open;	  /* connections open now */
 	unsigned long overbudget; /* connections closed at the in-flight byte cap */
 };
 void obs_http_stats(const struct obs_http_server *s, struct obs_http_stats *out);

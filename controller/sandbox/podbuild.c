@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/xmalloc.h"
+#include "sandbox/api.h"
 #include "sandbox/spec.h"
 
 /* Default resources when the spec has none: requests = limits. */
@@ -88,7 +89,7 @@ static cJSON *metadata(const struct sbx_pod_params *p, const char *owner)
 	add_str(ann, SBX_ANN_SEAL, p->seal);
 
 	cJSON *ref = new_obj();
-	add_str(ref, "apiVersion", "sandbox.dev/v1alpha1");
+	add_str(ref, "apiVersion", SBX_API);
 	add_str(ref, "kind", "Sandbox");
 	add_str(ref, "name", p->sandbox_name);
 	add_str(ref, "uid", p->sandbox_uid);
@@ -137,7 +138,7 @@ static cJSON *resources(const cJSON *spec)
 	if (cJSON_IsObject(r))
 		return must(cJSON_Duplicate(r, 1));
 	cJSON *out = new_obj();
-	static const char *const parts[] = {"requests", "limits"};
+	static const char *const parts[] = { "requests", "limits" };
 	for (size_t i = 0; i < 2; i++) {
 		cJSON *q = add_obj(out, parts[i]);
 		add_str(q, "cpu", DEFAULT_CPU);

@@ -33,7 +33,7 @@ struct wh_server {
 	int authenticates; /* a client CA: every caller is the API server */
 
 	pthread_mutex_t mu; /* guards what follows */
-	size_t charged;     /* of WH_PARSE_BUDGET */
+	size_t charged;	    /* of WH_PARSE_BUDGET */
 	struct rate_log refused_log, bad_log;
 };
 
@@ -42,7 +42,11 @@ static int may_use_owner(void *ctx, const cJSON *user_info, const char *ns, cons
 {
 	struct wh_server *s = ctx;
 	struct kube_access_attrs a = {
-		.ns = ns, .verb = "use", .group = "sandbox.dev", .resource = "workspaces", .name = owner,
+		.ns = ns,
+		.verb = "use",
+		.group = "sandbox.dev",
+		.resource = "workspaces",
+		.name = owner,
 	};
 	int allowed = 0;
 	struct kube_error err;
@@ -215,7 +219,7 @@ static void serve(struct wh_server *s, const char *which, const struct obs_http_
 	unsigned long dropped;
 	if (!v.allowed && rate_log_ok(s, &s->refused_log, &dropped)) {
 		char a[WH_LOG_FIELD_MAX + 4], b[WH_LOG_FIELD_MAX + 4], c[WH_LOG_FIELD_MAX + 4], d[WH_LOG_FIELD_MAX + 4],
-			e[WH_LOG_FIELD_MAX + 4], msg[512 + 4], n[24];
+		    e[WH_LOG_FIELD_MAX + 4], msg[512 + 4], n[24];
 		snprintf(msg, sizeof msg, "%.512s%s", v.message, strlen(v.message) > 512 ? "..." : "");
 		snprintf(n, sizeof n, "%lu", dropped);
 		log_kv(LOG_INFO, "admission refused", "webhook", which, "namespace", capped(r.ns, a), "name",

@@ -38,15 +38,15 @@ struct wh_server_opts {
 	 * AdmissionConfiguration kubeConfigFile); NULL: callers are not
 	 * authenticated (anyone who reaches the port may post reviews). */
 	const char *client_ca_file;
-	const char *const *client_names; /* NULL-terminated; NULL: any name the CA signed */
-	int threads;	       /* event loops; default 4 */
+	const char *const *client_names;  /* NULL-terminated; NULL: any name the CA signed */
+	int threads;			  /* event loops; default 4 */
 	const struct sbx_config *cfg;	  /* borrowed: owner authorization mode, key lifetime */
 	const unsigned char *const *keys; /* borrowed seal keys, newest first */
 	const size_t *keylens;
 	size_t nkeys;
-	struct kube_client *kc;	     /* borrowed: SubjectAccessReviews */
-	struct informer *sandboxes;  /* borrowed: Sandboxes indexed by scope digest */
-	struct informer *pods;       /* borrowed: sandbox pods (a miss is read live) */
+	struct kube_client *kc;	    /* borrowed: SubjectAccessReviews */
+	struct informer *sandboxes; /* borrowed: Sandboxes indexed by scope digest */
+	struct informer *pods;	    /* borrowed: sandbox pods (a miss is read live) */
 };
 
 /* Bytes of unanswered requests, all connections: several of the largest

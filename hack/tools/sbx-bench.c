@@ -72,7 +72,10 @@
 #define METRICS_MAX (1 << 20)
 #define POST_ATTEMPTS 5
 
-enum mode { MODE_CONTROLLER, MODE_BASELINE, MODE_PEER, MODE_CLAIM };
+enum mode { MODE_CONTROLLER,
+	    MODE_BASELINE,
+	    MODE_PEER,
+	    MODE_CLAIM };
 
 struct bench_opts {
 	enum mode mode;
@@ -83,11 +86,11 @@ struct bench_opts {
 	long scopes;
 	long owners;
 	long timeout_s;
-	double rate;	/* Sandboxes/s, 0 = as fast as possible */
-	int wait_ready; /* the run ends at Ready (1) or Bound (0) */
-	pid_t pid;		 /* controller to meter, or 0 */
-	const char *metrics_url; /* its /metrics, or NULL */
-	double start_at;	 /* wall-clock seconds of the first create, or 0 */
+	double rate;		     /* Sandboxes/s, 0 = as fast as possible */
+	int wait_ready;		     /* the run ends at Ready (1) or Bound (0) */
+	pid_t pid;		     /* controller to meter, or 0 */
+	const char *metrics_url;     /* its /metrics, or NULL */
+	double start_at;	     /* wall-clock seconds of the first create, or 0 */
 	const char *shutdown_time;   /* spec.lifecycle.shutdownTime, or NULL */
 	const char *shutdown_policy; /* spec.lifecycle.shutdownPolicy, or NULL */
 	const char *pool;	     /* claim: the SandboxWarmPool's name */
@@ -119,7 +122,8 @@ struct bench {
 /* The API group and version path of the mode's kind. */
 static const char *api_of(enum mode m)
 {
-	return m == MODE_PEER ? PEER_API : m == MODE_CLAIM ? CLAIM_API : SANDBOX_API;
+	return m == MODE_PEER ? PEER_API : m == MODE_CLAIM ? CLAIM_API
+							   : SANDBOX_API;
 }
 
 /* Writes the path of the mode's collection in NS into buf. */
@@ -257,7 +261,7 @@ static double requests_now(const struct bench *b, struct buf *mb)
 /* Keeps what the handlers read: name, namespace, resourceVersion and status. */
 static cJSON *trim(const cJSON *obj)
 {
-	static const char *const meta[] = {"name", "namespace", "resourceVersion", NULL};
+	static const char *const meta[] = { "name", "namespace", "resourceVersion", NULL };
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
 	const cJSON *om = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
@@ -416,8 +420,8 @@ static enum kube_err request(struct bench *b, const char *method, const char *pa
 	return e;
 }
 
-#define POD_RESOURCES                                                                                  \
-	"\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"4Gi\"},"                               \
+#define POD_RESOURCES                                                     \
+	"\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"4Gi\"}," \
 	"\"limits\":{\"cpu\":\"2\",\"memory\":\"4Gi\"}}"
 
 /* The Sandbox (or claim) i as JSON (caller frees). */
@@ -656,7 +660,7 @@ static double metric_sum_label(const char *text, const char *name, const char *k
 	return sum;
 }
 
-static const char *const METHODS[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+static const char *const METHODS[] = { "GET", "POST", "PUT", "PATCH", "DELETE" };
 #define NMETHODS 5
 
 /* Requests by method from a scrape (0 each when absent). */
@@ -689,8 +693,8 @@ static void print_latencies(const char *what, const double *lat, long n)
 
 static int run(struct bench *b)
 {
-	static const struct informer_handlers h = {on_add, on_update, NULL};
-	static const struct informer_handlers ph = {pod_add, pod_update, NULL};
+	static const struct informer_handlers h = { on_add, on_update, NULL };
+	static const struct informer_handlers ph = { pod_add, pod_update, NULL };
 	char ipath[400];
 	collection_path(&b->o, ipath, sizeof ipath);
 	struct informer *inf = informer_new(b->kc, ipath, NULL, trim, NULL, &h, b);
@@ -725,7 +729,7 @@ static int run(struct bench *b)
 	struct buf mb;
 	buf_init(&mb, METRICS_MAX);
 	int meter = b->o.pid > 0 && b->o.metrics_url;
-	double m0[NMETHODS] = {0}, m1[NMETHODS] = {0};
+	double m0[NMETHODS] = { 0 }, m1[NMETHODS] = { 0 };
 	double req0 = meter ? requests_now(b, &mb) : -1, cpu0 = meter ? proc_cpu_s(b->o.pid) : -1;
 	if (meter)
 		by_method(&mb, m0);
@@ -803,7 +807,8 @@ static int run(struct bench *b)
 		print_requests("requests_per_sandbox_settled", req0, req_settled, b->o.count);
 		for (int m = 0; m < NMETHODS; m++)
 			printf("requests_%s=%.0f\n", METHODS[m], m1[m] - m0[m]);
-		printf("requests_metric=%s\n", req0 == -2 ? "unreadable" : req0 < 0 ? "absent" : "present");
+		printf("requests_metric=%s\n", req0 == -2 ? "unreadable" : req0 < 0 ? "absent"
+										    : "present");
 		printf("cpu_s=%.2f\ncpu_run_s=%.2f\nrss_peak_kib=%ld\n", cpu1, cpu1 - cpu0, proc_hwm_kib(b->o.pid));
 		/* mb holds the last scrape, taken once the controller was quiet. */
 		double rec1 = metric_sum(mb.data ? mb.data : "", "sandbox_reconciles_total");
@@ -855,39 +860,39 @@ static const char *json_safe(const char *name, const char *s, const char *set)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"namespace", required_argument, NULL, 'n'},
-	    {"count", required_argument, NULL, 'c'},
-	    {"concurrency", required_argument, NULL, 'j'},
-	    {"scopes", required_argument, NULL, 's'},
-	    {"owners", required_argument, NULL, 'o'},
-	    {"image", required_argument, NULL, 'i'},
-	    {"timeout", required_argument, NULL, 't'},
-	    {"pid", required_argument, NULL, 'p'},
-	    {"metrics-url", required_argument, NULL, 'm'},
-	    {"rate", required_argument, NULL, 'r'},
-	    {"wait", required_argument, NULL, 'w'},
-	    {"start-at", required_argument, NULL, 'a'},
-	    {"shutdown-time", required_argument, NULL, 'T'},
-	    {"shutdown-policy", required_argument, NULL, 'P'},
-	    {"pool", required_argument, NULL, 'W'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{ "namespace", required_argument, NULL, 'n' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "concurrency", required_argument, NULL, 'j' },
+		{ "scopes", required_argument, NULL, 's' },
+		{ "owners", required_argument, NULL, 'o' },
+		{ "image", required_argument, NULL, 'i' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "metrics-url", required_argument, NULL, 'm' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "wait", required_argument, NULL, 'w' },
+		{ "start-at", required_argument, NULL, 'a' },
+		{ "shutdown-time", required_argument, NULL, 'T' },
+		{ "shutdown-policy", required_argument, NULL, 'P' },
+		{ "pool", required_argument, NULL, 'W' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
-	struct bench b = {.o = {.image = "registry.local/agent:1.0",
-				.count = 1000,
-				.concurrency = 8,
-				.owners = 50,
-				.timeout_s = 600,
-				.wait_ready = 1}};
+	struct bench b = { .o = { .image = "registry.local/agent:1.0",
+				  .count = 1000,
+				  .concurrency = 8,
+				  .owners = 50,
+				  .timeout_s = 600,
+				  .wait_ready = 1 } };
 	if (argc < 2 || (strcmp(argv[1], "controller") && strcmp(argv[1], "baseline") && strcmp(argv[1], "peer") &&
-			  strcmp(argv[1], "claim"))) {
+			 strcmp(argv[1], "claim"))) {
 		usage(stderr);
 		return 2;
 	}
 	b.o.mode = !strcmp(argv[1], "controller") ? MODE_CONTROLLER
-		   : !strcmp(argv[1], "peer")	    ? MODE_PEER
-		   : !strcmp(argv[1], "claim")	    ? MODE_CLAIM
-						    : MODE_BASELINE;
+		   : !strcmp(argv[1], "peer")	  ? MODE_PEER
+		   : !strcmp(argv[1], "claim")	  ? MODE_CLAIM
+						  : MODE_BASELINE;
 	int opt;
 	optind = 2;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -978,7 +983,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* No client-side limit: the bench must not be the bottleneck it measures. */
-	struct kube_client_opts co = {.qps = -1, .user_agent = "sbx-bench"};
+	struct kube_client_opts co = { .qps = -1, .user_agent = "sbx-bench" };
 	b.kc = kube_client_new(cfg, &co);
 	if (!b.kc) {
 		fprintf(stderr, "sbx-bench: cannot initialise the HTTP client\n");
