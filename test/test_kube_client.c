@@ -821,6 +821,37 @@ static const char *name_of(const cJSON *o)
 	return cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "name")->valuestring;
 }
 
+/* A reader of the cache while another walks an index: informer_get of "a"
+ * is timed from another thread, started from inside the walk's keep. */
+struct walk_probe {
+	struct informer *inf;
+	pthread_t t;
+	int started;
+	atomic_long get_ms;
+};
+
+static void *probe_get(void *u)
+{
+	struct walk_probe *p = u;
+	int64_t t0 = ktime_mono_ms();
+	cJSON *o = informer_get(p->inf, "ns1", "a");
+	atomic_store(&p->get_ms, (long)(ktime_mono_ms() - t0));
+	cJSON_Delete(o);
+	return NULL;
+}
+
+/* keep: on its first member starts the probe, then takes 300 ms per member
+ * (a walk that inflates, parses and checks hundreds of pods). */
+static int slow_keep(const cJSON *o, void *ctx)
+{
+	(void)o;
+	struct walk_probe *p = ctx;
+	if (!p->started && pthread_create(&p->t, NULL, probe_get, p) == 0)
+		p->started = 1;
+	ktime_sleep_ms(300);
+	return 1;
+}
+
 static int not_named_a(const cJSON *o, void *ctx)
 {
 	(void)ctx;
@@ -900,6 +931,18 @@ static void test_informer(void)
 	cJSON_Delete(not_a);
 	cJSON_Delete(none_from);
 	cJSON_Delete(zero);
+	/* A walk never holds the cache for its whole length: a reader gets
+	 * its object while keep is still busy with the walk's members. */
+	static struct walk_probe wp;
+	memset(&wp, 0, sizeof wp);
+	wp.inf = inf;
+	atomic_store(&wp.get_ms, -1);
+	cJSON *slow = informer_list_by_index_from(inf, "g2", 0, 5, slow_keep, &wp);
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(slow), 2);
+	cJSON_Delete(slow);
+	CU_ASSERT_TRUE_FATAL(wp.started);
+	pthread_join(wp.t, NULL);
+	CU_ASSERT(atomic_load(&wp.get_ms) >= 0 && atomic_load(&wp.get_ms) < 200);
 	cJSON *none = informer_list_by_index(inf, "g9");
 	CU_ASSERT_EQUAL(cJSON_GetArraySize(none), 0);
 	cJSON_Delete(none);

@@ -399,6 +399,70 @@ static void test_retry_after_min(void)
 	workqueue_free(q);
 }
 
+/* Gets a key, marks it done and returns its namespace's first letter. */
+static char next_ns(struct workqueue *q)
+{
+	char *k = workqueue_get(q, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+	char c = k[0];
+	workqueue_done(q, 0, k);
+	free(k);
+	return c;
+}
+
+/* Fair across namespaces: another namespace's first key is served next,
+ * however deep one namespace's backlog; then the two take turns. */
+static void test_fair_namespaces(void)
+{
+	struct workqueue *q = workqueue_new();
+	char key[32];
+	for (int i = 0; i < 1000; i++) {
+		snprintf(key, sizeof key, "noisy/s%d", i);
+		workqueue_add(q, 0, key);
+	}
+	workqueue_add(q, 0, "victim/a");
+	workqueue_add(q, 0, "victim/b");
+	workqueue_add(q, 0, "victim/c");
+	CU_ASSERT_EQUAL(next_ns(q), 'v');
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(next_ns(q), 'v');
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(next_ns(q), 'v');
+	for (int i = 0; i < 998; i++)
+		CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	/* A key of any kind belongs to its namespace's turn (a pool of the
+	 * victim namespace is not behind noisy Sandboxes either). */
+	for (int i = 0; i < 100; i++) {
+		snprintf(key, sizeof key, "noisy/s%d", i);
+		workqueue_add(q, 0, key);
+	}
+	workqueue_add(q, 2, "victim/pool");
+	int kind = -1;
+	char *k = workqueue_get(q, &kind);
+	CU_ASSERT_STRING_EQUAL(k, "victim/pool");
+	CU_ASSERT_EQUAL(kind, 2);
+	workqueue_done(q, 2, k);
+	free(k);
+	workqueue_free(q);
+}
+
+/* Timers too: due keys of the low lane are served fairly across namespaces. */
+static void test_fair_timers(void)
+{
+	struct workqueue *q = workqueue_new();
+	char key[32];
+	for (int i = 0; i < 200; i++) {
+		snprintf(key, sizeof key, "noisy/t%d", i);
+		workqueue_add_after_low(q, 0, key, 1);
+	}
+	workqueue_add_after_low(q, 0, "victim/t", 2);
+	usleep(20 * 1000);
+	char first = next_ns(q), second = next_ns(q);
+	CU_ASSERT(first == 'v' || second == 'v');
+	workqueue_free(q);
+}
+
 /* The spam filter's buckets: 25 at once per key, one more every 300 s, keys
  * independent, the least recently used forgotten beyond the cap. */
 /* The low lane: handed out only when no ordinary key is ready, at most the
@@ -461,6 +525,8 @@ static void test_bucket_set(void)
 void register_kube_workqueue_tests(void)
 {
 	SBX_SUITE("kube/workqueue", { "low lane: after ordinary work, capped", test_low_lane },
+		  { "fair: another namespace's first key is served next", test_fair_namespaces },
+		  { "fair: timers of the low lane too", test_fair_timers },
 		  { "dedup and re-add while processing", test_dedup },
 		  { "typed items: one key of two kinds", test_kinds },
 		  { "4 workers never share a key", test_one_worker_per_key },
