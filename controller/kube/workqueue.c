@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <uthash.h>
+#include <utlist.h>
 
 #include "base/xmalloc.h"
 #include "base/ktime.h"
@@ -18,21 +19,60 @@
 #define BUCKET_QPS 10.0
 #define BUCKET_BURST 100
 
+struct node;
+
 struct member { /* an element of the dirty and processing sets */
 	char *key;
-	int64_t since_us; /* dirty: when queued; processing: when handed out */
-	int low;	  /* dirty: in the low lane; processing: handed out from it */
+	char *flow;	   /* the item's flow within its namespace (an owner); "" by default */
+	int64_t since_us;  /* dirty: when queued; processing: when handed out */
+	int low;	   /* dirty: in the low lane; processing: handed out from it */
+	struct node *node; /* dirty: its place among the ready keys, or NULL (being processed) */
 	UT_hash_handle hh;
 };
 
-struct node { /* the FIFOs of ready keys */
+/* The ready keys. Each lane serves its namespaces in turn, and within a
+ * namespace its flows in turn, one key per turn; a flow is a FIFO. A
+ * namespace (or flow) with nothing ready leaves its ring, and one that gets
+ * a key again joins it just before the cursor: it is served next, so an idle
+ * tenant's first key never waits behind another's backlog. In FIFO order
+ * (workqueue_set_fifo) every key is in one namespace's one flow. */
+struct flow;
+struct tenant;
+struct lane;
+
+struct node {
 	char *key;
-	int low; /* the lane it was queued in (a node whose key moved lanes is stale) */
-	struct node *next;
+	struct flow *f;
+	struct node *prev, *next; /* the flow's FIFO (utlist DL) */
+};
+
+struct flow {
+	char *name;
+	struct tenant *t;
+	struct node *head;	  /* utlist DL: head->prev is the tail */
+	struct flow *prev, *next; /* the ring of the namespace's flows (utlist CDL) */
+	UT_hash_handle hh;	  /* t->flows, by name */
+};
+
+struct tenant {
+	char *ns;
+	int bucket; /* workqueue_ns_bucket(ns) */
+	struct lane *l;
+	struct flow *flows;	    /* by name */
+	struct flow *cur;	    /* the flow served next */
+	struct tenant *prev, *next; /* the ring of the lane's namespaces (utlist CDL) */
+	UT_hash_handle hh;	    /* l->tenants, by namespace */
+};
+
+struct lane {
+	struct tenant *tenants; /* by namespace */
+	struct tenant *cur;	/* the namespace served next */
+	size_t len, nflows;
 };
 
 struct delayed {
 	char *key;
+	char *flow;
 	int64_t ready_ms;
 	int low;    /* due into the low lane */
 	size_t pos; /* index in the heap */
@@ -56,9 +96,10 @@ struct ns_bucket {
 struct workqueue {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct node *head, *tail;   /* the lane of ordinary adds */
-	struct node *lhead, *ltail; /* the low lane: workqueue_add_after_low */
-	size_t len;
+	struct lane ord, low; /* ordinary adds; the low lane (workqueue_add_after_low) */
+	size_t len;	      /* ready keys, both lanes */
+	size_t bucket_depth[WORKQUEUE_NS_BUCKETS];
+	int fifo;
 	int low_active, low_max; /* low keys being processed, and the cap (0: none) */
 	struct member *dirty, *processing;
 	struct delayed *waiting; /* by key */
@@ -77,6 +118,16 @@ static int64_t mono_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+int workqueue_ns_bucket(const char *ns)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (const unsigned char *p = (const unsigned char *)ns; p && *p; p++) {
+		h ^= *p;
+		h *= 16777619u;
+	}
+	return (int)(h % WORKQUEUE_NS_BUCKETS);
+}
+
 static struct member *set_find(struct member *s, const char *key)
 {
 	struct member *m;
@@ -93,12 +144,21 @@ static int set_has(struct member *s, const char *key)
 	return m != NULL;
 }
 
-static void set_add(struct member **s, const char *key, int64_t since_us)
+static struct member *set_add(struct member **s, const char *key, const char *flow, int64_t since_us)
 {
 	struct member *m = xcalloc(1, sizeof *m);
 	m->key = xstrdup(key);
+	m->flow = xstrdup(flow ? flow : "");
 	m->since_us = since_us;
 	HASH_ADD_KEYPTR(hh, *s, m->key, strlen(m->key), m);
+	return m;
+}
+
+static void member_free(struct member *m)
+{
+	free(m->key);
+	free(m->flow);
+	free(m);
 }
 
 /* Removes key; returns 1 if it was present. */
@@ -109,8 +169,7 @@ static int set_del(struct member **s, const char *key)
 	if (!m)
 		return 0;
 	HASH_DEL(*s, m);
-	free(m->key);
-	free(m);
+	member_free(m);
 	return 1;
 }
 
@@ -120,8 +179,7 @@ static void set_clear(struct member **s)
 	HASH_ITER(hh, *s, m, t)
 	{
 		HASH_DEL(*s, m);
-		free(m->key);
-		free(m);
+		member_free(m);
 	}
 }
 
@@ -173,28 +231,167 @@ static struct delayed *heap_pop(struct workqueue *q)
 	return d;
 }
 
-/* ---- core (caller holds mu) ---- */
-
-static void push_locked(struct workqueue *q, const char *key, int low)
+static void delayed_free(struct delayed *d)
 {
-	struct node *n = xcalloc(1, sizeof *n);
-	n->key = xstrdup(key);
-	n->low = low;
-	struct node **head = low ? &q->lhead : &q->head, **tail = low ? &q->ltail : &q->tail;
-	if (*tail)
-		(*tail)->next = n;
-	else
-		*head = n;
-	*tail = n;
-	q->len++;
-	if (q->m.depth)
-		q->m.depth(q->m.ctx, q->len);
-	pthread_cond_signal(&q->cv);
+	free(d->key);
+	free(d->flow);
+	free(d);
 }
 
-/* Queues key in a lane; an ordinary add of a key waiting in the low lane
- * moves it to the ordinary one (its old node goes stale). */
-static void add_locked(struct workqueue *q, const char *key, int low)
+/* ---- the ready keys (caller holds mu) ---- */
+
+/* The namespace of a queue key (after its kind byte, before '/'; "" without
+ * one) into out; a key's kind does not matter to its turn. */
+static void ns_of(const char *qkey, char *out, size_t n)
+{
+	const char *k = qkey[0] ? qkey + 1 : qkey, *slash = strchr(k, '/');
+	size_t len = slash ? (size_t)(slash - k) : 0;
+	if (len >= n)
+		len = n - 1;
+	memcpy(out, k, len);
+	out[len] = '\0';
+}
+
+static void report_depth(struct workqueue *q, int bucket)
+{
+	if (q->m.depth)
+		q->m.depth(q->m.ctx, q->len);
+	if (q->m.ns_depth)
+		q->m.ns_depth(q->m.ctx, bucket, q->bucket_depth[bucket]);
+	if (q->m.tenants)
+		q->m.tenants(q->m.ctx, (size_t)HASH_COUNT(q->ord.tenants) + (size_t)HASH_COUNT(q->low.tenants),
+			     q->ord.nflows + q->low.nflows);
+}
+
+/* Readies key in its lane: at the end of its flow, the flow and its
+ * namespace joining their rings just before the cursors when new. */
+static struct node *push_locked(struct workqueue *q, const char *key, const char *flow, int low)
+{
+	struct lane *l = low ? &q->low : &q->ord;
+	char ns[256];
+	ns_of(key, ns, sizeof ns);
+	const char *fname = flow ? flow : "";
+	if (q->fifo)
+		ns[0] = '\0', fname = "";
+	struct tenant *t;
+	HASH_FIND_STR(l->tenants, ns, t);
+	if (!t) {
+		t = xcalloc(1, sizeof *t);
+		t->ns = xstrdup(ns);
+		t->bucket = workqueue_ns_bucket(ns);
+		t->l = l;
+		HASH_ADD_KEYPTR(hh, l->tenants, t->ns, strlen(t->ns), t);
+		CDL_PREPEND(l->cur, t); /* before the cursor, which moves to it */
+	}
+	struct flow *f;
+	HASH_FIND_STR(t->flows, fname, f);
+	if (!f) {
+		f = xcalloc(1, sizeof *f);
+		f->name = xstrdup(fname);
+		f->t = t;
+		HASH_ADD_KEYPTR(hh, t->flows, f->name, strlen(f->name), f);
+		CDL_PREPEND(t->cur, f);
+		l->nflows++;
+	}
+	struct node *n = xcalloc(1, sizeof *n);
+	n->key = xstrdup(key);
+	n->f = f;
+	DL_APPEND(f->head, n);
+	l->len++;
+	q->len++;
+	q->bucket_depth[t->bucket]++;
+	report_depth(q, t->bucket);
+	pthread_cond_signal(&q->cv);
+	return n;
+}
+
+/* Takes n out of its flow (caller frees it); an emptied flow leaves its
+ * namespace's ring and an emptied namespace its lane's. */
+static void unlink_locked(struct workqueue *q, struct node *n)
+{
+	struct flow *f = n->f;
+	struct tenant *t = f->t;
+	struct lane *l = t->l;
+	DL_DELETE(f->head, n);
+	l->len--;
+	q->len--;
+	q->bucket_depth[t->bucket]--;
+	int bucket = t->bucket;
+	if (!f->head) {
+		CDL_DELETE(t->cur, f); /* the cursor moves on when it was f */
+		HASH_DEL(t->flows, f);
+		free(f->name);
+		free(f);
+		l->nflows--;
+		if (!t->cur) {
+			CDL_DELETE(l->cur, t);
+			HASH_DEL(l->tenants, t);
+			free(t->ns);
+			free(t);
+		}
+	}
+	report_depth(q, bucket);
+}
+
+/* The next key of lane l in turn (NULL: none), taken out (caller frees the
+ * node); the cursors move on to the next flow and the next namespace. */
+static struct node *pop_lane(struct workqueue *q, struct lane *l, int *bucket)
+{
+	struct tenant *t = l->cur;
+	if (!t)
+		return NULL;
+	struct flow *f = t->cur;
+	struct node *n = f->head;
+	*bucket = t->bucket;
+	t->cur = f->next;
+	l->cur = t->next;
+	unlink_locked(q, n);
+	return n;
+}
+
+static void free_lane(struct lane *l)
+{
+	struct tenant *t, *tt;
+	HASH_ITER(hh, l->tenants, t, tt)
+	{
+		struct flow *f, *ft;
+		HASH_ITER(hh, t->flows, f, ft)
+		{
+			for (struct node *n = f->head, *nn; n; n = nn) {
+				nn = n->next;
+				free(n->key);
+				free(n);
+			}
+			HASH_DEL(t->flows, f);
+			free(f->name);
+			free(f);
+		}
+		HASH_DEL(l->tenants, t);
+		free(t->ns);
+		free(t);
+	}
+	memset(l, 0, sizeof *l);
+}
+
+/* ---- core (caller holds mu) ---- */
+
+/* The flow an item has in the queue (waiting, delayed or being processed),
+ * or "" (borrowed; valid while mu is held and nothing changes). */
+static const char *known_flow(struct workqueue *q, const char *key)
+{
+	struct member *m = set_find(q->dirty, key);
+	if (!m)
+		m = set_find(q->processing, key);
+	if (m)
+		return m->flow;
+	struct delayed *d;
+	HASH_FIND_STR(q->waiting, key, d);
+	return d ? d->flow : "";
+}
+
+/* Queues key in a lane and flow (NULL: the one it has); an ordinary add of a
+ * key waiting in the low lane moves it to the ordinary one. */
+static void add_locked(struct workqueue *q, const char *key, const char *flow, int low)
 {
 	if (q->shutting_down)
 		return;
@@ -202,20 +399,22 @@ static void add_locked(struct workqueue *q, const char *key, int low)
 	if (dm) {
 		if (dm->low && !low) {
 			dm->low = 0;
-			if (!set_has(q->processing, key)) {
-				push_locked(q, key, 0);
-				q->len--; /* the stale node in the low lane still counts once */
+			if (dm->node) {
+				unlink_locked(q, dm->node);
+				free(dm->node->key);
+				free(dm->node);
+				dm->node = push_locked(q, key, dm->flow, 0);
 			}
 		}
 		return;
 	}
-	set_add(&q->dirty, key, mono_us());
-	set_find(q->dirty, key)->low = low;
+	dm = set_add(&q->dirty, key, flow ? flow : known_flow(q, key), mono_us());
+	dm->low = low;
 	if (q->m.adds)
 		q->m.adds(q->m.ctx);
 	if (set_has(q->processing, key))
 		return; /* queued again by workqueue_done */
-	push_locked(q, key, low);
+	dm->node = push_locked(q, key, dm->flow, low);
 }
 
 /* Moves every delayed item that is due into the queue. */
@@ -223,24 +422,20 @@ static void promote_due(struct workqueue *q, int64_t now)
 {
 	while (q->nheap && q->heap[0]->ready_ms <= now) {
 		struct delayed *d = heap_pop(q);
-		add_locked(q, d->key, d->low);
-		free(d->key);
-		free(d);
+		add_locked(q, d->key, d->flow, d->low);
+		delayed_free(d);
 	}
 }
 
 static void drop_delayed(struct workqueue *q)
 {
-	while (q->nheap) {
-		struct delayed *d = heap_pop(q);
-		free(d->key);
-		free(d);
-	}
+	while (q->nheap)
+		delayed_free(heap_pop(q));
 }
 
 /* ---- public ---- */
 
-static void add_after(struct workqueue *q, const char *key, long delay_ms, int low);
+static void add_after(struct workqueue *q, const char *key, const char *flow, long delay_ms, int low);
 
 struct workqueue *workqueue_new(void)
 {
@@ -250,18 +445,19 @@ struct workqueue *workqueue_new(void)
 	return q;
 }
 
+void workqueue_set_fifo(struct workqueue *q, int fifo)
+{
+	pthread_mutex_lock(&q->mu);
+	q->fifo = fifo != 0;
+	pthread_mutex_unlock(&q->mu);
+}
+
 void workqueue_free(struct workqueue *q)
 {
 	if (!q)
 		return;
-	for (struct node **h = &q->head; h; h = h == &q->head ? &q->lhead : NULL) {
-		while (*h) {
-			struct node *n = *h;
-			*h = n->next;
-			free(n->key);
-			free(n);
-		}
-	}
+	free_lane(&q->ord);
+	free_lane(&q->low);
 	set_clear(&q->dirty);
 	set_clear(&q->processing);
 	drop_delayed(q);
@@ -286,13 +482,6 @@ void workqueue_free(struct workqueue *q)
 	free(q);
 }
 
-static void add_now(struct workqueue *q, const char *key)
-{
-	pthread_mutex_lock(&q->mu);
-	add_locked(q, key, 0);
-	pthread_mutex_unlock(&q->mu);
-}
-
 void workqueue_set_low_limit(struct workqueue *q, int max_concurrent)
 {
 	pthread_mutex_lock(&q->mu);
@@ -301,11 +490,11 @@ void workqueue_set_low_limit(struct workqueue *q, int max_concurrent)
 	pthread_mutex_unlock(&q->mu);
 }
 
-static void add_after(struct workqueue *q, const char *key, long delay_ms, int low)
+static void add_after(struct workqueue *q, const char *key, const char *flow, long delay_ms, int low)
 {
 	if (delay_ms <= 0) {
 		pthread_mutex_lock(&q->mu);
-		add_locked(q, key, low);
+		add_locked(q, key, flow, low);
 		pthread_mutex_unlock(&q->mu);
 		return;
 	}
@@ -326,6 +515,7 @@ static void add_after(struct workqueue *q, const char *key, long delay_ms, int l
 	} else {
 		d = xcalloc(1, sizeof *d);
 		d->key = xstrdup(key);
+		d->flow = xstrdup(flow ? flow : known_flow(q, key));
 		d->ready_ms = ready;
 		d->low = low;
 		if (q->nheap == q->capheap) {
@@ -382,7 +572,7 @@ static void add_rate_limited(struct workqueue *q, const char *key, long min_ms)
 	if (q->m.retries)
 		q->m.retries(q->m.ctx);
 	pthread_mutex_unlock(&q->mu);
-	add_after(q, key, d > min_ms ? d : min_ms, 0);
+	add_after(q, key, NULL, d > min_ms ? d : min_ms, 0);
 }
 
 void workqueue_set_metrics(struct workqueue *q, const struct workqueue_metrics *m)
@@ -415,40 +605,30 @@ static int num_requeues(struct workqueue *q, const char *key)
 	return n;
 }
 
-/* Pops the next node a getter may take (caller holds mu): the ordinary
- * lane first, the low lane while under its cap; stale nodes are dropped. */
-static struct node *pop_locked(struct workqueue *q)
+/* Takes the next key a getter may have (caller holds mu; NULL: none): the
+ * ordinary lane first, the low lane while under its cap. *low tells which,
+ * *bucket its namespace's bucket. */
+static struct node *pop_locked(struct workqueue *q, int *low, int *bucket)
 {
-	for (;;) {
-		int low = !q->head;
-		if (low && (!q->lhead || (q->low_max && q->low_active >= q->low_max)))
-			return NULL;
-		struct node **head = low ? &q->lhead : &q->head, **tail = low ? &q->ltail : &q->tail;
-		struct node *n = *head;
-		*head = n->next;
-		if (!*head)
-			*tail = NULL;
-		struct member *dm = set_find(q->dirty, n->key);
-		if (low && (!dm || !dm->low || set_has(q->processing, n->key))) {
-			free(n->key); /* moved to the ordinary lane (counted there) */
-			free(n);
-			continue;
-		}
-		q->len--;
+	*low = 0;
+	struct node *n = pop_lane(q, &q->ord, bucket);
+	if (n || (q->low_max && q->low_active >= q->low_max))
 		return n;
-	}
+	*low = 1;
+	return pop_lane(q, &q->low, bucket);
 }
 
 static char *get(struct workqueue *q)
 {
 	pthread_mutex_lock(&q->mu);
 	struct node *n;
+	int low, bucket;
 	for (;;) {
 		if (!q->shutting_down)
 			promote_due(q, ktime_mono_ms());
-		if ((n = pop_locked(q)))
+		if ((n = pop_locked(q, &low, &bucket)))
 			break;
-		if (q->shutting_down && !q->lhead) {
+		if (q->shutting_down && !q->low.len) {
 			pthread_mutex_unlock(&q->mu);
 			return NULL;
 		}
@@ -457,15 +637,18 @@ static char *get(struct workqueue *q)
 	}
 	int64_t now = mono_us();
 	struct member *dm = set_find(q->dirty, n->key);
-	if (q->m.queued && dm)
-		q->m.queued(q->m.ctx, (double)(now - dm->since_us) / 1e6);
-	if (q->m.depth)
-		q->m.depth(q->m.ctx, q->len);
-	set_add(&q->processing, n->key, now);
-	set_find(q->processing, n->key)->low = n->low;
-	q->low_active += n->low;
+	if (dm) {
+		double waited = (double)(now - dm->since_us) / 1e6;
+		if (q->m.queued)
+			q->m.queued(q->m.ctx, waited);
+		if (q->m.ns_queued)
+			q->m.ns_queued(q->m.ctx, bucket, waited);
+	}
+	struct member *pm = set_add(&q->processing, n->key, dm ? dm->flow : "", now);
+	pm->low = low;
+	q->low_active += low;
 	set_del(&q->dirty, n->key);
-	if (q->head || q->lhead)
+	if (q->len)
 		pthread_cond_signal(&q->cv); /* promote_due may have queued several */
 	pthread_mutex_unlock(&q->mu);
 	char *key = n->key;
@@ -485,8 +668,8 @@ static void done(struct workqueue *q, const char *key)
 	}
 	set_del(&q->processing, key);
 	struct member *dm = set_find(q->dirty, key);
-	if (dm)
-		push_locked(q, key, dm->low);
+	if (dm && !dm->node)
+		dm->node = push_locked(q, key, dm->flow, dm->low);
 	pthread_mutex_unlock(&q->mu);
 }
 
@@ -525,22 +708,30 @@ static char *item_key(int kind, const char *key)
 
 void workqueue_add(struct workqueue *q, int kind, const char *key)
 {
+	workqueue_add_flow_after(q, kind, key, NULL, 0);
+}
+
+void workqueue_add_flow(struct workqueue *q, int kind, const char *key, const char *flow)
+{
+	workqueue_add_flow_after(q, kind, key, flow ? flow : "", 0);
+}
+
+void workqueue_add_flow_after(struct workqueue *q, int kind, const char *key, const char *flow, long delay_ms)
+{
 	char *k = item_key(kind, key);
-	add_now(q, k);
+	add_after(q, k, flow, delay_ms, 0);
 	free(k);
 }
 
 void workqueue_add_after(struct workqueue *q, int kind, const char *key, long delay_ms)
 {
-	char *k = item_key(kind, key);
-	add_after(q, k, delay_ms, 0);
-	free(k);
+	workqueue_add_flow_after(q, kind, key, NULL, delay_ms);
 }
 
 void workqueue_add_after_low(struct workqueue *q, int kind, const char *key, long delay_ms)
 {
 	char *k = item_key(kind, key);
-	add_after(q, k, delay_ms, 1);
+	add_after(q, k, NULL, delay_ms, 1);
 	free(k);
 }
 
