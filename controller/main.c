@@ -64,6 +64,7 @@ struct options {
 	long warm_settle_s;
 	double warm_refill_qps;
 	const char *queue_order; /* "fair" or "fifo" */
+	int per_ns, per_owner;	 /* the queue's caps; -1: the default for the workers */
 };
 
 static void usage(FILE *f)
@@ -80,6 +81,10 @@ static void usage(FILE *f)
 		"  --workers N                        concurrent reconciles (default 64)\n"
 		"  --work-queue-order fair|fifo       fair (default): namespaces in turn, and within one its owners in\n"
 		"                                     turn; fifo: first come, first served (a baseline for benchmarks)\n"
+		"  --max-reconciles-per-namespace N   fair order: reconciles of one namespace at once (default workers/8;\n"
+		"                                     0: no cap)\n"
+		"  --max-reconciles-per-owner N       fair order: reconciles of one owner of a namespace at once\n"
+		"                                     (default workers/16; 0: no cap)\n"
 		"  --kube-api-qps Q --kube-api-burst B client-side rate limit (default off: 0 or less = off,\n"
 		"                                     the server's API Priority and Fairness decides; burst 100)\n"
 		"  --metrics-bind-address ADDR        /metrics listener (default :8080; 0 disables)\n"
@@ -163,6 +168,8 @@ static const struct flag flags[] = {
 	{ .name = "log-level", .kind = F_STR, .off = OPT(log_level) },
 	{ .name = "key-lifetime", .kind = F_LONG, .off = OPT(key_lifetime_s), .min = 1, .refused = "--key-lifetime must be a positive number of seconds" },
 	{ .name = "work-queue-order", .kind = F_CHOICE, .off = OPT(queue_order), .choices = "fair|fifo", .refused = "--work-queue-order must be fair or fifo" },
+	{ .name = "max-reconciles-per-namespace", .kind = F_INT, .off = OPT(per_ns), .min = 0, .max = 256, .refused = "--max-reconciles-per-namespace must be between 0 (no cap) and 256" },
+	{ .name = "max-reconciles-per-owner", .kind = F_INT, .off = OPT(per_owner), .min = 0, .max = 256, .refused = "--max-reconciles-per-owner must be between 0 (no cap) and 256" },
 	{ .name = "workers", .kind = F_INT, .off = OPT(workers), .min = 1, .max = 256, .refused = "--workers must be between 1 and 256" },
 	{ .name = "kube-api-qps", .kind = F_NUMBER, .off = OPT(qps), .refused = "--kube-api-qps must be a number (0 or less: no client-side limit)" },
 	{ .name = "kube-api-burst", .kind = F_INT, .off = OPT(burst), .min = 1, .max = 2147483647, .refused = "--kube-api-burst must be positive" },
@@ -264,7 +271,7 @@ static int set_flag(const struct flag *f, const char *arg, struct options *o)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64, .key_lifetime_s = -1, .qps = 0, .burst = 100, .warm_settle_s = 90, .warm_refill_qps = 10, .queue_order = "fair", .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key", .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400, .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller", .webhook_addr = "0" };
+	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64, .key_lifetime_s = -1, .qps = 0, .burst = 100, .warm_settle_s = 90, .warm_refill_qps = 10, .queue_order = "fair", .per_ns = -1, .per_owner = -1, .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key", .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400, .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller", .webhook_addr = "0" };
 	struct option longopts[NFLAGS + 1];
 	for (size_t i = 0; i < NFLAGS; i++) {
 		int has_arg = flags[i].kind == F_SET || flags[i].kind == F_HELP || flags[i].kind == F_VERSION
@@ -586,6 +593,7 @@ static int start_serving(struct app *a)
 	sbx_controller_set_webhook_config(&a->ctl, o->config_name);
 	sbx_controller_set_warm(&a->ctl, o->warm_settle_s, o->warm_refill_qps);
 	sbx_controller_set_fifo(&a->ctl, !strcmp(o->queue_order, "fifo"));
+	sbx_controller_set_caps(&a->ctl, o->per_ns, o->per_owner);
 	scrape.leader_elect = o->leader_elect;
 	a->scrape_src = (struct obs_scrape){ refresh_scrape, NULL };
 	a->readiness = (struct obs_readiness){ caches_synced, &a->ctl };

@@ -420,6 +420,7 @@ static void test_fair_namespaces(void)
 		snprintf(key, sizeof key, "noisy/s%d", i);
 		workqueue_add(q, 0, key);
 	}
+	CU_ASSERT_EQUAL(next_ns(q), 'n'); /* the backlog is being worked */
 	workqueue_add(q, 0, "victim/a");
 	workqueue_add(q, 0, "victim/b");
 	workqueue_add(q, 0, "victim/c");
@@ -428,7 +429,7 @@ static void test_fair_namespaces(void)
 	CU_ASSERT_EQUAL(next_ns(q), 'v');
 	CU_ASSERT_EQUAL(next_ns(q), 'n');
 	CU_ASSERT_EQUAL(next_ns(q), 'v');
-	for (int i = 0; i < 998; i++)
+	for (int i = 0; i < 997; i++)
 		CU_ASSERT_EQUAL(next_ns(q), 'n');
 	CU_ASSERT_EQUAL(workqueue_len(q), 0);
 	/* A key of any kind belongs to its namespace's turn (a pool of the
@@ -437,6 +438,7 @@ static void test_fair_namespaces(void)
 		snprintf(key, sizeof key, "noisy/s%d", i);
 		workqueue_add(q, 0, key);
 	}
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
 	workqueue_add(q, 2, "victim/pool");
 	int kind = -1;
 	char *k = workqueue_get(q, &kind);
@@ -444,6 +446,18 @@ static void test_fair_namespaces(void)
 	CU_ASSERT_EQUAL(kind, 2);
 	workqueue_done(q, 2, k);
 	free(k);
+	/* Namespaces that arrive together are served in their order, once
+	 * each, then in turn. */
+	workqueue_add(q, 0, "a/1");
+	workqueue_add(q, 0, "a/2");
+	workqueue_add(q, 0, "b/1");
+	workqueue_add(q, 0, "c/1");
+	CU_ASSERT_EQUAL(next_ns(q), 'a');
+	CU_ASSERT_EQUAL(next_ns(q), 'b');
+	CU_ASSERT_EQUAL(next_ns(q), 'c');
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(next_ns(q), 'a');
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
 	workqueue_free(q);
 }
 
@@ -457,6 +471,7 @@ static void test_fair_owners(void)
 		snprintf(key, sizeof key, "team/n%d", i);
 		workqueue_add_flow(q, 0, key, "noisy");
 	}
+	expect_get(q, "team/n0");
 	workqueue_add_flow(q, 0, "team/v1", "victim");
 	workqueue_add_flow(q, 0, "team/v2", "victim");
 	char *k = workqueue_get(q, NULL);
@@ -464,12 +479,64 @@ static void test_fair_owners(void)
 	workqueue_add_after(q, 0, k, 1); /* re-queued by its worker: still the victim's */
 	workqueue_done(q, 0, k);
 	free(k);
-	expect_get(q, "team/n0");
-	expect_get(q, "team/v2");
 	expect_get(q, "team/n1");
-	usleep(20 * 1000);
-	expect_get(q, "team/v1"); /* its flow had left the ring: served next again */
+	expect_get(q, "team/v2");
 	expect_get(q, "team/n2");
+	usleep(20 * 1000);
+	expect_get(q, "team/v1"); /* its flow had left: served next again */
+	expect_get(q, "team/n3");
+	workqueue_free(q);
+}
+
+/* With caps, a namespace (and a flow of it) has at most that many keys out
+ * at once: the rest wait, and other namespaces' keys pass them. */
+static void test_fair_caps(void)
+{
+	struct workqueue *q = workqueue_new();
+	workqueue_set_caps(q, 2, 1);
+	workqueue_add_flow(q, 0, "a/x1", "x");
+	workqueue_add_flow(q, 0, "a/x2", "x");
+	workqueue_add_flow(q, 0, "a/y1", "y");
+	workqueue_add_flow(q, 0, "a/z1", "z");
+	workqueue_add_flow(q, 0, "b/1", "");
+	char *k1 = workqueue_get(q, NULL), *k2 = workqueue_get(q, NULL), *k3 = workqueue_get(q, NULL);
+	/* a's first key, b's, then a's next owner: x2 waits for x1 (owner
+	 * cap), and a's third owner for one of a's two (namespace cap) */
+	CU_ASSERT_STRING_EQUAL(k1, "a/x1");
+	CU_ASSERT_STRING_EQUAL(k2, "b/1");
+	CU_ASSERT_STRING_EQUAL(k3, "a/y1");
+	CU_ASSERT_EQUAL(workqueue_len(q), 2);
+	workqueue_add(q, 0, "c/1");
+	char *k4 = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(k4, "c/1");
+	workqueue_done(q, 0, k1); /* x1 done: a has room, x too */
+	char *k5 = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(k5, "a/z1");
+	workqueue_done(q, 0, k3);
+	char *k6 = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(k6, "a/x2");
+	char *all[] = { k1, k2, k3, k4, k5, k6 };
+	for (size_t i = 0; i < 6; i++) {
+		if (i != 0 && i != 2)
+			workqueue_done(q, 0, all[i]);
+		free(all[i]);
+	}
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	/* A getter blocked by the caps wakes when a key is done. */
+	workqueue_add_flow(q, 0, "a/x3", "x");
+	workqueue_add_flow(q, 0, "a/x4", "x");
+	char *x3 = workqueue_get(q, NULL);
+	static struct getter g;
+	g.q = q;
+	atomic_store(&g.returned_null, 0);
+	pthread_t t;
+	pthread_create(&t, NULL, blocked_getter, &g);
+	ktime_sleep_ms(30);
+	CU_ASSERT_EQUAL(workqueue_len(q), 1); /* still waiting */
+	workqueue_done(q, 0, x3);
+	free(x3);
+	pthread_join(t, NULL);
+	CU_ASSERT_EQUAL(atomic_load(&g.returned_null), 0);
 	workqueue_free(q);
 }
 
@@ -627,6 +694,7 @@ void register_kube_workqueue_tests(void)
 		  { "fair: timers of the low lane too", test_fair_timers },
 		  { "fair: owners within a namespace; re-adds keep their flow", test_fair_owners },
 		  { "fifo order: the baseline", test_fifo },
+		  { "fair: caps per namespace and per flow", test_fair_caps },
 		  { "metrics per namespace bucket", test_ns_metrics },
 		  { "dedup and re-add while processing", test_dedup },
 		  { "typed items: one key of two kinds", test_kinds },

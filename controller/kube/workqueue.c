@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,9 +33,11 @@ struct member { /* an element of the dirty and processing sets */
 
 /* The ready keys. Each lane serves its namespaces in turn, and within a
  * namespace its flows in turn, one key per turn; a flow is a FIFO. A
- * namespace (or flow) with nothing ready leaves its ring, and one that gets
- * a key again joins it just before the cursor: it is served next, so an idle
- * tenant's first key never waits behind another's backlog. In FIFO order
+ * namespace (or flow) with nothing ready leaves; one that gets a key again
+ * is fresh: fresh ones are served before the ring, first come first served,
+ * each once, then join the ring's end (FQ-CoDel's new and old flows). So an
+ * idle tenant's first key waits behind no other tenant's backlog, and a
+ * backlogged one is served once per round. In FIFO order
  * (workqueue_set_fifo) every key is in one namespace's one flow. */
 struct flow;
 struct tenant;
@@ -50,7 +53,8 @@ struct flow {
 	char *name;
 	struct tenant *t;
 	struct node *head;	  /* utlist DL: head->prev is the tail */
-	struct flow *prev, *next; /* the ring of the namespace's flows (utlist CDL) */
+	int in_fresh;		  /* in t->fresh, else in the ring t->cur */
+	struct flow *prev, *next; /* t->fresh (utlist DL) or the ring (utlist CDL) */
 	UT_hash_handle hh;	  /* t->flows, by name */
 };
 
@@ -59,14 +63,17 @@ struct tenant {
 	int bucket; /* workqueue_ns_bucket(ns) */
 	struct lane *l;
 	struct flow *flows;	    /* by name */
-	struct flow *cur;	    /* the flow served next */
-	struct tenant *prev, *next; /* the ring of the lane's namespaces (utlist CDL) */
+	struct flow *fresh;	    /* fresh flows, oldest first */
+	struct flow *cur;	    /* the ring, at the flow served next */
+	int in_fresh;		    /* in l->fresh, else in the ring l->cur */
+	struct tenant *prev, *next; /* l->fresh (utlist DL) or the ring (utlist CDL) */
 	UT_hash_handle hh;	    /* l->tenants, by namespace */
 };
 
 struct lane {
 	struct tenant *tenants; /* by namespace */
-	struct tenant *cur;	/* the namespace served next */
+	struct tenant *fresh;	/* fresh namespaces, oldest first */
+	struct tenant *cur;	/* the ring, at the namespace served next */
 	size_t len, nflows;
 };
 
@@ -93,6 +100,13 @@ struct ns_bucket {
 	UT_hash_handle hh;
 };
 
+/* Keys being processed, per namespace or per namespace and flow. */
+struct active {
+	char *id; /* the namespace, or "<namespace>\x1f<flow>" */
+	int n;
+	UT_hash_handle hh;
+};
+
 struct workqueue {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -101,6 +115,10 @@ struct workqueue {
 	size_t bucket_depth[WORKQUEUE_NS_BUCKETS];
 	int fifo;
 	int low_active, low_max; /* low keys being processed, and the cap (0: none) */
+	/* Keys one namespace, and one flow of it, may have processed at once
+	 * (0: no cap; fair order only), and how many they have. */
+	int cap_ns, cap_flow;
+	struct active *active_ns, *active_flow;
 	struct member *dirty, *processing;
 	struct delayed *waiting; /* by key */
 	struct delayed **heap;	 /* min-heap on ready_ms */
@@ -252,6 +270,62 @@ static void ns_of(const char *qkey, char *out, size_t n)
 	out[len] = '\0';
 }
 
+/* The id of flow f of namespace ns for the active counts, into out. */
+static void flow_id(const char *ns, const char *f, char *out, size_t n)
+{
+	snprintf(out, n, "%s\x1f%s", ns, f);
+}
+
+static int active_of(struct active *set, const char *id)
+{
+	struct active *a;
+	HASH_FIND_STR(set, id, a);
+	return a ? a->n : 0;
+}
+
+/* Moves the active count of id by d (an entry at 0 is dropped). */
+static void active_add(struct active **set, const char *id, int d)
+{
+	struct active *a;
+	HASH_FIND_STR(*set, id, a);
+	if (!a) {
+		if (d <= 0)
+			return;
+		a = xcalloc(1, sizeof *a);
+		a->id = xstrdup(id);
+		HASH_ADD_KEYPTR(hh, *set, a->id, strlen(a->id), a);
+	}
+	a->n += d;
+	if (a->n <= 0) {
+		HASH_DEL(*set, a);
+		free(a->id);
+		free(a);
+	}
+}
+
+static void active_clear(struct active **set)
+{
+	struct active *a, *t;
+	HASH_ITER(hh, *set, a, t)
+	{
+		HASH_DEL(*set, a);
+		free(a->id);
+		free(a);
+	}
+}
+
+/* 1 when a key of flow f of namespace t may be handed out under the caps. */
+static int under_caps(struct workqueue *q, const struct tenant *t, const struct flow *f)
+{
+	if (q->fifo)
+		return 1;
+	if (q->cap_ns && active_of(q->active_ns, t->ns) >= q->cap_ns)
+		return 0;
+	char id[512];
+	flow_id(t->ns, f->name, id, sizeof id);
+	return !q->cap_flow || active_of(q->active_flow, id) < q->cap_flow;
+}
+
 static void report_depth(struct workqueue *q, int bucket)
 {
 	if (q->m.depth)
@@ -281,7 +355,8 @@ static struct node *push_locked(struct workqueue *q, const char *key, const char
 		t->bucket = workqueue_ns_bucket(ns);
 		t->l = l;
 		HASH_ADD_KEYPTR(hh, l->tenants, t->ns, strlen(t->ns), t);
-		CDL_PREPEND(l->cur, t); /* before the cursor, which moves to it */
+		t->in_fresh = 1;
+		DL_APPEND(l->fresh, t);
 	}
 	struct flow *f;
 	HASH_FIND_STR(t->flows, fname, f);
@@ -290,7 +365,8 @@ static struct node *push_locked(struct workqueue *q, const char *key, const char
 		f->name = xstrdup(fname);
 		f->t = t;
 		HASH_ADD_KEYPTR(hh, t->flows, f->name, strlen(f->name), f);
-		CDL_PREPEND(t->cur, f);
+		f->in_fresh = 1;
+		DL_APPEND(t->fresh, f);
 		l->nflows++;
 	}
 	struct node *n = xcalloc(1, sizeof *n);
@@ -306,7 +382,7 @@ static struct node *push_locked(struct workqueue *q, const char *key, const char
 }
 
 /* Takes n out of its flow (caller frees it); an emptied flow leaves its
- * namespace's ring and an emptied namespace its lane's. */
+ * namespace and an emptied namespace its lane. */
 static void unlink_locked(struct workqueue *q, struct node *n)
 {
 	struct flow *f = n->f;
@@ -318,13 +394,19 @@ static void unlink_locked(struct workqueue *q, struct node *n)
 	q->bucket_depth[t->bucket]--;
 	int bucket = t->bucket;
 	if (!f->head) {
-		CDL_DELETE(t->cur, f); /* the cursor moves on when it was f */
+		if (f->in_fresh)
+			DL_DELETE(t->fresh, f);
+		else
+			CDL_DELETE(t->cur, f); /* the cursor moves on when it was f */
 		HASH_DEL(t->flows, f);
 		free(f->name);
 		free(f);
 		l->nflows--;
-		if (!t->cur) {
-			CDL_DELETE(l->cur, t);
+		if (!t->cur && !t->fresh) {
+			if (t->in_fresh)
+				DL_DELETE(l->fresh, t);
+			else
+				CDL_DELETE(l->cur, t);
 			HASH_DEL(l->tenants, t);
 			free(t->ns);
 			free(t);
@@ -333,20 +415,69 @@ static void unlink_locked(struct workqueue *q, struct node *n)
 	report_depth(q, bucket);
 }
 
-/* The next key of lane l in turn (NULL: none), taken out (caller frees the
- * node); the cursors move on to the next flow and the next namespace. */
-static struct node *pop_lane(struct workqueue *q, struct lane *l, int *bucket)
+/* The flow of t whose key goes next under the caps (NULL: none): fresh
+ * flows first, then the ring from its cursor. */
+static struct flow *eligible_flow(struct workqueue *q, struct tenant *t)
 {
-	struct tenant *t = l->cur;
-	if (!t)
-		return NULL;
-	struct flow *f = t->cur;
+	struct flow *f;
+	DL_FOREACH(t->fresh, f)
+	{
+		if (under_caps(q, t, f))
+			return f;
+	}
+	if ((f = t->cur)) {
+		do {
+			if (under_caps(q, t, f))
+				return f;
+		} while ((f = f->next) != t->cur);
+	}
+	return NULL;
+}
+
+/* Takes the first key of flow f of namespace t out (caller frees the node):
+ * a fresh flow or namespace joins its ring's end, a ring's cursor moves past
+ * the one served. */
+static struct node *serve(struct workqueue *q, struct lane *l, struct tenant *t, struct flow *f, int *bucket)
+{
 	struct node *n = f->head;
 	*bucket = t->bucket;
-	t->cur = f->next;
-	l->cur = t->next;
+	if (f->in_fresh) {
+		DL_DELETE(t->fresh, f);
+		f->in_fresh = 0;
+		CDL_APPEND(t->cur, f);
+	} else {
+		t->cur = f->next;
+	}
+	if (t->in_fresh) {
+		DL_DELETE(l->fresh, t);
+		t->in_fresh = 0;
+		CDL_APPEND(l->cur, t);
+	} else {
+		l->cur = t->next;
+	}
 	unlink_locked(q, n);
 	return n;
+}
+
+/* The next key of lane l in turn (NULL: none), taken out (caller frees the
+ * node). Namespaces and flows at their cap are passed over: they keep their
+ * place, and their turn comes again when one of their keys is done. */
+static struct node *pop_lane(struct workqueue *q, struct lane *l, int *bucket)
+{
+	struct tenant *t;
+	struct flow *f;
+	DL_FOREACH(l->fresh, t)
+	{
+		if ((f = eligible_flow(q, t)))
+			return serve(q, l, t, f, bucket);
+	}
+	if ((t = l->cur)) {
+		do {
+			if ((f = eligible_flow(q, t)))
+				return serve(q, l, t, f, bucket);
+		} while ((t = t->next) != l->cur);
+	}
+	return NULL;
 }
 
 static void free_lane(struct lane *l)
@@ -445,6 +576,15 @@ struct workqueue *workqueue_new(void)
 	return q;
 }
 
+void workqueue_set_caps(struct workqueue *q, int per_namespace, int per_flow)
+{
+	pthread_mutex_lock(&q->mu);
+	q->cap_ns = per_namespace > 0 ? per_namespace : 0;
+	q->cap_flow = per_flow > 0 ? per_flow : 0;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+}
+
 void workqueue_set_fifo(struct workqueue *q, int fifo)
 {
 	pthread_mutex_lock(&q->mu);
@@ -460,6 +600,8 @@ void workqueue_free(struct workqueue *q)
 	free_lane(&q->low);
 	set_clear(&q->dirty);
 	set_clear(&q->processing);
+	active_clear(&q->active_ns);
+	active_clear(&q->active_flow);
 	drop_delayed(q);
 	free(q->heap);
 	struct failure *f, *t;
@@ -618,6 +760,17 @@ static struct node *pop_locked(struct workqueue *q, int *low, int *bucket)
 	return pop_lane(q, &q->low, bucket);
 }
 
+/* Counts the processed key m in (d 1) or out (d -1) of its namespace's and
+ * flow's active keys. */
+static void count_active(struct workqueue *q, const struct member *m, int d)
+{
+	char ns[256], id[512];
+	ns_of(m->key, ns, sizeof ns);
+	flow_id(ns, m->flow, id, sizeof id);
+	active_add(&q->active_ns, ns, d);
+	active_add(&q->active_flow, id, d);
+}
+
 static char *get(struct workqueue *q)
 {
 	pthread_mutex_lock(&q->mu);
@@ -628,7 +781,7 @@ static char *get(struct workqueue *q)
 			promote_due(q, ktime_mono_ms());
 		if ((n = pop_locked(q, &low, &bucket)))
 			break;
-		if (q->shutting_down && !q->low.len) {
+		if (q->shutting_down && !q->len) {
 			pthread_mutex_unlock(&q->mu);
 			return NULL;
 		}
@@ -646,6 +799,7 @@ static char *get(struct workqueue *q)
 	}
 	struct member *pm = set_add(&q->processing, n->key, dm ? dm->flow : "", now);
 	pm->low = low;
+	count_active(q, pm, 1);
 	q->low_active += low;
 	set_del(&q->dirty, n->key);
 	if (q->len)
@@ -665,6 +819,11 @@ static void done(struct workqueue *q, const char *key)
 	if (pm && pm->low) {
 		q->low_active--;
 		pthread_cond_signal(&q->cv); /* a low key may go now */
+	}
+	if (pm) {
+		count_active(q, pm, -1);
+		if (q->cap_ns || q->cap_flow)
+			pthread_cond_signal(&q->cv); /* its namespace may be under its cap again */
 	}
 	set_del(&q->processing, key);
 	struct member *dm = set_find(q->dirty, key);

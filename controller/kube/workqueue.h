@@ -57,6 +57,13 @@ void workqueue_set_metrics(struct workqueue *q, const struct workqueue_metrics *
 /* 1: one FIFO for every key (the order before fairness, for baselines); 0:
  * fair (the default). Call before the queue is used. */
 void workqueue_set_fifo(struct workqueue *q, int fifo);
+/* In fair order, the most keys of one namespace, and of one flow of it,
+ * handed out and not done at once (0: no cap, the default): a tenant's burst
+ * then holds that many workers, and the API calls they make, whatever its
+ * backlog; its other keys wait their turn here, where the order is fair,
+ * rather than in the API server's queues. Passed over while at its cap, a
+ * namespace keeps its place. */
+void workqueue_set_caps(struct workqueue *q, int per_namespace, int per_flow);
 /* Frees the queue; no thread may be inside a call on it. */
 void workqueue_free(struct workqueue *q);
 /* Queues key (copied) unless it is already waiting; after shutdown, ignored.
