@@ -59,7 +59,16 @@ static void h_big(void *ctx, const struct obs_http_req *req, struct obs_http_res
 		buf_append(&resp->body, chunk, sizeof chunk);
 }
 
+/* A handler that takes 1.5 s, as a webhook's does when its
+ * SubjectAccessReview waits on a busy API server. */
+static void h_slow(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+{
+	usleep(1500 * 1000);
+	buf_appends(&resp->body, "slow");
+}
+
 static const struct obs_http_route routes[] = {
+	{ "/slow", h_slow, NULL },
 	{ "/hello", h_hello, NULL },
 	{ "/echo", h_echo, NULL },
 	{ "/big", h_big, NULL },
@@ -683,6 +692,43 @@ static void test_connection_cap_spares_request_arriving(void)
 	shed_spares_young(1);
 }
 
+/* At the cap, a request the client has written is never cut because the
+ * server was too busy to read it: the server's own slowness (a handler
+ * waiting on its API call) is not the client's. Connection b is accepted
+ * and waits; a's request takes 1.5 s; meanwhile c queues behind the cap and
+ * b writes its request. Afterwards b (waiting 1.5 s "in its state") must
+ * get its answer, and c its turn once a connection is done. */
+static void test_connection_cap_busy_server_cuts_nothing(void)
+{
+	struct obs_http_server *s = start((struct obs_http_opts){
+	    .threads = 1, .max_connections = 2, .request_timeout_s = 30, .idle_timeout_s = 2, .shed_min_age_ms = 1000 });
+	int port = obs_http_port(s);
+	char out[4096];
+	int b = dial(port, 0);
+	CU_ASSERT_FATAL(b >= 0);
+	usleep(50 * 1000);
+	int a = dial(port, 0);
+	CU_ASSERT_FATAL(a >= 0);
+	send_str(a, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+	usleep(300 * 1000);    /* the handler has the loop */
+	int c = dial(port, 0); /* queued behind the cap */
+	CU_ASSERT_FATAL(c >= 0);
+	send_str(c, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	usleep(100 * 1000);
+	send_str(b, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+	CU_ASSERT(read_reply(a, out, sizeof out, 5000) > 0);
+	CU_ASSERT_EQUAL(status_of(out), 200);
+	ssize_t nb = read_reply(b, out, sizeof out, 5000);
+	CU_ASSERT(nb > 0);
+	CU_ASSERT_EQUAL(nb > 0 ? status_of(out) : -1, 200);
+	CU_ASSERT(read_reply(c, out, sizeof out, 10000) > 0); /* an idle one goes for it */
+	CU_ASSERT_EQUAL(status_of(out), 200);
+	close(a);
+	close(b);
+	close(c);
+	obs_http_free(s);
+}
+
 /* One header byte every 300 ms keeps evhttp's per-read timeout happy; the
  * whole-request deadline cuts it anyway. */
 static void test_request_deadline(void)
@@ -855,6 +901,7 @@ void register_obs_httpserver_tests(void)
 		  { "connection cap: slow senders make room", test_connection_cap_sheds_slow },
 		  { "connection cap: a just-idle connection is spared", test_connection_cap_spares_just_idle },
 		  { "connection cap: a request arriving is spared", test_connection_cap_spares_request_arriving },
+		  { "connection cap: a busy server cuts no written request", test_connection_cap_busy_server_cuts_nothing },
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },
 		  { "free with connections open", test_free_with_open_connections },
 		  { "out of descriptors", test_emfile },
