@@ -547,6 +547,76 @@ static void test_client_certificates(void)
 	CU_ASSERT_EQUAL(system(cmd), 0);
 }
 
+/* A kept-alive TLS connection as dir/<name>.crt that has made one request of
+ * /whoami and read its answer: the socket, *ssl and *ctx (caller frees), or
+ * -1. */
+static int tls_keepalive_as(int port, const char *dir, const char *name, SSL **ssl, SSL_CTX **ctx)
+{
+	char cert[600], key[600], out[4096];
+	*ctx = SSL_CTX_new(TLS_client_method());
+	snprintf(cert, sizeof cert, "%s/%s.crt", dir, name);
+	snprintf(key, sizeof key, "%s/%s.key", dir, name);
+	CU_ASSERT(SSL_CTX_use_certificate_file(*ctx, cert, SSL_FILETYPE_PEM) == 1);
+	CU_ASSERT(SSL_CTX_use_PrivateKey_file(*ctx, key, SSL_FILETYPE_PEM) == 1);
+	*ssl = SSL_new(*ctx);
+	int fd = dial(port, 0);
+	struct timeval tv = { 3, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	SSL_set_fd(*ssl, fd);
+	const char *req = "GET /whoami HTTP/1.1\r\nHost: x\r\n\r\n";
+	if (SSL_connect(*ssl) != 1 || SSL_write(*ssl, req, (int)strlen(req)) <= 0 || SSL_read(*ssl, out, sizeof out) <= 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* With a client CA, at the cap, a connection of a verified client (the API
+ * server) is never shed for a queued one, however long it has been idle:
+ * the queued client waits until a connection closes. */
+static void test_connection_cap_spares_verified_clients(void)
+{
+	char dir[] = "/tmp/sbx-httpcap.XXXXXX";
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	EVP_PKEY *ca_key, *k1, *sk;
+	X509 *ca = issue(dir, "ca", "client-ca", NULL, NULL, &ca_key);
+	X509 *api = issue(dir, "apiserver", "kube-apiserver-admission", ca, ca_key, &k1);
+	X509 *server = issue(dir, "tls", "webhook", NULL, NULL, &sk);
+	char cert[600], key[600], cafile[600], err[256] = "";
+	snprintf(cert, sizeof cert, "%s/tls.crt", dir);
+	snprintf(key, sizeof key, "%s/tls.key", dir);
+	snprintf(cafile, sizeof cafile, "%s/ca.crt", dir);
+	static const struct obs_http_route who[] = { { "/whoami", h_whoami, NULL } };
+	struct obs_http_opts o = { .addr = "127.0.0.1:0", .threads = 1, .max_connections = 1, .shed_min_age_ms = 200, .idle_timeout_s = 30, .tls_cert_file = cert, .tls_key_file = key, .tls_client_ca_file = cafile, .routes = who, .nroutes = 1, .name = "mtls-cap" };
+	struct obs_http_server *s = obs_http_start(&o, err, sizeof err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	int port = obs_http_port(s);
+	SSL *ssl;
+	SSL_CTX *ctx;
+	int a = tls_keepalive_as(port, dir, "apiserver", &ssl, &ctx);
+	CU_ASSERT_FATAL(a >= 0);
+	usleep(500 * 1000);					 /* idle past shed_min_age_ms */
+	CU_ASSERT_EQUAL(tls_get_as(port, dir, "apiserver"), -1); /* queued 3 s: a is kept */
+	struct obs_http_stats st;
+	obs_http_stats(s, &st);
+	CU_ASSERT_EQUAL(st.shed, 0);
+	CU_ASSERT_FALSE(closed_within(a, 10));
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	close(a);
+	CU_ASSERT_EQUAL(tls_get_as(port, dir, "apiserver"), 200);
+	obs_http_free(s);
+	X509 *all[] = { ca, api, server };
+	EVP_PKEY *keys[] = { ca_key, k1, sk };
+	for (size_t i = 0; i < 3; i++) {
+		X509_free(all[i]);
+		EVP_PKEY_free(keys[i]);
+	}
+	char cmd[700];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
 /* The bytes of unanswered requests, summed over connections, stay under
  * max_inflight_bytes: the connection that passes it is closed, a small
  * request still goes through. */
@@ -902,6 +972,7 @@ void register_obs_httpserver_tests(void)
 		  { "connection cap: a just-idle connection is spared", test_connection_cap_spares_just_idle },
 		  { "connection cap: a request arriving is spared", test_connection_cap_spares_request_arriving },
 		  { "connection cap: a busy server cuts no written request", test_connection_cap_busy_server_cuts_nothing },
+		  { "connection cap: verified clients are never shed", test_connection_cap_spares_verified_clients },
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },
 		  { "free with connections open", test_free_with_open_connections },
 		  { "out of descriptors", test_emfile },

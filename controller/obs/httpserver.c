@@ -76,6 +76,7 @@ struct conn {
 	char client_name[256];
 	int waiting;		   /* no request being answered: may be shed at the cap */
 	int idle;		   /* keep-alive, no byte of the next request yet */
+	int arriving;		   /* a byte of the request being read has come */
 	int64_t since;		   /* when it was accepted, went idle, or its request began */
 	struct conn *prev, *next;  /* t->conns, oldest first */
 	struct conn *next_pending; /* t->pending */
@@ -91,6 +92,9 @@ struct http_thread {
 	struct event *adopt, *retry, *watch, *reshed, *stop;
 	int cap, nconns;
 	int paused; /* at the cap */
+	/* When the loop last came back from a handler that held it: time a
+	 * client spent waiting for us to read it is not its own. */
+	int64_t quiet_from;
 	int backing_off;
 	int backoff_ms;
 	int stopping;
@@ -381,16 +385,35 @@ static void arm(struct conn *c, int seconds)
 	evtimer_add(c->deadline, &tv);
 }
 
+/* 1 when c must not be shed with shed_min_age_ms: its client is the one the
+ * listener serves, a verified client certificate (the API server calling a
+ * webhook, which opens no more connections than its own in-flight limits
+ * allow and must never see a call it made cut). Others, unauthenticated,
+ * are shed as before: slow senders must not hold the cap. */
+static int spared(const struct conn *c)
+{
+	if (!c->t->s->client_ca_file)
+		return 0;
+	SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+	return ssl && SSL_is_init_finished(ssl) && SSL_get_verify_result(ssl) == X509_V_OK &&
+	       SSL_get0_peer_certificate(ssl) != NULL;
+}
+
 /* The connection that has waited longest without a request being answered,
  * if it has waited at least min_ms; *wait_ms (when not NULL) is how long
- * until the oldest younger one has, -1 when none waits at all. */
+ * until the oldest younger one has, -1 when none waits at all. With min_ms,
+ * a wait counts from when the loop was last free to read it at the earliest,
+ * and spared connections never qualify. */
 static struct conn *oldest_waiting(struct http_thread *t, int64_t min_ms, int64_t *wait_ms)
 {
 	struct conn *best = NULL;
 	for (struct conn *c = t->conns; c; c = c->next)
-		if (c->waiting && (!best || c->since < best->since))
+		if (c->waiting && (!best || c->since < best->since) && (!min_ms || !spared(c)))
 			best = c;
-	int64_t age = best ? now_ms() - best->since : 0;
+	int64_t from = best ? best->since : 0;
+	if (min_ms && t->quiet_from > from)
+		from = t->quiet_from;
+	int64_t age = best ? now_ms() - from : 0;
 	if (wait_ms)
 		*wait_ms = !best ? -1 : age >= min_ms ? 0
 						      : min_ms - age;
@@ -505,7 +528,10 @@ static void on_input(struct evbuffer *b, const struct evbuffer_cb_info *info, vo
 		c->idle = 0;
 		c->since = now_ms();
 		arm(c, s->request_timeout_s);
+	} else if (!c->arriving && c->waiting) {
+		c->since = now_ms(); /* accepted -> its request arriving */
 	}
+	c->arriving = 1;
 	c->inflight += info->n_added;
 	size_t total = atomic_fetch_add(&s->inflight, info->n_added) + info->n_added;
 	if (s->max_inflight && total > s->max_inflight && !event_pending(c->kill, EV_TIMEOUT, NULL)) {
@@ -520,6 +546,7 @@ static void on_complete(struct evhttp_request *req, void *arg)
 	struct conn *c = arg;
 	c->waiting = 1;
 	c->idle = 1;
+	c->arriving = 0;
 	c->since = now_ms();
 	atomic_fetch_sub(&c->t->s->inflight, c->inflight);
 	c->inflight = 0;
@@ -713,7 +740,10 @@ static void on_request(struct evhttp_request *req, void *arg)
 		if (!strcmp(s->routes[i].path, path))
 			rt = &s->routes[i];
 	if (rt) {
+		int64_t t0 = now_ms();
 		rt->fn(rt->ctx, &r, &resp);
+		if (now_ms() - t0 >= 10)
+			t->quiet_from = now_ms();
 	} else {
 		resp.status = 404;
 		buf_appends(&resp.body, "not found\n");
@@ -801,8 +831,11 @@ static int thread_setup(struct obs_http_server *s, struct http_thread *t, int fd
 	t->s = s;
 	t->fd = fd;
 	t->base = event_base_new();
-	/* Two priorities: 0 for adopting new connections, 1 (the default) for the rest. */
-	if (!t->base || event_base_priority_init(t->base, 2) < 0) {
+	/* Three priorities: 0 for adopting new connections, 1 (the default) for
+	 * the connections' I/O and timers, 2 for a client queued at the cap: the
+	 * bytes our connections sent while the loop was busy are read before
+	 * anyone is picked to make room. */
+	if (!t->base || event_base_priority_init(t->base, 3) < 0) {
 		snprintf(err, errlen, "cannot create an event loop");
 		return -1;
 	}
@@ -812,7 +845,8 @@ static int thread_setup(struct obs_http_server *s, struct http_thread *t, int fd
 	t->reshed = evtimer_new(t->base, on_reshed, t);
 	t->stop = event_new(t->base, -1, 0, on_stop, t);
 	t->http = evhttp_new(t->base);
-	if (!t->adopt || !t->retry || !t->watch || !t->reshed || !t->stop || !t->http || event_priority_set(t->adopt, 0) < 0) {
+	if (!t->adopt || !t->retry || !t->watch || !t->reshed || !t->stop || !t->http || event_priority_set(t->adopt, 0) < 0 ||
+	    event_priority_set(t->watch, 2) < 0 || event_priority_set(t->reshed, 2) < 0) {
 		snprintf(err, errlen, "cannot create the HTTP server");
 		return -1;
 	}

@@ -10,10 +10,15 @@
  *   (a slow sender, an idle keep-alive) is closed to make room, so a pile of
  *   slow clients can never lock a quick client (a kubelet probe) out. With
  *   shed_min_age_ms, only once it has been that long in its state (accepted,
- *   idle, or its request arriving): a request a known client (the API server
- *   calling a webhook) has just written on a kept-alive connection is then not
- *   cut, and the queued client waits instead. Busy connections (a request
- *   being answered) are never closed for this;
+ *   idle, or its request arriving), counted from when the loop was last free
+ *   to read it (a handler that held the loop does not age anyone), and never
+ *   a connection whose client presented a certificate the client CA verified
+ *   (the API server calling a webhook: it opens no more connections than its
+ *   own in-flight limits, and a call it made must never be cut); a request a
+ *   known client has just written on a kept-alive connection is then not
+ *   cut, and the queued client waits instead. Bytes that arrived while the
+ *   loop was busy are read before a queued client is looked at. Busy
+ *   connections (a request being answered) are never closed for this;
  * - a whole-request deadline: request_timeout_s from the connection's first
  *   byte (TLS handshake included) or from the first byte of a later request on
  *   a keep-alive connection until the request is complete, however slowly the
