@@ -799,6 +799,57 @@ static void test_connection_cap_busy_server_cuts_nothing(void)
 	obs_http_free(s);
 }
 
+/* With handler threads, handlers that wait (as the webhook's do on their
+ * SubjectAccessReview) run side by side and hold no loop: a quick request
+ * on the same loop is answered meanwhile by a fifth handler thread; a
+ * connection closed while its handler runs costs nothing; freeing waits for
+ * the running handlers (none runs after) and closes every connection. */
+static void test_handler_threads(void)
+{
+	struct obs_http_server *s = start((struct obs_http_opts){ .threads = 1, .handler_threads = 5 });
+	int port = obs_http_port(s);
+	char out[4096];
+	int slow[4];
+	double t0 = now_s();
+	for (int i = 0; i < 4; i++) {
+		slow[i] = dial(port, 0);
+		CU_ASSERT_FATAL(slow[i] >= 0);
+		send_str(slow[i], "GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	}
+	usleep(100 * 1000);
+	double q0 = now_s();
+	CU_ASSERT_EQUAL(request(port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", out, sizeof out), 200);
+	CU_ASSERT(now_s() - q0 < 0.5);
+	for (int i = 0; i < 4; i++) {
+		CU_ASSERT(read_reply(slow[i], out, sizeof out, 5000) > 0);
+		CU_ASSERT_EQUAL(status_of(out), 200);
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "slow"));
+		close(slow[i]);
+	}
+	CU_ASSERT(now_s() - t0 < 2.5); /* side by side, not 6 s in a row */
+	/* closed while its handler runs */
+	int gone = dial(port, 0);
+	send_str(gone, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+	usleep(100 * 1000);
+	close(gone);
+	usleep(1600 * 1000);
+	CU_ASSERT_EQUAL(request(port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", out, sizeof out), 200);
+	/* freed with 5 handlers running and 2 requests queued */
+	int busy[7];
+	for (int i = 0; i < 7; i++) {
+		busy[i] = dial(port, 0);
+		send_str(busy[i], "GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	}
+	usleep(200 * 1000);
+	t0 = now_s();
+	obs_http_free(s);
+	CU_ASSERT(now_s() - t0 < 3.0);
+	for (int i = 0; i < 7; i++) {
+		CU_ASSERT(closed_within(busy[i], 1000));
+		close(busy[i]);
+	}
+}
+
 /* One header byte every 300 ms keeps evhttp's per-read timeout happy; the
  * whole-request deadline cuts it anyway. */
 static void test_request_deadline(void)
@@ -973,6 +1024,7 @@ void register_obs_httpserver_tests(void)
 		  { "connection cap: a request arriving is spared", test_connection_cap_spares_request_arriving },
 		  { "connection cap: a busy server cuts no written request", test_connection_cap_busy_server_cuts_nothing },
 		  { "connection cap: verified clients are never shed", test_connection_cap_spares_verified_clients },
+		  { "handler threads: waiting handlers hold no loop", test_handler_threads },
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },
 		  { "free with connections open", test_free_with_open_connections },
 		  { "out of descriptors", test_emfile },

@@ -83,7 +83,10 @@ struct obs_http_resp {
 
 #define OBS_HTTP_MAX_RESPONSE (64u << 20)
 
-/* Runs on a server thread; may block briefly (an API call). */
+/* Runs on a loop's thread (handler_threads 0: it holds that loop, and every
+ * connection of it, while it runs; keep it short) or on a handler thread
+ * (handler_threads > 0: it may wait on an API call; the loops go on serving,
+ * reading and answering other connections meanwhile). */
 typedef void (*obs_http_handler)(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp);
 
 /* Exact path match; any method the server allows (GET, HEAD, POST). */
@@ -100,6 +103,7 @@ struct obs_http_opts {
 	const char *tls_client_ca_file;		  /* PEM CA(s) client certificates must chain to; NULL = none asked */
 	const char *const *tls_client_names;	  /* NULL-terminated names a client certificate must carry; NULL = any */
 	int threads;				  /* event loops (default 2) */
+	int handler_threads;			  /* handler threads (default 0: handlers run on the loops) */
 	int max_connections;			  /* total, split across the loops (default 64) */
 	int request_timeout_s;			  /* whole request (default 10) */
 	int idle_timeout_s;			  /* idle keep-alive connection (default 30) */
