@@ -488,6 +488,7 @@ struct app {
 	struct sbx_config cfg;
 	struct sbx_seal_keys seal;
 	struct kube_client *kc;
+	struct kube_client *wkc; /* the webhook's own: its reviews never queue behind reconciles */
 	struct webhook_certs *certs;
 	struct sbx_controller ctl;
 	int ctl_ready; /* ctl was initialised */
@@ -642,6 +643,17 @@ static int start_webhook(struct app *a)
 		return 0;
 	snprintf(a->wh_cert, sizeof a->wh_cert, "%s/tls.crt", o->cert_dir);
 	snprintf(a->wh_key, sizeof a->wh_key, "%s/tls.key", o->cert_dir);
+	/* A client of its own: its connections and any client-side limit are
+	 * not the reconciles', so a review never waits behind a reconcile's
+	 * request in this process, nor a reconcile behind a review. In the API
+	 * server, the install's FlowSchemas keep the two apart too
+	 * (manifests/webhook/flowcontrol.yaml). */
+	struct kube_config *wcfg = kube_config_load(o->kubeconfig, o->context, err, sizeof err);
+	struct kube_client_opts wopts = { .observe = kube_rest_metrics_observe, .user_agent = "sandbox-controller-webhook/" SBX_VERSION };
+	if (!wcfg || !(a->wkc = kube_client_new(wcfg, &wopts))) {
+		log_kv(LOG_ERROR, "cannot create the webhook's Kubernetes client", "error", wcfg ? "" : err);
+		return -1;
+	}
 	struct wh_server_opts wo = {
 		.addr = o->webhook_addr,
 		.cert_file = a->wh_cert,
@@ -650,7 +662,7 @@ static int start_webhook(struct app *a)
 		.keys = (const unsigned char *const *)a->seal.key,
 		.keylens = a->seal.len,
 		.nkeys = a->seal.n,
-		.kc = a->kc,
+		.kc = a->wkc,
 		.sandboxes = a->ctl.sandboxes,
 		.pods = a->ctl.pods,
 		.client_ca_file = o->webhook_client_ca,
@@ -724,6 +736,7 @@ static void shutdown_all(struct app *a)
 	if (a->sig)
 		log_kv(LOG_INFO, "shutting down", "signal", a->sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	wh_server_free(a->whs);
+	kube_client_free(a->wkc);
 	for (size_t i = 0; a->client_names[i]; i++)
 		free(a->client_names[i]);
 	obs_http_free(a->msrv);

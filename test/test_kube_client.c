@@ -29,6 +29,7 @@
 #include "base/buf.h"
 #include "base/xmalloc.h"
 #include "kube/access.h"
+#include "kube/accesscache.h"
 #include "kube/authfilter.h"
 #include "kube/client.h"
 #include "kube/events.h"
@@ -1431,10 +1432,118 @@ static void h_access(struct fake *f, struct evhttp_request *req, const struct fa
 		reply(req, 201, "{\"status\":{\"allowed\":true,\"denied\":true,\"reason\":\"deny rule\"}}", NULL, NULL);
 	else if (!strcmp(n, "garbage"))
 		reply(req, 201, "{\"status\":{}}", NULL, NULL);
-	else
+	else if (!strcmp(n, "slow")) {
+		usleep(300 * 1000);
+		reply(req, 201, "{\"status\":{\"allowed\":true}}", NULL, NULL);
+	} else
 		reply(req, 201, !strcmp(n, "alice") ? "{\"status\":{\"allowed\":true,\"reason\":\"RBAC: rolebinding\"}}" : "{\"status\":{\"allowed\":false}}",
 		      NULL, NULL);
 	cJSON_Delete(b);
+}
+
+struct shared_ask {
+	struct kube_accesscache *ac;
+	struct kube_client *c;
+	const cJSON *ui;
+	enum kube_access_source src;
+	int allowed;
+	enum kube_err e;
+};
+
+static void *ask_slow(void *u)
+{
+	struct shared_ask *x = u;
+	struct kube_access_attrs a = { .ns = "team-a", .verb = "use", .group = "sandbox.dev", .resource = "workspaces", .name = "slow" };
+	struct kube_error err;
+	x->e = kube_access_review_cached(x->ac, x->c, x->ui, &a, &x->allowed, NULL, 0, &err, &x->src);
+	return NULL;
+}
+
+/* SubjectAccessReview answers are cached per identity and question: asked
+ * once per TTL (allowed and refused apart), never an error, never across
+ * identities that differ in anything (a group, its order); concurrent
+ * askers of one question share one review. */
+static void test_access_cache(void)
+{
+	struct fake *f = fake_start(h_access, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct kube_accesscache *ac = kube_accesscache_new(300, 150, 0);
+	cJSON *ui = cJSON_Parse("{\"username\":\"alice\",\"uid\":\"u-1\",\"groups\":[\"team\",\"system:authenticated\"]}");
+	cJSON *ui2 = cJSON_Parse("{\"username\":\"alice\",\"uid\":\"u-1\",\"groups\":[\"system:authenticated\",\"team\"]}");
+	struct kube_access_attrs a = { .ns = "team-a", .verb = "use", .group = "sandbox.dev", .resource = "workspaces", .name = "alice" };
+	int allowed = -1;
+	char why[128];
+	struct kube_error err;
+	enum kube_access_source src;
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 1);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	CU_ASSERT_EQUAL(fake_count(f), 1);
+	allowed = -1;
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 1);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_CACHED);
+	CU_ASSERT_STRING_EQUAL(why, "RBAC: rolebinding");
+	CU_ASSERT_EQUAL(fake_count(f), 1);
+	/* another identity (the same groups in another order) or question: asked */
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui2, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	a.name = "bob";
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 0);
+	CU_ASSERT_EQUAL(fake_count(f), 3);
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_CACHED);
+	/* a refusal holds its shorter TTL, an allowed answer its longer one */
+	usleep(200 * 1000);
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	a.name = "alice";
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_CACHED);
+	usleep(150 * 1000);
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	int before = fake_count(f);
+	/* errors are never cached */
+	a.name = "broken";
+	for (int i = 0; i < 2; i++)
+		CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_ERR_SERVER);
+	CU_ASSERT_EQUAL(fake_count(f), before + 2);
+	/* 6 at once: one review */
+	before = fake_count(f);
+	static struct shared_ask x[6];
+	pthread_t t[6];
+	for (int i = 0; i < 6; i++) {
+		x[i] = (struct shared_ask){ .ac = ac, .c = c, .ui = ui, .allowed = -1 };
+		pthread_create(&t[i], NULL, ask_slow, &x[i]);
+	}
+	int asked = 0, shared = 0;
+	for (int i = 0; i < 6; i++) {
+		pthread_join(t[i], NULL);
+		CU_ASSERT_EQUAL(x[i].e, KUBE_OK);
+		CU_ASSERT_EQUAL(x[i].allowed, 1);
+		asked += x[i].src == KUBE_ACCESS_ASKED;
+		shared += x[i].src == KUBE_ACCESS_SHARED;
+	}
+	CU_ASSERT_EQUAL(asked, 1);
+	CU_ASSERT_EQUAL(shared, 5);
+	CU_ASSERT_EQUAL(fake_count(f), before + 1);
+	/* a full cache is emptied of what it can drop, and keeps answering */
+	kube_accesscache_free(ac);
+	ac = kube_accesscache_new(10000, 10000, 2);
+	char nm[16];
+	for (int i = 0; i < 5; i++) {
+		snprintf(nm, sizeof nm, "o%d", i);
+		a.name = nm;
+		CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+		CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	}
+	cJSON_Delete(ui);
+	cJSON_Delete(ui2);
+	kube_accesscache_free(ac);
+	kube_client_free(c);
+	fake_stop(f);
 }
 
 static int guarded_next_calls;
@@ -1619,6 +1728,7 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "informer trimming", test_informer_trim) ||
 	    !CU_add_test(s, "events aggregate, never block", test_events) ||
 	    !CU_add_test(s, "SubjectAccessReview and TokenReview", test_access_review) ||
+	    !CU_add_test(s, "SubjectAccessReview answers cached and shared", test_access_cache) ||
 	    !CU_add_test(s, "auth filter (secure /metrics)", test_authfilter) ||
 	    !CU_add_test(s, "auth filter answers cached", test_authfilter_cache) ||
 	    !CU_add_test(s, "LIST adapts its page size to the body cap", test_list_adapts_page_size) ||
