@@ -1,5 +1,6 @@
 /* sandbox-controller: flags, configuration, wiring, start-up order and
- * shutdown. Nothing else lives here. */
+ * shutdown. Nothing else lives here: the probe and metrics handlers are
+ * obs/probes.h, the API client's metrics kube/restmetrics.h. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
@@ -7,6 +8,7 @@
 #include <pthread.h>
 #include <sys/resource.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,18 +22,21 @@
 #include "kube/authfilter.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "kube/lease.h"
+#include "kube/restmetrics.h"
+#include "kube/workqueue.h"
 #include "obs/httpserver.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
+#include "obs/probes.h"
 #include "sandbox/config.h"
-#include "sandbox/reconcile.h"
 #include "sandbox/wsinit.h"
 #include "sandbox/wsprep.h"
+#include "reconcile/controller.h"
+#include "reconcile/wsgate.h"
 #include "webhook/certs.h"
 #include "webhook/server.h"
-
 
 struct options {
 	const char *kubeconfig;
@@ -50,9 +55,9 @@ struct options {
 	const char *le_namespace;
 	const char *le_id;
 	/* webhook serving certificates */
-	const char *cert_mode; /* "external" or "self-managed" */
+	const char *cert_mode;						      /* "external" or "self-managed" */
 	const char *metrics_cert_path, *metrics_cert_name, *metrics_cert_key; /* HTTPS /metrics */
-	int metrics_secure; /* TokenReview + SubjectAccessReview in front of /metrics */
+	int metrics_secure;						      /* TokenReview + SubjectAccessReview in front of /metrics */
 	const char *cert_dir;
 	long cert_validity_s, ca_lifetime_s;
 	const char *cert_dns_names, *cert_ips, *service_name, *config_name;
@@ -61,6 +66,8 @@ struct options {
 	const char *owner_authz;
 	long warm_settle_s;
 	double warm_refill_qps;
+	const char *queue_order; /* "fair" or "fifo" */
+	int per_ns, per_owner;	 /* the queue's caps; -1: the default for the workers */
 };
 
 static void usage(FILE *f)
@@ -76,6 +83,12 @@ static void usage(FILE *f)
 		"                                     files (newest first); the newest key seals new pods\n"
 		"  --key-lifetime SECONDS             idempotency key lifetime (overrides the config; default 86400)\n"
 		"  --workers N                        concurrent reconciles (default 64)\n"
+		"  --work-queue-order fair|fifo       fair (default): namespaces in turn, and within one its owners in\n"
+		"                                     turn; fifo: first come, first served (a baseline for benchmarks)\n"
+		"  --max-reconciles-per-namespace N   fair order: reconciles of one namespace at once (default workers/8;\n"
+		"                                     0: no cap)\n"
+		"  --max-reconciles-per-owner N       fair order: reconciles of one owner of a namespace at once\n"
+		"                                     (default workers/16; 0: no cap)\n"
 		"  --kube-api-qps Q --kube-api-burst B client-side rate limit (default off: 0 or less = off,\n"
 		"                                     the server's API Priority and Fairness decides; burst 100)\n"
 		"  --metrics-bind-address ADDR        /metrics listener (default :8080; 0 disables)\n"
@@ -116,163 +129,169 @@ static void usage(FILE *f)
 		"  --warm-pool-settle DUR             a warm pool's template serves Sandboxes only after this long,\n"
 		"                                     longer than any replica's cache lags (default 90s; docs/api.md)\n"
 		"  --warm-pool-refill-qps Q           warm pods created per second, all pools together (default 10)\n"
+		"  --work-queue-bucket NS             print the bucket of namespace NS in the work queue's metrics\n"
+		"                                     (sandbox_workqueue_namespace_*{bucket}) and exit\n"
 		"  --version                          print the version and exit\n",
 		SBX_SEAL_FILE_KEY_MIN);
 }
 
+/* ---- flags: one row per flag ---- */
+
+enum flag_kind {
+	F_STR,	    /* the value, as given */
+	F_SET,	    /* no value: sets an int to 1 */
+	F_LIST,	    /* the value appended to seal_key_files (repeatable) */
+	F_LONG,	    /* an integer of at least min */
+	F_INT,	    /* an integer between min and max */
+	F_NUMBER,   /* a number; above min and at most max when bounded */
+	F_DURATION, /* 24h, 90m, 60s (sbx_parse_duration) into a long */
+	F_CHOICE,   /* one of choices ("a|b|c") */
+	F_HELP,
+	F_VERSION,
+	F_BUCKET, /* prints the work queue bucket of a namespace and exits */
+};
+
+struct flag {
+	const char *name;
+	enum flag_kind kind;
+	size_t off; /* the field of struct options */
+	double min, max;
+	int bounded; /* F_NUMBER: min (exclusive) and max apply */
+	const char *choices;
+	const char *refused; /* the message when the value is refused */
+};
+
+#define OPT(f) offsetof(struct options, f)
+static const struct flag flags[] = {
+	{ .name = "kubeconfig", .kind = F_STR, .off = OPT(kubeconfig) },
+	{ .name = "context", .kind = F_STR, .off = OPT(context) },
+	{ .name = "config", .kind = F_STR, .off = OPT(config) },
+	{ .name = "metrics-bind-address", .kind = F_STR, .off = OPT(metrics_addr) },
+	{ .name = "health-probe-bind-address", .kind = F_STR, .off = OPT(probe_addr) },
+	{ .name = "seal-key-file", .kind = F_LIST, .off = OPT(seal_key_files), .max = SBX_SEAL_MAX_KEYS },
+	{ .name = "log-level", .kind = F_STR, .off = OPT(log_level) },
+	{ .name = "key-lifetime", .kind = F_LONG, .off = OPT(key_lifetime_s), .min = 1, .refused = "--key-lifetime must be a positive number of seconds" },
+	{ .name = "work-queue-order", .kind = F_CHOICE, .off = OPT(queue_order), .choices = "fair|fifo", .refused = "--work-queue-order must be fair or fifo" },
+	{ .name = "max-reconciles-per-namespace", .kind = F_INT, .off = OPT(per_ns), .min = 0, .max = 256, .refused = "--max-reconciles-per-namespace must be between 0 (no cap) and 256" },
+	{ .name = "max-reconciles-per-owner", .kind = F_INT, .off = OPT(per_owner), .min = 0, .max = 256, .refused = "--max-reconciles-per-owner must be between 0 (no cap) and 256" },
+	{ .name = "workers", .kind = F_INT, .off = OPT(workers), .min = 1, .max = 256, .refused = "--workers must be between 1 and 256" },
+	{ .name = "kube-api-qps", .kind = F_NUMBER, .off = OPT(qps), .refused = "--kube-api-qps must be a number (0 or less: no client-side limit)" },
+	{ .name = "kube-api-burst", .kind = F_INT, .off = OPT(burst), .min = 1, .max = 2147483647, .refused = "--kube-api-burst must be positive" },
+	{ .name = "help", .kind = F_HELP },
+	{ .name = "version", .kind = F_VERSION },
+	{ .name = "work-queue-bucket", .kind = F_BUCKET },
+	{ .name = "metrics-secure", .kind = F_SET, .off = OPT(metrics_secure) },
+	{ .name = "leader-elect", .kind = F_SET, .off = OPT(leader_elect) },
+	{ .name = "leader-election-namespace", .kind = F_STR, .off = OPT(le_namespace) },
+	{ .name = "leader-election-id", .kind = F_STR, .off = OPT(le_id) },
+	/* cert-manager: an alias of external (its files, its CA injection) */
+	{ .name = "webhook-cert-mode", .kind = F_CHOICE, .off = OPT(cert_mode), .choices = "external|cert-manager|self-managed", .refused = "--webhook-cert-mode must be external (alias cert-manager) or self-managed" },
+	{ .name = "metrics-cert-path", .kind = F_STR, .off = OPT(metrics_cert_path) },
+	{ .name = "metrics-cert-name", .kind = F_STR, .off = OPT(metrics_cert_name) },
+	{ .name = "metrics-cert-key", .kind = F_STR, .off = OPT(metrics_cert_key) },
+	{ .name = "webhook-cert-dir", .kind = F_STR, .off = OPT(cert_dir) },
+	{ .name = "webhook-cert-validity", .kind = F_DURATION, .off = OPT(cert_validity_s), .refused = "--webhook-cert-validity must be a duration such as 24h, 90m or 60s" },
+	{ .name = "webhook-ca-lifetime", .kind = F_DURATION, .off = OPT(ca_lifetime_s), .refused = "--webhook-ca-lifetime must be a duration such as 24h, 90m or 60s" },
+	{ .name = "webhook-cert-dns-names", .kind = F_STR, .off = OPT(cert_dns_names) },
+	{ .name = "webhook-cert-ips", .kind = F_STR, .off = OPT(cert_ips) },
+	{ .name = "webhook-service-name", .kind = F_STR, .off = OPT(service_name) },
+	{ .name = "webhook-config-name", .kind = F_STR, .off = OPT(config_name) },
+	{ .name = "webhook-bind-address", .kind = F_STR, .off = OPT(webhook_addr) },
+	{ .name = "webhook-client-ca-file", .kind = F_STR, .off = OPT(webhook_client_ca) },
+	{ .name = "webhook-client-names", .kind = F_STR, .off = OPT(webhook_client_names) },
+	{ .name = "owner-authorization", .kind = F_CHOICE, .off = OPT(owner_authz), .choices = "accessReview|namespace", .refused = "--owner-authorization must be accessReview or namespace" },
+	{ .name = "warm-pool-settle", .kind = F_DURATION, .off = OPT(warm_settle_s), .refused = "--warm-pool-settle must be a duration such as 90s or 2m" },
+	{ .name = "warm-pool-refill-qps", .kind = F_NUMBER, .off = OPT(warm_refill_qps), .min = 0, .max = 10000, .bounded = 1, .refused = "--warm-pool-refill-qps must be a number above 0 (at most 10000)" },
+};
+#define NFLAGS (sizeof flags / sizeof flags[0])
+
+/* 1 when arg is one of the '|'-separated choices. */
+static int one_of(const char *choices, const char *arg)
+{
+	size_t n = strlen(arg);
+	for (const char *p = choices; *p;) {
+		size_t len = strcspn(p, "|");
+		if (len == n && !strncmp(p, arg, n))
+			return 1;
+		p += len + (p[len] == '|');
+	}
+	return 0;
+}
+
+/* Applies flag f with its value arg (NULL for F_SET, F_HELP, F_VERSION) to o.
+ * Returns 0, or -1 with the flag's message on stderr. */
+static int set_flag(const struct flag *f, const char *arg, struct options *o)
+{
+	void *field = (char *)o + f->off;
+	char *end;
+	switch (f->kind) {
+	case F_STR: *(const char **)field = arg; return 0;
+	case F_SET: *(int *)field = 1; return 0;
+	case F_LIST:
+		if (o->nseal_key_files >= (int)f->max)
+			break;
+		((const char **)field)[o->nseal_key_files++] = arg;
+		return 0;
+	case F_LONG: {
+		long v = strtol(arg, &end, 10);
+		if (*end || v < (long)f->min)
+			break;
+		*(long *)field = v;
+		return 0;
+	}
+	case F_INT: {
+		long v = strtol(arg, &end, 10);
+		if (*end || (int)v < (int)f->min || (int)v > (int)f->max)
+			break;
+		*(int *)field = (int)v;
+		return 0;
+	}
+	case F_NUMBER: {
+		double v = strtod(arg, &end);
+		if (*end || (f->bounded && (!(v > f->min) || v > f->max)))
+			break;
+		*(double *)field = v;
+		return 0;
+	}
+	case F_DURATION:
+		if (sbx_parse_duration(arg, (long *)field) < 0)
+			break;
+		return 0;
+	case F_CHOICE:
+		if (!one_of(f->choices, arg))
+			break;
+		*(const char **)field = arg;
+		return 0;
+	case F_HELP: usage(stdout); exit(0);
+	case F_VERSION: printf("sandbox-controller %s\n", SBX_VERSION); exit(0);
+	case F_BUCKET: printf("%d\n", workqueue_ns_bucket(arg)); exit(0);
+	}
+	if (f->kind == F_LIST)
+		fprintf(stderr, "--%s given more than %d times\n", f->name, (int)f->max);
+	else
+		fprintf(stderr, "%s\n", f->refused);
+	return -1;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
-	enum { O_KUBECONFIG = 256, O_CONTEXT, O_CONFIG, O_METRICS, O_PROBE, O_SEAL, O_LOG, O_LIFETIME, O_WORKERS,
-	       O_QPS, O_BURST, O_HELP, O_LE, O_LE_NS, O_LE_ID, O_CERT_MODE, O_CERT_DIR, O_CERT_VALIDITY,
-	       O_CA_LIFETIME, O_CERT_DNS, O_CERT_IPS, O_SVC_NAME, O_CONFIG_NAME, O_MCERT_PATH, O_MCERT_NAME,
-	       O_MCERT_KEY, O_WH_ADDR, O_OWNER_AUTHZ, O_VERSION, O_MSECURE, O_WH_CLIENT_CA, O_WH_CLIENT_NAMES, O_WARM_SETTLE,
-	       O_WARM_QPS };
-	static const struct option longopts[] = {
-		{ "kubeconfig", required_argument, NULL, O_KUBECONFIG },
-		{ "context", required_argument, NULL, O_CONTEXT },
-		{ "config", required_argument, NULL, O_CONFIG },
-		{ "metrics-bind-address", required_argument, NULL, O_METRICS },
-		{ "health-probe-bind-address", required_argument, NULL, O_PROBE },
-		{ "seal-key-file", required_argument, NULL, O_SEAL },
-		{ "log-level", required_argument, NULL, O_LOG },
-		{ "key-lifetime", required_argument, NULL, O_LIFETIME },
-		{ "workers", required_argument, NULL, O_WORKERS },
-		{ "kube-api-qps", required_argument, NULL, O_QPS },
-		{ "kube-api-burst", required_argument, NULL, O_BURST },
-		{ "help", no_argument, NULL, O_HELP },
-		{ "version", no_argument, NULL, O_VERSION },
-		{ "metrics-secure", no_argument, NULL, O_MSECURE },
-		{ "leader-elect", no_argument, NULL, O_LE },
-		{ "leader-election-namespace", required_argument, NULL, O_LE_NS },
-		{ "leader-election-id", required_argument, NULL, O_LE_ID },
-		{ "webhook-cert-mode", required_argument, NULL, O_CERT_MODE },
-		{ "metrics-cert-path", required_argument, NULL, O_MCERT_PATH },
-		{ "metrics-cert-name", required_argument, NULL, O_MCERT_NAME },
-		{ "metrics-cert-key", required_argument, NULL, O_MCERT_KEY },
-		{ "webhook-cert-dir", required_argument, NULL, O_CERT_DIR },
-		{ "webhook-cert-validity", required_argument, NULL, O_CERT_VALIDITY },
-		{ "webhook-ca-lifetime", required_argument, NULL, O_CA_LIFETIME },
-		{ "webhook-cert-dns-names", required_argument, NULL, O_CERT_DNS },
-		{ "webhook-cert-ips", required_argument, NULL, O_CERT_IPS },
-		{ "webhook-service-name", required_argument, NULL, O_SVC_NAME },
-		{ "webhook-config-name", required_argument, NULL, O_CONFIG_NAME },
-		{ "webhook-bind-address", required_argument, NULL, O_WH_ADDR },
-		{ "webhook-client-ca-file", required_argument, NULL, O_WH_CLIENT_CA },
-		{ "webhook-client-names", required_argument, NULL, O_WH_CLIENT_NAMES },
-		{ "owner-authorization", required_argument, NULL, O_OWNER_AUTHZ },
-		{ "warm-pool-settle", required_argument, NULL, O_WARM_SETTLE },
-		{ "warm-pool-refill-qps", required_argument, NULL, O_WARM_QPS },
-		{ NULL, 0, NULL, 0 },
-	};
-	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64,
-			       .key_lifetime_s = -1, .qps = 0, .burst = 100, .warm_settle_s = 90, .warm_refill_qps = 10,
-			       .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key",
-			       .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400,
-			       .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller",
-			       .webhook_addr = "0" };
+	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64, .key_lifetime_s = -1, .qps = 0, .burst = 100, .warm_settle_s = 90, .warm_refill_qps = 10, .queue_order = "fair", .per_ns = -1, .per_owner = -1, .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key", .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400, .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller", .webhook_addr = "0" };
+	struct option longopts[NFLAGS + 1];
+	for (size_t i = 0; i < NFLAGS; i++) {
+		int has_arg = flags[i].kind == F_SET || flags[i].kind == F_HELP || flags[i].kind == F_VERSION
+				  ? no_argument
+				  : required_argument;
+		longopts[i] = (struct option){ flags[i].name, has_arg, NULL, (int)i + 256 };
+	}
+	longopts[NFLAGS] = (struct option){ NULL, 0, NULL, 0 };
 	int ch;
-	char *end;
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (ch) {
-		case O_KUBECONFIG: o->kubeconfig = optarg; break;
-		case O_CONTEXT: o->context = optarg; break;
-		case O_CONFIG: o->config = optarg; break;
-		case O_METRICS: o->metrics_addr = optarg; break;
-		case O_PROBE: o->probe_addr = optarg; break;
-		case O_SEAL:
-			if (o->nseal_key_files >= SBX_SEAL_MAX_KEYS) {
-				fprintf(stderr, "--seal-key-file given more than %d times\n", SBX_SEAL_MAX_KEYS);
-				return -1;
-			}
-			o->seal_key_files[o->nseal_key_files++] = optarg;
-			break;
-		case O_LOG: o->log_level = optarg; break;
-		case O_LIFETIME:
-			o->key_lifetime_s = strtol(optarg, &end, 10);
-			if (*end || o->key_lifetime_s <= 0) {
-				fprintf(stderr, "--key-lifetime must be a positive number of seconds\n");
-				return -1;
-			}
-			break;
-		case O_WORKERS:
-			o->workers = (int)strtol(optarg, &end, 10);
-			if (*end || o->workers < 1 || o->workers > 256) {
-				fprintf(stderr, "--workers must be between 1 and 256\n");
-				return -1;
-			}
-			break;
-		case O_QPS:
-			o->qps = strtod(optarg, &end);
-			if (*end) {
-				fprintf(stderr, "--kube-api-qps must be a number (0 or less: no client-side limit)\n");
-				return -1;
-			}
-			break;
-		case O_BURST:
-			o->burst = (int)strtol(optarg, &end, 10);
-			if (*end || o->burst < 1) {
-				fprintf(stderr, "--kube-api-burst must be positive\n");
-				return -1;
-			}
-			break;
-		case O_LE: o->leader_elect = 1; break;
-		case O_LE_NS: o->le_namespace = optarg; break;
-		case O_LE_ID: o->le_id = optarg; break;
-		case O_CERT_MODE:
-			/* cert-manager: an alias of external (its files, its CA injection) */
-			if (strcmp(optarg, "external") && strcmp(optarg, "cert-manager") &&
-			    strcmp(optarg, "self-managed")) {
-				fprintf(stderr, "--webhook-cert-mode must be external (alias cert-manager) or self-managed\n");
-				return -1;
-			}
-			o->cert_mode = optarg;
-			break;
-		case O_CERT_DIR: o->cert_dir = optarg; break;
-		case O_MCERT_PATH: o->metrics_cert_path = optarg; break;
-		case O_MCERT_NAME: o->metrics_cert_name = optarg; break;
-		case O_MCERT_KEY: o->metrics_cert_key = optarg; break;
-		case O_CERT_VALIDITY:
-		case O_CA_LIFETIME:
-			if (sbx_parse_duration(optarg, ch == O_CERT_VALIDITY ? &o->cert_validity_s : &o->ca_lifetime_s) < 0) {
-				fprintf(stderr, "--%s must be a duration such as 24h, 90m or 60s\n",
-					ch == O_CERT_VALIDITY ? "webhook-cert-validity" : "webhook-ca-lifetime");
-				return -1;
-			}
-			break;
-		case O_WARM_SETTLE:
-			if (sbx_parse_duration(optarg, &o->warm_settle_s) < 0) {
-				fprintf(stderr, "--warm-pool-settle must be a duration such as 90s or 2m\n");
-				return -1;
-			}
-			break;
-		case O_WARM_QPS: {
-			char *qend;
-			o->warm_refill_qps = strtod(optarg, &qend);
-			if (*optarg == '\0' || *qend != '\0' || !(o->warm_refill_qps > 0) || o->warm_refill_qps > 10000) {
-				fprintf(stderr, "--warm-pool-refill-qps must be a number above 0 (at most 10000)\n");
-				return -1;
-			}
-			break;
+		if (ch < 256 || ch >= 256 + (int)NFLAGS) {
+			usage(stderr);
+			return -1;
 		}
-		case O_CERT_DNS: o->cert_dns_names = optarg; break;
-		case O_CERT_IPS: o->cert_ips = optarg; break;
-		case O_SVC_NAME: o->service_name = optarg; break;
-		case O_CONFIG_NAME: o->config_name = optarg; break;
-		case O_WH_ADDR: o->webhook_addr = optarg; break;
-		case O_WH_CLIENT_CA: o->webhook_client_ca = optarg; break;
-		case O_WH_CLIENT_NAMES: o->webhook_client_names = optarg; break;
-		case O_OWNER_AUTHZ:
-			if (strcmp(optarg, "accessReview") && strcmp(optarg, "namespace")) {
-				fprintf(stderr, "--owner-authorization must be accessReview or namespace\n");
-				return -1;
-			}
-			o->owner_authz = optarg;
-			break;
-		case O_HELP: usage(stdout); exit(0);
-		case O_VERSION: printf("sandbox-controller %s\n", SBX_VERSION); exit(0);
-		case O_MSECURE: o->metrics_secure = 1; break;
-		default: usage(stderr); return -1;
-		}
+		if (set_flag(&flags[ch - 256], optarg, o) < 0)
+			return -1;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "unexpected argument: %s\n", argv[optind]);
@@ -289,6 +308,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
+/* ---- metrics read at scrape time ---- */
+
 /* What a scrape reads besides the registry. ctl (once started) and elector
  * are set and cleared by main under mu, so a scrape never reads them while
  * they are being built or freed. */
@@ -296,42 +317,14 @@ static struct {
 	struct sbx_controller *ctl;
 	struct lease_elector *elector;
 	int leader_elect;
-	char host[256]; /* the API server's host[:port], rest_client's host label */
-	struct obs_metric *rest_total, *rest_seconds, *kube_requests, *leader, *build, *ev_dropped;
+	struct obs_metric *leader, *build, *ev_dropped;
 	size_t ev_dropped_seen;
 	pthread_mutex_t mu;
 } scrape = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-/* The kube client's observer: client-go's rest_client metrics. */
-static void observe_request(void *ctx, const char *method, long status, double seconds, int stream)
-{
-	char code[16];
-	if (status)
-		snprintf(code, sizeof code, "%ld", status);
-	else
-		snprintf(code, sizeof code, "<error>");
-	const char *lv[] = { code, method, scrape.host };
-	obs_metric_add(scrape.rest_total, lv, 1);
-	obs_metric_add(scrape.kube_requests, NULL, 1);
-	if (!stream) { /* a watch's length says nothing about the server's latency */
-		const char *verb[] = { method, scrape.host };
-		obs_metric_observe(scrape.rest_seconds, verb, seconds);
-	}
-}
-
 static void metrics_register(const char *server)
 {
-	const char *h = strstr(server, "://");
-	h = h ? h + 3 : server;
-	snprintf(scrape.host, sizeof scrape.host, "%.*s", (int)strcspn(h, "/"), h);
-	static const double rest_buckets[] = { .005, .025, .1, .25, .5, 1, 2, 4, 8, 15, 30, 60 };
-	scrape.rest_total = obs_counter("rest_client_requests_total",
-					"Number of HTTP requests, partitioned by status code, method, and host.",
-					"code,method,host");
-	scrape.rest_seconds = obs_histogram("rest_client_request_duration_seconds",
-					    "Request latency in seconds. Broken down by verb, and host.", "verb,host",
-					    rest_buckets, sizeof rest_buckets / sizeof rest_buckets[0]);
-	scrape.kube_requests = obs_counter("sandbox_kube_requests_total", "Requests sent to the Kubernetes API.", NULL);
+	kube_rest_metrics_register(server);
 	scrape.leader = obs_gauge("leader_election_master_status",
 				  "Whether this replica is the leader (1) or not (0); 1 when leader election is off.",
 				  "name");
@@ -344,10 +337,9 @@ static void metrics_register(const char *server)
 	obs_metric_set(scrape.build, v, 1);
 }
 
-/* GET /metrics (metrics listener only): the registry. */
-static void serve_metrics(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+/* Before each scrape (struct obs_scrape): leadership and dropped events. */
+static void refresh_scrape(void *arg)
 {
-	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
 	const char *name[] = { "sandbox-controller" };
 	pthread_mutex_lock(&scrape.mu);
 	struct sbx_controller *c = scrape.ctl;
@@ -359,24 +351,21 @@ static void serve_metrics(void *ctx, const struct obs_http_req *req, struct obs_
 		scrape.ev_dropped_seen = d;
 	}
 	pthread_mutex_unlock(&scrape.mu);
-	obs_metrics_render(&resp->body);
 }
 
-/* GET /healthz (probe listener only): the process serves. */
-static void serve_healthz(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+/* Publishes (or clears) what a scrape reads. */
+static void scrape_set(struct sbx_controller *ctl, struct lease_elector *elector)
 {
-	buf_appends(&resp->body, "ok\n");
+	pthread_mutex_lock(&scrape.mu);
+	scrape.ctl = ctl;
+	scrape.elector = elector;
+	pthread_mutex_unlock(&scrape.mu);
 }
 
-/* GET /readyz (probe listener only): the caches are current. */
-static void serve_readyz(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+/* /readyz: the caches are current (struct obs_readiness). */
+static int caches_synced(void *ctl)
 {
-	if (sbx_controller_synced(ctx)) {
-		buf_appends(&resp->body, "ok\n");
-	} else {
-		resp->status = 503;
-		buf_appends(&resp->body, "caches not synced\n");
-	}
+	return sbx_controller_synced(ctl);
 }
 
 /* Connections each listener may hold: a share of the descriptor limit, so
@@ -386,7 +375,8 @@ static int listener_cap(void)
 	struct rlimit rl;
 	long n = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 65536;
 	long cap = (n - 128) / 4; /* 128 for the process itself; room for four listeners */
-	return cap < 8 ? 8 : cap > 256 ? 256 : (int)cap;
+	return cap < 8 ? 8 : cap > 256 ? 256
+				       : (int)cap;
 }
 
 /* Starts one listener; addr "0" disables it (*out stays NULL). */
@@ -399,10 +389,7 @@ static int start_listener(struct obs_http_server **out, const char *name, const 
 	char err[512];
 	char *cert = cert_dir ? xasprintf("%s/%s", cert_dir, cert_name) : NULL;
 	char *key = cert_dir ? xasprintf("%s/%s", cert_dir, key_name) : NULL;
-	struct obs_http_opts ho = { .addr = addr, .tls_cert_file = cert, .tls_key_file = key, .threads = 2,
-				    .max_connections = listener_cap(), .request_timeout_s = 10, .idle_timeout_s = 60,
-				    .max_body = 4096, .max_headers = 16384, .routes = routes, .nroutes = nroutes,
-				    .name = name };
+	struct obs_http_opts ho = { .addr = addr, .tls_cert_file = cert, .tls_key_file = key, .threads = 2, .max_connections = listener_cap(), .request_timeout_s = 10, .idle_timeout_s = 60, .max_body = 4096, .max_headers = 16384, .routes = routes, .nroutes = nroutes, .name = name };
 	*out = obs_http_start(&ho, err, sizeof err);
 	free(cert);
 	free(key);
@@ -478,8 +465,7 @@ static int start_webhook_certs(const struct options *o, struct kube_client *kc, 
 	}
 	size_t nips = split_list(o->cert_ips, ips, MAX_NAMES);
 	struct webhook_certs_opts co = {
-		.cert = { .dns_names = (const char *const *)dns, .ndns = ndns, .ips = (const char *const *)ips,
-			  .nips = nips, .validity_s = o->cert_validity_s, .ca_lifetime_s = o->ca_lifetime_s },
+		.cert = { .dns_names = (const char *const *)dns, .ndns = ndns, .ips = (const char *const *)ips, .nips = nips, .validity_s = o->cert_validity_s, .ca_lifetime_s = o->ca_lifetime_s },
 		.cert_dir = o->cert_dir,
 		.config_name = o->config_name,
 	};
@@ -495,7 +481,36 @@ static int start_webhook_certs(const struct options *o, struct kube_client *kc, 
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* ---- the phases of main ---- */
+
+enum { MAX_CLIENT_NAMES = 32 };
+
+/* Everything main starts, so that shutdown can stop what started. */
+struct app {
+	struct options o;
+	sigset_t sigs;
+	struct sbx_config cfg;
+	struct sbx_seal_keys seal;
+	struct kube_client *kc;
+	struct kube_client *wkc; /* the webhook's own: its reviews never queue behind reconciles */
+	struct webhook_certs *certs;
+	struct sbx_controller ctl;
+	int ctl_ready; /* ctl was initialised */
+	struct kube_authfilter mauth;
+	struct obs_scrape scrape_src;
+	struct obs_readiness readiness;
+	struct obs_http_route mroutes[1], proutes[2];
+	struct obs_http_server *msrv, *psrv;
+	struct wh_server *whs;
+	struct lease_elector *elector;
+	char *client_names[MAX_CLIENT_NAMES + 1];
+	char wh_cert[4096], wh_key[4096];
+	int sig; /* the SIGTERM/SIGINT that ends the run, 0 before */
+};
+
+/* Logging, signals (taken synchronously by main; every thread inherits the
+ * mask) and cJSON's allocation policy. Returns 0 or the exit code. */
+static int setup(struct app *a, int argc, char **argv)
 {
 	/* The workspace preparation pod's program (sandbox/wsprep.h). */
 	if (argc > 1 && !strcmp(argv[1], "workspace-init"))
@@ -503,222 +518,278 @@ int main(int argc, char **argv)
 	/* cJSON follows the program's one out-of-memory policy too. */
 	cJSON_Hooks hooks = { .malloc_fn = xmalloc, .free_fn = free };
 	cJSON_InitHooks(&hooks);
-	struct options o;
-	if (parse_options(argc, argv, &o) < 0)
+	if (parse_options(argc, argv, &a->o) < 0)
 		return 2;
-	int lvl = log_parse_level(o.log_level);
+	int lvl = log_parse_level(a->o.log_level);
 	if (lvl < 0) {
 		fprintf(stderr, "--log-level must be debug, info, warn or error\n");
 		return 2;
 	}
 	log_set_level((enum log_level)lvl);
-
-	/* Signals are taken synchronously by main; every thread inherits the mask. */
-	sigset_t sigs;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	sigemptyset(&a->sigs);
+	sigaddset(&a->sigs, SIGTERM);
+	sigaddset(&a->sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &a->sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	sbx_config_init(&a->cfg);
+	sbx_seal_keys_init(&a->seal);
+	return 0;
+}
 
+/* The configuration, the seal keys and the Kubernetes client. Returns 0 or
+ * -1 (logged). */
+static int load(struct app *a)
+{
 	char err[1024];
-	struct sbx_config cfg;
-	sbx_config_init(&cfg);
-	if (o.config && sbx_config_load(&cfg, o.config, err, sizeof err) < 0) {
+	struct options *o = &a->o;
+	if (o->config && sbx_config_load(&a->cfg, o->config, err, sizeof err) < 0) {
 		log_kv(LOG_ERROR, "invalid config", "error", err);
-		return 1;
+		return -1;
 	}
-	if (o.key_lifetime_s > 0)
-		cfg.key_lifetime_s = o.key_lifetime_s;
-	if (o.owner_authz)
-		cfg.owner_authz = strcmp(o.owner_authz, "namespace") ? SBX_OWNER_AUTHZ_ACCESS_REVIEW
-								     : SBX_OWNER_AUTHZ_NAMESPACE;
+	if (o->key_lifetime_s > 0)
+		a->cfg.key_lifetime_s = o->key_lifetime_s;
+	if (o->owner_authz)
+		a->cfg.owner_authz = strcmp(o->owner_authz, "namespace") ? SBX_OWNER_AUTHZ_ACCESS_REVIEW
+									 : SBX_OWNER_AUTHZ_NAMESPACE;
 	log_kv(LOG_INFO, "owner authorization", "mode",
-	       cfg.owner_authz == SBX_OWNER_AUTHZ_NAMESPACE ? "namespace" : "accessReview");
-	if (!o.nseal_key_files && cfg.seal_key_file)
-		o.seal_key_files[o.nseal_key_files++] = cfg.seal_key_file;
-	if (!o.nseal_key_files) {
+	       a->cfg.owner_authz == SBX_OWNER_AUTHZ_NAMESPACE ? "namespace" : "accessReview");
+	if (!o->nseal_key_files && a->cfg.seal_key_file)
+		o->seal_key_files[o->nseal_key_files++] = a->cfg.seal_key_file;
+	if (!o->nseal_key_files) {
 		log_kv(LOG_ERROR, "no seal key: set --seal-key-file or seal.keyFile in the config "
 				  "(a Secret shared by all replicas, readable by no tenant)");
-		return 1;
+		return -1;
 	}
-	struct sbx_seal_keys seal;
-	sbx_seal_keys_init(&seal);
-	for (int i = 0; i < o.nseal_key_files; i++) {
-		if (sbx_seal_keys_load(&seal, o.seal_key_files[i], err, sizeof err) < 0) {
+	for (int i = 0; i < o->nseal_key_files; i++) {
+		if (sbx_seal_keys_load(&a->seal, o->seal_key_files[i], err, sizeof err) < 0) {
 			log_kv(LOG_ERROR, "cannot load the seal keys", "error", err);
-			sbx_seal_keys_release(&seal);
-			return 1;
+			return -1;
 		}
 	}
 	char nkeys[16];
-	snprintf(nkeys, sizeof nkeys, "%zu", seal.n);
+	snprintf(nkeys, sizeof nkeys, "%zu", a->seal.n);
 	log_kv(LOG_INFO, "seal keys loaded", "keys", nkeys);
-	struct kube_config *kcfg = kube_config_load(o.kubeconfig, o.context, err, sizeof err);
+	struct kube_config *kcfg = kube_config_load(o->kubeconfig, o->context, err, sizeof err);
 	if (!kcfg) {
 		log_kv(LOG_ERROR, "cannot load Kubernetes credentials", "error", err);
-		return 1;
+		return -1;
 	}
 	log_kv(LOG_INFO, "starting", "version", SBX_VERSION, "server", kube_config_server(kcfg));
 	metrics_register(kube_config_server(kcfg));
-	struct kube_client_opts copts = { .qps = o.qps, .burst = o.burst, .observe = observe_request };
-	struct kube_client *kc = kube_client_new(kcfg, &copts);
-	if (!kc) {
+	struct kube_client_opts copts = { .qps = o->qps, .burst = o->burst, .observe = kube_rest_metrics_observe };
+	a->kc = kube_client_new(kcfg, &copts);
+	if (!a->kc) {
 		log_kv(LOG_ERROR, "cannot create the Kubernetes client"); /* it freed kcfg */
-		return 1;
+		return -1;
 	}
+	return 0;
+}
 
-	struct webhook_certs *certs = NULL;
+/* Self-managed webhook certificates, the controller (not started) and the
+ * metrics and probe listeners: /metrics only on the metrics listener, the
+ * probes only on the probe listener, so a scraper's port never answers
+ * probes and the other way round. Returns 0 or -1 (logged). */
+static int start_serving(struct app *a)
+{
+	struct options *o = &a->o;
 	/* The webhook CA derives from the newest seal key; the caBundle trusts
 	 * the CAs of every key in the list, so replicas mid-rotation agree. */
-	if (start_webhook_certs(&o, kc, &seal, &certs) < 0)
-		return 1;
-
-	struct sbx_controller ctl;
-	sbx_controller_init(&ctl, kc, &cfg, &seal, o.workers);
-	sbx_controller_set_webhook_config(&ctl, o.config_name);
-	sbx_controller_set_warm(&ctl, o.warm_settle_s, o.warm_refill_qps);
-	if (cfg.prep_enabled && !cfg.prep_image) {
+	if (start_webhook_certs(o, a->kc, &a->seal, &a->certs) < 0)
+		return -1;
+	sbx_controller_init(&a->ctl, a->kc, &a->cfg, &a->seal, o->workers);
+	a->ctl_ready = 1;
+	sbx_controller_set_webhook_config(&a->ctl, o->config_name);
+	sbx_controller_set_warm(&a->ctl, o->warm_settle_s, o->warm_refill_qps);
+	sbx_controller_set_fifo(&a->ctl, !strcmp(o->queue_order, "fifo"));
+	sbx_controller_set_caps(&a->ctl, o->per_ns, o->per_owner);
+	if (a->cfg.prep_enabled && !a->cfg.prep_image) {
 		/* Workspace preparation pods run this very image (sandbox/wsprep.h). */
 		char image[512], why[256];
-		if (sbx_controller_own_image(kc, image, sizeof image, why, sizeof why) == 0)
-			sbx_controller_set_prep_image(&ctl, image);
+		if (sbx_controller_own_image(a->kc, image, sizeof image, why, sizeof why) == 0)
+			sbx_controller_set_prep_image(&a->ctl, image);
 		else
 			log_kv(LOG_INFO, "workspace preparation pods run the default image", "image",
 			       SBX_WSPREP_DEFAULT_IMAGE, "why", why);
 	}
-	scrape.leader_elect = o.leader_elect;
-	/* /metrics only on the metrics listener, the probes only on the probe
-	 * listener: a scraper's port never answers probes and the other way round. */
-	struct kube_authfilter mauth = { .kc = kc, .next = serve_metrics, .next_ctx = &ctl,
-					 .cache = o.metrics_secure ? kube_authcache_new() : NULL };
-	const struct obs_http_route mroutes[] = { o.metrics_secure ? (struct obs_http_route){ "/metrics", kube_authfilter_serve, &mauth }
-								   : (struct obs_http_route){ "/metrics", serve_metrics, &ctl } };
-	const struct obs_http_route proutes[] = { { "/healthz", serve_healthz, NULL }, { "/readyz", serve_readyz, &ctl } };
-	struct obs_http_server *msrv = NULL, *psrv = NULL;
-	if (start_listener(&msrv, "metrics", o.metrics_addr, mroutes, 1, o.metrics_cert_path, o.metrics_cert_name,
-			   o.metrics_cert_key) < 0 ||
-	    start_listener(&psrv, "probe", o.probe_addr, proutes, 2, NULL, NULL, NULL) < 0) {
-		obs_http_free(msrv);
-		sbx_controller_release(&ctl);
-		webhook_certs_free(certs);
-		kube_authcache_free(mauth.cache);
-		kube_client_free(kc);
-		return 1;
-	}
-	int rc = 0, sig = 0;
-	struct lease_elector *elector = NULL;
-	/* Caches run on every replica: the webhook reads them and a standby is
-	 * Ready (controller-runtime's behaviour); only workers wait for the lease. */
-	if (sbx_controller_start_caches(&ctl, 0, err, sizeof err) < 0) {
+	scrape.leader_elect = o->leader_elect;
+	a->scrape_src = (struct obs_scrape){ refresh_scrape, NULL };
+	a->readiness = (struct obs_readiness){ caches_synced, &a->ctl };
+	a->mauth = (struct kube_authfilter){ .kc = a->kc, .next = obs_serve_metrics, .next_ctx = &a->scrape_src, .cache = o->metrics_secure ? kube_authcache_new() : NULL };
+	a->mroutes[0] = o->metrics_secure ? (struct obs_http_route){ "/metrics", kube_authfilter_serve, &a->mauth }
+					  : (struct obs_http_route){ "/metrics", obs_serve_metrics, &a->scrape_src };
+	a->proutes[0] = (struct obs_http_route){ "/healthz", obs_serve_healthz, NULL };
+	a->proutes[1] = (struct obs_http_route){ "/readyz", obs_serve_readyz, &a->readiness };
+	if (start_listener(&a->msrv, "metrics", o->metrics_addr, a->mroutes, 1, o->metrics_cert_path,
+			   o->metrics_cert_name, o->metrics_cert_key) < 0 ||
+	    start_listener(&a->psrv, "probe", o->probe_addr, a->proutes, 2, NULL, NULL, NULL) < 0)
+		return -1;
+	return 0;
+}
+
+/* The caches, on every replica (the webhook reads them and a standby is
+ * Ready, controller-runtime's behaviour; only workers wait for the lease),
+ * and their first sync: up to 120 s, never past a SIGTERM. Returns 0 (also
+ * when a signal came: a->sig) or -1 (logged). */
+static int start_caches(struct app *a)
+{
+	char err[1024];
+	if (sbx_controller_start_caches(&a->ctl, 0, err, sizeof err) < 0) {
 		log_kv(LOG_ERROR, "cannot start the controller", "error", err);
-		rc = 1;
+		return -1;
 	}
-	/* Wait for the first sync (up to 120 s), but never past a SIGTERM. */
-	for (int waited = 0; rc == 0 && !sig && !sbx_controller_synced(&ctl); waited += 200) {
+	for (int waited = 0; !a->sig && !sbx_controller_synced(&a->ctl); waited += 200) {
 		if (waited >= 120000) {
 			log_kv(LOG_ERROR, "cannot start the controller", "error",
 			       "caches did not sync within 120 s (is the Sandbox CRD installed?)");
-			rc = 1;
-		} else {
-			sig = wait_signal(&sigs, 200);
+			return -1;
 		}
+		a->sig = wait_signal(&a->sigs, 200);
 	}
-	/* Every replica serves the webhook, from the caches it just synced. */
-	struct wh_server *whs = NULL;
-	char wh_cert[4096], wh_key[4096];
-	enum { MAX_CLIENT_NAMES = 32 };
-	char *client_names[MAX_CLIENT_NAMES + 1] = { NULL };
-	split_list(o.webhook_client_names, client_names, MAX_CLIENT_NAMES);
-	if (rc == 0 && !sig && strcmp(o.webhook_addr, "0")) {
-		snprintf(wh_cert, sizeof wh_cert, "%s/tls.crt", o.cert_dir);
-		snprintf(wh_key, sizeof wh_key, "%s/tls.key", o.cert_dir);
-		struct wh_server_opts wo = {
-			.addr = o.webhook_addr,
-			.cert_file = wh_cert,
-			.key_file = wh_key,
-			.cfg = &cfg,
-			.keys = (const unsigned char *const *)seal.key,
-			.keylens = seal.len,
-			.nkeys = seal.n,
-			.kc = kc,
-			.sandboxes = ctl.sandboxes,
-			.pods = ctl.pods,
-			.client_ca_file = o.webhook_client_ca,
-			.client_names = client_names[0] ? (const char *const *)client_names : NULL,
-		};
-		if (!(whs = wh_server_start(&wo, err, sizeof err))) {
-			log_kv(LOG_ERROR, "webhook server", "error", err);
-			rc = 1;
-		} else {
-			log_kv(LOG_INFO, "serving the admission webhook", "address", o.webhook_addr, "certDir",
-			       o.cert_dir, "clients",
-			       o.webhook_client_ca ? "the API server (client certificate required)"
-						   : "any (no --webhook-client-ca-file)");
-		}
+	return 0;
+}
+
+/* The admission webhook, served by every replica from the caches it just
+ * synced (--webhook-bind-address 0: none). Returns 0 or -1 (logged). */
+static int start_webhook(struct app *a)
+{
+	char err[1024];
+	struct options *o = &a->o;
+	split_list(o->webhook_client_names, a->client_names, MAX_CLIENT_NAMES);
+	if (!strcmp(o->webhook_addr, "0"))
+		return 0;
+	snprintf(a->wh_cert, sizeof a->wh_cert, "%s/tls.crt", o->cert_dir);
+	snprintf(a->wh_key, sizeof a->wh_key, "%s/tls.key", o->cert_dir);
+	/* A client of its own: its connections and any client-side limit are
+	 * not the reconciles', so a review never waits behind a reconcile's
+	 * request in this process, nor a reconcile behind a review. In the API
+	 * server, the install's FlowSchemas keep the two apart too
+	 * (manifests/webhook/flowcontrol.yaml). */
+	struct kube_config *wcfg = kube_config_load(o->kubeconfig, o->context, err, sizeof err);
+	struct kube_client_opts wopts = { .observe = kube_rest_metrics_observe, .user_agent = "sandbox-controller-webhook/" SBX_VERSION };
+	if (!wcfg || !(a->wkc = kube_client_new(wcfg, &wopts))) {
+		log_kv(LOG_ERROR, "cannot create the webhook's Kubernetes client", "error", wcfg ? "" : err);
+		return -1;
 	}
-	if (rc == 0 && !sig && o.leader_elect) {
-		char host[128] = "unknown", ident[200];
-		unsigned char rnd[6];
-		gethostname(host, sizeof host - 1);
-		if (RAND_bytes(rnd, sizeof rnd) != 1)
-			memset(rnd, 0, sizeof rnd);
-		snprintf(ident, sizeof ident, "%s_%02x%02x%02x%02x%02x%02x", host, rnd[0], rnd[1], rnd[2], rnd[3],
-			 rnd[4], rnd[5]);
-		struct lease_opts lo = {
-			.ns = o.le_namespace ? o.le_namespace : kube_config_namespace(kube_client_config(kc)),
-			.name = o.le_id,
-			.identity = ident,
-		};
-		log_kv(LOG_INFO, "waiting for leadership", "lease", lo.name, "namespace", lo.ns, "identity", ident);
-		elector = lease_elector_start(kc, &lo);
-		pthread_mutex_lock(&scrape.mu);
-		scrape.elector = elector;
-		pthread_mutex_unlock(&scrape.mu);
-		if (!elector) {
-			log_kv(LOG_ERROR, "cannot start leader election");
-			rc = 1;
-		}
-		while (elector && !lease_is_leader(elector) && !(sig = wait_signal(&sigs, 200)))
-			;
+	struct wh_server_opts wo = {
+		.addr = o->webhook_addr,
+		.cert_file = a->wh_cert,
+		.key_file = a->wh_key,
+		.cfg = &a->cfg,
+		.keys = (const unsigned char *const *)a->seal.key,
+		.keylens = a->seal.len,
+		.nkeys = a->seal.n,
+		.kc = a->wkc,
+		.sandboxes = a->ctl.sandboxes,
+		.pods = a->ctl.pods,
+		.client_ca_file = o->webhook_client_ca,
+		.client_names = a->client_names[0] ? (const char *const *)a->client_names : NULL,
+	};
+	if (!(a->whs = wh_server_start(&wo, err, sizeof err))) {
+		log_kv(LOG_ERROR, "webhook server", "error", err);
+		return -1;
 	}
-	if (rc == 0 && !sig) {
-		if (sbx_controller_start_workers(&ctl, err, sizeof err) < 0) {
-			log_kv(LOG_ERROR, "cannot start the controller", "error", err);
-			rc = 1;
-		} else {
-			log_kv(LOG_INFO, "controller running");
-			pthread_mutex_lock(&scrape.mu);
-			scrape.ctl = &ctl;
-			pthread_mutex_unlock(&scrape.mu);
-			while (!(sig = wait_signal(&sigs, 500))) {
-				if (elector && lease_lost(elector)) {
-					rc = 1; /* as controller-runtime: exit, the Deployment restarts us */
-					break;
-				}
-			}
-		}
+	log_kv(LOG_INFO, "serving the admission webhook", "address", o->webhook_addr, "certDir", o->cert_dir,
+	       "clients",
+	       o->webhook_client_ca ? "the API server (client certificate required)"
+				    : "any (no --webhook-client-ca-file)");
+	return 0;
+}
+
+/* With --leader-elect, waits until this replica holds the Lease (or a
+ * signal comes: a->sig). Returns 0 or -1 (logged). */
+static int await_leadership(struct app *a)
+{
+	struct options *o = &a->o;
+	if (!o->leader_elect)
+		return 0;
+	char host[128] = "unknown", ident[200];
+	unsigned char rnd[6];
+	gethostname(host, sizeof host - 1);
+	if (RAND_bytes(rnd, sizeof rnd) != 1)
+		memset(rnd, 0, sizeof rnd);
+	snprintf(ident, sizeof ident, "%s_%02x%02x%02x%02x%02x%02x", host, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
+		 rnd[5]);
+	struct lease_opts lo = {
+		.ns = o->le_namespace ? o->le_namespace : kube_config_namespace(kube_client_config(a->kc)),
+		.name = o->le_id,
+		.identity = ident,
+	};
+	log_kv(LOG_INFO, "waiting for leadership", "lease", lo.name, "namespace", lo.ns, "identity", ident);
+	a->elector = lease_elector_start(a->kc, &lo);
+	scrape_set(NULL, a->elector);
+	if (!a->elector) {
+		log_kv(LOG_ERROR, "cannot start leader election");
+		return -1;
 	}
-	if (sig)
-		log_kv(LOG_INFO, "shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-	/* The listeners go first: their handlers read the controller, so no
-	 * handler may run once it is being released. */
-	wh_server_free(whs);
-	for (size_t i = 0; client_names[i]; i++)
-		free(client_names[i]);
-	obs_http_free(msrv);
-	obs_http_free(psrv);
-	pthread_mutex_lock(&scrape.mu);
-	scrape.ctl = NULL;
-	scrape.elector = NULL;
-	pthread_mutex_unlock(&scrape.mu);
-	sbx_controller_release(&ctl);
-	lease_elector_free(elector); /* after the workers stopped: then give the lease up */
-	webhook_certs_free(certs);
-	kube_authcache_free(mauth.cache);
-	kube_client_free(kc);
-	sbx_config_release(&cfg);
-	sbx_seal_keys_release(&seal);
+	while (!lease_is_leader(a->elector) && !(a->sig = wait_signal(&a->sigs, 200)))
+		;
+	return 0;
+}
+
+/* The workers, then the run until SIGTERM/SIGINT or a lost Lease. Returns
+ * the exit code. */
+static int run(struct app *a)
+{
+	char err[1024];
+	if (sbx_controller_start_workers(&a->ctl, err, sizeof err) < 0) {
+		log_kv(LOG_ERROR, "cannot start the controller", "error", err);
+		return 1;
+	}
+	log_kv(LOG_INFO, "controller running");
+	scrape_set(&a->ctl, a->elector);
+	while (!(a->sig = wait_signal(&a->sigs, 500))) {
+		if (a->elector && lease_lost(a->elector))
+			return 1; /* as controller-runtime: exit, the Deployment restarts us */
+	}
+	return 0;
+}
+
+/* Stops whatever started, in order: the listeners first (their handlers
+ * read the controller, so no handler may run once it is being released),
+ * the lease after the workers stopped (then it is given up). */
+static void shutdown_all(struct app *a)
+{
+	if (a->sig)
+		log_kv(LOG_INFO, "shutting down", "signal", a->sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	wh_server_free(a->whs);
+	kube_client_free(a->wkc);
+	for (size_t i = 0; a->client_names[i]; i++)
+		free(a->client_names[i]);
+	obs_http_free(a->msrv);
+	obs_http_free(a->psrv);
+	scrape_set(NULL, NULL);
+	if (a->ctl_ready)
+		sbx_controller_release(&a->ctl);
+	lease_elector_free(a->elector);
+	webhook_certs_free(a->certs);
+	kube_authcache_free(a->mauth.cache);
+	kube_client_free(a->kc);
+	sbx_config_release(&a->cfg);
+	sbx_seal_keys_release(&a->seal);
 	log_kv(LOG_INFO, "stopped");
+}
+
+int main(int argc, char **argv)
+{
+	static struct app a; /* large (certificate paths); zeroed */
+	int rc = setup(&a, argc, argv);
+	if (rc)
+		return rc;
+	if (load(&a) < 0) {
+		sbx_config_release(&a.cfg);
+		sbx_seal_keys_release(&a.seal);
+		kube_client_free(a.kc);
+		return 1;
+	}
+	if (start_serving(&a) < 0) {
+		shutdown_all(&a);
+		return 1;
+	}
+	rc = start_caches(&a) < 0 || (!a.sig && start_webhook(&a) < 0) ? 1 : 0;
+	if (rc == 0 && !a.sig)
+		rc = await_leadership(&a) < 0 ? 1 : 0;
+	if (rc == 0 && !a.sig)
+		rc = run(&a);
+	shutdown_all(&a);
 	return rc;
 }

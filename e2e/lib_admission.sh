@@ -20,6 +20,23 @@ webhook_certs() {
   rm -f "$d/tls.csr" "$d/ext"
 }
 
+# controller_with_webhook: starts the controller "main" with the admission
+# webhook on a free port of 127.0.0.1 (WEBHOOK_PORT) requiring the API
+# server's client certificate, and workspace.mode hostPath under
+# $E2E_DIR/workspaces (WS_ROOT, which the policies then allow:
+# E2E_WORKSPACE_ROOT). Call install_admission "$WEBHOOK_PORT" after it.
+controller_with_webhook() {
+  WS_ROOT=$E2E_DIR/workspaces
+  E2E_WORKSPACE_ROOT=$WS_ROOT
+  mkdir -p "$WS_ROOT"
+  printf 'workspace:\n  mode: hostPath\n  hostPathRoot: %s\n' "$WS_ROOT" >"$E2E_DIR/config.yaml"
+  webhook_certs
+  WEBHOOK_PORT=$(free_port)
+  controller_start main --config "$E2E_DIR/config.yaml" \
+    --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
+}
+
 # free_port comes from lib.sh; hack/demo.sh sources this file alone.
 declare -F free_port >/dev/null ||
 free_port() {
@@ -139,7 +156,7 @@ YAML
   [[ "$out" == *sandbox.dev/requested-by* ]] || { say "webhook not reached: $out"; return 1; }
   wait_for 20 policies_enforced "$user" || { say "the pod policies are not enforced"; return 1; }
   # The controller counts an owner authorization only for Sandboxes made
-  # at least SBX_INFORCE_GRACE_S (5 s, sandbox/inforce.h) after the
+  # at least SBX_INFORCE_GRACE_S (5 s, reconcile/inforce.h) after the
   # webhook configuration took its present form: the API server's own
   # lag in loading it. Sandboxes of the caller come after that.
   sleep 6

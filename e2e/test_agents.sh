@@ -20,15 +20,7 @@ setup() {
   cluster_up
   grant_controller_rbac
   kubectl create namespace team-a >/dev/null
-  WS_ROOT=$E2E_DIR/workspaces
-  E2E_WORKSPACE_ROOT=$WS_ROOT  # the policies allow this hostPath root (lib_admission.sh)
-  mkdir -p "$WS_ROOT"
-  printf 'workspace:\n  mode: hostPath\n  hostPathRoot: %s\n' "$WS_ROOT" >"$E2E_DIR/config.yaml"
-  webhook_certs
-  WEBHOOK_PORT=$(free_port)
-  controller_start main --config "$E2E_DIR/config.yaml" \
-    --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
-    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
+  controller_with_webhook
   install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
   ALICE=$(user_kubeconfig alice); BOB=$(user_kubeconfig bob)
   kubectl apply -f - >/dev/null <<YAML

@@ -24,9 +24,20 @@ bash hack/build-control-plane.sh >/dev/null || exit 1
 step "helm and promtool from their Go modules (cached after the first run)"
 bash hack/tools.sh helm >/dev/null && bash hack/tools.sh promtool >/dev/null || exit 1
 
+step "lint: include graph, clang-format, cppcheck (hack/lint.sh)"
+bash hack/lint.sh
+record "lint (include graph, clang-format, cppcheck)" $?
+
 step "generated copies under manifests/ are current (CRD, rules, dashboard)"
 bash hack/manifests.sh check
 record "manifests: generated copies current" $?
+
+# The Go API modules (clients/go): the generated code is what the generators
+# make now, the Go types describe crd/ exactly, a types-only program's
+# modules, and the unit tests (hack/gen-go.sh test prints each part's time).
+step "Go API modules: generated code current, CRD drift, unit tests (hack/gen-go.sh test)"
+bash hack/gen-go.sh test
+record "Go API modules (generated, drift, unit tests)" $?
 
 # The Python client and kubectl plugin (clients/python): installed as a user
 # installs it, into a venv over Debian's python3-kubernetes with no package
@@ -55,58 +66,101 @@ go build -C hack/mutator -o "$ROOT/build/mutator" . || exit 1
 step "controller build with ThreadSanitizer"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSBX_TSAN=ON -DSBX_WERROR=ON >/dev/null &&
   cmake --build build-tsan -j2 --target sandbox-controller || exit 1
-step "unit tests under valgrind"
-valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
-  --error-exitcode=3 ./build/unit-tests >build/valgrind-unit.log 2>&1
-rc=$?; tail -n 3 build/valgrind-unit.log; [ $rc -eq 0 ] || grep -E "==[0-9]+==" build/valgrind-unit.log | head -40
-record "unit tests (valgrind)" $rc
-
-step "fuzzing: every target under fuzz/ for 20 s (hack/fuzz.sh)"
-bash hack/fuzz.sh 20
-record "fuzzing (20 s per target)" $?
-
-step "image: hack/image.sh (offline buildah, OCI archive, smoke test)"
-SBX_BUILD_DIR="$ROOT/build" bash hack/image.sh
-record "image (buildah)" $?
-
-# The foundation and idempotency suites run the controller as deployed: the
-# manifests' ServiceAccount with only manifests/rbac, a TokenRequest token and
-# the in-cluster file layout (e2e/lib.sh, SBX_E2E_IDENTITY).
+# From here on the suites are independent: they run side by side in lanes
+# (hack/lanes.sh; SBX_TEST_LANES, default 3), each with its own log printed
+# whole when it ends and its own time in the summary. Longest first, so the
+# run ends with the short ones.
+. hack/lanes.sh
+lanes_init "$ROOT/build/suites" "${SBX_TEST_LANES:-3}"
+valgrind_unit() {
+  valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
+    --error-exitcode=3 ./build/unit-tests >build/valgrind-unit.log 2>&1
+  local rc=$?
+  tail -n 3 build/valgrind-unit.log; [ $rc -eq 0 ] || grep -E "==[0-9]+==" build/valgrind-unit.log | head -40
+  return $rc
+}
+# e2e SUITE [VAR=VALUE...]: the suite with the Release controller unless a
+# variable says otherwise.
+e2e() {
+  local t=$1
+  shift
+  env SBX_BUILD_DIR="$ROOT/build" "$@" bash "e2e/$t.sh"
+}
+want() { # want SUITE: whether E2E_FILES (if set) asks for it
+  [ -z "${E2E_FILES:-}" ] || [[ " $E2E_FILES " == *" $1 "* ]]
+}
+# Every job, longest first by its time in a 3-lane run on 2 CPUs (seconds,
+# the first field), so the run ends with short jobs filling the lanes rather
+# than one long job alone. A suite missing from the list still runs, with
+# 120 s assumed, so a new file is never skipped. test_realnode and test_demo
+# both need the machine's one real node: the second to get there waits for
+# the first's lock (hack/realnode.sh, rn_lock, up to SBX_REAL_NODE_WAIT s)
+# rather than failing, so they may share the lanes like any other suite.
+JOBS=(
+  "421 e2e test_lifecycle"
+  "374 e2e test_lifecycle asan"
+  "262 e2e test_robust"
+  "214 e2e test_warm tsan"
+  "212 e2e test_warm"
+  "210 e2e test_warm asan"
+  "210 e2e test_realnode"
+  "210 e2e test_idempotency"
+  "201 e2e test_certs"
+  "199 e2e test_agents"
+  "158 fuzz"
+  "145 e2e test_kube_client"
+  "141 e2e test_conformance"
+  "143 e2e test_admission"
+  "136 e2e test_hardening"
+  "114 e2e test_listeners"
+  "109 e2e test_policy"
+  "99 valgrind"
+  "95 e2e test_trust"
+  "86 e2e test_foundation asan"
+  "73 e2e test_helm"
+  "72 e2e test_install"
+  "71 e2e test_foundation"
+  "60 e2e test_foundation tsan"
+  "60 e2e test_demo"
+  "59 e2e test_operation"
+  "56 e2e test_ha"
+  "36 e2e test_deployed"
+  "13 image"
+)
 for t in e2e/test_*.sh; do
-  [ -n "${E2E_FILES:-}" ] && [[ " $E2E_FILES " != *" $(basename "$t") "* ]] && continue
-  ident=""
-  case "$(basename "$t")" in test_foundation.sh | test_idempotency.sh) ident=serviceaccount ;; esac
-  step "end-to-end: $t${ident:+ (as the ServiceAccount of manifests/)}"
-  t0=$SECONDS
-  SBX_E2E_IDENTITY=$ident SBX_BUILD_DIR="$ROOT/build" bash "$t"
-  rc=$?
-  # Each suite's time in the summary (test_realnode.sh and test_demo.sh run on
-  # the real node: about 3.5 and 1 minutes on 2 CPUs).
-  record "$t${ident:+ (ServiceAccount)} ($((SECONDS - t0)) s)" $rc
+  t=$(basename "$t" .sh)
+  printf '%s\n' "${JOBS[@]}" | grep -q " e2e $t\( \|$\)" || JOBS+=("120 e2e $t")
 done
+mapfile -t JOBS < <(printf '%s\n' "${JOBS[@]}" | sort -s -k1,1nr)
+ASAN_ENV=(ASAN_OPTIONS=detect_leaks=1 SBX_BUILD_DIR="$ROOT/build-asan")
+TSAN_ENV=("TSAN_OPTIONS=halt_on_error=0 second_deadlock_stack=1" SBX_BUILD_DIR="$ROOT/build-tsan")
+for j in "${JOBS[@]}"; do
+  read -r _ kind t flavour <<<"$j"
+  case "$kind" in
+    valgrind) [ -z "${E2E_FILES:-}" ] && lane "unit tests (valgrind)" valgrind_unit ;;
+    fuzz) [ -z "${E2E_FILES:-}" ] && lane "fuzzing (20 s per target)" bash hack/fuzz.sh 20 ;;
+    image) [ -z "${E2E_FILES:-}" ] && lane "image (buildah)" env SBX_BUILD_DIR="$ROOT/build" bash hack/image.sh ;;
+    e2e)
+      case "${flavour:-}" in
+        asan) want asan && lane "e2e/$t.sh (ASan/UBSan controller)" e2e "$t" "${ASAN_ENV[@]}" ;;
+        tsan) want tsan && lane "e2e/$t.sh (TSan controller)" e2e "$t" "${TSAN_ENV[@]}" ;;
+        *)
+          want "$t.sh" || continue
+          # The foundation and idempotency suites run the controller as
+          # deployed: the manifests' ServiceAccount with only manifests/rbac,
+          # a TokenRequest token and the in-cluster file layout (e2e/lib.sh).
+          case $t in
+            test_foundation | test_idempotency) lane "e2e/$t.sh (ServiceAccount)" e2e "$t" SBX_E2E_IDENTITY=serviceaccount ;;
+            *) lane "e2e/$t.sh" e2e "$t" ;;
+          esac
+          ;;
+      esac
+      ;;
+  esac
+done
+lanes_wait
 
-# The controller itself under ASan/UBSan/LSan on the real cluster: the
-# foundation, lifecycle and warm pool suites again with the sanitizer build
-# (a report in a controller's log fails the suite).
-if [ -z "${E2E_FILES:-}" ] || [[ " $E2E_FILES " == *" asan "* ]]; then
-  for t in test_foundation test_lifecycle test_warm; do
-    step "end-to-end: e2e/$t.sh with the ASan/UBSan controller"
-    ASAN_OPTIONS=detect_leaks=1 SBX_BUILD_DIR="$ROOT/build-asan" bash "e2e/$t.sh"
-    record "e2e/$t.sh (ASan/UBSan controller)" $?
-  done
-fi
-
-# The controller under ThreadSanitizer on the real cluster: the foundation
-# and warm pool suites again (a "WARNING: ThreadSanitizer" in a log fails it).
-if [ -z "${E2E_FILES:-}" ] || [[ " $E2E_FILES " == *" tsan "* ]]; then
-  for t in test_foundation test_warm; do
-    step "end-to-end: e2e/$t.sh with the TSan controller"
-    TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1" SBX_BUILD_DIR="$ROOT/build-tsan" bash "e2e/$t.sh"
-    record "e2e/$t.sh (TSan controller)" $?
-  done
-fi
-
-step "summary"
+step "summary (each suite's own time in brackets)"
 printf '%s\n' "${results[@]}"
 if [ -s "$SBX_E2E_REPORT" ]; then echo "failed end-to-end tests:"; sed 's/^/  /' "$SBX_E2E_REPORT"; fi
 p=$(printf '%s\n' "${results[@]}" | grep -c '^PASS'); f=$(printf '%s\n' "${results[@]}" | grep -c '^FAIL')

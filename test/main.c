@@ -1,4 +1,6 @@
-/* The CUnit runner for every unit test. Each area registers its suites from a
+/* The CUnit runner for every unit test (unit-tests), or with
+ * SBX_DOMAIN_TESTS for the domain's and base's alone (domain-tests, linked
+ * against those two libraries alone). Each area registers its suites from a
  * file of its own (test_<area>_*.c), so areas can grow independently. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,12 +15,14 @@ int main(void)
 		return 2;
 	register_base_tests();
 	register_sandbox_tests();
+#ifndef SBX_DOMAIN_TESTS
 	register_kube_tests();
-	register_status_tests();
+	register_reconcile_tests();
 	register_obs_tests();
 	register_webhook_certs_tests();
 	register_obs_httpserver_tests();
 	register_webhook_tests();
+#endif
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
 	unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();

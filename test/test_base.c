@@ -6,6 +6,7 @@
 #include <CUnit/CUnit.h>
 
 #include "base/buf.h"
+#include "base/strmap.h"
 #include "base/yamljson.h"
 #include "base/zpack.h"
 #include "test_suites.h"
@@ -127,9 +128,50 @@ static void test_zpack_refuses_bad_input(void)
 	zpack_free(NULL);
 }
 
+/* The map under the controller's sets: values made zeroed, kept by key,
+ * swept by value, keys past STRMAP_KEY_MAX refused. */
+static int odd(const void *value, void *ctx)
+{
+	(void)ctx;
+	return *(const int *)value % 2;
+}
+
+static void test_strmap(void)
+{
+	struct strmap *m = strmap_new(sizeof(int));
+	int created = -1;
+	strmap_lock(m);
+	CU_ASSERT_PTR_NULL(strmap_get(m, "a"));
+	int *a = strmap_put(m, "a", &created);
+	CU_ASSERT_EQUAL(created, 1);
+	CU_ASSERT_EQUAL(*a, 0);
+	*a = 1;
+	CU_ASSERT_PTR_EQUAL(strmap_put(m, "a", &created), a);
+	CU_ASSERT_EQUAL(created, 0);
+	*(int *)strmap_put(m, "b", NULL) = 2;
+	*(int *)strmap_put(m, "c", NULL) = 3;
+	CU_ASSERT_EQUAL(strmap_count(m), 3);
+	strmap_sweep(m, odd, NULL);
+	CU_ASSERT_EQUAL(strmap_count(m), 1);
+	CU_ASSERT_EQUAL(*(int *)strmap_get(m, "b"), 2);
+	strmap_del(m, "b");
+	strmap_del(m, "absent");
+	CU_ASSERT_EQUAL(strmap_count(m), 0);
+	char key[STRMAP_KEY_MAX + 2];
+	memset(key, 'k', sizeof key - 1);
+	key[sizeof key - 1] = '\0';
+	CU_ASSERT_PTR_NULL(strmap_put(m, key, &created));
+	CU_ASSERT_EQUAL(created, 0);
+	key[STRMAP_KEY_MAX] = '\0';
+	CU_ASSERT_PTR_NOT_NULL(strmap_put(m, key, NULL));
+	strmap_unlock(m);
+	strmap_free(m);
+	strmap_free(NULL);
+}
+
 void register_base_tests(void)
 {
-	SBX_SUITE("base", { "buf cap", test_buf_cap }, { "buf overflow arithmetic", test_buf_overflow_arith },
+	SBX_SUITE("base", { "buf cap", test_buf_cap }, { "strmap", test_strmap }, { "buf overflow arithmetic", test_buf_overflow_arith },
 		  { "yaml scalar types", test_yaml_types }, { "yaml errors", test_yaml_errors },
 		  { "zpack round trip", test_zpack_roundtrip }, { "zpack refuses bad input", test_zpack_refuses_bad_input });
 }

@@ -29,11 +29,12 @@
 #include "base/buf.h"
 #include "base/xmalloc.h"
 #include "kube/access.h"
+#include "kube/accesscache.h"
 #include "kube/authfilter.h"
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/informer.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "test_suites.h"
 
 void register_kube_client_tests(void);
@@ -408,7 +409,8 @@ static void test_request_basics(void)
 	cJSON *out = NULL;
 	struct kube_error err;
 	const char *query[] = {
-	    "labelSelector", "a=b,c in (x y)", "fieldSelector", NULL, "limit", "5", NULL};
+		"labelSelector", "a=b,c in (x y)", "fieldSelector", NULL, "limit", "5", NULL
+	};
 	CU_ASSERT_EQUAL(
 	    kube_request(c, "GET", "/api/v1/namespaces/ns1/pods/p", query, NULL, NULL, &out, &err),
 	    KUBE_OK);
@@ -452,10 +454,10 @@ static void test_request_basics(void)
 	/* Methods, bodies and content types. */
 	static const struct {
 		const char *m, *ct, *want_ct;
-	} ms[] = {{"POST", NULL, "application/json"},
-		  {"PUT", NULL, "application/json"},
-		  {"PATCH", "application/merge-patch+json", "application/merge-patch+json"},
-		  {"DELETE", NULL, "application/json"}};
+	} ms[] = { { "POST", NULL, "application/json" },
+		   { "PUT", NULL, "application/json" },
+		   { "PATCH", "application/merge-patch+json", "application/merge-patch+json" },
+		   { "DELETE", NULL, "application/json" } };
 	for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
 		CU_ASSERT_EQUAL_FATAL(
 		    kube_request(c, ms[i].m, "/echo", NULL, "{\"x\":1}", ms[i].ct, &out, &err),
@@ -472,7 +474,7 @@ static void test_request_basics(void)
 	kube_client_free(c);
 
 	/* The response cap. */
-	struct kube_client_opts o = {.max_body = 1024};
+	struct kube_client_opts o = { .max_body = 1024 };
 	c = client_for(f, "{token: tok-0}", &o);
 	CU_ASSERT_EQUAL(kube_request(c, "GET", "/big", NULL, NULL, NULL, &out, &err),
 			KUBE_ERR_TOO_LARGE);
@@ -480,7 +482,7 @@ static void test_request_basics(void)
 	kube_client_free(c);
 
 	/* A request that is never answered times out; an abort flag ends it early. */
-	struct kube_client_opts t = {.timeout_ms = 300};
+	struct kube_client_opts t = { .timeout_ms = 300 };
 	c = client_for(f, "{token: tok-0}", &t);
 	int64_t t0 = ktime_mono_ms();
 	CU_ASSERT_EQUAL(kube_request(c, "GET", "/hang", NULL, NULL, NULL, &out, &err),
@@ -489,7 +491,7 @@ static void test_request_basics(void)
 	CU_ASSERT(took >= 250 && took < 3000);
 	atomic_int abort_now;
 	atomic_init(&abort_now, 1);
-	struct kube_request_opts ro = {.timeout_ms = 20000, .abort = &abort_now};
+	struct kube_request_opts ro = { .timeout_ms = 20000, .abort = &abort_now };
 	t0 = ktime_mono_ms();
 	CU_ASSERT_EQUAL(kube_request_ex(c, "GET", "/hang", NULL, NULL, NULL, &ro, &out, &err),
 			KUBE_ERR_TRANSPORT);
@@ -502,12 +504,12 @@ static void test_transport_error(void)
 {
 	/* A port nobody listens on. */
 	int s = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t sl = sizeof sa;
 	bind(s, (struct sockaddr *)&sa, sizeof sa);
 	getsockname(s, (struct sockaddr *)&sa, &sl);
 	close(s);
-	struct fake dead = {.port = ntohs(sa.sin_port)};
+	struct fake dead = { .port = ntohs(sa.sin_port) };
 	struct kube_client *c = client_for(&dead, "{token: x}", NULL);
 	struct kube_error err;
 	cJSON *out = NULL;
@@ -569,7 +571,7 @@ static void test_401_rereads_token(void)
 static void test_client_qps(void)
 {
 	struct fake *f = fake_start(h_basics, NULL);
-	struct kube_client_opts o = {.qps = 20, .burst = 1};
+	struct kube_client_opts o = { .qps = 20, .burst = 1 };
 	struct kube_client *c = client_for(f, "{token: t}", &o);
 	int64_t t0 = ktime_mono_ms();
 	for (int i = 0; i < 5; i++)
@@ -603,8 +605,8 @@ static void on_observe(void *ctx, const char *method, long status, double second
 static void test_client_defaults(void)
 {
 	struct fake *f = fake_start(h_basics, NULL);
-	struct observed ob = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct kube_client_opts o = {.observe = on_observe, .observe_ctx = &ob};
+	struct observed ob = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	struct kube_client_opts o = { .observe = on_observe, .observe_ctx = &ob };
 	struct kube_client *c = client_for(f, "{token: t}", &o);
 	int64_t t0 = ktime_mono_ms();
 	for (int i = 0; i < 200; i++) /* 50 qps / burst 100 would need 2 s */
@@ -618,7 +620,7 @@ static void test_client_defaults(void)
 	CU_ASSERT_EQUAL(err.retry_after_s, 4);
 	CU_ASSERT_EQUAL(kube_request(c, "GET", "/empty", NULL, NULL, NULL, NULL, NULL), KUBE_OK);
 	CU_ASSERT_EQUAL(kube_retry_after_take_ms(), 4000); /* kept past a later success */
-	CU_ASSERT_EQUAL(kube_retry_after_take_ms(), 0);    /* taken once */
+	CU_ASSERT_EQUAL(kube_retry_after_take_ms(), 0);	   /* taken once */
 	CU_ASSERT_EQUAL(ob.n429, 1);
 	CU_ASSERT_STRING_EQUAL(ob.last_method, "GET");
 	kube_client_free(c);
@@ -702,8 +704,8 @@ struct inf_script {
 
 /* A namespaced object with a resourceVersion, a "grp" label and extra
  * metadata fields. */
-#define ITEM(name, rv, grp, extra)                                                                 \
-	"{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"ns1\",\"resourceVersion\":\"" rv     \
+#define ITEM(name, rv, grp, extra)                                                             \
+	"{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"ns1\",\"resourceVersion\":\"" rv \
 	"\",\"labels\":{\"grp\":\"" grp "\"}" extra "}}"
 #define MANAGED ",\"managedFields\":[{\"manager\":\"kubectl\"}]"
 
@@ -743,7 +745,7 @@ static void h_informer(struct fake *f, struct evhttp_request *req, const struct 
 	const char *bm = q(r, "allowWatchBookmarks");
 	const char *sel = q(r, "labelSelector");
 	int t = tmo ? atoi(tmo) : 0;
-	static const char *const want_rv[] = {"20", "30", "50"};
+	static const char *const want_rv[] = { "20", "30", "50" };
 	if (strcmp(watch, "true") || !bm || strcmp(bm, "true") || t < 300 || t > 600 || !rv ||
 	    !sel || strcmp(sel, "tier=x") || strcmp(rv, want_rv[n < 3 ? n : 2]))
 		atomic_fetch_add(&s->bad_query, 1);
@@ -820,6 +822,37 @@ static const char *name_of(const cJSON *o)
 	return cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "name")->valuestring;
 }
 
+/* A reader of the cache while another walks an index: informer_get of "a"
+ * is timed from another thread, started from inside the walk's keep. */
+struct walk_probe {
+	struct informer *inf;
+	pthread_t t;
+	int started;
+	atomic_long get_ms;
+};
+
+static void *probe_get(void *u)
+{
+	struct walk_probe *p = u;
+	int64_t t0 = ktime_mono_ms();
+	cJSON *o = informer_get(p->inf, "ns1", "a");
+	atomic_store(&p->get_ms, (long)(ktime_mono_ms() - t0));
+	cJSON_Delete(o);
+	return NULL;
+}
+
+/* keep: on its first member starts the probe, then takes 300 ms per member
+ * (a walk that inflates, parses and checks hundreds of pods). */
+static int slow_keep(const cJSON *o, void *ctx)
+{
+	(void)o;
+	struct walk_probe *p = ctx;
+	if (!p->started && pthread_create(&p->t, NULL, probe_get, p) == 0)
+		p->started = 1;
+	ktime_sleep_ms(300);
+	return 1;
+}
+
 static int not_named_a(const cJSON *o, void *ctx)
 {
 	(void)ctx;
@@ -836,7 +869,7 @@ static void test_informer(void)
 	memset(&x, 0, sizeof x);
 	x.s = &s;
 	x.c = c;
-	struct informer_handlers h = {on_add, on_update, on_delete};
+	struct informer_handlers h = { on_add, on_update, on_delete };
 	struct informer *inf =
 	    informer_new(c, "/apis/x.dev/v1/things", "tier=x", NULL, "grp", &h, &x);
 	x.inf = inf;
@@ -899,6 +932,18 @@ static void test_informer(void)
 	cJSON_Delete(not_a);
 	cJSON_Delete(none_from);
 	cJSON_Delete(zero);
+	/* A walk never holds the cache for its whole length: a reader gets
+	 * its object while keep is still busy with the walk's members. */
+	static struct walk_probe wp;
+	memset(&wp, 0, sizeof wp);
+	wp.inf = inf;
+	atomic_store(&wp.get_ms, -1);
+	cJSON *slow = informer_list_by_index_from(inf, "g2", 0, 5, slow_keep, &wp);
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(slow), 2);
+	cJSON_Delete(slow);
+	CU_ASSERT_TRUE_FATAL(wp.started);
+	pthread_join(wp.t, NULL);
+	CU_ASSERT(atomic_load(&wp.get_ms) >= 0 && atomic_load(&wp.get_ms) < 200);
 	cJSON *none = informer_list_by_index(inf, "g9");
 	CU_ASSERT_EQUAL(cJSON_GetArraySize(none), 0);
 	cJSON_Delete(none);
@@ -1011,7 +1056,7 @@ static void count_items(void *ctx, const cJSON *item)
 static void test_list_adapts_page_size(void)
 {
 	struct fake *f = fake_start(h_biglist, NULL);
-	struct kube_client_opts o = {.max_body = 128 * 1024};
+	struct kube_client_opts o = { .max_body = 128 * 1024 };
 	struct kube_client *c = client_for(f, "{token: t}", &o);
 	int n = 0;
 	char *rv = NULL;
@@ -1387,11 +1432,118 @@ static void h_access(struct fake *f, struct evhttp_request *req, const struct fa
 		reply(req, 201, "{\"status\":{\"allowed\":true,\"denied\":true,\"reason\":\"deny rule\"}}", NULL, NULL);
 	else if (!strcmp(n, "garbage"))
 		reply(req, 201, "{\"status\":{}}", NULL, NULL);
-	else
-		reply(req, 201, !strcmp(n, "alice") ? "{\"status\":{\"allowed\":true,\"reason\":\"RBAC: rolebinding\"}}"
-						     : "{\"status\":{\"allowed\":false}}",
+	else if (!strcmp(n, "slow")) {
+		usleep(300 * 1000);
+		reply(req, 201, "{\"status\":{\"allowed\":true}}", NULL, NULL);
+	} else
+		reply(req, 201, !strcmp(n, "alice") ? "{\"status\":{\"allowed\":true,\"reason\":\"RBAC: rolebinding\"}}" : "{\"status\":{\"allowed\":false}}",
 		      NULL, NULL);
 	cJSON_Delete(b);
+}
+
+struct shared_ask {
+	struct kube_accesscache *ac;
+	struct kube_client *c;
+	const cJSON *ui;
+	enum kube_access_source src;
+	int allowed;
+	enum kube_err e;
+};
+
+static void *ask_slow(void *u)
+{
+	struct shared_ask *x = u;
+	struct kube_access_attrs a = { .ns = "team-a", .verb = "use", .group = "sandbox.dev", .resource = "workspaces", .name = "slow" };
+	struct kube_error err;
+	x->e = kube_access_review_cached(x->ac, x->c, x->ui, &a, &x->allowed, NULL, 0, &err, &x->src);
+	return NULL;
+}
+
+/* SubjectAccessReview answers are cached per identity and question: asked
+ * once per TTL (allowed and refused apart), never an error, never across
+ * identities that differ in anything (a group, its order); concurrent
+ * askers of one question share one review. */
+static void test_access_cache(void)
+{
+	struct fake *f = fake_start(h_access, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct kube_accesscache *ac = kube_accesscache_new(300, 150, 0);
+	cJSON *ui = cJSON_Parse("{\"username\":\"alice\",\"uid\":\"u-1\",\"groups\":[\"team\",\"system:authenticated\"]}");
+	cJSON *ui2 = cJSON_Parse("{\"username\":\"alice\",\"uid\":\"u-1\",\"groups\":[\"system:authenticated\",\"team\"]}");
+	struct kube_access_attrs a = { .ns = "team-a", .verb = "use", .group = "sandbox.dev", .resource = "workspaces", .name = "alice" };
+	int allowed = -1;
+	char why[128];
+	struct kube_error err;
+	enum kube_access_source src;
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 1);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	CU_ASSERT_EQUAL(fake_count(f), 1);
+	allowed = -1;
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 1);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_CACHED);
+	CU_ASSERT_STRING_EQUAL(why, "RBAC: rolebinding");
+	CU_ASSERT_EQUAL(fake_count(f), 1);
+	/* another identity (the same groups in another order) or question: asked */
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui2, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	a.name = "bob";
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 0);
+	CU_ASSERT_EQUAL(fake_count(f), 3);
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_CACHED);
+	/* a refusal holds its shorter TTL, an allowed answer its longer one */
+	usleep(200 * 1000);
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	a.name = "alice";
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_CACHED);
+	usleep(150 * 1000);
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	int before = fake_count(f);
+	/* errors are never cached */
+	a.name = "broken";
+	for (int i = 0; i < 2; i++)
+		CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_ERR_SERVER);
+	CU_ASSERT_EQUAL(fake_count(f), before + 2);
+	/* 6 at once: one review */
+	before = fake_count(f);
+	static struct shared_ask x[6];
+	pthread_t t[6];
+	for (int i = 0; i < 6; i++) {
+		x[i] = (struct shared_ask){ .ac = ac, .c = c, .ui = ui, .allowed = -1 };
+		pthread_create(&t[i], NULL, ask_slow, &x[i]);
+	}
+	int asked = 0, shared = 0;
+	for (int i = 0; i < 6; i++) {
+		pthread_join(t[i], NULL);
+		CU_ASSERT_EQUAL(x[i].e, KUBE_OK);
+		CU_ASSERT_EQUAL(x[i].allowed, 1);
+		asked += x[i].src == KUBE_ACCESS_ASKED;
+		shared += x[i].src == KUBE_ACCESS_SHARED;
+	}
+	CU_ASSERT_EQUAL(asked, 1);
+	CU_ASSERT_EQUAL(shared, 5);
+	CU_ASSERT_EQUAL(fake_count(f), before + 1);
+	/* a full cache is emptied of what it can drop, and keeps answering */
+	kube_accesscache_free(ac);
+	ac = kube_accesscache_new(10000, 10000, 2);
+	char nm[16];
+	for (int i = 0; i < 5; i++) {
+		snprintf(nm, sizeof nm, "o%d", i);
+		a.name = nm;
+		CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+		CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	}
+	cJSON_Delete(ui);
+	cJSON_Delete(ui2);
+	kube_accesscache_free(ac);
+	kube_client_free(c);
+	fake_stop(f);
 }
 
 static int guarded_next_calls;
@@ -1505,8 +1657,7 @@ static void test_access_review(void)
 	struct kube_client *c = client_for(f, "{token: t}", NULL);
 	cJSON *ui = cJSON_Parse("{\"username\":\"alice\",\"uid\":\"u-1\",\"groups\":[\"team\",\"system:authenticated\"],"
 				"\"extra\":{\"scopes\":[\"a\"]}}");
-	struct kube_access_attrs a = { .ns = "team-a", .verb = "use", .group = "sandbox.dev",
-				       .resource = "workspaces", .name = "alice" };
+	struct kube_access_attrs a = { .ns = "team-a", .verb = "use", .group = "sandbox.dev", .resource = "workspaces", .name = "alice" };
 	int allowed = -1;
 	char why[128];
 	struct kube_error err;
@@ -1577,6 +1728,7 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "informer trimming", test_informer_trim) ||
 	    !CU_add_test(s, "events aggregate, never block", test_events) ||
 	    !CU_add_test(s, "SubjectAccessReview and TokenReview", test_access_review) ||
+	    !CU_add_test(s, "SubjectAccessReview answers cached and shared", test_access_cache) ||
 	    !CU_add_test(s, "auth filter (secure /metrics)", test_authfilter) ||
 	    !CU_add_test(s, "auth filter answers cached", test_authfilter_cache) ||
 	    !CU_add_test(s, "LIST adapts its page size to the body cap", test_list_adapts_page_size) ||

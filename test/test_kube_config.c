@@ -15,7 +15,7 @@
 #include "base/buf.h"
 #include "base/xmalloc.h"
 #include "kube/config.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "test_suites.h"
 
 void register_kube_config_tests(void);
@@ -280,30 +280,30 @@ static void test_errors(void)
 		const char *context;
 		const char *want;
 	} cases[] = {
-	    {"clusters: []\ncontexts: []\n", NULL, "current-context is not set"},
-	    {"current-context: foo\ncontexts:\n- name: bar\n  context: {cluster: c}\n", NULL,
-	     "context \"foo\" not found"},
-	    {"current-context: bar\ncontexts:\n- name: bar\n  context: {cluster: c}\n", "foo",
-	     "context \"foo\" not found"},
-	    {"current-context: x\ncontexts:\n- name: x\n  context: {cluster: nowhere, user: u}\n",
-	     NULL, "cluster \"nowhere\", which is not defined"},
-	    {"current-context: x\nclusters:\n- name: c\n  cluster: {server: "
-	     "https://h}\ncontexts:\n- name: x\n"
-	     "  context: {cluster: c, user: ghost}\n",
-	     NULL, "user \"ghost\", which is not defined"},
-	    {"current-context: x\nclusters:\n- name: c\n  cluster: {insecure-skip-tls-verify: "
-	     "true}\n"
-	     "contexts:\n- name: x\n  context: {cluster: c}\n",
-	     NULL, "cluster \"c\" has no server"},
-	    {"current-context: x\ncontexts:\n- name: x\n  context: {user: u}\n", NULL,
-	     "names no cluster"},
-	    {"current-context: x\nclusters:\n- name: c\n  cluster: {server: https://h}\nusers:\n- "
-	     "name: u\n"
-	     "  user: {auth-provider: {name: gcp}}\ncontexts:\n- name: x\n  context: {cluster: c, "
-	     "user: u}\n",
-	     NULL, "auth-provider"},
-	    {"clusters: {a: b}\n", NULL, "clusters is not a list"},
-	    {"clusters: [a: b\n", NULL, "YAML"},
+		{ "clusters: []\ncontexts: []\n", NULL, "current-context is not set" },
+		{ "current-context: foo\ncontexts:\n- name: bar\n  context: {cluster: c}\n", NULL,
+		  "context \"foo\" not found" },
+		{ "current-context: bar\ncontexts:\n- name: bar\n  context: {cluster: c}\n", "foo",
+		  "context \"foo\" not found" },
+		{ "current-context: x\ncontexts:\n- name: x\n  context: {cluster: nowhere, user: u}\n",
+		  NULL, "cluster \"nowhere\", which is not defined" },
+		{ "current-context: x\nclusters:\n- name: c\n  cluster: {server: "
+		  "https://h}\ncontexts:\n- name: x\n"
+		  "  context: {cluster: c, user: ghost}\n",
+		  NULL, "user \"ghost\", which is not defined" },
+		{ "current-context: x\nclusters:\n- name: c\n  cluster: {insecure-skip-tls-verify: "
+		  "true}\n"
+		  "contexts:\n- name: x\n  context: {cluster: c}\n",
+		  NULL, "cluster \"c\" has no server" },
+		{ "current-context: x\ncontexts:\n- name: x\n  context: {user: u}\n", NULL,
+		  "names no cluster" },
+		{ "current-context: x\nclusters:\n- name: c\n  cluster: {server: https://h}\nusers:\n- "
+		  "name: u\n"
+		  "  user: {auth-provider: {name: gcp}}\ncontexts:\n- name: x\n  context: {cluster: c, "
+		  "user: u}\n",
+		  NULL, "auth-provider" },
+		{ "clusters: {a: b}\n", NULL, "clusters is not a list" },
+		{ "clusters: [a: b\n", NULL, "YAML" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		char name[32];
@@ -529,14 +529,14 @@ static void test_parse_server_urls(void)
 	static const struct {
 		const char *server, *want; /* want NULL: refused */
 	} cases[] = {
-	    {"https://127.0.0.1:6443/", "https://127.0.0.1:6443"},
-	    {"http://localhost:8080", "http://localhost:8080"},
-	    {"kube.example:6443", "https://kube.example:6443"},
-	    {"https:/%127.0.0.1:6:///", NULL},
-	    {"https://", NULL},
-	    {"ftp://x", NULL},
-	    {"https://a b", NULL},
-	    {"://x", NULL},
+		{ "https://127.0.0.1:6443/", "https://127.0.0.1:6443" },
+		{ "http://localhost:8080", "http://localhost:8080" },
+		{ "kube.example:6443", "https://kube.example:6443" },
+		{ "https:/%127.0.0.1:6:///", NULL },
+		{ "https://", NULL },
+		{ "ftp://x", NULL },
+		{ "https://a b", NULL },
+		{ "://x", NULL },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		char yaml[1024], err[512];

@@ -201,10 +201,10 @@ static void test_status_object(void)
 
 void register_kube_errors_tests(void)
 {
-	SBX_SUITE("kube/errors", {"404 NotFound", test_not_found},
-		  {"409 AlreadyExists vs Conflict", test_conflict_kinds},
-		  {"410, 422, 400", test_gone_invalid_bad_request},
-		  {"429 and Retry-After", test_too_many_requests}, {"401/403", test_auth},
-		  {"500/504", test_server_errors}, {"non-JSON bodies", test_non_json_bodies},
-		  {"Status objects and names", test_status_object});
+	SBX_SUITE("kube/errors", { "404 NotFound", test_not_found },
+		  { "409 AlreadyExists vs Conflict", test_conflict_kinds },
+		  { "410, 422, 400", test_gone_invalid_bad_request },
+		  { "429 and Retry-After", test_too_many_requests }, { "401/403", test_auth },
+		  { "500/504", test_server_errors }, { "non-JSON bodies", test_non_json_bodies },
+		  { "Status objects and names", test_status_object });
 }

@@ -86,7 +86,7 @@ static void test_every_split(void)
 	/* Two cuts, on a coarser grid. */
 	for (size_t i = 0; i <= n; i += 13) {
 		for (size_t j = i; j <= n; j += 29) {
-			size_t cuts[2] = {i, j};
+			size_t cuts[2] = { i, j };
 			char *got = feed_split(s, n, cuts, 2);
 			if (strcmp(got, want))
 				bad++;
@@ -152,15 +152,15 @@ static void test_malformed(void)
 		const char *line;
 		const char *msg;
 	} cases[] = {
-	    {"{\"type\":\"ADDED\",\"object\":{\"metadata\":{}}\n", "not JSON"},
-	    {"not json at all\n", "not JSON"},
-	    {"{\"type\":\"ADDED\",\"object\":{}} trailing\n", "not JSON"},
-	    {"{\"object\":{\"metadata\":{}}}\n", "type"},
-	    {"{\"type\":\"RENAMED\",\"object\":{}}\n", "type"},
-	    {"{\"type\":7,\"object\":{}}\n", "type"},
-	    {"[1,2]\n", "type"},
-	    {"{\"type\":\"ADDED\"}\n", "without an object"},
-	    {"{\"type\":\"DELETED\",\"object\":\"x\"}\n", "without an object"},
+		{ "{\"type\":\"ADDED\",\"object\":{\"metadata\":{}}\n", "not JSON" },
+		{ "not json at all\n", "not JSON" },
+		{ "{\"type\":\"ADDED\",\"object\":{}} trailing\n", "not JSON" },
+		{ "{\"object\":{\"metadata\":{}}}\n", "type" },
+		{ "{\"type\":\"RENAMED\",\"object\":{}}\n", "type" },
+		{ "{\"type\":7,\"object\":{}}\n", "type" },
+		{ "[1,2]\n", "type" },
+		{ "{\"type\":\"ADDED\"}\n", "without an object" },
+		{ "{\"type\":\"DELETED\",\"object\":\"x\"}\n", "without an object" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		struct watch_parser *p = watch_parser_new(4096);
@@ -219,9 +219,9 @@ static void test_callback_stops(void)
 
 void register_kube_watch_tests(void)
 {
-	SBX_SUITE("kube/watch", {"split at every byte boundary", test_every_split},
-		  {"byte at a time", test_byte_at_a_time}, {"oversized line", test_oversized_line},
-		  {"malformed lines", test_malformed},
-		  {"bookmark, error, blank lines", test_events_and_blank_lines},
-		  {"callback stops the stream", test_callback_stops});
+	SBX_SUITE("kube/watch", { "split at every byte boundary", test_every_split },
+		  { "byte at a time", test_byte_at_a_time }, { "oversized line", test_oversized_line },
+		  { "malformed lines", test_malformed },
+		  { "bookmark, error, blank lines", test_events_and_blank_lines },
+		  { "callback stops the stream", test_callback_stops });
 }

@@ -10,7 +10,7 @@
 
 #include <CUnit/CUnit.h>
 
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "kube/ratelimit.h"
 #include "kube/workqueue.h"
 #include "test_suites.h"
@@ -20,30 +20,63 @@ void register_kube_workqueue_tests(void);
 /* Gets a key and compares it; frees it and marks it done. */
 static void expect_get(struct workqueue *q, const char *want)
 {
-	char *k = workqueue_get(q);
+	char *k = workqueue_get(q, NULL);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
 	CU_ASSERT_STRING_EQUAL(k, want);
-	workqueue_done(q, k);
+	workqueue_done(q, 0, k);
 	free(k);
+}
+
+/* Items are typed: one key of two kinds is two items, each handed out
+ * with its kind, processed, backed off and forgotten apart. */
+static void test_kinds(void)
+{
+	struct workqueue *q = workqueue_new();
+	workqueue_add(q, 0, "ns/a");
+	workqueue_add(q, 2, "ns/a");
+	workqueue_add(q, 2, "ns/a");
+	CU_ASSERT_EQUAL(workqueue_len(q), 2);
+	int k1 = -1, k2 = -1;
+	char *a = workqueue_get(q, &k1), *b = workqueue_get(q, &k2);
+	CU_ASSERT_STRING_EQUAL(a, "ns/a");
+	CU_ASSERT_STRING_EQUAL(b, "ns/a");
+	CU_ASSERT_EQUAL(k1, 0);
+	CU_ASSERT_EQUAL(k2, 2);
+	workqueue_add(q, 2, "ns/a"); /* kind 2 is being processed: held back */
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	workqueue_done(q, 0, a);
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	workqueue_done(q, 2, b);
+	CU_ASSERT_EQUAL(workqueue_len(q), 1);
+	free(a);
+	free(b);
+	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, 1, "ns/x"), 5);
+	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, 1, "ns/x"), 10);
+	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, 0, "ns/x"), 5);
+	CU_ASSERT_EQUAL(workqueue_num_requeues(q, 1, "ns/x"), 2);
+	workqueue_forget(q, 1, "ns/x");
+	CU_ASSERT_EQUAL(workqueue_num_requeues(q, 1, "ns/x"), 0);
+	CU_ASSERT_EQUAL(workqueue_num_requeues(q, 0, "ns/x"), 1);
+	workqueue_free(q);
 }
 
 static void test_dedup(void)
 {
 	struct workqueue *q = workqueue_new();
-	workqueue_add(q, "ns/a");
-	workqueue_add(q, "ns/a");
-	workqueue_add(q, "ns/b");
-	workqueue_add(q, "ns/a");
+	workqueue_add(q, 0, "ns/a");
+	workqueue_add(q, 0, "ns/a");
+	workqueue_add(q, 0, "ns/b");
+	workqueue_add(q, 0, "ns/a");
 	CU_ASSERT_EQUAL(workqueue_len(q), 2);
-	char *a = workqueue_get(q);
+	char *a = workqueue_get(q, NULL);
 	CU_ASSERT_STRING_EQUAL(a, "ns/a");
 	/* Added while processing: not handed out until done. */
-	workqueue_add(q, "ns/a");
-	workqueue_add(q, "ns/a");
+	workqueue_add(q, 0, "ns/a");
+	workqueue_add(q, 0, "ns/a");
 	CU_ASSERT_EQUAL(workqueue_len(q), 1);
 	expect_get(q, "ns/b");
 	CU_ASSERT_EQUAL(workqueue_len(q), 0);
-	workqueue_done(q, a);
+	workqueue_done(q, 0, a);
 	free(a);
 	CU_ASSERT_EQUAL(workqueue_len(q), 1);
 	expect_get(q, "ns/a");
@@ -73,15 +106,15 @@ static void *worker(void *u)
 	struct conc *c = u;
 	char *k;
 	unsigned seed = (unsigned)(uintptr_t)&k;
-	while ((k = workqueue_get(c->q))) {
+	while ((k = workqueue_get(c->q, NULL))) {
 		int i = key_index(k);
 		if (atomic_fetch_add(&c->in_flight[i], 1) != 0)
 			atomic_fetch_add(&c->violations, 1);
-		struct timespec ts = {0, (long)(rand_r(&seed) % 200) * 1000};
+		struct timespec ts = { 0, (long)(rand_r(&seed) % 200) * 1000 };
 		nanosleep(&ts, NULL);
 		atomic_fetch_add(&c->processed[i], 1);
 		atomic_fetch_sub(&c->in_flight[i], 1);
-		workqueue_done(c->q, k);
+		workqueue_done(c->q, 0, k);
 		free(k);
 	}
 	return NULL;
@@ -94,9 +127,9 @@ static void *producer(void *u)
 	char key[32];
 	for (int i = 0; i < NADDS; i++) {
 		snprintf(key, sizeof key, "key-%d", rand_r(&seed) % NKEYS);
-		workqueue_add(c->q, key);
+		workqueue_add(c->q, 0, key);
 		if (i % 64 == 0) {
-			struct timespec ts = {0, 100000};
+			struct timespec ts = { 0, 100000 };
 			nanosleep(&ts, NULL);
 		}
 	}
@@ -138,22 +171,22 @@ static void test_one_worker_per_key(void)
 static void test_backoff(void)
 {
 	struct workqueue *q = workqueue_new();
-	long want[] = {5, 10, 20, 40, 80, 160};
+	long want[] = { 5, 10, 20, 40, 80, 160 };
 	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-		CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, "a"), want[i]);
-	CU_ASSERT_EQUAL(workqueue_num_requeues(q, "a"), 6);
-	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, "b"), 5); /* per key */
-	workqueue_forget(q, "a");
-	CU_ASSERT_EQUAL(workqueue_num_requeues(q, "a"), 0);
-	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, "a"), 5);
-	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, "a"), 10);
+		CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, 0, "a"), want[i]);
+	CU_ASSERT_EQUAL(workqueue_num_requeues(q, 0, "a"), 6);
+	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, 0, "b"), 5); /* per key */
+	workqueue_forget(q, 0, "a");
+	CU_ASSERT_EQUAL(workqueue_num_requeues(q, 0, "a"), 0);
+	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, 0, "a"), 5);
+	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, 0, "a"), 10);
 	workqueue_free(q);
 
 	/* The cap: 5 ms * 2^n stops at 1000 s. */
 	q = workqueue_new();
 	long last = 0;
 	for (int i = 0; i < 40; i++)
-		last = workqueue_next_backoff_ms(q, "c");
+		last = workqueue_next_backoff_ms(q, 0, "c");
 	CU_ASSERT_EQUAL(last, 1000L * 1000);
 	workqueue_free(q);
 
@@ -162,10 +195,10 @@ static void test_backoff(void)
 	char key[16];
 	for (int i = 0; i < 100; i++) {
 		snprintf(key, sizeof key, "k%d", i);
-		CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, key), 5);
+		CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, 0, key), 5);
 	}
-	long d1 = workqueue_next_backoff_ms(q, "x1");
-	long d2 = workqueue_next_backoff_ms(q, "x2");
+	long d1 = workqueue_next_backoff_ms(q, 0, "x1");
+	long d2 = workqueue_next_backoff_ms(q, 0, "x2");
 	CU_ASSERT(d1 > 0 && d1 <= 100);
 	CU_ASSERT(d2 - d1 >= 80 && d2 - d1 <= 100);
 	workqueue_free(q);
@@ -175,14 +208,14 @@ static void test_rate_limited_delivery(void)
 {
 	struct workqueue *q = workqueue_new();
 	for (int i = 0; i < 4; i++)
-		(void)workqueue_next_backoff_ms(q, "k"); /* next is 80 ms */
+		(void)workqueue_next_backoff_ms(q, 0, "k"); /* next is 80 ms */
 	int64_t t0 = ktime_mono_ms();
-	workqueue_add_rate_limited(q, "k");
+	workqueue_add_rate_limited(q, 0, "k");
 	CU_ASSERT_EQUAL(workqueue_len(q), 0);
 	expect_get(q, "k");
 	int64_t took = ktime_mono_ms() - t0;
 	CU_ASSERT(took >= 78 && took < 1000);
-	CU_ASSERT_EQUAL(workqueue_num_requeues(q, "k"), 5);
+	CU_ASSERT_EQUAL(workqueue_num_requeues(q, 0, "k"), 5);
 	workqueue_free(q);
 }
 
@@ -190,13 +223,13 @@ static void test_add_after_order(void)
 {
 	struct workqueue *q = workqueue_new();
 	int64_t t0 = ktime_mono_ms();
-	workqueue_add_after(q, "c", 150);
-	workqueue_add_after(q, "a", 50);
-	workqueue_add_after(q, "b", 100);
-	workqueue_add_after(q, "b", 400); /* later: the earlier time is kept */
-	workqueue_add_after(q, "d", 10000);
-	workqueue_add_after(q, "d", 200); /* earlier: moved up */
-	workqueue_add(q, "now");
+	workqueue_add_after(q, 0, "c", 150);
+	workqueue_add_after(q, 0, "a", 50);
+	workqueue_add_after(q, 0, "b", 100);
+	workqueue_add_after(q, 0, "b", 400); /* later: the earlier time is kept */
+	workqueue_add_after(q, 0, "d", 10000);
+	workqueue_add_after(q, 0, "d", 200); /* earlier: moved up */
+	workqueue_add(q, 0, "now");
 	expect_get(q, "now");
 	expect_get(q, "a");
 	CU_ASSERT(ktime_mono_ms() - t0 >= 49);
@@ -208,8 +241,8 @@ static void test_add_after_order(void)
 	int64_t took = ktime_mono_ms() - t0;
 	CU_ASSERT(took >= 199 && took < 2000);
 	/* A delayed key that is already queued is handed out once. */
-	workqueue_add(q, "e");
-	workqueue_add_after(q, "e", 20);
+	workqueue_add(q, 0, "e");
+	workqueue_add_after(q, 0, "e", 20);
 	ktime_sleep_ms(40);
 	CU_ASSERT_EQUAL(workqueue_len(q), 1);
 	expect_get(q, "e");
@@ -225,7 +258,7 @@ struct getter {
 static void *blocked_getter(void *u)
 {
 	struct getter *g = u;
-	char *k = workqueue_get(g->q);
+	char *k = workqueue_get(g->q, NULL);
 	if (!k)
 		atomic_fetch_add(&g->returned_null, 1);
 	free(k);
@@ -235,19 +268,19 @@ static void *blocked_getter(void *u)
 static void test_shutdown(void)
 {
 	struct workqueue *q = workqueue_new();
-	workqueue_add(q, "a");
-	workqueue_add(q, "b");
-	workqueue_add_after(q, "later", 30);
-	char *a = workqueue_get(q);
-	workqueue_add(q, "a"); /* dirty while processing */
+	workqueue_add(q, 0, "a");
+	workqueue_add(q, 0, "b");
+	workqueue_add_after(q, 0, "later", 30);
+	char *a = workqueue_get(q, NULL);
+	workqueue_add(q, 0, "a"); /* dirty while processing */
 	workqueue_shutdown(q);
-	workqueue_add(q, "ignored");
+	workqueue_add(q, 0, "ignored");
 	expect_get(q, "b");
-	workqueue_done(q, a); /* re-queued even though shutting down: it was added before */
+	workqueue_done(q, 0, a); /* re-queued even though shutting down: it was added before */
 	free(a);
 	expect_get(q, "a");
 	ktime_sleep_ms(50);
-	CU_ASSERT_PTR_NULL(workqueue_get(q)); /* "later" was dropped */
+	CU_ASSERT_PTR_NULL(workqueue_get(q, NULL)); /* "later" was dropped */
 	workqueue_free(q);
 
 	/* Getters blocked on an empty queue are woken. */
@@ -276,7 +309,7 @@ static void test_delayed_wakes_blocked_getter(void)
 	pthread_t t;
 	pthread_create(&t, NULL, blocked_getter, &g);
 	ktime_sleep_ms(20);
-	workqueue_add_after(q, "x", 30);
+	workqueue_add_after(q, 0, "x", 30);
 	int64_t t0 = ktime_mono_ms();
 	pthread_join(t, NULL);
 	CU_ASSERT(ktime_mono_ms() - t0 < 1000);
@@ -291,11 +324,11 @@ static void test_bucket_per_namespace(void)
 	char key[32];
 	for (int i = 0; i < 300; i++) {
 		snprintf(key, sizeof key, "noisy/s%d", i);
-		(void)workqueue_next_backoff_ms(q, key);
+		(void)workqueue_next_backoff_ms(q, 0, key);
 	}
 	snprintf(key, sizeof key, "noisy/s%d", 301);
-	CU_ASSERT(workqueue_next_backoff_ms(q, key) > 1000); /* that namespace waits */
-	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, "quiet/s1"), 5);
+	CU_ASSERT(workqueue_next_backoff_ms(q, 0, key) > 1000); /* that namespace waits */
+	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, 0, "quiet/s1"), 5);
 	workqueue_free(q);
 }
 
@@ -304,12 +337,12 @@ static void test_rate_limited_min(void)
 {
 	struct workqueue *q = workqueue_new();
 	int64_t t0 = ktime_mono_ms();
-	workqueue_add_rate_limited_min(q, "ns/k", 300);
+	workqueue_add_rate_limited_min(q, 0, "ns/k", 300);
 	CU_ASSERT_EQUAL(workqueue_len(q), 0);
 	expect_get(q, "ns/k");
 	int64_t took = ktime_mono_ms() - t0;
 	CU_ASSERT(took >= 295 && took < 2000);
-	CU_ASSERT_EQUAL(workqueue_num_requeues(q, "ns/k"), 1);
+	CU_ASSERT_EQUAL(workqueue_num_requeues(q, 0, "ns/k"), 1);
 	workqueue_free(q);
 }
 
@@ -318,36 +351,280 @@ struct wq_counts {
 	int adds, retries, queued, worked;
 };
 
-static void c_depth(void *ctx, size_t d) { ((struct wq_counts *)ctx)->depth = d; }
-static void c_adds(void *ctx) { ((struct wq_counts *)ctx)->adds++; }
-static void c_retries(void *ctx) { ((struct wq_counts *)ctx)->retries++; }
-static void c_queued(void *ctx, double s) { ((struct wq_counts *)ctx)->queued += s >= 0; }
-static void c_worked(void *ctx, double s) { ((struct wq_counts *)ctx)->worked += s >= 0; }
+static void c_depth(void *ctx, size_t d)
+{
+	((struct wq_counts *)ctx)->depth = d;
+}
+static void c_adds(void *ctx)
+{
+	((struct wq_counts *)ctx)->adds++;
+}
+static void c_retries(void *ctx)
+{
+	((struct wq_counts *)ctx)->retries++;
+}
+static void c_queued(void *ctx, double s)
+{
+	((struct wq_counts *)ctx)->queued += s >= 0;
+}
+static void c_worked(void *ctx, double s)
+{
+	((struct wq_counts *)ctx)->worked += s >= 0;
+}
 
 /* A server's Retry-After outlasts the short first backoff (5 ms): the key
  * comes back no earlier than it asked; the metrics callbacks see it all. */
 static void test_retry_after_min(void)
 {
 	struct workqueue *q = workqueue_new();
-	struct wq_counts n = {0};
-	struct workqueue_metrics m = {&n, c_depth, c_adds, c_retries, c_queued, c_worked};
+	struct wq_counts n = { 0 };
+	struct workqueue_metrics m = { .ctx = &n, .depth = c_depth, .adds = c_adds, .retries = c_retries, .queued = c_queued, .worked = c_worked };
 	workqueue_set_metrics(q, &m);
-	workqueue_add(q, "ns/a");
+	workqueue_add(q, 0, "ns/a");
 	CU_ASSERT_EQUAL(n.depth, 1);
-	char *k = workqueue_get(q);
+	char *k = workqueue_get(q, NULL);
 	CU_ASSERT_EQUAL(n.depth, 0);
 	int64_t t0 = ktime_mono_ms();
-	workqueue_add_rate_limited_min(q, k, 300);
-	workqueue_done(q, k);
+	workqueue_add_rate_limited_min(q, 0, k, 300);
+	workqueue_done(q, 0, k);
 	free(k);
 	CU_ASSERT_EQUAL(workqueue_len(q), 0);
 	expect_get(q, "ns/a");
 	CU_ASSERT(ktime_mono_ms() - t0 >= 300);
-	CU_ASSERT_EQUAL(workqueue_num_requeues(q, "ns/a"), 1);
+	CU_ASSERT_EQUAL(workqueue_num_requeues(q, 0, "ns/a"), 1);
 	CU_ASSERT_EQUAL(n.adds, 2);
 	CU_ASSERT_EQUAL(n.retries, 1);
 	CU_ASSERT_EQUAL(n.queued, 2);
 	CU_ASSERT_EQUAL(n.worked, 2);
+	workqueue_free(q);
+}
+
+/* Gets a key, marks it done and returns its namespace's first letter. */
+static char next_ns(struct workqueue *q)
+{
+	char *k = workqueue_get(q, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+	char c = k[0];
+	workqueue_done(q, 0, k);
+	free(k);
+	return c;
+}
+
+/* Fair across namespaces: another namespace's first key is served next,
+ * however deep one namespace's backlog; then the two take turns. */
+static void test_fair_namespaces(void)
+{
+	struct workqueue *q = workqueue_new();
+	char key[32];
+	for (int i = 0; i < 1000; i++) {
+		snprintf(key, sizeof key, "noisy/s%d", i);
+		workqueue_add(q, 0, key);
+	}
+	CU_ASSERT_EQUAL(next_ns(q), 'n'); /* the backlog is being worked */
+	workqueue_add(q, 0, "victim/a");
+	workqueue_add(q, 0, "victim/b");
+	workqueue_add(q, 0, "victim/c");
+	CU_ASSERT_EQUAL(next_ns(q), 'v');
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(next_ns(q), 'v');
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(next_ns(q), 'v');
+	for (int i = 0; i < 997; i++)
+		CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	/* A key of any kind belongs to its namespace's turn (a pool of the
+	 * victim namespace is not behind noisy Sandboxes either). */
+	for (int i = 0; i < 100; i++) {
+		snprintf(key, sizeof key, "noisy/s%d", i);
+		workqueue_add(q, 0, key);
+	}
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
+	workqueue_add(q, 2, "victim/pool");
+	int kind = -1;
+	char *k = workqueue_get(q, &kind);
+	CU_ASSERT_STRING_EQUAL(k, "victim/pool");
+	CU_ASSERT_EQUAL(kind, 2);
+	workqueue_done(q, 2, k);
+	free(k);
+	/* Namespaces that arrive together are served in their order, once
+	 * each, then in turn. */
+	workqueue_add(q, 0, "a/1");
+	workqueue_add(q, 0, "a/2");
+	workqueue_add(q, 0, "b/1");
+	workqueue_add(q, 0, "c/1");
+	CU_ASSERT_EQUAL(next_ns(q), 'a');
+	CU_ASSERT_EQUAL(next_ns(q), 'b');
+	CU_ASSERT_EQUAL(next_ns(q), 'c');
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(next_ns(q), 'a');
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
+	workqueue_free(q);
+}
+
+/* Within a namespace, its owners (flows) take turns the same way; a worker's
+ * re-add keeps the key's flow. */
+static void test_fair_owners(void)
+{
+	struct workqueue *q = workqueue_new();
+	char key[32];
+	for (int i = 0; i < 50; i++) {
+		snprintf(key, sizeof key, "team/n%d", i);
+		workqueue_add_flow(q, 0, key, "noisy");
+	}
+	expect_get(q, "team/n0");
+	workqueue_add_flow(q, 0, "team/v1", "victim");
+	workqueue_add_flow(q, 0, "team/v2", "victim");
+	char *k = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(k, "team/v1");
+	workqueue_add_after(q, 0, k, 1); /* re-queued by its worker: still the victim's */
+	workqueue_done(q, 0, k);
+	free(k);
+	expect_get(q, "team/n1");
+	expect_get(q, "team/v2");
+	expect_get(q, "team/n2");
+	usleep(20 * 1000);
+	expect_get(q, "team/v1"); /* its flow had left: served next again */
+	expect_get(q, "team/n3");
+	workqueue_free(q);
+}
+
+/* With caps, a namespace (and a flow of it) has at most that many keys out
+ * at once: the rest wait, and other namespaces' keys pass them. */
+static void test_fair_caps(void)
+{
+	struct workqueue *q = workqueue_new();
+	workqueue_set_caps(q, 2, 1);
+	workqueue_add_flow(q, 0, "a/x1", "x");
+	workqueue_add_flow(q, 0, "a/x2", "x");
+	workqueue_add_flow(q, 0, "a/y1", "y");
+	workqueue_add_flow(q, 0, "a/z1", "z");
+	workqueue_add_flow(q, 0, "b/1", "");
+	char *k1 = workqueue_get(q, NULL), *k2 = workqueue_get(q, NULL), *k3 = workqueue_get(q, NULL);
+	/* a's first key, b's, then a's next owner: x2 waits for x1 (owner
+	 * cap), and a's third owner for one of a's two (namespace cap) */
+	CU_ASSERT_STRING_EQUAL(k1, "a/x1");
+	CU_ASSERT_STRING_EQUAL(k2, "b/1");
+	CU_ASSERT_STRING_EQUAL(k3, "a/y1");
+	CU_ASSERT_EQUAL(workqueue_len(q), 2);
+	workqueue_add(q, 0, "c/1");
+	char *k4 = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(k4, "c/1");
+	workqueue_done(q, 0, k1); /* x1 done: a has room, x too */
+	char *k5 = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(k5, "a/z1");
+	workqueue_done(q, 0, k3);
+	char *k6 = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(k6, "a/x2");
+	char *all[] = { k1, k2, k3, k4, k5, k6 };
+	for (size_t i = 0; i < 6; i++) {
+		if (i != 0 && i != 2)
+			workqueue_done(q, 0, all[i]);
+		free(all[i]);
+	}
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	/* A getter blocked by the caps wakes when a key is done. */
+	workqueue_add_flow(q, 0, "a/x3", "x");
+	workqueue_add_flow(q, 0, "a/x4", "x");
+	char *x3 = workqueue_get(q, NULL);
+	static struct getter g;
+	g.q = q;
+	atomic_store(&g.returned_null, 0);
+	pthread_t t;
+	pthread_create(&t, NULL, blocked_getter, &g);
+	ktime_sleep_ms(30);
+	CU_ASSERT_EQUAL(workqueue_len(q), 1); /* still waiting */
+	workqueue_done(q, 0, x3);
+	free(x3);
+	pthread_join(t, NULL);
+	CU_ASSERT_EQUAL(atomic_load(&g.returned_null), 0);
+	workqueue_free(q);
+}
+
+/* FIFO order, the baseline: the victim waits behind the whole backlog. */
+static void test_fifo(void)
+{
+	struct workqueue *q = workqueue_new();
+	workqueue_set_fifo(q, 1);
+	char key[32];
+	for (int i = 0; i < 100; i++) {
+		snprintf(key, sizeof key, "noisy/s%d", i);
+		workqueue_add_flow(q, 0, key, "a");
+	}
+	workqueue_add_flow(q, 0, "victim/a", "b");
+	for (int i = 0; i < 100; i++)
+		CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(next_ns(q), 'v');
+	workqueue_free(q);
+}
+
+struct ns_counts {
+	size_t depth[WORKQUEUE_NS_BUCKETS];
+	int queued[WORKQUEUE_NS_BUCKETS];
+	size_t namespaces, flows;
+};
+
+static void c_ns_depth(void *ctx, int b, size_t d)
+{
+	((struct ns_counts *)ctx)->depth[b] = d;
+}
+static void c_ns_queued(void *ctx, int b, double s)
+{
+	((struct ns_counts *)ctx)->queued[b] += s >= 0;
+}
+static void c_tenants(void *ctx, size_t namespaces, size_t flows)
+{
+	((struct ns_counts *)ctx)->namespaces = namespaces;
+	((struct ns_counts *)ctx)->flows = flows;
+}
+
+/* Depth and wait per namespace bucket, and the namespaces and flows ready. */
+static void test_ns_metrics(void)
+{
+	CU_ASSERT_EQUAL(workqueue_ns_bucket(""), (int)(2166136261u % WORKQUEUE_NS_BUCKETS));
+	int ba = workqueue_ns_bucket("team-a"), bb = workqueue_ns_bucket("team-b");
+	CU_ASSERT(ba >= 0 && ba < WORKQUEUE_NS_BUCKETS && bb >= 0 && bb < WORKQUEUE_NS_BUCKETS);
+	CU_ASSERT_EQUAL_FATAL(ba == bb, 0); /* the test needs two buckets */
+	struct workqueue *q = workqueue_new();
+	static struct ns_counts n;
+	memset(&n, 0, sizeof n);
+	struct workqueue_metrics m = { .ctx = &n, .ns_depth = c_ns_depth, .ns_queued = c_ns_queued, .tenants = c_tenants };
+	workqueue_set_metrics(q, &m);
+	workqueue_add_flow(q, 0, "team-a/1", "alice");
+	workqueue_add_flow(q, 0, "team-a/2", "bob");
+	workqueue_add_flow(q, 0, "team-a/3", "bob");
+	workqueue_add(q, 1, "team-b/p");
+	CU_ASSERT_EQUAL(n.depth[ba], 3);
+	CU_ASSERT_EQUAL(n.depth[bb], 1);
+	CU_ASSERT_EQUAL(n.namespaces, 2);
+	CU_ASSERT_EQUAL(n.flows, 3);
+	for (int i = 0; i < 4; i++) {
+		int kind;
+		char *k = workqueue_get(q, &kind);
+		workqueue_done(q, kind, k);
+		free(k);
+	}
+	CU_ASSERT_EQUAL(n.depth[ba], 0);
+	CU_ASSERT_EQUAL(n.depth[bb], 0);
+	CU_ASSERT_EQUAL(n.queued[ba], 3);
+	CU_ASSERT_EQUAL(n.queued[bb], 1);
+	CU_ASSERT_EQUAL(n.namespaces, 0);
+	CU_ASSERT_EQUAL(n.flows, 0);
+	workqueue_free(q);
+}
+
+/* Timers too: due keys of the low lane are served fairly across namespaces. */
+static void test_fair_timers(void)
+{
+	struct workqueue *q = workqueue_new();
+	char key[32];
+	for (int i = 0; i < 200; i++) {
+		snprintf(key, sizeof key, "noisy/t%d", i);
+		workqueue_add_after_low(q, 0, key, 1);
+	}
+	workqueue_add_after_low(q, 0, "victim/t", 2);
+	usleep(20 * 1000);
+	char first = next_ns(q), second = next_ns(q);
+	CU_ASSERT(first == 'v' || second == 'v');
 	workqueue_free(q);
 }
 
@@ -359,36 +636,36 @@ static void test_low_lane(void)
 {
 	struct workqueue *q = workqueue_new();
 	workqueue_set_low_limit(q, 2);
-	workqueue_add_after_low(q, "ns/l1", 1);
-	workqueue_add_after_low(q, "ns/l2", 1);
-	workqueue_add_after_low(q, "ns/l3", 1);
-	workqueue_add_after_low(q, "ns/l4", 1);
+	workqueue_add_after_low(q, 0, "ns/l1", 1);
+	workqueue_add_after_low(q, 0, "ns/l2", 1);
+	workqueue_add_after_low(q, 0, "ns/l3", 1);
+	workqueue_add_after_low(q, 0, "ns/l4", 1);
 	usleep(20 * 1000);
-	workqueue_add(q, "ns/a");
-	workqueue_add(q, "ns/l4"); /* moved to the ordinary lane */
-	char *k1 = workqueue_get(q), *k2 = workqueue_get(q);
+	workqueue_add(q, 0, "ns/a");
+	workqueue_add(q, 0, "ns/l4"); /* moved to the ordinary lane */
+	char *k1 = workqueue_get(q, NULL), *k2 = workqueue_get(q, NULL);
 	CU_ASSERT_STRING_EQUAL(k1, "ns/a");
 	CU_ASSERT_STRING_EQUAL(k2, "ns/l4");
-	char *l1 = workqueue_get(q), *l2 = workqueue_get(q);
+	char *l1 = workqueue_get(q, NULL), *l2 = workqueue_get(q, NULL);
 	CU_ASSERT(!strncmp(l1, "ns/l", 4) && !strncmp(l2, "ns/l", 4) && strcmp(l1, l2) && strcmp(l1, "ns/l4") &&
 		  strcmp(l2, "ns/l4"));
 	/* two low keys in flight: the third waits, an ordinary one does not */
 	CU_ASSERT_EQUAL(workqueue_len(q), 1);
-	workqueue_add(q, "ns/b");
-	char *b = workqueue_get(q);
+	workqueue_add(q, 0, "ns/b");
+	char *b = workqueue_get(q, NULL);
 	CU_ASSERT_STRING_EQUAL(b, "ns/b");
-	workqueue_done(q, l1);
-	char *l3 = workqueue_get(q);
+	workqueue_done(q, 0, l1);
+	char *l3 = workqueue_get(q, NULL);
 	CU_ASSERT(!strncmp(l3, "ns/l", 4) && strcmp(l3, l1) && strcmp(l3, l2) && strcmp(l3, "ns/l4"));
 	char *all[] = { k1, k2, l2, b, l3 };
 	for (size_t i = 0; i < 5; i++) {
-		workqueue_done(q, all[i]);
+		workqueue_done(q, 0, all[i]);
 		free(all[i]);
 	}
 	free(l1);
 	CU_ASSERT_EQUAL(workqueue_len(q), 0);
 	workqueue_shutdown(q);
-	CU_ASSERT_PTR_NULL(workqueue_get(q));
+	CU_ASSERT_PTR_NULL(workqueue_get(q, NULL));
 	workqueue_free(q);
 }
 
@@ -412,16 +689,23 @@ static void test_bucket_set(void)
 
 void register_kube_workqueue_tests(void)
 {
-	SBX_SUITE("kube/workqueue", {"low lane: after ordinary work, capped", test_low_lane},
-		  {"dedup and re-add while processing", test_dedup},
-		  {"4 workers never share a key", test_one_worker_per_key},
-		  {"backoff 5,10,20.. and forget", test_backoff},
-		  {"rate-limited delivery", test_rate_limited_delivery},
-		  {"add_after ordering", test_add_after_order},
-		  {"shutdown drains and wakes", test_shutdown},
-		  {"delayed add wakes a blocked getter", test_delayed_wakes_blocked_getter},
-		  {"overall bucket per namespace", test_bucket_per_namespace},
-		  {"Retry-After is a floor", test_rate_limited_min},
-		  {"Retry-After floor, metrics callbacks", test_retry_after_min},
-		  {"per-key token buckets (spam filter)", test_bucket_set});
+	SBX_SUITE("kube/workqueue", { "low lane: after ordinary work, capped", test_low_lane },
+		  { "fair: another namespace's first key is served next", test_fair_namespaces },
+		  { "fair: timers of the low lane too", test_fair_timers },
+		  { "fair: owners within a namespace; re-adds keep their flow", test_fair_owners },
+		  { "fifo order: the baseline", test_fifo },
+		  { "fair: caps per namespace and per flow", test_fair_caps },
+		  { "metrics per namespace bucket", test_ns_metrics },
+		  { "dedup and re-add while processing", test_dedup },
+		  { "typed items: one key of two kinds", test_kinds },
+		  { "4 workers never share a key", test_one_worker_per_key },
+		  { "backoff 5,10,20.. and forget", test_backoff },
+		  { "rate-limited delivery", test_rate_limited_delivery },
+		  { "add_after ordering", test_add_after_order },
+		  { "shutdown drains and wakes", test_shutdown },
+		  { "delayed add wakes a blocked getter", test_delayed_wakes_blocked_getter },
+		  { "overall bucket per namespace", test_bucket_per_namespace },
+		  { "Retry-After is a floor", test_rate_limited_min },
+		  { "Retry-After floor, metrics callbacks", test_retry_after_min },
+		  { "per-key token buckets (spam filter)", test_bucket_set });
 }

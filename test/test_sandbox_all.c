@@ -1,4 +1,5 @@
-/* Registers the suites of controller/sandbox, one file per module group. */
+/* Registers the suites of controller/sandbox (the domain), one file per
+ * module group: test_sandbox_*.c, linked into domain-tests too. */
 #include "test_suites.h"
 
 void register_sandbox_jcs_tests(void);
@@ -6,8 +7,7 @@ void register_sandbox_scope_tests(void);
 void register_sandbox_config_tests(void);
 void register_sandbox_pod_tests(void);
 void register_sandbox_trim_tests(void);
-void register_sandbox_refusal_tests(void);
-void register_sandbox_inforce_tests(void);
+void register_sandbox_status_tests(void);
 void register_sandbox_lifecycle_tests(void);
 void register_sandbox_claimrec_tests(void);
 void register_sandbox_pool_tests(void);
@@ -20,8 +20,7 @@ void register_sandbox_tests(void)
 	register_sandbox_config_tests();
 	register_sandbox_pod_tests();
 	register_sandbox_trim_tests();
-	register_sandbox_refusal_tests();
-	register_sandbox_inforce_tests();
+	register_sandbox_status_tests();
 	register_sandbox_lifecycle_tests();
 	register_sandbox_claimrec_tests();
 	register_sandbox_pool_tests();

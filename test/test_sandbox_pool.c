@@ -1,4 +1,4 @@
-/* Unit tests for controller/sandbox/pool.c and the warm-bound pod's sealed
+/* Unit tests for controller/sandbox/poolspec.c and the warm-bound pod's sealed
  * claim name (podbuild, seal, verify): what a warm pod is, who it can
  * serve, and how a scope's pod not named after its claim is told apart. */
 #include <stdio.h>
@@ -7,15 +7,12 @@
 
 #include <CUnit/CUnit.h>
 
-#include "kube/ktime.h"
-
 #include "sandbox/claimrec.h"
 #include "sandbox/config.h"
 #include "sandbox/podbuild.h"
-#include "sandbox/pool.h"
+#include "sandbox/poolspec.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
-#include "sandbox/strset.h"
 #include "sandbox/verify.h"
 #include "test_suites.h"
 
@@ -69,7 +66,7 @@ static const char *label_of(const cJSON *pod, const char *k)
 static const char *ann_of(const cJSON *pod, const char *k)
 {
 	const cJSON *v =
-		cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "annotations"), k);
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "annotations"), k);
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
@@ -123,12 +120,12 @@ static void test_warm_pod_and_member(void)
 	CU_ASSERT_PTR_NULL(ann_of(pod, SBX_ANN_FINGERPRINT));
 	CU_ASSERT_STRING_EQUAL(ann_of(pod, SBX_ANN_OWNER), "alice");
 	const cJSON *ref = cJSON_GetArrayItem(
-		cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "ownerReferences"), 0);
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "ownerReferences"), 0);
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ref, "kind")->valuestring, SBX_POOL_KIND);
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ref, "uid")->valuestring, POOL_UID);
 	/* the owner's subPaths from the start */
 	const cJSON *mounts = cJSON_GetObjectItem(
-		cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "containers"), 0), "volumeMounts");
+	    cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "containers"), 0), "volumeMounts");
 	CU_ASSERT_EQUAL(cJSON_GetArraySize(mounts), 4);
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(cJSON_GetArrayItem(mounts, 0), "subPath")->valuestring,
 			       "alice/workspace");
@@ -192,14 +189,11 @@ static void test_warm_bound_claim_sealed(void)
 	sbx_seal_pod_name(WARM, claim, sealed, sizeof sealed);
 	CU_ASSERT_EQUAL(strncmp(sealed, WARM "=sbx-", strlen(WARM "=sbx-")), 0);
 	CU_ASSERT_EQUAL_FATAL(sbx_seal_sign(&f.keys, "team-a", sealed, sc.digest, "alice", sc.fingerprint, CREATED, seal), 0);
-	struct sbx_pod_params p = { .ns = "team-a", .pod_name = WARM, .sandbox_name = "s1", .sandbox_uid = "uid-1",
-				    .spec = s, .scope = &sc, .claimed_at = CREATED, .seal = seal, .cfg = &f.cfg,
-				    .claim = claim };
+	struct sbx_pod_params p = { .ns = "team-a", .pod_name = WARM, .sandbox_name = "s1", .sandbox_uid = "uid-1", .spec = s, .scope = &sc, .claimed_at = CREATED, .seal = seal, .cfg = &f.cfg, .claim = claim };
 	cJSON *pod = sbx_pod_build(&p);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(pod);
 	CU_ASSERT_STRING_EQUAL(ann_of(pod, SBX_ANN_CLAIM), claim);
-	struct sbx_verify_expect ex = { .ns = "team-a", .owner = "alice", .scope = &sc, .keys = &f.keys,
-					.check_fingerprint = 1 };
+	struct sbx_verify_expect ex = { .ns = "team-a", .owner = "alice", .scope = &sc, .keys = &f.keys, .check_fingerprint = 1 };
 	CU_ASSERT_EQUAL(sbx_pod_verify(pod, &ex), SBX_VERIFY_OK);
 	/* the claim moved to another generation: the seal no longer holds */
 	cJSON *x = cJSON_Duplicate(pod, 1);
@@ -261,7 +255,7 @@ static void test_pool_trim(void)
 	cJSON_Delete(pool);
 }
 
-static void test_pool_names_and_gone(void)
+static void test_pool_pod_names(void)
 {
 	char a[32], b[32];
 	CU_ASSERT_EQUAL(sbx_pool_pod_name(a), 0);
@@ -269,44 +263,6 @@ static void test_pool_names_and_gone(void)
 	CU_ASSERT_EQUAL(strlen(a), strlen(SBX_WARM_PREFIX) + 10);
 	CU_ASSERT_EQUAL(strncmp(a, SBX_WARM_PREFIX, strlen(SBX_WARM_PREFIX)), 0);
 	CU_ASSERT_STRING_NOT_EQUAL(a, b);
-	struct sbx_pool_state *s = sbx_pool_state_new(10);
-	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "team-a", 1000, 90));
-	sbx_pool_gone(s, "team-a", 1000);
-	CU_ASSERT_TRUE(sbx_pool_gone_within(s, "team-a", 1089, 90));
-	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "team-a", 1090, 90));
-	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "team-b", 1000, 90));
-	sbx_pool_state_free(s);
-}
-
-/* The timed members of a set (pods gone, pods released): a member until its
- * time is up, renewed by a second add, swept in bulk without touching the
- * untimed members. */
-static void test_strset_timed_members(void)
-{
-	struct sbx_strset *s = sbx_strset_new();
-	sbx_strset_add_for(s, "gone", 50);
-	CU_ASSERT_TRUE(sbx_strset_has(s, "gone"));
-	CU_ASSERT_FALSE(sbx_strset_has(s, "other"));
-	CU_ASSERT_EQUAL(sbx_strset_add(s, "kept"), 1);
-	ktime_sleep_ms(80);
-	CU_ASSERT_FALSE(sbx_strset_has(s, "gone"));
-	sbx_strset_add_for(s, "renewed", 50);
-	ktime_sleep_ms(30);
-	sbx_strset_add_for(s, "renewed", 50);
-	ktime_sleep_ms(30);
-	CU_ASSERT_TRUE(sbx_strset_has(s, "renewed"));
-	char key[32];
-	for (int i = 0; i < 6000; i++) {
-		snprintf(key, sizeof key, "k%d", i);
-		sbx_strset_add_for(s, key, 1);
-	}
-	ktime_sleep_ms(5);
-	for (int i = 0; i < 3000; i++)
-		sbx_strset_add_for(s, "again", 1000);
-	CU_ASSERT_TRUE(sbx_strset_has(s, "again"));
-	CU_ASSERT_FALSE(sbx_strset_has(s, "k10"));
-	CU_ASSERT_EQUAL(sbx_strset_add(s, "kept"), 0); /* untimed: never swept */
-	sbx_strset_free(s);
 }
 
 void register_sandbox_pool_tests(void)
@@ -314,6 +270,5 @@ void register_sandbox_pool_tests(void)
 	SBX_SUITE("sandbox/pool", { "template fingerprint", test_template_fingerprint },
 		  { "warm pods and who is a member", test_warm_pod_and_member },
 		  { "a warm-bound pod's claim is sealed", test_warm_bound_claim_sealed },
-		  { "the pool cache's trim", test_pool_trim }, { "pod names, pools gone", test_pool_names_and_gone },
-		  { "timed set members", test_strset_timed_members });
+		  { "the pool cache's trim", test_pool_trim }, { "warm pod names", test_pool_pod_names });
 }

@@ -124,9 +124,9 @@ static void test_scope_errors(void)
 	struct sbx_scope sc;
 	char err[256];
 	static const char *const bad[] = {
-	    "{\"image\":\"i\",\"workspaceOwner\":5}",	 /* never read as "no owner" */
-	    "{\"image\":\"i\",\"idempotencyKey\":null}", /* never read as "no key" */
-	    "{\"image\":\"i\",\"idempotencyKey\":\"k\",\"x\":1,\"x\":2}", /* duplicate */
+		"{\"image\":\"i\",\"workspaceOwner\":5}",		      /* never read as "no owner" */
+		"{\"image\":\"i\",\"idempotencyKey\":null}",		      /* never read as "no key" */
+		"{\"image\":\"i\",\"idempotencyKey\":\"k\",\"x\":1,\"x\":2}", /* duplicate */
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		cJSON *spec = cJSON_Parse(bad[i]);
@@ -151,7 +151,7 @@ static void test_scope_errors(void)
 
 static void test_pod_name(void)
 {
-	struct sbx_scope sc = {.digest = "a2c8db0f290b9f479603660ab6f7894e"};
+	struct sbx_scope sc = { .digest = "a2c8db0f290b9f479603660ab6f7894e" };
 	char out[64];
 	sbx_pod_name(&sc, 0, out, sizeof out);
 	CU_ASSERT_STRING_EQUAL(out, "sbx-a2c8db0f290b9f479603660ab6f7894e");
@@ -172,9 +172,24 @@ static void test_owner_valid(void)
 		const char *s;
 		int ok;
 	} t[] = {
-	    {"a", 1},  {"alice", 1}, {"a.b_c-d", 1}, {"0", 1},	     {"a..b", 1},     {"", 0},
-	    {"..", 0}, {"../x", 0},  {"a/b", 0},     {"-a", 0},	     {"a-", 0},	      {"a.", 0},
-	    {"_a", 0}, {"Alice", 0}, {"al ice", 0},  {"al\nice", 0}, {"\xc3\xa9", 0}, {".", 0},
+		{ "a", 1 },
+		{ "alice", 1 },
+		{ "a.b_c-d", 1 },
+		{ "0", 1 },
+		{ "a..b", 1 },
+		{ "", 0 },
+		{ "..", 0 },
+		{ "../x", 0 },
+		{ "a/b", 0 },
+		{ "-a", 0 },
+		{ "a-", 0 },
+		{ "a.", 0 },
+		{ "_a", 0 },
+		{ "Alice", 0 },
+		{ "al ice", 0 },
+		{ "al\nice", 0 },
+		{ "\xc3\xa9", 0 },
+		{ ".", 0 },
 	};
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
 		if (sbx_owner_valid(t[i].s) != t[i].ok)
@@ -197,21 +212,21 @@ static void test_key_valid(void)
 		const char *s;
 		int ok;
 	} t[] = {
-	    {"task-42", 1},
-	    {"\xe4\xbb\xbb\xe5\x8a\xa1-42", 1}, /* 任务-42 */
-	    {"with space/and:punct", 1},
-	    {"\xf0\x9f\x98\x80", 1},
-	    {"\xc2\xa0", 1}, /* U+00A0, just past C1 */
-	    {"", 0},
-	    {"\x01", 0},
-	    {"a\tb", 0},
-	    {"a\nb", 0},
-	    {"\x7f", 0},
-	    {"\xc2\x85", 0}, /* C1 NEL */
-	    {"\xc2\x80", 0},
-	    {"\xc2\x9f", 0},
-	    {"\xff", 0},
-	    {"\xed\xa0\x80", 0},
+		{ "task-42", 1 },
+		{ "\xe4\xbb\xbb\xe5\x8a\xa1-42", 1 }, /* 任务-42 */
+		{ "with space/and:punct", 1 },
+		{ "\xf0\x9f\x98\x80", 1 },
+		{ "\xc2\xa0", 1 }, /* U+00A0, just past C1 */
+		{ "", 0 },
+		{ "\x01", 0 },
+		{ "a\tb", 0 },
+		{ "a\nb", 0 },
+		{ "\x7f", 0 },
+		{ "\xc2\x85", 0 }, /* C1 NEL */
+		{ "\xc2\x80", 0 },
+		{ "\xc2\x9f", 0 },
+		{ "\xff", 0 },
+		{ "\xed\xa0\x80", 0 },
 	};
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
 		CU_ASSERT_EQUAL(sbx_key_valid(t[i].s), t[i].ok);
@@ -333,11 +348,11 @@ static void test_spec_accessors(void)
 
 void register_sandbox_scope_tests(void)
 {
-	SBX_SUITE("sandbox/scope", {"contract vectors", test_scope_vectors},
-		  {"owner/key/namespace distinctions", test_scope_distinctions},
-		  {"errors", test_scope_errors}, {"pod names", test_pod_name});
-	SBX_SUITE("sandbox/spec", {"owner validation", test_owner_valid},
-		  {"key validation", test_key_valid},
-		  {"spec validation messages", test_spec_validate},
-		  {"owner/key accessors", test_spec_accessors});
+	SBX_SUITE("sandbox/scope", { "contract vectors", test_scope_vectors },
+		  { "owner/key/namespace distinctions", test_scope_distinctions },
+		  { "errors", test_scope_errors }, { "pod names", test_pod_name });
+	SBX_SUITE("sandbox/spec", { "owner validation", test_owner_valid },
+		  { "key validation", test_key_valid },
+		  { "spec validation messages", test_spec_validate },
+		  { "owner/key accessors", test_spec_accessors });
 }

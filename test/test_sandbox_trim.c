@@ -10,7 +10,6 @@
 #include "base/buf.h"
 #include "base/xmalloc.h"
 #include "base/zpack.h"
-#include "sandbox/reconcile.h"
 #include "sandbox/trim.h"
 #include "test_suites.h"
 
@@ -182,7 +181,7 @@ static void test_trim_sandbox_bounded(void)
 void register_sandbox_trim_tests(void)
 {
 	SBX_SUITE("sandbox/trim (cache copies are bounded)",
-		  {"pod: only what the reconcile reads", test_trim_pod_bounded},
-		  {"sandbox: no annotations, bounded spec", test_trim_sandbox_bounded},
-		  {"cache dictionaries fit the trimmed shapes", test_trim_packs_small});
+		  { "pod: only what the reconcile reads", test_trim_pod_bounded },
+		  { "sandbox: no annotations, bounded spec", test_trim_sandbox_bounded },
+		  { "cache dictionaries fit the trimmed shapes", test_trim_packs_small });
 }

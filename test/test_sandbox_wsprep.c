@@ -111,9 +111,7 @@ static cJSON *sandbox_pod(const struct sbx_config *cfg)
 	cJSON *spec = cJSON_Parse("{\"image\":\"img\",\"workspaceOwner\":\"alice\"}");
 	struct sbx_scope sc = { .digest = "0123456789abcdef0123456789abcdef" };
 	memset(sc.fingerprint, 'a', 64);
-	struct sbx_pod_params p = { .ns = "team-a", .pod_name = "sbx-x", .sandbox_name = "s", .sandbox_uid = "u",
-				    .spec = spec, .scope = &sc, .claimed_at = "2024-01-01T00:00:00Z",
-				    .seal = "00", .cfg = cfg };
+	struct sbx_pod_params p = { .ns = "team-a", .pod_name = "sbx-x", .sandbox_name = "s", .sandbox_uid = "u", .spec = spec, .scope = &sc, .claimed_at = "2024-01-01T00:00:00Z", .seal = "00", .cfg = cfg };
 	cJSON *pod = sbx_pod_build(&p);
 	cJSON_Delete(spec);
 	return pod;
@@ -385,8 +383,7 @@ static void test_pod_why_kept_by_the_cache(void)
 /* Ready's message carries the why after the phase's words. */
 static void test_status_ready_detail(void)
 {
-	struct sbx_status_in in = { .phase = "Failed", .bound = 1, .bound_reason = "PodCreated", .ready = 0,
-				    .ready_reason = "PodFailed", .ready_message = "the pod has failed" };
+	struct sbx_status_in in = { .phase = "Failed", .bound = 1, .bound_reason = "PodCreated", .ready = 0, .ready_reason = "PodFailed", .ready_message = "the pod has failed" };
 	snprintf(in.ready_detail, sizeof in.ready_detail, "container sandbox exited with code 3 (Error)");
 	struct sbx_status_in copy = in; /* a copy carries the detail */
 	cJSON *s = sbx_status_build(&copy, NULL, "2024-01-01T00:00:00Z");

@@ -24,8 +24,7 @@ static const unsigned char KEY2[] = "fedcba9876543210fedcba9876543210-key-two";
 
 static struct sbx_authz_subject subject(void)
 {
-	struct sbx_authz_subject s = { .ns = "team-a", .name = "alice-42", .owner = "alice",
-				       .fingerprint = FP_A, .username = "alice", .run = 1 };
+	struct sbx_authz_subject s = { .ns = "team-a", .name = "alice-42", .owner = "alice", .fingerprint = FP_A, .username = "alice", .run = 1 };
 	return s;
 }
 
@@ -53,15 +52,20 @@ static void test_authz_not_transferable(void)
 	char rec[SBX_AUTHZ_MAX];
 	CU_ASSERT_EQUAL_FATAL(sbx_authz_issue(KEY1, sizeof KEY1 - 1, &s, 1000, rec, sizeof rec), 0);
 	struct sbx_authz_subject t;
-	t = s; t.ns = "team-b";
+	t = s;
+	t.ns = "team-b";
 	CU_ASSERT_EQUAL(verify1(&t, 1000, rec), SBX_AUTHZ_MISMATCH);
-	t = s; t.name = "bob-42";
+	t = s;
+	t.name = "bob-42";
 	CU_ASSERT_EQUAL(verify1(&t, 1000, rec), SBX_AUTHZ_MISMATCH);
-	t = s; t.owner = "bob";
+	t = s;
+	t.owner = "bob";
 	CU_ASSERT_EQUAL(verify1(&t, 1000, rec), SBX_AUTHZ_MISMATCH);
-	t = s; t.fingerprint = FP_B;
+	t = s;
+	t.fingerprint = FP_B;
 	CU_ASSERT_EQUAL(verify1(&t, 1000, rec), SBX_AUTHZ_MISMATCH);
-	t = s; t.username = "bob";
+	t = s;
+	t.username = "bob";
 	CU_ASSERT_EQUAL(verify1(&t, 1000, rec), SBX_AUTHZ_MISMATCH);
 	/* a forged MAC (one digit changed) */
 	char forged[SBX_AUTHZ_MAX];
@@ -92,8 +96,8 @@ static void test_authz_stale_and_malformed(void)
 	struct sbx_authz_subject nouser = s;
 	nouser.username = NULL;
 	CU_ASSERT_EQUAL(verify1(&nouser, 1000, rec), SBX_AUTHZ_MISSING);
-	static const char *const bad[] = { "",	     "v2.1.n.x",	 "v1..n." FP_A, "v1.1x.n." FP_A, "v1.1.x." FP_A,
-					   "v1.1.n.abc", "v1.1.n",	 "v2.1.0." FP_A, "v2..1." FP_A,	"v3.1.1." FP_A,
+	static const char *const bad[] = { "", "v2.1.n.x", "v1..n." FP_A, "v1.1x.n." FP_A, "v1.1.x." FP_A,
+					   "v1.1.n.abc", "v1.1.n", "v2.1.0." FP_A, "v2..1." FP_A, "v3.1.1." FP_A,
 					   "v1.1.g." FP_A };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		CU_ASSERT_EQUAL(verify1(&s, 1, bad[i]), SBX_AUTHZ_MALFORMED);
@@ -208,7 +212,10 @@ static void test_review_decode(void)
 	wh_review_release(&r);
 	free(b);
 	static const char *const bad[] = {
-		"", "not json", "{}", "{\"apiVersion\":\"admission.k8s.io/v1beta1\",\"kind\":\"AdmissionReview\"}",
+		"",
+		"not json",
+		"{}",
+		"{\"apiVersion\":\"admission.k8s.io/v1beta1\",\"kind\":\"AdmissionReview\"}",
 		"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\"}}",
 		("{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":1,"
 		 "\"operation\":\"CREATE\",\"kind\":{\"kind\":\"Sandbox\"},\"userInfo\":{\"username\":\"a\"}}}"),
@@ -247,7 +254,7 @@ static void test_json_values(void)
 	} cases[] = {
 		{ "0", 1 },
 		{ "[0,0,0]", 4 },
-		{ "{\"a\":1}", 3 },	/* the object, its key, its value */
+		{ "{\"a\":1}", 3 },	 /* the object, its key, its value */
 		{ "\"a,b:[{\\\"\"", 1 }, /* separators inside a string */
 		{ "[true, false, null, -1.5e3]", 5 },
 		{ "", 0 },
@@ -336,9 +343,9 @@ struct fake {
 	int sar_answer; /* 1, 0, -1 */
 	int sar_calls;
 	char last_owner[64];
-	cJSON *cache;	/* array of Sandboxes returned for any digest */
+	cJSON *cache;	       /* array of Sandboxes returned for any digest */
 	const char *pod_owner; /* the owner of every sbx- pod; "" none; NULL: no such pod */
-	int pod_error;         /* 1: pods cannot be read */
+	int pod_error;	       /* 1: pods cannot be read */
 	int pod_reads;
 };
 
@@ -418,9 +425,14 @@ static void apply_patch(cJSON *obj, const cJSON *patch)
 		snprintf(map, sizeof map, "%.*s", (int)(slash - p), p);
 		size_t k = 0;
 		for (const char *q = slash + 1; *q && k + 1 < sizeof key; q++) {
-			if (q[0] == '~' && q[1] == '1') { key[k++] = '/'; q++; }
-			else if (q[0] == '~' && q[1] == '0') { key[k++] = '~'; q++; }
-			else key[k++] = *q;
+			if (q[0] == '~' && q[1] == '1') {
+				key[k++] = '/';
+				q++;
+			} else if (q[0] == '~' && q[1] == '0') {
+				key[k++] = '~';
+				q++;
+			} else
+				key[k++] = *q;
 		}
 		key[k] = '\0';
 		cJSON_DeleteItemFromObject(cJSON_GetObjectItem(meta, map), key); /* "add" replaces */
@@ -469,7 +481,8 @@ static void test_mutate_refuses_reserved(void)
 	struct wh_verdict v;
 	decide(&p, 1, "CREATE", "alice",
 	       "{\"metadata\":{\"name\":\"s1\",\"annotations\":{\"sandbox.dev/owner-authorization\":\"v1.1.n.x\"}},"
-	       "\"spec\":" SPEC_ALICE "}", NULL, &v);
+	       "\"spec\":" SPEC_ALICE "}",
+	       NULL, &v);
 	CU_ASSERT_FALSE(v.allowed);
 	CU_ASSERT_EQUAL(v.code, 403);
 	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "reserved"));
@@ -552,13 +565,15 @@ static void test_validate_update_guards(void)
 	/* an ordinary annotation may change */
 	decide(&p, 0, "UPDATE", "alice",
 	       "{\"metadata\":{\"name\":\"s1\",\"annotations\":{\"sandbox.dev/requested-by\":\"alice\",\"note\":\"b\"}},"
-	       "\"spec\":" SPEC_ALICE "}", old, &v);
+	       "\"spec\":" SPEC_ALICE "}",
+	       old, &v);
 	CU_ASSERT_TRUE(v.allowed);
 	wh_verdict_release(&v);
 	/* a reserved one may not change, be added or be removed */
 	decide(&p, 0, "UPDATE", "alice",
 	       "{\"metadata\":{\"name\":\"s1\",\"annotations\":{\"sandbox.dev/requested-by\":\"bob\"}},"
-	       "\"spec\":" SPEC_ALICE "}", old, &v);
+	       "\"spec\":" SPEC_ALICE "}",
+	       old, &v);
 	CU_ASSERT_FALSE(v.allowed);
 	wh_verdict_release(&v);
 	decide(&p, 0, "UPDATE", "alice", "{\"metadata\":{\"name\":\"s1\"},\"spec\":" SPEC_ALICE "}", old, &v);
@@ -566,13 +581,15 @@ static void test_validate_update_guards(void)
 	wh_verdict_release(&v);
 	decide(&p, 0, "UPDATE", "alice",
 	       "{\"metadata\":{\"name\":\"s1\",\"labels\":{\"sandbox.dev/x\":\"1\"},\"annotations\":{"
-	       "\"sandbox.dev/requested-by\":\"alice\"}},\"spec\":" SPEC_ALICE "}", old, &v);
+	       "\"sandbox.dev/requested-by\":\"alice\"}},\"spec\":" SPEC_ALICE "}",
+	       old, &v);
 	CU_ASSERT_FALSE(v.allowed);
 	wh_verdict_release(&v);
 	/* spec changes are refused */
 	decide(&p, 0, "UPDATE", "alice",
 	       "{\"metadata\":{\"name\":\"s1\",\"annotations\":{\"sandbox.dev/requested-by\":\"alice\",\"note\":\"a\"}},"
-	       "\"spec\":" SPEC_ALICE2 "}", old, &v);
+	       "\"spec\":" SPEC_ALICE2 "}",
+	       old, &v);
 	CU_ASSERT_FALSE(v.allowed);
 	CU_ASSERT_EQUAL(v.code, 422);
 	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "immutable"));
@@ -670,7 +687,8 @@ static void test_mutate_names_generate_name(void)
 	CU_ASSERT_EQUAL(strncmp(name->valuestring, "job-", 4), 0);
 	CU_ASSERT_EQUAL(strspn(name->valuestring + 4, "bcdfghjklmnpqrstvwxz2456789"), 5);
 	const char *rec = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "annotations"),
-					      SBX_ANN_OWNER_AUTHZ)->valuestring;
+					      SBX_ANN_OWNER_AUTHZ)
+			      ->valuestring;
 	CU_ASSERT_PTR_NULL(strstr(rec, ".g."));
 	char *stamped = cJSON_PrintUnformatted(obj);
 	struct wh_verdict vv;
@@ -925,7 +943,7 @@ static void decide_pool(const struct wh_sandbox_policy *p, int mutate, const cha
 	k = strstr(b, "\"kind\":\"Sandbox\"},\"resource\":{\"group\":\"sandbox.dev\",\"resource\":\"sandboxes\"}");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
 	snprintf(c, n, "%.*s\"kind\":\"SandboxWarmPool\"},\"resource\":{\"group\":\"sandbox.dev\",\"resource\":"
-		 "\"sandboxwarmpools\"}%s",
+		       "\"sandboxwarmpools\"}%s",
 		 (int)(k - b), b, k + strlen("\"kind\":\"Sandbox\"},\"resource\":{\"group\":\"sandbox.dev\",\"resource\":\"sandboxes\"}"));
 	struct wh_review r;
 	char err[256];

@@ -29,8 +29,7 @@ static const char *const ips[] = { "127.0.0.1" };
 
 static struct webhook_cert_opts opts(long validity, long lifetime)
 {
-	struct webhook_cert_opts o = { .dns_names = dns, .ndns = 2, .ips = ips, .nips = 1,
-				       .validity_s = validity, .ca_lifetime_s = lifetime };
+	struct webhook_cert_opts o = { .dns_names = dns, .ndns = 2, .ips = ips, .nips = 1, .validity_s = validity, .ca_lifetime_s = lifetime };
 	char err[256];
 	CU_ASSERT_FATAL(webhook_cert_opts_check(&o, err, sizeof err) == 0);
 	return o;
@@ -71,7 +70,7 @@ static char *bundle_of(const struct sbx_seal_keys *k, long lifetime, long epoch,
 	char err[256];
 	buf_init(&b, 1 << 16);
 	CU_ASSERT_FATAL((required ? webhook_ca_required : webhook_ca_bundle)(&b, k, lifetime, epoch, err,
-									    sizeof err) == 0);
+									     sizeof err) == 0);
 	return buf_detach(&b);
 }
 

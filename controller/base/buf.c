@@ -120,3 +120,26 @@ int buf_read_file(struct buf *b, const char *path)
 		buf_append(b, "", 0);
 	return 0;
 }
+
+char *buf_load(const char *path, size_t cap, size_t *len, char *err, size_t errlen)
+{
+	struct buf b;
+	buf_init(&b, cap);
+	if (buf_read_file(&b, path) < 0) {
+		int e = errno;
+		buf_release(&b);
+		if (err && errlen)
+			snprintf(err, errlen, "%s: %s", path, e == EFBIG ? "file too large" : strerror(e));
+		return NULL;
+	}
+	if (len)
+		*len = b.len;
+	return buf_detach(&b);
+}
+
+void str_rstrip(char *s)
+{
+	size_t n = strlen(s);
+	while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
+		s[--n] = '\0';
+}

@@ -32,5 +32,13 @@ char *buf_detach(struct buf *b);
 /* Reads a whole file into b. Returns 0, or -1 with errno set (EFBIG past the
  * cap); on error b is left empty. */
 int buf_read_file(struct buf *b, const char *path);
+/* Reads a whole file (at most cap bytes) into a new NUL-terminated heap
+ * string (caller frees; *len, NULL ok, gets its length). Returns NULL with
+ * "<path>: <reason>" in err (NULL ok) when it cannot be read or is larger. */
+char *buf_load(const char *path, size_t cap, size_t *len, char *err, size_t errlen);
+
+/* Strips trailing spaces, tabs, CRs and newlines from s in place (a token
+ * file usually ends in a newline). */
+void str_rstrip(char *s);
 
 #endif

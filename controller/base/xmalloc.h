@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+/* malloc, calloc and realloc that never return NULL (caller frees). */
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);

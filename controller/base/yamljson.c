@@ -196,3 +196,23 @@ cJSON *yaml_to_json(const char *text, size_t len, char *err, size_t errlen)
 	yaml_parser_delete(&y.p);
 	return root;
 }
+
+const char *yaml_str(const cJSON *o, const char *key, char scratch[64])
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (cJSON_IsString(v))
+		return v->valuestring;
+	if (cJSON_IsNumber(v)) {
+		snprintf(scratch, 64, "%.17g", v->valuedouble);
+		return scratch;
+	}
+	if (cJSON_IsBool(v))
+		return cJSON_IsTrue(v) ? "true" : "false";
+	return NULL;
+}
+
+const char *yaml_str_nonempty(const cJSON *o, const char *key, char scratch[64])
+{
+	const char *s = yaml_str(o, key, scratch);
+	return s && s[0] ? s : NULL;
+}

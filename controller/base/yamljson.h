@@ -15,4 +15,11 @@
  * document yields an empty object. */
 cJSON *yaml_to_json(const char *text, size_t len, char *err, size_t errlen);
 
+/* o[key] as text: a string, or a plain scalar YAML typed as a number or a
+ * bool rendered back (into scratch). Returns a pointer borrowed from o or
+ * scratch, or NULL when absent or of another type. */
+const char *yaml_str(const cJSON *o, const char *key, char scratch[64]);
+/* yaml_str, with "" counted as absent (borrowed alike). */
+const char *yaml_str_nonempty(const cJSON *o, const char *key, char scratch[64]);
+
 #endif

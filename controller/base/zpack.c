@@ -80,7 +80,7 @@ unsigned char *zpack_pack(struct zpack *z, const char *text, size_t len, size_t 
 
 char *zpack_unpack(const struct zpack *z, const unsigned char *p, size_t plen, size_t len)
 {
-	z_stream s = {0};
+	z_stream s = { 0 };
 	int rc = inflateInit2(&s, -WINDOW_BITS);
 	if (rc != Z_OK)
 		zfail("inflateInit2", rc);

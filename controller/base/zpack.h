@@ -12,7 +12,8 @@ struct zpack;
 
 /* A packer with the preset dictionary dict (dict_len bytes, copied; NULL or
  * 0 for none). Texts packed with it unpack only with the same dictionary.
- * Aborts when out of memory (base/xmalloc.h). */
+ * Returns a new packer (caller frees with zpack_free); aborts when out of
+ * memory (base/xmalloc.h). */
 struct zpack *zpack_new(const char *dict, size_t dict_len);
 void zpack_free(struct zpack *z);
 

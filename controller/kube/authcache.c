@@ -11,7 +11,7 @@
 #include <uthash.h>
 
 #include "base/xmalloc.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 
 struct answer {
 	char key[65 + 8 + 256]; /* sha256(token) hex, verb, path */
@@ -55,7 +55,7 @@ void kube_authcache_free(struct kube_authcache *c)
 }
 
 /* The lookup key; 0, or -1 when path or verb is too long to be cached. */
-static int make_key(const char *token, const char *verb, const char *path, char out[sizeof ((struct answer *)0)->key])
+static int make_key(const char *token, const char *verb, const char *path, char out[sizeof((struct answer *)0)->key])
 {
 	unsigned char md[32];
 	unsigned int mdlen = 0;
@@ -67,7 +67,7 @@ static int make_key(const char *token, const char *verb, const char *path, char 
 		out[2 * i] = hx[md[i] >> 4];
 		out[2 * i + 1] = hx[md[i] & 15];
 	}
-	snprintf(out + 64, sizeof ((struct answer *)0)->key - 64, " %s %s", verb, path);
+	snprintf(out + 64, sizeof((struct answer *)0)->key - 64, " %s %s", verb, path);
 	OPENSSL_cleanse(md, sizeof md);
 	return 0;
 }
@@ -75,7 +75,7 @@ static int make_key(const char *token, const char *verb, const char *path, char 
 int kube_authcache_get(struct kube_authcache *c, const char *token, const char *verb, const char *path, char *user,
 		       size_t userlen)
 {
-	char key[sizeof ((struct answer *)0)->key];
+	char key[sizeof((struct answer *)0)->key];
 	if (make_key(token, verb, path, key) < 0)
 		return 0;
 	int status = 0;
@@ -99,7 +99,7 @@ int kube_authcache_get(struct kube_authcache *c, const char *token, const char *
 void kube_authcache_put(struct kube_authcache *c, const char *token, const char *verb, const char *path, int status,
 			const char *user)
 {
-	char key[sizeof ((struct answer *)0)->key];
+	char key[sizeof((struct answer *)0)->key];
 	if ((status != 200 && status != 401 && status != 403) || make_key(token, verb, path, key) < 0)
 		return;
 	pthread_mutex_lock(&c->mu);

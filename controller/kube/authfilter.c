@@ -36,7 +36,7 @@ void kube_authfilter_serve(void *ctx, const struct obs_http_req *req, struct obs
 	}
 	char verb[16], who[256] = "";
 	size_t i;
-	for (i = 0; req->method[i] && i < sizeof verb - 1; i++)
+	for (i = 0; i < sizeof verb - 1 && req->method[i]; i++)
 		verb[i] = (char)tolower((unsigned char)req->method[i]);
 	verb[i] = '\0';
 	int cached = f->cache ? kube_authcache_get(f->cache, token, verb, req->path, who, sizeof who) : 0;

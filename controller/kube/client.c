@@ -12,7 +12,7 @@
 
 #include "base/buf.h"
 #include "base/xmalloc.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "kube/ratelimit.h"
 #include "obs/log.h"
 
@@ -148,7 +148,7 @@ struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_c
 		kube_config_free(cfg);
 		return NULL;
 	}
-	struct kube_client_opts o = {0};
+	struct kube_client_opts o = { 0 };
 	if (opts)
 		o = *opts;
 	struct kube_client *c = xcalloc(1, sizeof *c);
@@ -376,10 +376,10 @@ struct call {
 	const struct kube_stream_opts *stream;
 };
 
-#define SETOPT(h, opt, val)                                                                        \
-	do {                                                                                       \
-		if (rc == CURLE_OK)                                                                \
-			rc = curl_easy_setopt((h), (opt), (val));                                  \
+#define SETOPT(h, opt, val)                                       \
+	do {                                                      \
+		if (rc == CURLE_OK)                               \
+			rc = curl_easy_setopt((h), (opt), (val)); \
 	} while (0)
 
 /* Applies every option of the call to h (reset after the previous attempt).
@@ -410,7 +410,7 @@ static CURLcode setup(struct kube_client *c, CURL *h, const struct call *k,
 	size_t ca_len;
 	const char *ca = kube_config_ca(c->cfg, &ca_len);
 	if (ca) {
-		struct curl_blob b = {.data = (void *)ca, .len = ca_len, .flags = CURL_BLOB_COPY};
+		struct curl_blob b = { .data = (void *)ca, .len = ca_len, .flags = CURL_BLOB_COPY };
 		SETOPT(h, CURLOPT_CAINFO_BLOB, &b);
 	}
 	if (kube_config_insecure(c->cfg)) {
@@ -419,9 +419,11 @@ static CURLcode setup(struct kube_client *c, CURL *h, const struct call *k,
 	}
 	if (cr->cert && cr->key) {
 		struct curl_blob cb = {
-		    .data = cr->cert, .len = cr->cert_len, .flags = CURL_BLOB_COPY};
+			.data = cr->cert, .len = cr->cert_len, .flags = CURL_BLOB_COPY
+		};
 		struct curl_blob kb = {
-		    .data = cr->key, .len = cr->key_len, .flags = CURL_BLOB_COPY};
+			.data = cr->key, .len = cr->key_len, .flags = CURL_BLOB_COPY
+		};
 		SETOPT(h, CURLOPT_SSLCERT_BLOB, &cb);
 		SETOPT(h, CURLOPT_SSLCERTTYPE, "PEM");
 		SETOPT(h, CURLOPT_SSLKEY_BLOB, &kb);
@@ -432,7 +434,7 @@ static CURLcode setup(struct kube_client *c, CURL *h, const struct call *k,
 	char *ctype = k->body ? xasprintf("Content-Type: %s",
 					  k->content_type ? k->content_type : "application/json")
 			      : NULL;
-	const char *hv[] = {"Accept: application/json", "Expect:", auth, ctype};
+	const char *hv[] = { "Accept: application/json", "Expect:", auth, ctype };
 	for (size_t i = 0; i < sizeof hv / sizeof hv[0]; i++) {
 		if (!hv[i])
 			continue;
@@ -591,7 +593,8 @@ static enum kube_err do_call(struct kube_client *c, const char *path, const char
 	long status = 0;
 	for (int i = 0; i < 2; i++) {
 		struct xfer x = {
-		    .h = h, .stream_cb = cb, .stream_ctx = cb_ctx, .stream_ok = -1, .stop = stop};
+			.h = h, .stream_cb = cb, .stream_ctx = cb_ctx, .stream_ok = -1, .stop = stop
+		};
 		buf_init(&x.body, cb ? ERR_BODY_MAX : c->max_body);
 		r = attempt(c, h, k, cr, &x, &status, out, err);
 		buf_release(&x.body);
@@ -627,10 +630,10 @@ enum kube_err kube_request_ex(struct kube_client *c, const char *method, const c
 			      const struct kube_request_opts *ro, cJSON **out,
 			      struct kube_error *err)
 {
-	struct call k = {.method = method ? method : "GET",
-			 .body = body,
-			 .content_type = content_type,
-			 .timeout_ms = ro && ro->timeout_ms > 0 ? ro->timeout_ms : c->timeout_ms};
+	struct call k = { .method = method ? method : "GET",
+			  .body = body,
+			  .content_type = content_type,
+			  .timeout_ms = ro && ro->timeout_ms > 0 ? ro->timeout_ms : c->timeout_ms };
 	return do_call(c, path, query, &k, NULL, NULL, ro ? ro->abort : NULL, out, err);
 }
 
@@ -645,8 +648,8 @@ enum kube_err kube_stream(struct kube_client *c, const char *path, const char *c
 			  const struct kube_stream_opts *so, kube_data_fn cb, void *ctx,
 			  struct kube_error *err)
 {
-	struct kube_stream_opts none = {0};
-	struct call k = {.method = "GET", .stream = so ? so : &none};
+	struct kube_stream_opts none = { 0 };
+	struct call k = { .method = "GET", .stream = so ? so : &none };
 	return do_call(c, path, query, &k, cb, ctx, k.stream->stop, NULL, err);
 }
 
@@ -665,8 +668,8 @@ enum kube_err kube_list_ex(struct kube_client *c, const char *path, const char *
 	for (;;) {
 		char lim[24];
 		snprintf(lim, sizeof lim, "%ld", limit);
-		const char *q[] = {"limit",    lim,  "labelSelector", label_selector, "fieldSelector",
-				   ro ? ro->field_selector : NULL, "continue", cont, NULL};
+		const char *q[] = { "limit", lim, "labelSelector", label_selector, "fieldSelector",
+				    ro ? ro->field_selector : NULL, "continue", cont, NULL };
 		cJSON *page = NULL;
 		r = kube_request_ex(c, "GET", path, q, NULL, NULL, ro, &page, err);
 		if (r == KUBE_ERR_TOO_LARGE && limit > 1) {

@@ -71,8 +71,8 @@ enum kube_err kube_request(struct kube_client *c, const char *method, const char
 
 /* Per-call overrides for kube_request_ex. */
 struct kube_request_opts {
-	long timeout_ms;	 /* 0 = the client's */
-	const atomic_int *abort; /* NULL, or a flag that aborts the call when set (-> TRANSPORT) */
+	long timeout_ms;	    /* 0 = the client's */
+	const atomic_int *abort;    /* NULL, or a flag that aborts the call when set (-> TRANSPORT) */
 	const char *field_selector; /* kube_list_ex only: a fieldSelector for every page (NULL = none) */
 };
 /* kube_request with overrides (ro may be NULL). */

@@ -1,7 +1,8 @@
 /* Credentials and endpoint for the Kubernetes API: kubeconfig files (merged as
  * kubectl merges $KUBECONFIG), in-cluster ServiceAccount files, bearer tokens
- * (inline or re-read from a file as it rotates), client certificates held in
- * memory only, and exec credential plugins (client.authentication.k8s.io).
+ * (inline or re-read from a file as it rotates: kube/creds.h), client
+ * certificates held in memory only, and exec credential plugins
+ * (client.authentication.k8s.io: kube/execcred.h).
  * A loaded config is internally locked: the client may ask it for credentials
  * from any thread. */
 #ifndef SBX_KUBE_CONFIG_H
@@ -9,18 +10,9 @@
 
 #include <stddef.h>
 
-struct kube_config;
+#include "kube/creds.h"
 
-/* A snapshot of the credentials to present, immutable and reference-counted so
- * that a token rotation never frees what a request in flight is using. */
-struct kube_creds {
-	int refs;    /* managed by kube_config_creds/kube_creds_put */
-	char *token; /* bearer token, or NULL */
-	char *cert;  /* client certificate PEM (in memory, never on disk), or NULL */
-	size_t cert_len;
-	char *key; /* client key PEM, or NULL */
-	size_t key_len;
-};
+struct kube_config;
 
 /* Loads credentials: explicit_path if non-NULL and non-empty, else $KUBECONFIG (a
  * colon-separated list merged as kubectl does: the first file to define a
@@ -35,19 +27,21 @@ struct kube_config *kube_config_load(const char *explicit_path, const char *cont
 				     size_t errlen);
 /* kube_config_load from one kubeconfig document in memory (yaml[0..len), at
  * most the file cap); relative paths are resolved against dir (NULL = "."),
- * files it names are read as from a file. For tests and fuzzing. */
+ * files it names are read as from a file. Returns a new config (caller frees
+ * with kube_config_free) or NULL with a message. For tests and fuzzing. */
 struct kube_config *kube_config_parse(const char *yaml, size_t len, const char *dir,
 				      const char *context, char *err, size_t errlen);
 /* The in-cluster configuration, reading token, ca.crt and namespace from sa_dir
  * (normally /var/run/secrets/kubernetes.io/serviceaccount). The token is re-read
- * as the kubelet rotates it. Returns a new config or NULL with a message. */
+ * as the kubelet rotates it. Returns a new config (caller frees with
+ * kube_config_free) or NULL with a message. */
 struct kube_config *kube_config_in_cluster(const char *sa_dir, char *err, size_t errlen);
 void kube_config_free(struct kube_config *c);
 
 /* Borrowed strings, valid until kube_config_free. */
 const char *kube_config_namespace(const struct kube_config *c); /* context namespace or "default" */
 const char *
-kube_config_server(const struct kube_config *c); /* "https://host:port", no trailing '/' */
+kube_config_server(const struct kube_config *c);		      /* "https://host:port", no trailing '/' */
 const char *kube_config_tls_server_name(const struct kube_config *c); /* or NULL */
 const char *kube_config_proxy(const struct kube_config *c);	      /* or NULL */
 int kube_config_insecure(const struct kube_config *c);
@@ -64,8 +58,6 @@ const char *kube_config_ca(const struct kube_config *c, size_t *len);
  * then nothing is changed. */
 struct kube_creds *kube_config_creds(struct kube_config *c, const struct kube_creds *stale,
 				     char *err, size_t errlen);
-/* Drops a reference from kube_config_creds (NULL ok). */
-void kube_creds_put(struct kube_creds *cr);
 /* 1 when a 401 may be cured by refreshing (token file or exec plugin). */
 int kube_config_refreshable(const struct kube_config *c);
 

@@ -10,21 +10,21 @@
 #include <curl/curl.h>
 
 static const char *const err_names[] = {
-    [KUBE_OK] = "OK",
-    [KUBE_ERR_NOT_FOUND] = "NotFound",
-    [KUBE_ERR_ALREADY_EXISTS] = "AlreadyExists",
-    [KUBE_ERR_CONFLICT] = "Conflict",
-    [KUBE_ERR_GONE] = "Gone",
-    [KUBE_ERR_INVALID] = "Invalid",
-    [KUBE_ERR_BAD_REQUEST] = "BadRequest",
-    [KUBE_ERR_TOO_MANY_REQUESTS] = "TooManyRequests",
-    [KUBE_ERR_UNAUTHORIZED] = "Unauthorized",
-    [KUBE_ERR_FORBIDDEN] = "Forbidden",
-    [KUBE_ERR_SERVER] = "ServerError",
-    [KUBE_ERR_TRANSPORT] = "Transport",
-    [KUBE_ERR_DECODE] = "Decode",
-    [KUBE_ERR_TOO_LARGE] = "TooLarge",
-    [KUBE_ERR_OTHER] = "Other",
+	[KUBE_OK] = "OK",
+	[KUBE_ERR_NOT_FOUND] = "NotFound",
+	[KUBE_ERR_ALREADY_EXISTS] = "AlreadyExists",
+	[KUBE_ERR_CONFLICT] = "Conflict",
+	[KUBE_ERR_GONE] = "Gone",
+	[KUBE_ERR_INVALID] = "Invalid",
+	[KUBE_ERR_BAD_REQUEST] = "BadRequest",
+	[KUBE_ERR_TOO_MANY_REQUESTS] = "TooManyRequests",
+	[KUBE_ERR_UNAUTHORIZED] = "Unauthorized",
+	[KUBE_ERR_FORBIDDEN] = "Forbidden",
+	[KUBE_ERR_SERVER] = "ServerError",
+	[KUBE_ERR_TRANSPORT] = "Transport",
+	[KUBE_ERR_DECODE] = "Decode",
+	[KUBE_ERR_TOO_LARGE] = "TooLarge",
+	[KUBE_ERR_OTHER] = "Other",
 };
 
 const char *kube_err_str(enum kube_err e)
@@ -85,20 +85,20 @@ static enum kube_err code_for(long http, const char *reason)
 			const char *r;
 			enum kube_err e;
 		} by_reason[] = {
-		    {"NotFound", KUBE_ERR_NOT_FOUND},
-		    {"AlreadyExists", KUBE_ERR_ALREADY_EXISTS},
-		    {"Conflict", KUBE_ERR_CONFLICT},
-		    {"Gone", KUBE_ERR_GONE},
-		    {"Expired", KUBE_ERR_GONE},
-		    {"Invalid", KUBE_ERR_INVALID},
-		    {"BadRequest", KUBE_ERR_BAD_REQUEST},
-		    {"TooManyRequests", KUBE_ERR_TOO_MANY_REQUESTS},
-		    {"Unauthorized", KUBE_ERR_UNAUTHORIZED},
-		    {"Forbidden", KUBE_ERR_FORBIDDEN},
-		    {"InternalError", KUBE_ERR_SERVER},
-		    {"ServerTimeout", KUBE_ERR_SERVER},
-		    {"Timeout", KUBE_ERR_SERVER},
-		    {"ServiceUnavailable", KUBE_ERR_SERVER},
+			{ "NotFound", KUBE_ERR_NOT_FOUND },
+			{ "AlreadyExists", KUBE_ERR_ALREADY_EXISTS },
+			{ "Conflict", KUBE_ERR_CONFLICT },
+			{ "Gone", KUBE_ERR_GONE },
+			{ "Expired", KUBE_ERR_GONE },
+			{ "Invalid", KUBE_ERR_INVALID },
+			{ "BadRequest", KUBE_ERR_BAD_REQUEST },
+			{ "TooManyRequests", KUBE_ERR_TOO_MANY_REQUESTS },
+			{ "Unauthorized", KUBE_ERR_UNAUTHORIZED },
+			{ "Forbidden", KUBE_ERR_FORBIDDEN },
+			{ "InternalError", KUBE_ERR_SERVER },
+			{ "ServerTimeout", KUBE_ERR_SERVER },
+			{ "Timeout", KUBE_ERR_SERVER },
+			{ "ServiceUnavailable", KUBE_ERR_SERVER },
 		};
 		for (size_t i = 0; i < sizeof by_reason / sizeof by_reason[0]; i++)
 			if (!strcmp(reason, by_reason[i].r))

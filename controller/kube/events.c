@@ -13,7 +13,7 @@
 #include <uthash.h>
 
 #include "base/xmalloc.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "kube/ratelimit.h"
 #include "obs/log.h"
 
@@ -260,7 +260,7 @@ void event_record(struct event_recorder *r, const char *api_version, const char 
 /* Sends one job (a create, or a count patch with count). Returns the outcome. */
 static enum kube_err send_job(struct event_recorder *r, const struct job *j, int count)
 {
-	struct kube_request_opts ro = {.timeout_ms = SEND_TIMEOUT_MS, .abort = &r->abort};
+	struct kube_request_opts ro = { .timeout_ms = SEND_TIMEOUT_MS, .abort = &r->abort };
 	struct kube_error err;
 	enum kube_err rc;
 	if (j->body) {

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "base/xmalloc.h"
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "obs/log.h"
 
 struct lease_elector {

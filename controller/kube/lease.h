@@ -10,12 +10,12 @@
 #include "kube/client.h"
 
 struct lease_opts {
-	const char *ns;        /* Lease namespace */
-	const char *name;      /* Lease name */
-	const char *identity;  /* this replica, unique (hostname_random) */
-	int lease_duration_s;  /* default 15 */
-	int renew_deadline_s;  /* default 10 */
-	int retry_period_s;    /* default 2 */
+	const char *ns;	      /* Lease namespace */
+	const char *name;     /* Lease name */
+	const char *identity; /* this replica, unique (hostname_random) */
+	int lease_duration_s; /* default 15 */
+	int renew_deadline_s; /* default 10 */
+	int retry_period_s;   /* default 2 */
 };
 
 struct lease_elector;

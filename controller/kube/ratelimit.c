@@ -8,7 +8,7 @@
 
 #include "base/xmalloc.h"
 
-#include "kube/ktime.h"
+#include "base/ktime.h"
 
 void token_bucket_init(struct token_bucket *tb, double rate, int burst)
 {

@@ -11,7 +11,7 @@ struct watch_parser {
 	struct buf line; /* the incomplete line so far; its cap is max_line */
 };
 
-static const char *const type_names[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
+static const char *const type_names[] = { "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR" };
 
 struct watch_parser *watch_parser_new(size_t max_line)
 {

@@ -9,7 +9,11 @@
 
 #include <cjson/cJSON.h>
 
-enum watch_event_type { WATCH_ADDED, WATCH_MODIFIED, WATCH_DELETED, WATCH_BOOKMARK, WATCH_ERROR };
+enum watch_event_type { WATCH_ADDED,
+			WATCH_MODIFIED,
+			WATCH_DELETED,
+			WATCH_BOOKMARK,
+			WATCH_ERROR };
 
 struct watch_parser;
 
@@ -17,7 +21,7 @@ struct watch_parser;
  * frees with watch_parser_free). */
 struct watch_parser *watch_parser_new(size_t max_line);
 void watch_parser_free(struct watch_parser *p);
-/* Returns "ADDED", "MODIFIED", ... */
+/* Returns "ADDED", "MODIFIED", ... (a static string). */
 const char *watch_event_type_str(enum watch_event_type t);
 /* Feeds n bytes and calls cb(ctx, type, object) for every complete event (the
  * object is borrowed for the call). Empty lines are skipped. Returns 0 when all

@@ -10,10 +10,15 @@
  *   (a slow sender, an idle keep-alive) is closed to make room, so a pile of
  *   slow clients can never lock a quick client (a kubelet probe) out. With
  *   shed_min_age_ms, only once it has been that long in its state (accepted,
- *   idle, or its request arriving): a request a known client (the API server
- *   calling a webhook) has just written on a kept-alive connection is then not
- *   cut, and the queued client waits instead. Busy connections (a request
- *   being answered) are never closed for this;
+ *   idle, or its request arriving), counted from when the loop was last free
+ *   to read it (a handler that held the loop does not age anyone), and never
+ *   a connection whose client presented a certificate the client CA verified
+ *   (the API server calling a webhook: it opens no more connections than its
+ *   own in-flight limits, and a call it made must never be cut); a request a
+ *   known client has just written on a kept-alive connection is then not
+ *   cut, and the queued client waits instead. Bytes that arrived while the
+ *   loop was busy are read before a queued client is looked at. Busy
+ *   connections (a request being answered) are never closed for this;
  * - a whole-request deadline: request_timeout_s from the connection's first
  *   byte (TLS handshake included) or from the first byte of a later request on
  *   a keep-alive connection until the request is complete, however slowly the
@@ -61,7 +66,8 @@ struct obs_http_req {
 	const char *client_name;
 };
 
-/* The value of a request header (case-insensitive name), or NULL. */
+/* The value of a request header (case-insensitive name), or NULL; borrowed
+ * from req, valid while the handler runs. */
 const char *obs_http_req_header(const struct obs_http_req *r, const char *name);
 
 /* Filled by the handler: status (preset 200), content_type (preset
@@ -77,7 +83,10 @@ struct obs_http_resp {
 
 #define OBS_HTTP_MAX_RESPONSE (64u << 20)
 
-/* Runs on a server thread; may block briefly (an API call). */
+/* Runs on a loop's thread (handler_threads 0: it holds that loop, and every
+ * connection of it, while it runs; keep it short) or on a handler thread
+ * (handler_threads > 0: it may wait on an API call; the loops go on serving,
+ * reading and answering other connections meanwhile). */
 typedef void (*obs_http_handler)(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp);
 
 /* Exact path match; any method the server allows (GET, HEAD, POST). */
@@ -89,18 +98,19 @@ struct obs_http_route {
 
 /* Zero (or NULL) picks the default noted for each field. */
 struct obs_http_opts {
-	const char *addr;                        /* "host:port", ":port" or "[v6]:port"; port 0 picks one */
+	const char *addr;			  /* "host:port", ":port" or "[v6]:port"; port 0 picks one */
 	const char *tls_cert_file, *tls_key_file; /* PEM files; both NULL = plain HTTP */
-	const char *tls_client_ca_file;          /* PEM CA(s) client certificates must chain to; NULL = none asked */
-	const char *const *tls_client_names;     /* NULL-terminated names a client certificate must carry; NULL = any */
-	int threads;                             /* event loops (default 2) */
-	int max_connections;                     /* total, split across the loops (default 64) */
-	int request_timeout_s;                   /* whole request (default 10) */
-	int idle_timeout_s;                      /* idle keep-alive connection (default 30) */
-	int shed_min_age_ms;                     /* shed at the cap only after this long in a state (default 0) */
-	size_t max_body;                         /* request body cap (default 64 KiB) */
-	size_t max_headers;                      /* request line + headers cap (default 16 KiB) */
-	size_t max_inflight_bytes;               /* bytes of unanswered requests, whole server (0 = no cap) */
+	const char *tls_client_ca_file;		  /* PEM CA(s) client certificates must chain to; NULL = none asked */
+	const char *const *tls_client_names;	  /* NULL-terminated names a client certificate must carry; NULL = any */
+	int threads;				  /* event loops (default 2) */
+	int handler_threads;			  /* handler threads (default 0: handlers run on the loops) */
+	int max_connections;			  /* total, split across the loops (default 64) */
+	int request_timeout_s;			  /* whole request (default 10) */
+	int idle_timeout_s;			  /* idle keep-alive connection (default 30) */
+	int shed_min_age_ms;			  /* shed at the cap only after this long in a state (default 0) */
+	size_t max_body;			  /* request body cap (default 64 KiB) */
+	size_t max_headers;			  /* request line + headers cap (default 16 KiB) */
+	size_t max_inflight_bytes;		  /* bytes of unanswered requests, whole server (0 = no cap) */
 	const struct obs_http_route *routes;
 	size_t nroutes;
 	const char *name; /* for logs (default "http") */
@@ -119,14 +129,14 @@ int obs_http_port(const struct obs_http_server *s);
 
 /* Counters since start (thread-safe reads). */
 struct obs_http_stats {
-	unsigned long accepted;  /* connections accepted */
-	unsigned long deferred;  /* times accepting paused at the connection cap */
-	unsigned long shed;      /* waiting connections closed to make room at the cap */
-	unsigned long timeouts;  /* connections cut by the request or idle deadline */
+	unsigned long accepted;	     /* connections accepted */
+	unsigned long deferred;	     /* times accepting paused at the connection cap */
+	unsigned long shed;	     /* waiting connections closed to make room at the cap */
+	unsigned long timeouts;	     /* connections cut by the request or idle deadline */
 	unsigned long accept_errors; /* accept() failures (EMFILE, ENFILE, ...) */
 	unsigned long tls_reloads;   /* certificate pairs (re)loaded after start */
 	unsigned long tls_reload_errors;
-	unsigned long open;      /* connections open now */
+	unsigned long open;	  /* connections open now */
 	unsigned long overbudget; /* connections closed at the in-flight byte cap */
 };
 void obs_http_stats(const struct obs_http_server *s, struct obs_http_stats *out);

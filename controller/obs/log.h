@@ -3,7 +3,10 @@
 #ifndef SBX_OBS_LOG_H
 #define SBX_OBS_LOG_H
 
-enum log_level { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARN = 2, LOG_ERROR = 3 };
+enum log_level { LOG_DEBUG = 0,
+		 LOG_INFO = 1,
+		 LOG_WARN = 2,
+		 LOG_ERROR = 3 };
 
 /* Sets the lowest level written (default LOG_INFO). */
 void log_set_level(enum log_level lvl);

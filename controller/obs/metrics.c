@@ -20,7 +20,9 @@
 
 #define MAX_FAMILIES 128
 
-enum kind { K_COUNTER, K_GAUGE, K_HISTOGRAM };
+enum kind { K_COUNTER,
+	    K_GAUGE,
+	    K_HISTOGRAM };
 static const char *const kind_names[] = { "counter", "gauge", "histogram" };
 
 struct series {
@@ -238,7 +240,8 @@ double obs_metric_value(struct obs_metric *m, const char *const *label_values)
 		return 0;
 	pthread_mutex_lock(&m->mu);
 	struct series *s = series_get(m, label_values, 0);
-	double v = !s ? 0 : m->kind == K_HISTOGRAM ? (double)s->count : s->value;
+	double v = !s ? 0 : m->kind == K_HISTOGRAM ? (double)s->count
+						   : s->value;
 	pthread_mutex_unlock(&m->mu);
 	return v;
 }

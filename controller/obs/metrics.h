@@ -23,7 +23,8 @@
 
 struct obs_metric;
 
-/* Register (or find) a family. labels is "a,b" or NULL for none. On a name
+/* Register (or find) a family: returns it, borrowed (it lives until the
+ * process ends; never freed). labels is "a,b" or NULL for none. On a name
  * that is already registered with another type, label set or an invalid
  * definition (too many labels or buckets), the program aborts with a message:
  * that is a programming error, never an input error. */

@@ -1,58 +1,44 @@
 #include "sandbox/authz.h"
 
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "base/buf.h"
-#include "sandbox/scope.h"
+#include "sandbox/mac.h"
 #include "sandbox/seal.h"
 
 /* Cap on the authenticated message: names, an owner, a hash, a username. */
 #define AUTHZ_MSG_CAP (16 * 1024)
-
-static int lp_str(struct buf *b, const char *s)
-{
-	return sbx_lp_append(b, s, strlen(s));
-}
 
 /* The MAC of a v2 record (issued and run as decimal text) into out (65
  * bytes), or of a v1 one ('n' form, run NULL). */
 static int authz_mac(const unsigned char *key, size_t keylen, const struct sbx_authz_subject *s, const char *issued,
 		     const char *run, char out[65])
 {
-	unsigned char mac[EVP_MAX_MD_SIZE];
-	unsigned int maclen = 0;
 	struct buf m;
 	int rc = -1;
 	out[0] = '\0';
-	if (!key || keylen < SBX_SEAL_KEY_MIN || keylen > (size_t)INT_MAX || !s->ns || !s->name || !*s->name ||
-	    !s->owner || !s->fingerprint || !s->username)
+	if (!key || keylen < SBX_SEAL_KEY_MIN || !s->ns || !s->name || !*s->name || !s->owner || !s->fingerprint ||
+	    !s->username)
 		return -1;
 	buf_init(&m, AUTHZ_MSG_CAP);
 	int e;
 	if (run) {
-		e = lp_str(&m, "sandbox.dev/owner-authorization/v2") | lp_str(&m, s->ns) | lp_str(&m, s->name) |
-		    lp_str(&m, s->owner) | lp_str(&m, s->fingerprint) | lp_str(&m, s->username) | lp_str(&m, issued) |
-		    lp_str(&m, run);
+		e = sbx_lp_str(&m, "sandbox.dev/owner-authorization/v2") | sbx_lp_str(&m, s->ns) |
+		    sbx_lp_str(&m, s->name) | sbx_lp_str(&m, s->owner) | sbx_lp_str(&m, s->fingerprint) |
+		    sbx_lp_str(&m, s->username) | sbx_lp_str(&m, issued) | sbx_lp_str(&m, run);
 	} else {
 		const char form = 'n';
-		e = lp_str(&m, "sandbox.dev/owner-authorization/v1") | lp_str(&m, s->ns) | buf_append(&m, &form, 1) |
-		    lp_str(&m, s->name) | lp_str(&m, s->owner) | lp_str(&m, s->fingerprint) | lp_str(&m, s->username) |
-		    lp_str(&m, issued);
+		e = sbx_lp_str(&m, "sandbox.dev/owner-authorization/v1") | sbx_lp_str(&m, s->ns) |
+		    buf_append(&m, &form, 1) | sbx_lp_str(&m, s->name) | sbx_lp_str(&m, s->owner) |
+		    sbx_lp_str(&m, s->fingerprint) | sbx_lp_str(&m, s->username) | sbx_lp_str(&m, issued);
 	}
-	if (!e && HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)m.data, m.len, mac, &maclen) &&
-	    maclen == 32) {
-		sbx_hex(mac, 32, out);
-		rc = 0;
-	}
-	OPENSSL_cleanse(mac, sizeof mac);
+	if (!e)
+		rc = sbx_mac_hex(key, keylen, &m, out);
 	buf_release(&m);
 	return rc;
 }

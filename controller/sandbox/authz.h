@@ -22,7 +22,7 @@
  * it. It is not bound to the uid (mutating admission runs before the uid
  * exists): a record replayed on a re-created Sandbox of the same name within
  * that minute counts only when the webhook was in force for that creation
- * (sandbox/inforce.h), and then the webhook refuses the replayed annotations.
+ * (reconcile/inforce.h), and then the webhook refuses the replayed annotations.
  *
  * Records of the previous format (v1.<issued>.n.<mac>, run 1) still verify,
  * for a rolling upgrade; v1's generateName form (.g.) no longer does. */

@@ -1,18 +1,15 @@
 #include "sandbox/claimrec.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "base/buf.h"
 #include "base/jsonget.h"
 #include "sandbox/podbuild.h"
-#include "sandbox/scope.h"
+#include "sandbox/mac.h"
 
 #define CLAIM_MSG_CAP 4096
 #define CLAIM_OWNER_REFS_MAX 256
@@ -32,38 +29,29 @@ long sbx_claim_generation(const char *name, const char *digest)
 
 const char *sbx_claim_state_str(enum sbx_claim_state s)
 {
-	return s == SBX_CLAIM_EXPIRED ? "Expired" : s == SBX_CLAIM_BOUND ? "Bound" : "Suspended";
-}
-
-static int lp(struct buf *b, const char *s)
-{
-	return sbx_lp_append(b, s, strlen(s));
+	return s == SBX_CLAIM_EXPIRED ? "Expired" : s == SBX_CLAIM_BOUND ? "Bound"
+									 : "Suspended";
 }
 
 /* The seal of r in ns under key into out (65 bytes); -1 on failure. */
 static int claim_mac(const unsigned char *key, size_t keylen, const struct sbx_claimrec *r, const char *ns, char out[65])
 {
-	unsigned char mac[EVP_MAX_MD_SIZE];
-	unsigned int maclen = 0;
 	char gen[24];
 	struct buf m;
 	int rc = -1;
 	out[0] = '\0';
-	if (!key || keylen < SBX_SEAL_KEY_MIN || keylen > (size_t)INT_MAX)
+	if (!key || keylen < SBX_SEAL_KEY_MIN)
 		return -1;
 	snprintf(gen, sizeof gen, "%ld", r->generation);
 	static const unsigned char absent = 0x00, present = 0x01;
 	buf_init(&m, CLAIM_MSG_CAP);
-	int e = lp(&m, "sandbox.dev/claim/v1") | lp(&m, ns) | lp(&m, r->name) | lp(&m, r->digest) | lp(&m, gen) |
-		lp(&m, r->pod_name) | lp(&m, r->claimed_at) | lp(&m, r->key_expires_at) | lp(&m, r->fingerprint) |
-		buf_append(&m, r->has_owner ? &present : &absent, 1) | (r->has_owner ? lp(&m, r->owner) : 0) |
-		lp(&m, sbx_claim_state_str(r->state)) | lp(&m, r->sandbox) | lp(&m, r->since);
-	if (!e && HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)m.data, m.len, mac, &maclen) &&
-	    maclen == 32) {
-		sbx_hex(mac, 32, out);
-		rc = 0;
-	}
-	OPENSSL_cleanse(mac, sizeof mac);
+	int e = sbx_lp_str(&m, "sandbox.dev/claim/v1") | sbx_lp_str(&m, ns) | sbx_lp_str(&m, r->name) |
+		sbx_lp_str(&m, r->digest) | sbx_lp_str(&m, gen) | sbx_lp_str(&m, r->pod_name) |
+		sbx_lp_str(&m, r->claimed_at) | sbx_lp_str(&m, r->key_expires_at) | sbx_lp_str(&m, r->fingerprint) |
+		buf_append(&m, r->has_owner ? &present : &absent, 1) | (r->has_owner ? sbx_lp_str(&m, r->owner) : 0) |
+		sbx_lp_str(&m, sbx_claim_state_str(r->state)) | sbx_lp_str(&m, r->sandbox) | sbx_lp_str(&m, r->since);
+	if (!e)
+		rc = sbx_mac_hex(key, keylen, &m, out);
 	buf_release(&m);
 	return rc;
 }
@@ -76,7 +64,7 @@ cJSON *sbx_claimrec_build(const struct sbx_claimrec *r, const char *ns, const st
 	    !r->key_expires_at[0] || !r->fingerprint[0] || claim_mac(keys->key[0], keys->len[0], r, ns, seal) < 0)
 		return NULL;
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "apiVersion", SBX_CLAIM_API);
+	cJSON_AddStringToObject(o, "apiVersion", SBX_API);
 	cJSON_AddStringToObject(o, "kind", SBX_CLAIM_KIND);
 	cJSON *m = cJSON_AddObjectToObject(o, "metadata");
 	cJSON_AddStringToObject(m, "name", r->name);
@@ -139,7 +127,7 @@ int sbx_claimrec_parse(const cJSON *obj, const char *ns, const struct sbx_seal_k
 	out->generation = (long)gen->valuedouble;
 	out->has_owner = jstr(s, "workspaceOwner") != NULL;
 	out->state = !strcmp(state, "Expired") ? SBX_CLAIM_EXPIRED : !strcmp(state, "Bound") ? SBX_CLAIM_BOUND
-												 : SBX_CLAIM_SUSPENDED;
+											     : SBX_CLAIM_SUSPENDED;
 	int ok = 0;
 	for (size_t i = 0; keys && i < keys->n && !ok; i++) {
 		char want[65];

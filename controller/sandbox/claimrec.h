@@ -31,16 +31,18 @@
 
 #include <cjson/cJSON.h>
 
+#include "sandbox/api.h"
 #include "sandbox/seal.h"
 
-#define SBX_CLAIM_API "sandbox.dev/v1alpha1"
 #define SBX_CLAIM_KIND "SandboxClaim"
 #define SBX_CLAIM_PLURAL "sandboxclaims"
 
-enum sbx_claim_state { SBX_CLAIM_SUSPENDED, SBX_CLAIM_EXPIRED, SBX_CLAIM_BOUND };
+enum sbx_claim_state { SBX_CLAIM_SUSPENDED,
+		       SBX_CLAIM_EXPIRED,
+		       SBX_CLAIM_BOUND };
 
 struct sbx_claimrec {
-	char name[80];	  /* the claim name: sbx-<digest>[-<n>] */
+	char name[80]; /* the claim name: sbx-<digest>[-<n>] */
 	char digest[33];
 	long generation;
 	char pod_name[254];
@@ -72,14 +74,15 @@ int sbx_claimrec_parse(const cJSON *obj, const char *ns, const struct sbx_seal_k
 
 /* The informer's trimmer: name, namespace, uid, resourceVersion, the digest
  * label, the Sandbox ownerReferences (name and uid, at most 256) and the spec
- * fields above, each bounded. Never NULL. */
+ * fields above, each bounded. Returns a new object (caller frees); never
+ * NULL. */
 cJSON *sbx_claimrec_trim(const cJSON *obj);
 
 /* The generation of a claim name (sbx-<digest> 0, sbx-<digest>-<n> n), or
  * -1 when name is not one of digest's. */
 long sbx_claim_generation(const char *name, const char *digest);
 
-/* "Suspended", "Expired" or "Bound". */
+/* "Suspended", "Expired" or "Bound" (a static string). */
 const char *sbx_claim_state_str(enum sbx_claim_state s);
 
 #endif

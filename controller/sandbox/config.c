@@ -21,10 +21,10 @@
 static const struct {
 	const char *subdir, *path;
 } default_mounts[] = {
-    {"workspace", "/workspace"},
-    {"claude", "/home/agent/.claude"},
-    {"codex", "/home/agent/.codex"},
-    {"gemini", "/home/agent/.gemini"},
+	{ "workspace", "/workspace" },
+	{ "claude", "/home/agent/.claude" },
+	{ "codex", "/home/agent/.codex" },
+	{ "gemini", "/home/agent/.gemini" },
 };
 
 /* Frees n mounts and the array. */
@@ -318,7 +318,7 @@ int sbx_parse_duration(const char *s, long *secs)
  * on error t is unchanged. */
 static int apply_mounts(struct sbx_config *t, const cJSON *mounts, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"subdir", "mountPath", NULL};
+	static const char *const keys[] = { "subdir", "mountPath", NULL };
 	if (!cJSON_IsArray(mounts))
 		return cfail(err, errlen, "workspace.mounts must be a list of {subdir, mountPath}");
 	int n = cJSON_GetArraySize(mounts);
@@ -385,7 +385,7 @@ static int image_pattern_ok(const char *s);
 /* Applies workspace.prepare to t. */
 static int apply_prepare(struct sbx_config *t, const cJSON *prep, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"enabled", "image", NULL};
+	static const char *const keys[] = { "enabled", "image", NULL };
 	const char *image;
 	if (!cJSON_IsObject(prep))
 		return cfail(err, errlen, "workspace.prepare must be a mapping {enabled, image}");
@@ -409,7 +409,7 @@ static int apply_prepare(struct sbx_config *t, const cJSON *prep, char *err, siz
 /* Applies the workspace section to t. */
 static int apply_workspace(struct sbx_config *t, const cJSON *ws, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"mode", "pvcName", "hostPathRoot", "mounts", "prepare", NULL};
+	static const char *const keys[] = { "mode", "pvcName", "hostPathRoot", "mounts", "prepare", NULL };
 	const char *mode, *pvc, *root;
 	if (only_keys(ws, "workspace", keys, err, errlen) < 0 ||
 	    string_field(ws, "workspace", "mode", &mode, err, errlen) < 0 ||
@@ -454,7 +454,7 @@ static int apply_workspace(struct sbx_config *t, const cJSON *ws, char *err, siz
 /* Applies the idempotency section to t. */
 static int apply_idempotency(struct sbx_config *t, const cJSON *idem, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"keyLifetime", NULL};
+	static const char *const keys[] = { "keyLifetime", NULL };
 	if (only_keys(idem, "idempotency", keys, err, errlen) < 0)
 		return -1;
 	const cJSON *lt = cJSON_GetObjectItemCaseSensitive(idem, "keyLifetime");
@@ -483,7 +483,7 @@ static int apply_idempotency(struct sbx_config *t, const cJSON *idem, char *err,
 /* Applies the seal section to t. */
 static int apply_seal(struct sbx_config *t, const cJSON *seal, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"keyFile", NULL};
+	static const char *const keys[] = { "keyFile", NULL };
 	const char *file;
 	if (only_keys(seal, "seal", keys, err, errlen) < 0 ||
 	    string_field(seal, "seal", "keyFile", &file, err, errlen) < 0)
@@ -626,8 +626,8 @@ static int qualified_name_ok(const char *s)
 /* Validates pod.tolerations (a list of core/v1 Tolerations). */
 static int apply_tolerations(struct sbx_pod_settings *p, const cJSON *l, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"key", "operator", "value", "effect",
-					   "tolerationSeconds", NULL};
+	static const char *const keys[] = { "key", "operator", "value", "effect",
+					    "tolerationSeconds", NULL };
 	if (!cJSON_IsArray(l) || cJSON_GetArraySize(l) > SBX_CONFIG_MAX_ITEMS)
 		return cfail(err, errlen, "pod.tolerations must be a list of at most %d tolerations",
 			     SBX_CONFIG_MAX_ITEMS);
@@ -690,7 +690,7 @@ static int apply_pull_secrets(struct sbx_pod_settings *p, const cJSON *l, char *
 /* Applies pod.runtimeClasses. */
 static int apply_runtime(struct sbx_pod_settings *p, const cJSON *rc, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"allowed", "default", NULL};
+	static const char *const keys[] = { "allowed", "default", NULL };
 	const char *def;
 	if (!cJSON_IsObject(rc))
 		return cfail(err, errlen, "pod.runtimeClasses must be a mapping {allowed, default}");
@@ -712,10 +712,10 @@ static int apply_runtime(struct sbx_pod_settings *p, const cJSON *rc, char *err,
 /* Applies the pod section to t. */
 static int apply_pod(struct sbx_config *t, const cJSON *pod, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"runAsUser",	  "runAsGroup",	 "fsGroup",
-					   "runtimeClasses", "nodeSelector", "tolerations",
-					   "priorityClassName", "imagePullSecrets", "labels",
-					   "annotations",	  NULL};
+	static const char *const keys[] = { "runAsUser", "runAsGroup", "fsGroup",
+					    "runtimeClasses", "nodeSelector", "tolerations",
+					    "priorityClassName", "imagePullSecrets", "labels",
+					    "annotations", NULL };
 	struct sbx_pod_settings *p = &t->pod;
 	const char *prio;
 	if (only_keys(pod, "pod", keys, err, errlen) < 0 ||
@@ -777,7 +777,7 @@ static int injected_volume_ok(const char *s)
 /* Applies adoption.allowedMutations.injectedContainers. */
 static int apply_injected(struct sbx_mutations *m, const cJSON *l, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"name", "image", "init", "volumes", NULL};
+	static const char *const keys[] = { "name", "image", "init", "volumes", NULL };
 	const char *where = "adoption.allowedMutations.injectedContainers[]";
 	if (!cJSON_IsArray(l) || cJSON_GetArraySize(l) > SBX_CONFIG_MAX_ITEMS)
 		return cfail(err, errlen, "%s: a list of at most %d entries", where,
@@ -832,9 +832,9 @@ out:
 /* Applies the adoption section to t. */
 static int apply_adoption(struct sbx_config *t, const cJSON *ad, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"allowedMutations", NULL};
-	static const char *const mkeys[] = {"imageDigestPinning", "injectedContainers", "labels",
-					    NULL};
+	static const char *const keys[] = { "allowedMutations", NULL };
+	static const char *const mkeys[] = { "imageDigestPinning", "injectedContainers", "labels",
+					     NULL };
 	const cJSON *am;
 	if (only_keys(ad, "adoption", keys, err, errlen) < 0 ||
 	    section(ad, "allowedMutations", &am, err, errlen) < 0)
@@ -881,8 +881,8 @@ int sbx_image_pattern_match(const char *pattern, const char *image)
 /* Applies the document root to t and checks the result as a whole. */
 static int apply(struct sbx_config *t, const cJSON *root, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"workspace", "idempotency", "seal", "pod", "adoption",
-					   "ownerAuthorization", NULL};
+	static const char *const keys[] = { "workspace", "idempotency", "seal", "pod", "adoption",
+					    "ownerAuthorization", NULL };
 	const cJSON *ws, *idem, *seal, *pod, *ad;
 	const char *oa;
 	if (!cJSON_IsObject(root))

@@ -61,13 +61,15 @@
 /* Longest key lifetime accepted (10 years), in seconds. */
 #define SBX_KEY_LIFETIME_MAX (10L * 366 * 86400)
 
-enum sbx_ws_mode { SBX_WS_PVC, SBX_WS_HOSTPATH };
+enum sbx_ws_mode { SBX_WS_PVC,
+		   SBX_WS_HOSTPATH };
 
 /* Who may name a workspace owner. ACCESS_REVIEW (the default): the creator
  * must be allowed to `use` workspaces/<owner> (SubjectAccessReview at
  * admission, recorded and verified before anything is mounted). NAMESPACE:
  * one namespace is one tenant, every creator may use every owner. */
-enum sbx_owner_authz { SBX_OWNER_AUTHZ_ACCESS_REVIEW, SBX_OWNER_AUTHZ_NAMESPACE };
+enum sbx_owner_authz { SBX_OWNER_AUTHZ_ACCESS_REVIEW,
+		       SBX_OWNER_AUTHZ_NAMESPACE };
 
 struct sbx_mount {
 	char *subdir; /* one safe path segment below <root>/<owner>/ */
@@ -76,10 +78,10 @@ struct sbx_mount {
 
 /* A sidecar the operator's admission chain injects (adoption.allowedMutations). */
 struct sbx_injected {
-	char *name;	  /* exact container name */
-	char *image;	  /* exact image, or a prefix when it ends in '*' */
-	int init;	  /* 1: an initContainer, 0: a container */
-	char **volumes;	  /* names of the volumes the injection adds (not workspace ones) */
+	char *name;	/* exact container name */
+	char *image;	/* exact image, or a prefix when it ends in '*' */
+	int init;	/* 1: an initContainer, 0: a container */
+	char **volumes; /* names of the volumes the injection adds (not workspace ones) */
 	size_t nvolumes;
 };
 

@@ -101,8 +101,8 @@ static int cmp_members(const void *a, const void *b)
 {
 	const char *x = (*(const cJSON *const *)a)->string;
 	const char *y = (*(const cJSON *const *)b)->string;
-	struct u16iter ix = {(const unsigned char *)x, strlen(x), 0};
-	struct u16iter iy = {(const unsigned char *)y, strlen(y), 0};
+	struct u16iter ix = { (const unsigned char *)x, strlen(x), 0 };
+	struct u16iter iy = { (const unsigned char *)y, strlen(y), 0 };
 	for (;;) {
 		uint16_t ux, uy;
 		int hx = u16_next(&ix, &ux), hy = u16_next(&iy, &uy);

@@ -6,6 +6,7 @@
 
 #include "base/jbuild.h"
 #include "base/xmalloc.h"
+#include "sandbox/api.h"
 #include "sandbox/spec.h"
 
 /* Default resources when the spec has none: requests = limits. */
@@ -34,7 +35,7 @@ static cJSON *metadata(const struct sbx_pod_params *p, const char *owner)
 	jb_str(ann, SBX_ANN_SEAL, p->seal);
 
 	cJSON *ref = jb_obj();
-	jb_str(ref, "apiVersion", "sandbox.dev/v1alpha1");
+	jb_str(ref, "apiVersion", SBX_API);
 	jb_str(ref, "kind", "Sandbox");
 	jb_str(ref, "name", p->sandbox_name);
 	jb_str(ref, "uid", p->sandbox_uid);
@@ -83,7 +84,7 @@ static cJSON *resources(const cJSON *spec)
 	if (cJSON_IsObject(r))
 		return jb_must(cJSON_Duplicate(r, 1));
 	cJSON *out = jb_obj();
-	static const char *const parts[] = {"requests", "limits"};
+	static const char *const parts[] = { "requests", "limits" };
 	for (size_t i = 0; i < 2; i++) {
 		cJSON *q = jb_add_obj(out, parts[i]);
 		jb_str(q, "cpu", DEFAULT_CPU);
@@ -171,7 +172,7 @@ void sbx_pod_add_operator_settings(cJSON *pod, cJSON *ps, const struct sbx_pod_s
 	cJSON_ArrayForEach(e, s->annotations)
 	{
 		jb_str(cJSON_GetObjectItemCaseSensitive(md, "annotations"), e->string,
-			e->valuestring);
+		       e->valuestring);
 	}
 	if (s->node_selector)
 		jb_add(ps, "nodeSelector", jb_must(cJSON_Duplicate(s->node_selector, 1)));

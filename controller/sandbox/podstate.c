@@ -53,7 +53,7 @@ static const char *colon(const char *msg)
 }
 
 /* s, or dflt when s is NULL. */
-static const char *or(const char *s, const char *dflt)
+static const char * or (const char *s, const char *dflt)
 {
 	return s ? s : dflt;
 }
@@ -65,19 +65,19 @@ const char *sbx_pod_why(const cJSON *pod, const char *container, char *out, size
 	out[0] = '\0';
 	const cJSON *st = jobj(pod, "status");
 	const cJSON *cs = container_status(st, container);
-	const char *cname = or(jstr(cs, "name"), "?");
+	const char *cname = or (jstr(cs, "name"), "?");
 	const cJSON *term = jobj(jobj(cs, "state"), "terminated");
 	const cJSON *wait = jobj(jobj(cs, "state"), "waiting");
 	if (term) {
 		const cJSON *code = jobj(term, "exitCode");
-		const char *reason = or(jstr(term, "reason"), "no reason"), *msg = or(jstr(term, "message"), "");
+		const char *reason = or (jstr(term, "reason"), "no reason"), *msg = or (jstr(term, "message"), "");
 		snprintf(out, n, "container %.*s exited with code %d (%.*s)%s%.*s", sbx_utf8_cut(cname, 63), cname,
 			 cJSON_IsNumber(code) ? code->valueint : -1, sbx_utf8_cut(reason, PART_MAX), reason, colon(msg),
 			 sbx_utf8_cut(msg, PART_MAX), msg);
 		return out;
 	}
 	if (wait && jstr(wait, "reason")) {
-		const char *reason = jstr(wait, "reason"), *msg = or(jstr(wait, "message"), "");
+		const char *reason = jstr(wait, "reason"), *msg = or (jstr(wait, "message"), "");
 		snprintf(out, n, "container %.*s is waiting: %.*s%s%.*s", sbx_utf8_cut(cname, 63), cname,
 			 sbx_utf8_cut(reason, PART_MAX), reason, colon(msg), sbx_utf8_cut(msg, PART_MAX), msg);
 		return out;
@@ -86,11 +86,11 @@ const char *sbx_pod_why(const cJSON *pod, const char *container, char *out, size
 	const char *ss = jstr(sched, "status");
 	if (ss && !strcmp(ss, "False")) {
 		const char *msg = jstr(sched, "message");
-		const char *w = msg && *msg ? msg : or(jstr(sched, "reason"), "no reason");
+		const char *w = msg && *msg ? msg : or (jstr(sched, "reason"), "no reason");
 		snprintf(out, n, "not scheduled: %.*s", sbx_utf8_cut(w, PART_MAX), w);
 		return out;
 	}
-	const char *reason = jstr(st, "reason"), *msg = or(jstr(st, "message"), "");
+	const char *reason = jstr(st, "reason"), *msg = or (jstr(st, "message"), "");
 	if (reason && *reason)
 		snprintf(out, n, "%.*s%s%.*s", sbx_utf8_cut(reason, PART_MAX), reason, colon(msg),
 			 sbx_utf8_cut(msg, PART_MAX), msg);

@@ -8,31 +8,11 @@
 #include <openssl/evp.h>
 
 #include "sandbox/jcs.h"
-#include "sandbox/lifecycle.h"
+#include "sandbox/mac.h"
+#include "sandbox/spec.h"
 
 /* Cap on the digest input M: two markers, three short strings and a hash. */
 #define SCOPE_M_CAP (64 * 1024)
-
-int sbx_lp_append(struct buf *b, const void *x, size_t len)
-{
-	if (len > UINT32_MAX)
-		return -1;
-	unsigned char be[4] = {(unsigned char)(len >> 24), (unsigned char)(len >> 16),
-			       (unsigned char)(len >> 8), (unsigned char)len};
-	if (buf_append(b, be, 4) < 0)
-		return -1;
-	return buf_append(b, x, len);
-}
-
-void sbx_hex(const unsigned char *p, size_t n, char *out)
-{
-	static const char hx[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hx[p[i] >> 4];
-		out[2 * i + 1] = hx[p[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
 
 /* SHA-256 of p[0..n) into md. Returns 0 or -1 (OpenSSL failure). */
 static int sha256(const void *p, size_t n, unsigned char md[32])

@@ -8,8 +8,6 @@
 
 #include <cjson/cJSON.h>
 
-#include "base/buf.h"
-
 struct sbx_scope {
 	char digest[33];      /* 32 lowercase hex: first half of SHA-256(M) */
 	char fingerprint[65]; /* 64 lowercase hex: SHA-256(JCS(spec without lifecycle)) */
@@ -36,13 +34,5 @@ int sbx_template_fingerprint(const cJSON *spec, char out[65]);
 /* Writes the pod name of a claim into out (outlen >= 64): generation 0 is
  * "sbx-<digest>", n > 0 is "sbx-<digest>-<n>". */
 void sbx_pod_name(const struct sbx_scope *s, unsigned generation, char *out, size_t outlen);
-
-/* Appends lp(x) = uint32 big-endian byte length of x || bytes of x, the
- * unambiguous encoding the digest and the seal are built from. Returns 0 or
- * -1 (b's cap, or x longer than 4 GiB). */
-int sbx_lp_append(struct buf *b, const void *x, size_t len);
-
-/* Writes the lowercase hex of n bytes into out (size >= 2n + 1). */
-void sbx_hex(const unsigned char *p, size_t n, char *out);
 
 #endif

@@ -1,18 +1,15 @@
 #include "sandbox/seal.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "base/buf.h"
 #include "base/xmalloc.h"
-#include "sandbox/scope.h"
+#include "sandbox/mac.h"
 
 /* Cap on the sealed message; its fields are names, hashes and a timestamp. */
 #define SEAL_MSG_CAP (64 * 1024)
@@ -27,42 +24,27 @@ static int is_seal_hex(const char *s)
 	return i == 64;
 }
 
-/* Appends lp(s). */
-static int lp_str(struct buf *b, const char *s)
-{
-	return sbx_lp_append(b, s, strlen(s));
-}
-
 int sbx_seal_compute(const unsigned char *key, size_t keylen, const char *ns, const char *pod_name,
 		     const char *digest, const char *owner, const char *fingerprint,
 		     const char *claimed_at, char out[65])
 {
 	static const unsigned char absent = 0x00, present = 0x01;
-	unsigned char mac[EVP_MAX_MD_SIZE];
-	unsigned int maclen = 0;
 	struct buf m;
 	int rc = -1;
 
 	out[0] = '\0';
-	if (!key || keylen < SBX_SEAL_KEY_MIN || keylen > (size_t)INT_MAX || !ns || !pod_name ||
-	    !digest || !fingerprint || !claimed_at)
+	if (!key || keylen < SBX_SEAL_KEY_MIN || !ns || !pod_name || !digest || !fingerprint || !claimed_at)
 		return -1;
 	buf_init(&m, SEAL_MSG_CAP);
-	int e = lp_str(&m, "sandbox.dev/seal/v1") | lp_str(&m, ns) | lp_str(&m, pod_name) |
-		lp_str(&m, digest);
+	int e = sbx_lp_str(&m, "sandbox.dev/seal/v1") | sbx_lp_str(&m, ns) | sbx_lp_str(&m, pod_name) |
+		sbx_lp_str(&m, digest);
 	if (owner)
-		e |= buf_append(&m, &present, 1) | lp_str(&m, owner);
+		e |= buf_append(&m, &present, 1) | sbx_lp_str(&m, owner);
 	else
 		e |= buf_append(&m, &absent, 1);
-	e |= lp_str(&m, fingerprint) | lp_str(&m, claimed_at);
-	if (!e &&
-	    HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)m.data, m.len, mac,
-		 &maclen) &&
-	    maclen == 32) {
-		sbx_hex(mac, 32, out);
-		rc = 0;
-	}
-	OPENSSL_cleanse(mac, sizeof mac);
+	e |= sbx_lp_str(&m, fingerprint) | sbx_lp_str(&m, claimed_at);
+	if (!e)
+		rc = sbx_mac_hex(key, keylen, &m, out);
 	buf_release(&m);
 	return rc;
 }

@@ -1,13 +1,15 @@
 #include "sandbox/spec.h"
-#include "sandbox/verify.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/jsonget.h"
+#include "base/ktime.h"
 #include "sandbox/jcs.h"
-#include "sandbox/lifecycle.h"
 
 /* Longest user value quoted in a message, in bytes before escaping. */
 #define QUOTE_MAX 64
@@ -141,7 +143,7 @@ static int check_resources(const cJSON *spec, char *msg, size_t msglen)
 	if (!cJSON_IsObject(r))
 		return fail(msg, msglen,
 			    "spec.resources must be an object (core/v1 ResourceRequirements)");
-	static const char *const parts[] = {"limits", "requests"};
+	static const char *const parts[] = { "limits", "requests" };
 	/* Nothing else: the builder copies resources as given, and adoption
 	 * certifies only these (the API prunes other members anyway). */
 	const cJSON *m;
@@ -234,4 +236,137 @@ const char *sbx_spec_key(const cJSON *spec)
 {
 	const cJSON *k = cJSON_GetObjectItemCaseSensitive(spec, "idempotencyKey");
 	return cJSON_IsString(k) ? k->valuestring : NULL;
+}
+
+/* 1 iff s is a decimal exponent: [eE][+-]?digits. */
+static int is_exponent(const char *s)
+{
+	if (s[0] != 'e' && s[0] != 'E')
+		return 0;
+	s += 1 + (s[1] == '+' || s[1] == '-');
+	return s[0] && strspn(s, "0123456789") == strlen(s) && strlen(s) <= 3;
+}
+
+int sbx_quantity_parse(const char *s, double *out)
+{
+	static const struct {
+		const char *suffix;
+		double mult;
+	} suffixes[] = {
+		{ "", 1 },
+		{ "m", 1e-3 },
+		{ "k", 1e3 },
+		{ "M", 1e6 },
+		{ "G", 1e9 },
+		{ "T", 1e12 },
+		{ "P", 1e15 },
+		{ "E", 1e18 },
+		{ "Ki", 1024.0 },
+		{ "Mi", 1048576.0 },
+		{ "Gi", 1073741824.0 },
+		{ "Ti", 1099511627776.0 },
+		{ "Pi", 1125899906842624.0 },
+		{ "Ei", 1152921504606846976.0 },
+	};
+	if (!s || !s[0] || strlen(s) > 64)
+		return -1;
+	size_t i = 0;
+	if (s[i] == '+' || s[i] == '-')
+		i++;
+	size_t digits = strspn(s + i, "0123456789");
+	i += digits;
+	if (s[i] == '.') {
+		size_t frac = strspn(s + i + 1, "0123456789");
+		digits += frac;
+		i += 1 + frac;
+	}
+	if (!digits)
+		return -1;
+	char num[72];
+	memcpy(num, s, i);
+	num[i] = '\0';
+	double v = strtod(num, NULL);
+	const char *suf = s + i;
+	if (is_exponent(suf)) {
+		*out = v * pow(10, atof(suf + 1));
+		return isfinite(*out) ? 0 : -1;
+	}
+	for (size_t k = 0; k < sizeof suffixes / sizeof suffixes[0]; k++)
+		if (!strcmp(suf, suffixes[k].suffix)) {
+			*out = v * suffixes[k].mult;
+			return 0;
+		}
+	return -1;
+}
+
+int sbx_lifecycle_parse(const cJSON *spec, struct sbx_lifecycle *out, char *msg, size_t msglen)
+{
+	memset(out, 0, sizeof *out);
+	const cJSON *lc = jobj(spec, "lifecycle");
+	if (!lc)
+		return 0;
+	if (!cJSON_IsObject(lc)) {
+		snprintf(msg, msglen, "spec.lifecycle must be an object");
+		return -1;
+	}
+	const cJSON *m;
+	cJSON_ArrayForEach(m, lc)
+	{
+		if (strcmp(m->string, "shutdownTime") && strcmp(m->string, "shutdownPolicy") && strcmp(m->string, "suspend")) {
+			snprintf(msg, msglen, "spec.lifecycle.%.64s is not a lifecycle field (shutdownTime, shutdownPolicy, suspend)",
+				 m->string);
+			return -1;
+		}
+	}
+	const cJSON *t = jobj(lc, "shutdownTime"), *p = jobj(lc, "shutdownPolicy"), *s = jobj(lc, "suspend");
+	if (t) {
+		if (!cJSON_IsString(t) || ktime_parse_rfc3339(t->valuestring, &out->shutdown) < 0) {
+			snprintf(msg, msglen, "spec.lifecycle.shutdownTime must be an RFC 3339 time (e.g. 2026-12-01T18:00:00Z)");
+			return -1;
+		}
+		out->has_shutdown = 1;
+	}
+	if (p) {
+		if (!cJSON_IsString(p) || (strcmp(p->valuestring, "Retain") && strcmp(p->valuestring, "Delete"))) {
+			snprintf(msg, msglen, "spec.lifecycle.shutdownPolicy must be Retain or Delete");
+			return -1;
+		}
+		out->delete_policy = !strcmp(p->valuestring, "Delete");
+	}
+	if (s) {
+		if (!cJSON_IsBool(s)) {
+			snprintf(msg, msglen, "spec.lifecycle.suspend must be true or false");
+			return -1;
+		}
+		out->suspend = cJSON_IsTrue(s);
+	}
+	return 0;
+}
+
+cJSON *sbx_spec_intent(const cJSON *spec)
+{
+	cJSON *o = cJSON_CreateObject();
+	const cJSON *m;
+	cJSON_ArrayForEach(m, spec)
+	{
+		if (m->string && strcmp(m->string, "lifecycle"))
+			cJSON_AddItemReferenceToObject(o, m->string, (cJSON *)m);
+	}
+	return o;
+}
+
+int sbx_spec_same_intent(const cJSON *a, const cJSON *b)
+{
+	if (!cJSON_IsObject(a) || !cJSON_IsObject(b))
+		return cJSON_Compare(a, b, 1);
+	cJSON *x = sbx_spec_intent(a), *y = sbx_spec_intent(b);
+	int same = cJSON_Compare(x, y, 1);
+	cJSON_Delete(x);
+	cJSON_Delete(y);
+	return same;
+}
+
+int sbx_lifecycle_expired(const struct sbx_lifecycle *l, time_t now)
+{
+	return l->has_shutdown && l->shutdown <= now;
 }

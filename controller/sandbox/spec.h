@@ -2,11 +2,13 @@
  * apiserver stores it, defaults applied. The controller re-checks here what
  * the CRD schema and the webhook already enforce, because a spec that reaches
  * the scope digest or a volume path unchecked could mount another tenant's
- * workspace. */
+ * workspace. Also what is read from a spec: its lifecycle, its intent (the
+ * spec without it) and resource quantities. */
 #ifndef SBX_SANDBOX_SPEC_H
 #define SBX_SANDBOX_SPEC_H
 
 #include <stddef.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -45,5 +47,35 @@ const char *sbx_spec_owner(const cJSON *spec);
 /* Returns spec.idempotencyKey when it is a string member, else NULL. The
  * pointer is borrowed from spec. */
 const char *sbx_spec_key(const cJSON *spec);
+
+/* spec.lifecycle (contract sections 2 and 5a), parsed: the one mutable part
+ * of a spec. */
+struct sbx_lifecycle {
+	int has_shutdown;  /* shutdownTime present */
+	time_t shutdown;   /* valid when has_shutdown */
+	int delete_policy; /* shutdownPolicy Delete (absent or Retain: 0) */
+	int suspend;	   /* suspend true */
+};
+
+/* Parses spec.lifecycle (absent: all zero). Returns 0, or -1 with a message
+ * naming the field when it is not an object, shutdownTime is not an RFC 3339
+ * time, shutdownPolicy is not Retain or Delete, or suspend is not a boolean,
+ * or it holds another member. */
+int sbx_lifecycle_parse(const cJSON *spec, struct sbx_lifecycle *out, char *msg, size_t msglen);
+
+/* 1 when a and b are the same spec but for their lifecycle members. */
+int sbx_spec_same_intent(const cJSON *a, const cJSON *b);
+
+/* Returns a new object holding (as references, not copies) every member of
+ * spec but lifecycle: what the fingerprint and the digest are computed over.
+ * Free it with cJSON_Delete; spec is untouched and must outlive it. */
+cJSON *sbx_spec_intent(const cJSON *spec);
+
+/* 1 when shutdownTime is present and reached at now. */
+int sbx_lifecycle_expired(const struct sbx_lifecycle *l, time_t now);
+
+/* Parses a Kubernetes quantity ("2", "500m", "4Gi", "1e3") into *out.
+ * Returns 0, or -1 when s is NULL or not a quantity. */
+int sbx_quantity_parse(const char *s, double *out);
 
 #endif

@@ -9,21 +9,21 @@
 /* What the reconcile decided. NULL strings are written as absent (null in the
  * merge patch, so stale values are cleared). */
 struct sbx_status_in {
-	const char *phase;        /* Pending, Running, Succeeded, Failed, Rejected, Suspended, Expired */
+	const char *phase; /* Pending, Running, Succeeded, Failed, Rejected, Suspended, Expired */
 	const char *pod_name;
 	const char *pod_uid;
 	const char *scope_digest;
 	const char *fingerprint;
-	const char *binding;      /* Created, Adopted or NULL */
+	const char *binding; /* Created, Adopted or NULL */
 	const char *claimed_at;
 	const char *key_expires_at;
 	const char *pod_ip;		/* the bound pod's IP while it runs */
 	long long suspended_generation; /* > 0: the generation suspended at; 0: the old status's kept */
 	long long generation;
-	int bound;                /* Bound condition: 1 True, 0 False */
+	int bound;		  /* Bound condition: 1 True, 0 False */
 	const char *bound_reason; /* PodCreated, PodAdopted, Waiting, IdempotencyKeyConflict, InvalidSpec, ForeignPodConflict */
 	const char *bound_message;
-	int ready;                /* Ready condition: 1 True, 0 False */
+	int ready;		  /* Ready condition: 1 True, 0 False */
 	const char *ready_reason; /* PodReady, PodPending, PodSucceeded, PodFailed, PodMissing, NotBound */
 	const char *ready_message;
 	/* Why the pod is not ready, in words (sandbox/podstate.h), written after

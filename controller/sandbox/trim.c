@@ -54,7 +54,7 @@ static int is_digest(const char *d)
 
 cJSON *sbx_trim_sandbox(const cJSON *obj)
 {
-	static const char *const meta[] = { "name",	       "namespace",	    "uid",	 "generation",
+	static const char *const meta[] = { "name", "namespace", "uid", "generation",
 					    "resourceVersion", "creationTimestamp", "deletionTimestamp", "generateName",
 					    NULL };
 	/* Of the annotations, only the owner authorization record and its

@@ -11,6 +11,7 @@
 #include "sandbox/claimrec.h"
 #include "base/xmalloc.h"
 #include "sandbox/config.h"
+#include "sandbox/spec.h"
 
 /* Returns the string member k of obj, or NULL when absent or not a string. */
 static const char *str_member(const cJSON *obj, const char *k)
@@ -190,57 +191,6 @@ static int only_members(struct cert *c, const cJSON *o, const char *const *allow
 	return 1;
 }
 
-/* 1 iff s is a decimal exponent: [eE][+-]?digits. */
-static int is_exponent(const char *s)
-{
-	if (s[0] != 'e' && s[0] != 'E')
-		return 0;
-	s += 1 + (s[1] == '+' || s[1] == '-');
-	return s[0] && strspn(s, "0123456789") == strlen(s) && strlen(s) <= 3;
-}
-
-int sbx_quantity_parse(const char *s, double *out)
-{
-	static const struct {
-		const char *suffix;
-		double mult;
-	} suffixes[] = {
-	    {"", 1},	   {"m", 1e-3},	 {"k", 1e3},	     {"M", 1e6},	 {"G", 1e9},
-	    {"T", 1e12},   {"P", 1e15},	 {"E", 1e18},	     {"Ki", 1024.0},	 {"Mi", 1048576.0},
-	    {"Gi", 1073741824.0}, {"Ti", 1099511627776.0}, {"Pi", 1125899906842624.0},
-	    {"Ei", 1152921504606846976.0},
-	};
-	if (!s || !s[0] || strlen(s) > 64)
-		return -1;
-	size_t i = 0;
-	if (s[i] == '+' || s[i] == '-')
-		i++;
-	size_t digits = strspn(s + i, "0123456789");
-	i += digits;
-	if (s[i] == '.') {
-		size_t frac = strspn(s + i + 1, "0123456789");
-		digits += frac;
-		i += 1 + frac;
-	}
-	if (!digits)
-		return -1;
-	char num[72];
-	memcpy(num, s, i);
-	num[i] = '\0';
-	double v = strtod(num, NULL);
-	const char *suf = s + i;
-	if (is_exponent(suf)) {
-		*out = v * pow(10, atof(suf + 1));
-		return isfinite(*out) ? 0 : -1;
-	}
-	for (size_t k = 0; k < sizeof suffixes / sizeof suffixes[0]; k++)
-		if (!strcmp(suf, suffixes[k].suffix)) {
-			*out = v * suffixes[k].mult;
-			return 0;
-		}
-	return -1;
-}
-
 /* 1 iff two quantities (strings or numbers) denote the same amount. */
 static int same_quantity(const cJSON *a, const cJSON *b)
 {
@@ -262,7 +212,7 @@ static int same_quantity(const cJSON *a, const cJSON *b)
  * no request; nothing else may be added. */
 static int check_resources(struct cert *c, const cJSON *live, const cJSON *want)
 {
-	static const char *const parts[] = {"limits", "requests", "claims", NULL};
+	static const char *const parts[] = { "limits", "requests", "claims", NULL };
 	if (!only_members(c, live, parts, "container.resources"))
 		return 0;
 	if (field(live, "claims"))
@@ -345,9 +295,9 @@ static const cJSON *named(const cJSON *list, const char *name)
  * whole-PVC mount, no other claim, no other host path, no other source. */
 static int check_workspace_mount(struct cert *c, const cJSON *m, const cJSON *vols)
 {
-	static const char *const mkeys[] = {"name",	 "mountPath",	  "subPath",
-					    "readOnly", "mountPropagation", "recursiveReadOnly",
-					    NULL};
+	static const char *const mkeys[] = { "name", "mountPath", "subPath",
+					     "readOnly", "mountPropagation", "recursiveReadOnly",
+					     NULL };
 	if (!only_members(c, m, mkeys, "container.volumeMounts[]"))
 		return 0;
 	const cJSON *name = field(m, "name"), *mp = field(m, "mountPath");
@@ -406,10 +356,10 @@ static int check_workspace_mount(struct cert *c, const cJSON *m, const cJSON *vo
  * and gid may be any non-root value (an older configuration's). */
 static int check_container_security(struct cert *c, const cJSON *sc, const char *who)
 {
-	static const char *const keys[] = {"allowPrivilegeEscalation", "capabilities", "runAsNonRoot",
-					   "runAsUser",	 "runAsGroup",	 "privileged",
-					   "seccompProfile", "readOnlyRootFilesystem", "procMount",
-					   NULL};
+	static const char *const keys[] = { "allowPrivilegeEscalation", "capabilities", "runAsNonRoot",
+					    "runAsUser", "runAsGroup", "privileged",
+					    "seccompProfile", "readOnlyRootFilesystem", "procMount",
+					    NULL };
 	if (!cJSON_IsObject(sc))
 		return refuse(c, "%s has no securityContext", who);
 	if (!only_members(c, sc, keys, "container.securityContext"))
@@ -445,12 +395,13 @@ static int check_container_security(struct cert *c, const cJSON *sc, const char 
 static int check_main(struct cert *c, const cJSON *l, const cJSON *w, const cJSON *vols)
 {
 	static const char *const keys[] = {
-	    "name",	 "image",	  "command",	       "args",
-	    "env",	 "resources",	  "volumeMounts",	"securityContext",
-	    /* set by the apiserver's defaulting */
-	    "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy", "resizePolicy",
-	    NULL};
-	static const char *const env_keys[] = {"name", "value", NULL};
+		"name", "image", "command", "args",
+		"env", "resources", "volumeMounts", "securityContext",
+		/* set by the apiserver's defaulting */
+		"terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy", "resizePolicy",
+		NULL
+	};
+	static const char *const env_keys[] = { "name", "value", NULL };
 	if (!only_members(c, l, keys, "container \"sandbox\""))
 		return 0;
 	const cJSON *li = field(l, "image"), *wi = field(w, "image");
@@ -540,12 +491,12 @@ static int check_injected(struct cert *c, const cJSON *x, int init)
  * only sources that hold no shared storage. */
 static int check_other_volume(struct cert *c, const cJSON *v, const cJSON *ls)
 {
-	static const char *const safe[] = {"name",	   "emptyDir", "configMap", "secret",
-					   "downwardAPI", "projected", NULL};
+	static const char *const safe[] = { "name", "emptyDir", "configMap", "secret",
+					    "downwardAPI", "projected", NULL };
 	const cJSON *name = field(v, "name");
 	const char *n = cJSON_IsString(name) ? name->valuestring : "?";
 	int ok = 0;
-	static const char *const lists[] = {"containers", "initContainers", NULL};
+	static const char *const lists[] = { "containers", "initContainers", NULL };
 	for (const char *const *l = lists; *l && !ok; l++) {
 		const cJSON *x;
 		cJSON_ArrayForEach(x, field(ls, *l))
@@ -566,8 +517,8 @@ static int check_other_volume(struct cert *c, const cJSON *v, const cJSON *ls)
  * configuration's), seccomp RuntimeDefault, nothing else. */
 static int check_pod_security(struct cert *c, const cJSON *sc)
 {
-	static const char *const keys[] = {"runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup",
-					   "seccompProfile", NULL};
+	static const char *const keys[] = { "runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup",
+					    "seccompProfile", NULL };
 	if (!cJSON_IsObject(sc))
 		return refuse(c, "the pod has no securityContext");
 	if (!only_members(c, sc, keys, "pod.spec.securityContext"))
@@ -621,8 +572,8 @@ static int check_metadata(struct cert *c)
 		if (!ok)
 			return refuse(c, "label %.64s is not the controller's nor declared", e->string);
 	}
-	static const char *const ours[] = {SBX_ANN_OWNER, SBX_ANN_FINGERPRINT, SBX_ANN_CLAIMED_AT,
-					   SBX_ANN_SEAL, SBX_ANN_CLAIM, NULL};
+	static const char *const ours[] = { SBX_ANN_OWNER, SBX_ANN_FINGERPRINT, SBX_ANN_CLAIMED_AT,
+					    SBX_ANN_SEAL, SBX_ANN_CLAIM, NULL };
 	cJSON_ArrayForEach(e, field(md, "annotations"))
 	{
 		const char *k = e->string;
@@ -638,23 +589,24 @@ static int check_metadata(struct cert *c)
 static int certify(struct cert *c)
 {
 	static const char *const keys[] = {
-	    "containers",	"initContainers",  "ephemeralContainers", "volumes",
-	    "restartPolicy", "automountServiceAccountToken", "enableServiceLinks", "securityContext",
-	    "runtimeClassName", "hostNetwork",	   "hostPID",	    "hostIPC",
-	    "shareProcessNamespace", "hostUsers",
-	    /* operator settings; placement only, accepted as they are (verify.h) */
-	    "nodeSelector", "tolerations", "priorityClassName", "imagePullSecrets",
-	    /* set by the apiserver, its admission plugins or the scheduler */
-	    "serviceAccountName", "serviceAccount", "dnsPolicy", "schedulerName",
-	    "terminationGracePeriodSeconds", "priority", "preemptionPolicy", "nodeName", "overhead",
-	    NULL};
+		"containers", "initContainers", "ephemeralContainers", "volumes",
+		"restartPolicy", "automountServiceAccountToken", "enableServiceLinks", "securityContext",
+		"runtimeClassName", "hostNetwork", "hostPID", "hostIPC",
+		"shareProcessNamespace", "hostUsers",
+		/* operator settings; placement only, accepted as they are (verify.h) */
+		"nodeSelector", "tolerations", "priorityClassName", "imagePullSecrets",
+		/* set by the apiserver, its admission plugins or the scheduler */
+		"serviceAccountName", "serviceAccount", "dnsPolicy", "schedulerName",
+		"terminationGracePeriodSeconds", "priority", "preemptionPolicy", "nodeName", "overhead",
+		NULL
+	};
 	const cJSON *ls = field(c->live, "spec"), *ws = field(c->want, "spec");
 	if (!cJSON_IsObject(ls) || !cJSON_IsObject(ws))
 		return refuse(c, "the pod has no spec");
 	if (!only_members(c, ls, keys, "pod.spec") || !check_metadata(c))
 		return 0;
-	static const char *const host[] = {"hostNetwork", "hostPID", "hostIPC",
-					   "shareProcessNamespace", "hostUsers", NULL};
+	static const char *const host[] = { "hostNetwork", "hostPID", "hostIPC",
+					    "shareProcessNamespace", "hostUsers", NULL };
 	/* hostUsers: false (a user namespace) is more isolation, so only true is refused. */
 	for (const char *const *h = host; *h; h++)
 		if (!off(field(ls, *h)))
@@ -665,7 +617,7 @@ static int certify(struct cert *c)
 	const cJSON *rp = field(ls, "restartPolicy");
 	if (!cJSON_IsString(rp) || strcmp(rp->valuestring, "Never"))
 		return refuse(c, "pod.spec.restartPolicy is not Never");
-	static const char *const sa[] = {"serviceAccountName", "serviceAccount", NULL};
+	static const char *const sa[] = { "serviceAccountName", "serviceAccount", NULL };
 	for (const char *const *k = sa; *k; k++) {
 		const cJSON *v = field(ls, *k);
 		if (v && !(cJSON_IsString(v) && !strcmp(v->valuestring, "default")))
@@ -726,14 +678,14 @@ enum sbx_verify sbx_pod_payload_verify(const cJSON *live, const struct sbx_certi
 		return SBX_VERIFY_MALFORMED;
 	const cJSON *wmd = field(in->expected, "metadata");
 	struct cert c = {
-	    .cfg = in->cfg,
-	    .ns = str_member(wmd, "namespace"),
-	    .owner = str_member(field(wmd, "annotations"), SBX_ANN_OWNER),
-	    .want = in->expected,
-	    .spec = in->spec,
-	    .live = live,
-	    .why = why,
-	    .whylen = whylen,
+		.cfg = in->cfg,
+		.ns = str_member(wmd, "namespace"),
+		.owner = str_member(field(wmd, "annotations"), SBX_ANN_OWNER),
+		.want = in->expected,
+		.spec = in->spec,
+		.live = live,
+		.why = why,
+		.whylen = whylen,
 	};
 	if (!c.ns)
 		return SBX_VERIFY_MALFORMED;
@@ -749,7 +701,7 @@ enum sbx_verify sbx_pod_tamper_check(const cJSON *pod, const struct sbx_certify 
 		why[0] = '\0';
 	if (!cJSON_IsObject(pod) || !in || !cJSON_IsObject(in->expected) || !in->cfg)
 		return SBX_VERIFY_MALFORMED;
-	struct cert c = {.cfg = in->cfg, .want = in->expected, .why = why, .whylen = whylen};
+	struct cert c = { .cfg = in->cfg, .want = in->expected, .why = why, .whylen = whylen };
 	const cJSON *ls = field(pod, "spec"), *x;
 	const cJSON *wc = cJSON_GetArrayItem(field(field(in->expected, "spec"), "containers"), 0);
 	int seen = 0, ok = 1;

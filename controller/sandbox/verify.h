@@ -20,9 +20,9 @@ enum sbx_verify {
 	SBX_VERIFY_OWNER_MISMATCH,	 /* owner annotation absent/present/value differs */
 	SBX_VERIFY_FINGERPRINT_MISMATCH, /* genuine pod of the scope, other spec */
 	SBX_VERIFY_NAMESPACE_MISMATCH,
-	SBX_VERIFY_TERMINATING, /* metadata.deletionTimestamp set */
-	SBX_VERIFY_BAD_SEAL,	/* seal missing, malformed or not the controller's */
-	SBX_VERIFY_MALFORMED, /* not an object; metadata, name, fingerprint or claimed-at missing */
+	SBX_VERIFY_TERMINATING,	     /* metadata.deletionTimestamp set */
+	SBX_VERIFY_BAD_SEAL,	     /* seal missing, malformed or not the controller's */
+	SBX_VERIFY_MALFORMED,	     /* not an object; metadata, name, fingerprint or claimed-at missing */
 	SBX_VERIFY_PAYLOAD_MISMATCH, /* sealed metadata, but containers/volumes not what we build */
 };
 
@@ -130,10 +130,6 @@ struct sbx_certify {
  * SBX_VERIFY_MALFORMED when an argument is missing. */
 enum sbx_verify sbx_pod_payload_verify(const cJSON *live, const struct sbx_certify *c, char *why,
 				       size_t whylen);
-
-/* Parses a Kubernetes quantity ("2", "500m", "4Gi", "1e3") into *out.
- * Returns 0, or -1 when s is NULL or not a quantity. */
-int sbx_quantity_parse(const char *s, double *out);
 
 /* For a pod already bound: what can change on a live pod (contract section
  * 5, PodTampered) - the images of its containers, added containers,

@@ -10,6 +10,7 @@
 #include "base/jbuild.h"
 #include "base/jsonget.h"
 #include "base/xmalloc.h"
+#include "sandbox/mac.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/podstate.h"
 #include "sandbox/scope.h"

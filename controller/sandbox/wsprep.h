@@ -10,7 +10,7 @@
  *
  * Pure: the pod's name and shape, and what its status means. The controller
  * creates it, waits for it and remembers it (the gate in
- * sandbox/wsgate.c). */
+ * reconcile/wsgate.c). */
 #ifndef SBX_SANDBOX_WSPREP_H
 #define SBX_SANDBOX_WSPREP_H
 

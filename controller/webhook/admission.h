@@ -43,10 +43,10 @@ size_t wh_json_values(const char *body, size_t len);
 
 /* Caps on the identity in request.userInfo that the webhook forwards as a
  * SubjectAccessReview (its size is the caller's choice): */
-#define WH_USERNAME_MAX 1024         /* bytes */
-#define WH_GROUPS_MAX 512            /* entries */
-#define WH_EXTRA_KEYS_MAX 64         /* keys of extra */
-#define WH_IDENTITY_BYTES_MAX 65536  /* every string of it together */
+#define WH_USERNAME_MAX 1024	    /* bytes */
+#define WH_GROUPS_MAX 512	    /* entries */
+#define WH_EXTRA_KEYS_MAX 64	    /* keys of extra */
+#define WH_IDENTITY_BYTES_MAX 65536 /* every string of it together */
 /* 0 when user_info is within the caps above; -1 with the cap it passes in
  * why. */
 int wh_identity_check(const cJSON *user_info, char *why, size_t whylen);
@@ -84,10 +84,10 @@ void wh_review_release(struct wh_review *r);
 /* What the webhook answers. */
 struct wh_verdict {
 	int allowed;
-	int code;	   /* HTTP-like status for a refusal: 403, 422, 500 */
+	int code;	    /* HTTP-like status for a refusal: 403, 422, 500 */
 	const char *reason; /* metav1 StatusReason: Forbidden, Invalid, InternalError */
 	char message[1024];
-	cJSON *patch; /* JSON Patch array (owned) or NULL */
+	cJSON *patch;	     /* JSON Patch array (owned) or NULL */
 	const char *outcome; /* short label for metrics: allowed, mutated, denied, error */
 };
 

@@ -11,7 +11,8 @@ static int is_gated(const char *sub)
 /* The verb a refusal names: exec, attach, port-forward. */
 static const char *verb_of(const char *sub)
 {
-	return !strcmp(sub, "portforward") ? "port-forward to" : !strcmp(sub, "attach") ? "attach to" : "exec into";
+	return !strcmp(sub, "portforward") ? "port-forward to" : !strcmp(sub, "attach") ? "attach to"
+											: "exec into";
 }
 
 void wh_pod_connect(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now, struct wh_verdict *v)

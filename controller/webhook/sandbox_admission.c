@@ -6,11 +6,10 @@
 
 #include <openssl/rand.h>
 
-#include "kube/ktime.h"
+#include "base/ktime.h"
 #include "sandbox/authz.h"
-#include "sandbox/lifecycle.h"
 #include "sandbox/podbuild.h"
-#include "sandbox/pool.h"
+#include "sandbox/poolspec.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
 

@@ -36,7 +36,6 @@
 #include "kube/informer.h"
 #include "kube/watch.h"
 #include "obs/log.h"
-#include "sandbox/reconcile.h"
 #include "sandbox/trim.h"
 
 #define CHUNK ((size_t)16 << 10)
@@ -179,7 +178,8 @@ static double best(const double *v, int n)
 static int parse_rounds(const char *s, int def)
 {
 	int r = s ? atoi(s) : def;
-	return r < 1 ? 1 : r > MAX_ROUNDS ? MAX_ROUNDS : r;
+	return r < 1 ? 1 : r > MAX_ROUNDS ? MAX_ROUNDS
+					  : r;
 }
 
 /* ---- watch events parsed per second ---- */
@@ -209,8 +209,8 @@ static int bench_parse(long n, int rounds)
 		snprintf(name, sizeof name, "sbx-%06ld", i);
 		snprintf(uid, sizeof uid, "%08lx-8f4a-4b6c-9d0e-1f2a3b4c5d6e", i);
 		snprintf(rv, sizeof rv, "%ld", 100000 + i);
-		const char *kv[] = {"NAME", name, "NS",	  "team-a",	 "UID", uid,
-				    "RV",   rv,	  "NODE", "kwok-node-0", NULL};
+		const char *kv[] = { "NAME", name, "NS", "team-a", "UID", uid,
+				     "RV", rv, "NODE", "kwok-node-0", NULL };
 		char *pod = fill(POD_FULL, kv);
 		off[i] = s.len;
 		buf_appendf(&s, "{\"type\":\"%s\",\"object\":%s}\n", i % 10 ? "MODIFIED" : "ADDED",
@@ -220,11 +220,11 @@ static int bench_parse(long n, int rounds)
 	off[n] = s.len;
 	double avg = (double)s.len / (double)n;
 
-	double tp[MAX_ROUNDS] = {0}, tb[MAX_ROUNDS] = {0};
+	double tp[MAX_ROUNDS] = { 0 }, tb[MAX_ROUNDS] = { 0 };
 	struct buf line;
 	buf_init(&line, MAX_LINE);
 	long bad = 0;
-	struct parse_count pc = {0};
+	struct parse_count pc = { 0 };
 	for (int r = 0; r < rounds; r++) {
 		/* watch_parser: the stream as the network hands it over. */
 		struct watch_parser *p = watch_parser_new(MAX_LINE);
@@ -296,7 +296,7 @@ static void *create_range(void *arg)
 	for (long i = cr->from; i < cr->to; i++) {
 		char name[32];
 		snprintf(name, sizeof name, "pod-%06ld", i);
-		const char *kv[] = {"NAME", name, "NODE", cr->node, NULL};
+		const char *kv[] = { "NAME", name, "NODE", cr->node, NULL };
 		char *body = fill(POD_CREATE, kv);
 		struct kube_error err;
 		enum kube_err e = KUBE_OK;
@@ -325,7 +325,7 @@ static int create_pods(struct kube_client *kc, const char *ns, long n, int threa
 	int started = 0;
 	double t0 = now_s();
 	for (int t = 0; t < threads; t++) {
-		cr[t] = (struct creator){kc, ns, node, n * t / threads, n * (t + 1) / threads, 0};
+		cr[t] = (struct creator){ kc, ns, node, n * t / threads, n * (t + 1) / threads, 0 };
 		if (pthread_create(&th[t], NULL, create_range, &cr[t]) != 0)
 			break;
 		started++;
@@ -415,7 +415,7 @@ static int bench_sync(struct kube_client *kc, const char *ns, int rounds)
 	char path[512];
 	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", ns);
 	struct kube_error err;
-	struct list_stats ls = {0};
+	struct list_stats ls = { 0 };
 	unsigned long r0 = kube_client_requests(kc);
 	/* Warm-up (apiserver caches, our connection), and the object sizes. */
 	if (kube_list_ex(kc, path, NULL, size_item, count_reset, &ls, NULL, NULL, &err) !=
@@ -424,11 +424,11 @@ static int bench_sync(struct kube_client *kc, const char *ns, int rounds)
 		return 1;
 	}
 	unsigned long pages = kube_client_requests(kc) - r0;
-	double tl[MAX_ROUNDS] = {0}, td[MAX_ROUNDS] = {0}, tt[MAX_ROUNDS] = {0};
-	double md[MAX_ROUNDS] = {0}, mt[MAX_ROUNDS] = {0};
+	double tl[MAX_ROUNDS] = { 0 }, td[MAX_ROUNDS] = { 0 }, tt[MAX_ROUNDS] = { 0 };
+	double md[MAX_ROUNDS] = { 0 }, mt[MAX_ROUNDS] = { 0 };
 	size_t nd = 0, nt = 0;
 	for (int r = 0; r < rounds; r++) {
-		struct list_stats c = {0};
+		struct list_stats c = { 0 };
 		double t0 = now_s();
 		if (kube_list_ex(kc, path, NULL, count_item, count_reset, &c, NULL, NULL, &err) !=
 		    KUBE_OK) {
@@ -488,7 +488,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kubeconfig: %s\n", err);
 		return 1;
 	}
-	struct kube_client_opts o = {.qps = -1};
+	struct kube_client_opts o = { .qps = -1 };
 	struct kube_client *kc = kube_client_new(cfg, &o);
 	if (!kc)
 		return 1;

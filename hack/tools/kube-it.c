@@ -308,8 +308,8 @@ static void answer(struct kube_client *kc, struct informer *inf, struct shadow *
 
 static int cache_compare(struct kube_client *kc, const char *path, const char *dir)
 {
-	static const struct informer_handlers h = {on_add, on_update, on_delete};
-	struct shadow s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	static const struct informer_handlers h = { on_add, on_update, on_delete };
+	struct shadow s = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	char p[4096];
 	snprintf(p, sizeof p, "%s/deleted.log", dir);
 	s.deleted_log = fopen(p, "a");
@@ -388,7 +388,7 @@ static int create(struct kube_client *kc, const char *ns, long n, int threads)
 	struct creator *cr = xcalloc((size_t)threads, sizeof *cr);
 	int started = 0;
 	for (int t = 0; t < threads; t++) {
-		cr[t] = (struct creator){kc, ns, n * t / threads, n * (t + 1) / threads, 0};
+		cr[t] = (struct creator){ kc, ns, n * t / threads, n * (t + 1) / threads, 0 };
 		if (pthread_create(&th[t], NULL, create_range, &cr[t]) != 0) {
 			fprintf(stderr, "create: cannot start a thread\n");
 			break;
@@ -443,7 +443,7 @@ static void count_reset(void *ctx)
 
 static int list_count(struct kube_client *kc, const char *path)
 {
-	struct counter c = {0};
+	struct counter c = { 0 };
 	struct kube_error ke;
 	unsigned long before = kube_client_requests(kc);
 	char *rv = NULL;
@@ -508,7 +508,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kubeconfig: %s\n", err);
 		return 1;
 	}
-	struct kube_client_opts o = {.qps = -1};
+	struct kube_client_opts o = { .qps = -1 };
 	struct kube_client *kc = kube_client_new(cfg, &o);
 	if (!kc)
 		return 1;

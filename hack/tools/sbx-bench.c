@@ -4,6 +4,7 @@
  *             [--rate R] [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]
  *             [--wait bound|ready] [--pid PID] [--metrics-url URL] [--start-at UNIX_S]
  *             [--shutdown-time RFC3339 [--shutdown-policy Retain|Delete]] [--pool NAME]
+ *             [--prefix P] [--owner NAME]
  *
  * --rate R paces the creates at R Sandboxes/s (Sandbox i is sent no earlier
  * than i/R s after the start: a sustained load, whose latencies count from
@@ -18,7 +19,9 @@
  * Every mode runs an informer on its kind in NS, then C threads create the
  * objects bench-00000.. in NS. Sandbox i belongs to scope i % S
  * (idempotencyKey bench-key-<scope>, workspaceOwner owner-<scope % O>), so
- * S < N makes N - S of them adoptions. --shutdown-time (and --shutdown-policy)
+ * S < N makes N - S of them adoptions. --prefix P names them P00000.. with
+ * keys P-key-<scope> instead (two loads side by side in one namespace), and
+ * --owner NAME gives every one that workspace owner. --shutdown-time (and --shutdown-policy)
  * gives every Sandbox that spec.lifecycle.
  *
  *   controller  only POSTs the Sandboxes; the running controller binds them.
@@ -64,7 +67,6 @@
 #include "obs/log.h"
 
 #define SANDBOX_API "/apis/sandbox.dev/v1alpha1"
-#define NAME_PREFIX "bench-"
 #define PEER_API "/apis/agents.x-k8s.io/v1beta1"
 #define CLAIM_API "/apis/extensions.agents.x-k8s.io/v1beta1"
 #define REQUESTS_METRIC "rest_client_requests_total"
@@ -72,7 +74,10 @@
 #define METRICS_MAX (1 << 20)
 #define POST_ATTEMPTS 5
 
-enum mode { MODE_CONTROLLER, MODE_BASELINE, MODE_PEER, MODE_CLAIM };
+enum mode { MODE_CONTROLLER,
+	    MODE_BASELINE,
+	    MODE_PEER,
+	    MODE_CLAIM };
 
 struct bench_opts {
 	enum mode mode;
@@ -83,14 +88,16 @@ struct bench_opts {
 	long scopes;
 	long owners;
 	long timeout_s;
-	double rate;	/* Sandboxes/s, 0 = as fast as possible */
-	int wait_ready; /* the run ends at Ready (1) or Bound (0) */
-	pid_t pid;		 /* controller to meter, or 0 */
-	const char *metrics_url; /* its /metrics, or NULL */
-	double start_at;	 /* wall-clock seconds of the first create, or 0 */
+	double rate;		     /* Sandboxes/s, 0 = as fast as possible */
+	int wait_ready;		     /* the run ends at Ready (1) or Bound (0) */
+	pid_t pid;		     /* controller to meter, or 0 */
+	const char *metrics_url;     /* its /metrics, or NULL */
+	double start_at;	     /* wall-clock seconds of the first create, or 0 */
 	const char *shutdown_time;   /* spec.lifecycle.shutdownTime, or NULL */
 	const char *shutdown_policy; /* spec.lifecycle.shutdownPolicy, or NULL */
 	const char *pool;	     /* claim: the SandboxWarmPool's name */
+	const char *prefix;	     /* object names (default "bench-") */
+	const char *owner;	     /* every Sandbox's owner, or NULL: owner-<scope % owners> */
 };
 
 /* One run. Times are CLOCK_MONOTONIC milliseconds; 0 means "not yet". */
@@ -119,7 +126,8 @@ struct bench {
 /* The API group and version path of the mode's kind. */
 static const char *api_of(enum mode m)
 {
-	return m == MODE_PEER ? PEER_API : m == MODE_CLAIM ? CLAIM_API : SANDBOX_API;
+	return m == MODE_PEER ? PEER_API : m == MODE_CLAIM ? CLAIM_API
+							   : SANDBOX_API;
 }
 
 /* Writes the path of the mode's collection in NS into buf. */
@@ -257,7 +265,7 @@ static double requests_now(const struct bench *b, struct buf *mb)
 /* Keeps what the handlers read: name, namespace, resourceVersion and status. */
 static cJSON *trim(const cJSON *obj)
 {
-	static const char *const meta[] = {"name", "namespace", "resourceVersion", NULL};
+	static const char *const meta[] = { "name", "namespace", "resourceVersion", NULL };
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
 	const cJSON *om = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
@@ -297,10 +305,12 @@ static void observe(void *ctx, const cJSON *obj)
 	struct bench *b = ctx;
 	const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
 	const char *ns = str_of(md, "namespace"), *name = str_of(md, "name");
-	if (!ns || !name || strcmp(ns, b->o.ns) || strncmp(name, NAME_PREFIX, strlen(NAME_PREFIX)))
+	size_t pl = strlen(b->o.prefix);
+	if (!ns || !name || strcmp(ns, b->o.ns) || strncmp(name, b->o.prefix, pl) || !name[pl] ||
+	    !strchr("0123456789", name[pl]))
 		return;
 	char *end;
-	long i = strtol(name + strlen(NAME_PREFIX), &end, 10);
+	long i = strtol(name + pl, &end, 10);
 	if (*end || i < 0 || i >= b->o.count)
 		return;
 	const cJSON *st = cJSON_GetObjectItemCaseSensitive(obj, "status");
@@ -416,8 +426,8 @@ static enum kube_err request(struct bench *b, const char *method, const char *pa
 	return e;
 }
 
-#define POD_RESOURCES                                                                                  \
-	"\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"4Gi\"},"                               \
+#define POD_RESOURCES                                                     \
+	"\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"4Gi\"}," \
 	"\"limits\":{\"cpu\":\"2\",\"memory\":\"4Gi\"}}"
 
 /* The Sandbox (or claim) i as JSON (caller frees). */
@@ -426,15 +436,15 @@ static char *sandbox_body(const struct bench *b, long i)
 	long scope = i % b->o.scopes;
 	if (b->o.mode == MODE_PEER) /* the same pod shape in agent-sandbox's API */
 		return xasprintf("{\"apiVersion\":\"agents.x-k8s.io/v1beta1\",\"kind\":\"Sandbox\","
-				 "\"metadata\":{\"name\":\"" NAME_PREFIX "%05ld\"},"
+				 "\"metadata\":{\"name\":\"%s%05ld\"},"
 				 "\"spec\":{\"podTemplate\":{\"spec\":{\"containers\":[{\"name\":\"sandbox\","
 				 "\"image\":\"%s\",\"command\":[\"sleep\",\"infinity\"]," POD_RESOURCES "}]}}}}",
-				 i, b->o.image);
+				 b->o.prefix, i, b->o.image);
 	if (b->o.mode == MODE_CLAIM) /* the pod shape is the pool's template */
 		return xasprintf("{\"apiVersion\":\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":\"SandboxClaim\","
-				 "\"metadata\":{\"name\":\"" NAME_PREFIX "%05ld\"},"
+				 "\"metadata\":{\"name\":\"%s%05ld\"},"
 				 "\"spec\":{\"warmPoolRef\":{\"name\":\"%s\"}}}",
-				 i, b->o.pool);
+				 b->o.prefix, i, b->o.pool);
 	char *lc = xstrdup("");
 	if (b->o.shutdown_time) {
 		free(lc);
@@ -442,12 +452,16 @@ static char *sandbox_body(const struct bench *b, long i)
 			       b->o.shutdown_policy ? ",\"shutdownPolicy\":\"" : "",
 			       b->o.shutdown_policy ? b->o.shutdown_policy : "", b->o.shutdown_policy ? "\"" : "");
 	}
-	char *s = xasprintf(
-	    "{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\","
-	    "\"metadata\":{\"name\":\"" NAME_PREFIX "%05ld\"},"
-	    "\"spec\":{\"image\":\"%s\",\"command\":[\"sleep\",\"infinity\"],"
-	    "\"idempotencyKey\":\"bench-key-%ld\",\"workspaceOwner\":\"owner-%02ld\"%s}}",
-	    i, b->o.image, scope, scope % b->o.owners, lc);
+	char owner[80];
+	if (b->o.owner)
+		snprintf(owner, sizeof owner, "%s", b->o.owner);
+	else
+		snprintf(owner, sizeof owner, "owner-%02ld", scope % b->o.owners);
+	char *s = xasprintf("{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\","
+			    "\"metadata\":{\"name\":\"%s%05ld\"},"
+			    "\"spec\":{\"image\":\"%s\",\"command\":[\"sleep\",\"infinity\"],"
+			    "\"idempotencyKey\":\"%skey-%ld\",\"workspaceOwner\":\"%s\"%s}}",
+			    b->o.prefix, i, b->o.image, b->o.prefix, scope, owner, lc);
 	free(lc);
 	return s;
 }
@@ -460,9 +474,9 @@ static char *pod_body(const struct bench *b, long i, const char *uid)
 	long scope = i % b->o.scopes;
 	char *ref =
 	    uid ? xasprintf(",\"ownerReferences\":[{\"apiVersion\":\"sandbox.dev/v1alpha1\","
-			    "\"kind\":\"Sandbox\",\"name\":\"" NAME_PREFIX "%05ld\",\"uid\":\"%s\","
+			    "\"kind\":\"Sandbox\",\"name\":\"%s%05ld\",\"uid\":\"%s\","
 			    "\"controller\":true,\"blockOwnerDeletion\":true}]",
-			    i, uid)
+			    b->o.prefix, i, uid)
 		: xstrdup("");
 	char *s =
 	    xasprintf("{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"sbx-%ld\","
@@ -519,7 +533,7 @@ static void *patcher(void *arg)
 		pthread_mutex_unlock(&b->mu);
 		char *body = status_body(i, 1);
 		snprintf(path, sizeof path,
-			 "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes/" NAME_PREFIX "%05ld/status", b->o.ns, i);
+			 "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes/%s%05ld/status", b->o.ns, b->o.prefix, i);
 		if (request(b, "PATCH", path, body, "application/merge-patch+json", NULL) != KUBE_OK)
 			atomic_fetch_add(&b->failed, 1);
 		free(body);
@@ -539,8 +553,7 @@ static int baseline_rest(struct bench *b, long i, const cJSON *created)
 		return -1;
 	body = status_body(i, 0);
 	snprintf(path, sizeof path,
-		 "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes/" NAME_PREFIX "%05ld/status",
-		 b->o.ns, i);
+		 "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes/%s%05ld/status", b->o.ns, b->o.prefix, i);
 	e = request(b, "PATCH", path, body, "application/merge-patch+json", NULL);
 	free(body);
 	return e == KUBE_OK ? 0 : -1;
@@ -656,7 +669,7 @@ static double metric_sum_label(const char *text, const char *name, const char *k
 	return sum;
 }
 
-static const char *const METHODS[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+static const char *const METHODS[] = { "GET", "POST", "PUT", "PATCH", "DELETE" };
 #define NMETHODS 5
 
 /* Requests by method from a scrape (0 each when absent). */
@@ -689,8 +702,8 @@ static void print_latencies(const char *what, const double *lat, long n)
 
 static int run(struct bench *b)
 {
-	static const struct informer_handlers h = {on_add, on_update, NULL};
-	static const struct informer_handlers ph = {pod_add, pod_update, NULL};
+	static const struct informer_handlers h = { on_add, on_update, NULL };
+	static const struct informer_handlers ph = { pod_add, pod_update, NULL };
 	char ipath[400];
 	collection_path(&b->o, ipath, sizeof ipath);
 	struct informer *inf = informer_new(b->kc, ipath, NULL, trim, NULL, &h, b);
@@ -725,7 +738,7 @@ static int run(struct bench *b)
 	struct buf mb;
 	buf_init(&mb, METRICS_MAX);
 	int meter = b->o.pid > 0 && b->o.metrics_url;
-	double m0[NMETHODS] = {0}, m1[NMETHODS] = {0};
+	double m0[NMETHODS] = { 0 }, m1[NMETHODS] = { 0 };
 	double req0 = meter ? requests_now(b, &mb) : -1, cpu0 = meter ? proc_cpu_s(b->o.pid) : -1;
 	if (meter)
 		by_method(&mb, m0);
@@ -803,7 +816,8 @@ static int run(struct bench *b)
 		print_requests("requests_per_sandbox_settled", req0, req_settled, b->o.count);
 		for (int m = 0; m < NMETHODS; m++)
 			printf("requests_%s=%.0f\n", METHODS[m], m1[m] - m0[m]);
-		printf("requests_metric=%s\n", req0 == -2 ? "unreadable" : req0 < 0 ? "absent" : "present");
+		printf("requests_metric=%s\n", req0 == -2 ? "unreadable" : req0 < 0 ? "absent"
+										    : "present");
 		printf("cpu_s=%.2f\ncpu_run_s=%.2f\nrss_peak_kib=%ld\n", cpu1, cpu1 - cpu0, proc_hwm_kib(b->o.pid));
 		/* mb holds the last scrape, taken once the controller was quiet. */
 		double rec1 = metric_sum(mb.data ? mb.data : "", "sandbox_reconciles_total");
@@ -825,7 +839,8 @@ static void usage(FILE *f)
 	    f, "usage: sbx-bench controller|baseline|peer|claim --namespace NS [--count N] [--concurrency C]\n"
 	       "                 [--rate R] [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]\n"
 	       "                 [--wait bound|ready] [--pid PID --metrics-url URL] [--start-at UNIX_S]\n"
-	       "                 [--shutdown-time RFC3339 [--shutdown-policy Retain|Delete]] [--pool NAME]\n");
+	       "                 [--shutdown-time RFC3339 [--shutdown-policy Retain|Delete]] [--pool NAME]\n"
+	       "                 [--prefix P] [--owner NAME]\n");
 }
 
 /* Parses a positive integer option; exits with usage on anything else. */
@@ -855,39 +870,42 @@ static const char *json_safe(const char *name, const char *s, const char *set)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"namespace", required_argument, NULL, 'n'},
-	    {"count", required_argument, NULL, 'c'},
-	    {"concurrency", required_argument, NULL, 'j'},
-	    {"scopes", required_argument, NULL, 's'},
-	    {"owners", required_argument, NULL, 'o'},
-	    {"image", required_argument, NULL, 'i'},
-	    {"timeout", required_argument, NULL, 't'},
-	    {"pid", required_argument, NULL, 'p'},
-	    {"metrics-url", required_argument, NULL, 'm'},
-	    {"rate", required_argument, NULL, 'r'},
-	    {"wait", required_argument, NULL, 'w'},
-	    {"start-at", required_argument, NULL, 'a'},
-	    {"shutdown-time", required_argument, NULL, 'T'},
-	    {"shutdown-policy", required_argument, NULL, 'P'},
-	    {"pool", required_argument, NULL, 'W'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{ "namespace", required_argument, NULL, 'n' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "concurrency", required_argument, NULL, 'j' },
+		{ "scopes", required_argument, NULL, 's' },
+		{ "owners", required_argument, NULL, 'o' },
+		{ "image", required_argument, NULL, 'i' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "metrics-url", required_argument, NULL, 'm' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "wait", required_argument, NULL, 'w' },
+		{ "start-at", required_argument, NULL, 'a' },
+		{ "shutdown-time", required_argument, NULL, 'T' },
+		{ "shutdown-policy", required_argument, NULL, 'P' },
+		{ "pool", required_argument, NULL, 'W' },
+		{ "prefix", required_argument, NULL, 'X' },
+		{ "owner", required_argument, NULL, 'O' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
-	struct bench b = {.o = {.image = "registry.local/agent:1.0",
-				.count = 1000,
-				.concurrency = 8,
-				.owners = 50,
-				.timeout_s = 600,
-				.wait_ready = 1}};
+	struct bench b = { .o = { .image = "registry.local/agent:1.0",
+				  .count = 1000,
+				  .concurrency = 8,
+				  .owners = 50,
+				  .timeout_s = 600,
+				  .wait_ready = 1,
+				  .prefix = "bench-" } };
 	if (argc < 2 || (strcmp(argv[1], "controller") && strcmp(argv[1], "baseline") && strcmp(argv[1], "peer") &&
-			  strcmp(argv[1], "claim"))) {
+			 strcmp(argv[1], "claim"))) {
 		usage(stderr);
 		return 2;
 	}
 	b.o.mode = !strcmp(argv[1], "controller") ? MODE_CONTROLLER
-		   : !strcmp(argv[1], "peer")	    ? MODE_PEER
-		   : !strcmp(argv[1], "claim")	    ? MODE_CLAIM
-						    : MODE_BASELINE;
+		   : !strcmp(argv[1], "peer")	  ? MODE_PEER
+		   : !strcmp(argv[1], "claim")	  ? MODE_CLAIM
+						  : MODE_BASELINE;
 	int opt;
 	optind = 2;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -953,6 +971,20 @@ int main(int argc, char **argv)
 		case 'W':
 			b.o.pool = json_safe("pool", optarg, "abcdefghijklmnopqrstuvwxyz0123456789-.");
 			break;
+		case 'X':
+			b.o.prefix = json_safe("prefix", optarg, "abcdefghijklmnopqrstuvwxyz0123456789-");
+			if (strlen(optarg) > 40) {
+				fprintf(stderr, "sbx-bench: --prefix is at most 40 characters\n");
+				return 2;
+			}
+			break;
+		case 'O':
+			b.o.owner = json_safe("owner", optarg, "abcdefghijklmnopqrstuvwxyz0123456789-.");
+			if (strlen(optarg) > 63) {
+				fprintf(stderr, "sbx-bench: --owner is at most 63 characters\n");
+				return 2;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -978,7 +1010,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* No client-side limit: the bench must not be the bottleneck it measures. */
-	struct kube_client_opts co = {.qps = -1, .user_agent = "sbx-bench"};
+	struct kube_client_opts co = { .qps = -1, .user_agent = "sbx-bench" };
 	b.kc = kube_client_new(cfg, &co);
 	if (!b.kc) {
 		fprintf(stderr, "sbx-bench: cannot initialise the HTTP client\n");

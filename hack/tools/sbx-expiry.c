@@ -84,8 +84,8 @@ static cJSON *trim(const cJSON *obj)
 {
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
-	static const char *const keep[] = {"name", "namespace", "resourceVersion",
-					   "deletionTimestamp", NULL};
+	static const char *const keep[] = { "name", "namespace", "resourceVersion",
+					    "deletionTimestamp", NULL };
 	for (const char *const *k = keep; *k; k++) {
 		const cJSON *v = member(obj, "metadata", *k);
 		if (v)
@@ -179,11 +179,11 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"namespace", required_argument, NULL, 'n'},
-	    {"at", required_argument, NULL, 'a'},
-	    {"timeout", required_argument, NULL, 't'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{ "namespace", required_argument, NULL, 'n' },
+		{ "at", required_argument, NULL, 'a' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	const char *ns = NULL;
 	double at = 0;
@@ -231,17 +231,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sbx-expiry: kubeconfig: %s\n", err);
 		return 1;
 	}
-	struct kube_client_opts co = {.qps = -1, .user_agent = "sbx-expiry"};
+	struct kube_client_opts co = { .qps = -1, .user_agent = "sbx-expiry" };
 	struct kube_client *kc = kube_client_new(cfg, &co);
 	if (!kc) {
 		fprintf(stderr, "sbx-expiry: cannot initialise the HTTP client\n");
 		return 1;
 	}
-	struct watch w = {.at = at};
+	struct watch w = { .at = at };
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);
-	static const struct informer_handlers ph = {NULL, pod_update, pod_delete};
-	static const struct informer_handlers sh = {NULL, sbx_update, sbx_delete};
+	static const struct informer_handlers ph = { NULL, pod_update, pod_delete };
+	static const struct informer_handlers sh = { NULL, sbx_update, sbx_delete };
 	char ppath[300], spath[300];
 	snprintf(ppath, sizeof ppath, "/api/v1/namespaces/%s/pods", ns);
 	snprintf(spath, sizeof spath, "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes", ns);

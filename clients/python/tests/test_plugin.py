@@ -10,7 +10,7 @@ import pytest
 
 import sandbox_client as sbx
 from sandbox_client import plugin
-from fakeapi import ONE, SANDBOXES, FakeApi, client, ready_status, sandbox_obj, status
+from fakeapi import ONE, SANDBOXES, FakeApi, client, cond, ready_status, sandbox_obj, status
 from localpod import LocalPod
 
 
@@ -45,7 +45,7 @@ def created(req):
     return 201, o
 
 
-@pytest.mark.parametrize("verb", ["create", "get", "exec", "cp", "suspend", "resume", "extend", "delete"])
+@pytest.mark.parametrize("verb", ["create", "get", "exec", "cp", "suspend", "resume", "wait", "extend", "delete"])
 def test_every_command_has_help(verb, capsys):
     code = plugin.run([verb, "--help"])
     assert code == 0
@@ -163,6 +163,23 @@ def test_suspend_resume_extend_delete():
                                                      {"spec": {"lifecycle": {"suspend": False}}}]
     assert run(api, ["extend", "x", "--ttl", "soon"])[0] == plugin.EXIT_USAGE
     assert run(api, ["delete", "x"])[:2] == (0, "sandbox.sandbox.dev/x deleted\n")
+
+
+def test_wait_for_ready_suspended_and_the_states_that_never_come():
+    api = FakeApi().on("GET", ONE, (200, sandbox_obj("x", status=ready_status())), repeat_last=True)
+    assert run(api, ["wait", "x"])[:2] == (0, "sandbox.sandbox.dev/x condition met\n")
+    suspended = {"phase": "Suspended", "observedGeneration": 1,
+                 "conditions": [cond("Ready", "False", "Suspended")]}
+    api = FakeApi().on("GET", ONE, (200, sandbox_obj("x", status=suspended)), repeat_last=True)
+    assert run(api, ["wait", "x", "--for", "suspended"])[:2] == (0, "sandbox.sandbox.dev/x condition met\n")
+    assert run(api, ["wait", "x"])[0] == plugin.EXIT_UNAVAILABLE
+    expired = {"phase": "Expired", "observedGeneration": 1,
+               "conditions": [cond("Ready", "False", "Expired", "expired with team-a/first")]}
+    api = FakeApi().on("GET", ONE, (200, sandbox_obj("x", status=expired)), repeat_last=True)
+    code, _, err, _ = run(api, ["wait", "x"])
+    assert code == plugin.EXIT_UNAVAILABLE and "expired with team-a/first" in err
+    api = FakeApi().on("GET", ONE, (404, status(404, "NotFound", "nf")), repeat_last=True)
+    assert run(api, ["wait", "x"])[0] == plugin.EXIT_NOT_FOUND
 
 
 def test_delete_ignore_not_found():

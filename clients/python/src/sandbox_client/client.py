@@ -3,7 +3,6 @@ watch, reading and listing."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import secrets
@@ -15,18 +14,16 @@ from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 
 from . import _rest
+from ._api import SandboxApi
 from ._duration import Duration, shutdown_time
 from ._exec import Connector, websocket_connector
 from ._intent import EnvLike, build_spec, identity_difference, intent_difference
 from ._rest import Deadline, Rest, RetryPolicy, sandboxes_path, typed_error, with_retries
-from ._state import READY, classify, describe_conditions
+from ._state import READY
 from .errors import (
-    ApiError,
     IdempotencyKeyConflict,
     IntentMismatch,
-    NotFound,
     SandboxError,
-    WaitTimeout,
 )
 from .sandbox import Sandbox
 
@@ -101,6 +98,7 @@ class Client:
         self.retry = retry or RetryPolicy()
         self.rest = Rest(api_client, request_timeout)
         self.connector: Connector = connector or websocket_connector(api_client)
+        self._api = SandboxApi(self.rest, self.retry, self.connector, self.namespace)
 
     # ------------------------------------------------------------ create
 
@@ -172,9 +170,9 @@ class Client:
         body = {"apiVersion": _rest.API_VERSION, "kind": "Sandbox", "metadata": metadata, "spec": spec}
         deadline = Deadline(timeout, self.retry.clock)
         obj = self._create_once(ns, name, body, deadline)
-        sb = Sandbox(self, obj)
+        sb = Sandbox(self._api, obj)
         if wait:
-            sb._obj = self._wait(ns, name, READY, deadline, timeout, obj)
+            sb._obj = self._api.wait(ns, name, READY, deadline, timeout, obj)
         return sb
 
     def _create_once(self, ns: str, name: str, body: Dict[str, Any], deadline: Deadline) -> Dict[str, Any]:
@@ -195,7 +193,7 @@ class Client:
                 raise typed_error(exc, ns, name, creating=True) from None
         # AlreadyExists: our own earlier attempt (its answer lost), an earlier
         # call with the same name, or someone else's object. Read and check.
-        stored = self._get_raw(ns, name, deadline)
+        stored = self._api.get_raw(ns, name, deadline)
         sent = body["spec"]
         have = stored.get("spec") or {}
         why = identity_difference(sent, have)
@@ -214,20 +212,9 @@ class Client:
 
     # ------------------------------------------------------------- reads
 
-    def _get_raw(self, ns: str, name: str, deadline: Optional[Deadline] = None) -> Dict[str, Any]:
-        d = deadline or Deadline(self.rest.request_timeout * 4, self.retry.clock)
-        try:
-            obj: Any = with_retries(lambda: self.rest.call("GET", sandboxes_path(ns, name)),
-                               f"get Sandbox {ns}/{name}", d, self.retry)
-        except Exception as exc:  # noqa: BLE001
-            raise typed_error(exc, ns, name) from None
-        if not isinstance(obj, dict):
-            raise ApiError(f"unexpected answer for Sandbox {ns}/{name}", namespace=ns, name=name)
-        return obj
-
     def get(self, name: str, namespace: Optional[str] = None) -> Sandbox:
         """The Sandbox of that name (:class:`NotFound` when there is none)."""
-        return Sandbox(self, self._get_raw(namespace or self.namespace, name))
+        return Sandbox(self._api, self._api.get_raw(namespace or self.namespace, name))
 
     def list(self, *, owner: Optional[str] = None, key: Optional[str] = None,
              namespace: Optional[str] = None, timeout: float = 120.0) -> List[Sandbox]:
@@ -250,144 +237,11 @@ class Client:
                     continue
                 if key is not None and spec.get("idempotencyKey") != key:
                     continue
-                out.append(Sandbox(self, item))
+                out.append(Sandbox(self._api, item))
             cont = ((page or {}).get("metadata") or {}).get("continue") or ""
             if not cont:
                 break
         return sorted(out, key=lambda s: s.name)
-
-    # -------------------------------------------------------------- wait
-
-    def _wait(self, ns: str, name: str, want: str, deadline: Deadline, timeout: float,
-              obj: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-        """Waits by watch until the Sandbox is in state ``want``; raises the
-        typed error of a state it will never leave, or :class:`WaitTimeout`."""
-        last = obj
-
-        def check(o: Dict[str, Any]) -> bool:
-            out = classify(o, want)
-            if out.error:
-                raise out.error
-            return out.done
-
-        need_get = last is None
-        delay = self.retry.initial
-        while True:
-            if need_get:
-                last = self._get_raw(ns, name, deadline)
-                need_get = False
-            assert last is not None
-            if check(last):
-                return last
-            left = deadline.remaining()
-            if left <= 0:
-                raise WaitTimeout(f"Sandbox {ns}/{name} not {want} after {timeout:g}s: {describe_conditions(last)}",
-                                  namespace=ns, name=name)
-            rv = (last.get("metadata") or {}).get("resourceVersion") or ""
-            span = max(1, int(min(left, 300)))
-            q = [("fieldSelector", f"metadata.name={name}"), ("resourceVersion", rv),
-                 ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(span))]
-            try:
-                with contextlib.closing(self.rest.watch(sandboxes_path(ns), q, timeout=span + 15)) as events:
-                    last, done, need_get = self._follow(events, ns, name, want, last, check, deadline)
-                if done:
-                    return last
-                delay = self.retry.initial
-            except SandboxError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a broken watch is re-opened
-                if _rest.retry_after(exc) is None:
-                    raise typed_error(exc, ns, name) from None
-                log.info("watch Sandbox %s/%s: %s; re-reading", ns, name, _rest.describe(exc))
-                wait = min(delay, max(0.0, deadline.remaining()))
-                self.retry.sleep(wait)
-                delay = min(delay * 2, self.retry.maximum)
-                need_get = True
-
-    def _follow(self, events: Any, ns: str, name: str, want: str, last: Dict[str, Any],
-                check: Any, deadline: Deadline) -> Tuple[Dict[str, Any], bool, bool]:
-        """Reads watch events until the state is reached (done), the watch
-        is too old (read afresh) or it ends; returns (last object, done,
-        read afresh)."""
-        rv = (last.get("metadata") or {}).get("resourceVersion") or ""
-        for ev in events:
-            t, o = ev.get("type"), ev.get("object") or {}
-            if t == "ERROR":
-                if o.get("code") == 410:  # too old: read afresh
-                    return last, False, True
-                raise ApiError(f"watching Sandbox {ns}/{name}: {o.get('message')}", namespace=ns,
-                               name=name, status=o.get("code"), reason=o.get("reason"))
-            if t == "BOOKMARK":
-                rv = (o.get("metadata") or {}).get("resourceVersion") or rv
-                last.setdefault("metadata", {})["resourceVersion"] = rv
-                continue
-            if t == "DELETED":
-                raise NotFound(f"Sandbox {ns}/{name} was deleted while waiting for {want}",
-                               namespace=ns, name=name, status=404)
-            if t in ("ADDED", "MODIFIED"):
-                last = o
-                if check(o):
-                    return o, True, False
-            if deadline.remaining() <= 0:
-                break
-        return last, False, False
-
-    # ------------------------------------------------------ lifecycle
-
-    def _patch(self, ns: str, name: str, patch: Dict[str, Any], timeout: float = 60.0) -> Dict[str, Any]:
-        deadline = Deadline(timeout, self.retry.clock)
-        try:
-            return cast(Dict[str, Any], with_retries(
-                lambda: self.rest.call("PATCH", sandboxes_path(ns, name), query=[("fieldValidation", "Strict")],
-                                       body=patch, content_type="application/merge-patch+json"),
-                f"patch Sandbox {ns}/{name}", deadline, self.retry))
-        except Exception as exc:  # noqa: BLE001
-            raise typed_error(exc, ns, name) from None
-
-    def _delete(self, ns: str, name: str, timeout: float = 60.0) -> bool:
-        """Deletes; True when this call deleted it, False when it was gone.
-        A retry that finds it gone counts as deleted (the lost answer did it)."""
-        deadline = Deadline(timeout, self.retry.clock)
-        tried = [0]
-
-        def delete() -> Any:
-            tried[0] += 1
-            return self.rest.call("DELETE", sandboxes_path(ns, name), body={"propagationPolicy": "Background"})
-
-        try:
-            with_retries(delete, f"delete Sandbox {ns}/{name}", deadline, self.retry)
-            return True
-        except Exception as exc:  # noqa: BLE001
-            if isinstance(exc, ApiException) and exc.status == 404:
-                return tried[0] > 1
-            raise typed_error(exc, ns, name) from None
-
-    def _wait_gone(self, ns: str, name: str, uid: Optional[str], timeout: float) -> None:
-        deadline = Deadline(timeout, self.retry.clock)
-        while True:
-            try:
-                obj = self._get_raw(ns, name, deadline)
-            except NotFound:
-                return
-            if uid and (obj.get("metadata") or {}).get("uid") != uid:
-                return
-            if deadline.remaining() <= 0:
-                raise WaitTimeout(f"Sandbox {ns}/{name} still there after {timeout:g}s", namespace=ns, name=name)
-            rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
-            span = max(1, int(min(deadline.remaining(), 60)))
-            q = [("fieldSelector", f"metadata.name={name}"), ("resourceVersion", rv), ("timeoutSeconds", str(span))]
-            try:
-                with contextlib.closing(self.rest.watch(sandboxes_path(ns), q, timeout=span + 15)) as events:
-                    for ev in events:
-                        if ev.get("type") == "DELETED":
-                            return
-                        if ev.get("type") == "ERROR":
-                            break
-            except Exception as exc:  # noqa: BLE001
-                if _rest.retry_after(exc) is None:
-                    raise typed_error(exc, ns, name) from None
-                self.retry.sleep(min(self.retry.initial, max(0.0, deadline.remaining())))
-
 
 _default: Optional[Client] = None
 

@@ -145,6 +145,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--wait", action="store_true", help="wait until it is Ready")
     c.add_argument("--timeout", default="5m")
 
+    c = cmd("wait", "Wait by watch until a Sandbox is Ready (or, with --for suspended, Suspended).",
+            "A Sandbox that can never get there ends the wait at once with its exit code\n"
+            "(rejected, expired: 6; another request's key: 4; owner not authorized: 5).")
+    c.add_argument("name", metavar="NAME")
+    c.add_argument("--for", dest="state", choices=["ready", "suspended"], default="ready",
+                   help="the state to wait for (default ready)")
+    c.add_argument("--timeout", default="5m")
+
     c = cmd("extend", "Move a Sandbox's shutdown time to --ttl from now.")
     c.add_argument("name", metavar="NAME")
     c.add_argument("--ttl", required=True, help="90s, 15m, 2h, 1d")
@@ -338,6 +346,17 @@ def _dispatch(args: argparse.Namespace, tail: List[str], client: Callable[[], Cl
         else:
             sb.resume(wait=args.wait, timeout=_seconds(args.timeout))
             _print(sb, args, "resumed", stdout)
+        return EXIT_OK
+    if v == "wait":
+        sb = client().get(args.name)
+        if args.state == "suspended":
+            sb.wait_suspended(timeout=_seconds(args.timeout))
+        else:
+            sb.wait_ready(timeout=_seconds(args.timeout))
+        if args.output:
+            _print(sb, args, "", stdout)
+        else:
+            stdout.write(f"sandbox.sandbox.dev/{sb.name} condition met\n")
         return EXIT_OK
     if v == "extend":
         parse_duration(args.ttl)

@@ -7,17 +7,15 @@ import binascii
 import datetime as dt
 import secrets
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _exec
+from ._api import SandboxApi
 from ._exec import ExecResult
 from ._duration import Duration, parse_rfc3339, rfc3339, shutdown_time
 from ._rest import Deadline
 from ._state import READY, SUSPENDED, condition
 from .errors import FileError, LimitExceeded, NotFound, NotReady
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client
 
 CONTAINER = "sandbox"  # the container the controller builds (controller/sandbox/podbuild.c)
 MiB = 1 << 20
@@ -37,8 +35,8 @@ class Sandbox:
     """A Sandbox as last read from the API server (``refresh()`` reads it
     again). Use it as a context manager to delete it on exit."""
 
-    def __init__(self, client: "Client", obj: Dict[str, Any]) -> None:
-        self._client = client
+    def __init__(self, api: SandboxApi, obj: Dict[str, Any]) -> None:
+        self._api = api
         self._obj = obj
 
     # ------------------------------------------------------------ state
@@ -56,7 +54,7 @@ class Sandbox:
     @property
     def namespace(self) -> str:
         """``metadata.namespace``."""
-        return str(self._obj["metadata"].get("namespace") or self._client.namespace)
+        return str(self._obj["metadata"].get("namespace") or self._api.namespace)
 
     @property
     def uid(self) -> Optional[str]:
@@ -111,14 +109,20 @@ class Sandbox:
 
     def refresh(self) -> "Sandbox":
         """Reads the Sandbox again; returns self."""
-        self._obj = self._client._get_raw(self.namespace, self.name)
+        self._obj = self._api.get_raw(self.namespace, self.name)
         return self
 
     def wait_ready(self, timeout: float = 300.0) -> "Sandbox":
         """Waits by watch until the pod is Ready (typed errors as
         :meth:`Client.create`); returns self."""
-        d = Deadline(timeout, self._client.retry.clock)
-        self._obj = self._client._wait(self.namespace, self.name, READY, d, timeout, self._obj)
+        d = Deadline(timeout, self._api.retry.clock)
+        self._obj = self._api.wait(self.namespace, self.name, READY, d, timeout, self._obj)
+        return self
+
+    def wait_suspended(self, timeout: float = 120.0) -> "Sandbox":
+        """Waits by watch until ``phase: Suspended``; returns self."""
+        d = Deadline(timeout, self._api.retry.clock)
+        self._obj = self._api.wait(self.namespace, self.name, SUSPENDED, d, timeout, self._obj)
         return self
 
     def __repr__(self) -> str:
@@ -135,7 +139,7 @@ class Sandbox:
         return str(self.pod_name)
 
     def _execute(self, argv: Sequence[str], timeout: Optional[float], max_output: int) -> ExecResult:
-        return _exec.execute(self._client.connector, self.namespace, self._pod(), CONTAINER, argv, timeout,
+        return _exec.execute(self._api.connector, self.namespace, self._pod(), CONTAINER, argv, timeout,
                              max_output)
 
     def run(
@@ -265,20 +269,20 @@ class Sandbox:
         """Sets ``spec.lifecycle.suspend: true``: the pod is released (once no
         other Sandbox bound to it is active), the workspace stays. With
         ``wait``, waits for ``phase: Suspended``."""
-        self._obj = self._client._patch(self.namespace, self.name, {"spec": {"lifecycle": {"suspend": True}}})
+        self._obj = self._api.patch(self.namespace, self.name, {"spec": {"lifecycle": {"suspend": True}}})
         if wait:
-            d = Deadline(timeout, self._client.retry.clock)
-            self._obj = self._client._wait(self.namespace, self.name, SUSPENDED, d, timeout, self._obj)
+            d = Deadline(timeout, self._api.retry.clock)
+            self._obj = self._api.wait(self.namespace, self.name, SUSPENDED, d, timeout, self._obj)
         return self
 
     def resume(self, *, wait: bool = True, timeout: float = 300.0) -> "Sandbox":
         """Sets ``spec.lifecycle.suspend: false``: the pod comes back under
         the same name with the same workspace. With ``wait`` (default),
         waits until it is Ready."""
-        self._obj = self._client._patch(self.namespace, self.name, {"spec": {"lifecycle": {"suspend": False}}})
+        self._obj = self._api.patch(self.namespace, self.name, {"spec": {"lifecycle": {"suspend": False}}})
         if wait:
-            d = Deadline(timeout, self._client.retry.clock)
-            self._obj = self._client._wait(self.namespace, self.name, READY, d, timeout, self._obj)
+            d = Deadline(timeout, self._api.retry.clock)
+            self._obj = self._api.wait(self.namespace, self.name, READY, d, timeout, self._obj)
         return self
 
     def extend(self, ttl: Optional[Duration] = None, *, until: Optional[dt.datetime] = None) -> "Sandbox":
@@ -288,16 +292,16 @@ class Sandbox:
         if (ttl is None) == (until is None):
             raise ValueError("give exactly one of ttl and until")
         t = shutdown_time(ttl) if ttl is not None else rfc3339(until)  # type: ignore[arg-type]
-        self._obj = self._client._patch(self.namespace, self.name, {"spec": {"lifecycle": {"shutdownTime": t}}})
+        self._obj = self._api.patch(self.namespace, self.name, {"spec": {"lifecycle": {"shutdownTime": t}}})
         return self
 
     def delete(self, *, wait: bool = False, timeout: float = 120.0) -> bool:
         """Deletes the Sandbox (its pod goes once no other Sandbox holds it).
         Returns False when it was already gone. With ``wait``, waits until
         the object is gone."""
-        done = self._client._delete(self.namespace, self.name, timeout)
+        done = self._api.delete(self.namespace, self.name, timeout)
         if wait:
-            self._client._wait_gone(self.namespace, self.name, self.uid, timeout)
+            self._api.wait_gone(self.namespace, self.name, self.uid, timeout)
         return done
 
     def __enter__(self) -> "Sandbox":

@@ -1,0 +1,69 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1alpha1 "sandbox.dev/api/v1alpha1"
+)
+
+// patchLifecycle merge-patches spec.lifecycle, the one mutable part of the
+// spec (fieldValidation Strict: a server that does not know a field refuses it
+// rather than dropping it).
+func (c *Client) patchLifecycle(ctx context.Context, name string, lifecycle map[string]any) (*v1alpha1.Sandbox, error) {
+	data, err := json.Marshal(map[string]any{"spec": map[string]any{"lifecycle": lifecycle}})
+	if err != nil {
+		return nil, err
+	}
+	var sb *v1alpha1.Sandbox
+	err = c.retry(ctx, func() error {
+		var err error
+		sb, err = c.sandboxes.Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{FieldValidation: "Strict"})
+		return err
+	})
+	return sb, apiError(err, c.namespace, name, false)
+}
+
+// Suspend releases the Sandbox's pod (deleted once every Sandbox bound to it
+// is suspended, expired or gone); the workspace stays. WaitSuspended waits
+// for it.
+func (c *Client) Suspend(ctx context.Context, name string) (*v1alpha1.Sandbox, error) {
+	return c.patchLifecycle(ctx, name, map[string]any{"suspend": true})
+}
+
+// Resume asks for the Sandbox's pod again (the same name, spec and mounts),
+// authorized anew for the caller, and waits until it is Ready.
+func (c *Client) Resume(ctx context.Context, name string) (*v1alpha1.Sandbox, error) {
+	if _, err := c.patchLifecycle(ctx, name, map[string]any{"suspend": false}); err != nil {
+		return nil, err
+	}
+	return c.WaitReady(ctx, name)
+}
+
+// Extend moves spec.lifecycle.shutdownTime to d from now.
+func (c *Client) Extend(ctx context.Context, name string, d time.Duration) (*v1alpha1.Sandbox, error) {
+	t := metav1.NewTime(time.Now().Add(d).Truncate(time.Second))
+	return c.patchLifecycle(ctx, name, map[string]any{"shutdownTime": t})
+}
+
+// Delete deletes the Sandbox (its pod goes with the last Sandbox bound to
+// it). It reports whether this call deleted it: a retry that finds it gone
+// counts as deleted (the lost answer did it); a first attempt that finds it
+// gone returns false.
+func (c *Client) Delete(ctx context.Context, name string) (bool, error) {
+	attempts := 0
+	background := metav1.DeletePropagationBackground
+	err := c.retry(ctx, func() error {
+		attempts++
+		return c.sandboxes.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &background})
+	})
+	if apierrors.IsNotFound(err) {
+		return attempts > 1, nil
+	}
+	return err == nil, err
+}

@@ -1,0 +1,223 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	k8stesting "k8s.io/client-go/testing"
+
+	v1alpha1 "sandbox.dev/api/v1alpha1"
+)
+
+func withStatus(phase v1alpha1.SandboxPhase, gen int64, conds ...v1alpha1.Condition) *v1alpha1.Sandbox {
+	return &v1alpha1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: "task", Namespace: ns, Generation: gen},
+		Spec:       v1alpha1.SandboxSpec{Image: "img", IdempotencyKey: "task-42"},
+		Status:     v1alpha1.SandboxStatus{Phase: phase, ObservedGeneration: 1, Conditions: conds},
+	}
+}
+
+func cond(t, status, reason, msg string) v1alpha1.Condition {
+	return v1alpha1.Condition{Type: t, Status: metav1.ConditionStatus(status), Reason: reason, Message: msg}
+}
+
+// Every status a wait can meet: done, a typed error naming the server's
+// message, or keep waiting.
+func TestClassify(t *testing.T) {
+	yes := true
+	suspendedSpec := withStatus(v1alpha1.PhaseRunning, 1)
+	suspendedSpec.Spec.Lifecycle = &v1alpha1.SandboxLifecycle{Suspend: &yes}
+	deleting := withStatus(v1alpha1.PhaseRunning, 1)
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	cases := []struct {
+		name string
+		sb   *v1alpha1.Sandbox
+		want state
+		done bool
+		kind error
+		says string
+	}{
+		{"ready", withStatus(v1alpha1.PhaseRunning, 1, cond("Bound", "True", "PodCreated", ""), cond("Ready", "True", "PodReady", "")), ready, true, nil, ""},
+		{"pending", withStatus(v1alpha1.PhasePending, 1, cond("Ready", "False", "PodPending", "")), ready, false, nil, ""},
+		{"no status yet", withStatus("", 1), ready, false, nil, ""},
+		{"stale ready", withStatus(v1alpha1.PhaseRunning, 2, cond("Ready", "True", "PodReady", "")), ready, false, nil, ""},
+		{"quota waiting", withStatus(v1alpha1.PhasePending, 1, cond("Bound", "False", "QuotaWaiting", "3 of 3 active")), ready, false, nil, ""},
+		{"key conflict", withStatus(v1alpha1.PhaseRejected, 1, cond("Bound", "False", "IdempotencyKeyConflict", "held by team-a/first")), ready, false, ErrKeyConflict, "held by team-a/first"},
+		{"rejected even when stale", withStatus(v1alpha1.PhaseRejected, 5, cond("Bound", "False", "InvalidSpec", "bad runtime class")), ready, false, ErrRejected, "bad runtime class"},
+		{"quota exceeded", withStatus(v1alpha1.PhaseRejected, 1, cond("Bound", "False", "QuotaExceeded", "alice has 3 of 3")), ready, false, ErrQuota, "alice has 3 of 3"},
+		{"expired", withStatus(v1alpha1.PhaseExpired, 1, cond("Ready", "False", "Expired", "expired with team-a/first")), ready, false, ErrExpired, "expired with team-a/first"},
+		{"owner", withStatus(v1alpha1.PhasePending, 1, cond("Bound", "False", "OwnerNotAuthorized", "no record")), ready, false, ErrOwnerNotAuthorized, "no record"},
+		{"foreign pod", withStatus(v1alpha1.PhasePending, 1, cond("Bound", "False", "ForeignPodConflict", "seal")), ready, false, ErrForeignPod, "seal"},
+		{"invalid spec", withStatus(v1alpha1.PhasePending, 1, cond("Bound", "False", "InvalidSpec", "image")), ready, false, ErrRejected, "image"},
+		{"pod missing", withStatus(v1alpha1.PhaseFailed, 1, cond("Ready", "False", "PodMissing", "gone")), ready, false, ErrFailed, "gone"},
+		{"suspended", withStatus(v1alpha1.PhaseSuspended, 1), ready, false, ErrSuspended, "resume it first"},
+		{"suspend asked", suspendedSpec, ready, false, ErrSuspended, "resume it first"},
+		{"deleting", deleting, ready, false, ErrFailed, "being deleted"},
+		{"wait suspended: done", withStatus(v1alpha1.PhaseSuspended, 1), suspended, true, nil, ""},
+		{"wait suspended: not yet", withStatus(v1alpha1.PhaseRunning, 1), suspended, false, nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := classify(tc.sb, tc.want)
+			if o.done != tc.done {
+				t.Fatalf("done %v, want %v", o.done, tc.done)
+			}
+			if tc.kind == nil {
+				if o.err != nil {
+					t.Fatalf("error %v, want none", o.err)
+				}
+				return
+			}
+			var e *Error
+			if !errors.Is(o.err, tc.kind) || !errors.As(o.err, &e) || !strings.Contains(e.Message, tc.says) || e.Name != "task" {
+				t.Fatalf("got %v, want %v saying %q", o.err, tc.kind, tc.says)
+			}
+		})
+	}
+}
+
+// watched makes the fake signal each watch it opens.
+func watched(cs interface {
+	PrependWatchReactor(string, k8stesting.WatchReactionFunc)
+}) chan struct{} {
+	opened := make(chan struct{}, 16)
+	cs.PrependWatchReactor("sandboxes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		opened <- struct{}{}
+		return false, nil, nil
+	})
+	return opened
+}
+
+// WaitReady follows a watch: it returns once the status says Ready, not
+// before, and never polls.
+func TestWaitReadyByWatch(t *testing.T) {
+	c, cs, _ := newClient(withStatus(v1alpha1.PhasePending, 1, cond("Ready", "False", "PodPending", "")))
+	opened := watched(cs)
+	gets := 0
+	cs.PrependReactor("get", "sandboxes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		gets++
+		return false, nil, nil
+	})
+	type result struct {
+		sb  *v1alpha1.Sandbox
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { sb, err := c.WaitReady(ctx(t), "task"); done <- result{sb, err} }()
+	select {
+	case <-opened:
+	case r := <-done:
+		t.Fatalf("returned before watching: %v %v", r.sb, r.err)
+	}
+	sbs := cs.SandboxV1alpha1().Sandboxes(ns)
+	// Another Sandbox's event is not this one's (the fake ignores the field selector).
+	other := withStatus(v1alpha1.PhaseRunning, 1, cond("Ready", "True", "PodReady", ""))
+	other.Name = "other"
+	if _, err := sbs.Create(context.Background(), other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("returned before Ready: %v %v", r.sb, r.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	ready := withStatus(v1alpha1.PhaseRunning, 1, cond("Bound", "True", "PodCreated", ""), cond("Ready", "True", "PodReady", ""))
+	ready.Status.PodName = "sbx-0123"
+	if _, err := sbs.UpdateStatus(context.Background(), ready, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.sb.Status.PodName != "sbx-0123" {
+		t.Fatalf("got %v, %v", r.sb, r.err)
+	}
+	if gets != 1 {
+		t.Fatalf("%d GETs: one read, then the watch", gets)
+	}
+}
+
+// A watch that is too old (410) is read afresh; a Sandbox deleted while
+// waited for is NotFound; a wait out of time names the last status.
+func TestWaitReadyGoneDeletedAndTimeout(t *testing.T) {
+	c, cs, _ := newClient(withStatus(v1alpha1.PhasePending, 1))
+	first := true
+	cs.PrependWatchReactor("sandboxes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		if !first {
+			return false, nil, nil
+		}
+		first = false
+		w := watch.NewFake()
+		go w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
+		return true, w, nil
+	})
+	opened := watched(cs)
+	gets := 0
+	cs.PrependReactor("get", "sandboxes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		gets++
+		return false, nil, nil
+	})
+	done := make(chan error, 1)
+	go func() { _, err := c.WaitReady(ctx(t), "task"); done <- err }()
+	<-opened // the second watch, after the 410 and a fresh GET
+	if err := cs.SandboxV1alpha1().Sandboxes(ns).Delete(context.Background(), "task", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !apierrors.IsNotFound(err) {
+		t.Fatalf("got %v, want NotFound", err)
+	}
+	if gets != 2 {
+		t.Fatalf("%d GETs, want 2 (the 410 reads afresh)", gets)
+	}
+
+	c, _, _ = newClient(withStatus(v1alpha1.PhasePending, 1, cond("Bound", "False", "Waiting", "the API refused the pod")))
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := c.WaitReady(short, "task")
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "Bound=False/Waiting: the API refused the pod") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// Suspend and resume are merge patches of spec.lifecycle, Strict; resume
+// waits for Ready.
+func TestSuspendResumeDelete(t *testing.T) {
+	c, cs, _ := newClient(withStatus(v1alpha1.PhaseRunning, 1, cond("Ready", "True", "PodReady", "")))
+	var patches []string
+	cs.PrependReactor("patch", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchAction)
+		patches = append(patches, string(p.GetPatch()))
+		return false, nil, nil
+	})
+	if _, err := c.Suspend(ctx(t), "task"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Resume(ctx(t), "task"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`{"spec":{"lifecycle":{"suspend":true}}}`, `{"spec":{"lifecycle":{"suspend":false}}}`}
+	if strings.Join(patches, " ") != strings.Join(want, " ") {
+		t.Fatalf("patches %q, want %q", patches, want)
+	}
+	// The first delete's answer is lost: the retry finds it gone and says deleted.
+	n := 0
+	cs.PrependReactor("delete", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		n++
+		if n == 1 {
+			_ = cs.Tracker().Delete(a.GetResource(), ns, "task")
+			return true, nil, reset
+		}
+		return false, nil, nil
+	})
+	if deleted, err := c.Delete(ctx(t), "task"); !deleted || err != nil {
+		t.Fatalf("Delete: %v %v", deleted, err)
+	}
+	if deleted, err := c.Delete(ctx(t), "task"); deleted || err != nil {
+		t.Fatalf("Delete of a missing Sandbox: %v %v", deleted, err)
+	}
+}

@@ -1,0 +1,30 @@
+/* The handlers of the probe and metrics listeners (controller-runtime's
+ * paths): GET /healthz, /readyz and /metrics. The process decides what ready
+ * means and what a scrape refreshes first; these only answer. */
+#ifndef SBX_OBS_PROBES_H
+#define SBX_OBS_PROBES_H
+
+#include "obs/httpserver.h"
+
+/* /readyz: ready(arg) says whether the process is ready. */
+struct obs_readiness {
+	int (*ready)(void *arg);
+	void *arg;
+};
+
+/* /metrics: refresh(arg) (NULL: none) updates gauges that are read at
+ * scrape time before the registry is rendered. */
+struct obs_scrape {
+	void (*refresh)(void *arg);
+	void *arg;
+};
+
+/* GET /healthz: the process serves ("ok"). ctx unused. */
+void obs_serve_healthz(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp);
+/* GET /readyz: "ok", or 503 "caches not synced" (ctx: struct obs_readiness). */
+void obs_serve_readyz(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp);
+/* GET /metrics: the registry in the Prometheus text format (ctx: struct
+ * obs_scrape, NULL ok). */
+void obs_serve_metrics(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp);
+
+#endif

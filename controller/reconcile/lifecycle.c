@@ -1,0 +1,590 @@
+#include "reconcile/lifecycle.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fault.h"
+#include "base/jsonget.h"
+#include "base/ktime.h"
+#include "base/strmap.h"
+#include "base/xmalloc.h"
+#include "kube/informer.h"
+#include "obs/log.h"
+#include "obs/metrics.h"
+#include "reconcile/ctlmetrics.h"
+#include "reconcile/examine.h"
+#include "reconcile/inforce.h"
+#include "reconcile/records.h"
+#include "reconcile/state.h"
+#include "reconcile/strset.h"
+#include "reconcile/warm.h"
+#include "reconcile/writes.h"
+#include "reconcile/wsgate.h"
+#include "sandbox/authz.h"
+#include "sandbox/claimrec.h"
+#include "sandbox/config.h"
+#include "sandbox/podbuild.h"
+#include "sandbox/spec.h"
+
+enum holder { H_ACTIVE,
+	      H_SUSPENDED,
+	      H_EXPIRED,
+	      H_GONE };
+
+/* How long a pod whose release DELETE was answered counts as going, though
+ * the pod cache may still show it live: a DELETE accepted for a uid is never
+ * undone, and the reconcile our own status write brings back must not write
+ * the record and DELETE it a second time (both answered 409). */
+#define RELEASED_MS 60000
+
+static int claim_name_for(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, char *out,
+			  size_t n);
+
+/* What the cached Sandbox ns/name (it must be uid) is to the pod it holds. */
+static enum holder holder_state(struct sbx_controller *c, const char *ns, const char *name, const char *uid, time_t now)
+{
+	cJSON *o = informer_get(c->sandboxes, ns, name);
+	enum holder h = H_GONE;
+	if (o && meta_str(o, "uid") && !strcmp(meta_str(o, "uid"), uid) && !meta_str(o, "deletionTimestamp")) {
+		struct sbx_lifecycle l;
+		char msg[256];
+		const char *phase = jstr(jobj(o, "status"), "phase");
+		if (sbx_lifecycle_parse(jobj(o, "spec"), &l, msg, sizeof msg) < 0)
+			h = H_ACTIVE; /* cannot tell: keep the pod */
+		else if ((phase && !strcmp(phase, "Expired")) || sbx_lifecycle_expired(&l, now))
+			h = H_EXPIRED;
+		else if (l.suspend)
+			h = H_SUSPENDED;
+		else
+			h = H_ACTIVE;
+	}
+	cJSON_Delete(o);
+	return h;
+}
+
+struct holders {
+	int active, suspended, expired;
+	char expired_name[254];
+	cJSON *refs; /* ownerReferences of the holders still there */
+};
+
+/* Counts the Sandboxes holding pod (its Sandbox owner references) by state;
+ * v itself counts as self. */
+static void count_holders(struct sbx_controller *c, const struct sbx_view *v, enum holder self, const cJSON *pod,
+			  struct holders *h)
+{
+	memset(h, 0, sizeof *h);
+	h->refs = cJSON_CreateArray();
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
+	{
+		const char *kind = jstr(ref, "kind"), *name = jstr(ref, "name"), *uid = jstr(ref, "uid");
+		if (!kind || strcmp(kind, "Sandbox") || !name || !uid)
+			continue;
+		enum holder s = !strcmp(uid, v->uid) ? self : holder_state(c, v->ns, name, uid, v->now);
+		if (s == H_ACTIVE)
+			h->active++;
+		else if (s == H_SUSPENDED)
+			h->suspended++;
+		else if (s == H_EXPIRED && ++h->expired == 1)
+			snprintf(h->expired_name, sizeof h->expired_name, "%s", name);
+		if (s != H_GONE) {
+			cJSON *r = cJSON_CreateObject();
+			cJSON_AddStringToObject(r, "apiVersion", SBX_API);
+			cJSON_AddStringToObject(r, "kind", "Sandbox");
+			cJSON_AddStringToObject(r, "name", name);
+			cJSON_AddStringToObject(r, "uid", uid);
+			cJSON_AddItemToArray(h->refs, r);
+		}
+	}
+}
+
+/* Releases v's pod when no active Sandbox holds it any more (v itself being
+ * self): the claim record first (keyed Sandboxes: only they can be shared or
+ * retried), then the delete, guarded by the pod's uid and resourceVersion so
+ * that a Sandbox adopting it meanwhile keeps it. Returns 0, a delay, -1. */
+static int release(struct sbx_controller *c, struct sbx_view *v, enum holder self)
+{
+	const char *pod_name = jstr(v->status, "podName"), *pod_uid = jstr(v->status, "podUID");
+	if (!pod_name || !pod_uid)
+		return 0;
+	cJSON *pod = informer_get(c->pods, v->ns, pod_name);
+	if (!pod || !meta_str(pod, "uid") || strcmp(meta_str(pod, "uid"), pod_uid) || meta_str(pod, "deletionTimestamp")) {
+		cJSON_Delete(pod);
+		return 0; /* gone, going, or another pod of the name: not ours to release */
+	}
+	if (c->released && sbx_strset_has(c->released, pod_uid)) {
+		cJSON_Delete(pod);
+		return 0; /* our DELETE of this very pod was answered: the cache lags */
+	}
+	struct holders h;
+	count_holders(c, v, self, pod, &h);
+	int r = 0;
+	if (h.active) {
+		r = 0; /* another Sandbox still uses it */
+	} else {
+		if (v->key) {
+			int susp = h.suspended > 0;
+			r = sbx_rec_put_released(c, v, pod, susp ? SBX_CLAIM_SUSPENDED : SBX_CLAIM_EXPIRED,
+						 susp || !h.expired_name[0] ? v->name : h.expired_name, h.refs);
+			fault_point("after-claim-record");
+		}
+		if (r == 0) {
+			char path[600];
+			snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", v->ns, pod_name);
+			fault_point("before-pod-delete");
+			r = sbx_rc_delete(c, path, pod_uid, meta_str(pod, "resourceVersion"));
+			if (r == 0) {
+				if (c->released)
+					sbx_strset_add_for(c->released, pod_uid, RELEASED_MS);
+				log_kv(LOG_INFO, "pod released", "sandbox", v->name, "namespace", v->ns, "pod", pod_name,
+				       "suspendedHolders", h.suspended ? "yes" : "no");
+				fault_point("after-pod-delete");
+			}
+		}
+	}
+	cJSON_Delete(h.refs);
+	cJSON_Delete(pod);
+	return r;
+}
+
+/* Logs and records an event once per transition: key "<what>/<uid>";
+ * forgets other, the opposite transition. Returns 1 the first time. */
+static int once(struct sbx_controller *c, const struct sbx_view *v, const char *what, const char *other)
+{
+	char key[96];
+	if (other) {
+		snprintf(key, sizeof key, "%s/%s", other, v->uid);
+		sbx_strset_del(c->announced, key);
+	}
+	snprintf(key, sizeof key, "%s/%s", what, v->uid);
+	return sbx_strset_add(c->announced, key);
+}
+
+static int bound_here(const struct sbx_view *v)
+{
+	const char *d = jstr(v->status, "scopeDigest");
+	return jstr(v->status, "podName") && jstr(v->status, "podUID") && d && !strcmp(d, v->scope.digest);
+}
+
+/* The status of a bound v that does not hold its pod now. */
+static struct sbx_status_in not_holding(const struct sbx_view *v, const char *phase, const char *reason,
+					const char *msg)
+{
+	struct sbx_status_in in =
+	    sbx_rc_bound_status(v, NULL, jstr(v->status, "podName"), jstr(v->status, "podUID"),
+				sbx_rc_binding_how(jstr(v->status, "binding")), jstr(v->status, "claimedAt"),
+				jstr(v->status, "keyExpiresAt"), jstr(sbx_status_condition(v->status, "Bound"), "message"));
+	in.phase = phase;
+	in.ready = 0;
+	in.ready_reason = reason;
+	in.ready_message = msg;
+	in.pod_ip = NULL;
+	return in;
+}
+
+int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v)
+{
+	char at[32], msg[512];
+	ktime_format_rfc3339(v->lc.has_shutdown ? v->lc.shutdown : v->now, at);
+	int bound = bound_here(v);
+	const char *phase = jstr(v->status, "phase");
+	int already = phase && !strcmp(phase, "Expired");
+	if (!already) {
+		/* The status is the commit point: written against the version the
+		 * decision saw, so an extension made meanwhile wins. */
+		snprintf(msg, sizeof msg, "the Sandbox expired at %s (spec.lifecycle.shutdownTime)%s%s", at,
+			 bound ? "; its use of pod " : "", bound ? jstr(v->status, "podName") : "");
+		struct sbx_status_in in;
+		if (bound) {
+			in = not_holding(v, "Expired", "Expired", msg);
+			in.bound = 0;
+			in.bound_reason = "Expired";
+			in.bound_message = msg;
+		} else {
+			in = (struct sbx_status_in){ .phase = "Expired",
+						     .scope_digest = v->scope.digest,
+						     .fingerprint = v->scope.fingerprint,
+						     .generation = v->generation,
+						     .bound_reason = "Expired",
+						     .bound_message = msg,
+						     .ready_reason = "Expired",
+						     .ready_message = msg };
+		}
+		int w = sbx_rc_write_status_guarded(c, v, &in);
+		if (w < 0 || w == REQUEUE_BUSY_MS)
+			return w;
+		if (once(c, v, "expired", NULL)) {
+			obs_metric_add(sbx_m.expirations, NULL, 1);
+			sbx_rc_event(c, v, "Normal", "SandboxExpired", msg);
+			log_kv(LOG_INFO, "sandbox expired", "sandbox", v->name, "namespace", v->ns, "shutdownTime", at);
+		}
+	}
+	if (bound) {
+		int r = release(c, v, H_EXPIRED);
+		if (r)
+			return r;
+	}
+	if (v->lc.delete_policy) {
+		char path[600];
+		snprintf(path, sizeof path, "/apis/" SBX_API "/namespaces/%s/sandboxes/%s", v->ns, v->name);
+		fault_point("before-sandbox-delete");
+		return sbx_rc_delete(c, path, v->uid, NULL);
+	}
+	return 0;
+}
+
+int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound)
+{
+	const char *phase = jstr(v->status, "phase");
+	int already = phase && !strcmp(phase, "Suspended");
+	const char *msg = bound ? "suspended (spec.lifecycle.suspend): the pod is released once every Sandbox bound to it "
+				  "is suspended, expired or gone; the workspace stays"
+				: "suspended (spec.lifecycle.suspend) before it was bound: no pod until it is resumed";
+	struct sbx_status_in in;
+	if (bound) {
+		in = not_holding(v, "Suspended", "Suspended", msg);
+	} else {
+		in = (struct sbx_status_in){ .phase = "Suspended",
+					     .scope_digest = v->scope.digest,
+					     .fingerprint = v->scope.fingerprint,
+					     .generation = v->generation,
+					     .bound_reason = "Waiting",
+					     .bound_message = msg,
+					     .ready_reason = "Suspended",
+					     .ready_message = msg };
+	}
+	in.suspended_generation = already ? 0 : v->generation;
+	int w = sbx_rc_write_status_guarded(c, v, &in);
+	if (w < 0 || w == REQUEUE_BUSY_MS)
+		return w;
+	if (once(c, v, "suspended", "resumed")) {
+		obs_metric_add(sbx_m.suspensions, NULL, 1);
+		sbx_rc_event(c, v, "Normal", "SandboxSuspended", msg);
+		log_kv(LOG_INFO, "sandbox suspended", "sandbox", v->name, "namespace", v->ns);
+	}
+	return bound ? release(c, v, H_SUSPENDED) : 0;
+}
+
+/* ---- resume latency: from the resume seen to Ready, per Sandbox uid ---- */
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The resume of uid was seen now (the first time counts; at most 100,000
+ * are timed at once). */
+static void resume_started(struct sbx_controller *c, const char *uid)
+{
+	if (!c->resume_starts)
+		return;
+	strmap_lock(c->resume_starts);
+	if (!strmap_get(c->resume_starts, uid) && strmap_count(c->resume_starts) < 100000) {
+		double *at = strmap_put(c->resume_starts, uid, NULL);
+		if (at)
+			*at = mono_s();
+	}
+	strmap_unlock(c->resume_starts);
+}
+
+void sbx_lc_ready(struct sbx_controller *c, const struct sbx_view *v)
+{
+	if (!c->resume_starts)
+		return;
+	strmap_lock(c->resume_starts);
+	double *at = strmap_get(c->resume_starts, v->uid);
+	if (at) {
+		obs_metric_observe(sbx_m.resume_seconds, NULL, mono_s() - *at);
+		strmap_del(c->resume_starts, v->uid);
+	}
+	strmap_unlock(c->resume_starts);
+}
+
+/* Whether the product's mutating webhook was in force for operation on v's
+ * namespace at `made` (reconcile/inforce.h): 1 when it was. Otherwise 0, with
+ * Bound=False/OwnerNotAuthorized reported and *r the reconcile's result: 0
+ * (done: the Sandbox is looked at again when it changes), a delay while the
+ * configuration's cache has not synced, or -1 when the report failed. */
+static int webhook_in_force(struct sbx_controller *c, struct sbx_view *v, const char *operation, time_t made, int *r)
+{
+	char why[512], msg[700];
+	if (!c->webhooks || !informer_wait_synced(c->webhooks, 0)) {
+		snprintf(msg, sizeof msg, "workspace owner %s: waiting to read the MutatingWebhookConfiguration %s",
+			 v->owner, c->webhook_config);
+		*r = sbx_rc_report_unbound(c, v, "Pending", "Waiting", msg, NULL) < 0 ? -1 : REQUEUE_WAIT_MS;
+		return 0;
+	}
+	cJSON *mwc = c->webhook_config[0] ? informer_get(c->webhooks, NULL, c->webhook_config) : NULL;
+	int ok = sbx_inforce_check(c->inforce, mwc, SBX_MUTATING_WEBHOOK, "sandboxes", operation, v->ns, made, why,
+				   sizeof why);
+	cJSON_Delete(mwc);
+	if (ok)
+		return 1;
+	snprintf(msg, sizeof msg,
+		 "workspace owner %s: the admission webhook was not in force for this Sandbox (%s), so its owner "
+		 "authorization cannot be trusted; no pod is created",
+		 v->owner, why);
+	*r = sbx_rc_report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
+	return 0;
+}
+
+int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int check_creation, int *r)
+{
+	if (!v->owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW)
+		return 1;
+	const cJSON *ann = jobj(jobj(v->obj, "metadata"), "annotations");
+	const char *rec = jstr(ann, SBX_ANN_OWNER_AUTHZ);
+	const cJSON *sg = jobj(v->status, "suspendedGeneration");
+	long long suspended = cJSON_IsNumber(sg) ? (long long)sg->valuedouble : 0;
+	/* A record of a run after the first names its resumer. */
+	int resumed = rec && !strncmp(rec, "v2.", 3) && strchr(rec + 3, '.') && strncmp(strchr(rec + 3, '.'), ".1.", 3);
+	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = v->owner, .fingerprint = v->scope.fingerprint, .username = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY) };
+	struct sbx_authz_info info = { 0 };
+	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
+						   c->seal_keys->n, &s, v->created, rec, &info);
+	char msg[640];
+	if (ac == SBX_AUTHZ_OK && info.run <= suspended) {
+		snprintf(msg, sizeof msg,
+			 "workspace owner %s: the owner authorization is of an earlier run (generation %lld; the Sandbox "
+			 "was suspended at generation %lld): resume it with the admission webhook in force, as an "
+			 "identity allowed to use this owner; no pod is created",
+			 v->owner, info.run, suspended);
+		*r = sbx_rc_report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
+		return 0;
+	}
+	if (ac != SBX_AUTHZ_OK) {
+		snprintf(msg, sizeof msg,
+			 "workspace owner %s: %s; no pod is created (create or resume the Sandbox with the admission "
+			 "webhook installed, as an identity allowed to use this owner)",
+			 v->owner, sbx_authz_str(ac));
+		*r = sbx_rc_report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
+		return 0;
+	}
+	/* A record counts only when the API server's admission call made it:
+	 * anyone who reaches the webhook port can have one made, but only a
+	 * Sandbox the webhook saw created (or resumed) carries one it let
+	 * through. */
+	if (info.run == 1)
+		return !check_creation || webhook_in_force(c, v, "CREATE", v->created, r);
+	return webhook_in_force(c, v, "UPDATE", info.issued, r);
+}
+
+int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
+{
+	int r = 0;
+	if (!sbx_lc_owner_authorized(c, v, 0, &r))
+		return r;
+	const char *pod_name = jstr(v->status, "podName"), *claimed = jstr(v->status, "claimedAt");
+	cJSON *pod = NULL;
+	if (sbx_rc_get_pod(c, v->ns, pod_name, &pod) < 0)
+		return -1;
+	struct kube_error err;
+	int created = 0;
+	if (!pod) {
+		char claim[80];
+		if (claim_name_for(c, v, pod_name, claim, sizeof claim) < 0)
+			return REQUEUE_WAIT_MS; /* its record is not in the cache yet */
+		if (!sbx_rc_workspace_ready(c, v, &r))
+			return r;
+		resume_started(c, v->uid);
+		enum kube_err e = sbx_rc_create_pod(c, v, pod_name, claim, claimed, &pod, &err);
+		if (e == KUBE_OK) {
+			created = 1;
+		} else if (e == KUBE_ERR_ALREADY_EXISTS || kube_err_retriable(e)) {
+			if (sbx_rc_get_pod(c, v->ns, pod_name, &pod) < 0 || !pod)
+				return e == KUBE_ERR_ALREADY_EXISTS ? REQUEUE_BUSY_MS : -1;
+		} else {
+			char msg[700];
+			snprintf(msg, sizeof msg, "re-creating pod %s for the resume failed (%s): %s; retrying", pod_name,
+				 kube_err_str(e), err.message);
+			sbx_rc_report_unbound(c, v, "Pending", "Waiting", msg, NULL);
+			v->retry_after_ms = (long)err.retry_after_s * 1000;
+			return -1;
+		}
+	}
+	int delay = 0;
+	if (created) {
+		/* Its binding stays what it was (a resume by an adopter re-creates
+		 * the pod, but did not claim it). */
+		r = sbx_rc_report_bound(c, v, pod, sbx_rc_binding_how(jstr(v->status, "binding"))) < 0 ? -1 : 0;
+	} else {
+		/* Someone's pod stands under the name (another replica's resume,
+		 * another Sandbox's): verified and adopted like any other. */
+		enum sbx_examine x = sbx_rc_examine(c, v, pod, &delay);
+		r = x == EX_DONE ? delay : x == EX_RETRY_SOON ? REQUEUE_BUSY_MS
+							      : -1;
+		if (x == EX_NEXT_GENERATION)
+			r = 0; /* the key expired meanwhile: nothing to resume into */
+	}
+	cJSON_Delete(pod);
+	if (r >= 0 && once(c, v, "resumed", "suspended")) {
+		obs_metric_add(sbx_m.resumes, NULL, 1);
+		sbx_rc_event(c, v, "Normal", "SandboxResumed", "resumed: its pod runs again under the same name");
+		log_kv(LOG_INFO, "sandbox resumed", "sandbox", v->name, "namespace", v->ns, "pod", pod_name);
+	}
+	return r;
+}
+
+/* The verified record of v's digest whose pod is pod_name, of a released
+ * state only (released) or any: 1 with *out, or 0. */
+static int record_of_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, int released,
+			 struct sbx_claimrec *out)
+{
+	cJSON *recs = pod_name ? sbx_rec_cached(c, v) : NULL;
+	const cJSON *o;
+	int found = 0;
+	cJSON_ArrayForEach(o, recs)
+	{
+		char why[128];
+		if (!found && sbx_claimrec_parse(o, v->ns, c->seal_keys, out, why, sizeof why) == 0 &&
+		    !strcmp(out->pod_name, pod_name) && (!released || out->state != SBX_CLAIM_BOUND))
+			found = 1;
+	}
+	cJSON_Delete(recs);
+	return found;
+}
+
+int sbx_lc_released(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, struct sbx_claimrec *rec)
+{
+	struct sbx_claimrec tmp;
+	return record_of_pod(c, v, pod_name, 1, rec ? rec : &tmp);
+}
+
+/* The claim name of v's pod pod_name: its own name for a cold pod, else the
+ * name of its generation's record (a warm pod bound to the scope), else for
+ * a Sandbox without a key its only generation. 0, or -1 (not known yet). */
+static int claim_name_for(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, char *out,
+			  size_t n)
+{
+	struct sbx_claimrec rec;
+	if (sbx_claim_generation(pod_name, v->scope.digest) >= 0)
+		snprintf(out, n, "%s", pod_name);
+	else if (record_of_pod(c, v, pod_name, 0, &rec))
+		snprintf(out, n, "%s", rec.name);
+	else if (!v->key)
+		sbx_pod_name(&v->scope, 0, out, n);
+	else
+		return -1;
+	return 0;
+}
+
+int sbx_lc_pod_expired(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *expired, size_t n)
+{
+	struct holders h;
+	count_holders(c, v, H_ACTIVE, pod, &h); /* v is new: not among its owners */
+	int gone = !h.active && !h.suspended && h.expired;
+	if (gone)
+		snprintf(expired, n, "%s", h.expired_name);
+	cJSON_Delete(h.refs);
+	return gone;
+}
+
+int sbx_lc_report_expired_key(struct sbx_controller *c, struct sbx_view *v, const char *holder, const char *pod_name,
+			      const char *key_expires_at)
+{
+	char msg[700];
+	snprintf(msg, sizeof msg,
+		 "the sandbox of this scope and key (pod %s) expired with Sandbox %s; no new pod until the key's lifetime "
+		 "ends%s%s (a new key is a new intent)",
+		 pod_name, holder && *holder ? holder : "(deleted)", key_expires_at ? " at " : "",
+		 key_expires_at ? key_expires_at : "");
+	struct sbx_status_in in = { .phase = "Expired",
+				    .scope_digest = v->scope.digest,
+				    .fingerprint = v->scope.fingerprint,
+				    .key_expires_at = key_expires_at,
+				    .generation = v->generation,
+				    .bound_reason = "Expired",
+				    .bound_message = msg,
+				    .ready_reason = "Expired",
+				    .ready_message = msg };
+	if (sbx_rc_write_status(c, v, &in) < 0)
+		return -1;
+	if (once(c, v, "expired", NULL)) {
+		sbx_rc_event(c, v, "Normal", "SandboxExpired", msg);
+		log_kv(LOG_INFO, "late retry of an expired key", "sandbox", v->name, "namespace", v->ns, "pod", pod_name);
+	}
+	return 0;
+}
+
+enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *v, const cJSON *obj, int *delay)
+{
+	struct sbx_claimrec rec;
+	char why[128];
+	time_t claimed;
+	*delay = 0;
+	if (sbx_claimrec_parse(obj, v->ns, c->seal_keys, &rec, why, sizeof why) < 0 ||
+	    ktime_parse_rfc3339(rec.claimed_at, &claimed) < 0)
+		return EX_RETRY;
+	if (claimed + sbx_rc_key_lifetime(c) <= v->created)
+		return EX_NEXT_GENERATION; /* the key expired: a new intent */
+	if (strcmp(rec.fingerprint, v->scope.fingerprint)) {
+		char msg[768];
+		snprintf(msg, sizeof msg,
+			 "idempotency key is held by the generation of pod %s (Sandbox %s) with a different spec; use "
+			 "another key or the same spec",
+			 rec.pod_name, rec.sandbox);
+		return sbx_rc_report_unbound(c, v, "Rejected", "IdempotencyKeyConflict", msg, "IdempotencyKeyConflict") < 0
+			   ? EX_RETRY
+			   : EX_DONE;
+	}
+	if (rec.state == SBX_CLAIM_EXPIRED)
+		return sbx_lc_report_expired_key(c, v, rec.sandbox, rec.pod_name, rec.key_expires_at) < 0 ? EX_RETRY
+													  : EX_DONE;
+	cJSON *pod = NULL;
+	if (rec.state == SBX_CLAIM_BOUND) {
+		/* The generation is claimed and its pod not seen. A warm pod: the
+		 * take is completed or the record pointed elsewhere (warm.h). The
+		 * cold name: the pod is read live; missing, the caller creates it. */
+		if (strcmp(rec.pod_name, rec.name)) {
+			int r = 0;
+			if (!sbx_warm_resume_claim(c, v, obj, rec.name, &r))
+				return EX_CREATE;
+			*delay = r > 0 ? r : 0;
+			return r < 0 ? EX_RETRY : EX_DONE;
+		}
+		if (sbx_rc_get_pod(c, v->ns, rec.pod_name, &pod) < 0)
+			return EX_RETRY;
+		if (!pod)
+			return EX_CREATE;
+		enum sbx_examine x = sbx_rc_examine(c, v, pod, delay);
+		cJSON_Delete(pod);
+		return x;
+	}
+	/* Suspended: v joins the generation and, not suspended itself, resumes it. */
+	int wr = 0;
+	if (!sbx_rc_workspace_ready(c, v, &wr)) {
+		*delay = wr > 0 ? wr : 0;
+		return wr < 0 ? EX_RETRY : EX_DONE;
+	}
+	struct kube_error err;
+	enum kube_err e = sbx_rc_create_pod(c, v, rec.pod_name, rec.name, rec.claimed_at, &pod, &err);
+	if (e == KUBE_OK) {
+		resume_started(c, v->uid);
+		int rr = sbx_rc_report_bound(c, v, pod, 1);
+		cJSON_Delete(pod);
+		if (rr < 0)
+			return EX_RETRY;
+		if (once(c, v, "resumed", "suspended")) {
+			obs_metric_add(sbx_m.resumes, NULL, 1);
+			sbx_rc_event(c, v, "Normal", "SandboxResumed",
+				     "joined a suspended sandbox of its scope and key and resumed it under the same name");
+		}
+		return EX_DONE;
+	}
+	if (e != KUBE_ERR_ALREADY_EXISTS && !kube_err_retriable(e)) {
+		char msg[1024];
+		snprintf(msg, sizeof msg, "re-creating pod %s of the suspended generation failed (%s): %s; retrying",
+			 rec.pod_name, kube_err_str(e), err.message);
+		sbx_rc_report_unbound(c, v, "Pending", "Waiting", msg, NULL);
+		return EX_RETRY;
+	}
+	if (sbx_rc_get_pod(c, v->ns, rec.pod_name, &pod) < 0 || !pod)
+		return EX_RETRY_SOON;
+	enum sbx_examine x = sbx_rc_examine(c, v, pod, delay);
+	cJSON_Delete(pod);
+	return x;
+}

@@ -1,0 +1,76 @@
+/* Sandbox lifecycle (contract sections 2 and 5a): what the controller does
+ * with spec.lifecycle, the one mutable part of a spec (parsed by
+ * sandbox/spec.h).
+ *
+ * A bound Sandbox is active while it is not suspended, not expired and not
+ * being deleted; a pod runs while at least one Sandbox bound to it is
+ * active. Expired (shutdownTime reached) is final for a Sandbox. A pod no
+ * active Sandbox holds is released: a claim record (sandbox/claimrec.h)
+ * saying what became of its generation is written first, then the pod is
+ * deleted with its uid and resourceVersion as preconditions, so a Sandbox
+ * that joined it in between keeps it. The decisions are here; the writes go
+ * through the shared writes (reconcile/writes.h). */
+#ifndef SBX_RECONCILE_LIFECYCLE_H
+#define SBX_RECONCILE_LIFECYCLE_H
+
+#include <stddef.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "reconcile/view.h"
+#include "sandbox/spec.h"
+
+struct sbx_controller;
+struct sbx_view;
+
+/* A Sandbox whose shutdownTime is reached (and not yet marked Expired):
+ * releases its pod if no active Sandbox holds it (the claim record first,
+ * Expired when nothing can resume it), marks it Expired (Ready=False/Expired,
+ * event SandboxExpired) and, with shutdownPolicy Delete, deletes it. Also for
+ * a Sandbox already Expired (a crash between those steps). Returns the
+ * reconcile's result (0, a delay, -1). */
+int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v);
+/* A suspended Sandbox: releases its pod if no active Sandbox holds it,
+ * marks it Suspended (suspendedGeneration, event SandboxSuspended). */
+int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound);
+/* A bound Sandbox that is active again (resumed, or its pod released while
+ * it was not looked at): authorized anew (a record of a later run than the
+ * suspension), then its pod re-created under the same name with the same
+ * claim time, or the one that stands adopted. */
+int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v);
+/* 1 when the pod pod_name of v's generation was released by the controller
+ * (a claim record of it verifies), so a missing pod is no out-of-band
+ * deletion; *rec (NULL ok) gets the record. */
+struct sbx_claimrec;
+int sbx_lc_released(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, struct sbx_claimrec *rec);
+/* 1 when every Sandbox holding pod (its owner references) is inactive, and
+ * at least one expired, none suspended: the generation expired though no
+ * record says so yet (the controller was down at a shutdownTime). *expired
+ * (size n) gets an expired holder's name. */
+int sbx_lc_pod_expired(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *expired, size_t n);
+/* Observes the resume latency once the resumed Sandbox is Ready. */
+void sbx_lc_ready(struct sbx_controller *c, const struct sbx_view *v);
+/* A generation of v's key with no pod seen but a verified claim record rec
+ * (a SandboxClaim object): a key older than its lifetime goes on to the next
+ * generation; another spec is IdempotencyKeyConflict; Expired is the stored
+ * outcome (phase Expired, naming the Sandbox whose expiry it shares, no
+ * pod); Suspended binds v to the generation and, v being active, re-creates
+ * its pod under the same name and claim time; Bound (the generation is
+ * claimed) completes a warm take (reconcile/warm.h) or adopts the pod read
+ * live, and is EX_CREATE when the cold pod it names is still to be made. */
+enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *v, const cJSON *rec, int *delay);
+/* The stored outcome for a new Sandbox v of an expired generation (its pod
+ * still there, or its record): phase Expired, Bound=False/Expired naming
+ * holder and the key's expiry. Returns 0 or -1. */
+int sbx_lc_report_expired_key(struct sbx_controller *c, struct sbx_view *v, const char *holder, const char *pod_name,
+			      const char *key_expires_at);
+/* Whether v's owner authorization holds for a new claim (fresh) or a
+ * resume: a verified record (of the creation: requested-by, or of a resume:
+ * resumed-by), of a later generation than the last suspension, made while
+ * the webhook was in force (the creation's at its creationTimestamp when
+ * check_creation, a resume's at its issue). 1, or 0 with OwnerNotAuthorized
+ * reported and *r the result. */
+int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int check_creation, int *r);
+
+#endif
