@@ -512,9 +512,6 @@ struct app {
  * mask) and cJSON's allocation policy. Returns 0 or the exit code. */
 static int setup(struct app *a, int argc, char **argv)
 {
-	/* The workspace preparation pod's program (sandbox/wsprep.h). */
-	if (argc > 1 && !strcmp(argv[1], "workspace-init"))
-		return sbx_wsinit_main(argc - 1, argv + 1);
 	/* cJSON follows the program's one out-of-memory policy too. */
 	cJSON_Hooks hooks = { .malloc_fn = xmalloc, .free_fn = free };
 	cJSON_InitHooks(&hooks);
@@ -771,6 +768,10 @@ static void shutdown_all(struct app *a)
 
 int main(int argc, char **argv)
 {
+	/* The workspace preparation pod's program (sandbox/wsprep.h): it
+	 * exits here, whatever its result, and never runs the controller. */
+	if (argc > 1 && !strcmp(argv[1], "workspace-init"))
+		return sbx_wsinit_main(argc - 1, argv + 1);
 	static struct app a; /* large (certificate paths); zeroed */
 	int rc = setup(&a, argc, argv);
 	if (rc)
