@@ -31,7 +31,10 @@
 #include "obs/metrics.h"
 #include "obs/probes.h"
 #include "sandbox/config.h"
+#include "sandbox/wsinit.h"
+#include "sandbox/wsprep.h"
 #include "reconcile/controller.h"
+#include "reconcile/wsgate.h"
 #include "webhook/certs.h"
 #include "webhook/server.h"
 
@@ -71,6 +74,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sandbox-controller [flags]\n"
+		"       sandbox-controller workspace-init --uid UID --gid GID FOLDER...  (the workspace preparation pod's)\n"
 		"  --kubeconfig PATH                  kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)\n"
 		"  --context NAME                     kubeconfig context (default: current-context)\n"
 		"  --config PATH                      controller YAML config (workspace root, mounts, key lifetime)\n"
@@ -595,6 +599,15 @@ static int start_serving(struct app *a)
 	sbx_controller_set_warm(&a->ctl, o->warm_settle_s, o->warm_refill_qps);
 	sbx_controller_set_fifo(&a->ctl, !strcmp(o->queue_order, "fifo"));
 	sbx_controller_set_caps(&a->ctl, o->per_ns, o->per_owner);
+	if (a->cfg.prep_enabled && !a->cfg.prep_image) {
+		/* Workspace preparation pods run this very image (sandbox/wsprep.h). */
+		char image[512], why[256];
+		if (sbx_controller_own_image(a->kc, image, sizeof image, why, sizeof why) == 0)
+			sbx_controller_set_prep_image(&a->ctl, image);
+		else
+			log_kv(LOG_INFO, "workspace preparation pods run the default image", "image",
+			       SBX_WSPREP_DEFAULT_IMAGE, "why", why);
+	}
 	scrape.leader_elect = o->leader_elect;
 	a->scrape_src = (struct obs_scrape){ refresh_scrape, NULL };
 	a->readiness = (struct obs_readiness){ caches_synced, &a->ctl };
@@ -755,6 +768,10 @@ static void shutdown_all(struct app *a)
 
 int main(int argc, char **argv)
 {
+	/* The workspace preparation pod's program (sandbox/wsprep.h): it
+	 * exits here, whatever its result, and never runs the controller. */
+	if (argc > 1 && !strcmp(argv[1], "workspace-init"))
+		return sbx_wsinit_main(argc - 1, argv + 1);
 	static struct app a; /* large (certificate paths); zeroed */
 	int rc = setup(&a, argc, argv);
 	if (rc)

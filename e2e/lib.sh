@@ -121,9 +121,21 @@ controller_identity_args() {
   fi
 }
 
-# new_namespace NAME: a namespace with the owner-workspace PVC bound to a hostPath PV.
+# new_namespace NAME [ROOT]: a namespace with the owner-workspace PVC bound to
+# a hostPath PV at ROOT/NAME. Without ROOT: /srv/sandbox-workspaces/NAME,
+# which no kwok pod ever touches; with ROOT (a real node mounts it) the
+# folder is made here and must exist. Returns once the claim is Bound: until
+# then a pod mounting it is unschedulable, and the scheduler may take its
+# backoff (10 s, then up to a minute) to try again, so the first pod of the
+# namespace, the owner's workspace preparation, would wait on the PV binder
+# rather than on the controller (test_idempotency's crash at after-pod-create
+# never reached its fault point within 30 s once so).
 new_namespace() {
-  local ns=$1
+  local ns=$1 root=${2:-} type=""
+  if [ -n "$root" ]; then
+    mkdir -p "$root/$ns"
+    type=", type: Directory"
+  fi
   kubectl create namespace "$ns" >/dev/null
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
@@ -134,7 +146,7 @@ spec:
   accessModes: [ReadWriteMany]
   persistentVolumeReclaimPolicy: Retain
   storageClassName: ""
-  hostPath: {path: /srv/sandbox-workspaces/$ns}
+  hostPath: {path: ${root:-/srv/sandbox-workspaces}/$ns$type}
   claimRef: {namespace: $ns, name: sandbox-workspaces}
 ---
 apiVersion: v1
@@ -146,6 +158,8 @@ spec:
   volumeName: ws-$ns
   resources: {requests: {storage: 10Gi}}
 YAML
+  wait_for 60 sh -c "[ \"\$(kubectl get pvc -n $ns sandbox-workspaces -o jsonpath='{.status.phase}')\" = Bound ]" ||
+    say "new_namespace $ns: the claim sandbox-workspaces is not Bound after 60 s"
 }
 
 # sandbox NS NAME IMAGE [KEY] [OWNER]: kubectl apply of a Sandbox. KEY/OWNER
@@ -162,6 +176,34 @@ sandbox() {
     [ "$owner" != "-" ] && printf '  workspaceOwner: %s\n' "$(printf '%s' "$owner" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')"
     true
   } | kubectl apply -f - 2>&1
+}
+
+# realnode_controller_image: the controller's image (hack/image.sh, offline,
+# from $BUILD_DIR's binary, into $E2E_DIR/image) imported on the cluster's
+# real node under the name its workspace preparation pods use when the
+# config names none (sandbox-controller:<version>, as the CRI names it).
+# Returns 1 (said) when it cannot.
+realnode_controller_image() {
+  local version
+  version=$(head -n1 "$E2E_ROOT/VERSION")
+  SBX_IMAGE_OUT=$E2E_DIR/image SBX_BUILD_DIR=$BUILD_DIR bash "$E2E_ROOT/hack/image.sh" >"$E2E_DIR/image.log" 2>&1 &&
+    "$E2E_ROOT/hack/cluster.sh" realnode-import "$E2E_DIR" "$E2E_DIR/image/sandbox-controller-$version.oci.tar" \
+      "docker.io/library/sandbox-controller:$version" ||
+    { say "the controller's image is not on the real node: $(tail -3 "$E2E_DIR/image.log")"; return 1; }
+}
+
+# install_python_client: the Python client and kubectl-sandbox installed as
+# hack/test.sh installs them (a venv over Debian's python3-kubernetes, no
+# package index) from a copy of clients/python in $E2E_DIR; sets PY (its
+# python) and puts the plugin on PATH. Returns 1 (said) when pip fails.
+install_python_client() {
+  cp -r "$E2E_ROOT/clients/python" "$E2E_DIR/client-src"
+  rm -rf "$E2E_DIR/client-src/build" "$E2E_DIR/client-src"/src/*.egg-info
+  /usr/bin/python3 -m venv --system-site-packages "$E2E_DIR/venv" &&
+    "$E2E_DIR/venv/bin/pip" install -q --no-build-isolation --no-index "$E2E_DIR/client-src" >"$E2E_DIR/pip.log" 2>&1 ||
+    { say "cannot install clients/python: $(tail -5 "$E2E_DIR/pip.log")"; return 1; }
+  PY=$E2E_DIR/venv/bin/python
+  export PATH="$PATH:$E2E_DIR/venv/bin"
 }
 
 # series_sum NAME [LABEL-SUBSTRING]: the sum of the series NAME, in the
@@ -281,20 +323,6 @@ controller_pods_on_kwok() {
   out=$(kubectl get pods -n "$1" -l app.kubernetes.io/name=sandbox-controller \
     -o jsonpath='{range .items[*]}{.spec.nodeName} {.status.phase}{"\n"}{end}' 2>/dev/null)
   [ "$(grep -c '^kwok-node-[0-9]* Running$' <<<"$out")" -eq "$2" ] && [ "$(grep -c . <<<"$out")" -eq "$2" ]
-}
-
-# install_python_client: clients/python installed as hack/test.sh installs
-# it (a venv over Debian's python3-kubernetes, no package index) into
-# $E2E_DIR/venv, from a copy so the tree stays clean; sets PY and puts the
-# venv's bin/ (kubectl-sandbox) on PATH. Exits the suite when it cannot.
-install_python_client() {
-  cp -r "$E2E_ROOT/clients/python" "$E2E_DIR/client-src"
-  rm -rf "$E2E_DIR/client-src/build" "$E2E_DIR/client-src"/src/*.egg-info
-  /usr/bin/python3 -m venv --system-site-packages "$E2E_DIR/venv" &&
-    "$E2E_DIR/venv/bin/pip" install -q --no-build-isolation --no-index "$E2E_DIR/client-src" >"$E2E_DIR/pip.log" 2>&1 ||
-    { say "cannot install clients/python: $(tail -5 "$E2E_DIR/pip.log")"; exit 1; }
-  PY=$E2E_DIR/venv/bin/python
-  export PATH="$PATH:$E2E_DIR/venv/bin"
 }
 
 # free_port: a free TCP port on 127.0.0.1.

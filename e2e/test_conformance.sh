@@ -72,7 +72,7 @@ YAML
     sed "s#https://127.0.0.1:$port#https://127.0.0.1:$(cat "$E2E_DIR/proxy-$d.port")#" \
       "$CONFORMANCE_KUBECONFIG_alice" >"$E2E_DIR/alice-lossy-$d.kubeconfig"
   done
-  install_python_client
+  install_python_client || exit 1
 }
 
 # conformance DRIVER: runs the table with DRIVER in namespace conf-DRIVER.

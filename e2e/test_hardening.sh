@@ -18,6 +18,7 @@ stop_ctl() { controller_stop "$MAIN_CTL"; }
 pod_of() { jp "$1" sandbox "$2" '{.status.podName}'; }
 bound_reason() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].reason}'; }
 ready_reason() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Ready")].reason}'; }
+bound_message_has() { [[ "$(jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].message}')" == *"$3"* ]]; }
 ready_reason_is() { [ "$(ready_reason "$1" "$2")" = "$3" ]; }
 events_of() { # events_of NS NAME REASON -> how many such events (summing counts)
   kubectl get events -n "$1" --field-selector "involvedObject.name=$2,reason=$3" \
@@ -51,6 +52,9 @@ adoption:
     imageDigestPinning: true
     injectedContainers: [{name: sbx-sidecar, image: "registry.local/sidecar:*"}]
 YAML
+  # The storage hands owners' folders to the sandbox's uid itself: no
+  # preparation pod (which the restricted profile refuses).
+  { cat "$E2E_DIR/declared.yaml"; echo "workspace: {prepare: {enabled: false}}"; } >"$E2E_DIR/noprepare.yaml"
   cat >"$E2E_DIR/strict.yaml" <<YAML
 pod:
   runtimeClasses: {allowed: [gvisor], default: gvisor}
@@ -97,11 +101,23 @@ mutator_active() {
 }
 
 # (a) A Sandbox in a namespace enforcing the restricted Pod Security profile
-# gets a pod the profile admits, and it runs.
+# gets a pod the profile admits, and it runs. The workspace preparation pod
+# (root with CHOWN, controller/sandbox/wsprep.h) is refused there, and the
+# Sandbox says so; with workspace.prepare.enabled false (the storage hands
+# the folders over, docs/operations.md) it gets its pod.
 test_a_restricted_namespace() {
   new_namespace psa
   kubectl label namespace psa pod-security.kubernetes.io/enforce=restricted >/dev/null
   with_ctl "$E2E_DIR/declared.yaml"
+  sandbox psa r0 $IMG psa-prep alice >/dev/null
+  wait_for 30 bound_message_has psa r0 'violates PodSecurity "restricted' ||
+    fail "r0 does not say the restricted profile refused the preparation pod: $(jp psa sandbox r0 '{.status.conditions}')"
+  expect_match "$(jp psa sandbox r0 '{.status.conditions[?(@.type=="Bound")].message}')" \
+    '^creating pod sbx-init-[0-9a-f]{32}, which prepares the workspace folders of owner alice, failed \(Forbidden\)' \
+    "r0's message names the preparation pod and the owner"
+  expect_eq "$(pod_count psa)" 0 "sandbox pods of r0"
+  stop_ctl
+  with_ctl "$E2E_DIR/noprepare.yaml"
   sandbox psa r1 $IMG psa-key alice >/dev/null
   kubectl wait --for=condition=Ready sandbox/r1 -n psa --timeout=60s >/dev/null || fail "r1 never Ready: $(bound_reason psa r1) $(jp psa sandbox r1 '{.status.conditions}')"
   local p

@@ -106,6 +106,11 @@ PY
 lifecycle_patch() { # lifecycle_patch KUBECONFIG NAME JSON
   as "$1" patch sbx -n team-a "$2" --type merge -p "{\"spec\":{\"lifecycle\":$3}}" 2>&1
 }
+# resume_refused_dry_run KUBECONFIG NAME: 0 when a server-side dry run of a
+# resume of NAME by that identity is refused.
+resume_refused_dry_run() {
+  ! as "$1" patch sbx -n team-a "$2" --dry-run=server --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null 2>&1
+}
 
 test_a_expiry_retain() {
   lsbx "$ALICE" exp-r key-exp-r "{\"shutdownTime\":\"$(in_s 6)\"}" >/dev/null || fail "create exp-r"
@@ -195,7 +200,11 @@ test_e_resume_authorized_anew() {
   out=$(lifecycle_patch "$BOB" rz '{"suspend":false}') && fail "bob resumed alice's sandbox"
   expect_match "$out" 'may not use workspace owner "alice"' "bob's resume names the owner"
   kubectl delete rolebinding -n team-a workspace-alice >/dev/null
-  sleep 1
+  # The webhook caches an allowed SubjectAccessReview answer for 10 s
+  # (kube/accesscache.h): the revocation holds within that, which a dry run
+  # (the webhooks run on it, sideEffects None; nothing is stored) shows
+  # without resuming rz.
+  wait_for 15 resume_refused_dry_run "$ALICE" rz || fail "alice's resume still allowed 15 s after her grant went"
   out=$(lifecycle_patch "$ALICE" rz '{"suspend":false}') && fail "alice resumed without use on alice"
   expect_match "$out" '"use" on workspaces.sandbox.dev "alice"' "the refusal names the permission"
   expect_eq "$(phase team-a rz)" Suspended "still suspended"

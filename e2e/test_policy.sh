@@ -231,6 +231,87 @@ env from a Secret|p['spec']['containers'][0]['envFrom'] = [{'secretRef': {'name'
 CASES
 }
 
+# The one pod of the controller that runs as root: the workspace preparation
+# pod (controller/sandbox/wsprep.h), admitted in exactly the shape the
+# controller builds (hack/tools/sbx-wsprep-pod prints it), in both workspace
+# modes, mounting only its owner's folders. Root or an added capability in
+# any other shape is refused, and so is a preparation pod changed in any way
+# that gives it more.
+test_4b_controller_workspace_init_pods() {
+  local tool="$BUILD_DIR/sbx-wsprep-pod" out hostp pvcp what m i=0
+  [ -x "$tool" ] || { fail "sbx-wsprep-pod not built ($tool)"; return; }
+  hostp=$("$tool" team-a alice registry.local/sandbox-controller:1 "$E2E_DIR/config.yaml") &&
+    pvcp=$("$tool" team-a alice registry.local/sandbox-controller:1) || { fail "sbx-wsprep-pod failed"; return; }
+  out=$(create_as "$CONTROLLER" "$(pod_with "$hostp" "p['metadata']['name'] += '-h'")") ||
+    fail "the controller's preparation pod (hostPath mode) was refused: $out"
+  out=$(create_as "$CONTROLLER" "$(pod_with "$pvcp" "p['metadata']['name'] += '-p'")") ||
+    fail "the controller's preparation pod (pvc mode) was refused: $out"
+  # The delete, on a copy with no owner: the garbage collector takes a pod
+  # whose owner (the Sandbox "s" the tool names) does not exist, and took
+  # the -h pod before its delete once ('NotFound').
+  out=$(create_as "$CONTROLLER" "$(pod_with "$hostp" "p['metadata']['name'] += '-d'; del p['metadata']['ownerReferences']")") ||
+    fail "the controller's preparation pod without an owner was refused: $out"
+  out=$(as "$CONTROLLER" delete pod -n team-a "$(pod_with "$hostp" "print(p['metadata']['name'] + '-d'); exit()")" --wait=false 2>&1) ||
+    fail "the controller could not delete its preparation pod: $out"
+  while IFS='|' read -r what m; do
+    i=$((i + 1))
+    out=$(create_as "$CONTROLLER" "$(pod_with "$hostp" "p['metadata']['name'] += '-$i'; $m")") &&
+      { fail "the controller created a preparation pod with $what"; continue; }
+    ctl_refused "$what" "$out"
+  done <<CASES
+a fourth capability|c['securityContext']['capabilities']['add'].append('SYS_ADMIN')
+capabilities not dropped|del c['securityContext']['capabilities']['drop']
+privilege escalation|c['securityContext']['allowPrivilegeEscalation'] = True
+a privileged container|c['securityContext']['privileged'] = True; c['securityContext']['allowPrivilegeEscalation'] = True
+a second container|p['spec']['containers'].append(dict(c, name='two'))
+an init container|p['spec']['initContainers'] = [dict(c, name='i')]
+a service account token|p['spec']['automountServiceAccountToken'] = True
+restartPolicy Always|p['spec']['restartPolicy'] = 'Always'
+an emptyDir|p['spec']['volumes'].append({'name': 'e', 'emptyDir': {}}); c['volumeMounts'].append({'name': 'e', 'mountPath': '/e'})
+another claim|p['spec']['volumes'].append({'name': 'o', 'persistentVolumeClaim': {'claimName': 'other'}})
+another owner's folder|p['spec']['volumes'][0]['hostPath']['path'] = '$ROOT/team-a/bob/workspace'
+the owner's whole folder|p['spec']['volumes'][0]['hostPath']['path'] = '$ROOT/team-a/alice'
+the host network|p['spec']['hostNetwork'] = True
+a sandbox pod's digest label|p['metadata']['labels']['sandbox.dev/scope-digest'] = '0' * 32
+a name not sbx-init-|p['metadata']['name'] = 'sbx-' + p['metadata']['name'][9:]
+no preparation label|del p['metadata']['labels']['sandbox.dev/workspace-init']
+CASES
+  while IFS='|' read -r what m; do
+    i=$((i + 1))
+    out=$(create_as "$CONTROLLER" "$(pod_with "$pvcp" "p['metadata']['name'] += '-$i'; $m")") &&
+      { fail "the controller created a preparation pod with $what"; continue; }
+    ctl_refused "$what" "$out"
+  done <<CASES
+another owner's subPath|c['volumeMounts'][0]['subPath'] = 'bob/workspace'
+the whole claim|del c['volumeMounts'][0]['subPath']
+CASES
+  while IFS='|' read -r what m; do
+    i=$((i + 1))
+    out=$(ctl_create "sbx-c-root-$i" "$m") && { fail "the controller created a sandbox pod with $what"; continue; }
+    ctl_refused "$what" "$out"
+  done <<CASES
+root|p['spec']['securityContext']['runAsUser'] = 0
+runAsNonRoot off|p['spec']['securityContext']['runAsNonRoot'] = False
+no runAsNonRoot|del p['spec']['securityContext']['runAsNonRoot']
+a container as root|p['spec']['containers'][0]['securityContext']['runAsUser'] = 0
+a container with runAsNonRoot off|p['spec']['containers'][0]['securityContext']['runAsNonRoot'] = False
+an added capability|p['spec']['containers'][0]['securityContext']['capabilities']['add'] = ['CHOWN']
+the preparation label, as root|p['metadata']['labels']['sandbox.dev/workspace-init'] = 'x'; p['spec']['securityContext']['runAsUser'] = 0
+CASES
+}
+
+# pod_with JSON PYTHON: JSON (a pod) changed by PYTHON statements on p and c
+# (its first container); prints the result.
+pod_with() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+p = json.loads(sys.argv[1])
+c = p['spec']['containers'][0]
+exec(sys.argv[2])
+print(json.dumps(p))
+PY
+}
+
 # ... changes only sandbox pods, and only their metadata; deletes only them;
 # never writes through a subresource.
 test_5_controller_changes_and_deletes_only_sandbox_pods() {

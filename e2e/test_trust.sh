@@ -58,7 +58,18 @@ YAML
 
 pod_of() { jp "$1" sandbox "$2" '{.status.podName}'; }
 bound_reason() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].reason}'; }
-pods_of_owner() { kubectl get pods -n "$1" -o jsonpath='{range .items[*]}{.metadata.annotations.sandbox\.dev/workspace-owner}{"\n"}{end}' | grep -c "^$2\$"; }
+# pods_of_owner NS OWNER: the sandbox pods of NS that mount OWNER's folders
+# (not the pods that prepared those folders: prep_owners_of).
+pods_of_owner() {
+  kubectl get pods -n "$1" -o jsonpath='{range .items[*]}{.metadata.labels.sandbox\.dev/workspace-init}|{.metadata.annotations.sandbox\.dev/workspace-owner}{"\n"}{end}' |
+    grep -c "^|$2\$"
+}
+# prep_owners_of NS OWNER: the Sandboxes (or pools) OWNER's folder preparation
+# pods in NS were made for, one per line.
+prep_owners_of() {
+  kubectl get pods -n "$1" -l sandbox.dev/workspace-init \
+    -o jsonpath="{range .items[?(@.metadata.annotations.sandbox\.dev/workspace-owner==\"$2\")]}{.metadata.ownerReferences[*].name}{\"\n\"}{end}"
+}
 as() { local kc=$1; shift; KUBECONFIG=$kc kubectl "$@"; }
 hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
 
@@ -123,6 +134,7 @@ test_2_minted_record_without_the_webhook_never_mounts() {
   sleep 3
   expect_eq "$(pod_of team-a steal)" "" "no pod for the minted record"
   expect_eq "$(pods_of_owner team-a alice)" 2 "pods mounting alice's workspace (alice-1's and job-'s only)"
+  expect_eq "$(prep_owners_of team-a alice | grep -c '^steal')" 0 "preparations of alice's folders made for steal"
 }
 
 # Installed again, but not covering team-a (its namespaceSelector lists it
@@ -148,6 +160,7 @@ test_3_webhook_not_covering_the_namespace_never_mounts() {
   expect_eq "$(bound_reason team-a steal)" OwnerNotAuthorized "steal after the webhook is back"
   expect_eq "$(pod_of team-a steal)" "" "no pod for steal after the webhook is back"
   expect_eq "$(pods_of_owner team-a alice)" 2 "pods mounting alice's workspace"
+  expect_eq "$(prep_owners_of team-a alice | grep -c '^steal')" 0 "preparations of alice's folders made for steal"
 }
 
 # Hostile bodies from anyone who reaches an unauthenticated port: eight 3 MiB

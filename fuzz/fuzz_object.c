@@ -6,7 +6,12 @@
  *    or <owner>/ of the namespace's PVC, and never without an owner;
  *  - JCS is idempotent on the spec: JCS(parse(JCS(spec))) == JCS(spec);
  *  - the controller verifies and adopts the pod it built itself;
- *  - trimmed cache copies stay bounded. */
+ *  - trimmed cache copies stay bounded;
+ *  - the words of a pod's status (sandbox/podstate.h) are the same from the
+ *    pod and from its trimmed cache copy, bounded and terminated; a
+ *    preparation pod's state too, from the preparation pods' cache copy;
+ *  - the workspace preparation pod of the spec's owner mounts nothing outside
+ *    that owner's folders either. */
 #include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,12 +22,14 @@
 #include "sandbox/config.h"
 #include "sandbox/jcs.h"
 #include "sandbox/podbuild.h"
+#include "sandbox/podstate.h"
 #include "sandbox/trim.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
 #include "sandbox/spec.h"
 #include "sandbox/status.h"
 #include "sandbox/verify.h"
+#include "sandbox/wsprep.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -116,6 +123,15 @@ static void build_and_verify(const cJSON *spec, const struct sbx_scope *scope, c
 	if (!pod)
 		return;
 	check_mounts(pod, cfg, owner);
+	if (owner) {
+		const struct sbx_wsprep_for sb = { "sandbox.dev/v1alpha1", "Sandbox", "sbx", UID };
+		cJSON *prep = sbx_wsprep_pod(NS, owner, cfg, "img", &sb);
+		assert(prep);
+		check_mounts(prep, cfg, owner);
+		char why[512];
+		assert(sbx_wsprep_state(prep, NS, owner, cfg, why, sizeof why) == SBX_WSPREP_WAITING);
+		cJSON_Delete(prep);
+	}
 	struct sbx_verify_expect ex = { NS, owner, scope, seal_keys(), 1 };
 	assert(sbx_pod_verify(pod, &ex) == SBX_VERIFY_OK);
 	struct sbx_certify cert = { pod, spec, cfg };
@@ -160,6 +176,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	assert(printed_size(ts) <= TRIM_BOUND);
 	cJSON *tp = sbx_trim_pod(obj);
 	assert(printed_size(tp) <= TRIM_BOUND);
+	char why_raw[512], why_kept[512];
+	sbx_pod_why(obj, SBX_CONTAINER, why_raw, sizeof why_raw);
+	sbx_pod_why(tp, SBX_CONTAINER, why_kept, sizeof why_kept);
+	assert(strlen(why_raw) < sizeof why_raw && !strcmp(why_raw, why_kept));
+	char why[512], why_t[512];
+	sbx_wsprep_state(obj, NS, "alice", &pvc, why, sizeof why);
+	assert(strlen(why) < sizeof why);
+	/* The preparation pods' cache copy: bounded, and it means the same. */
+	cJSON *tw = sbx_wsprep_trim(obj);
+	assert(printed_size(tw) <= 4096);
+	enum sbx_wsprep_state ws = sbx_wsprep_state(obj, NS, "alice", &pvc, why, sizeof why);
+	assert(sbx_wsprep_state(tw, NS, "alice", &pvc, why_t, sizeof why_t) == ws);
+	assert(ws == SBX_WSPREP_FOREIGN || !strcmp(why, why_t)); /* a foreign one's name may be cut */
+	cJSON_Delete(tw);
 	cJSON_Delete(tp);
 	cJSON_Delete(obj);
 	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(ts, "spec");

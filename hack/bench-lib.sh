@@ -70,9 +70,10 @@ delete_namespace() {
   kubectl wait --for=delete "namespace/$1" --timeout=900s >/dev/null 2>&1 || bench_fail "namespace $1 not deleted"
 }
 
-# bench_namespace NS: new_namespace with its workspace PVC bound.
+# bench_namespace NS [ROOT]: new_namespace (its PV under ROOT) with its
+# workspace PVC bound.
 bench_namespace() {
-  new_namespace "$1"
+  new_namespace "$1" "${2:-}"
   kubectl wait --for=jsonpath='{.status.phase}'=Bound pvc/sandbox-workspaces -n "$1" --timeout=60s >/dev/null ||
     bench_fail "the workspace PVC of $1 did not bind"
 }

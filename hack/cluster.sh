@@ -9,6 +9,11 @@
 #   hack/cluster.sh down DIR   stop it and leave no process behind
 #   hack/cluster.sh restart-apiserver DIR   stop and start kube-apiserver only
 #   hack/cluster.sh nodes DIR N   have N kwok nodes (2 come up with it)
+#   hack/cluster.sh realnode DIR  add the real node (kubelet, containerd, runc;
+#                                 hack/realnode.sh); SBX_REAL_NODE=1 up starts
+#                                 the cluster with it; down stops it too
+#   hack/cluster.sh realnode-check   why this machine cannot run it (exit 1)
+#   hack/cluster.sh realnode-import DIR ARCHIVE NAME   an OCI archive into its containerd
 #
 # Everything binds to 127.0.0.1 on free ports and lives under DIR, so several
 # control planes run side by side. Certificates are made with openssl: a CA, the
@@ -40,13 +45,16 @@
 # pod-ready Stage with a `delay`; its completion and deletion Stages unchanged,
 # deletions immediate). kwok draws the delay when it sees the pod and draws it
 # again if the pod changes before it is Ready (an update restarts the wait).
-# Unset or 0: kwok's default stages, pods Ready at once.
+# Unset or 0: pods Ready at once, as with kwok's default stages. Either way
+# sandbox-controller's workspace preparation pods (label
+# sandbox.dev/workspace-init) run to completion (Succeeded, exit code 0).
 set -euo pipefail
 
 HACK=$(cd "$(dirname "$0")" && pwd)
 cmd=${1:-}
 DIR=${2:-}
-[ -n "$cmd" ] && [ -n "$DIR" ] || { echo "usage: $0 up|down|restart-apiserver DIR" >&2; exit 2; }
+[ -n "$cmd" ] && { [ -n "$DIR" ] || [ "$cmd" = realnode-check ]; } ||
+  { echo "usage: $0 up|down|restart-apiserver|nodes|realnode|realnode-import DIR, or $0 realnode-check" >&2; exit 2; }
 
 log() { echo "cluster: $*" >&2; }
 
@@ -73,6 +81,10 @@ stop_one() {
   rm -f "$f"
 }
 
+# The real node's functions (realnode_up, realnode_down, realnode_check).
+# shellcheck source=hack/realnode.sh
+. "$HACK/realnode.sh"
+
 wait_http() { # wait_http NAME URL SECONDS [curl args...]
   local name=$1 url=$2 secs=$3; shift 3
   local i
@@ -87,23 +99,28 @@ wait_http() { # wait_http NAME URL SECONDS [curl args...]
   return 1
 }
 
+# cert NAME SUBJ [SAN]: DIR/pki/NAME.{crt,key} signed by the cluster CA; a
+# serving certificate for SAN, else a client certificate.
+cert() {
+  local p="$DIR/pki"
+  openssl ecparam -name prime256v1 -genkey -noout -out "$p/$1.key" 2>/dev/null
+  openssl req -new -key "$p/$1.key" -subj "$2" -out "$p/$1.csr" 2>/dev/null
+  local ext="$p/$1.ext"
+  { echo "basicConstraints=CA:FALSE"; echo "keyUsage=digitalSignature,keyEncipherment"
+    if [ -n "${3:-}" ]; then echo "extendedKeyUsage=serverAuth"; echo "subjectAltName=$3"
+    else echo "extendedKeyUsage=clientAuth"; fi; } >"$ext"
+  openssl x509 -req -in "$p/$1.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$ext" -out "$p/$1.crt" 2>/dev/null
+  rm -f "$p/$1.csr" "$ext"
+  chmod 600 "$p/$1.key"
+}
+
 make_certs() {
   local p="$DIR/pki"
   mkdir -p "$p"
   [ -f "$p/ca.crt" ] && return 0
   openssl ecparam -name prime256v1 -genkey -noout -out "$p/ca.key" 2>/dev/null
   openssl req -x509 -new -key "$p/ca.key" -subj "/CN=sandbox-local-ca" -days 3650 -out "$p/ca.crt" 2>/dev/null
-  cert() { # cert NAME SUBJ [SAN]
-    openssl ecparam -name prime256v1 -genkey -noout -out "$p/$1.key" 2>/dev/null
-    openssl req -new -key "$p/$1.key" -subj "$2" -out "$p/$1.csr" 2>/dev/null
-    local ext="$p/$1.ext"
-    { echo "basicConstraints=CA:FALSE"; echo "keyUsage=digitalSignature,keyEncipherment"
-      if [ -n "${3:-}" ]; then echo "extendedKeyUsage=serverAuth"; echo "subjectAltName=$3"
-      else echo "extendedKeyUsage=clientAuth"; fi; } >"$ext"
-    openssl x509 -req -in "$p/$1.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial \
-      -days 3650 -extfile "$ext" -out "$p/$1.crt" 2>/dev/null
-    rm -f "$p/$1.csr" "$ext"
-  }
   cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
   cert admin "/O=system:masters/CN=admin"
   cert controller "/CN=sandbox-controller"
@@ -293,11 +310,9 @@ ST
   local stages=() delay=${SBX_KWOK_POD_READY_DELAY_MS:-0} jitter=${SBX_KWOK_POD_READY_JITTER_MS:-0}
   [[ $delay =~ ^[0-9]+$ && $jitter =~ ^[0-9]+$ ]] ||
     { log "SBX_KWOK_POD_READY_DELAY_MS and SBX_KWOK_POD_READY_JITTER_MS must be milliseconds"; return 1; }
-  if [ "$delay" -gt 0 ] || [ "$jitter" -gt 0 ]; then
-    write_pod_stages "$DIR/kwok-pod-stages.yaml" "$delay" "$jitter"
-    stages=(--config="$DIR/kwok-pod-stages.yaml")
-    log "kwok: pods Ready after $delay ms + up to $jitter ms"
-  fi
+  write_pod_stages "$DIR/kwok-pod-stages.yaml" "$delay" "$jitter"
+  stages=(--config="$DIR/kwok-pod-stages.yaml")
+  if [ "$delay" -gt 0 ] || [ "$jitter" -gt 0 ]; then log "kwok: pods Ready after $delay ms + up to $jitter ms"; fi
   start kwok "$BIN/kwok" "${stages[@]}" --kubeconfig="$DIR/kubeconfig" --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --manage-nodes-with-label-selector= --manage-single-node= \
@@ -305,13 +320,16 @@ ST
     --node-ip=127.0.0.1 --node-port="$KWOK_PORT" --enable-crds=Exec \
     --tls-cert-file="$DIR/pki/kwok.crt" --tls-private-key-file="$DIR/pki/kwok.key"
   nodes 2
+  if [ -n "${SBX_REAL_NODE:-}" ]; then realnode_up || return 1; fi
   log "control plane up in $DIR (apiserver https://127.0.0.1:$APISERVER_PORT)"
   echo "$DIR/kubeconfig"
 }
 
 down() {
   [ -d "$DIR" ] || return 0
+  DIR=$(cd "$DIR" && pwd)
   local n
+  realnode_down
   for n in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_one "$n"; done
   log "control plane in $DIR stopped"
 }
@@ -323,6 +341,19 @@ case "$cmd" in
     [[ ${3:-} =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 nodes DIR N" >&2; exit 2; }
     load_state
     nodes "$3"
+    ;;
+  realnode)
+    load_state
+    DIR=$(cd "$DIR" && pwd)
+    realnode_up
+    ;;
+  realnode-check)
+    realnode_check
+    ;;
+  realnode-import)
+    [ -f "${3:-}" ] && [ -n "${4:-}" ] || { echo "usage: $0 realnode-import DIR ARCHIVE NAME" >&2; exit 2; }
+    RN=$DIR/realnode
+    rn_import "$3" "$4"
     ;;
   restart-apiserver)
     load_state

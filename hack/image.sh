@@ -10,12 +10,13 @@
 #
 #   hack/image.sh            build, archive, smoke-test
 #   SBX_BUILD_DIR=DIR        take the binary from DIR (default: a Release build in build-image/)
+#   SBX_IMAGE_OUT=DIR        write the archive (and buildah's store) in DIR (default build/)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 VERSION=$(head -n1 VERSION)
 IMAGE=sandbox-controller:$VERSION
-OUT=$ROOT/build
+OUT=${SBX_IMAGE_OUT:-$ROOT/build}
 mkdir -p "$OUT"
 
 command -v buildah >/dev/null || {

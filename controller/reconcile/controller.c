@@ -21,23 +21,17 @@
 #include "reconcile/records.h"
 #include "reconcile/strset.h"
 #include "reconcile/written.h"
+#include "reconcile/wsgate.h"
 #include "sandbox/api.h"
 #include "sandbox/claimrec.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/poolspec.h"
 #include "sandbox/trim.h"
+#include "sandbox/wsprep.h"
 
 /* How long after a pod left the pod cache its scope reads records live:
  * far longer than one watch lags behind another while both are current. */
 #define PODS_GONE_MS 120000
-
-/* The kinds of the work queue's items (kube/workqueue.h), each keyed
- * "<ns>/<name>": a Sandbox's reconcile; a claim record's collection, queued
- * for when its key's lifetime ends (a timer, no poll); a warm pool's
- * reconcile. */
-enum sbx_work { SBX_WORK_SANDBOX,
-		SBX_WORK_CLAIM,
-		SBX_WORK_POOL };
 
 static void wq_depth(void *ctx, size_t d)
 {
@@ -314,6 +308,22 @@ static void on_pool_pod_delete(void *ctx, const cJSON *pod)
 	enqueue_pod_pool(ctx, pod);
 }
 
+/* A workspace preparation pod changed: who waits for it looks again. */
+static void on_prep_pod_add(void *ctx, const cJSON *pod)
+{
+	sbx_ws_on_prep_pod(ctx, pod, 0);
+}
+
+static void on_prep_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	sbx_ws_on_prep_pod(ctx, new_obj, 0);
+}
+
+static void on_prep_pod_delete(void *ctx, const cJSON *pod)
+{
+	sbx_ws_on_prep_pod(ctx, pod, 1);
+}
+
 /* One queued item: a Sandbox's reconcile, a claim record's collection or a
  * pool's reconcile, its key "<ns>/<name>". */
 static int work(struct sbx_controller *c, int kind, const char *key, struct sbx_reconcile_result *res)
@@ -405,6 +415,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	static const struct informer_handlers ch = { on_claim, on_claim_update, NULL };
 	static const struct informer_handlers plh = { on_pool, on_pool_update, on_pool_delete };
 	static const struct informer_handlers pph = { on_pool_pod_add, on_pool_pod_update, on_pool_pod_delete };
+	static const struct informer_handlers wph = { on_prep_pod_add, on_prep_pod_update, on_prep_pod_delete };
 	sbx_ctl_metrics_register();
 	c->queue = workqueue_new();
 	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued,
@@ -424,6 +435,9 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->released = sbx_strset_new();
 	c->written = sbx_written_new();
 	c->created_pods = sbx_written_new();
+	c->prepared = sbx_strset_new();
+	c->prep_looked = sbx_strset_new();
+	c->prep_waiters = sbx_ws_waiters_new();
 	c->resume_starts = strmap_new(sizeof(double)); /* the times resumes were seen (lifecycle.c) */
 	c->pool_state = sbx_pool_state_new(c->warm_refill_qps);
 	struct informer *sandboxes =
@@ -453,6 +467,10 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	struct informer *pool_pods =
 	    informer_new(c->kc, "/api/v1/pods", SBX_LABEL_POOL, sbx_trim_pod, SBX_LABEL_POOL, &pph, c);
 	informer_set_dictionary(pool_pods, sbx_pod_dictionary);
+	/* The owners' folder preparations (sandbox/wsprep.h), by their label,
+	 * reserved to the controller like the others. */
+	struct informer *prep_pods =
+	    informer_new(c->kc, "/api/v1/pods", SBX_LABEL_WS_INIT, sbx_wsprep_trim, NULL, &wph, c);
 	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
 	c->sandboxes = sandboxes;
 	c->pods = pods;
@@ -460,8 +478,10 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->claims = claims;
 	c->pools = pools;
 	c->pool_pods = pool_pods;
+	c->prep_pods = prep_pods;
 	pthread_mutex_unlock(&c->informers_mu);
 	if (informer_start(c->pods) < 0 || informer_start(c->claims) < 0 || informer_start(c->pool_pods) < 0 ||
+	    informer_start(c->prep_pods) < 0 ||
 	    informer_start(c->pools) < 0 || informer_start(c->sandboxes) < 0 ||
 	    (c->webhooks && informer_start(c->webhooks) < 0)) {
 		snprintf(err, errlen, "cannot start the informers");
@@ -471,7 +491,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 		return 0;
 	if (!informer_wait_synced(c->pods, timeout_ms) || !informer_wait_synced(c->sandboxes, timeout_ms) ||
 	    !informer_wait_synced(c->claims, timeout_ms) || !informer_wait_synced(c->pools, timeout_ms) ||
-	    !informer_wait_synced(c->pool_pods, timeout_ms) ||
+	    !informer_wait_synced(c->pool_pods, timeout_ms) || !informer_wait_synced(c->prep_pods, timeout_ms) ||
 	    (c->webhooks && !informer_wait_synced(c->webhooks, timeout_ms))) {
 		snprintf(err, errlen,
 			 "caches did not sync within %ld ms (are the Sandbox, SandboxClaim and SandboxWarmPool CRDs "
@@ -513,6 +533,7 @@ int sbx_controller_synced(struct sbx_controller *c)
 	int synced = c->sandboxes && c->pods && informer_wait_synced(c->sandboxes, 0) &&
 		     informer_wait_synced(c->pods, 0) && c->claims && informer_wait_synced(c->claims, 0) && c->pools &&
 		     informer_wait_synced(c->pools, 0) && c->pool_pods && informer_wait_synced(c->pool_pods, 0) &&
+		     c->prep_pods && informer_wait_synced(c->prep_pods, 0) &&
 		     (!c->webhooks || informer_wait_synced(c->webhooks, 0));
 	pthread_mutex_unlock(&c->informers_mu);
 	return synced;
@@ -532,6 +553,8 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_stop(c->pools);
 	if (c->pool_pods)
 		informer_stop(c->pool_pods);
+	if (c->prep_pods)
+		informer_stop(c->prep_pods);
 	if (c->queue)
 		workqueue_shutdown(c->queue);
 	for (int i = 0; c->threads && i < c->workers; i++)
@@ -542,9 +565,11 @@ void sbx_controller_release(struct sbx_controller *c)
 		event_recorder_free(c->events);
 	pthread_mutex_lock(&c->informers_mu);
 	struct informer *sandboxes = c->sandboxes, *pods = c->pods, *webhooks = c->webhooks, *claims = c->claims;
-	struct informer *pools = c->pools, *pool_pods = c->pool_pods;
-	c->sandboxes = c->pods = c->webhooks = c->claims = c->pools = c->pool_pods = NULL;
+	struct informer *pools = c->pools, *pool_pods = c->pool_pods, *prep_pods = c->prep_pods;
+	c->sandboxes = c->pods = c->webhooks = c->claims = c->pools = c->pool_pods = c->prep_pods = NULL;
 	pthread_mutex_unlock(&c->informers_mu);
+	if (prep_pods)
+		informer_free(prep_pods);
 	if (pools)
 		informer_free(pools);
 	if (pool_pods)
@@ -574,6 +599,11 @@ void sbx_controller_release(struct sbx_controller *c)
 	c->written = NULL;
 	sbx_written_free(c->created_pods);
 	c->created_pods = NULL;
+	sbx_strset_free(c->prepared);
+	sbx_strset_free(c->prep_looked);
+	c->prepared = c->prep_looked = NULL;
+	sbx_ws_waiters_free(c->prep_waiters);
+	c->prep_waiters = NULL;
 	strmap_free(c->resume_starts);
 	c->resume_starts = NULL;
 	c->events = NULL;

@@ -20,6 +20,7 @@
 #include "reconcile/strset.h"
 #include "reconcile/warm.h"
 #include "reconcile/writes.h"
+#include "reconcile/wsgate.h"
 #include "sandbox/authz.h"
 #include "sandbox/claimrec.h"
 #include "sandbox/config.h"
@@ -387,6 +388,8 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 		char claim[80];
 		if (claim_name_for(c, v, pod_name, claim, sizeof claim) < 0)
 			return REQUEUE_WAIT_MS; /* its record is not in the cache yet */
+		if (!sbx_rc_workspace_ready(c, v, &r))
+			return r;
 		resume_started(c, v->uid);
 		enum kube_err e = sbx_rc_create_pod(c, v, pod_name, claim, claimed, &pod, &err);
 		if (e == KUBE_OK) {
@@ -552,6 +555,11 @@ enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *
 		return x;
 	}
 	/* Suspended: v joins the generation and, not suspended itself, resumes it. */
+	int wr = 0;
+	if (!sbx_rc_workspace_ready(c, v, &wr)) {
+		*delay = wr > 0 ? wr : 0;
+		return wr < 0 ? EX_RETRY : EX_DONE;
+	}
 	struct kube_error err;
 	enum kube_err e = sbx_rc_create_pod(c, v, rec.pod_name, rec.name, rec.claimed_at, &pod, &err);
 	if (e == KUBE_OK) {

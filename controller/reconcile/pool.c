@@ -17,12 +17,15 @@
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
 #include "reconcile/state.h"
+#include "reconcile/writes.h"
+#include "reconcile/wsgate.h"
 #include "sandbox/authz.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/poolspec.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
 #include "sandbox/status.h"
+#include "sandbox/wsprep.h"
 
 /* How long a create we sent counts as in flight without the cache showing
  * its pod (a lost response, a pod refused after all). */
@@ -172,19 +175,6 @@ static int write_pool_status(struct sbx_controller *c, const struct pool_view *p
 	return 0;
 }
 
-/* Deletes a warm pod (uid precondition: a pod re-created under the name is
- * not this one). */
-static int delete_member(struct sbx_controller *c, const char *ns, const cJSON *pod)
-{
-	char path[600], body[256];
-	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, meta_str(pod, "name"));
-	snprintf(body, sizeof body, "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"preconditions\":{\"uid\":\"%s\"}}",
-		 meta_str(pod, "uid") ? meta_str(pod, "uid") : "");
-	struct kube_error err;
-	enum kube_err e = kube_request(c->kc, "DELETE", path, NULL, body, NULL, NULL, &err);
-	return e == KUBE_OK || e == KUBE_ERR_NOT_FOUND || e == KUBE_ERR_CONFLICT ? 0 : -1;
-}
-
 /* Whether the pool's owner may be mounted: its record verifies (a record of
  * the template and owner as they are now, by the identity that set them)
  * and the webhook was in force for it. 1, or 0 with why. */
@@ -275,8 +265,9 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 	p.replicas = cJSON_IsNumber(rep) ? (long)rep->valuedouble : 0;
 	p.spec = sbx_pool_spec(obj);
 	p.owner = p.spec ? sbx_spec_owner(p.spec) : NULL;
-	char msg[512] = "";
+	char msg[1024] = "";
 	int r = 0;
+	struct sbx_ws_wait ws = { .report = 0 };
 	const char *since_old = jstr(jobj(obj, "status"), "templateSince"), *fp_old = jstr(jobj(obj, "status"), "templateFingerprint");
 	char since[32];
 	cJSON *members = NULL;
@@ -306,7 +297,7 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		const char *phase = jstr(jobj(m, "status"), "phase");
 		if (!authorized || !sbx_pool_member(m, c->seal_keys, p.uid, p.fp, p.owner) ||
 		    (phase && (!strcmp(phase, "Failed") || !strcmp(phase, "Succeeded"))))
-			r |= delete_member(c, ns, m);
+			r |= sbx_rc_delete_pod(c, ns, m);
 		else
 			cJSON_AddItemToArray(current, cJSON_Duplicate(m, 1));
 	}
@@ -326,11 +317,20 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		cJSON_ArrayForEach(m, current) v[i++] = m;
 		qsort(v, n, sizeof *v, extra_first);
 		for (i = 0; i < (size_t)(have - p.replicas); i++)
-			r |= delete_member(c, ns, v[i]);
+			r |= sbx_rc_delete_pod(c, ns, v[i]);
 		free(v);
 	} else {
-		/* Never more than replicas, creates in flight included. */
+		/* Never more than replicas, creates in flight included; none
+		 * before the owner's folders are prepared (sandbox/wsprep.h). */
 		long want = p.replicas - have - inflight;
+		const struct sbx_wsprep_for me = { SBX_API, SBX_POOL_KIND, p.name, p.uid };
+		char qkey[600];
+		snprintf(qkey, sizeof qkey, "%s/%s", ns, name); /* its work queue key (controller.c) */
+		int prep = want > 0 ? sbx_ws_prepared(c, ns, p.owner, &me, SBX_WORK_POOL, qkey, &ws) : 1;
+		if (prep != 1) {
+			want = 0;
+			r = prep < 0 ? -1 : (int)ws.delay_ms;
+		}
 		for (long i = 0; i < want; i++) {
 			if (!token_bucket_try(&c->pool_state->refill)) {
 				r = r < 0 ? r : 200; /* the refill rate: look again shortly */
@@ -340,7 +340,8 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 				r = -1;
 		}
 	}
-	snprintf(msg, sizeof msg, "%ld of %ld warm pods ready", ready, p.replicas);
+	snprintf(msg, sizeof msg, "%ld of %ld warm pods ready%s%s", ready, p.replicas, ws.report ? "; " : "",
+		 ws.report ? ws.why : "");
 	int full = ready >= p.replicas && have <= p.replicas;
 	int w = write_pool_status(c, &p, have < p.replicas ? have : p.replicas, ready, since, full,
 				  full ? "Full" : "Filling", msg);

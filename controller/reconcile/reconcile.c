@@ -26,6 +26,7 @@
 #include "reconcile/warm.h"
 #include "reconcile/writes.h"
 #include "reconcile/written.h"
+#include "reconcile/wsgate.h"
 #include "sandbox/authz.h"
 #include "sandbox/claimrec.h"
 #include "sandbox/podbuild.h"
@@ -104,6 +105,7 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 		in.ready = 0;
 		in.ready_reason = "PodTampered";
 		in.ready_message = tmsg;
+		in.ready_detail[0] = '\0';
 	}
 	int r = sbx_rc_write_status(c, v, &in);
 	cJSON_Delete(pod);
@@ -161,38 +163,12 @@ int sbx_pod_refusal_is_final(const struct kube_error *e)
 	return 1;
 }
 
-/* Logs a failed pod create, at most about once a second for the whole
- * process (a broken admission chain fails every Sandbox alike). */
-static void log_create_failure(const struct sbx_view *v, const char *pod_name, enum kube_err e, const char *msg)
-{
-	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	static int64_t next_ms;
-	static unsigned long suppressed;
-	int64_t now = ktime_mono_ms();
-	pthread_mutex_lock(&mu);
-	int go = now >= next_ms;
-	unsigned long dropped = suppressed;
-	if (go) {
-		next_ms = now + 1000;
-		suppressed = 0;
-	} else {
-		suppressed++;
-	}
-	pthread_mutex_unlock(&mu);
-	if (!go)
-		return;
-	char n[24];
-	snprintf(n, sizeof n, "%lu", dropped);
-	log_kv(LOG_WARN, "creating pod failed", "sandbox", v->name, "namespace", v->ns, "pod", pod_name, "error",
-	       kube_err_str(e), "message", msg, "suppressedSinceLast", n);
-}
-
 /* The API refused or lost the create of pod_name: say why on the Sandbox and
  * retry with the per-Sandbox backoff (never sooner than Retry-After). */
 static int create_failed(struct sbx_controller *c, struct sbx_view *v, const char *pod_name, enum kube_err e,
 			 const struct kube_error *err)
 {
-	log_create_failure(v, pod_name, e, err->message);
+	sbx_rc_log_create_failure(v->ns, v->name, pod_name, e, err->message);
 	char msg[700];
 	snprintf(msg, sizeof msg, "creating pod %s failed (%s): %s; retrying", pod_name, kube_err_str(e),
 		 err->message);
@@ -419,6 +395,8 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 			}
 		}
 		if (!pod) {
+			if (!sbx_rc_workspace_ready(c, v, &r))
+				goto out;
 			e = sbx_rc_create_pod(c, v, pod_name, NULL, NULL, &pod, &err);
 			if (e == KUBE_OK) {
 				int delay = 0;

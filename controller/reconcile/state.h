@@ -19,6 +19,15 @@ struct sbx_inforce;    /* whether the mutating webhook was in force (reconcile/i
 struct sbx_pool_state; /* warm pool bookkeeping (reconcile/pool.h) */
 struct sbx_written;    /* our status writes the cache has not shown yet */
 struct strmap;	       /* base/strmap.h */
+struct sbx_ws_waiters; /* who waits for a workspace preparation (reconcile/wsgate.h) */
+
+/* The kinds of the work queue's items (kube/workqueue.h), each keyed
+ * "<ns>/<name>": a Sandbox's reconcile; a claim record's collection, queued
+ * for when its key's lifetime ends (a timer, no poll); a warm pool's
+ * reconcile. */
+enum sbx_work { SBX_WORK_SANDBOX,
+		SBX_WORK_CLAIM,
+		SBX_WORK_POOL };
 
 struct sbx_controller {
 	struct kube_client *kc;		       /* borrowed */
@@ -53,6 +62,14 @@ struct sbx_controller {
 	struct sbx_written *written;	  /* our status writes the Sandbox cache has not shown */
 	struct sbx_written *created_pods; /* our pod creates the pod cache has not shown */
 	struct strmap *resume_starts;	  /* Sandbox uid -> when its resume was seen (lifecycle.c) */
+	/* Owners' folders (sandbox/wsprep.h, reconcile/wsgate.h): the
+	 * preparation pods known Succeeded lately, those a worker looks at
+	 * right now, and the image they run when the config names none ("" =
+	 * the default). */
+	struct sbx_strset *prepared, *prep_looked;
+	struct informer *prep_pods;	     /* the preparation pods (label sandbox.dev/workspace-init) */
+	struct sbx_ws_waiters *prep_waiters; /* work queue items waiting for one */
+	char prep_image[512];
 	pthread_t *threads;
 };
 

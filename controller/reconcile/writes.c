@@ -17,6 +17,7 @@
 #include "reconcile/strset.h"
 #include "reconcile/written.h"
 #include "sandbox/podbuild.h"
+#include "sandbox/podstate.h"
 #include "sandbox/seal.h"
 
 /* Seconds from the wall-clock second t to now. creationTimestamp has whole
@@ -196,6 +197,10 @@ static void pod_readiness(const cJSON *pod, struct sbx_status_in *in)
 		in->ready_reason = "PodPending";
 		in->ready_message = "the pod is not running yet";
 	}
+	/* Why, when the pod's status says (a container waiting or exited and
+	 * how, the scheduler's refusal): what the user needs to act on it. */
+	if (!in->ready)
+		sbx_pod_why(pod, SBX_CONTAINER, in->ready_detail, sizeof in->ready_detail);
 }
 
 /* The status of a Sandbox bound to pod_name (pod NULL: it is gone). */
@@ -274,6 +279,45 @@ int sbx_rc_get_pod(struct sbx_controller *c, const char *ns, const char *name, c
 	*pod = NULL;
 	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, pod, &err);
 	return e == KUBE_OK || e == KUBE_ERR_NOT_FOUND ? 0 : -1;
+}
+
+int sbx_rc_delete_pod(struct sbx_controller *c, const char *ns, const cJSON *pod)
+{
+	char path[600], body[256];
+	sbx_rc_pod_path(path, sizeof path, ns, meta_str(pod, "name"));
+	snprintf(body, sizeof body, "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"preconditions\":{\"uid\":\"%s\"}}",
+		 meta_str(pod, "uid") ? meta_str(pod, "uid") : "");
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "DELETE", path, NULL, body, NULL, NULL, &err);
+	if (e == KUBE_OK || e == KUBE_ERR_NOT_FOUND || e == KUBE_ERR_CONFLICT)
+		return 0;
+	log_kv(LOG_WARN, "deleting a pod failed", "namespace", ns, "pod", meta_str(pod, "name"), "error", err.message);
+	return -1;
+}
+
+void sbx_rc_log_create_failure(const char *ns, const char *sandbox, const char *pod_name, enum kube_err e,
+			       const char *msg)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static int64_t next_ms;
+	static unsigned long suppressed;
+	int64_t now = ktime_mono_ms();
+	pthread_mutex_lock(&mu);
+	int go = now >= next_ms;
+	unsigned long dropped = suppressed;
+	if (go) {
+		next_ms = now + 1000;
+		suppressed = 0;
+	} else {
+		suppressed++;
+	}
+	pthread_mutex_unlock(&mu);
+	if (!go)
+		return;
+	char n[24];
+	snprintf(n, sizeof n, "%lu", dropped);
+	log_kv(LOG_WARN, "creating pod failed", "sandbox", sandbox, "namespace", ns, "pod", pod_name, "error",
+	       kube_err_str(e), "message", msg, "suppressedSinceLast", n);
 }
 
 cJSON *sbx_rc_build_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, const char *claim,

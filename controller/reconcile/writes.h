@@ -39,6 +39,15 @@ struct sbx_status_in sbx_rc_bound_status(const struct sbx_view *v, const cJSON *
 int sbx_rc_report_bound(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, int how);
 /* The live pod ns/name into *pod (NULL: it does not exist). 0 or -1. */
 int sbx_rc_get_pod(struct sbx_controller *c, const char *ns, const char *name, cJSON **pod);
+/* Deletes pod from ns with its uid as precondition (a pod re-created under
+ * the name is not this one). 0 when it is gone or going (or another pod has
+ * the name now), -1 (logged). */
+int sbx_rc_delete_pod(struct sbx_controller *c, const char *ns, const cJSON *pod);
+/* Logs a failed pod create (of pod_name, for sandbox: a Sandbox or pool
+ * name), at most about once a second for the whole process: a broken
+ * admission chain fails every Sandbox alike. */
+void sbx_rc_log_create_failure(const char *ns, const char *sandbox, const char *pod_name, enum kube_err e,
+			       const char *msg);
 /* The pod this controller builds for v under pod_name, of claim name claim
  * (NULL: pod_name), claimed at claimed, with seal (caller frees; NULL when
  * the builder refuses, see sbx_pod_build). */

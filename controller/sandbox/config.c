@@ -102,6 +102,7 @@ void sbx_config_init(struct sbx_config *c)
 	}
 	c->nmounts = n;
 	c->key_lifetime_s = 86400;
+	c->prep_enabled = 1;
 	c->pod.run_as_user = c->pod.run_as_group = c->pod.fs_group = SBX_DEFAULT_UID;
 }
 
@@ -109,6 +110,7 @@ void sbx_config_release(struct sbx_config *c)
 {
 	free(c->pvc_name);
 	free(c->host_root);
+	free(c->prep_image);
 	free(c->seal_key_file);
 	free_mounts(c->mounts, c->nmounts);
 	pod_settings_release(&c->pod);
@@ -123,6 +125,7 @@ static void config_copy(struct sbx_config *dst, const struct sbx_config *src)
 	*dst = *src;
 	dst->pvc_name = xstrdup(src->pvc_name);
 	dst->host_root = xstrdup(src->host_root);
+	dst->prep_image = xstrdup(src->prep_image);
 	dst->seal_key_file = xstrdup(src->seal_key_file);
 	dst->mounts = xcalloc(src->nmounts ? src->nmounts : 1, sizeof *dst->mounts);
 	for (size_t i = 0; i < src->nmounts; i++) {
@@ -377,10 +380,36 @@ out:
 	return rc;
 }
 
+static int image_pattern_ok(const char *s);
+
+/* Applies workspace.prepare to t. */
+static int apply_prepare(struct sbx_config *t, const cJSON *prep, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "enabled", "image", NULL };
+	const char *image;
+	if (!cJSON_IsObject(prep))
+		return cfail(err, errlen, "workspace.prepare must be a mapping {enabled, image}");
+	if (only_keys(prep, "workspace.prepare", keys, err, errlen) < 0 ||
+	    string_field(prep, "workspace.prepare", "image", &image, err, errlen) < 0)
+		return -1;
+	const cJSON *en = cJSON_GetObjectItemCaseSensitive(prep, "enabled");
+	if (en && !cJSON_IsBool(en))
+		return cfail(err, errlen, "workspace.prepare.enabled must be true or false");
+	if (image && (!image_pattern_ok(image) || strchr(image, '*')))
+		return cfail(err, errlen, "workspace.prepare.image \"%.64s\" is not an image reference", image);
+	if (en)
+		t->prep_enabled = cJSON_IsTrue(en);
+	if (image) {
+		free(t->prep_image);
+		t->prep_image = xstrdup(image);
+	}
+	return 0;
+}
+
 /* Applies the workspace section to t. */
 static int apply_workspace(struct sbx_config *t, const cJSON *ws, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "mode", "pvcName", "hostPathRoot", "mounts", NULL };
+	static const char *const keys[] = { "mode", "pvcName", "hostPathRoot", "mounts", "prepare", NULL };
 	const char *mode, *pvc, *root;
 	if (only_keys(ws, "workspace", keys, err, errlen) < 0 ||
 	    string_field(ws, "workspace", "mode", &mode, err, errlen) < 0 ||
@@ -415,6 +444,9 @@ static int apply_workspace(struct sbx_config *t, const cJSON *ws, char *err, siz
 	}
 	const cJSON *mounts = cJSON_GetObjectItemCaseSensitive(ws, "mounts");
 	if (mounts && apply_mounts(t, mounts, err, errlen) < 0)
+		return -1;
+	const cJSON *prep = cJSON_GetObjectItemCaseSensitive(ws, "prepare");
+	if (prep && apply_prepare(t, prep, err, errlen) < 0)
 		return -1;
 	return 0;
 }

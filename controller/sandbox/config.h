@@ -8,6 +8,9 @@
  *     hostPathRoot: /srv/workspaces     # absolute; required for hostPath
  *     mounts:                           # default: the contract's four rows
  *       - {subdir: workspace, mountPath: /workspace}
+ *     prepare:                          # the owner's folders before its first pod
+ *       enabled: true                   # false: the storage hands them to the uid/gid itself
+ *       image: REGISTRY/sandbox-controller:0.2.0   # default: the controller's own image
  *   idempotency:
  *     keyLifetime: 24h                  # "24h", "90m", "3600s", "1h30m" or seconds
  *   seal:
@@ -110,6 +113,12 @@ struct sbx_config {
 	struct sbx_mount *mounts; /* default the contract's four rows */
 	size_t nmounts;
 	long key_lifetime_s; /* default 86400 */
+	/* The preparation of each owner's folders before its first pod
+	 * (sandbox/wsprep.h): on by default; the image runs the controller's
+	 * workspace-init (NULL: the controller's own, SBX_WSPREP_DEFAULT_IMAGE
+	 * when it cannot tell). */
+	int prep_enabled;
+	char *prep_image;
 	char *seal_key_file; /* default NULL */
 	struct sbx_pod_settings pod;
 	struct sbx_mutations mutations;

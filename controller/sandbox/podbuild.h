@@ -68,4 +68,19 @@ int sbx_pod_runtime_class(const cJSON *spec, const struct sbx_config *cfg, const
  * priorityClassName, imagePullSecrets, labels and annotations from cfg->pod. */
 cJSON *sbx_pod_build(const struct sbx_pod_params *p);
 
+/* The parts of sbx_pod_build another builder of the controller's pods shares
+ * (sandbox/wsprep.h). */
+/* Returns 1 iff cfg can be turned into volumes for owner (NULL: none). */
+int sbx_pod_config_usable(const struct sbx_config *cfg, const char *owner);
+/* Adds owner's workspace volumes (sbx_pod_build's) to pod spec ps and their
+ * mounts to container c: at the configured mount paths, or with mount_root
+ * at "<mount_root>/<i>" for the i-th configured mount. owner and cfg must
+ * have passed sbx_owner_valid and sbx_pod_config_usable. */
+void sbx_pod_add_workspace(cJSON *ps, cJSON *c, const struct sbx_config *cfg, const char *ns, const char *owner,
+			   const char *mount_root);
+/* Adds the operator's settings (labels and annotations to pod's metadata;
+ * nodeSelector, tolerations, priorityClassName, imagePullSecrets to pod spec
+ * ps), as validated when the config was loaded. */
+void sbx_pod_add_operator_settings(cJSON *pod, cJSON *ps, const struct sbx_pod_settings *s);
+
 #endif

@@ -1,5 +1,6 @@
 #include "sandbox/status.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const cJSON *sbx_status_condition(const cJSON *status, const char *type)
@@ -67,8 +68,14 @@ cJSON *sbx_status_build(const struct sbx_status_in *in, const cJSON *old_status,
 	cJSON *conds = cJSON_AddArrayToObject(s, "conditions");
 	cJSON_AddItemToArray(conds, condition(old_status, "Bound", in->bound, in->bound_reason,
 					      in->bound_message, in->generation, now));
-	cJSON_AddItemToArray(conds, condition(old_status, "Ready", in->ready, in->ready_reason,
-					      in->ready_message, in->generation, now));
+	char ready_msg[1024];
+	const char *rm = in->ready_message ? in->ready_message : "";
+	if (in->ready_detail[0]) {
+		snprintf(ready_msg, sizeof ready_msg, "%s: %s", rm, in->ready_detail);
+		rm = ready_msg;
+	}
+	cJSON_AddItemToArray(conds, condition(old_status, "Ready", in->ready, in->ready_reason, rm, in->generation,
+					      now));
 	return s;
 }
 

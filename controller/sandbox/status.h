@@ -26,6 +26,10 @@ struct sbx_status_in {
 	int ready;		  /* Ready condition: 1 True, 0 False */
 	const char *ready_reason; /* PodReady, PodPending, PodSucceeded, PodFailed, PodMissing, NotBound */
 	const char *ready_message;
+	/* Why the pod is not ready, in words (sandbox/podstate.h), written after
+	 * ready_message as "<ready_message>: <ready_detail>"; "" for none. A
+	 * copy of the struct carries it. */
+	char ready_detail[512];
 };
 
 /* Builds the new status object (caller frees). old_status is the Sandbox's

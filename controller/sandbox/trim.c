@@ -6,6 +6,7 @@
 #include "base/jsonget.h"
 #include "sandbox/authz.h"
 #include "sandbox/podbuild.h"
+#include "sandbox/podstate.h"
 
 static void copy_fields(cJSON *dst, const cJSON *src, const char *const *names)
 {
@@ -233,5 +234,8 @@ cJSON *sbx_trim_pod(const cJSON *obj)
 			break;
 		}
 	}
+	/* Why it does not run, for Ready's message (sandbox/podstate.h):
+	 * nothing for a running pod, under 1.5 KiB for one in trouble. */
+	sbx_pod_why_keep(s, st, SBX_CONTAINER);
 	return t;
 }

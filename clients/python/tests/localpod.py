@@ -37,7 +37,7 @@ def success() -> Tuple[int, bytes]:
 
 def nonzero(code: int) -> Tuple[int, bytes]:
     st = {"metadata": {}, "status": "Failure", "message": f"command terminated with non-zero exit code: {code}",
-          "reason": "NonZeroExitCode", "details": {"causes": [{"type": "ExitCode", "message": str(code)}]}}
+          "reason": "NonZeroExitCode", "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
     return 3, json.dumps(st).encode()
 
 

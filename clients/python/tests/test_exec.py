@@ -32,6 +32,19 @@ def test_exit_codes_from_the_status():
     assert _exec.exit_code_of(json.dumps(kwok).encode()) == 3
 
 
+def test_exit_code_from_a_real_kubelet():
+    # A real kubelet's status as it comes over the wire: metav1.StatusCause's
+    # Type is serialized as "reason", and the message ends in "exit code N"
+    # (seen on the real node of e2e/test_realnode.sh).
+    kubelet = {"metadata": {}, "status": "Failure",
+               "message": "command terminated with non-zero exit code: error executing command "
+                          "[sh -c echo out; echo oops >&2; exit 3], exit code 3",
+               "reason": "NonZeroExitCode", "details": {"causes": [{"reason": "ExitCode", "message": "3"}]}}
+    assert _exec.exit_code_of(json.dumps(kubelet).encode()) == 3
+    del kubelet["details"]
+    assert _exec.exit_code_of(json.dumps(kubelet).encode()) == 3
+
+
 @pytest.mark.parametrize("st", [
     {"status": "Failure", "reason": "InternalError", "message": "error executing command in container: cmd "
                                                               "start: /x: fork/exec /x: no such file or directory"},

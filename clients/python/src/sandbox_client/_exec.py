@@ -159,18 +159,19 @@ def _refusal(api_client: ApiClient, namespace: str, pod: str, container: str, ar
     return e
 
 
-_EXIT_STATUS = re.compile(r"exit status (\d{1,3})\s*$")
+_EXIT_STATUS = re.compile(r"exit (?:status|code) (\d{1,3})\s*$")
 
 
 def exit_code_of(status: bytes) -> int:
     """The exit code in the stream's final ``metav1.Status``.
 
     ``Success`` is 0; kubelet reports a non-zero exit as ``NonZeroExitCode``
-    with an ``ExitCode`` cause. Runtimes that lose that cause and report the
-    exit only in their message, ending in Go's ``exit status N`` (kwok's local
-    exec does: the e2e suite runs on it), give N. Anything else is an
-    :class:`ExecError` with the server's message: the command did not run
-    to an exit code."""
+    with an ``ExitCode`` cause (``metav1.StatusCause.Type``, which is
+    ``"reason"`` on the wire) and a message ending in ``exit code N``.
+    Runtimes that lose that cause and report the exit only in their message,
+    ending in Go's ``exit status N`` (kwok's local exec does), give N too.
+    Anything else is an :class:`ExecError` with the server's message: the
+    command did not run to an exit code."""
     try:
         st = json.loads(status.decode("utf-8", "replace")) if status.strip() else None
     except ValueError:
@@ -180,7 +181,7 @@ def exit_code_of(status: bytes) -> int:
     if st.get("status") == "Success":
         return 0
     for c in ((st.get("details") or {}).get("causes") or []):
-        if isinstance(c, dict) and c.get("type") == "ExitCode":
+        if isinstance(c, dict) and "ExitCode" in (c.get("reason"), c.get("type")):
             try:
                 return int(str(c.get("message")))
             except (TypeError, ValueError):
