@@ -11,6 +11,7 @@ void register_sandbox_status_tests(void);
 void register_sandbox_lifecycle_tests(void);
 void register_sandbox_claimrec_tests(void);
 void register_sandbox_pool_tests(void);
+void register_sandbox_quota_tests(void);
 
 void register_sandbox_tests(void)
 {
@@ -23,4 +24,5 @@ void register_sandbox_tests(void)
 	register_sandbox_lifecycle_tests();
 	register_sandbox_claimrec_tests();
 	register_sandbox_pool_tests();
+	register_sandbox_quota_tests();
 }
