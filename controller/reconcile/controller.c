@@ -17,6 +17,7 @@
 #include "reconcile/inforce.h"
 #include "reconcile/lifecycle.h"
 #include "reconcile/pool.h"
+#include "reconcile/quota.h"
 #include "reconcile/reconcile.h"
 #include "reconcile/records.h"
 #include "reconcile/strset.h"
@@ -25,19 +26,12 @@
 #include "sandbox/claimrec.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/poolspec.h"
+#include "sandbox/quota.h"
 #include "sandbox/trim.h"
 
 /* How long after a pod left the pod cache its scope reads records live:
  * far longer than one watch lags behind another while both are current. */
 #define PODS_GONE_MS 120000
-
-/* The kinds of the work queue's items (kube/workqueue.h), each keyed
- * "<ns>/<name>": a Sandbox's reconcile; a claim record's collection, queued
- * for when its key's lifetime ends (a timer, no poll); a warm pool's
- * reconcile. */
-enum sbx_work { SBX_WORK_SANDBOX,
-		SBX_WORK_CLAIM,
-		SBX_WORK_POOL };
 
 static void wq_depth(void *ctx, size_t d)
 {
@@ -104,6 +98,7 @@ static void enqueue_sandbox(void *ctx, const cJSON *obj)
 static void on_sandbox_add(void *ctx, const cJSON *obj)
 {
 	count_phase(obj, 1);
+	sbx_quota_on_sandbox(ctx, obj, 0);
 	enqueue_sandbox(ctx, obj);
 }
 
@@ -113,6 +108,7 @@ static void on_sandbox_update(void *ctx, const cJSON *old_obj, const cJSON *new_
 	int own = sbx_written_arrived(c->written, meta_str(new_obj, "uid"), meta_str(new_obj, "resourceVersion"));
 	count_phase(old_obj, -1);
 	count_phase(new_obj, 1);
+	sbx_quota_on_sandbox(c, new_obj, 0);
 	if (!own)
 		enqueue_sandbox(ctx, new_obj);
 }
@@ -125,6 +121,7 @@ static void on_sandbox_delete(void *ctx, const cJSON *obj)
 {
 	struct sbx_controller *c = ctx;
 	count_phase(obj, -1);
+	sbx_quota_on_sandbox(c, obj, 1);
 	const char *uid = meta_str(obj, "uid");
 	sbx_written_lagging(c->written, uid, NULL);
 	if (uid) {
@@ -215,6 +212,7 @@ static void on_pod_delete(void *ctx, const cJSON *pod)
 	const char *d = jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_DIGEST);
 	if (d)
 		sbx_strset_add_for(c->pods_gone, d, PODS_GONE_MS);
+	sbx_quota_on_pod_gone(c, pod); /* its quota slot goes with it */
 	on_pod_add(ctx, pod);
 }
 
@@ -235,7 +233,7 @@ static void on_claim(void *ctx, const cJSON *obj)
 	const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
 	const char *state = jstr(jobj(obj, "spec"), "state");
 	time_t until;
-	if (!ns || !name || !state || strcmp(state, "Expired") ||
+	if (!ns || !name || !state || (strcmp(state, "Expired") && strcmp(state, "Rejected")) ||
 	    ktime_parse_rfc3339(jstr(jobj(obj, "spec"), "keyExpiresAt"), &until) < 0)
 		return;
 	char key[600];
@@ -300,6 +298,7 @@ static void on_pool_pod_add(void *ctx, const cJSON *pod)
 {
 	struct sbx_controller *c = ctx;
 	sbx_pool_seen(c, jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_POOL));
+	sbx_quota_on_warm(c, pod, 1);
 	enqueue_pod_pool(c, pod);
 }
 
@@ -311,7 +310,33 @@ static void on_pool_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new
 
 static void on_pool_pod_delete(void *ctx, const cJSON *pod)
 {
+	sbx_quota_on_warm(ctx, pod, -1);
 	enqueue_pod_pool(ctx, pod);
+}
+
+/* Quotas: a changed quota writes its status and wakes its waiters; a quota
+ * slot taken or freed moves its owner's count (and a freed one wakes the
+ * first waiters). */
+static void on_quota(void *ctx, const cJSON *obj)
+{
+	sbx_quota_on_quota(ctx, obj);
+}
+
+static void on_quota_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	const cJSON *os = jobj(old_obj, "spec"), *ns = jobj(new_obj, "spec");
+	if (!cJSON_Compare(os, ns, 1) || !!meta_str(old_obj, "deletionTimestamp") != !!meta_str(new_obj, "deletionTimestamp"))
+		sbx_quota_on_quota(ctx, new_obj);
+}
+
+static void on_slot_add(void *ctx, const cJSON *obj)
+{
+	sbx_quota_on_slot(ctx, obj, 1);
+}
+
+static void on_slot_delete(void *ctx, const cJSON *obj)
+{
+	sbx_quota_on_slot(ctx, obj, -1);
 }
 
 /* One queued item: a Sandbox's reconcile, a claim record's collection or a
@@ -326,7 +351,10 @@ static int work(struct sbx_controller *c, int kind, const char *key, struct sbx_
 		return 0;
 	char *ns = xstrndup(key, (size_t)(slash - key));
 	res->timer = kind == SBX_WORK_CLAIM; /* collections wait for a key's expiry: never before other work */
-	int r = kind == SBX_WORK_CLAIM ? sbx_rec_collect(c, ns, slash + 1) : sbx_pool_reconcile(c, ns, slash + 1);
+	int r = kind == SBX_WORK_CLAIM	 ? sbx_rec_collect(c, ns, slash + 1)
+		: kind == SBX_WORK_QUOTA ? sbx_quota_reconcile(c, ns, slash + 1)
+		: kind == SBX_WORK_SLOT	 ? sbx_quota_collect_slot(c, ns, slash + 1)
+					 : sbx_pool_reconcile(c, ns, slash + 1);
 	free(ns);
 	return r;
 }
@@ -405,6 +433,8 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	static const struct informer_handlers ch = { on_claim, on_claim_update, NULL };
 	static const struct informer_handlers plh = { on_pool, on_pool_update, on_pool_delete };
 	static const struct informer_handlers pph = { on_pool_pod_add, on_pool_pod_update, on_pool_pod_delete };
+	static const struct informer_handlers qh = { on_quota, on_quota_update, on_quota };
+	static const struct informer_handlers sth = { on_slot_add, NULL, on_slot_delete };
 	sbx_ctl_metrics_register();
 	c->queue = workqueue_new();
 	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued,
@@ -426,6 +456,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->created_pods = sbx_written_new();
 	c->resume_starts = strmap_new(sizeof(double)); /* the times resumes were seen (lifecycle.c) */
 	c->pool_state = sbx_pool_state_new(c->warm_refill_qps);
+	c->quota_state = sbx_quota_state_new();
 	struct informer *sandboxes =
 	    informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, SBX_LABEL_DIGEST, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use.
@@ -453,6 +484,11 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	struct informer *pool_pods =
 	    informer_new(c->kc, "/api/v1/pods", SBX_LABEL_POOL, sbx_trim_pod, SBX_LABEL_POOL, &pph, c);
 	informer_set_dictionary(pool_pods, sbx_pod_dictionary);
+	struct informer *quotas = informer_new(c->kc, "/apis/" SBX_API "/" SBX_QUOTA_PLURAL, NULL, sbx_quota_trim,
+					       SBX_QUOTA_NS_INDEX, &qh, c);
+	/* The quota slots: SandboxClaims labelled with an owner key, by it. */
+	struct informer *slots = informer_new(c->kc, "/apis/" SBX_API "/" SBX_CLAIM_PLURAL, SBX_LABEL_QUOTA_OWNER,
+					      sbx_claimrec_trim, SBX_LABEL_QUOTA_OWNER, &sth, c);
 	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
 	c->sandboxes = sandboxes;
 	c->pods = pods;
@@ -460,9 +496,12 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->claims = claims;
 	c->pools = pools;
 	c->pool_pods = pool_pods;
+	c->quotas = quotas;
+	c->slots = slots;
 	pthread_mutex_unlock(&c->informers_mu);
 	if (informer_start(c->pods) < 0 || informer_start(c->claims) < 0 || informer_start(c->pool_pods) < 0 ||
-	    informer_start(c->pools) < 0 || informer_start(c->sandboxes) < 0 ||
+	    informer_start(c->pools) < 0 || informer_start(c->quotas) < 0 || informer_start(c->slots) < 0 ||
+	    informer_start(c->sandboxes) < 0 ||
 	    (c->webhooks && informer_start(c->webhooks) < 0)) {
 		snprintf(err, errlen, "cannot start the informers");
 		return -1;
@@ -471,11 +510,12 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 		return 0;
 	if (!informer_wait_synced(c->pods, timeout_ms) || !informer_wait_synced(c->sandboxes, timeout_ms) ||
 	    !informer_wait_synced(c->claims, timeout_ms) || !informer_wait_synced(c->pools, timeout_ms) ||
-	    !informer_wait_synced(c->pool_pods, timeout_ms) ||
+	    !informer_wait_synced(c->pool_pods, timeout_ms) || !informer_wait_synced(c->quotas, timeout_ms) ||
+	    !informer_wait_synced(c->slots, timeout_ms) ||
 	    (c->webhooks && !informer_wait_synced(c->webhooks, timeout_ms))) {
 		snprintf(err, errlen,
-			 "caches did not sync within %ld ms (are the Sandbox, SandboxClaim and SandboxWarmPool CRDs "
-			 "installed?)",
+			 "caches did not sync within %ld ms (are the Sandbox, SandboxClaim, SandboxWarmPool and "
+			 "SandboxQuota CRDs installed?)",
 			 timeout_ms);
 		return -1;
 	}
@@ -513,6 +553,7 @@ int sbx_controller_synced(struct sbx_controller *c)
 	int synced = c->sandboxes && c->pods && informer_wait_synced(c->sandboxes, 0) &&
 		     informer_wait_synced(c->pods, 0) && c->claims && informer_wait_synced(c->claims, 0) && c->pools &&
 		     informer_wait_synced(c->pools, 0) && c->pool_pods && informer_wait_synced(c->pool_pods, 0) &&
+		     c->quotas && informer_wait_synced(c->quotas, 0) && c->slots && informer_wait_synced(c->slots, 0) &&
 		     (!c->webhooks || informer_wait_synced(c->webhooks, 0));
 	pthread_mutex_unlock(&c->informers_mu);
 	return synced;
@@ -532,6 +573,10 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_stop(c->pools);
 	if (c->pool_pods)
 		informer_stop(c->pool_pods);
+	if (c->quotas)
+		informer_stop(c->quotas);
+	if (c->slots)
+		informer_stop(c->slots);
 	if (c->queue)
 		workqueue_shutdown(c->queue);
 	for (int i = 0; c->threads && i < c->workers; i++)
@@ -542,9 +587,15 @@ void sbx_controller_release(struct sbx_controller *c)
 		event_recorder_free(c->events);
 	pthread_mutex_lock(&c->informers_mu);
 	struct informer *sandboxes = c->sandboxes, *pods = c->pods, *webhooks = c->webhooks, *claims = c->claims;
-	struct informer *pools = c->pools, *pool_pods = c->pool_pods;
-	c->sandboxes = c->pods = c->webhooks = c->claims = c->pools = c->pool_pods = NULL;
+	struct informer *pools = c->pools, *pool_pods = c->pool_pods, *quotas = c->quotas, *slots = c->slots;
+	c->sandboxes = c->pods = c->webhooks = c->claims = c->pools = c->pool_pods = c->quotas = c->slots = NULL;
 	pthread_mutex_unlock(&c->informers_mu);
+	if (quotas)
+		informer_free(quotas);
+	if (slots)
+		informer_free(slots);
+	sbx_quota_state_free(c->quota_state);
+	c->quota_state = NULL;
 	if (pools)
 		informer_free(pools);
 	if (pool_pods)

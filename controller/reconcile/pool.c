@@ -16,6 +16,7 @@
 #include "obs/metrics.h"
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
+#include "reconcile/quota.h"
 #include "reconcile/state.h"
 #include "sandbox/authz.h"
 #include "sandbox/podbuild.h"
@@ -318,19 +319,28 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		goto out;
 	}
 	long inflight = pending(c->pool_state, p.uid);
-	if (have > p.replicas) {
+	/* Never more than replicas, nor more than the owner's quota of warm
+	 * pods allows (every pool of the owner's counted): over it (racing
+	 * replicas both filled), the extras go. */
+	char quota_why[320] = "";
+	long room = 0, cap = p.replicas;
+	if (sbx_quota_warm_room(c, ns, p.owner, &room, quota_why, sizeof quota_why) && have + room < cap)
+		cap = have + room > 0 ? have + room : 0;
+	else
+		quota_why[0] = '\0';
+	if (have > cap) {
 		/* Too many: the extras go, not-ready and newest first. */
 		size_t n = (size_t)have;
 		const cJSON **v = xcalloc(n, sizeof *v);
 		size_t i = 0;
 		cJSON_ArrayForEach(m, current) v[i++] = m;
 		qsort(v, n, sizeof *v, extra_first);
-		for (i = 0; i < (size_t)(have - p.replicas); i++)
+		for (i = 0; i < (size_t)(have - cap); i++)
 			r |= delete_member(c, ns, v[i]);
 		free(v);
 	} else {
-		/* Never more than replicas, creates in flight included. */
-		long want = p.replicas - have - inflight;
+		/* Creates in flight included. */
+		long want = cap - have - inflight;
 		for (long i = 0; i < want; i++) {
 			if (!token_bucket_try(&c->pool_state->refill)) {
 				r = r < 0 ? r : 200; /* the refill rate: look again shortly */
@@ -340,7 +350,8 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 				r = -1;
 		}
 	}
-	snprintf(msg, sizeof msg, "%ld of %ld warm pods ready", ready, p.replicas);
+	snprintf(msg, sizeof msg, "%ld of %ld warm pods ready%s%s", ready, p.replicas,
+		 quota_why[0] ? "; no more for now: its quota: " : "", quota_why);
 	int full = ready >= p.replicas && have <= p.replicas;
 	int w = write_pool_status(c, &p, have < p.replicas ? have : p.replicas, ready, since, full,
 				  full ? "Full" : "Filling", msg);
