@@ -665,6 +665,8 @@ static int start_webhook(struct app *a)
 		.kc = a->wkc,
 		.sandboxes = a->ctl.sandboxes,
 		.pods = a->ctl.pods,
+		.quotas = a->ctl.quotas,
+		.slots = a->ctl.slots,
 		.client_ca_file = o->webhook_client_ca,
 		.client_names = a->client_names[0] ? (const char *const *)a->client_names : NULL,
 	};
