@@ -195,7 +195,9 @@ test_e_resume_authorized_anew() {
   out=$(lifecycle_patch "$BOB" rz '{"suspend":false}') && fail "bob resumed alice's sandbox"
   expect_match "$out" 'may not use workspace owner "alice"' "bob's resume names the owner"
   kubectl delete rolebinding -n team-a workspace-alice >/dev/null
-  sleep 1
+  # the webhook keeps an allowed answer 10 s (docs/admission.md): the
+  # revocation holds once that has passed
+  sleep 11
   out=$(lifecycle_patch "$ALICE" rz '{"suspend":false}') && fail "alice resumed without use on alice"
   expect_match "$out" '"use" on workspaces.sandbox.dev "alice"' "the refusal names the permission"
   expect_eq "$(phase team-a rz)" Suspended "still suspended"
