@@ -624,7 +624,8 @@ static int start_caches(struct app *a)
 	for (int waited = 0; !a->sig && !sbx_controller_synced(&a->ctl); waited += 200) {
 		if (waited >= 120000) {
 			log_kv(LOG_ERROR, "cannot start the controller", "error",
-			       "caches did not sync within 120 s (is the Sandbox CRD installed?)");
+			       "caches did not sync within 120 s (are the Sandbox, SandboxClaim, SandboxWarmPool and "
+			       "SandboxQuota CRDs installed?)");
 			return -1;
 		}
 		a->sig = wait_signal(&a->sigs, 200);
