@@ -261,5 +261,46 @@ test_h_admission_refuses_early() {
   controller_stop "$c"
 }
 
+# A Sandbox unbound for another reason than the quota (here the API refuses
+# its pod: a policy) holds its slot but is not in the line: the next one
+# binds in the free slot instead of waiting behind it.
+test_j_a_sandbox_stuck_otherwise_holds_no_one_back() {
+  new_namespace qj
+  kubectl label namespace qj quota-e2e=qj >/dev/null
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: quota-paused-image}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  validations:
+  - expression: "object.spec.containers.all(c, c.image != 'registry.local/paused:1')"
+    message: "this image is paused"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: quota-paused-image}
+spec:
+  policyName: quota-paused-image
+  validationActions: [Deny]
+  matchResources: {namespaceSelector: {matchLabels: {quota-e2e: qj}}}
+YAML
+  sleep 3
+  quota qj alice alice 2 Queue
+  controller_start quota-j
+  local pid=$CTL_PID
+  sandbox qj stuck registry.local/paused:1 kj1 alice >/dev/null
+  wait_for 30 eval '[ "$(reason_of qj stuck)" = Waiting ]' || fail "stuck: $(reason_of qj stuck)"
+  sleep 1.1 # next arrives after stuck (creation times are in whole seconds; "next" < "stuck")
+  sandbox qj next $IMG kj2 alice >/dev/null
+  wait_for 20 bound qj next || fail "next waits behind a Sandbox that holds its slot: $(reason_of qj next)"
+  expect_eq "$(slots qj)" 2 "slots: the stuck one's and next's"
+  kubectl delete validatingadmissionpolicybinding quota-paused-image >/dev/null
+  kubectl delete validatingadmissionpolicy quota-paused-image >/dev/null
+  controller_stop "$pid"
+}
+
 setup
 e2e_main
