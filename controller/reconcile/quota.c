@@ -197,7 +197,8 @@ static void touch_quotas(struct sbx_controller *c, const char *ns)
 }
 
 /* 1 when the Sandbox obj wants a slot now: not going, not suspended, not
- * expired or refused, and not holding a pod (unbound, or a resume). */
+ * expired or refused, and not holding a pod: new, waiting for a slot
+ * (QuotaWaiting), or a resume. */
 static int wants_slot(const cJSON *obj, const struct sbx_lifecycle *lc, time_t now)
 {
 	const cJSON *st = jobj(obj, "status");
@@ -207,7 +208,13 @@ static int wants_slot(const cJSON *obj, const struct sbx_lifecycle *lc, time_t n
 	if (phase && (!strcmp(phase, "Rejected") || !strcmp(phase, "Expired")))
 		return 0;
 	int bound = jstr(st, "podName") && jstr(st, "podUID") && jstr(st, "binding");
-	return !bound || (phase && !strcmp(phase, "Suspended"));
+	if (phase && !strcmp(phase, "Suspended"))
+		return 1; /* a resume */
+	/* Unbound for another reason (its owner not authorized, a foreign pod,
+	 * the API refusing its pod while it holds a slot): not in the line, so
+	 * it never holds back those behind it. */
+	const char *reason = jstr(sbx_status_condition(st, "Bound"), "reason");
+	return !bound && (!reason || !strcmp(reason, "QuotaWaiting"));
 }
 
 void sbx_quota_on_sandbox(struct sbx_controller *c, const cJSON *obj, int gone)
@@ -396,9 +403,22 @@ static int held_by(const struct sbx_controller *c, const cJSON *slot, const stru
 	       !strcmp(rec.digest, v->scope.digest) && !strcmp(rec.pod_name, claim);
 }
 
+/* 1 when a slot of slots (verified) is held by the intent digest. */
+static int holds_slot(const cJSON *slots, const char *digest)
+{
+	const cJSON *sl;
+	cJSON_ArrayForEach(sl, slots)
+	{
+		const char *d = jstr(jobj(sl, "spec"), "scopeDigest");
+		if (d && !strcmp(d, digest))
+			return 1;
+	}
+	return 0;
+}
+
 /* The number of distinct intents (digests) waiting ahead of v among its
- * owner's waiters, v's own intent aside. */
-static long rank_of(struct sbx_controller *c, const char *key, const struct sbx_view *v)
+ * owner's waiters, v's own intent and those holding one of slots aside. */
+static long rank_of(struct sbx_controller *c, const char *key, const struct sbx_view *v, const cJSON *slots)
 {
 	struct sbx_quota_state *s = c->quota_state;
 	struct seen {
@@ -410,8 +430,8 @@ static long rank_of(struct sbx_controller *c, const char *key, const struct sbx_
 	struct owner_stat *o;
 	HASH_FIND_STR(s->owners, key, o);
 	for (size_t i = 0; o && i < o->nw && waiter_before(&o->w[i], v->created, v->name); i++) {
-		if (!strcmp(o->w[i].digest, v->scope.digest))
-			continue;
+		if (!strcmp(o->w[i].digest, v->scope.digest) || holds_slot(slots, o->w[i].digest))
+			continue; /* v's own intent, or one that holds a slot already (counted in held) */
 		HASH_FIND_STR(seen, o->w[i].digest, e);
 		if (e)
 			continue;
@@ -533,7 +553,7 @@ enum sbx_quota_verdict sbx_quota_admit(struct sbx_controller *c, struct sbx_view
 		if (held_by(c, sl, v, claim))
 			verdict = SBX_QUOTA_ADMIT; /* another Sandbox of the intent, or an earlier try, took it */
 	}
-	long ahead = q.reject || resume ? 0 : rank_of(c, key, v);
+	long ahead = q.reject || resume ? 0 : rank_of(c, key, v, slots);
 	for (long n = 0; verdict == SBX_QUOTA_WAIT && held < q.max_active && ahead < q.max_active - held &&
 			 n < q.max_active;
 	     n++) {

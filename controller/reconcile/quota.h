@@ -13,11 +13,13 @@
  * controller deletes it as soon as it sees the pod gone), and a suspended
  * Sandbox holds none, so its resume needs one again.
  *
- * Arrival order: the Sandboxes of an owner that want a slot (unbound, or a
- * resume) are ordered by creationTimestamp, then name; every replica sees
- * the same order from its cache. A Sandbox takes a free slot only when
- * fewer intents are ahead of it than slots are free, so a freed slot goes to
- * the longest waiting; a freed slot wakes the first waiters.
+ * Arrival order: the Sandboxes of an owner that want a slot (new, waiting
+ * with QuotaWaiting, or a resume; not one unbound for another reason) are
+ * ordered by creationTimestamp, then name; every replica sees the same
+ * order from its cache. A Sandbox takes a free slot only when fewer intents
+ * are ahead of it (those holding a slot aside) than slots are free, so a
+ * freed slot goes to the longest waiting; a freed slot wakes the first
+ * waiters.
  *
  * What the cache sees per owner key (slots held, warm pods, suspended and
  * waiting Sandboxes) is kept here from the informers' events, for the
