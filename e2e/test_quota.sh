@@ -261,6 +261,45 @@ test_h_admission_refuses_early() {
   controller_stop "$c"
 }
 
+# The controller SIGKILLed right after it took a quota slot (before the
+# pod) and right after it stored a Reject outcome (before the status): after
+# a restart, one pod per intent, the slot it took is the pod's (no second
+# slot, no slot leaked to a waiter), the refusal stays the key's outcome.
+test_i_crash_after_quota_writes() {
+  new_namespace qi
+  quota qi alice alice 1 Reject
+  local point pid
+  point=after-quota-slot
+  rm -f "$E2E_DIR/once-$point"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" controller_start "crash-$point"
+  pid=$CTL_PID
+  sandbox qi c1 $IMG kc1 alice >/dev/null
+  wait_dead "$pid" 30 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
+  [ -f "$E2E_DIR/once-$point" ] || fail "$point: the controller died without reaching the point"
+  expect_eq "$(slots qi)" 1 "$point: the slot was taken before the crash"
+  point=after-quota-reject-record
+  rm -f "$E2E_DIR/once-$point"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" controller_start "crash-$point"
+  pid=$CTL_PID
+  wait_for 40 bound qi c1 || fail "c1 not bound after the restart: $(reason_of qi c1)"
+  sandbox qi c2 $IMG kc2 alice >/dev/null
+  wait_dead "$pid" 30 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
+  [ -f "$E2E_DIR/once-$point" ] || fail "$point: the controller died without reaching the point"
+  controller_start after-crashes
+  pid=$CTL_PID
+  wait_for 40 eval '[ "$(reason_of qi c2)" = QuotaExceeded ]' || fail "c2 after the restart: $(reason_of qi c2)"
+  expect_match "$(jp qi sandbox c2 '{.status.conditions[?(@.type=="Bound")].message}')" "alice.*1 of 1" "c2's message"
+  sandbox qi c1-again $IMG kc1 alice >/dev/null
+  wait_for 40 bound qi c1-again || fail "c1-again (one intent with c1) not bound"
+  sleep 2
+  expect_eq "$(pod_count qi)" 1 "pods"
+  expect_eq "$(slots qi)" 1 "slots"
+  expect_eq "$(kubectl get pods -n qi -o jsonpath='{.items[0].metadata.name}')" \
+    "$(kubectl get sbxclaim -n qi -o jsonpath='{range .items[?(@.spec.state=="Slot")]}{.metadata.ownerReferences[0].name}{end}')" \
+    "the slot is owned by the pod"
+  controller_stop "$pid"
+}
+
 # A Sandbox unbound for another reason than the quota (here the API refuses
 # its pod: a policy) holds its slot but is not in the line: the next one
 # binds in the free slot instead of waiting behind it.
