@@ -637,7 +637,8 @@ static int start_caches(struct app *a)
 	for (int waited = 0; !a->sig && !sbx_controller_synced(&a->ctl); waited += 200) {
 		if (waited >= 120000) {
 			log_kv(LOG_ERROR, "cannot start the controller", "error",
-			       "caches did not sync within 120 s (is the Sandbox CRD installed?)");
+			       "caches did not sync within 120 s (are the Sandbox, SandboxClaim, SandboxWarmPool and "
+			       "SandboxQuota CRDs installed?)");
 			return -1;
 		}
 		a->sig = wait_signal(&a->sigs, 200);
@@ -678,6 +679,8 @@ static int start_webhook(struct app *a)
 		.kc = a->wkc,
 		.sandboxes = a->ctl.sandboxes,
 		.pods = a->ctl.pods,
+		.quotas = a->ctl.quotas,
+		.slots = a->ctl.slots,
 		.client_ca_file = o->webhook_client_ca,
 		.client_names = a->client_names[0] ? (const char *const *)a->client_names : NULL,
 	};

@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "sandbox/claimrec.h"
+#include "sandbox/podbuild.h"
+#include "sandbox/quota.h"
 #include "test_suites.h"
 
 void register_sandbox_claimrec_tests(void);
@@ -80,7 +82,43 @@ static void test_roundtrip_and_seal(void)
 	sbx_seal_keys_release(&both);
 }
 
+static void test_slot_record(void)
+{
+	struct sbx_seal_keys k;
+	char why[128], key[33];
+	load(&k, "0123456789abcdef0123456789abcdef-one");
+	CU_ASSERT_EQUAL_FATAL(sbx_quota_owner_key("team-a", "alice", key), 0);
+	/* a quota slot (sandbox/quota.h) held by a generation */
+	struct sbx_claimrec r = sample(), out;
+	r.state = SBX_CLAIM_SLOT;
+	sbx_quota_slot_name(key, 3, r.name, sizeof r.name);
+	cJSON *refs = cJSON_Parse("[{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"p\",\"uid\":\"pu\"},"
+				  "{\"apiVersion\":\"x/v1\",\"kind\":\"Secret\",\"name\":\"s\",\"uid\":\"su\"}]");
+	cJSON *o = sbx_claimrec_build(&r, "team-a", &k, refs);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+	/* labelled with the owner key, not the digest */
+	const cJSON *l = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "labels");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(l, SBX_LABEL_QUOTA_OWNER)->valuestring, key);
+	CU_ASSERT_PTR_NULL(cJSON_GetObjectItem(l, SBX_LABEL_DIGEST));
+	cJSON *t = sbx_claimrec_trim(o);
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(t, "team-a", &k, &out, why, sizeof why), 0);
+	CU_ASSERT_EQUAL(out.state, SBX_CLAIM_SLOT);
+	CU_ASSERT_STRING_EQUAL(sbx_claim_state_str(out.state), "Slot");
+	/* the Pod reference kept with its kind, the foreign one dropped */
+	const cJSON *kept = cJSON_GetObjectItem(cJSON_GetObjectItem(t, "metadata"), "ownerReferences");
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(kept), 1);
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(cJSON_GetArrayItem(kept, 0), "kind")->valuestring, "Pod");
+	/* an unknown state is malformed */
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(t, "spec"), "state", cJSON_CreateString("Slots"));
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(t, "team-a", &k, &out, why, sizeof why), -1);
+	cJSON_Delete(t);
+	cJSON_Delete(o);
+	cJSON_Delete(refs);
+	sbx_seal_keys_release(&k);
+}
+
 void register_sandbox_claimrec_tests(void)
 {
-	SBX_SUITE("sandbox/claimrec", { "built, sealed, trimmed, verified", test_roundtrip_and_seal });
+	SBX_SUITE("sandbox/claimrec", { "built, sealed, trimmed, verified", test_roundtrip_and_seal },
+		  { "a quota slot: labelled by its owner key, its Pod owner kept", test_slot_record });
 }

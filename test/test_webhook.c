@@ -347,6 +347,8 @@ struct fake {
 	const char *pod_owner; /* the owner of every sbx- pod; "" none; NULL: no such pod */
 	int pod_error;	       /* 1: pods cannot be read */
 	int pod_reads;
+	int quota_full; /* quota_refuses answers 1 */
+	char quota_owner[64], quota_digest[40];
 };
 
 static int fake_may_use(void *ctx, const cJSON *ui, const char *ns, const char *owner, char *why, size_t n)
@@ -376,13 +378,22 @@ static int fake_pod_owner(void *ctx, const char *ns, const char *name, char *own
 	return 1;
 }
 
+static int fake_quota_refuses(void *ctx, const char *ns, const char *owner, const char *digest, char *msg, size_t n)
+{
+	struct fake *f = ctx;
+	snprintf(f->quota_owner, sizeof f->quota_owner, "%s", owner ? owner : "-");
+	snprintf(f->quota_digest, sizeof f->quota_digest, "%s", digest);
+	snprintf(msg, n, "workspace owner %s holds 1 of 1 active sandboxes in namespace %s", owner ? owner : "-", ns);
+	return f->quota_full;
+}
+
 static const unsigned char *const POLICY_KEYS[] = { KEY1 };
 static const size_t POLICY_LENS[] = { sizeof KEY1 - 1 };
 
 static struct wh_sandbox_policy policy(struct fake *f)
 {
 	struct wh_sandbox_policy p = { POLICY_KEYS, POLICY_LENS, 1, SBX_OWNER_AUTHZ_ACCESS_REVIEW, 86400,
-				       fake_may_use, fake_by_digest, fake_pod_owner, f };
+				       fake_may_use, fake_by_digest, fake_pod_owner, NULL, f };
 	return p;
 }
 
@@ -614,6 +625,38 @@ static char *stamped_object(struct wh_sandbox_policy *p, const char *user, const
 	free(resp);
 	wh_verdict_release(&v);
 	return out;
+}
+
+static void test_validate_quota_full(void)
+{
+	struct fake f = { .sar_answer = 1 };
+	struct wh_sandbox_policy p = policy(&f);
+	p.quota_refuses = fake_quota_refuses;
+	char *mine = stamped_object(&p, "alice", "alice-second", SPEC_ALICE);
+	struct wh_verdict v;
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	CU_ASSERT_STRING_EQUAL(f.quota_owner, "alice");
+	CU_ASSERT_EQUAL(strlen(f.quota_digest), 32); /* the request's scope: a retry of an intent passes */
+	wh_verdict_release(&v);
+	f.quota_full = 1;
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 403);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "exceeded quota: workspace owner alice holds 1 of 1"));
+	wh_verdict_release(&v);
+	/* counts are told only to the API server */
+	decide_authenticated = 0;
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	decide_authenticated = 1;
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_PTR_NULL(strstr(v.message, "1 of 1"));
+	wh_verdict_release(&v);
+	/* updates (a resume waits in the controller) are not refused */
+	decide(&p, 0, "UPDATE", "alice", mine, mine, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	free(mine);
 }
 
 static void test_validate_key_conflict(void)
@@ -1119,6 +1162,7 @@ void register_webhook_tests(void)
 		  { "namespace mode", test_namespace_mode_skips_review },
 		  { "update guards", test_validate_update_guards },
 		  { "key conflict 422", test_validate_key_conflict },
+		  { "a full Reject quota refuses a new intent early", test_validate_quota_full },
 		  { "generateName: the webhook names the Sandbox", test_mutate_names_generate_name },
 		  { "key conflict: the holder only for the API server", test_validate_key_conflict_unauthenticated },
 		  { "exec gate: sandbox pods only for those who may use the owner", test_pod_connect_gate },

@@ -17,6 +17,7 @@
 #include "reconcile/inforce.h"
 #include "reconcile/lifecycle.h"
 #include "reconcile/pool.h"
+#include "reconcile/quota.h"
 #include "reconcile/reconcile.h"
 #include "reconcile/records.h"
 #include "reconcile/strset.h"
@@ -26,6 +27,7 @@
 #include "sandbox/claimrec.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/poolspec.h"
+#include "sandbox/quota.h"
 #include "sandbox/trim.h"
 #include "sandbox/wsprep.h"
 
@@ -98,6 +100,7 @@ static void enqueue_sandbox(void *ctx, const cJSON *obj)
 static void on_sandbox_add(void *ctx, const cJSON *obj)
 {
 	count_phase(obj, 1);
+	sbx_quota_on_sandbox(ctx, obj, 0);
 	enqueue_sandbox(ctx, obj);
 }
 
@@ -107,6 +110,7 @@ static void on_sandbox_update(void *ctx, const cJSON *old_obj, const cJSON *new_
 	int own = sbx_written_arrived(c->written, meta_str(new_obj, "uid"), meta_str(new_obj, "resourceVersion"));
 	count_phase(old_obj, -1);
 	count_phase(new_obj, 1);
+	sbx_quota_on_sandbox(c, new_obj, 0);
 	if (!own)
 		enqueue_sandbox(ctx, new_obj);
 }
@@ -119,6 +123,7 @@ static void on_sandbox_delete(void *ctx, const cJSON *obj)
 {
 	struct sbx_controller *c = ctx;
 	count_phase(obj, -1);
+	sbx_quota_on_sandbox(c, obj, 1);
 	const char *uid = meta_str(obj, "uid");
 	sbx_written_lagging(c->written, uid, NULL);
 	if (uid) {
@@ -209,6 +214,7 @@ static void on_pod_delete(void *ctx, const cJSON *pod)
 	const char *d = jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_DIGEST);
 	if (d)
 		sbx_strset_add_for(c->pods_gone, d, PODS_GONE_MS);
+	sbx_quota_on_pod_gone(c, pod); /* its quota slot goes with it */
 	on_pod_add(ctx, pod);
 }
 
@@ -229,7 +235,7 @@ static void on_claim(void *ctx, const cJSON *obj)
 	const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
 	const char *state = jstr(jobj(obj, "spec"), "state");
 	time_t until;
-	if (!ns || !name || !state || strcmp(state, "Expired") ||
+	if (!ns || !name || !state || (strcmp(state, "Expired") && strcmp(state, "Rejected")) ||
 	    ktime_parse_rfc3339(jstr(jobj(obj, "spec"), "keyExpiresAt"), &until) < 0)
 		return;
 	char key[600];
@@ -294,6 +300,7 @@ static void on_pool_pod_add(void *ctx, const cJSON *pod)
 {
 	struct sbx_controller *c = ctx;
 	sbx_pool_seen(c, jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_POOL));
+	sbx_quota_on_warm(c, pod, 1);
 	enqueue_pod_pool(c, pod);
 }
 
@@ -305,6 +312,7 @@ static void on_pool_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new
 
 static void on_pool_pod_delete(void *ctx, const cJSON *pod)
 {
+	sbx_quota_on_warm(ctx, pod, -1);
 	enqueue_pod_pool(ctx, pod);
 }
 
@@ -324,6 +332,31 @@ static void on_prep_pod_delete(void *ctx, const cJSON *pod)
 	sbx_ws_on_prep_pod(ctx, pod, 1);
 }
 
+/* Quotas: a changed quota writes its status and wakes its waiters; a quota
+ * slot taken or freed moves its owner's count (and a freed one wakes the
+ * first waiters). */
+static void on_quota(void *ctx, const cJSON *obj)
+{
+	sbx_quota_on_quota(ctx, obj);
+}
+
+static void on_quota_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	const cJSON *os = jobj(old_obj, "spec"), *ns = jobj(new_obj, "spec");
+	if (!cJSON_Compare(os, ns, 1) || !!meta_str(old_obj, "deletionTimestamp") != !!meta_str(new_obj, "deletionTimestamp"))
+		sbx_quota_on_quota(ctx, new_obj);
+}
+
+static void on_slot_add(void *ctx, const cJSON *obj)
+{
+	sbx_quota_on_slot(ctx, obj, 1);
+}
+
+static void on_slot_delete(void *ctx, const cJSON *obj)
+{
+	sbx_quota_on_slot(ctx, obj, -1);
+}
+
 /* One queued item: a Sandbox's reconcile, a claim record's collection or a
  * pool's reconcile, its key "<ns>/<name>". */
 static int work(struct sbx_controller *c, int kind, const char *key, struct sbx_reconcile_result *res)
@@ -336,7 +369,10 @@ static int work(struct sbx_controller *c, int kind, const char *key, struct sbx_
 		return 0;
 	char *ns = xstrndup(key, (size_t)(slash - key));
 	res->timer = kind == SBX_WORK_CLAIM; /* collections wait for a key's expiry: never before other work */
-	int r = kind == SBX_WORK_CLAIM ? sbx_rec_collect(c, ns, slash + 1) : sbx_pool_reconcile(c, ns, slash + 1);
+	int r = kind == SBX_WORK_CLAIM	 ? sbx_rec_collect(c, ns, slash + 1)
+		: kind == SBX_WORK_QUOTA ? sbx_quota_reconcile(c, ns, slash + 1)
+		: kind == SBX_WORK_SLOT	 ? sbx_quota_collect_slot(c, ns, slash + 1)
+					 : sbx_pool_reconcile(c, ns, slash + 1);
 	free(ns);
 	return r;
 }
@@ -416,6 +452,8 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	static const struct informer_handlers plh = { on_pool, on_pool_update, on_pool_delete };
 	static const struct informer_handlers pph = { on_pool_pod_add, on_pool_pod_update, on_pool_pod_delete };
 	static const struct informer_handlers wph = { on_prep_pod_add, on_prep_pod_update, on_prep_pod_delete };
+	static const struct informer_handlers qh = { on_quota, on_quota_update, on_quota };
+	static const struct informer_handlers sth = { on_slot_add, NULL, on_slot_delete };
 	sbx_ctl_metrics_register();
 	c->queue = workqueue_new();
 	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued,
@@ -440,6 +478,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->prep_waiters = sbx_ws_waiters_new();
 	c->resume_starts = strmap_new(sizeof(double)); /* the times resumes were seen (lifecycle.c) */
 	c->pool_state = sbx_pool_state_new(c->warm_refill_qps);
+	c->quota_state = sbx_quota_state_new();
 	struct informer *sandboxes =
 	    informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, SBX_LABEL_DIGEST, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use.
@@ -471,6 +510,11 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	 * reserved to the controller like the others. */
 	struct informer *prep_pods =
 	    informer_new(c->kc, "/api/v1/pods", SBX_LABEL_WS_INIT, sbx_wsprep_trim, NULL, &wph, c);
+	struct informer *quotas = informer_new(c->kc, "/apis/" SBX_API "/" SBX_QUOTA_PLURAL, NULL, sbx_quota_trim,
+					       SBX_QUOTA_NS_INDEX, &qh, c);
+	/* The quota slots: SandboxClaims labelled with an owner key, by it. */
+	struct informer *slots = informer_new(c->kc, "/apis/" SBX_API "/" SBX_CLAIM_PLURAL, SBX_LABEL_QUOTA_OWNER,
+					      sbx_claimrec_trim, SBX_LABEL_QUOTA_OWNER, &sth, c);
 	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
 	c->sandboxes = sandboxes;
 	c->pods = pods;
@@ -479,10 +523,12 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->pools = pools;
 	c->pool_pods = pool_pods;
 	c->prep_pods = prep_pods;
+	c->quotas = quotas;
+	c->slots = slots;
 	pthread_mutex_unlock(&c->informers_mu);
 	if (informer_start(c->pods) < 0 || informer_start(c->claims) < 0 || informer_start(c->pool_pods) < 0 ||
-	    informer_start(c->prep_pods) < 0 ||
-	    informer_start(c->pools) < 0 || informer_start(c->sandboxes) < 0 ||
+	    informer_start(c->prep_pods) < 0 || informer_start(c->pools) < 0 || informer_start(c->quotas) < 0 ||
+	    informer_start(c->slots) < 0 || informer_start(c->sandboxes) < 0 ||
 	    (c->webhooks && informer_start(c->webhooks) < 0)) {
 		snprintf(err, errlen, "cannot start the informers");
 		return -1;
@@ -492,10 +538,11 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	if (!informer_wait_synced(c->pods, timeout_ms) || !informer_wait_synced(c->sandboxes, timeout_ms) ||
 	    !informer_wait_synced(c->claims, timeout_ms) || !informer_wait_synced(c->pools, timeout_ms) ||
 	    !informer_wait_synced(c->pool_pods, timeout_ms) || !informer_wait_synced(c->prep_pods, timeout_ms) ||
+	    !informer_wait_synced(c->quotas, timeout_ms) || !informer_wait_synced(c->slots, timeout_ms) ||
 	    (c->webhooks && !informer_wait_synced(c->webhooks, timeout_ms))) {
 		snprintf(err, errlen,
-			 "caches did not sync within %ld ms (are the Sandbox, SandboxClaim and SandboxWarmPool CRDs "
-			 "installed?)",
+			 "caches did not sync within %ld ms (are the Sandbox, SandboxClaim, SandboxWarmPool and "
+			 "SandboxQuota CRDs installed?)",
 			 timeout_ms);
 		return -1;
 	}
@@ -533,7 +580,8 @@ int sbx_controller_synced(struct sbx_controller *c)
 	int synced = c->sandboxes && c->pods && informer_wait_synced(c->sandboxes, 0) &&
 		     informer_wait_synced(c->pods, 0) && c->claims && informer_wait_synced(c->claims, 0) && c->pools &&
 		     informer_wait_synced(c->pools, 0) && c->pool_pods && informer_wait_synced(c->pool_pods, 0) &&
-		     c->prep_pods && informer_wait_synced(c->prep_pods, 0) &&
+		     c->prep_pods && informer_wait_synced(c->prep_pods, 0) && c->quotas &&
+		     informer_wait_synced(c->quotas, 0) && c->slots && informer_wait_synced(c->slots, 0) &&
 		     (!c->webhooks || informer_wait_synced(c->webhooks, 0));
 	pthread_mutex_unlock(&c->informers_mu);
 	return synced;
@@ -555,6 +603,10 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_stop(c->pool_pods);
 	if (c->prep_pods)
 		informer_stop(c->prep_pods);
+	if (c->quotas)
+		informer_stop(c->quotas);
+	if (c->slots)
+		informer_stop(c->slots);
 	if (c->queue)
 		workqueue_shutdown(c->queue);
 	for (int i = 0; c->threads && i < c->workers; i++)
@@ -566,10 +618,18 @@ void sbx_controller_release(struct sbx_controller *c)
 	pthread_mutex_lock(&c->informers_mu);
 	struct informer *sandboxes = c->sandboxes, *pods = c->pods, *webhooks = c->webhooks, *claims = c->claims;
 	struct informer *pools = c->pools, *pool_pods = c->pool_pods, *prep_pods = c->prep_pods;
+	struct informer *quotas = c->quotas, *slots = c->slots;
 	c->sandboxes = c->pods = c->webhooks = c->claims = c->pools = c->pool_pods = c->prep_pods = NULL;
+	c->quotas = c->slots = NULL;
 	pthread_mutex_unlock(&c->informers_mu);
 	if (prep_pods)
 		informer_free(prep_pods);
+	if (quotas)
+		informer_free(quotas);
+	if (slots)
+		informer_free(slots);
+	sbx_quota_state_free(c->quota_state);
+	c->quota_state = NULL;
 	if (pools)
 		informer_free(pools);
 	if (pool_pods)

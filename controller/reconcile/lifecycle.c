@@ -15,6 +15,7 @@
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/examine.h"
 #include "reconcile/inforce.h"
+#include "reconcile/quota.h"
 #include "reconcile/records.h"
 #include "reconcile/state.h"
 #include "reconcile/strset.h"
@@ -215,6 +216,8 @@ int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v)
 		int w = sbx_rc_write_status_guarded(c, v, &in);
 		if (w < 0 || w == REQUEUE_BUSY_MS)
 			return w;
+		if (!bound)
+			sbx_quota_release_pending(c, v);
 		if (once(c, v, "expired", NULL)) {
 			obs_metric_add(sbx_m.expirations, NULL, 1);
 			sbx_rc_event(c, v, "Normal", "SandboxExpired", msg);
@@ -259,6 +262,8 @@ int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound)
 	int w = sbx_rc_write_status_guarded(c, v, &in);
 	if (w < 0 || w == REQUEUE_BUSY_MS)
 		return w;
+	if (!bound)
+		sbx_quota_release_pending(c, v); /* a slot taken before its pod existed */
 	if (once(c, v, "suspended", "resumed")) {
 		obs_metric_add(sbx_m.suspensions, NULL, 1);
 		sbx_rc_event(c, v, "Normal", "SandboxSuspended", msg);
@@ -385,11 +390,25 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 	struct kube_error err;
 	int created = 0;
 	if (!pod) {
-		char claim[80];
+		char claim[80], qmsg[700];
 		if (claim_name_for(c, v, pod_name, claim, sizeof claim) < 0)
 			return REQUEUE_WAIT_MS; /* its record is not in the cache yet */
 		if (!sbx_rc_workspace_ready(c, v, &r))
 			return r;
+		/* A resume counts: the generation needs one of its owner's quota
+		 * slots again (it waits for one, whatever the quota's mode). */
+		enum sbx_quota_verdict qv = sbx_quota_admit(c, v, claim, 1, qmsg, sizeof qmsg);
+		if (qv == SBX_QUOTA_ERROR)
+			return -1;
+		if (qv != SBX_QUOTA_ADMIT) {
+			struct sbx_status_in in = not_holding(v, "Suspended", "QuotaWaiting", qmsg);
+			in.bound = 0;
+			in.bound_reason = "QuotaWaiting";
+			in.bound_message = qmsg;
+			int w = sbx_rc_write_status_guarded(c, v, &in);
+			return w < 0 ? -1 : w == REQUEUE_BUSY_MS ? w
+								 : REQUEUE_QUOTA_MS;
+		}
 		resume_started(c, v->uid);
 		enum kube_err e = sbx_rc_create_pod(c, v, pod_name, claim, claimed, &pod, &err);
 		if (e == KUBE_OK) {
@@ -411,6 +430,7 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 		/* Its binding stays what it was (a resume by an adopter re-creates
 		 * the pod, but did not claim it). */
 		r = sbx_rc_report_bound(c, v, pod, sbx_rc_binding_how(jstr(v->status, "binding"))) < 0 ? -1 : 0;
+		sbx_quota_bound(c, v, sbx_rc_claim_of(pod), pod);
 	} else {
 		/* Someone's pod stands under the name (another replica's resume,
 		 * another Sandbox's): verified and adopted like any other. */
@@ -534,6 +554,18 @@ enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *
 	if (rec.state == SBX_CLAIM_EXPIRED)
 		return sbx_lc_report_expired_key(c, v, rec.sandbox, rec.pod_name, rec.key_expires_at) < 0 ? EX_RETRY
 													  : EX_DONE;
+	if (rec.state == SBX_CLAIM_REJECTED) {
+		/* The stored outcome of a quota refusal (mode Reject): never a pod
+		 * for this intent while the key lives. */
+		char msg[768];
+		if (strcmp(rec.sandbox, v->name) || sbx_quota_refusal_message(c, v, msg, sizeof msg) < 0)
+			snprintf(msg, sizeof msg,
+				 "the intent of this scope and key was refused by its owner's quota with Sandbox %s (mode "
+				 "Reject): no sandbox until the key's lifetime ends at %s (a new key is a new intent)",
+				 rec.sandbox, rec.key_expires_at);
+		sbx_quota_release_pending(c, v);
+		return sbx_rc_report_unbound(c, v, "Rejected", "QuotaExceeded", msg, "QuotaExceeded") < 0 ? EX_RETRY : EX_DONE;
+	}
 	cJSON *pod = NULL;
 	if (rec.state == SBX_CLAIM_BOUND) {
 		/* The generation is claimed and its pod not seen. A warm pod: the
@@ -554,16 +586,27 @@ enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *
 		cJSON_Delete(pod);
 		return x;
 	}
-	/* Suspended: v joins the generation and, not suspended itself, resumes it. */
+	/* Suspended: v joins the generation and, not suspended itself, resumes
+	 * it: once its owner's folders are prepared, and within its owner's
+	 * quota (a resume counts). */
 	int wr = 0;
 	if (!sbx_rc_workspace_ready(c, v, &wr)) {
 		*delay = wr > 0 ? wr : 0;
 		return wr < 0 ? EX_RETRY : EX_DONE;
 	}
+	char qmsg[700];
+	enum sbx_quota_verdict qv = sbx_quota_admit(c, v, rec.name, 1, qmsg, sizeof qmsg);
+	if (qv == SBX_QUOTA_ERROR)
+		return EX_RETRY;
+	if (qv != SBX_QUOTA_ADMIT) {
+		*delay = REQUEUE_QUOTA_MS;
+		return sbx_rc_report_unbound(c, v, "Pending", "QuotaWaiting", qmsg, "QuotaWaiting") < 0 ? EX_RETRY : EX_DONE;
+	}
 	struct kube_error err;
 	enum kube_err e = sbx_rc_create_pod(c, v, rec.pod_name, rec.name, rec.claimed_at, &pod, &err);
 	if (e == KUBE_OK) {
 		resume_started(c, v->uid);
+		sbx_quota_bound(c, v, rec.name, pod);
 		int rr = sbx_rc_report_bound(c, v, pod, 1);
 		cJSON_Delete(pod);
 		if (rr < 0)

@@ -16,6 +16,7 @@
 #include "obs/metrics.h"
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
+#include "reconcile/quota.h"
 #include "reconcile/state.h"
 #include "reconcile/writes.h"
 #include "reconcile/wsgate.h"
@@ -265,7 +266,7 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 	p.replicas = cJSON_IsNumber(rep) ? (long)rep->valuedouble : 0;
 	p.spec = sbx_pool_spec(obj);
 	p.owner = p.spec ? sbx_spec_owner(p.spec) : NULL;
-	char msg[1024] = "";
+	char msg[1280] = ""; /* a preparation's words and a quota's together */
 	int r = 0;
 	struct sbx_ws_wait ws = { .report = 0 };
 	const char *since_old = jstr(jobj(obj, "status"), "templateSince"), *fp_old = jstr(jobj(obj, "status"), "templateFingerprint");
@@ -309,20 +310,29 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		goto out;
 	}
 	long inflight = pending(c->pool_state, p.uid);
-	if (have > p.replicas) {
+	/* Never more than replicas, nor more than the owner's quota of warm
+	 * pods allows (every pool of the owner's counted): over it (racing
+	 * replicas both filled), the extras go. */
+	char quota_why[320] = "";
+	long room = 0, cap = p.replicas;
+	if (sbx_quota_warm_room(c, ns, p.owner, &room, quota_why, sizeof quota_why) && have + room < cap)
+		cap = have + room > 0 ? have + room : 0;
+	else
+		quota_why[0] = '\0';
+	if (have > cap) {
 		/* Too many: the extras go, not-ready and newest first. */
 		size_t n = (size_t)have;
 		const cJSON **v = xcalloc(n, sizeof *v);
 		size_t i = 0;
 		cJSON_ArrayForEach(m, current) v[i++] = m;
 		qsort(v, n, sizeof *v, extra_first);
-		for (i = 0; i < (size_t)(have - p.replicas); i++)
+		for (i = 0; i < (size_t)(have - cap); i++)
 			r |= sbx_rc_delete_pod(c, ns, v[i]);
 		free(v);
 	} else {
 		/* Never more than replicas, creates in flight included; none
 		 * before the owner's folders are prepared (sandbox/wsprep.h). */
-		long want = p.replicas - have - inflight;
+		long want = cap - have - inflight;
 		const struct sbx_wsprep_for me = { SBX_API, SBX_POOL_KIND, p.name, p.uid };
 		char qkey[600];
 		snprintf(qkey, sizeof qkey, "%s/%s", ns, name); /* its work queue key (controller.c) */
@@ -340,8 +350,8 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 				r = -1;
 		}
 	}
-	snprintf(msg, sizeof msg, "%ld of %ld warm pods ready%s%s", ready, p.replicas, ws.report ? "; " : "",
-		 ws.report ? ws.why : "");
+	snprintf(msg, sizeof msg, "%ld of %ld warm pods ready%s%s%s%s", ready, p.replicas, ws.report ? "; " : "",
+		 ws.report ? ws.why : "", quota_why[0] ? "; no more for now: its quota: " : "", quota_why);
 	int full = ready >= p.replicas && have <= p.replicas;
 	int w = write_pool_status(c, &p, have < p.replicas ? have : p.replicas, ready, since, full,
 				  full ? "Full" : "Filling", msg);

@@ -20,6 +20,7 @@
 #include "reconcile/examine.h"
 #include "reconcile/inforce.h"
 #include "reconcile/lifecycle.h"
+#include "reconcile/quota.h"
 #include "reconcile/records.h"
 #include "reconcile/state.h"
 #include "reconcile/strset.h"
@@ -108,6 +109,8 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 		in.ready_detail[0] = '\0';
 	}
 	int r = sbx_rc_write_status(c, v, &in);
+	if (pod && !tampered)
+		sbx_quota_bound(c, v, sbx_rc_claim_of(pod), pod); /* the generation's slot is the pod's */
 	cJSON_Delete(pod);
 	if (r >= 0 && in.ready)
 		sbx_lc_ready(c, v);
@@ -290,6 +293,28 @@ static enum sbx_examine examine_record(struct sbx_controller *c, struct sbx_view
 	return EX_DONE;
 }
 
+/* Whether v's generation claim may get an active pod now (its owner's
+ * quota, reconcile/quota.h): 1, or 0 with the outcome reported and *r the
+ * reconcile's result (waiting, refused, or -1). */
+static int quota_gate(struct sbx_controller *c, struct sbx_view *v, const char *claim, int *r)
+{
+	char msg[700];
+	switch (sbx_quota_admit(c, v, claim, 0, msg, sizeof msg)) {
+	case SBX_QUOTA_ADMIT:
+		return 1;
+	case SBX_QUOTA_WAIT:
+		*r = sbx_rc_report_unbound(c, v, "Pending", "QuotaWaiting", msg, "QuotaWaiting") < 0 ? -1 : REQUEUE_QUOTA_MS;
+		return 0;
+	case SBX_QUOTA_REJECT:
+		*r = sbx_quota_reject(c, v, claim, msg);
+		return 0;
+	case SBX_QUOTA_ERROR:
+		break;
+	}
+	*r = -1;
+	return 0;
+}
+
 /* Claims a pod for v. The newest generation of v's key decides, read live (a
  * LIST by the digest label) unless the cache shows none: an older generation,
  * or a gap a deleted one left, is never claimed while a later one exists.
@@ -368,9 +393,14 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 			cJSON_Delete(pod);
 			goto out;
 		}
-		/* A fresh generation where a warm pool may serve: the claim goes
-		 * through the generation's record (reconcile/warm.h), warm or cold. */
-		if (!pod && !record && sbx_warm_record_namespace(c, v->ns)) {
+		/* A pod for the generation is about to be made or taken: only
+		 * within its owner's quota. */
+		if (!pod && !quota_gate(c, v, pod_name, &r))
+			goto out;
+		/* A fresh generation where a warm pool may serve, or a Reject-mode
+		 * quota applies: the claim goes through the generation's record
+		 * (reconcile/warm.h), warm or cold. */
+		if (!pod && !record && (sbx_warm_record_namespace(c, v->ns) || sbx_quota_claims_through_record(c, v))) {
 			enum sbx_warm w = sbx_warm_claim(c, v, pod_name, &r);
 			if (w == SBX_WARM_DONE)
 				goto out;
@@ -401,6 +431,8 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 			if (e == KUBE_OK) {
 				int delay = 0;
 				enum sbx_examine x = sbx_rc_examine(c, v, pod, &delay);
+				if (x == EX_DONE)
+					sbx_quota_bound(c, v, pod_name, pod); /* its slot goes with the pod */
 				cJSON_Delete(pod);
 				r = x == EX_DONE ? delay : -1;
 				goto out;
@@ -409,6 +441,7 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 				char msg[600];
 				snprintf(msg, sizeof msg, "the pod for this Sandbox was refused by the API: %s",
 					 err.message);
+				sbx_quota_release_pending(c, v);
 				r = sbx_rc_report_unbound(c, v, "Rejected", "InvalidSpec", msg, "InvalidSpec") < 0 ? -1 : 0;
 				goto out;
 			}
@@ -503,7 +536,8 @@ static int terminal_rejection(const struct sbx_view *v)
 	const char *reason = jstr(sbx_status_condition(v->status, "Bound"), "reason");
 	return phase && !strcmp(phase, "Rejected") && cJSON_IsNumber(og) &&
 	       (long long)og->valuedouble == v->generation && reason &&
-	       (!strcmp(reason, "IdempotencyKeyConflict") || !strcmp(reason, "InvalidSpec"));
+	       (!strcmp(reason, "IdempotencyKeyConflict") || !strcmp(reason, "InvalidSpec") ||
+		!strcmp(reason, "QuotaExceeded"));
 }
 
 int sbx_reconcile(struct sbx_controller *c, const char *key)

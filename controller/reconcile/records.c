@@ -33,7 +33,7 @@ cJSON *sbx_rec_cached(struct sbx_controller *c, const struct sbx_view *v)
 		char why[128];
 		const char *ns = meta_str(o, "namespace");
 		if (ns && !strcmp(ns, v->ns) && sbx_claimrec_parse(o, v->ns, c->seal_keys, &rec, why, sizeof why) == 0 &&
-		    !strcmp(rec.digest, v->scope.digest))
+		    !strcmp(rec.digest, v->scope.digest) && rec.state != SBX_CLAIM_SLOT)
 			cJSON_AddItemToArray(out, cJSON_Duplicate(o, 1));
 	}
 	cJSON_Delete(all);
@@ -182,8 +182,8 @@ cJSON *sbx_rec_refs(const cJSON *obj)
 	const cJSON *ref;
 	cJSON_ArrayForEach(ref, jobj(jobj(obj, "metadata"), "ownerReferences"))
 	{
-		const char *name = jstr(ref, "name"), *uid = jstr(ref, "uid");
-		if (!name || !uid)
+		const char *name = jstr(ref, "name"), *uid = jstr(ref, "uid"), *kind = jstr(ref, "kind");
+		if (!name || !uid || (kind && strcmp(kind, "Sandbox")))
 			continue;
 		cJSON *r = cJSON_CreateObject();
 		cJSON_AddStringToObject(r, "apiVersion", SBX_API);
@@ -272,7 +272,8 @@ int sbx_rec_collect(struct sbx_controller *c, const char *ns, const char *name)
 	char why[128];
 	int r = 0;
 	time_t until;
-	if (o && sbx_claimrec_parse(o, ns, c->seal_keys, &rec, why, sizeof why) == 0 && rec.state == SBX_CLAIM_EXPIRED &&
+	if (o && sbx_claimrec_parse(o, ns, c->seal_keys, &rec, why, sizeof why) == 0 &&
+	    (rec.state == SBX_CLAIM_EXPIRED || rec.state == SBX_CLAIM_REJECTED) &&
 	    ktime_parse_rfc3339(rec.key_expires_at, &until) == 0) {
 		time_t now = time(NULL);
 		if (until > now) {

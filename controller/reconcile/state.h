@@ -14,20 +14,23 @@
 #include "sandbox/config.h"
 #include "sandbox/seal.h"
 
-struct sbx_strset;     /* a set of short strings (digests, uids) */
-struct sbx_inforce;    /* whether the mutating webhook was in force (reconcile/inforce.h) */
-struct sbx_pool_state; /* warm pool bookkeeping (reconcile/pool.h) */
-struct sbx_written;    /* our status writes the cache has not shown yet */
-struct strmap;	       /* base/strmap.h */
-struct sbx_ws_waiters; /* who waits for a workspace preparation (reconcile/wsgate.h) */
-
 /* The kinds of the work queue's items (kube/workqueue.h), each keyed
  * "<ns>/<name>": a Sandbox's reconcile; a claim record's collection, queued
  * for when its key's lifetime ends (a timer, no poll); a warm pool's
- * reconcile. */
+ * reconcile; a SandboxQuota's status; a quota slot whose pod is gone. */
 enum sbx_work { SBX_WORK_SANDBOX,
 		SBX_WORK_CLAIM,
-		SBX_WORK_POOL };
+		SBX_WORK_POOL,
+		SBX_WORK_QUOTA,
+		SBX_WORK_SLOT };
+
+struct sbx_strset;	/* a set of short strings (digests, uids) */
+struct sbx_quota_state; /* per-owner quota bookkeeping (reconcile/quota.h) */
+struct sbx_inforce;	/* whether the mutating webhook was in force (reconcile/inforce.h) */
+struct sbx_pool_state;	/* warm pool bookkeeping (reconcile/pool.h) */
+struct sbx_written;	/* our status writes the cache has not shown yet */
+struct strmap;		/* base/strmap.h */
+struct sbx_ws_waiters;	/* who waits for a workspace preparation (reconcile/wsgate.h) */
 
 struct sbx_controller {
 	struct kube_client *kc;		       /* borrowed */
@@ -50,6 +53,12 @@ struct sbx_controller {
 	struct informer *pools;	    /* SandboxWarmPools */
 	struct informer *pool_pods; /* warm pods (label sandbox.dev/pool), by pool uid */
 	struct sbx_pool_state *pool_state;
+	/* Quotas (reconcile/quota.h): SandboxQuotas by namespace, the quota
+	 * slots (SandboxClaims of state Slot) by owner key, and what the caches
+	 * count per owner. */
+	struct informer *quotas;
+	struct informer *slots;
+	struct sbx_quota_state *quota_state;
 	long warm_settle_s;	  /* a pool's template serves only after this long */
 	double warm_refill_qps;	  /* warm pods created per second, all pools */
 	char webhook_config[254]; /* its name; "" = none, so nothing is in force */

@@ -16,6 +16,9 @@
 #define REQUEUE_BUSY_MS 25
 #define REQUEUE_WAIT_MS 1000
 #define REQUEUE_FOREIGN_MS 30000
+/* A Sandbox waiting for a quota slot looks again this long after (a freed
+ * slot wakes the first waiters sooner). */
+#define REQUEUE_QUOTA_MS 30000
 
 /* Everything one reconcile needs about its Sandbox, borrowed from `obj`. */
 struct sbx_view {

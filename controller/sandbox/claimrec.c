@@ -8,8 +8,9 @@
 
 #include "base/buf.h"
 #include "base/jsonget.h"
-#include "sandbox/podbuild.h"
 #include "sandbox/mac.h"
+#include "sandbox/podbuild.h"
+#include "sandbox/quota.h"
 
 #define CLAIM_MSG_CAP 4096
 #define CLAIM_OWNER_REFS_MAX 256
@@ -27,10 +28,27 @@ long sbx_claim_generation(const char *name, const char *digest)
 	return strtol(name + n + 1, NULL, 10);
 }
 
+static const char *const STATES[] = { [SBX_CLAIM_SUSPENDED] = "Suspended",
+				      [SBX_CLAIM_EXPIRED] = "Expired",
+				      [SBX_CLAIM_BOUND] = "Bound",
+				      [SBX_CLAIM_REJECTED] = "Rejected",
+				      [SBX_CLAIM_SLOT] = "Slot" };
+
 const char *sbx_claim_state_str(enum sbx_claim_state s)
 {
-	return s == SBX_CLAIM_EXPIRED ? "Expired" : s == SBX_CLAIM_BOUND ? "Bound"
-									 : "Suspended";
+	return (size_t)s < sizeof STATES / sizeof STATES[0] ? STATES[s] : "Suspended";
+}
+
+/* The state named st: 0 with *out, or -1. */
+static int state_of(const char *st, enum sbx_claim_state *out)
+{
+	for (size_t i = 0; st && i < sizeof STATES / sizeof STATES[0]; i++) {
+		if (!strcmp(STATES[i], st)) {
+			*out = (enum sbx_claim_state)i;
+			return 0;
+		}
+	}
+	return -1;
 }
 
 /* The seal of r in ns under key into out (65 bytes); -1 on failure. */
@@ -70,7 +88,16 @@ cJSON *sbx_claimrec_build(const struct sbx_claimrec *r, const char *ns, const st
 	cJSON_AddStringToObject(m, "name", r->name);
 	cJSON_AddStringToObject(m, "namespace", ns);
 	cJSON *l = cJSON_AddObjectToObject(m, "labels");
-	cJSON_AddStringToObject(l, SBX_LABEL_DIGEST, r->digest);
+	if (r->state == SBX_CLAIM_SLOT) {
+		char key[33];
+		if (sbx_quota_owner_key(ns, r->has_owner ? r->owner : NULL, key) < 0) {
+			cJSON_Delete(o);
+			return NULL;
+		}
+		cJSON_AddStringToObject(l, SBX_LABEL_QUOTA_OWNER, key);
+	} else {
+		cJSON_AddStringToObject(l, SBX_LABEL_DIGEST, r->digest);
+	}
 	cJSON_AddStringToObject(l, SBX_LABEL_MANAGED_BY, SBX_MANAGED_BY);
 	cJSON_AddItemToObject(m, "ownerReferences", owner_refs ? cJSON_Duplicate(owner_refs, 1) : cJSON_CreateArray());
 	cJSON *s = cJSON_AddObjectToObject(o, "spec");
@@ -119,15 +146,13 @@ int sbx_claimrec_parse(const cJSON *obj, const char *ns, const struct sbx_seal_k
 	    take(s, "specFingerprint", out->fingerprint, sizeof out->fingerprint, 1) ||
 	    take(s, "workspaceOwner", out->owner, sizeof out->owner, 0) ||
 	    take(s, "sandbox", out->sandbox, sizeof out->sandbox, 0) || take(s, "since", out->since, sizeof out->since, 0) ||
-	    !cJSON_IsNumber(gen) || gen->valuedouble < 0 || gen->valuedouble > 9999 || !state ||
-	    (strcmp(state, "Suspended") && strcmp(state, "Expired") && strcmp(state, "Bound")) || !seal || !ns) {
+	    !cJSON_IsNumber(gen) || gen->valuedouble < 0 || gen->valuedouble > 9999 || state_of(state, &out->state) < 0 ||
+	    !seal || !ns) {
 		snprintf(why, whylen, "malformed SandboxClaim");
 		return -1;
 	}
 	out->generation = (long)gen->valuedouble;
 	out->has_owner = jstr(s, "workspaceOwner") != NULL;
-	out->state = !strcmp(state, "Expired") ? SBX_CLAIM_EXPIRED : !strcmp(state, "Bound") ? SBX_CLAIM_BOUND
-											     : SBX_CLAIM_SUSPENDED;
 	int ok = 0;
 	for (size_t i = 0; keys && i < keys->n && !ok; i++) {
 		char want[65];
@@ -155,19 +180,24 @@ cJSON *sbx_claimrec_trim(const cJSON *obj)
 		if (v && strlen(v) <= 253)
 			cJSON_AddStringToObject(m, *k, v);
 	}
-	const char *d = jstr(jobj(om, "labels"), SBX_LABEL_DIGEST);
+	const char *d = jstr(jobj(om, "labels"), SBX_LABEL_DIGEST), *qk = jstr(jobj(om, "labels"), SBX_LABEL_QUOTA_OWNER);
+	cJSON *l = (d && strlen(d) == 32) || (qk && strlen(qk) == 32) ? cJSON_AddObjectToObject(m, "labels") : NULL;
 	if (d && strlen(d) == 32)
-		cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "labels"), SBX_LABEL_DIGEST, d);
+		cJSON_AddStringToObject(l, SBX_LABEL_DIGEST, d);
+	if (qk && strlen(qk) == 32)
+		cJSON_AddStringToObject(l, SBX_LABEL_QUOTA_OWNER, qk);
 	cJSON *refs = cJSON_AddArrayToObject(m, "ownerReferences");
 	const cJSON *ref;
 	int n = 0;
 	cJSON_ArrayForEach(ref, jobj(om, "ownerReferences"))
 	{
 		const char *name = jstr(ref, "name"), *uid = jstr(ref, "uid"), *kind = jstr(ref, "kind");
-		if (!name || !uid || !kind || strcmp(kind, "Sandbox") || strlen(name) > 253 || strlen(uid) > 64 ||
-		    ++n > CLAIM_OWNER_REFS_MAX)
+		if (!name || !uid || !kind || (strcmp(kind, "Sandbox") && strcmp(kind, "Pod")) || strlen(name) > 253 ||
+		    strlen(uid) > 64 || ++n > CLAIM_OWNER_REFS_MAX)
 			continue;
 		cJSON *r = cJSON_CreateObject();
+		if (strcmp(kind, "Sandbox"))
+			cJSON_AddStringToObject(r, "kind", kind); /* absent: a Sandbox, as the cache kept them before */
 		cJSON_AddStringToObject(r, "name", name);
 		cJSON_AddStringToObject(r, "uid", uid);
 		cJSON_AddItemToArray(refs, r);

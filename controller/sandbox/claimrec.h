@@ -19,6 +19,17 @@
  *              atomic warm claim"): the generation's pod is podName (a warm
  *              pod's name, or the claim name itself for a cold pod). Owned
  *              by the Sandbox that claimed it.
+ *   Rejected   its owner's quota was full, mode Reject (sandbox/quota.h): a
+ *              new Sandbox of the scope and key within the key's lifetime
+ *              gets phase Rejected and no pod (the stored outcome), naming
+ *              `sandbox`. No owners; collected at keyExpiresAt.
+ *   Slot       not a generation's record but one of its owner's quota slots,
+ *              named sbxq-<owner key>-<n> (sandbox/quota.h) and labelled
+ *              with the owner key instead of the digest: the generation
+ *              (scopeDigest, podName = its claim name) holds it while its
+ *              pod is active. Owned by the Sandbox that took it until the
+ *              pod exists, then by the pod (the garbage collector frees it
+ *              with the pod).
  *
  * A record is written before the pod is deleted; while the pod still exists
  * the pod, not the record, says what the generation is. Every field is
@@ -39,7 +50,9 @@
 
 enum sbx_claim_state { SBX_CLAIM_SUSPENDED,
 		       SBX_CLAIM_EXPIRED,
-		       SBX_CLAIM_BOUND };
+		       SBX_CLAIM_BOUND,
+		       SBX_CLAIM_REJECTED,
+		       SBX_CLAIM_SLOT };
 
 struct sbx_claimrec {
 	char name[80]; /* the claim name: sbx-<digest>[-<n>] */
@@ -61,7 +74,8 @@ struct sbx_claimrec {
 
 /* The SandboxClaim object of r in namespace ns, sealed with keys' newest key,
  * with owner_refs (an array, copied; NULL: none) as its ownerReferences
- * (caller frees). NULL when a field is missing or too long. */
+ * (caller frees): labelled with the digest, or (Slot) with the owner's quota
+ * key. NULL when a field is missing or too long. */
 cJSON *sbx_claimrec_build(const struct sbx_claimrec *r, const char *ns, const struct sbx_seal_keys *keys,
 			  const cJSON *owner_refs);
 
@@ -73,16 +87,16 @@ int sbx_claimrec_parse(const cJSON *obj, const char *ns, const struct sbx_seal_k
 		       char *why, size_t whylen);
 
 /* The informer's trimmer: name, namespace, uid, resourceVersion, the digest
- * label, the Sandbox ownerReferences (name and uid, at most 256) and the spec
- * fields above, each bounded. Returns a new object (caller frees); never
- * NULL. */
+ * and quota owner labels, the Sandbox and Pod ownerReferences (kind, name
+ * and uid, at most 256) and the spec fields above, each bounded. Returns a
+ * new object (caller frees); never NULL. */
 cJSON *sbx_claimrec_trim(const cJSON *obj);
 
 /* The generation of a claim name (sbx-<digest> 0, sbx-<digest>-<n> n), or
  * -1 when name is not one of digest's. */
 long sbx_claim_generation(const char *name, const char *digest);
 
-/* "Suspended", "Expired" or "Bound" (a static string). */
+/* "Suspended", "Expired", "Bound", "Rejected" or "Slot" (a static string). */
 const char *sbx_claim_state_str(enum sbx_claim_state s);
 
 #endif

@@ -480,6 +480,40 @@ static int apply_idempotency(struct sbx_config *t, const cJSON *idem, char *err,
 	return 0;
 }
 
+/* A quota limit: a whole number 0..10000 (YAML gives a number or its text). */
+static int quota_limit(const cJSON *v, const char *name, int *has, long *out, char *err, size_t errlen)
+{
+	if (!v)
+		return 0;
+	char *end = NULL;
+	double d = cJSON_IsNumber(v) ? v->valuedouble : cJSON_IsString(v) ? strtod(v->valuestring, &end)
+									  : -1;
+	if ((end && (*end || end == v->valuestring)) || !isfinite(d) || d != floor(d) || d < 0 || d > 10000)
+		return cfail(err, errlen, "quota.%s must be a whole number from 0 to 10000", name);
+	*has = 1;
+	*out = (long)d;
+	return 0;
+}
+
+/* Applies the quota section (the default per-owner quota) to t. */
+static int apply_quota(struct sbx_config *t, const cJSON *q, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "maxActive", "maxWarm", "mode", NULL };
+	const char *mode;
+	struct sbx_quota_default d = { 0 };
+	if (only_keys(q, "quota", keys, err, errlen) < 0 || string_field(q, "quota", "mode", &mode, err, errlen) < 0 ||
+	    quota_limit(cJSON_GetObjectItemCaseSensitive(q, "maxActive"), "maxActive", &d.has_active, &d.max_active,
+			err, errlen) < 0 ||
+	    quota_limit(cJSON_GetObjectItemCaseSensitive(q, "maxWarm"), "maxWarm", &d.has_warm, &d.max_warm, err,
+			errlen) < 0)
+		return -1;
+	if (mode && strcmp(mode, "Queue") && strcmp(mode, "Reject"))
+		return cfail(err, errlen, "quota.mode must be Queue or Reject");
+	d.reject = mode && !strcmp(mode, "Reject");
+	t->quota = d;
+	return 0;
+}
+
 /* Applies the seal section to t. */
 static int apply_seal(struct sbx_config *t, const cJSON *seal, char *err, size_t errlen)
 {
@@ -882,8 +916,8 @@ int sbx_image_pattern_match(const char *pattern, const char *image)
 static int apply(struct sbx_config *t, const cJSON *root, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "workspace", "idempotency", "seal", "pod", "adoption",
-					    "ownerAuthorization", NULL };
-	const cJSON *ws, *idem, *seal, *pod, *ad;
+					    "ownerAuthorization", "quota", NULL };
+	const cJSON *ws, *idem, *seal, *pod, *ad, *quota;
 	const char *oa;
 	if (!cJSON_IsObject(root))
 		return cfail(err, errlen, "the document must be a mapping");
@@ -892,7 +926,7 @@ static int apply(struct sbx_config *t, const cJSON *root, char *err, size_t errl
 	    section(root, "idempotency", &idem, err, errlen) < 0 ||
 	    section(root, "seal", &seal, err, errlen) < 0 ||
 	    section(root, "pod", &pod, err, errlen) < 0 ||
-	    section(root, "adoption", &ad, err, errlen) < 0 ||
+	    section(root, "adoption", &ad, err, errlen) < 0 || section(root, "quota", &quota, err, errlen) < 0 ||
 	    string_field(root, "the top level", "ownerAuthorization", &oa, err, errlen) < 0)
 		return -1;
 	if (oa && !strcmp(oa, "accessReview"))
@@ -905,7 +939,7 @@ static int apply(struct sbx_config *t, const cJSON *root, char *err, size_t errl
 	    (idem && apply_idempotency(t, idem, err, errlen) < 0) ||
 	    (seal && apply_seal(t, seal, err, errlen) < 0) ||
 	    (pod && apply_pod(t, pod, err, errlen) < 0) ||
-	    (ad && apply_adoption(t, ad, err, errlen) < 0))
+	    (ad && apply_adoption(t, ad, err, errlen) < 0) || (quota && apply_quota(t, quota, err, errlen) < 0))
 		return -1;
 	if (t->pod.runtime_default && !sbx_runtime_allowed(t, t->pod.runtime_default))
 		return cfail(err, errlen,

@@ -36,6 +36,10 @@
  *            volumes: [istio-envoy]}     # image: exact, or a prefix ending in "*"
  *       labels: [security.istio.io/tlsMode]   # label keys admission may add
  *   ownerAuthorization: accessReview     # or namespace (contract section 2a)
+ *   quota:                              # the default per-owner quota of every namespace
+ *     maxActive: 20                     # (a SandboxQuota there replaces it; sandbox/quota.h)
+ *     maxWarm: 10
+ *     mode: Queue                       # or Reject
  *
  * Unknown keys are errors, so a typo never silently leaves a default. The
  * map- and list-valued pod settings are kept as validated cJSON trees owned
@@ -106,6 +110,15 @@ struct sbx_mutations {
 	size_t nlabels;
 };
 
+/* The default per-owner quota (absent limits: none). */
+struct sbx_quota_default {
+	int has_active;
+	long max_active;
+	int has_warm;
+	long max_warm;
+	int reject; /* mode Reject */
+};
+
 struct sbx_config {
 	enum sbx_ws_mode ws_mode; /* default SBX_WS_PVC */
 	char *pvc_name;		  /* default "sandbox-workspaces" */
@@ -123,6 +136,7 @@ struct sbx_config {
 	struct sbx_pod_settings pod;
 	struct sbx_mutations mutations;
 	enum sbx_owner_authz owner_authz; /* default SBX_OWNER_AUTHZ_ACCESS_REVIEW */
+	struct sbx_quota_default quota;	  /* default none */
 };
 
 /* Fills a caller-owned config with the defaults; all strings are owned by c. */

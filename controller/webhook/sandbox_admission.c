@@ -715,4 +715,7 @@ void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_revi
 		}
 	}
 	check_key_conflict(p, r, &sc, now, v);
+	if (v->allowed && p->quota_refuses && p->quota_refuses(p->ctx, r->ns, owner, sc.digest, msg, sizeof msg) == 1)
+		wh_verdict_deny(v, 403, "Forbidden", "exceeded quota: %s",
+				r->authenticated ? msg : "the workspace owner's quota of active sandboxes is full");
 }

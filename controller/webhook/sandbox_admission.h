@@ -12,7 +12,10 @@
  *   server-side apply of the original manifest omits them).
  * validate (CREATE, UPDATE): on CREATE, only the webhook's own reserved
  *   metadata, matching this request; a key held by a live Sandbox of the
- *   same scope with another spec is refused with 422 naming that Sandbox.
+ *   same scope with another spec is refused with 422 naming that Sandbox,
+ *   and a new intent past its owner's full Reject-mode quota with 403
+ *   naming the owner, the count and the limit (early: the controller's bind
+ *   is the authority; a retry of an intent that holds a slot passes).
  *   On UPDATE, reserved metadata and spec never change.
  * Deletes are never sent here. */
 #ifndef SBX_WEBHOOK_SANDBOX_ADMISSION_H
@@ -43,6 +46,12 @@ struct wh_sandbox_policy {
 	 * ("" when it has none): 1 when the pod exists, 0 when it does not, -1
 	 * when it cannot be read now. */
 	int (*pod_owner)(void *ctx, const char *ns, const char *name, char *owner, size_t ownerlen);
+	/* Whether the owner's quota (sandbox/quota.h, mode Reject) is full for
+	 * a new intent of scope digest of owner (NULL: ownerless) in ns: 1 with
+	 * msg naming the owner, the count and the limit, else 0 (also when the
+	 * caches cannot tell: the controller's bind decides). NULL: no quotas. */
+	int (*quota_refuses)(void *ctx, const char *ns, const char *owner, const char *digest, char *msg,
+			     size_t msglen);
 	void *ctx;
 };
 

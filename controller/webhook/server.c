@@ -13,6 +13,7 @@
 #include "obs/httpserver.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
+#include "sandbox/quota.h"
 #include "base/jsonget.h"
 #include "webhook/admission.h"
 #include "webhook/pod_admission.h"
@@ -28,7 +29,8 @@ struct wh_server {
 	struct obs_http_server *http;
 	struct wh_sandbox_policy policy;
 	struct kube_client *kc;
-	struct informer *sandboxes, *pods;
+	struct informer *sandboxes, *pods, *quotas, *slots;
+	const struct sbx_config *cfg;
 	struct obs_metric *requests, *duration, *shed, *reviews;
 	struct kube_accesscache *answers; /* SubjectAccessReview answers, briefly */
 	struct obs_http_route routes[3];
@@ -92,6 +94,21 @@ static cJSON *by_digest(void *ctx, const char *digest)
 {
 	struct wh_server *s = ctx;
 	return informer_list_by_index(s->sandboxes, digest);
+}
+
+/* The early quota answer from the controller's caches (sandbox/quota.h). */
+static int quota_refuses(void *ctx, const char *ns, const char *owner, const char *digest, char *msg, size_t msglen)
+{
+	struct wh_server *s = ctx;
+	char key[33];
+	if (!s->quotas || !s->slots || !informer_wait_synced(s->quotas, 0) || !informer_wait_synced(s->slots, 0) ||
+	    sbx_quota_owner_key(ns, owner, key) < 0)
+		return 0;
+	cJSON *quotas = informer_list_by_index(s->quotas, ns), *slots = informer_list_by_index(s->slots, key);
+	int r = sbx_quota_refuses(quotas, slots, ns, owner, digest, s->cfg, msg, msglen);
+	cJSON_Delete(quotas);
+	cJSON_Delete(slots);
+	return r;
 }
 
 static double mono_s(void)
@@ -263,6 +280,9 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 	s->kc = o->kc;
 	s->sandboxes = o->sandboxes;
 	s->pods = o->pods;
+	s->quotas = o->quotas;
+	s->slots = o->slots;
+	s->cfg = o->cfg;
 	s->policy = (struct wh_sandbox_policy){
 		.keys = o->keys,
 		.keylens = o->keylens,
@@ -272,6 +292,7 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 		.may_use_owner = may_use_owner,
 		.by_digest = by_digest,
 		.pod_owner = pod_owner,
+		.quota_refuses = quota_refuses,
 		.ctx = s,
 	};
 	s->requests = obs_counter("sandbox_admission_requests_total",

@@ -57,6 +57,8 @@ struct wh_server_opts {
 				     * and client-side limit are not the reconciles') */
 	struct informer *sandboxes; /* borrowed: Sandboxes indexed by scope digest */
 	struct informer *pods;	    /* borrowed: sandbox pods (a miss is read live) */
+	struct informer *quotas;    /* borrowed: SandboxQuotas by namespace (NULL: no early quota check) */
+	struct informer *slots;	    /* borrowed: quota slots by owner key */
 };
 
 /* Reviews decided at once: each may wait on a SubjectAccessReview (at most

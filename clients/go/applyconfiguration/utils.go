@@ -36,12 +36,20 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.ConditionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("EnvVar"):
 		return &apiv1alpha1.EnvVarApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("QuotaOwnerStatus"):
+		return &apiv1alpha1.QuotaOwnerStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ResourceRequirements"):
 		return &apiv1alpha1.ResourceRequirementsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Sandbox"):
 		return &apiv1alpha1.SandboxApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SandboxLifecycle"):
 		return &apiv1alpha1.SandboxLifecycleApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SandboxQuota"):
+		return &apiv1alpha1.SandboxQuotaApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SandboxQuotaSpec"):
+		return &apiv1alpha1.SandboxQuotaSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SandboxQuotaStatus"):
+		return &apiv1alpha1.SandboxQuotaStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SandboxSpec"):
 		return &apiv1alpha1.SandboxSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SandboxStatus"):

@@ -5,9 +5,10 @@ import (
 )
 
 // What one generation of an idempotency key became when its pod is not the
-// whole story: Suspended (released; its Sandboxes may resume it) or Expired (a
-// late retry within the key's lifetime gets Expired, no pod). Written by
-// sandbox-controller only.
+// whole story: Suspended (released; its Sandboxes may resume it), Expired (a
+// late retry within the key's lifetime gets Expired, no pod) or Rejected (its
+// owner's quota was full in mode Reject: a retry gets Rejected, no pod); or a
+// quota slot the generation holds (Slot). Written by sandbox-controller only.
 //
 // +genclient
 // +genclient:onlyVerbs=get,list,watch
@@ -65,10 +66,14 @@ type SandboxClaimSpec struct {
 	WorkspaceOwner string `json:"workspaceOwner,omitempty"`
 
 	// Bound (the generation's pod is podName: the claim of a scope that may go warm),
-	// Suspended (released, resumable) or Expired (final for the key's lifetime).
+	// Suspended (released, resumable), Expired (final for the key's lifetime), Rejected
+	// (refused by its owner's quota in mode Reject: final for the key's lifetime) or Slot (this
+	// record is one of its owner's quota slots, named sbxq-<owner key>-<n>, held by the
+	// generation while its pod is active).
 	State ClaimState `json:"state"`
 
-	// The Sandbox whose suspension or expiry released the pod.
+	// The Sandbox whose suspension or expiry released the pod (Rejected: the Sandbox refused;
+	// Slot: the Sandbox that took the slot).
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Sandbox string `json:"sandbox,omitempty"`
@@ -86,7 +91,7 @@ type SandboxClaimSpec struct {
 }
 
 // ClaimState is what a generation of a key became.
-// +kubebuilder:validation:Enum=Bound;Suspended;Expired
+// +kubebuilder:validation:Enum=Bound;Suspended;Expired;Rejected;Slot
 type ClaimState string
 
 // The states of a claim record.
@@ -94,6 +99,8 @@ const (
 	ClaimBound     ClaimState = "Bound"
 	ClaimSuspended ClaimState = "Suspended"
 	ClaimExpired   ClaimState = "Expired"
+	ClaimRejected  ClaimState = "Rejected"
+	ClaimSlot      ClaimState = "Slot"
 )
 
 // SandboxClaimList is a list of SandboxClaims.

@@ -66,6 +66,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&SandboxClaim{},
 		&SandboxClaimList{},
 		&SandboxList{},
+		&SandboxQuota{},
+		&SandboxQuotaList{},
 		&SandboxWarmPool{},
 		&SandboxWarmPoolList{},
 	)

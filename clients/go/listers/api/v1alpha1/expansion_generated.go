@@ -34,6 +34,14 @@ type SandboxClaimListerExpansion interface{}
 // SandboxClaimNamespaceLister.
 type SandboxClaimNamespaceListerExpansion interface{}
 
+// SandboxQuotaListerExpansion allows custom methods to be added to
+// SandboxQuotaLister.
+type SandboxQuotaListerExpansion interface{}
+
+// SandboxQuotaNamespaceListerExpansion allows custom methods to be added to
+// SandboxQuotaNamespaceLister.
+type SandboxQuotaNamespaceListerExpansion interface{}
+
 // SandboxWarmPoolListerExpansion allows custom methods to be added to
 // SandboxWarmPoolLister.
 type SandboxWarmPoolListerExpansion interface{}

@@ -28,6 +28,8 @@ type Interface interface {
 	Sandboxes() SandboxInformer
 	// SandboxClaims returns a SandboxClaimInformer.
 	SandboxClaims() SandboxClaimInformer
+	// SandboxQuotas returns a SandboxQuotaInformer.
+	SandboxQuotas() SandboxQuotaInformer
 	// SandboxWarmPools returns a SandboxWarmPoolInformer.
 	SandboxWarmPools() SandboxWarmPoolInformer
 }
@@ -51,6 +53,11 @@ func (v *version) Sandboxes() SandboxInformer {
 // SandboxClaims returns a SandboxClaimInformer.
 func (v *version) SandboxClaims() SandboxClaimInformer {
 	return &sandboxClaimInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// SandboxQuotas returns a SandboxQuotaInformer.
+func (v *version) SandboxQuotas() SandboxQuotaInformer {
+	return &sandboxQuotaInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // SandboxWarmPools returns a SandboxWarmPoolInformer.

@@ -22,4 +22,6 @@ type SandboxExpansion interface{}
 
 type SandboxClaimExpansion interface{}
 
+type SandboxQuotaExpansion interface{}
+
 type SandboxWarmPoolExpansion interface{}

@@ -1,0 +1,345 @@
+#!/usr/bin/env bash
+# End-to-end: per-owner quotas (contract section 10, issue 25) under the chaos
+# harness of test_idempotency.sh: two controllers race, both behind
+# hack/faultproxy, which loses one answer in five after the API server has
+# acted on the request. Proven: 50 concurrent creates by one owner with a
+# quota of 5 give exactly 5 pods (never 6, watched throughout); freed slots
+# are taken in arrival order; Reject mode's refusal is the stored outcome of
+# the key (a later retry is refused too, a new key is not); a resume counts;
+# Sandboxes of one intent count once; warm pods stop at maxWarm; the
+# controller's default quota; the quota's status; and, with the webhook,
+# admission refuses early naming the owner, the limit and the count.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_admission.sh"
+
+IMG=registry.local/agent:1.0
+
+setup() {
+  cluster_up
+  grant_controller_rbac
+}
+
+# racing_controllers [FLAGS...]: the faultproxy (a fifth of the answers
+# lost) and two controllers through it; sets RACE_PIDS.
+racing_controllers() {
+  local proxy="$E2E_ROOT/build/faultproxy" port
+  [ -x "$proxy" ] || proxy="$BUILD_DIR/faultproxy"
+  [ -x "$proxy" ] || { fail "faultproxy not built (hack/test.sh builds it into build/)"; return 1; }
+  port=$(sed -n 's/^APISERVER_PORT=//p' "$E2E_DIR/state")
+  rm -f "$E2E_DIR/proxy.port"
+  "$proxy" -upstream "127.0.0.1:$port" -drop 0.2 -seed "$RANDOM" -quiet -port-file "$E2E_DIR/proxy.port" \
+    >>"$E2E_DIR/proxy.log" 2>&1 &
+  PROXY_PID=$!
+  disown "$PROXY_PID"
+  CTL_PIDS+=("$PROXY_PID")
+  wait_for 10 test -s "$E2E_DIR/proxy.port" || { fail "faultproxy did not start"; return 1; }
+  local pp
+  pp=$(cat "$E2E_DIR/proxy.port")
+  SBX_E2E_APISERVER_PORT=$pp controller_start quota-a "$@"
+  RACE_PIDS=("$CTL_PID")
+  SBX_E2E_APISERVER_PORT=$pp controller_start quota-b "$@"
+  RACE_PIDS+=("$CTL_PID")
+}
+
+stop_racing() {
+  local p
+  for p in "${RACE_PIDS[@]}"; do controller_stop "$p"; done
+  kill "$PROXY_PID" 2>/dev/null
+}
+
+# quota NS NAME OWNER|- MAX_ACTIVE|- MODE [MAX_WARM]
+quota() {
+  {
+    echo "apiVersion: sandbox.dev/v1alpha1"
+    echo "kind: SandboxQuota"
+    echo "metadata: {name: $2, namespace: $1}"
+    echo "spec:"
+    [ "$3" != - ] && echo "  owner: $3"
+    [ "$4" != - ] && echo "  maxActive: $4"
+    echo "  mode: $5"
+    [ -n "${6:-}" ] && echo "  maxWarm: $6"
+    true
+  } | kubectl apply -f - >/dev/null
+}
+
+reason_of() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].reason}'; }
+phase_of() { jp "$1" sandbox "$2" '{.status.phase}'; }
+count_reason() {
+  kubectl get sbx -n "$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Bound")].reason}{"\n"}{end}' |
+    grep -cx "$2"
+}
+slots() { kubectl get sbxclaim -n "$1" -o jsonpath='{range .items[*]}{.spec.state}{"\n"}{end}' | grep -cx Slot; }
+# pods_live NS: sandbox pods not being deleted.
+pods_live() {
+  kubectl get pods -n "$1" -l app.kubernetes.io/managed-by=sandbox-controller \
+    -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.metadata.deletionTimestamp}{"\n"}{end}' |
+    awk 'NF == 1' | wc -l
+}
+# watch_max NS SECONDS OUT: the most live pods seen, polled, into OUT.
+watch_max() {
+  local end=$((SECONDS + $2)) max=0 n
+  while [ $SECONDS -lt $end ]; do
+    n=$(pods_live "$1")
+    [ "$n" -gt "$max" ] && max=$n
+    sleep 0.2
+  done
+  echo "$max" >"$3"
+}
+
+test_a_fifty_concurrent_creates_quota_of_five() {
+  new_namespace qa
+  quota qa alice alice 5 Queue
+  racing_controllers || return
+  watch_max qa 45 "$E2E_DIR/qa.max" &
+  local watcher=$! i jobs=()
+  for i in $(seq 1 50); do
+    sandbox qa s-$i $IMG "key-$i" alice >/dev/null & jobs+=($!)
+  done
+  wait "${jobs[@]}"
+  wait_for 120 bound_count_is qa 5 || fail "not 5 bound: $(count_bound qa)"
+  wait_for 120 eval '[ "$(count_reason qa QuotaWaiting)" = 45 ]' || fail "not 45 waiting: $(count_reason qa QuotaWaiting)"
+  wait "$watcher"
+  expect_eq "$(cat "$E2E_DIR/qa.max")" 5 "the most pods seen at once"
+  expect_eq "$(pod_count qa)" 5 "pods"
+  expect_eq "$(count_bound qa)" 5 "bound"
+  expect_eq "$(slots qa)" 5 "quota slots held"
+  wait_for 60 eval '[ "$(jp qa sandboxquota alice "{.status.active}/{.status.waiting}")" = 5/45 ]' ||
+    fail "quota status: $(jp qa sandboxquota alice '{.status}')"
+  expect_match "$(jp qa sandbox s-1 '{.status.conditions[?(@.type=="Bound")].message}')$(jp qa sandbox s-50 '{.status.conditions[?(@.type=="Bound")].message}')" \
+    "alice.*5" "the waiting message names the owner and the limit"
+  stop_racing
+}
+
+test_b_freed_slots_taken_in_arrival_order() {
+  new_namespace qb
+  quota qb alice alice 2 Queue
+  racing_controllers || return
+  sandbox qb a1 $IMG ka1 alice >/dev/null
+  sandbox qb a2 $IMG ka2 alice >/dev/null
+  wait_for 60 bound_count_is qb 2 || fail "a1, a2 not bound"
+  # waiters in arrival order z4, y3, x2, w1 (the reverse of their names),
+  # created in separate seconds
+  local w
+  for w in z4 y3 x2 w1; do
+    sandbox qb "$w" $IMG "k$w" alice >/dev/null
+    sleep 1.2
+  done
+  wait_for 60 eval '[ "$(count_reason qb QuotaWaiting)" = 4 ]' || fail "not 4 waiting: $(count_reason qb QuotaWaiting)"
+  kubectl delete sbx a1 -n qb >/dev/null
+  wait_for 60 bound qb z4 || fail "z4 (the first waiter) not bound after a1 went"
+  sleep 3
+  expect_eq "$(count_reason qb QuotaWaiting)" 3 "the others still wait"
+  kubectl delete sbx a2 -n qb >/dev/null
+  wait_for 60 bound qb y3 || fail "y3 (the second waiter) not bound after a2 went"
+  sleep 3
+  expect_eq "$(reason_of qb x2)$(reason_of qb w1)" QuotaWaitingQuotaWaiting "x2 and w1 still wait"
+  kubectl delete sbx z4 -n qb >/dev/null
+  wait_for 60 bound qb x2 || fail "x2 not bound after z4 went"
+  sleep 3
+  expect_eq "$(reason_of qb w1)" QuotaWaiting "w1 still waits"
+  expect_eq "$(pods_live qb)" 2 "never more than the quota"
+  stop_racing
+}
+
+test_c_reject_mode_is_a_stored_outcome() {
+  new_namespace qc
+  quota qc alice alice 2 Reject
+  racing_controllers || return
+  sandbox qc r1 $IMG kr1 alice >/dev/null
+  sandbox qc r2 $IMG kr2 alice >/dev/null
+  wait_for 60 bound_count_is qc 2 || fail "r1, r2 not bound"
+  sandbox qc r3 $IMG kr3 alice >/dev/null
+  wait_for 60 eval '[ "$(reason_of qc r3)" = QuotaExceeded ]' || fail "r3: $(reason_of qc r3)"
+  expect_eq "$(phase_of qc r3)" Rejected "phase"
+  expect_match "$(jp qc sandbox r3 '{.status.conditions[?(@.type=="Bound")].message}')" "alice.*2 of 2" "message"
+  wait_for 30 eval 'kubectl get sbxclaim -n qc -o jsonpath="{range .items[*]}{.spec.state} {.spec.sandbox}{\"\\n\"}{end}" | grep -qx "Rejected r3"' ||
+    fail "no Rejected record for r3's key"
+  kubectl delete sbx r1 -n qc >/dev/null
+  wait_for 60 eval '[ "$(slots qc)" = 1 ]' || fail "r1's slot not freed: $(slots qc)"
+  # a retry of r3's intent (same key and spec) gets the stored outcome, not the free slot
+  sandbox qc r3-retry $IMG kr3 alice >/dev/null
+  wait_for 60 eval '[ "$(reason_of qc r3-retry)" = QuotaExceeded ]' || fail "r3-retry: $(reason_of qc r3-retry)"
+  expect_eq "$(phase_of qc r3-retry)" Rejected "the retry's phase"
+  # a new intent takes it
+  sandbox qc r4 $IMG kr4 alice >/dev/null
+  wait_for 60 bound qc r4 || fail "r4 not bound: $(reason_of qc r4)"
+  sleep 2
+  expect_eq "$(pods_live qc)" 2 "pods"
+  expect_eq "$(phase_of qc r3)$(phase_of qc r3-retry)" RejectedRejected "the refused stay refused"
+  stop_racing
+}
+
+test_d_a_resume_counts() {
+  new_namespace qd
+  quota qd alice alice 1 Queue
+  racing_controllers || return
+  sandbox qd s1 $IMG ks1 alice >/dev/null
+  wait_for 60 bound qd s1 || fail "s1 not bound"
+  kubectl patch sbx s1 -n qd --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null
+  wait_for 60 eval '[ "$(phase_of qd s1)" = Suspended ] && [ "$(pods_live qd)" = 0 ]' || fail "s1 not suspended"
+  wait_for 60 eval '[ "$(slots qd)" = 0 ]' || fail "the suspended s1 still holds a slot"
+  sandbox qd s2 $IMG ks2 alice >/dev/null
+  wait_for 60 bound qd s2 || fail "s2 not bound while s1 is suspended"
+  kubectl patch sbx s1 -n qd --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null
+  wait_for 60 eval '[ "$(reason_of qd s1)" = QuotaWaiting ]' || fail "the resume of s1 does not wait: $(reason_of qd s1)"
+  sleep 3
+  expect_eq "$(pods_live qd)" 1 "one pod: the resume counts"
+  kubectl delete sbx s2 -n qd >/dev/null
+  wait_for 60 eval '[ "$(phase_of qd s1)" = Running ]' || fail "s1 not resumed after s2 went: $(phase_of qd s1)"
+  expect_eq "$(pods_live qd)" 1 "pods"
+  stop_racing
+}
+
+test_e_one_intent_counts_once() {
+  new_namespace qe
+  quota qe alice alice 1 Queue
+  racing_controllers || return
+  local i jobs=()
+  for i in 1 2 3 4; do sandbox qe same-$i $IMG one-key alice >/dev/null & jobs+=($!); done
+  wait "${jobs[@]}"
+  wait_for 60 bound_count_is qe 4 || fail "the 4 Sandboxes of one intent not all bound: $(count_bound qe)"
+  expect_eq "$(pod_count qe)" 1 "one pod"
+  wait_for 30 eval '[ "$(slots qe)" = 1 ]' || fail "slots: $(slots qe)"
+  stop_racing
+}
+
+test_f_warm_pods_stop_at_max_warm() {
+  new_namespace qf
+  quota qf alice alice - Queue 2
+  racing_controllers --warm-pool-settle 1s || return
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxWarmPool
+metadata: {name: pool, namespace: qf}
+spec: {replicas: 4, workspaceOwner: alice, template: {image: $IMG}}
+YAML
+  wait_for 60 eval '[ "$(kubectl get pods -n qf -l sandbox.dev/pool --no-headers 2>/dev/null | wc -l)" -ge 2 ]' ||
+    fail "no warm pods"
+  sleep 5
+  expect_eq "$(kubectl get pods -n qf -l sandbox.dev/pool --no-headers | wc -l)" 2 "warm pods at maxWarm"
+  wait_for 30 eval '[ "$(jp qf sandboxquota alice "{.status.warm}")" = 2 ]' || fail "quota status: $(jp qf sandboxquota alice '{.status}')"
+  expect_match "$(jp qf sandboxwarmpool pool '{.status.conditions[0].message}')" "quota" "the pool says why it is not full"
+  stop_racing
+}
+
+test_g_namespace_quota_and_the_controllers_default() {
+  new_namespace qg
+  printf 'quota:\n  maxActive: 1\n  mode: Queue\n' >"$E2E_DIR/quota-default.yaml"
+  racing_controllers --config "$E2E_DIR/quota-default.yaml" || return
+  # no SandboxQuota: the controller's default, per owner; ownerless count as one owner
+  sandbox qg b1 $IMG kb1 bob >/dev/null
+  sandbox qg b2 $IMG kb2 bob >/dev/null
+  sandbox qg c1 $IMG kc1 carol >/dev/null
+  sandbox qg n1 $IMG >/dev/null
+  sandbox qg n2 $IMG >/dev/null
+  wait_for 60 bound_count_is qg 3 || fail "not 3 bound (one each of bob, carol, ownerless): $(count_bound qg)"
+  wait_for 60 eval '[ "$(count_reason qg QuotaWaiting)" = 2 ]' || fail "not 2 waiting: $(count_reason qg QuotaWaiting)"
+  # a namespace-wide SandboxQuota replaces the default; an owner's own replaces that
+  quota qg all - 2 Queue
+  wait_for 60 bound_count_is qg 5 || fail "the namespace quota of 2 did not let b2 and n2 in: $(count_bound qg)"
+  wait_for 60 eval '[ "$(jp qg sandboxquota all "{.status.active}")" = 5 ]' || fail "status: $(jp qg sandboxquota all '{.status}')"
+  expect_match "$(jp qg sandboxquota all '{.status.owners[*].owner}')" "bob" "per-owner status"
+  stop_racing
+}
+
+test_h_admission_refuses_early() {
+  new_namespace qh
+  E2E_ADMISSION=1 controller_with_webhook
+  local c=$CTL_PID
+  install_admission "$WEBHOOK_PORT" || { fail "admission not installed"; controller_stop "$c"; return; }
+  quota qh alice alice 1 Reject
+  sandbox qh h1 $IMG kh1 alice >/dev/null
+  wait_for 60 bound qh h1 || fail "h1 not bound"
+  local out
+  out=$(sandbox qh h2 $IMG kh2 alice) && fail "the create past the quota was admitted: $out"
+  expect_match "$out" 'alice.*1 of 1.*SandboxQuota qh/alice' "the refusal names owner, count, limit and quota"
+  # a retry of h1's intent is no new sandbox: admitted
+  out=$(sandbox qh h1-again $IMG kh1 alice) || fail "a retry of h1's intent was refused: $out"
+  wait_for 60 bound qh h1-again || fail "h1-again not bound"
+  expect_eq "$(pod_count qh)" 1 "pods"
+  uninstall_admission
+  controller_stop "$c"
+}
+
+# The controller SIGKILLed right after it took a quota slot (before the
+# pod) and right after it stored a Reject outcome (before the status): after
+# a restart, one pod per intent, the slot it took is the pod's (no second
+# slot, no slot leaked to a waiter), the refusal stays the key's outcome.
+test_i_crash_after_quota_writes() {
+  new_namespace qi
+  quota qi alice alice 1 Reject
+  local point pid
+  point=after-quota-slot
+  rm -f "$E2E_DIR/once-$point"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" controller_start "crash-$point"
+  pid=$CTL_PID
+  sandbox qi c1 $IMG kc1 alice >/dev/null
+  wait_dead "$pid" 30 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
+  [ -f "$E2E_DIR/once-$point" ] || fail "$point: the controller died without reaching the point"
+  expect_eq "$(slots qi)" 1 "$point: the slot was taken before the crash"
+  point=after-quota-reject-record
+  rm -f "$E2E_DIR/once-$point"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" controller_start "crash-$point"
+  pid=$CTL_PID
+  wait_for 40 bound qi c1 || fail "c1 not bound after the restart: $(reason_of qi c1)"
+  sandbox qi c2 $IMG kc2 alice >/dev/null
+  wait_dead "$pid" 30 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
+  [ -f "$E2E_DIR/once-$point" ] || fail "$point: the controller died without reaching the point"
+  controller_start after-crashes
+  pid=$CTL_PID
+  wait_for 40 eval '[ "$(reason_of qi c2)" = QuotaExceeded ]' || fail "c2 after the restart: $(reason_of qi c2)"
+  expect_match "$(jp qi sandbox c2 '{.status.conditions[?(@.type=="Bound")].message}')" "alice.*1 of 1" "c2's message"
+  sandbox qi c1-again $IMG kc1 alice >/dev/null
+  wait_for 40 bound qi c1-again || fail "c1-again (one intent with c1) not bound"
+  sleep 2
+  expect_eq "$(pod_count qi)" 1 "pods"
+  expect_eq "$(slots qi)" 1 "slots"
+  expect_eq "$(kubectl get pods -n qi -o jsonpath='{.items[0].metadata.name}')" \
+    "$(kubectl get sbxclaim -n qi -o jsonpath='{range .items[?(@.spec.state=="Slot")]}{.metadata.ownerReferences[0].name}{end}')" \
+    "the slot is owned by the pod"
+  controller_stop "$pid"
+}
+
+# A Sandbox unbound for another reason than the quota (here the API refuses
+# its pod: a policy) holds its slot but is not in the line: the next one
+# binds in the free slot instead of waiting behind it.
+test_j_a_sandbox_stuck_otherwise_holds_no_one_back() {
+  new_namespace qj
+  kubectl label namespace qj quota-e2e=qj >/dev/null
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: quota-paused-image}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  validations:
+  - expression: "object.spec.containers.all(c, c.image != 'registry.local/paused:1')"
+    message: "this image is paused"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: quota-paused-image}
+spec:
+  policyName: quota-paused-image
+  validationActions: [Deny]
+  matchResources: {namespaceSelector: {matchLabels: {quota-e2e: qj}}}
+YAML
+  sleep 3
+  quota qj alice alice 2 Queue
+  controller_start quota-j
+  local pid=$CTL_PID
+  sandbox qj stuck registry.local/paused:1 kj1 alice >/dev/null
+  wait_for 30 eval '[ "$(reason_of qj stuck)" = Waiting ]' || fail "stuck: $(reason_of qj stuck)"
+  sleep 1.1 # next arrives after stuck (creation times are in whole seconds; "next" < "stuck")
+  sandbox qj next $IMG kj2 alice >/dev/null
+  wait_for 20 bound qj next || fail "next waits behind a Sandbox that holds its slot: $(reason_of qj next)"
+  expect_eq "$(slots qj)" 2 "slots: the stuck one's and next's"
+  kubectl delete validatingadmissionpolicybinding quota-paused-image >/dev/null
+  kubectl delete validatingadmissionpolicy quota-paused-image >/dev/null
+  controller_stop "$pid"
+}
+
+setup
+e2e_main
