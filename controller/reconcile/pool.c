@@ -17,6 +17,7 @@
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
 #include "reconcile/state.h"
+#include "reconcile/writes.h"
 #include "sandbox/authz.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/poolspec.h"
@@ -172,17 +173,31 @@ static int write_pool_status(struct sbx_controller *c, const struct pool_view *p
 	return 0;
 }
 
-/* Deletes a warm pod (uid precondition: a pod re-created under the name is
- * not this one). */
+/* Deletes a warm pod as the pool saw it: its uid and resourceVersion are
+ * preconditions, so a pod that changed since the cache showed it (a warm
+ * bind took it: it is no member any more) is never deleted from a stale
+ * member list. 0 (deleted or gone), POOL_RECHECK_MS (it changed: look again
+ * once the cache shows it), or -1. */
 static int delete_member(struct sbx_controller *c, const char *ns, const cJSON *pod)
 {
-	char path[600], body[256];
-	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, meta_str(pod, "name"));
-	snprintf(body, sizeof body, "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"preconditions\":{\"uid\":\"%s\"}}",
-		 meta_str(pod, "uid") ? meta_str(pod, "uid") : "");
-	struct kube_error err;
-	enum kube_err e = kube_request(c->kc, "DELETE", path, NULL, body, NULL, NULL, &err);
-	return e == KUBE_OK || e == KUBE_ERR_NOT_FOUND || e == KUBE_ERR_CONFLICT ? 0 : -1;
+	char path[600];
+	const char *uid = meta_str(pod, "uid"), *rv = meta_str(pod, "resourceVersion");
+	if (!uid || !rv)
+		return POOL_RECHECK_MS; /* the cache always keeps both */
+	sbx_rc_pod_path(path, sizeof path, ns, meta_str(pod, "name"));
+	int r = sbx_rc_delete(c, path, uid, rv);
+	return r > 0 ? POOL_RECHECK_MS : r; /* its event brings the pool back sooner */
+}
+
+/* The result of two steps of a reconcile: an error wins, then the sooner
+ * look again. */
+static int merge_result(int a, int b)
+{
+	if (a < 0 || b < 0)
+		return -1;
+	if (!a || !b)
+		return a ? a : b;
+	return a < b ? a : b;
 }
 
 /* Whether the pool's owner may be mounted: its record verifies (a record of
@@ -306,7 +321,7 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		const char *phase = jstr(jobj(m, "status"), "phase");
 		if (!authorized || !sbx_pool_member(m, c->seal_keys, p.uid, p.fp, p.owner) ||
 		    (phase && (!strcmp(phase, "Failed") || !strcmp(phase, "Succeeded"))))
-			r |= delete_member(c, ns, m);
+			r = merge_result(r, delete_member(c, ns, m));
 		else
 			cJSON_AddItemToArray(current, cJSON_Duplicate(m, 1));
 	}
@@ -326,7 +341,7 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		cJSON_ArrayForEach(m, current) v[i++] = m;
 		qsort(v, n, sizeof *v, extra_first);
 		for (i = 0; i < (size_t)(have - p.replicas); i++)
-			r |= delete_member(c, ns, v[i]);
+			r = merge_result(r, delete_member(c, ns, v[i]));
 		free(v);
 	} else {
 		/* Never more than replicas, creates in flight included. */
