@@ -40,7 +40,9 @@
 # pod-ready Stage with a `delay`; its completion and deletion Stages unchanged,
 # deletions immediate). kwok draws the delay when it sees the pod and draws it
 # again if the pod changes before it is Ready (an update restarts the wait).
-# Unset or 0: kwok's default stages, pods Ready at once.
+# Unset or 0: pods Ready at once, as with kwok's default stages. Either way
+# pods of the test image registry.local/exits:1 fail as soon as they run
+# (exit code 1).
 set -euo pipefail
 
 HACK=$(cd "$(dirname "$0")" && pwd)
@@ -293,11 +295,9 @@ ST
   local stages=() delay=${SBX_KWOK_POD_READY_DELAY_MS:-0} jitter=${SBX_KWOK_POD_READY_JITTER_MS:-0}
   [[ $delay =~ ^[0-9]+$ && $jitter =~ ^[0-9]+$ ]] ||
     { log "SBX_KWOK_POD_READY_DELAY_MS and SBX_KWOK_POD_READY_JITTER_MS must be milliseconds"; return 1; }
-  if [ "$delay" -gt 0 ] || [ "$jitter" -gt 0 ]; then
-    write_pod_stages "$DIR/kwok-pod-stages.yaml" "$delay" "$jitter"
-    stages=(--config="$DIR/kwok-pod-stages.yaml")
-    log "kwok: pods Ready after $delay ms + up to $jitter ms"
-  fi
+  write_pod_stages "$DIR/kwok-pod-stages.yaml" "$delay" "$jitter"
+  stages=(--config="$DIR/kwok-pod-stages.yaml")
+  if [ "$delay" -gt 0 ] || [ "$jitter" -gt 0 ]; then log "kwok: pods Ready after $delay ms + up to $jitter ms"; fi
   start kwok "$BIN/kwok" "${stages[@]}" --kubeconfig="$DIR/kubeconfig" --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --manage-nodes-with-label-selector= --manage-single-node= \
