@@ -50,6 +50,69 @@ main_restart() {
 
 binding_is() { [ "$(binding "$1" "$2")" = "$3" ]; }
 
+pool_reason() { jp "$1" swp "$2" '{.status.conditions[?(@.type=="Ready")].reason}'; }
+pool_reason_is() { [ "$(pool_reason "$1" "$2")" = "$3" ]; }
+pool_gone_empty() { pool_reason_is "$1" "$2" "$3" && [ "$(pool_pods "$1" "$2")" = 0 ]; }
+
+# Finding 1: bob may use alice's owner, makes a pool for it, then loses the
+# right. His Sandbox create is refused; scaling his pool (which needs no
+# right on the owner) must create no pod mounting alice's folders: the pool
+# stops, its members go, it says why. The controller caches
+# SubjectAccessReview answers for at most 15 s and looks at a pool with an
+# owner at least every 15 s (docs/api.md): 45 s is that bound with room.
+test_1_a_revoked_author_keeps_no_pool() {
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: bob-uses-alice, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-alice}
+subjects: [{kind: User, name: bob}]
+YAML
+  pool "$BOB" team-a bobs-pool 1 alice >/dev/null || fail "bob's pool for alice, while he may use her owner"
+  wait_for 60 ready_is team-a bobs-pool 1 || fail "bobs-pool not warm: $(pool_diag team-a bobs-pool)"
+  kubectl delete rolebinding bob-uses-alice -n team-a >/dev/null || fail "revoke bob's use of alice"
+  wait_for 20 sh -c "! KUBECONFIG=$BOB kubectl auth can-i use workspaces.sandbox.dev/alice -n team-a >/dev/null" ||
+    fail "bob may still use alice"
+  local out
+  wsbx "$BOB" team-a bob-after - alice && fail "bob's Sandbox for alice was admitted after the revocation"
+  out=$(as "$BOB" create -f "$E2E_DIR/team-a-bob-after.json" 2>&1)
+  expect_match "$out" '"use" on workspaces.sandbox.dev "alice"' "bob's create is refused naming the permission"
+  local created0
+  created0=$(metric_sum "$MAIN_METRICS" sandbox_warm_pods_created_total)
+  as "$BOB" scale swp -n team-a bobs-pool --replicas=3 >/dev/null || fail "bob's scale to 3"
+  wait_for 45 pool_gone_empty team-a bobs-pool OwnerNotAuthorized ||
+    fail "bobs-pool still has members or does not say OwnerNotAuthorized: $(pool_diag team-a bobs-pool) $(pool_reason team-a bobs-pool)"
+  expect_match "$(jp team-a swp bobs-pool '{.status.conditions[?(@.type=="Ready")].message}')" 'bob.*alice|alice.*bob' \
+    "the pool's condition names the author and the owner"
+  as "$BOB" scale swp -n team-a bobs-pool --replicas=5 >/dev/null || fail "bob's scale to 5"
+  local created1
+  created1=$(metric_sum "$MAIN_METRICS" sandbox_warm_pods_created_total)
+  sleep 10
+  expect_eq "$(pool_pods team-a bobs-pool)" 0 "members 10 s after a scale to 5"
+  expect_eq "$(metric_sum "$MAIN_METRICS" sandbox_warm_pods_created_total)" "$created1" "warm pods created after the pool said why"
+  say "  warm pods created between the revocation's scale and the refusal: $((created1 - created0))"
+  expect_match "$(kubectl get events -n team-a --field-selector involvedObject.name=bobs-pool -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}')" \
+    OwnerNotAuthorized "an OwnerNotAuthorized event on the pool"
+  as "$BOB" delete swp -n team-a bobs-pool >/dev/null
+}
+
+# Finding 1: a template that exits is not re-run at once for ever: members
+# that exited are replaced with a growing backoff. kwok fails every pod of
+# the image registry.local/exits:1 as soon as it runs (hack/kwok-pod-stages.yaml).
+test_1_b_exited_members_back_off() {
+  local c0 c1
+  c0=$(metric_sum "$MAIN_METRICS" sandbox_warm_pods_created_total)
+  pool "$ALICE" team-b exits 1 - registry.local/exits:1 >/dev/null || fail "create the pool exits"
+  sleep 20
+  c1=$(metric_sum "$MAIN_METRICS" sandbox_warm_pods_created_total)
+  say "  warm pods created in 20 s for a template that exits at once: $((c1 - c0))"
+  [ $((c1 - c0)) -le 8 ] || fail "$((c1 - c0)) warm pods created in 20 s (a backoff from 1 s doubling allows 5)"
+  expect_eq "$(pool_reason team-b exits)" BackOff "the pool's Ready reason"
+  expect_match "$(jp team-b swp exits '{.status.conditions[?(@.type=="Ready")].message}')" 'exit' \
+    "the pool's condition says its pods exit"
+  as "$ALICE" delete swp -n team-b exits >/dev/null
+}
+
 # Finding 3: a pool acting on a stale member list (its pod watch 3 s behind)
 # must not delete the pod a warm bind has just taken. Bob, who may scale
 # alice's pool but not use her owner, scales it to 0 the moment the bind is
