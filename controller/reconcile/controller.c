@@ -17,6 +17,7 @@
 #include "reconcile/inforce.h"
 #include "reconcile/lifecycle.h"
 #include "reconcile/pool.h"
+#include "reconcile/reauthz.h"
 #include "reconcile/reconcile.h"
 #include "reconcile/records.h"
 #include "reconcile/strset.h"
@@ -266,6 +267,7 @@ static void on_pool_delete(void *ctx, const cJSON *obj)
 {
 	struct sbx_controller *c = ctx;
 	sbx_pool_gone(c->pool_state, meta_str(obj, "namespace"), time(NULL));
+	sbx_pool_forget(c->pool_state, meta_str(obj, "uid"));
 }
 
 /* A warm pod changed: its pool (the owner reference) looks again. */
@@ -390,6 +392,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->created_pods = sbx_written_new();
 	c->resume_starts = strmap_new(sizeof(double)); /* the times resumes were seen (lifecycle.c) */
 	c->pool_state = sbx_pool_state_new(c->warm_refill_qps);
+	c->reauthz = sbx_reauthz_new();
 	struct informer *sandboxes =
 	    informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, SBX_LABEL_DIGEST, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use.
@@ -515,6 +518,8 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_free(pool_pods);
 	sbx_pool_state_free(c->pool_state);
 	c->pool_state = NULL;
+	sbx_reauthz_free(c->reauthz);
+	c->reauthz = NULL;
 	if (sandboxes)
 		informer_free(sandboxes);
 	if (pods)

@@ -16,7 +16,9 @@
 #include "obs/metrics.h"
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
+#include "reconcile/reauthz.h"
 #include "reconcile/state.h"
+#include "reconcile/strset.h"
 #include "reconcile/writes.h"
 #include "sandbox/authz.h"
 #include "sandbox/podbuild.h"
@@ -32,23 +34,37 @@
 
 /* ---- bookkeeping ---- */
 
-/* A pool's creates in flight (by pool uid). */
-struct expect {
+/* Members that exited count against their template for this long: a
+ * template whose pods keep running that long has its backoff start over (as
+ * the kubelet's CrashLoopBackOff). */
+#define EXIT_MEMORY_MS (10 * 60 * 1000)
+/* The backoff after the n-th exit in a row: 1 s doubling, at most 5 min. */
+#define EXIT_BACKOFF_MIN_MS 1000
+#define EXIT_BACKOFF_MAX_MS (5 * 60 * 1000)
+
+/* What the controller keeps of a pool between its reconciles (by pool uid):
+ * its creates in flight, and its members that exited lately. */
+struct book {
 	int pending;
 	int64_t until_ms; /* pending counts until then */
+	int exits;	  /* members that exited, each within EXIT_MEMORY_MS of the next */
+	int64_t last_exit_ms;
+	int64_t next_create_ms; /* no create before then */
 };
 
 struct sbx_pool_state {
-	struct strmap *expect; /* struct expect by pool uid */
-	struct strmap *gone;   /* time_t by namespace: when its last pool left the cache */
+	struct strmap *book;	   /* struct book by pool uid */
+	struct strmap *gone;	   /* time_t by namespace: when its last pool left the cache */
+	struct sbx_strset *exited; /* uids of members counted as exited */
 	struct token_bucket refill;
 };
 
 struct sbx_pool_state *sbx_pool_state_new(double refill_qps)
 {
 	struct sbx_pool_state *s = xcalloc(1, sizeof *s);
-	s->expect = strmap_new(sizeof(struct expect));
+	s->book = strmap_new(sizeof(struct book));
 	s->gone = strmap_new(sizeof(time_t));
+	s->exited = sbx_strset_new();
 	token_bucket_init(&s->refill, refill_qps, refill_qps >= 1 ? (int)refill_qps : 1);
 	return s;
 }
@@ -57,8 +73,9 @@ void sbx_pool_state_free(struct sbx_pool_state *s)
 {
 	if (!s)
 		return;
-	strmap_free(s->expect);
+	strmap_free(s->book);
 	strmap_free(s->gone);
+	sbx_strset_free(s->exited);
 	token_bucket_release(&s->refill);
 	free(s);
 }
@@ -66,17 +83,17 @@ void sbx_pool_state_free(struct sbx_pool_state *s)
 /* The creates of pool uid still in flight. */
 static int pending(struct sbx_pool_state *s, const char *uid)
 {
-	strmap_lock(s->expect);
-	struct expect *e = strmap_get(s->expect, uid);
+	strmap_lock(s->book);
+	struct book *e = strmap_get(s->book, uid);
 	int n = e && e->until_ms > ktime_mono_ms() ? e->pending : 0;
-	strmap_unlock(s->expect);
+	strmap_unlock(s->book);
 	return n;
 }
 
 static void expect_add(struct sbx_pool_state *s, const char *uid, int d)
 {
-	strmap_lock(s->expect);
-	struct expect *e = strmap_put(s->expect, uid, NULL);
+	strmap_lock(s->book);
+	struct book *e = strmap_put(s->book, uid, NULL);
 	if (e) {
 		if (e->until_ms <= ktime_mono_ms())
 			e->pending = 0;
@@ -86,7 +103,51 @@ static void expect_add(struct sbx_pool_state *s, const char *uid, int d)
 		if (d > 0)
 			e->until_ms = ktime_mono_ms() + EXPECT_TTL_MS;
 	}
-	strmap_unlock(s->expect);
+	strmap_unlock(s->book);
+}
+
+/* Member pod_uid of pool uid exited (counted once per pod): the pool's next
+ * create waits a backoff that doubles with each exit in a row. */
+static void member_exited(struct sbx_pool_state *s, const char *uid, const char *pod_uid)
+{
+	if (!pod_uid || sbx_strset_has(s->exited, pod_uid))
+		return;
+	sbx_strset_add_for(s->exited, pod_uid, EXIT_MEMORY_MS);
+	int64_t now = ktime_mono_ms();
+	strmap_lock(s->book);
+	struct book *e = strmap_put(s->book, uid, NULL);
+	if (e) {
+		if (now - e->last_exit_ms > EXIT_MEMORY_MS)
+			e->exits = 0;
+		e->exits++;
+		e->last_exit_ms = now;
+		int64_t wait = EXIT_BACKOFF_MIN_MS;
+		for (int i = 1; i < e->exits && wait < EXIT_BACKOFF_MAX_MS; i++)
+			wait *= 2;
+		e->next_create_ms = now + (wait < EXIT_BACKOFF_MAX_MS ? wait : EXIT_BACKOFF_MAX_MS);
+	}
+	strmap_unlock(s->book);
+}
+
+/* How long pool uid must still wait before its next create (0: now), and
+ * its exits in a row into *exits. */
+static int64_t backoff_left(struct sbx_pool_state *s, const char *uid, int *exits)
+{
+	strmap_lock(s->book);
+	struct book *e = strmap_get(s->book, uid);
+	int64_t left = e ? e->next_create_ms - ktime_mono_ms() : 0;
+	*exits = e ? e->exits : 0;
+	strmap_unlock(s->book);
+	return left > 0 ? left : 0;
+}
+
+void sbx_pool_forget(struct sbx_pool_state *s, const char *uid)
+{
+	if (!s || !uid)
+		return;
+	strmap_lock(s->book);
+	strmap_del(s->book, uid);
+	strmap_unlock(s->book);
 }
 
 void sbx_pool_gone(struct sbx_pool_state *s, const char *ns, time_t now)
@@ -170,6 +231,11 @@ static int write_pool_status(struct sbx_controller *c, const struct pool_view *p
 		log_kv(LOG_WARN, "pool status write failed", "pool", p->name, "namespace", p->ns, "error", err.message);
 		return -1;
 	}
+	/* Why a pool makes no pods is told once as it starts to hold. */
+	const char *oreason = jstr(oc, "reason");
+	if (e == KUBE_OK && c->events && !ok && (!strcmp(reason, "OwnerNotAuthorized") || !strcmp(reason, "BackOff")) &&
+	    (!oreason || strcmp(oreason, reason)))
+		event_record(c->events, SBX_API, SBX_POOL_KIND, p->ns, p->name, p->uid, "Warning", reason, msg);
 	return 0;
 }
 
@@ -200,40 +266,57 @@ static int merge_result(int a, int b)
 	return a < b ? a : b;
 }
 
-/* Whether the pool's owner may be mounted: its record verifies (a record of
- * the template and owner as they are now, by the identity that set them)
- * and the webhook was in force for it. 1, or 0 with why. */
-static int pool_authorized(struct sbx_controller *c, const struct pool_view *p, char *why, size_t whylen)
+int sbx_pool_authorized(struct sbx_controller *c, const cJSON *pool, const char *fp, const char *owner, int fresh,
+			char *why, size_t whylen)
 {
-	if (!p->owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW)
+	if (!owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW)
 		return 1;
+	const char *ns = meta_str(pool, "namespace"), *name = meta_str(pool, "name");
+	const char *author = annotation(pool, SBX_ANN_REQUESTED_BY), *identity = annotation(pool, SBX_ANN_AUTHZ_IDENTITY);
 	char subject[300];
-	snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", p->name);
+	snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", name ? name : "");
 	time_t created = 0;
-	ktime_parse_rfc3339(meta_str(p->obj, "creationTimestamp"), &created);
-	struct sbx_authz_subject s = { .ns = p->ns, .name = subject, .owner = p->owner, .fingerprint = p->fp, .username = annotation(p->obj, SBX_ANN_REQUESTED_BY) };
+	ktime_parse_rfc3339(meta_str(pool, "creationTimestamp"), &created);
+	struct sbx_authz_subject s = { .ns = ns, .name = subject, .owner = owner, .fingerprint = fp, .username = author, .identity = identity };
 	struct sbx_authz_info info = { 0 };
 	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
-						   c->seal_keys->n, &s, created, annotation(p->obj, SBX_ANN_OWNER_AUTHZ),
+						   c->seal_keys->n, &s, created, annotation(pool, SBX_ANN_OWNER_AUTHZ),
 						   &info);
 	if (ac != SBX_AUTHZ_OK) {
-		snprintf(why, whylen, "workspace owner %s: %s", p->owner, sbx_authz_str(ac));
+		snprintf(why, whylen, "workspace owner %s: %s", owner, sbx_authz_str(ac));
 		return 0;
 	}
 	char w[384];
 	if (!c->webhooks || !informer_wait_synced(c->webhooks, 0)) {
 		snprintf(why, whylen, "waiting to read the MutatingWebhookConfiguration %s", c->webhook_config);
-		return 0;
+		return -1;
 	}
 	cJSON *mwc = c->webhook_config[0] ? informer_get(c->webhooks, NULL, c->webhook_config) : NULL;
 	int ok = sbx_inforce_check(c->inforce, mwc, SBX_MUTATING_WEBHOOK, SBX_POOL_PLURAL,
-				   info.run == 1 ? "CREATE" : "UPDATE", p->ns, info.run == 1 ? created : info.issued, w,
+				   info.run == 1 ? "CREATE" : "UPDATE", ns, info.run == 1 ? created : info.issued, w,
 				   sizeof w);
 	cJSON_Delete(mwc);
-	if (!ok)
+	if (!ok) {
 		snprintf(why, whylen, "workspace owner %s: the admission webhook was not in force for the pool (%s)",
-			 p->owner, w);
-	return ok;
+			 owner, w);
+		return 0;
+	}
+	/* The record is genuine; its author must still be allowed now. A
+	 * record of the previous version names the username alone. */
+	char reason[256];
+	int may = sbx_reauthz_check(c->reauthz, c->kc, info.has_identity ? identity : NULL, author, ns, owner, fresh, reason,
+				    sizeof reason);
+	if (may == 0)
+		snprintf(why, whylen,
+			 "workspace owner %s: the pool's author %.128s may no longer use it in namespace %s (missing "
+			 "permission \"use\" on workspaces.sandbox.dev \"%s\"%s%.200s); its warm pods are deleted and none "
+			 "is made until the author may again, or an identity that may sets the pool's template or owner",
+			 owner, author, ns, owner, reason[0] ? ": " : "", reason);
+	else if (may < 0)
+		snprintf(why, whylen, "workspace owner %s: cannot check whether the pool's author %.128s may still use it (%.200s); "
+				      "no warm pod is made meanwhile",
+			 owner, author, reason);
+	return may;
 }
 
 /* Creates one warm pod of p. 0, or -1. */
@@ -308,31 +391,48 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 	else
 		ktime_format_rfc3339(time(NULL), since);
 	members = informer_list_by_index(c->pool_pods, p.uid);
-	int authorized = pool_authorized(c, &p, msg, sizeof msg);
+	/* 1: may mount the owner now; 0: may not (the members go); -1: cannot
+	 * tell now (the members stay, none is made). */
+	/* A change of the pool (a scale, a new template) asks anew. */
+	const cJSON *og = jobj(jobj(obj, "status"), "observedGeneration");
+	int changed = !cJSON_IsNumber(og) || (long long)og->valuedouble != p.generation;
+	int authorized = sbx_pool_authorized(c, obj, p.fp, p.owner, changed, msg, sizeof msg);
 	cJSON *current = cJSON_CreateArray();
 	const cJSON *m;
+	const char *exited = NULL;
 	cJSON_ArrayForEach(m, members)
 	{
 		if (meta_str(m, "deletionTimestamp"))
 			continue;
 		/* Outdated (another template or owner), not sealed, of a pool
-		 * whose owner cannot be verified, or finished (a warm pod that
-		 * exited or failed never serves): not a member to keep. */
+		 * whose owner may not be mounted, or finished (a warm pod that
+		 * exited or failed never serves, and its template backs off):
+		 * not a member to keep. */
 		const char *phase = jstr(jobj(m, "status"), "phase");
-		if (!authorized || !sbx_pool_member(m, c->seal_keys, p.uid, p.fp, p.owner) ||
-		    (phase && (!strcmp(phase, "Failed") || !strcmp(phase, "Succeeded"))))
+		int finished = phase && (!strcmp(phase, "Failed") || !strcmp(phase, "Succeeded"));
+		if (finished) {
+			member_exited(c->pool_state, p.uid, meta_str(m, "uid"));
+			exited = meta_str(m, "name");
+		}
+		if (!authorized || !sbx_pool_member(m, c->seal_keys, p.uid, p.fp, p.owner) || finished)
 			r = merge_result(r, delete_member(c, ns, m));
 		else
 			cJSON_AddItemToArray(current, cJSON_Duplicate(m, 1));
 	}
 	long have = cJSON_GetArraySize(current), ready = 0;
 	cJSON_ArrayForEach(m, current) ready += sbx_pool_pod_ready(m);
-	if (!authorized) {
-		r = write_pool_status(c, &p, 0, 0, since, 0, "OwnerNotAuthorized", msg) < 0 ? -1 : r;
+	if (authorized <= 0) {
+		int w = write_pool_status(c, &p, authorized ? have : 0, authorized ? ready : 0, since, 0,
+					  authorized ? "Waiting" : "OwnerNotAuthorized", msg);
 		cJSON_Delete(current);
+		/* Looked at again when the answers it was given expire: a pool
+		 * whose author may use the owner again fills again. */
+		r = w < 0 || authorized < 0 ? -1 : merge_result(r, SBX_REAUTHZ_ALLOW_MS);
 		goto out;
 	}
 	long inflight = pending(c->pool_state, p.uid);
+	int64_t wait_ms = 0;
+	int exits = 0, backing_off = 0;
 	if (have > p.replicas) {
 		/* Too many: the extras go, not-ready and newest first. */
 		size_t n = (size_t)have;
@@ -343,6 +443,14 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		for (i = 0; i < (size_t)(have - p.replicas); i++)
 			r = merge_result(r, delete_member(c, ns, v[i]));
 		free(v);
+	} else if ((wait_ms = backoff_left(c->pool_state, p.uid, &exits)) > 0 && have + inflight < p.replicas) {
+		/* Its pods exit: the next waits (it is looked at again then). */
+		snprintf(msg, sizeof msg,
+			 "%d warm pods of this template exited in a row%s%s; each exit doubles the wait before the next "
+			 "one is made (1 s to 5 min); %ld of %ld warm pods ready",
+			 exits, exited ? ", the last one " : "", exited ? exited : "", ready, p.replicas);
+		backing_off = 1;
+		r = merge_result(r, (int)wait_ms + 50);
 	} else {
 		/* Never more than replicas, creates in flight included. */
 		long want = p.replicas - have - inflight;
@@ -355,14 +463,19 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 				r = -1;
 		}
 	}
-	snprintf(msg, sizeof msg, "%ld of %ld warm pods ready", ready, p.replicas);
+	if (!backing_off)
+		snprintf(msg, sizeof msg, "%ld of %ld warm pods ready", ready, p.replicas);
 	int full = ready >= p.replicas && have <= p.replicas;
 	int w = write_pool_status(c, &p, have < p.replicas ? have : p.replicas, ready, since, full,
-				  full ? "Full" : "Filling", msg);
+				  full ? "Full" : backing_off ? "BackOff"
+							      : "Filling",
+				  msg);
 	if (w < 0)
 		r = -1;
 	else if (r == 0 && (!full || inflight))
 		r = POOL_RECHECK_MS; /* pod events bring it back sooner */
+	else if (r == 0 && p.owner && c->cfg->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW)
+		r = SBX_REAUTHZ_ALLOW_MS; /* its author's right is asked about again then */
 	cJSON_Delete(current);
 out:
 	cJSON_Delete(members);

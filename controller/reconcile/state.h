@@ -17,6 +17,7 @@
 struct sbx_strset;     /* a set of short strings (digests, uids) */
 struct sbx_inforce;    /* whether the mutating webhook was in force (reconcile/inforce.h) */
 struct sbx_pool_state; /* warm pool bookkeeping (reconcile/pool.h) */
+struct sbx_reauthz;    /* answers about recorded identities (reconcile/reauthz.h) */
 struct sbx_written;    /* our status writes the cache has not shown yet */
 struct strmap;	       /* base/strmap.h */
 
@@ -39,9 +40,10 @@ struct sbx_controller {
 	struct informer *pools;	    /* SandboxWarmPools */
 	struct informer *pool_pods; /* warm pods (label sandbox.dev/pool), by pool uid */
 	struct sbx_pool_state *pool_state;
-	long warm_settle_s;	  /* a pool's template serves only after this long */
-	double warm_refill_qps;	  /* warm pods created per second, all pools */
-	char webhook_config[254]; /* its name; "" = none, so nothing is in force */
+	struct sbx_reauthz *reauthz; /* may a pool's author still use its owner */
+	long warm_settle_s;	     /* a pool's template serves only after this long */
+	double warm_refill_qps;	     /* warm pods created per second, all pools */
+	char webhook_config[254];    /* its name; "" = none, so nothing is in force */
 	struct workqueue *queue;
 	struct event_recorder *events;
 	struct sbx_strset *inflight;	  /* scope digests being claimed */

@@ -39,7 +39,8 @@
 /* Largest pool spec the cache keeps (a larger one is treated as invalid). */
 #define SBX_SPEC_POOL_KEEP_MAX (64 * 1024)
 /* The informer's trimmer for pools: identity, generation, the owner
- * authorization annotations, spec and status, each bounded. Returns a new
+ * authorization annotations (the recorded identity up to
+ * SBX_AUTHZ_IDENTITY_MAX bytes), spec and status, each bounded. Returns a new
  * object (caller frees); never NULL. */
 cJSON *sbx_pool_trim(const cJSON *obj);
 
