@@ -286,7 +286,7 @@ ST
   export KUBECONFIG="$DIR/kubeconfig"
   start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$DIR/kubeconfig" \
     --leader-elect=false --secure-port=0 \
-    --controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,persistentvolume-binder-controller,deployment-controller,replicaset-controller,job-controller,clusterrole-aggregation-controller \
+    --controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,persistentvolume-binder-controller,deployment-controller,replicaset-controller,job-controller,clusterrole-aggregation-controller,resourcequota-controller \
     --service-account-private-key-file="$DIR/pki/sa.key" --root-ca-file="$DIR/pki/ca.crt" \
     --concurrent-gc-syncs=5
   start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$DIR/kubeconfig" --leader-elect=false \
