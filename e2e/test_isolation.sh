@@ -138,5 +138,47 @@ test_3_a_bind_racing_a_scale_down_keeps_its_pod() {
   main_restart
 }
 
+# fill_time NS POOL: creates POOL (5 warm pods, no owner) as alice, prints
+# the seconds until all 5 are Ready (a deadline of 45 s: "45+" beyond).
+fill_time() {
+  local t0 t1
+  t0=$(date +%s%N)
+  pool "$ALICE" "$1" "$2" 5 - >/dev/null || { fail "create $2"; echo "?"; return; }
+  if wait_for 45 ready_is "$1" "$2" 5; then
+    t1=$(date +%s%N)
+    printf '%d.%01d' $(((t1 - t0) / 1000000000)) $(((t1 - t0) / 100000000 % 10))
+  else
+    echo "45+"
+  fi
+}
+
+# Finding 4: one tenant's pools, whose every create is refused (a
+# ResourceQuota of 0 pods), must not starve another namespace's refill. The
+# budget is 1 warm pod a second (--warm-pool-refill-qps 1), so team-b's 5
+# pods need 5 s with the whole budget and 10 s with half of it; the 45 s
+# deadline fails only when twenty refused pools take most of it. The fill
+# times, alone and beside them, are printed.
+test_4_quota_blocked_pools_leave_the_refill_to_others() {
+  main_restart --warm-pool-refill-qps 1
+  local alone beside i
+  alone=$(fill_time team-b fair-alone)
+  as "$ALICE" delete swp -n team-b fair-alone >/dev/null
+  kubectl create namespace team-c >/dev/null
+  kubectl create quota no-pods -n team-c --hard=pods=0 >/dev/null || fail "the quota"
+  wait_for 30 sh -c "[ \"\$(kubectl get quota no-pods -n team-c -o jsonpath='{.status.hard.pods}')\" = 0 ]" ||
+    fail "the quota controller did not count team-c"
+  for i in $(seq 1 20); do pool "$KUBECONFIG" team-c "blocked-$i" 5 - >/dev/null || fail "create blocked-$i"; done
+  sleep 3 # their first creates are refused
+  beside=$(fill_time team-b fair-beside)
+  say "  team-b's 5 warm pods Ready after: ${alone} s alone, ${beside} s beside 20 quota-blocked pools of team-c (refill 1 pod/s)"
+  [ "$beside" != "45+" ] || fail "team-b's pool did not fill within 45 s beside the blocked pools: $(pool_diag team-b fair-beside)"
+  expect_eq "$(pool_reason team-c blocked-1)" BackOff "a blocked pool's Ready reason"
+  expect_match "$(jp team-c swp blocked-1 '{.status.conditions[?(@.type=="Ready")].message}')" 'exceeded quota' \
+    "a blocked pool says why"
+  kubectl delete namespace team-c --wait=false >/dev/null
+  as "$ALICE" delete swp -n team-b fair-beside >/dev/null
+  main_restart
+}
+
 setup
 e2e_main
