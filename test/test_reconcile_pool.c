@@ -1,5 +1,6 @@
-/* Unit tests for the controller's pool bookkeeping (reconcile/pool.h) and
- * its sets of short strings (reconcile/strset.h). */
+/* Unit tests for the controller's pool bookkeeping (reconcile/pool.h), the
+ * refill budget's turns (reconcile/refill.h) and its sets of short strings
+ * (reconcile/strset.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,6 +8,7 @@
 
 #include "base/ktime.h"
 #include "reconcile/pool.h"
+#include "reconcile/refill.h"
 #include "reconcile/strset.h"
 #include "test_suites.h"
 
@@ -56,7 +58,102 @@ static void test_strset_timed_members(void)
 	sbx_strset_free(s);
 }
 
+/* Every pool asks every 100 ms for 20 s (refill.h's time is passed in):
+ * the grants of each namespace and of each pool of namespace "many". */
+struct refill_run {
+	int ns_one, ns_many, many_pool[20];
+};
+
+static struct refill_run refill_simulate(int many_pools, int one_blocked)
+{
+	struct refill_run out = { 0 };
+	struct sbx_refill *r = sbx_refill_new(10, 10, 0);
+	char pool[16];
+	for (int64_t t = 0; t < 20000; t += 100) {
+		for (int i = 0; i < many_pools; i++) {
+			snprintf(pool, sizeof pool, "p%d", i);
+			if (sbx_refill_take(r, "many", pool, t)) {
+				out.ns_many++;
+				out.many_pool[i]++;
+				if (one_blocked) /* every create of "many" refused */
+					sbx_refill_refund(r, "many", pool);
+			}
+		}
+		if (sbx_refill_take(r, "one", "q", t))
+			out.ns_one++;
+	}
+	sbx_refill_free(r);
+	return out;
+}
+
+/* Turns are fair across namespaces (twenty pools of one get what the one
+ * pool of another gets) and across the pools of a namespace; refused
+ * creates give their tokens back. */
+static void test_refill_fair_turns(void)
+{
+	struct refill_run x = refill_simulate(20, 0);
+	/* 10/s for 20 s plus the burst: 210 grants, about half each */
+	CU_ASSERT_TRUE(x.ns_one + x.ns_many >= 200 && x.ns_one + x.ns_many <= 210);
+	CU_ASSERT_TRUE(x.ns_one >= 95 && x.ns_one <= 110);
+	int lo = x.many_pool[0], hi = x.many_pool[0];
+	for (int i = 1; i < 20; i++) {
+		lo = x.many_pool[i] < lo ? x.many_pool[i] : lo;
+		hi = x.many_pool[i] > hi ? x.many_pool[i] : hi;
+	}
+	CU_ASSERT_TRUE(hi - lo <= 3); /* a pool may take while one turn ahead: two after its take */
+	/* "many"'s creates all refused, each given back: "one" is held up by
+	 * nothing (one pod a tick it asks for, up to the budget) */
+	x = refill_simulate(20, 1);
+	CU_ASSERT_TRUE(x.ns_one >= 195);
+}
+
+/* A namespace that stops asking holds no one back, and one that comes back
+ * after the others went on alone takes its turn among them, not all the
+ * turns it missed. */
+static void test_refill_comes_back_at_the_turn(void)
+{
+	struct sbx_refill *r = sbx_refill_new(1000, 1000, 0);
+	CU_ASSERT_TRUE(sbx_refill_take(r, "a", "p", 0));
+	CU_ASSERT_TRUE(sbx_refill_take(r, "b", "q", 0));
+	/* b asked once: a takes while at most one turn ahead of it, then waits */
+	int a = 0, b = 0;
+	for (int64_t t = 1; t <= 10; t++)
+		a += sbx_refill_take(r, "a", "p", t);
+	CU_ASSERT_EQUAL(a, 3);
+	/* b stops asking: a goes on once b counts as gone */
+	a = 0;
+	for (int64_t t = SBX_REFILL_ACTIVE_MS + 11; t < SBX_REFILL_ACTIVE_MS + 111; t++)
+		a += sbx_refill_take(r, "a", "p", t);
+	CU_ASSERT_EQUAL(a, 100);
+	/* b comes back: they alternate (b saved no turns while away) */
+	a = 0;
+	for (int64_t t = 2000; t < 2020; t++) {
+		b += sbx_refill_take(r, "b", "q", t);
+		a += sbx_refill_take(r, "a", "p", t);
+	}
+	CU_ASSERT_EQUAL(a, 20);
+	CU_ASSERT_EQUAL(b, 20);
+	/* and when only b may go (a is one turn ahead), a waits for b */
+	sbx_refill_take(r, "a", "p", 2020);
+	sbx_refill_take(r, "a", "p", 2021);
+	CU_ASSERT_FALSE(sbx_refill_take(r, "a", "p", 2022));
+	/* a refund gives the token back: at a budget of 1, the next take passes */
+	sbx_refill_free(r);
+	r = sbx_refill_new(1, 1, 0);
+	CU_ASSERT_TRUE(sbx_refill_take(r, "a", "p", 0));
+	CU_ASSERT_FALSE(sbx_refill_take(r, "b", "q", 0));
+	sbx_refill_refund(r, "a", "p");
+	CU_ASSERT_TRUE(sbx_refill_take(r, "b", "q", 1));
+	/* pools not heard of for a minute are forgotten */
+	CU_ASSERT_EQUAL(sbx_refill_pools(r), 2);
+	sbx_refill_take(r, "c", "x", SBX_REFILL_FORGET_MS + 2000);
+	CU_ASSERT_EQUAL(sbx_refill_pools(r), 1);
+	sbx_refill_free(r);
+}
+
 void register_reconcile_pool_tests(void)
 {
-	SBX_SUITE("reconcile/pool", { "pools gone", test_pool_gone }, { "timed set members", test_strset_timed_members });
+	SBX_SUITE("reconcile/pool", { "pools gone", test_pool_gone }, { "timed set members", test_strset_timed_members },
+		  { "refill: fair turns", test_refill_fair_turns },
+		  { "refill: back at the turn", test_refill_comes_back_at_the_turn });
 }

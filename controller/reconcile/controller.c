@@ -256,9 +256,26 @@ static void on_pool(void *ctx, const cJSON *obj)
 	enqueue_pool(ctx, meta_str(obj, "namespace"), meta_str(obj, "name"));
 }
 
+/* 1 when the trimmed pool changed in what its reconcile acts on: its spec
+ * or its metadata (generation, deletion, the authorization stamps), not the
+ * resourceVersion alone or the status (the controller's own writes). A
+ * tenant's label or annotation, which the trim does not keep, or our status
+ * write, requeues nothing (issue 23: such updates requeued a pool at once). */
+static int pool_change_matters(const cJSON *a, const cJSON *b)
+{
+	cJSON *ma = cJSON_Duplicate(jobj(a, "metadata"), 1), *mb = cJSON_Duplicate(jobj(b, "metadata"), 1);
+	cJSON_DeleteItemFromObjectCaseSensitive(ma, "resourceVersion");
+	cJSON_DeleteItemFromObjectCaseSensitive(mb, "resourceVersion");
+	int same = cJSON_Compare(ma, mb, 1) && cJSON_Compare(jobj(a, "spec"), jobj(b, "spec"), 1);
+	cJSON_Delete(ma);
+	cJSON_Delete(mb);
+	return !same;
+}
+
 static void on_pool_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 {
-	on_pool(ctx, new_obj);
+	if (pool_change_matters(old_obj, new_obj))
+		on_pool(ctx, new_obj);
 }
 
 /* A pool left: its namespace still claims through records for a while

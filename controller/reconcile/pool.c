@@ -11,12 +11,12 @@
 #include "base/strmap.h"
 #include "base/xmalloc.h"
 #include "kube/informer.h"
-#include "kube/ratelimit.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
 #include "reconcile/reauthz.h"
+#include "reconcile/refill.h"
 #include "reconcile/state.h"
 #include "reconcile/strset.h"
 #include "reconcile/writes.h"
@@ -34,29 +34,33 @@
 
 /* ---- bookkeeping ---- */
 
-/* Members that exited count against their template for this long: a
- * template whose pods keep running that long has its backoff start over (as
- * the kubelet's CrashLoopBackOff). */
-#define EXIT_MEMORY_MS (10 * 60 * 1000)
-/* The backoff after the n-th exit in a row: 1 s doubling, at most 5 min. */
-#define EXIT_BACKOFF_MIN_MS 1000
-#define EXIT_BACKOFF_MAX_MS (5 * 60 * 1000)
+/* Failures (members that exited, creates the API refused) count against a
+ * pool for this long: a pool without one for that long starts its backoff
+ * over (as the kubelet's CrashLoopBackOff). */
+#define FAILURE_MEMORY_MS (10 * 60 * 1000)
+/* The backoff after the n-th failure in a row: 1 s doubling, at most 5 min. */
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS (5 * 60 * 1000)
+/* A pool whose turn of the refill budget has not come looks again then. */
+#define REFILL_WAIT_MS 200
 
 /* What the controller keeps of a pool between its reconciles (by pool uid):
- * its creates in flight, and its members that exited lately. */
+ * its creates in flight, and its failures lately. */
 struct book {
 	int pending;
 	int64_t until_ms; /* pending counts until then */
-	int exits;	  /* members that exited, each within EXIT_MEMORY_MS of the next */
-	int64_t last_exit_ms;
+	int failures;	  /* each within FAILURE_MEMORY_MS of the next */
+	int64_t last_failure_ms;
 	int64_t next_create_ms; /* no create before then */
+	int refused;		/* its last create was refused */
+	char why[320];		/* the last failure */
 };
 
 struct sbx_pool_state {
 	struct strmap *book;	   /* struct book by pool uid */
 	struct strmap *gone;	   /* time_t by namespace: when its last pool left the cache */
 	struct sbx_strset *exited; /* uids of members counted as exited */
-	struct token_bucket refill;
+	struct sbx_refill *refill; /* the creates budget, in fair turns */
 };
 
 struct sbx_pool_state *sbx_pool_state_new(double refill_qps)
@@ -65,7 +69,7 @@ struct sbx_pool_state *sbx_pool_state_new(double refill_qps)
 	s->book = strmap_new(sizeof(struct book));
 	s->gone = strmap_new(sizeof(time_t));
 	s->exited = sbx_strset_new();
-	token_bucket_init(&s->refill, refill_qps, refill_qps >= 1 ? (int)refill_qps : 1);
+	s->refill = sbx_refill_new(refill_qps, refill_qps >= 1 ? (int)refill_qps : 1, ktime_mono_ms());
 	return s;
 }
 
@@ -76,7 +80,7 @@ void sbx_pool_state_free(struct sbx_pool_state *s)
 	strmap_free(s->book);
 	strmap_free(s->gone);
 	sbx_strset_free(s->exited);
-	token_bucket_release(&s->refill);
+	sbx_refill_free(s->refill);
 	free(s);
 }
 
@@ -106,37 +110,59 @@ static void expect_add(struct sbx_pool_state *s, const char *uid, int d)
 	strmap_unlock(s->book);
 }
 
-/* Member pod_uid of pool uid exited (counted once per pod): the pool's next
- * create waits a backoff that doubles with each exit in a row. */
-static void member_exited(struct sbx_pool_state *s, const char *uid, const char *pod_uid)
+/* Pool uid's create was refused (1) or made a pod (0). */
+static void set_refused(struct sbx_pool_state *s, const char *uid, int refused)
 {
-	if (!pod_uid || sbx_strset_has(s->exited, pod_uid))
-		return;
-	sbx_strset_add_for(s->exited, pod_uid, EXIT_MEMORY_MS);
+	strmap_lock(s->book);
+	struct book *e = refused ? strmap_put(s->book, uid, NULL) : strmap_get(s->book, uid);
+	if (e)
+		e->refused = refused;
+	strmap_unlock(s->book);
+}
+
+/* Pool uid failed (why): its next create waits a backoff that doubles with
+ * each failure in a row. */
+static void pool_failed(struct sbx_pool_state *s, const char *uid, const char *why)
+{
 	int64_t now = ktime_mono_ms();
 	strmap_lock(s->book);
 	struct book *e = strmap_put(s->book, uid, NULL);
 	if (e) {
-		if (now - e->last_exit_ms > EXIT_MEMORY_MS)
-			e->exits = 0;
-		e->exits++;
-		e->last_exit_ms = now;
-		int64_t wait = EXIT_BACKOFF_MIN_MS;
-		for (int i = 1; i < e->exits && wait < EXIT_BACKOFF_MAX_MS; i++)
+		if (now - e->last_failure_ms > FAILURE_MEMORY_MS)
+			e->failures = 0;
+		e->failures++;
+		e->last_failure_ms = now;
+		int64_t wait = BACKOFF_MIN_MS;
+		for (int i = 1; i < e->failures && wait < BACKOFF_MAX_MS; i++)
 			wait *= 2;
-		e->next_create_ms = now + (wait < EXIT_BACKOFF_MAX_MS ? wait : EXIT_BACKOFF_MAX_MS);
+		e->next_create_ms = now + (wait < BACKOFF_MAX_MS ? wait : BACKOFF_MAX_MS);
+		snprintf(e->why, sizeof e->why, "%s", why);
 	}
 	strmap_unlock(s->book);
 }
 
-/* How long pool uid must still wait before its next create (0: now), and
- * its exits in a row into *exits. */
-static int64_t backoff_left(struct sbx_pool_state *s, const char *uid, int *exits)
+/* Member pod_uid (pod_name) of pool uid exited: a failure, counted once per
+ * pod. */
+static void member_exited(struct sbx_pool_state *s, const char *uid, const char *pod_uid, const char *pod_name)
+{
+	if (!pod_uid || sbx_strset_has(s->exited, pod_uid))
+		return;
+	sbx_strset_add_for(s->exited, pod_uid, FAILURE_MEMORY_MS);
+	char why[128];
+	snprintf(why, sizeof why, "warm pod %s exited", pod_name ? pod_name : "?");
+	pool_failed(s, uid, why);
+}
+
+/* How long pool uid must still wait before its next create (0: now), its
+ * failures in a row into *failures (0 when it is not backing off: no wait
+ * left and its last create was not refused) and the last one into why. */
+static int64_t backoff_left(struct sbx_pool_state *s, const char *uid, int *failures, char *why, size_t whylen)
 {
 	strmap_lock(s->book);
 	struct book *e = strmap_get(s->book, uid);
 	int64_t left = e ? e->next_create_ms - ktime_mono_ms() : 0;
-	*exits = e ? e->exits : 0;
+	*failures = e && (left > 0 || e->refused) ? e->failures : 0;
+	snprintf(why, whylen, "%s", e ? e->why : "");
 	strmap_unlock(s->book);
 	return left > 0 ? left : 0;
 }
@@ -319,16 +345,22 @@ int sbx_pool_authorized(struct sbx_controller *c, const cJSON *pool, const char 
 	return may;
 }
 
-/* Creates one warm pod of p. 0, or -1. */
-static int create_member(struct sbx_controller *c, const struct pool_view *p)
+enum create { CREATED,
+	      CREATE_UNKNOWN, /* no answer: the pod may exist (counted in flight) */
+	      CREATE_REFUSED  /* no pod: the API refused it (why says why) */
+};
+
+/* Creates one warm pod of p. */
+static enum create create_member(struct sbx_controller *c, const struct pool_view *p, char *why, size_t whylen)
 {
 	char name[32], now[32], path[512];
+	snprintf(why, whylen, "the controller cannot build a warm pod of this template");
 	if (sbx_pool_pod_name(name) < 0)
-		return -1;
+		return CREATE_REFUSED;
 	ktime_format_rfc3339(time(NULL), now);
 	cJSON *pod = sbx_pool_pod_build(c->cfg, c->seal_keys, p->ns, p->name, p->uid, name, p->spec, p->fp, now);
 	if (!pod)
-		return -1;
+		return CREATE_REFUSED;
 	char *body = cJSON_PrintUnformatted(pod);
 	cJSON_Delete(pod);
 	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", p->ns);
@@ -342,11 +374,12 @@ static int create_member(struct sbx_controller *c, const struct pool_view *p)
 	if (e == KUBE_OK || kube_err_retriable(e)) { /* a lost response may have made it */
 		if (e == KUBE_OK)
 			obs_metric_add(sbx_m.warm_pods_created, NULL, 1);
-		return e == KUBE_OK ? 0 : -1;
+		return e == KUBE_OK ? CREATED : CREATE_UNKNOWN;
 	}
 	expect_add(c->pool_state, p->uid, -1); /* refused: no pod of it will come */
 	log_kv(LOG_WARN, "creating a warm pod failed", "pool", p->name, "namespace", p->ns, "error", err.message);
-	return -1;
+	snprintf(why, whylen, "creating a warm pod was refused (%s): %.240s", kube_err_str(e), err.message);
+	return CREATE_REFUSED;
 }
 
 /* Members not ready go first when there are too many, then the newest. */
@@ -399,7 +432,6 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 	int authorized = sbx_pool_authorized(c, obj, p.fp, p.owner, changed, msg, sizeof msg);
 	cJSON *current = cJSON_CreateArray();
 	const cJSON *m;
-	const char *exited = NULL;
 	cJSON_ArrayForEach(m, members)
 	{
 		if (meta_str(m, "deletionTimestamp"))
@@ -410,10 +442,8 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		 * not a member to keep. */
 		const char *phase = jstr(jobj(m, "status"), "phase");
 		int finished = phase && (!strcmp(phase, "Failed") || !strcmp(phase, "Succeeded"));
-		if (finished) {
-			member_exited(c->pool_state, p.uid, meta_str(m, "uid"));
-			exited = meta_str(m, "name");
-		}
+		if (finished)
+			member_exited(c->pool_state, p.uid, meta_str(m, "uid"), meta_str(m, "name"));
 		if (!authorized || !sbx_pool_member(m, c->seal_keys, p.uid, p.fp, p.owner) || finished)
 			r = merge_result(r, delete_member(c, ns, m));
 		else
@@ -432,7 +462,8 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 	}
 	long inflight = pending(c->pool_state, p.uid);
 	int64_t wait_ms = 0;
-	int exits = 0, backing_off = 0;
+	int failures = 0, backing_off = 0;
+	char why[320] = "";
 	if (have > p.replicas) {
 		/* Too many: the extras go, not-ready and newest first. */
 		size_t n = (size_t)have;
@@ -443,27 +474,44 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		for (i = 0; i < (size_t)(have - p.replicas); i++)
 			r = merge_result(r, delete_member(c, ns, v[i]));
 		free(v);
-	} else if ((wait_ms = backoff_left(c->pool_state, p.uid, &exits)) > 0 && have + inflight < p.replicas) {
-		/* Its pods exit: the next waits (it is looked at again then). */
-		snprintf(msg, sizeof msg,
-			 "%d warm pods of this template exited in a row%s%s; each exit doubles the wait before the next "
-			 "one is made (1 s to 5 min); %ld of %ld warm pods ready",
-			 exits, exited ? ", the last one " : "", exited ? exited : "", ready, p.replicas);
-		backing_off = 1;
+	} else if ((wait_ms = backoff_left(c->pool_state, p.uid, &failures, why, sizeof why)) > 0 &&
+		   have + inflight < p.replicas) {
+		/* Its pods exit, or its creates are refused: the next waits (it
+		 * is looked at again then), leaving the budget to others. */
 		r = merge_result(r, (int)wait_ms + 50);
 	} else {
-		/* Never more than replicas, creates in flight included. */
+		/* Never more than replicas, creates in flight included; each
+		 * create in its turn of the budget shared by every pool. */
 		long want = p.replicas - have - inflight;
 		for (long i = 0; i < want; i++) {
-			if (!token_bucket_try(&c->pool_state->refill)) {
-				r = r < 0 ? r : 200; /* the refill rate: look again shortly */
+			if (!sbx_refill_take(c->pool_state->refill, ns, p.uid, ktime_mono_ms())) {
+				r = merge_result(r, REFILL_WAIT_MS);
 				break;
 			}
-			if (create_member(c, &p) < 0)
+			enum create cr = create_member(c, &p, why, sizeof why);
+			if (cr == CREATE_REFUSED) {
+				/* No pod: the token goes back to the others. */
+				sbx_refill_refund(c->pool_state->refill, ns, p.uid);
+				pool_failed(c->pool_state, p.uid, why);
+				set_refused(c->pool_state, p.uid, 1);
+				wait_ms = backoff_left(c->pool_state, p.uid, &failures, why, sizeof why);
+				r = merge_result(r, (int)wait_ms + 50);
+				break;
+			}
+			if (cr == CREATE_UNKNOWN)
 				r = -1;
+			else
+				set_refused(c->pool_state, p.uid, 0);
 		}
 	}
-	if (!backing_off)
+	/* Backing off until a create goes through (the pool says why). */
+	backing_off = failures > 0 && have + inflight < p.replicas;
+	if (backing_off)
+		snprintf(msg, sizeof msg,
+			 "%ld of %ld warm pods ready; %d failures in a row, the last: %s; each doubles the wait before "
+			 "the next warm pod is made (1 s to 5 min)",
+			 ready, p.replicas, failures, why);
+	else
 		snprintf(msg, sizeof msg, "%ld of %ld warm pods ready", ready, p.replicas);
 	int full = ready >= p.replicas && have <= p.replicas;
 	int w = write_pool_status(c, &p, have < p.replicas ? have : p.replicas, ready, since, full,
