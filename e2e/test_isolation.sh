@@ -180,5 +180,75 @@ test_4_quota_blocked_pools_leave_the_refill_to_others() {
   main_restart
 }
 
+# proxy_rbac NS: alice and bob may read pods, proxy to them (pods/proxy, as
+# the built-in edit role grants) and manage Services in NS.
+proxy_rbac() {
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: proxy-and-services, namespace: $1}
+rules:
+  - {apiGroups: [""], resources: [pods, services], verbs: [get, list, create, delete]}
+  - {apiGroups: [""], resources: [pods/proxy, services/proxy], verbs: [get, create]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: proxy-and-services, namespace: $1}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: proxy-and-services}
+subjects: [{kind: User, name: alice}, {kind: User, name: bob}]
+YAML
+}
+
+# Finding 5: pods/proxy into alice's sandbox pod must be gated like exec.
+# The nodes are cordoned first, so the pod gets no IP and an admitted proxy
+# request ends in the API server ("address not allowed") without a packet
+# leaving this machine.
+test_5_a_pods_proxy_is_gated_like_exec() {
+  proxy_rbac team-a
+  kubectl cordon $(kubectl get nodes -o name) >/dev/null || fail "cordon the nodes"
+  wsbx "$ALICE" team-a prox-1 key-prox alice || fail "create prox-1"
+  wait_for 30 bound team-a prox-1 || fail "prox-1 not bound: $(phase team-a prox-1)"
+  local pod out
+  pod=$(pod_of team-a prox-1)
+  out=$(as "$BOB" get --raw "/api/v1/namespaces/team-a/pods/$pod/proxy/" 2>&1) &&
+    fail "bob's pods/proxy into alice's sandbox pod was answered: $out"
+  expect_match "$out" 'bob may not proxy to sandbox pod .* of workspace owner "alice"' "bob's proxy refused by the gate"
+  expect_match "$out" '"use" on workspaces.sandbox.dev "alice"' "the refusal names the permission"
+  out=$(as "$BOB" get --raw "/api/v1/namespaces/team-a/pods/$pod:8080/proxy/x" 2>&1)
+  expect_match "$out" 'bob may not proxy' "bob's proxy to a port refused too"
+  out=$(as "$ALICE" get --raw "/api/v1/namespaces/team-a/pods/$pod/proxy/" 2>&1)
+  expect_match "$out" 'address not allowed' "alice's proxy passes the gate (and finds no pod IP)"
+  kubectl uncordon $(kubectl get nodes -o name) >/dev/null
+}
+
+# Finding 5: a tenant's own Service selecting sandbox pods (by the reserved
+# labels, or by the labels every sandbox pod carries) would reach them
+# through services/proxy, past the exec gate: such a Service is refused.
+test_5_b_services_never_select_sandbox_pods() {
+  proxy_rbac team-a
+  local digest out sel
+  digest=$(jp team-a sandbox prox-1 '{.status.scopeDigest}')
+  for sel in "sandbox.dev/scope-digest=$digest" "app.kubernetes.io/managed-by=sandbox-controller" \
+             "app.kubernetes.io/name=sandbox" "app.kubernetes.io/name=sandbox,app.kubernetes.io/managed-by=sandbox-controller"; do
+    out=$(service_with_selector "$BOB" team-a "$sel") && fail "bob's Service selecting $sel was admitted"
+    expect_match "$out" 'sandbox pods' "the refusal of a Service selecting $sel says why"
+  done
+  service_with_selector "$BOB" team-a "app=web" >/dev/null || fail "a Service selecting app=web was refused"
+  service_with_selector "$BOB" team-a "app.kubernetes.io/name=sandbox,app=web" >/dev/null ||
+    fail "a Service selecting app.kubernetes.io/name=sandbox,app=web (no sandbox pod carries app) was refused"
+}
+
+# service_with_selector KUBECONFIG NS K=V[,K=V...]: a server-side dry run of
+# a Service with that selector, as that user; its output and status.
+service_with_selector() {
+  python3 -c '
+import json, sys
+ns, sel = sys.argv[1:3]
+selector = dict(kv.split("=", 1) for kv in sel.split(","))
+print(json.dumps({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "probe", "namespace": ns},
+                  "spec": {"selector": selector, "ports": [{"port": 80, "targetPort": 8080}]}}))' "$2" "$3" |
+    as "$1" create --dry-run=server -f - 2>&1
+}
+
 setup
 e2e_main
