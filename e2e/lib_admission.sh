@@ -118,16 +118,19 @@ install_policies() {
 # moment after they are stored): a pod named sbx-... (sandbox-controller-pods),
 # a pod mounting the claim (sandbox-controller-workspace), a pod not named
 # sbx-... by the controller's identity (sandbox-controller-confinement; with
-# the group system:masters, so that RBAC cannot refuse it first).
+# the group system:masters, so that RBAC cannot refuse it first), a Service
+# selecting a reserved label (sandbox-controller-services).
 policies_enforced() {
   local user=$1 name out
-  for name in sandbox-controller-pods sandbox-controller-workspace sandbox-controller-confinement; do
+  for name in sandbox-controller-pods sandbox-controller-workspace sandbox-controller-confinement \
+              sandbox-controller-services; do
     kubectl get validatingadmissionpolicy "$name" >/dev/null 2>&1 || continue
     case $name in
       *-pods) out=$(kubectl run sbx-policy-probe -n default --image=probe --restart=Never --dry-run=server 2>&1) ;;
       *-workspace) out=$(kubectl create --dry-run=server -f - 2>&1 <<<'{"apiVersion":"v1","kind":"Pod","metadata":{"name":"policy-probe","namespace":"default"},"spec":{"containers":[{"name":"c","image":"probe"}],"volumes":[{"name":"v","persistentVolumeClaim":{"claimName":"sandbox-workspaces"}}]}}') ;;
       *-confinement) out=$(kubectl run policy-probe -n default --image=probe --restart=Never --dry-run=server \
                              --as="$user" --as-group=system:masters 2>&1) ;;
+      *-services) out=$(kubectl create --dry-run=server -f - 2>&1 <<<'{"apiVersion":"v1","kind":"Service","metadata":{"name":"policy-probe","namespace":"default"},"spec":{"selector":{"sandbox.dev/pool":"x"},"ports":[{"port":80}]}}') ;;
     esac
     [[ "$out" == *"ValidatingAdmissionPolicy '$name'"* ]] || return 1
   done

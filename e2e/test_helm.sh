@@ -115,6 +115,20 @@ test_helm_policy_workspace_constants() {
   expect_fail "$helm" template sbx "$CHART" "${SEALED[@]}" --set config.workspace.mode=hostPath
 }
 
+# The services policy's labels of every sandbox pod are the controller's two
+# and the values' config.pod.labels (a Service selecting only those would
+# select sandbox pods).
+test_helm_policy_pod_labels() {
+  local helm out
+  use_helm || return
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" --set config.pod.labels.team=platform 2>&1) ||
+    { fail "helm template: $out"; return; }
+  expect_match "$out" 'name: sandbox-controller-services' "the services policy is rendered"
+  expect_match "$(tr -d '\n' <<<"$out" | tr -s ' ')" \
+    "\{''app.kubernetes.io/managed-by'': ''sandbox-controller'', ''app.kubernetes.io/name'': ''sandbox'', ''team'': ''platform''\}" \
+    "the pod labels of the services policy"
+}
+
 # networkPolicy.webhookFrom narrows who reaches the webhook port (only that
 # port); empty, the default, is anywhere.
 test_helm_networkpolicy_webhook_sources() {

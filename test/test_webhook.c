@@ -824,8 +824,8 @@ static void test_pod_connect_gate(void)
 	struct fake f = { .sar_answer = 0, .pod_owner = "alice" };
 	struct wh_sandbox_policy p = policy(&f);
 	struct wh_verdict v;
-	static const char *const subs[] = { "exec", "attach", "portforward" };
-	for (size_t i = 0; i < 3; i++) {
+	static const char *const subs[] = { "exec", "attach", "portforward", "proxy" };
+	for (size_t i = 0; i < 4; i++) {
 		connect_as(&p, "bob", "sbx-0123", subs[i], &v);
 		CU_ASSERT_FALSE(v.allowed);
 		CU_ASSERT_EQUAL(v.code, 403);
@@ -835,7 +835,21 @@ static void test_pod_connect_gate(void)
 		wh_verdict_release(&v);
 	}
 	CU_ASSERT_STRING_EQUAL(f.last_owner, "alice");
+	/* pods/proxy names "[scheme:]pod[:port]": the pod is what is gated */
+	static const char *const proxied[] = { "sbx-0123:8080", "https:sbx-0123:443", "http:sbx-0123:" };
+	for (size_t i = 0; i < 3; i++) {
+		connect_as(&p, "bob", proxied[i], "proxy", &v);
+		CU_ASSERT_FALSE(v.allowed);
+		CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "may not proxy to sandbox pod sbx-0123 "));
+		wh_verdict_release(&v);
+	}
+	connect_as(&p, "bob", "a:sbx-0123:1:2", "proxy", &v); /* not a name the API server accepts */
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
 	f.sar_answer = 1;
+	connect_as(&p, "alice", "https:sbx-0123:443", "proxy", &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
 	connect_as(&p, "alice", "sbx-0123", "exec", &v);
 	CU_ASSERT_TRUE(v.allowed);
 	wh_verdict_release(&v);
@@ -863,6 +877,9 @@ static void test_pod_connect_gate(void)
 	f.pod_owner = "alice";
 	int reads = f.pod_reads, calls = f.sar_calls;
 	connect_as(&p, "bob", "web-1", "exec", &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	connect_as(&p, "bob", "https:web-1:443", "proxy", &v);
 	CU_ASSERT_TRUE(v.allowed);
 	wh_verdict_release(&v);
 	connect_as(&p, "bob", "sbx-0123", "log", &v);

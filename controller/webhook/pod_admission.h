@@ -1,5 +1,7 @@
-/* The exec gate (contract section 6): CONNECT on pods/exec, pods/attach and
- * pods/portforward of a sandbox pod (a name beginning "sbx-") whose pod names
+/* The exec gate (contract section 6): CONNECT on pods/exec, pods/attach,
+ * pods/portforward and pods/proxy of a sandbox pod (a name beginning "sbx-";
+ * for pods/proxy the name the API server passes is "[scheme:]name[:port]")
+ * whose pod names
  * a workspace owner is allowed only for identities that may `use` that owner
  * (the SubjectAccessReview of a creation), refused with a message naming the
  * owner and the missing permission otherwise. RBAC's pods/exec alone cannot
