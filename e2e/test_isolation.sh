@@ -250,5 +250,21 @@ print(json.dumps({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "p
     as "$1" create --dry-run=server -f - 2>&1
 }
 
+# Finding 6: a CONNECT on an invented sbx- name must cost the controller
+# nothing at its API priority level: no pod read live for a name the caches
+# do not hold (the controller's 404 GETs are counted).
+test_6_d_invented_sandbox_names_cost_no_reads() {
+  proxy_rbac team-a
+  local before after i out
+  before=$(metric_sum "$MAIN_METRICS" rest_client_requests_total 'code="404",method="GET"')
+  for i in $(seq 1 40); do
+    out=$(as "$BOB" get --raw "/api/v1/namespaces/team-a/pods/sbx-invented-$i/proxy/" 2>&1)
+  done
+  after=$(metric_sum "$MAIN_METRICS" rest_client_requests_total 'code="404",method="GET"')
+  say "  the controller's pod reads answered 404 for 40 proxies to invented sbx- names: $((after - before))"
+  [ $((after - before)) -le 2 ] || fail "40 CONNECTs on invented names cost the controller $((after - before)) GETs"
+  expect_match "$out" 'sbx-invented-40' "the answer names the pod"
+}
+
 setup
 e2e_main
