@@ -634,6 +634,7 @@ static int start_webhook(struct app *a)
 		.kc = a->kc,
 		.sandboxes = a->ctl.sandboxes,
 		.pods = a->ctl.pods,
+		.pool_pods = a->ctl.pool_pods,
 		.client_ca_file = o->webhook_client_ca,
 		.client_names = a->client_names[0] ? (const char *const *)a->client_names : NULL,
 	};

@@ -404,7 +404,7 @@ struct fake {
 	char last_owner[64];
 	cJSON *cache;	       /* array of Sandboxes returned for any digest */
 	const char *pod_owner; /* the owner of every sbx- pod; "" none; NULL: no such pod */
-	int pod_error;	       /* 1: pods cannot be read */
+	int pod_error;	       /* 1: pods cannot be read; 2: the pod is not known */
 	int pod_reads;
 };
 
@@ -428,7 +428,7 @@ static int fake_pod_owner(void *ctx, const char *ns, const char *name, char *own
 	struct fake *f = ctx;
 	f->pod_reads++;
 	if (f->pod_error)
-		return -1;
+		return -f->pod_error;
 	if (!f->pod_owner)
 		return 0;
 	snprintf(owner, n, "%s", f->pod_owner);
@@ -863,6 +863,15 @@ static void test_pod_connect_gate(void)
 	f.pod_error = 1;
 	connect_as(&p, "alice", "sbx-0123", "exec", &v);
 	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	/* an sbx- pod the controller does not know: refused, never asked about */
+	f.pod_error = 2;
+	int asked = f.sar_calls;
+	connect_as(&p, "alice", "sbx-invented", "proxy", &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 404);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "sbx-invented is not known"));
+	CU_ASSERT_EQUAL(f.sar_calls, asked);
 	wh_verdict_release(&v);
 	f.pod_error = 0;
 	/* no owner, no such pod, not a sandbox pod, another subresource: not gated */

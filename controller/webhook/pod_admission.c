@@ -62,6 +62,15 @@ void wh_pod_connect(const struct wh_sandbox_policy *p, const struct wh_review *r
 		return;
 	char owner[128] = "", why[256] = "";
 	int found = p->pod_owner ? p->pod_owner(p->ctx, r->ns, pod, owner, sizeof owner) : -1;
+	if (found == -2) {
+		/* Fails closed: a pod created a moment ago may not be in the
+		 * caches yet (its client retries), a name never created is not
+		 * worth a read (anyone may send one). */
+		wh_verdict_deny(v, 404, "NotFound",
+				"sandbox pod %s/%.64s is not known to sandbox-controller (created a moment ago? retry)",
+				r->ns, pod);
+		return;
+	}
 	if (found < 0) {
 		wh_verdict_deny(v, 500, "InternalError",
 				"cannot read sandbox pod %s/%.64s to check who may %s it; retry", r->ns, pod,

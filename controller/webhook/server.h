@@ -46,7 +46,8 @@ struct wh_server_opts {
 	size_t nkeys;
 	struct kube_client *kc;	    /* borrowed: SubjectAccessReviews */
 	struct informer *sandboxes; /* borrowed: Sandboxes indexed by scope digest */
-	struct informer *pods;	    /* borrowed: sandbox pods (a miss is read live) */
+	struct informer *pods;	    /* borrowed: sandbox pods (the scope digest label) */
+	struct informer *pool_pods; /* borrowed: warm pods (the pool label); NULL: none */
 };
 
 /* Bytes of unanswered requests, all connections: several of the largest
