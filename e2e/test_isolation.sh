@@ -250,6 +250,39 @@ print(json.dumps({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "p
     as "$1" create --dry-run=server -f - 2>&1
 }
 
+# Finding 6: a pod held by more Sandboxes than the pod cache keeps owner
+# references of (256) is never released while a holder beyond them is
+# active: 260 Sandboxes of one intent, the first 256 suspended, the pod
+# must stay (the same pod: its uid unchanged).
+test_6_a_more_holders_than_the_cache_keeps() {
+  kubectl create namespace team-d >/dev/null
+  python3 - "$IMG" >"$E2E_DIR/holders.json" <<'PY'
+import json, sys
+items = [{"apiVersion": "sandbox.dev/v1alpha1", "kind": "Sandbox",
+          "metadata": {"name": "h-%d" % i, "namespace": "team-d"},
+          "spec": {"image": sys.argv[1], "command": ["sleep", "infinity"], "idempotencyKey": "many-holders"}}
+         for i in range(1, 261)]
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+PY
+  kubectl create -f "$E2E_DIR/holders.json" >/dev/null || fail "create 260 Sandboxes"
+  wait_for 240 bound_count_is team-d 260 || fail "not all 260 bound: $(count_bound team-d)"
+  local pod uid refs
+  pod=$(pod_of team-d h-1)
+  uid=$(kubectl get pod -n team-d "$pod" -o jsonpath='{.metadata.uid}')
+  refs=$(kubectl get pod -n team-d "$pod" -o jsonpath='{range .metadata.ownerReferences[*]}{.name}{"\n"}{end}')
+  expect_eq "$(grep -c . <<<"$refs")" 260 "the pod's owner references"
+  head -256 <<<"$refs" | xargs -P 6 -I{} kubectl patch sbx -n team-d {} --type merge \
+    -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null || fail "suspend the first 256 holders"
+  wait_for 120 sh -c "[ \"\$(kubectl get sbx -n team-d -o jsonpath='{range .items[*]}{.status.phase}{\"\\n\"}{end}' | grep -c '^Suspended$')\" = 256 ]" ||
+    fail "the 256 are not Suspended"
+  sleep 5
+  expect_eq "$(kubectl get pod -n team-d "$pod" -o jsonpath='{.metadata.uid}{.metadata.deletionTimestamp}' 2>/dev/null)" "$uid" \
+    "the pod held by 4 active Sandboxes beyond the cached 256 is the same pod, not being deleted"
+  local h
+  for h in $(tail -4 <<<"$refs"); do expect_eq "$(phase team-d "$h")" Running "$h's phase"; done
+  kubectl delete namespace team-d --wait=false >/dev/null
+}
+
 # Finding 6: a CONNECT on an invented sbx- name must cost the controller
 # nothing at its API priority level: no pod read live for a name the caches
 # do not hold (the controller's 404 GETs are counted).
