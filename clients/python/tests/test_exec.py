@@ -116,6 +116,32 @@ def test_run_sends_plain_argv_when_nothing_else_is_asked(tmp_path):
     assert pod.calls == [["sh", "-c", "echo out; echo err >&2; exit 4"]]
 
 
+PODS = "/api/v1/namespaces/team-a/pods/[^/]+"
+
+
+def owned_pod(uid="pod-uid-1", owner_uid="uid-s1", **meta):
+    md = {"name": "sbx-0123", "namespace": "team-a", "uid": uid,
+          "ownerReferences": [{"apiVersion": "sandbox.dev/v1alpha1", "kind": "Sandbox", "name": "s1",
+                               "uid": owner_uid, "controller": True}]}
+    md.update(meta)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": md}
+
+
+@pytest.mark.parametrize("pod", [owned_pod(uid="pod-uid-2"), owned_pod(owner_uid="uid-other"),
+                                 owned_pod(deletionTimestamp="2026-05-01T10:00:00Z")])
+def test_run_refuses_a_pod_that_is_not_the_sandboxs(tmp_path, pod):
+    # status.podName names a pod that is not this Sandbox's bound pod (another
+    # uid, not owned by it, going): no command is run in it
+    local = LocalPod(str(tmp_path))
+    st = dict(ready_status(), podUID="pod-uid-1")
+    api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", status=st)), repeat_last=True)
+    api.on("GET", PODS, (200, pod), repeat_last=True)
+    sb = client(api, connector=local).get("s1")
+    with pytest.raises(sbx.NotReady):
+        sb.run(["true"])
+    assert local.calls == []
+
+
 def test_run_with_stdin_env_and_cwd(tmp_path):
     (tmp_path / "sub dir").mkdir()
     pod = LocalPod(str(tmp_path))

@@ -115,6 +115,36 @@ def test_the_context_manager_deletes_on_exit_even_after_an_error():
     assert len(api.of("DELETE")) == 1
 
 
+def test_delete_is_guarded_by_the_uid_it_was_read_with():
+    api = base_api().on("DELETE", ONE, (200, {"kind": "Status", "status": "Success"}))
+    assert client(api).get("s1").delete() is True
+    (d,) = api.of("DELETE")
+    assert d.body["preconditions"] == {"uid": "uid-s1"}
+
+
+def test_the_context_manager_never_deletes_a_sandbox_re_created_under_its_name():
+    # another Sandbox of the same name (another uid) stands there now: the
+    # API server refuses the guarded delete, and it is not this one's to delete
+    refused = (409, status(409, "Conflict", 'Operation cannot be fulfilled on sandboxes.sandbox.dev "s1": '
+                                            "Precondition failed: UID in precondition: uid-s1, UID in object meta: uid-x"))
+    api = base_api().on("DELETE", ONE, refused)
+    with client(api).get("s1") as sb:
+        pass
+    (d,) = api.of("DELETE")
+    assert d.body["preconditions"] == {"uid": "uid-s1"}
+    api.on("DELETE", ONE, refused)
+    assert sb.delete() is False
+
+
+def test_lifecycle_patches_are_guarded_by_the_uid():
+    api = base_api().on("PATCH", ONE, patched(None), repeat_last=True)
+    sb = client(api).get("s1")
+    sb.suspend()
+    sb.extend(60)
+    for p in api.of("PATCH"):
+        assert p.body["metadata"] == {"uid": "uid-s1"}
+
+
 def test_get_missing_is_not_found_with_the_message():
     api = FakeApi().on("GET", ONE, (404, status(404, "NotFound", 'sandboxes.sandbox.dev "x" not found')))
     with pytest.raises(sbx.NotFound) as e:
