@@ -121,8 +121,8 @@ class Sandbox:
 
     def wait_suspended(self, timeout: float = 120.0) -> "Sandbox":
         """Waits by watch until ``phase: Suspended``; returns self."""
-        d = Deadline(timeout, self._client.retry.clock)
-        self._obj = self._client._wait(self.namespace, self.name, SUSPENDED, d, timeout, self._obj)
+        d = Deadline(timeout, self._api.retry.clock)
+        self._obj = self._api.wait(self.namespace, self.name, SUSPENDED, d, timeout, self._obj)
         return self
 
     def __repr__(self) -> str:
