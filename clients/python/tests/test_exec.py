@@ -11,12 +11,13 @@ import pytest
 
 import sandbox_client as sbx
 from sandbox_client import _exec
-from fakeapi import ONE, FakeApi, client, ready_status, sandbox_obj, status
+from fakeapi import ONE, PODS, FakeApi, client, owned_pod, ready_status, sandbox_obj, status
 from localpod import LocalPod, ScriptedFrames, nonzero, success
 
 
 def sandbox(connector, status_=None):
     api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", status=status_ or ready_status())), repeat_last=True)
+    api.on("GET", PODS, (200, owned_pod()), repeat_last=True)
     return client(api, connector=connector).get("s1")
 
 
@@ -114,17 +115,6 @@ def test_run_sends_plain_argv_when_nothing_else_is_asked(tmp_path):
     r = sandbox(pod).run(["sh", "-c", "echo out; echo err >&2; exit 4"])
     assert (r.exit_code, r.stdout, r.stderr) == (4, "out\n", "err\n")
     assert pod.calls == [["sh", "-c", "echo out; echo err >&2; exit 4"]]
-
-
-PODS = "/api/v1/namespaces/team-a/pods/[^/]+"
-
-
-def owned_pod(uid="pod-uid-1", owner_uid="uid-s1", **meta):
-    md = {"name": "sbx-0123", "namespace": "team-a", "uid": uid,
-          "ownerReferences": [{"apiVersion": "sandbox.dev/v1alpha1", "kind": "Sandbox", "name": "s1",
-                               "uid": owner_uid, "controller": True}]}
-    md.update(meta)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": md}
 
 
 @pytest.mark.parametrize("pod", [owned_pod(uid="pod-uid-2"), owned_pod(owner_uid="uid-other"),

@@ -28,7 +28,7 @@ def test_suspend_is_a_strict_merge_patch_of_lifecycle():
     api = base_api().on("PATCH", ONE, patched(None))
     sb = client(api).get("s1").suspend()
     (p,) = api.of("PATCH")
-    assert p.body == {"spec": {"lifecycle": {"suspend": True}}}
+    assert p.body == {"spec": {"lifecycle": {"suspend": True}}, "metadata": {"uid": "uid-s1"}}
     assert p.headers["Content-Type"] == "application/merge-patch+json"
     assert p.query["fieldValidation"] == ["Strict"]
     assert sb.spec["lifecycle"] == {"suspend": True}
@@ -57,7 +57,7 @@ def test_resume_waits_past_the_stale_suspended_status_until_ready():
                                                           spec={"lifecycle": {"suspend": False}},
                                                           status=ready_status(gen=3))}])))
     sb = client(api).get("s1").resume()
-    assert api.of("PATCH")[0].body == {"spec": {"lifecycle": {"suspend": False}}}
+    assert api.of("PATCH")[0].body == {"spec": {"lifecycle": {"suspend": False}}, "metadata": {"uid": "uid-s1"}}
     assert sb.ready
 
 
@@ -99,7 +99,7 @@ def test_delete_is_idempotent_across_a_lost_answer():
     api = base_api().on("DELETE", ONE, reset, (404, status(404, "NotFound", "gone")))
     assert client(api).get("s1").delete() is True
     d1, d2 = api.of("DELETE")
-    assert d1.body == {"propagationPolicy": "Background"} and d1.path == d2.path
+    assert d1.body == {"propagationPolicy": "Background", "preconditions": {"uid": "uid-s1"}} and d1.path == d2.path
 
 
 def test_delete_of_a_missing_sandbox_says_so():
