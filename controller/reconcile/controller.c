@@ -225,7 +225,7 @@ static void on_claim(void *ctx, const cJSON *obj)
 		return;
 	char key[600];
 	snprintf(key, sizeof key, "%s/%s", ns, name);
-	double ms = ((double)until - (double)time(NULL)) * 1000 + 100;
+	double ms = ((double)until + SBX_REC_COLLECT_GRACE_S - (double)time(NULL)) * 1000 + 100;
 	workqueue_add_after(c->queue, SBX_WORK_CLAIM, key, ms > 7 * 86400 * 1000.0 ? 7 * 86400 * 1000L : (long)ms);
 }
 
