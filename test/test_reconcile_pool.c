@@ -3,6 +3,7 @@
  * (reconcile/strset.h). */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <CUnit/CUnit.h>
 
@@ -23,6 +24,18 @@ static void test_pool_gone(void)
 	CU_ASSERT_TRUE(sbx_pool_gone_within(s, "team-a", 1089, 90));
 	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "team-a", 1090, 90));
 	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "team-b", 1000, 90));
+	sbx_pool_state_free(s);
+}
+
+/* A process that just started has not seen the pools that left while it was
+ * away (or before it came up): every namespace claims through records for
+ * the settle time after its start, as if its pool had just gone. */
+static void test_pool_gone_after_a_restart(void)
+{
+	struct sbx_pool_state *s = sbx_pool_state_new(10);
+	time_t now = time(NULL);
+	CU_ASSERT_TRUE(sbx_pool_gone_within(s, "any-namespace", now, 90));
+	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "any-namespace", now + 91, 90));
 	sbx_pool_state_free(s);
 }
 
@@ -153,7 +166,8 @@ static void test_refill_comes_back_at_the_turn(void)
 
 void register_reconcile_pool_tests(void)
 {
-	SBX_SUITE("reconcile/pool", { "pools gone", test_pool_gone }, { "timed set members", test_strset_timed_members },
+	SBX_SUITE("reconcile/pool", { "pools gone", test_pool_gone },
+		  { "pools gone: after a restart", test_pool_gone_after_a_restart }, { "timed set members", test_strset_timed_members },
 		  { "refill: fair turns", test_refill_fair_turns },
 		  { "refill: back at the turn", test_refill_comes_back_at_the_turn });
 }
