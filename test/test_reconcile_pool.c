@@ -28,14 +28,46 @@ static void test_pool_gone(void)
 }
 
 /* A process that just started has not seen the pools that left while it was
- * away (or before it came up): every namespace claims through records for
- * the settle time after its start, as if its pool had just gone. */
+ * away (or before it came up): while warm pods of a pool remain in a
+ * namespace, it claims there through records, as if its pool had just gone
+ * (a replica that still sees the pool can bind only a warm pod that exists).
+ * Namespaces without one claim as before, at no extra request. */
 static void test_pool_gone_after_a_restart(void)
 {
 	struct sbx_pool_state *s = sbx_pool_state_new(10);
 	time_t now = time(NULL);
-	CU_ASSERT_TRUE(sbx_pool_gone_within(s, "any-namespace", now, 90));
-	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "any-namespace", now + 91, 90));
+	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "team-a", now, 90));
+	sbx_pool_warm_pod(s, "team-a", 1); /* members of a pool it never saw */
+	sbx_pool_warm_pod(s, "team-a", 1);
+	CU_ASSERT_TRUE(sbx_pool_gone_within(s, "team-a", now, 90));
+	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "team-b", now, 90));
+	sbx_pool_warm_pod(s, "team-a", -1);
+	CU_ASSERT_TRUE(sbx_pool_gone_within(s, "team-a", now, 90));
+	sbx_pool_warm_pod(s, "team-a", -1);
+	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "team-a", now, 90));
+	sbx_pool_state_free(s);
+}
+
+/* A pool's template serves only once this process has seen it for the
+ * settle time, on its own clock: from the first time it is looked at,
+ * again for a new template, and again after a restart (a new state). */
+static void test_pool_settled_on_its_own_clock(void)
+{
+	static const char uid[] = "6f1c2a8e-0000-4000-8000-000000000001";
+	static const char fp1[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	static const char fp2[] = "f123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	struct sbx_pool_state *s = sbx_pool_state_new(10);
+	CU_ASSERT_FALSE(sbx_pool_settled(s, uid, fp1, 150));
+	ktime_sleep_ms(50);
+	CU_ASSERT_FALSE(sbx_pool_settled(s, uid, fp1, 150));
+	ktime_sleep_ms(150);
+	CU_ASSERT_TRUE(sbx_pool_settled(s, uid, fp1, 150));
+	CU_ASSERT_FALSE(sbx_pool_settled(s, uid, fp2, 150)); /* a new template starts over */
+	sbx_pool_forget(s, uid);
+	CU_ASSERT_FALSE(sbx_pool_settled(s, uid, fp1, 150)); /* forgotten with its pool */
+	sbx_pool_state_free(s);
+	s = sbx_pool_state_new(10);
+	CU_ASSERT_FALSE(sbx_pool_settled(s, uid, fp2, 150)); /* a restart starts over */
 	sbx_pool_state_free(s);
 }
 
@@ -167,7 +199,8 @@ static void test_refill_comes_back_at_the_turn(void)
 void register_reconcile_pool_tests(void)
 {
 	SBX_SUITE("reconcile/pool", { "pools gone", test_pool_gone },
-		  { "pools gone: after a restart", test_pool_gone_after_a_restart }, { "timed set members", test_strset_timed_members },
+		  { "pools gone: after a restart", test_pool_gone_after_a_restart },
+		  { "pools settled on this process's clock", test_pool_settled_on_its_own_clock }, { "timed set members", test_strset_timed_members },
 		  { "refill: fair turns", test_refill_fair_turns },
 		  { "refill: back at the turn", test_refill_comes_back_at_the_turn });
 }

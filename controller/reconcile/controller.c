@@ -303,6 +303,7 @@ static void on_pool_pod_add(void *ctx, const cJSON *pod)
 {
 	struct sbx_controller *c = ctx;
 	sbx_pool_seen(c, jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_POOL));
+	sbx_pool_warm_pod(c->pool_state, meta_str(pod, "namespace"), 1);
 	enqueue_pod_pool(c, pod);
 }
 
@@ -314,7 +315,9 @@ static void on_pool_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new
 
 static void on_pool_pod_delete(void *ctx, const cJSON *pod)
 {
-	enqueue_pod_pool(ctx, pod);
+	struct sbx_controller *c = ctx;
+	sbx_pool_warm_pod(c->pool_state, meta_str(pod, "namespace"), -1);
+	enqueue_pod_pool(c, pod);
 }
 
 /* One queued item: a Sandbox's reconcile, a claim record's collection or a

@@ -56,7 +56,15 @@ struct book {
 	char why[320];		/* the last failure */
 };
 
+/* When this process first saw a pool with a template. */
+struct seen {
+	int64_t at_ms; /* monotonic */
+	char uid[64];  /* the pool's, to forget it with the pool */
+};
+
 struct sbx_pool_state {
+	struct strmap *warm;	   /* int by namespace: its warm pods (pool members) in the cache */
+	struct strmap *seen;	   /* struct seen by "<pool uid>/<template fingerprint, cut>" */
 	struct strmap *book;	   /* struct book by pool uid */
 	struct strmap *gone;	   /* time_t by namespace: when its last pool left the cache */
 	struct sbx_strset *exited; /* uids of members counted as exited */
@@ -66,6 +74,8 @@ struct sbx_pool_state {
 struct sbx_pool_state *sbx_pool_state_new(double refill_qps)
 {
 	struct sbx_pool_state *s = xcalloc(1, sizeof *s);
+	s->warm = strmap_new(sizeof(int));
+	s->seen = strmap_new(sizeof(struct seen));
 	s->book = strmap_new(sizeof(struct book));
 	s->gone = strmap_new(sizeof(time_t));
 	s->exited = sbx_strset_new();
@@ -77,6 +87,8 @@ void sbx_pool_state_free(struct sbx_pool_state *s)
 {
 	if (!s)
 		return;
+	strmap_free(s->warm);
+	strmap_free(s->seen);
 	strmap_free(s->book);
 	strmap_free(s->gone);
 	sbx_strset_free(s->exited);
@@ -167,6 +179,25 @@ static int64_t backoff_left(struct sbx_pool_state *s, const char *uid, int *fail
 	return left > 0 ? left : 0;
 }
 
+void sbx_pool_warm_pod(struct sbx_pool_state *s, const char *ns, int d)
+{
+	if (!s || !ns)
+		return;
+	strmap_lock(s->warm);
+	int *n = strmap_put(s->warm, ns, NULL);
+	if (n) {
+		*n += d;
+		if (*n <= 0)
+			strmap_del(s->warm, ns);
+	}
+	strmap_unlock(s->warm);
+}
+
+static int seen_of(const void *value, void *uid)
+{
+	return !strcmp(((const struct seen *)value)->uid, uid);
+}
+
 void sbx_pool_forget(struct sbx_pool_state *s, const char *uid)
 {
 	if (!s || !uid)
@@ -174,6 +205,30 @@ void sbx_pool_forget(struct sbx_pool_state *s, const char *uid)
 	strmap_lock(s->book);
 	strmap_del(s->book, uid);
 	strmap_unlock(s->book);
+	strmap_lock(s->seen);
+	strmap_sweep(s->seen, seen_of, (void *)uid);
+	strmap_unlock(s->seen);
+}
+
+int sbx_pool_settled(struct sbx_pool_state *s, const char *uid, const char *fp, long settle_ms)
+{
+	char key[STRMAP_KEY_MAX + 1];
+	if (!s || !uid || !fp || strlen(uid) >= sizeof((struct seen *)0)->uid)
+		return 0;
+	/* The uid and as much of the fingerprint as a key holds (26 hex digits
+	 * after a 36-character uid: 104 bits, never alike by chance). */
+	snprintf(key, sizeof key, "%.36s/%.26s", uid, fp);
+	int64_t now = ktime_mono_ms();
+	strmap_lock(s->seen);
+	int created = 0;
+	struct seen *e = strmap_put(s->seen, key, &created);
+	if (e && created) {
+		e->at_ms = now;
+		snprintf(e->uid, sizeof e->uid, "%s", uid);
+	}
+	int ok = e && now - e->at_ms >= settle_ms;
+	strmap_unlock(s->seen);
+	return ok;
 }
 
 void sbx_pool_gone(struct sbx_pool_state *s, const char *ns, time_t now)
@@ -191,6 +246,15 @@ int sbx_pool_gone_within(struct sbx_pool_state *s, const char *ns, time_t now, l
 {
 	if (!s || !ns)
 		return 0;
+	/* Warm pods of a pool remain: the pool may have left before this
+	 * process watched pools (a restart), and a replica that still sees it
+	 * may bind them. */
+	strmap_lock(s->warm);
+	int *n = strmap_get(s->warm, ns);
+	int warm = n && *n > 0;
+	strmap_unlock(s->warm);
+	if (warm)
+		return 1;
 	strmap_lock(s->gone);
 	time_t *at = strmap_get(s->gone, ns);
 	int r = at && now - *at < within_s;
@@ -418,6 +482,9 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		r = write_pool_status(c, &p, 0, 0, since_old ? since_old : "1970-01-01T00:00:00Z", 0, "InvalidSpec", msg);
 		goto out;
 	}
+	/* This process's own clock of the template, for the warm binds
+	 * (sbx_pool_settled): it starts the first time it is seen. */
+	sbx_pool_settled(c->pool_state, p.uid, p.fp, 0);
 	/* The present template's time: kept while it holds, now when it changed. */
 	if (fp_old && !strcmp(fp_old, p.fp) && since_old)
 		snprintf(since, sizeof since, "%s", since_old);

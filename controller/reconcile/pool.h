@@ -36,10 +36,22 @@ struct sbx_pool_state *sbx_pool_state_new(double refill_qps);
 void sbx_pool_state_free(struct sbx_pool_state *s);
 /* A pool of namespace ns left the cache at now. */
 void sbx_pool_gone(struct sbx_pool_state *s, const char *ns, time_t now);
+/* 1 when this process first saw pool uid with the template fingerprint fp
+ * at least settle_ms ago on its own monotonic clock (the first call starts
+ * that clock): then every replica's current cache has seen the pool with
+ * that template too, whatever the replicas' wall clocks say (docs/api.md,
+ * "The atomic warm claim"). */
+int sbx_pool_settled(struct sbx_pool_state *s, const char *uid, const char *fp, long settle_ms);
+/* A warm pod of namespace ns came into (d 1) or left (d -1) the cache of
+ * pool members. */
+void sbx_pool_warm_pod(struct sbx_pool_state *s, const char *ns, int d);
 /* Pool uid left the cache: what was kept of it goes. */
 void sbx_pool_forget(struct sbx_pool_state *s, const char *uid);
 /* 1 when a pool of ns left the cache less than within_s seconds before now
- * (this process saw it). */
+ * (this process saw it), or while warm pods (pool members) remain in ns: a
+ * pool that left before this process started is never seen to leave, but
+ * its warm pods are, and only while one exists can a replica that still
+ * sees the pool bind it. */
 int sbx_pool_gone_within(struct sbx_pool_state *s, const char *ns, time_t now, long within_s);
 
 #endif
