@@ -324,5 +324,20 @@ test_6_d_invented_sandbox_names_cost_no_reads() {
   expect_match "$out" 'sbx-invented-40' "the answer names the pod"
 }
 
+# Finding 6: an edit of the MutatingWebhookConfiguration other than its
+# caBundle (here its timeout) must not de-authorize the pools made while it
+# was in force: their records were genuine when they were first verified.
+test_6_f_a_webhook_edit_keeps_pools_authorized() {
+  pool "$ALICE" team-a kept 2 alice >/dev/null || fail "create kept"
+  wait_for 60 ready_is team-a kept 2 || fail "kept not warm: $(pool_diag team-a kept)"
+  kubectl patch mutatingwebhookconfiguration sandbox-controller --type json \
+    -p '[{"op":"replace","path":"/webhooks/0/timeoutSeconds","value":11}]' >/dev/null || fail "edit the webhook configuration"
+  sleep 20 # past the 15 s a pool with an owner is looked at again
+  expect_eq "$(pool_reason team-a kept)" Full "kept's Ready reason after the edit"
+  expect_eq "$(pool_pods team-a kept)" 2 "kept's members after the edit"
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back as it was"
+  as "$ALICE" delete swp -n team-a kept >/dev/null
+}
+
 setup
 e2e_main
