@@ -164,6 +164,29 @@ static void test_authz_identity(void)
 	cJSON_Delete(u);
 }
 
+/* The controller's note that a pool's record was made while the webhook was
+ * in force: bound to the namespace, pool name, uid and record; any key of
+ * the rotation verifies it. */
+static void test_authz_attest(void)
+{
+	char a[65], b[65];
+	CU_ASSERT_EQUAL_FATAL(sbx_authz_attest(KEY1, sizeof KEY1 - 1, "team-a", "pool-a", "u-1", "v3.1.1.ab", a), 0);
+	CU_ASSERT_EQUAL(strlen(a), 64);
+	const unsigned char *keys[] = { KEY2, KEY1 };
+	size_t lens[] = { sizeof KEY2 - 1, sizeof KEY1 - 1 };
+	CU_ASSERT_TRUE(sbx_authz_attest_check(keys, lens, 2, "team-a", "pool-a", "u-1", "v3.1.1.ab", a));
+	CU_ASSERT_FALSE(sbx_authz_attest_check(keys, lens, 1, "team-a", "pool-a", "u-1", "v3.1.1.ab", a));
+	CU_ASSERT_FALSE(sbx_authz_attest_check(keys, lens, 2, "team-a", "pool-a", "u-2", "v3.1.1.ab", a));
+	CU_ASSERT_FALSE(sbx_authz_attest_check(keys, lens, 2, "team-a", "pool-b", "u-1", "v3.1.1.ab", a));
+	CU_ASSERT_FALSE(sbx_authz_attest_check(keys, lens, 2, "team-b", "pool-a", "u-1", "v3.1.1.ab", a));
+	CU_ASSERT_FALSE(sbx_authz_attest_check(keys, lens, 2, "team-a", "pool-a", "u-1", "v3.1.2.ab", a));
+	CU_ASSERT_FALSE(sbx_authz_attest_check(keys, lens, 2, "team-a", "pool-a", "u-1", "v3.1.1.ab", NULL));
+	/* the fields are length-prefixed: no shifting a byte from one to the next */
+	CU_ASSERT_EQUAL_FATAL(sbx_authz_attest(KEY1, sizeof KEY1 - 1, "team-a", "pool-au", "-1", "v3.1.1.ab", b), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(a, b);
+	CU_ASSERT_EQUAL(sbx_authz_attest((const unsigned char *)"short", 5, "a", "b", "c", "d", b), -1);
+}
+
 /* lp(x) of the record formats, for building a v1 record by hand. */
 static size_t lp_put(unsigned char *b, size_t at, const char *x)
 {
@@ -1209,6 +1232,7 @@ void register_webhook_tests(void)
 	SBX_SUITE("sandbox/authz", { "issue and verify", test_authz_roundtrip },
 		  { "not transferable to another intent", test_authz_not_transferable },
 		  { "records with the whole identity", test_authz_identity },
+		  { "the in-force note of a pool", test_authz_attest },
 		  { "stale and malformed records", test_authz_stale_and_malformed },
 		  { "v1 records", test_authz_v1_records }, { "resume records carry their run", test_authz_resume_run },
 		  { "key rotation", test_authz_rotation });

@@ -277,12 +277,14 @@ struct pool_view {
 	long replicas;
 	cJSON *spec; /* sbx_pool_spec (owned) */
 	char fp[65];
+	char attest[65]; /* status.ownerAuthorizationVerified to keep ("": none) */
 };
 
 /* Writes the pool's status when it changed. */
 static int write_pool_status(struct sbx_controller *c, const struct pool_view *p, long replicas, long ready,
 			     const char *since, int ok, const char *reason, const char *msg)
 {
+	const char *attest = p->attest[0] ? p->attest : NULL;
 	const cJSON *old = jobj(p->obj, "status");
 	char now[32], sel[128];
 	ktime_format_rfc3339(time(NULL), now);
@@ -294,6 +296,8 @@ static int write_pool_status(struct sbx_controller *c, const struct pool_view *p
 	cJSON_AddStringToObject(st, "templateFingerprint", p->fp);
 	cJSON_AddStringToObject(st, "templateSince", since);
 	cJSON_AddNumberToObject(st, "observedGeneration", (double)p->generation);
+	if (attest)
+		cJSON_AddStringToObject(st, SBX_POOL_ATTESTED, attest);
 	const cJSON *oc = sbx_status_condition(old, "Ready");
 	const char *ost = jstr(oc, "status"), *oltt = jstr(oc, "lastTransitionTime");
 	cJSON *cond = cJSON_CreateObject();
@@ -357,8 +361,10 @@ static int merge_result(int a, int b)
 }
 
 int sbx_pool_authorized(struct sbx_controller *c, const cJSON *pool, const char *fp, const char *owner, int fresh,
-			char *why, size_t whylen)
+			char *why, size_t whylen, char attest[65])
 {
+	if (attest)
+		attest[0] = '\0';
 	if (!owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW)
 		return 1;
 	const char *ns = meta_str(pool, "namespace"), *name = meta_str(pool, "name");
@@ -376,21 +382,32 @@ int sbx_pool_authorized(struct sbx_controller *c, const cJSON *pool, const char 
 		snprintf(why, whylen, "workspace owner %s: %s", owner, sbx_authz_str(ac));
 		return 0;
 	}
-	char w[384];
-	if (!c->webhooks || !informer_wait_synced(c->webhooks, 0)) {
-		snprintf(why, whylen, "waiting to read the MutatingWebhookConfiguration %s", c->webhook_config);
-		return -1;
+	/* A record counts only when the API server's admission call made it:
+	 * the webhook was in force for it. Judged once, when first looked at,
+	 * and noted in the status under the seal key: a later change of the
+	 * webhook configuration (or a restart) takes nothing back. */
+	const char *record = annotation(pool, SBX_ANN_OWNER_AUTHZ), *uid = meta_str(pool, "uid");
+	const unsigned char *const *keys = (const unsigned char *const *)c->seal_keys->key;
+	if (!sbx_authz_attest_check(keys, c->seal_keys->len, c->seal_keys->n, ns, name, uid, record,
+				    jstr(jobj(pool, "status"), SBX_POOL_ATTESTED))) {
+		char w[384];
+		if (!c->webhooks || !informer_wait_synced(c->webhooks, 0)) {
+			snprintf(why, whylen, "waiting to read the MutatingWebhookConfiguration %s", c->webhook_config);
+			return -1;
+		}
+		cJSON *mwc = c->webhook_config[0] ? informer_get(c->webhooks, NULL, c->webhook_config) : NULL;
+		int ok = sbx_inforce_check(c->inforce, mwc, SBX_MUTATING_WEBHOOK, SBX_POOL_PLURAL,
+					   info.run == 1 ? "CREATE" : "UPDATE", ns, info.run == 1 ? created : info.issued, w,
+					   sizeof w);
+		cJSON_Delete(mwc);
+		if (!ok) {
+			snprintf(why, whylen, "workspace owner %s: the admission webhook was not in force for the pool (%s)",
+				 owner, w);
+			return 0;
+		}
 	}
-	cJSON *mwc = c->webhook_config[0] ? informer_get(c->webhooks, NULL, c->webhook_config) : NULL;
-	int ok = sbx_inforce_check(c->inforce, mwc, SBX_MUTATING_WEBHOOK, SBX_POOL_PLURAL,
-				   info.run == 1 ? "CREATE" : "UPDATE", ns, info.run == 1 ? created : info.issued, w,
-				   sizeof w);
-	cJSON_Delete(mwc);
-	if (!ok) {
-		snprintf(why, whylen, "workspace owner %s: the admission webhook was not in force for the pool (%s)",
-			 owner, w);
-		return 0;
-	}
+	if (attest && sbx_authz_attest(keys[0], c->seal_keys->len[0], ns, name, uid, record, attest) < 0)
+		attest[0] = '\0';
 	/* The record is genuine; its author must still be allowed now. A
 	 * record of the previous version names the username alone. */
 	char reason[256];
@@ -496,7 +513,7 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 	/* A change of the pool (a scale, a new template) asks anew. */
 	const cJSON *og = jobj(jobj(obj, "status"), "observedGeneration");
 	int changed = !cJSON_IsNumber(og) || (long long)og->valuedouble != p.generation;
-	int authorized = sbx_pool_authorized(c, obj, p.fp, p.owner, changed, msg, sizeof msg);
+	int authorized = sbx_pool_authorized(c, obj, p.fp, p.owner, changed, msg, sizeof msg, p.attest);
 	cJSON *current = cJSON_CreateArray();
 	const cJSON *m;
 	cJSON_ArrayForEach(m, members)

@@ -20,11 +20,15 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
  * verifies (a record of the template and owner as they are now, by the
  * identity that set them), the admission webhook was in force for it, and
  * that identity may still use the owner (reconcile/reauthz.h; asked anew
- * when fresh, else a kept answer may do). 1 yes (also
+ * when fresh, else a kept answer may do). Whether the webhook was in force
+ * is judged once: a pool whose status carries the controller's note of it
+ * (sandbox/authz.h, sbx_authz_attest) for its record is not judged again on
+ * the configuration as it is now; into attest (65 bytes, NULL ok) goes the
+ * note to keep ("" when the record does not count). 1 yes (also
  * without an owner, or with ownerAuthorization namespace); 0 no, with why;
  * -1 when that cannot be told now, with why. */
 int sbx_pool_authorized(struct sbx_controller *c, const cJSON *pool, const char *fp, const char *owner, int fresh,
-			char *why, size_t whylen);
+			char *why, size_t whylen, char attest[65]);
 /* The pool pods cache saw a pod of the pool uid appear: one expected create
  * fewer. */
 void sbx_pool_seen(struct sbx_controller *c, const char *pool_uid);

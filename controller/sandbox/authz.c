@@ -202,3 +202,34 @@ const char *sbx_authz_str(enum sbx_authz_check c)
 	}
 	return "unknown";
 }
+
+int sbx_authz_attest(const unsigned char *key, size_t keylen, const char *ns, const char *name, const char *uid,
+		     const char *record, char out[65])
+{
+	struct buf m;
+	out[0] = '\0';
+	if (!key || keylen < SBX_SEAL_KEY_MIN || !ns || !name || !uid || !record)
+		return -1;
+	buf_init(&m, 4096);
+	int rc = -1;
+	if (!(sbx_lp_str(&m, "sandbox.dev/owner-authorization-in-force/v1") | sbx_lp_str(&m, ns) | sbx_lp_str(&m, name) |
+	      sbx_lp_str(&m, uid) | sbx_lp_str(&m, record)))
+		rc = sbx_mac_hex(key, keylen, &m, out);
+	buf_release(&m);
+	return rc;
+}
+
+int sbx_authz_attest_check(const unsigned char *const *keys, const size_t *keylens, size_t nkeys, const char *ns,
+			   const char *name, const char *uid, const char *record, const char *attest)
+{
+	if (!attest || strlen(attest) != 64)
+		return 0;
+	int match = 0;
+	for (size_t i = 0; i < nkeys && !match; i++) {
+		char want[65];
+		if (sbx_authz_attest(keys[i], keylens[i], ns, name, uid, record, want) == 0)
+			match = sbx_seal_equal(want, attest);
+		OPENSSL_cleanse(want, sizeof want);
+	}
+	return match;
+}

@@ -121,4 +121,20 @@ enum sbx_authz_check sbx_authz_verify(const unsigned char *const *keys, const si
 /* Returns a static description of c. */
 const char *sbx_authz_str(enum sbx_authz_check c);
 
+/* The controller's note that a warm pool's record was made while the
+ * admission webhook was in force (reconcile/inforce.h), kept in the pool's
+ * status.ownerAuthorizationVerified so that a later change of the webhook
+ * configuration (or a restart) does not take back what was verified: the
+ * lowercase hex HMAC-SHA256, under the seal key, of
+ *   lp("sandbox.dev/owner-authorization-in-force/v1") || lp(namespace) ||
+ *   lp(pool name) || lp(pool uid) || lp(record)
+ * Writes it into out (65 bytes); 0, or -1 (a field missing, the key too
+ * short). */
+int sbx_authz_attest(const unsigned char *key, size_t keylen, const char *ns, const char *name, const char *uid,
+		     const char *record, char out[65]);
+/* 1 when attest is that note for (ns, name, uid, record) under one of the
+ * nkeys keys; 0 otherwise (NULL attest included). */
+int sbx_authz_attest_check(const unsigned char *const *keys, const size_t *keylens, size_t nkeys, const char *ns,
+			   const char *name, const char *uid, const char *record, const char *attest);
+
 #endif

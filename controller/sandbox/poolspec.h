@@ -31,6 +31,9 @@
 /* The authorization record of a pool names "pool:" + its name (a name
  * cannot hold ':'), so a pool's record never verifies for a Sandbox. */
 #define SBX_POOL_AUTHZ_PREFIX "pool:"
+/* The status member where the controller notes that the pool's record was
+ * made while the webhook was in force (sandbox/authz.h, sbx_authz_attest). */
+#define SBX_POOL_ATTESTED "ownerAuthorizationVerified"
 
 /* The pool cache is indexed by namespace: the trimmer sets this label of
  * the cached copy to the pool's namespace. */
