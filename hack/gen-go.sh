@@ -106,11 +106,20 @@ case "${1:-}" in
       (cd "$tmp/$1" && go get "k8s.io/apimachinery@$(cd "$ROOT/clients/go/api" && go list -m -f '{{.Version}}' k8s.io/apimachinery)" \
         >/dev/null 2>&1 && go mod tidy >/dev/null && go build -o /dev/null . && go list -m all)
     }
+    # linked MODULE: the modules whose packages the consumer's build compiles
+    # and links (its own included), one per line.
+    linked() { (cd "$tmp/$1" && go list -deps -f '{{with .Module}}{{.Path}}{{end}}' . | sort -u); }
     types=$(consumer types "$API_PKG" SchemeGroupVersion) || exit 1
     base=$(consumer base k8s.io/apimachinery/pkg/apis/meta/v1 SchemeGroupVersion) || exit 1
     echo "$types"
     echo "gen-go: a program importing only $API_PKG: $(($(wc -l <<<"$types") - 1)) modules besides its own" \
       "(go list -m all); one importing only k8s.io/apimachinery's meta/v1: $(($(wc -l <<<"$base") - 1))"
+    # go list -m all counts every requirement in apimachinery's own go.mod (40
+    # of them), used or not; what a program of the types builds is far less,
+    # and that is held to 40.
+    nlinked=$(linked types | grep -vcx example.com/types)
+    echo "gen-go: of those, $nlinked are compiled into it (go list -deps): $(linked types | grep -vx example.com/types | tr '\n' ' ')"
+    [ "$nlinked" -le 40 ] || { echo "gen-go: a program of the types links $nlinked modules, more than 40" >&2; exit 1; }
     extra=$(comm -23 <(tail -n +2 <<<"$types" | cut -d' ' -f1 | sort) <(tail -n +2 <<<"$base" | cut -d' ' -f1 | sort) |
       grep -vx sandbox.dev/api || true)
     [ -z "$extra" ] || { echo "gen-go: the types bring modules apimachinery does not: $extra" >&2; exit 1; } ;;
