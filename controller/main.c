@@ -25,6 +25,7 @@
 #include "base/ktime.h"
 #include "kube/lease.h"
 #include "kube/restmetrics.h"
+#include "kube/workqueue.h"
 #include "obs/httpserver.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
@@ -62,6 +63,8 @@ struct options {
 	const char *owner_authz;
 	long warm_settle_s;
 	double warm_refill_qps;
+	const char *queue_order; /* "fair" or "fifo" */
+	int per_ns, per_owner;	 /* the queue's caps; -1: the default for the workers */
 };
 
 static void usage(FILE *f)
@@ -76,6 +79,12 @@ static void usage(FILE *f)
 		"                                     files (newest first); the newest key seals new pods\n"
 		"  --key-lifetime SECONDS             idempotency key lifetime (overrides the config; default 86400)\n"
 		"  --workers N                        concurrent reconciles (default 64)\n"
+		"  --work-queue-order fair|fifo       fair (default): namespaces in turn, and within one its owners in\n"
+		"                                     turn; fifo: first come, first served (a baseline for benchmarks)\n"
+		"  --max-reconciles-per-namespace N   fair order: reconciles of one namespace at once (default workers/8;\n"
+		"                                     0: no cap)\n"
+		"  --max-reconciles-per-owner N       fair order: reconciles of one owner of a namespace at once\n"
+		"                                     (default workers/16; 0: no cap)\n"
 		"  --kube-api-qps Q --kube-api-burst B client-side rate limit (default off: 0 or less = off,\n"
 		"                                     the server's API Priority and Fairness decides; burst 100)\n"
 		"  --metrics-bind-address ADDR        /metrics listener (default :8080; 0 disables)\n"
@@ -116,6 +125,8 @@ static void usage(FILE *f)
 		"  --warm-pool-settle DUR             a warm pool's template serves Sandboxes only after this long,\n"
 		"                                     longer than any replica's cache lags (default 90s; docs/api.md)\n"
 		"  --warm-pool-refill-qps Q           warm pods created per second, all pools together (default 10)\n"
+		"  --work-queue-bucket NS             print the bucket of namespace NS in the work queue's metrics\n"
+		"                                     (sandbox_workqueue_namespace_*{bucket}) and exit\n"
 		"  --version                          print the version and exit\n",
 		SBX_SEAL_FILE_KEY_MIN);
 }
@@ -133,6 +144,7 @@ enum flag_kind {
 	F_CHOICE,   /* one of choices ("a|b|c") */
 	F_HELP,
 	F_VERSION,
+	F_BUCKET, /* prints the work queue bucket of a namespace and exits */
 };
 
 struct flag {
@@ -155,11 +167,15 @@ static const struct flag flags[] = {
 	{ .name = "seal-key-file", .kind = F_LIST, .off = OPT(seal_key_files), .max = SBX_SEAL_MAX_KEYS },
 	{ .name = "log-level", .kind = F_STR, .off = OPT(log_level) },
 	{ .name = "key-lifetime", .kind = F_LONG, .off = OPT(key_lifetime_s), .min = 1, .refused = "--key-lifetime must be a positive number of seconds" },
+	{ .name = "work-queue-order", .kind = F_CHOICE, .off = OPT(queue_order), .choices = "fair|fifo", .refused = "--work-queue-order must be fair or fifo" },
+	{ .name = "max-reconciles-per-namespace", .kind = F_INT, .off = OPT(per_ns), .min = 0, .max = 256, .refused = "--max-reconciles-per-namespace must be between 0 (no cap) and 256" },
+	{ .name = "max-reconciles-per-owner", .kind = F_INT, .off = OPT(per_owner), .min = 0, .max = 256, .refused = "--max-reconciles-per-owner must be between 0 (no cap) and 256" },
 	{ .name = "workers", .kind = F_INT, .off = OPT(workers), .min = 1, .max = 256, .refused = "--workers must be between 1 and 256" },
 	{ .name = "kube-api-qps", .kind = F_NUMBER, .off = OPT(qps), .refused = "--kube-api-qps must be a number (0 or less: no client-side limit)" },
 	{ .name = "kube-api-burst", .kind = F_INT, .off = OPT(burst), .min = 1, .max = 2147483647, .refused = "--kube-api-burst must be positive" },
 	{ .name = "help", .kind = F_HELP },
 	{ .name = "version", .kind = F_VERSION },
+	{ .name = "work-queue-bucket", .kind = F_BUCKET },
 	{ .name = "metrics-secure", .kind = F_SET, .off = OPT(metrics_secure) },
 	{ .name = "leader-elect", .kind = F_SET, .off = OPT(leader_elect) },
 	{ .name = "leader-election-namespace", .kind = F_STR, .off = OPT(le_namespace) },
@@ -244,6 +260,7 @@ static int set_flag(const struct flag *f, const char *arg, struct options *o)
 		return 0;
 	case F_HELP: usage(stdout); exit(0);
 	case F_VERSION: printf("sandbox-controller %s\n", SBX_VERSION); exit(0);
+	case F_BUCKET: printf("%d\n", workqueue_ns_bucket(arg)); exit(0);
 	}
 	if (f->kind == F_LIST)
 		fprintf(stderr, "--%s given more than %d times\n", f->name, (int)f->max);
@@ -254,7 +271,7 @@ static int set_flag(const struct flag *f, const char *arg, struct options *o)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64, .key_lifetime_s = -1, .qps = 0, .burst = 100, .warm_settle_s = 90, .warm_refill_qps = 10, .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key", .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400, .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller", .webhook_addr = "0" };
+	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64, .key_lifetime_s = -1, .qps = 0, .burst = 100, .warm_settle_s = 90, .warm_refill_qps = 10, .queue_order = "fair", .per_ns = -1, .per_owner = -1, .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key", .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400, .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller", .webhook_addr = "0" };
 	struct option longopts[NFLAGS + 1];
 	for (size_t i = 0; i < NFLAGS; i++) {
 		int has_arg = flags[i].kind == F_SET || flags[i].kind == F_HELP || flags[i].kind == F_VERSION
@@ -471,6 +488,7 @@ struct app {
 	struct sbx_config cfg;
 	struct sbx_seal_keys seal;
 	struct kube_client *kc;
+	struct kube_client *wkc; /* the webhook's own: its reviews never queue behind reconciles */
 	struct webhook_certs *certs;
 	struct sbx_controller ctl;
 	int ctl_ready; /* ctl was initialised */
@@ -575,6 +593,8 @@ static int start_serving(struct app *a)
 	a->ctl_ready = 1;
 	sbx_controller_set_webhook_config(&a->ctl, o->config_name);
 	sbx_controller_set_warm(&a->ctl, o->warm_settle_s, o->warm_refill_qps);
+	sbx_controller_set_fifo(&a->ctl, !strcmp(o->queue_order, "fifo"));
+	sbx_controller_set_caps(&a->ctl, o->per_ns, o->per_owner);
 	scrape.leader_elect = o->leader_elect;
 	a->scrape_src = (struct obs_scrape){ refresh_scrape, NULL };
 	a->readiness = (struct obs_readiness){ caches_synced, &a->ctl };
@@ -623,6 +643,17 @@ static int start_webhook(struct app *a)
 		return 0;
 	snprintf(a->wh_cert, sizeof a->wh_cert, "%s/tls.crt", o->cert_dir);
 	snprintf(a->wh_key, sizeof a->wh_key, "%s/tls.key", o->cert_dir);
+	/* A client of its own: its connections and any client-side limit are
+	 * not the reconciles', so a review never waits behind a reconcile's
+	 * request in this process, nor a reconcile behind a review. In the API
+	 * server, the install's FlowSchemas keep the two apart too
+	 * (manifests/webhook/flowcontrol.yaml). */
+	struct kube_config *wcfg = kube_config_load(o->kubeconfig, o->context, err, sizeof err);
+	struct kube_client_opts wopts = { .observe = kube_rest_metrics_observe, .user_agent = "sandbox-controller-webhook/" SBX_VERSION };
+	if (!wcfg || !(a->wkc = kube_client_new(wcfg, &wopts))) {
+		log_kv(LOG_ERROR, "cannot create the webhook's Kubernetes client", "error", wcfg ? "" : err);
+		return -1;
+	}
 	struct wh_server_opts wo = {
 		.addr = o->webhook_addr,
 		.cert_file = a->wh_cert,
@@ -631,7 +662,7 @@ static int start_webhook(struct app *a)
 		.keys = (const unsigned char *const *)a->seal.key,
 		.keylens = a->seal.len,
 		.nkeys = a->seal.n,
-		.kc = a->kc,
+		.kc = a->wkc,
 		.sandboxes = a->ctl.sandboxes,
 		.pods = a->ctl.pods,
 		.pool_pods = a->ctl.pool_pods,
@@ -706,6 +737,7 @@ static void shutdown_all(struct app *a)
 	if (a->sig)
 		log_kv(LOG_INFO, "shutting down", "signal", a->sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	wh_server_free(a->whs);
+	kube_client_free(a->wkc);
 	for (size_t i = 0; a->client_names[i]; i++)
 		free(a->client_names[i]);
 	obs_http_free(a->msrv);

@@ -82,10 +82,12 @@ test_1_least_privilege() {
   kubectl delete pod victim -n dep --wait=false >/dev/null
 }
 
-# flow_dispatched: requests the API server dispatched in the install's
-# FlowSchema sandbox-controller (manifests/webhook/flowcontrol.yaml).
+# flow_dispatched [SCHEMA]: requests the API server dispatched in the
+# install's FlowSchema SCHEMA (default sandbox-controller;
+# manifests/webhook/flowcontrol.yaml).
 flow_dispatched() {
-  kubectl get --raw /metrics | series_sum apiserver_flowcontrol_dispatched_requests_total 'flow_schema="sandbox-controller"'
+  kubectl get --raw /metrics |
+    series_sum apiserver_flowcontrol_dispatched_requests_total "flow_schema=\"${1:-sandbox-controller}\""
 }
 
 test_2_runs_in_cluster() {
@@ -148,6 +150,26 @@ test_3_metrics_secure() {
   r1=$(requests_now)
   say "  API requests during 5 scrapes with one token: $((r1 - r0))"
   [ $((r1 - r0)) -le 2 ] || fail "5 scrapes with one token made $((r1 - r0)) API requests (TokenReview and SubjectAccessReview not cached)"
+  controller_stop "$c"
+}
+
+# The webhook's SubjectAccessReviews go to their own level
+# (sandbox-controller-webhook), the reconciles to sandbox-controller: the
+# install's two FlowSchemas match the deployed ServiceAccount, one each.
+test_4_webhook_reviews_have_a_level_of_their_own() {
+  kubectl apply -f "$E2E_ROOT/manifests/webhook/flowcontrol.yaml" >/dev/null || fail "apply flowcontrol.yaml"
+  E2E_ADMISSION=1 controller_with_webhook # ownerAuthorization accessReview: a review per owner
+  local c=$CTL_PID
+  install_admission "$WEBHOOK_PORT" "$SA" || { fail "admission not installed"; controller_stop "$c"; return; }
+  local wb rb
+  wb=$(flow_dispatched sandbox-controller-webhook)
+  rb=$(flow_dispatched)
+  sandbox dep reviewed-1 $IMG reviewed-key alice >/dev/null || fail "create with an owner refused"
+  wait_for 60 bound dep reviewed-1 || fail "not bound: $(jp dep sandbox reviewed-1 '{.status}')"
+  [ "$(flow_dispatched sandbox-controller-webhook)" -gt "$wb" ] ||
+    fail "no SubjectAccessReview in the FlowSchema sandbox-controller-webhook ($wb before, $(flow_dispatched sandbox-controller-webhook) after)"
+  [ "$(flow_dispatched)" -gt "$rb" ] || fail "no reconcile request in the FlowSchema sandbox-controller"
+  uninstall_admission
   controller_stop "$c"
 }
 

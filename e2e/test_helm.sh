@@ -35,7 +35,8 @@ test_helm_chart() {
   # API Priority and Fairness: the controller's ServiceAccount of the release namespace, or nothing
   out=$("$helm" template x "$CHART" -n sandbox-helm "${SEALED[@]}" |
         python3 -c 'import sys, yaml; print(" ".join(sorted(x["kind"] + ":" + (x["spec"]["rules"][0]["subjects"][0]["serviceAccount"]["namespace"] if x["kind"] == "FlowSchema" else "-") for x in yaml.safe_load_all(sys.stdin) if x and x["kind"] in ("FlowSchema", "PriorityLevelConfiguration"))))')
-  expect_eq "$out" "FlowSchema:sandbox-helm PriorityLevelConfiguration:-" "the chart's flow control objects"
+  expect_eq "$out" "FlowSchema:sandbox-helm FlowSchema:sandbox-helm PriorityLevelConfiguration:- PriorityLevelConfiguration:-" \
+    "the chart's flow control objects"
   out=$("$helm" template x "$CHART" -n sandbox-helm "${SEALED[@]}" --set flowControl.enabled=false | grep -c 'kind: FlowSchema')
   expect_eq "$out" 0 "no FlowSchema with flowControl.enabled=false"
   crd_stub cert-manager.io Certificate certificates

@@ -29,6 +29,7 @@
 #include "base/buf.h"
 #include "base/xmalloc.h"
 #include "kube/access.h"
+#include "kube/accesscache.h"
 #include "kube/authfilter.h"
 #include "kube/client.h"
 #include "kube/events.h"
@@ -821,6 +822,37 @@ static const char *name_of(const cJSON *o)
 	return cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "name")->valuestring;
 }
 
+/* A reader of the cache while another walks an index: informer_get of "a"
+ * is timed from another thread, started from inside the walk's keep. */
+struct walk_probe {
+	struct informer *inf;
+	pthread_t t;
+	int started;
+	atomic_long get_ms;
+};
+
+static void *probe_get(void *u)
+{
+	struct walk_probe *p = u;
+	int64_t t0 = ktime_mono_ms();
+	cJSON *o = informer_get(p->inf, "ns1", "a");
+	atomic_store(&p->get_ms, (long)(ktime_mono_ms() - t0));
+	cJSON_Delete(o);
+	return NULL;
+}
+
+/* keep: on its first member starts the probe, then takes 300 ms per member
+ * (a walk that inflates, parses and checks hundreds of pods). */
+static int slow_keep(const cJSON *o, void *ctx)
+{
+	(void)o;
+	struct walk_probe *p = ctx;
+	if (!p->started && pthread_create(&p->t, NULL, probe_get, p) == 0)
+		p->started = 1;
+	ktime_sleep_ms(300);
+	return 1;
+}
+
 static int not_named_a(const cJSON *o, void *ctx)
 {
 	(void)ctx;
@@ -900,6 +932,18 @@ static void test_informer(void)
 	cJSON_Delete(not_a);
 	cJSON_Delete(none_from);
 	cJSON_Delete(zero);
+	/* A walk never holds the cache for its whole length: a reader gets
+	 * its object while keep is still busy with the walk's members. */
+	static struct walk_probe wp;
+	memset(&wp, 0, sizeof wp);
+	wp.inf = inf;
+	atomic_store(&wp.get_ms, -1);
+	cJSON *slow = informer_list_by_index_from(inf, "g2", 0, 5, slow_keep, &wp);
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(slow), 2);
+	cJSON_Delete(slow);
+	CU_ASSERT_TRUE_FATAL(wp.started);
+	pthread_join(wp.t, NULL);
+	CU_ASSERT(atomic_load(&wp.get_ms) >= 0 && atomic_load(&wp.get_ms) < 200);
 	cJSON *none = informer_list_by_index(inf, "g9");
 	CU_ASSERT_EQUAL(cJSON_GetArraySize(none), 0);
 	cJSON_Delete(none);
@@ -1388,10 +1432,118 @@ static void h_access(struct fake *f, struct evhttp_request *req, const struct fa
 		reply(req, 201, "{\"status\":{\"allowed\":true,\"denied\":true,\"reason\":\"deny rule\"}}", NULL, NULL);
 	else if (!strcmp(n, "garbage"))
 		reply(req, 201, "{\"status\":{}}", NULL, NULL);
-	else
+	else if (!strcmp(n, "slow")) {
+		usleep(300 * 1000);
+		reply(req, 201, "{\"status\":{\"allowed\":true}}", NULL, NULL);
+	} else
 		reply(req, 201, !strcmp(n, "alice") ? "{\"status\":{\"allowed\":true,\"reason\":\"RBAC: rolebinding\"}}" : "{\"status\":{\"allowed\":false}}",
 		      NULL, NULL);
 	cJSON_Delete(b);
+}
+
+struct shared_ask {
+	struct kube_accesscache *ac;
+	struct kube_client *c;
+	const cJSON *ui;
+	enum kube_access_source src;
+	int allowed;
+	enum kube_err e;
+};
+
+static void *ask_slow(void *u)
+{
+	struct shared_ask *x = u;
+	struct kube_access_attrs a = { .ns = "team-a", .verb = "use", .group = "sandbox.dev", .resource = "workspaces", .name = "slow" };
+	struct kube_error err;
+	x->e = kube_access_review_cached(x->ac, x->c, x->ui, &a, &x->allowed, NULL, 0, &err, &x->src);
+	return NULL;
+}
+
+/* SubjectAccessReview answers are cached per identity and question: asked
+ * once per TTL (allowed and refused apart), never an error, never across
+ * identities that differ in anything (a group, its order); concurrent
+ * askers of one question share one review. */
+static void test_access_cache(void)
+{
+	struct fake *f = fake_start(h_access, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct kube_accesscache *ac = kube_accesscache_new(300, 150, 0);
+	cJSON *ui = cJSON_Parse("{\"username\":\"alice\",\"uid\":\"u-1\",\"groups\":[\"team\",\"system:authenticated\"]}");
+	cJSON *ui2 = cJSON_Parse("{\"username\":\"alice\",\"uid\":\"u-1\",\"groups\":[\"system:authenticated\",\"team\"]}");
+	struct kube_access_attrs a = { .ns = "team-a", .verb = "use", .group = "sandbox.dev", .resource = "workspaces", .name = "alice" };
+	int allowed = -1;
+	char why[128];
+	struct kube_error err;
+	enum kube_access_source src;
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 1);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	CU_ASSERT_EQUAL(fake_count(f), 1);
+	allowed = -1;
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 1);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_CACHED);
+	CU_ASSERT_STRING_EQUAL(why, "RBAC: rolebinding");
+	CU_ASSERT_EQUAL(fake_count(f), 1);
+	/* another identity (the same groups in another order) or question: asked */
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui2, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	a.name = "bob";
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 0);
+	CU_ASSERT_EQUAL(fake_count(f), 3);
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_CACHED);
+	/* a refusal holds its shorter TTL, an allowed answer its longer one */
+	usleep(200 * 1000);
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	a.name = "alice";
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_CACHED);
+	usleep(150 * 1000);
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	int before = fake_count(f);
+	/* errors are never cached */
+	a.name = "broken";
+	for (int i = 0; i < 2; i++)
+		CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_ERR_SERVER);
+	CU_ASSERT_EQUAL(fake_count(f), before + 2);
+	/* 6 at once: one review */
+	before = fake_count(f);
+	static struct shared_ask x[6];
+	pthread_t t[6];
+	for (int i = 0; i < 6; i++) {
+		x[i] = (struct shared_ask){ .ac = ac, .c = c, .ui = ui, .allowed = -1 };
+		pthread_create(&t[i], NULL, ask_slow, &x[i]);
+	}
+	int asked = 0, shared = 0;
+	for (int i = 0; i < 6; i++) {
+		pthread_join(t[i], NULL);
+		CU_ASSERT_EQUAL(x[i].e, KUBE_OK);
+		CU_ASSERT_EQUAL(x[i].allowed, 1);
+		asked += x[i].src == KUBE_ACCESS_ASKED;
+		shared += x[i].src == KUBE_ACCESS_SHARED;
+	}
+	CU_ASSERT_EQUAL(asked, 1);
+	CU_ASSERT_EQUAL(shared, 5);
+	CU_ASSERT_EQUAL(fake_count(f), before + 1);
+	/* a full cache is emptied of what it can drop, and keeps answering */
+	kube_accesscache_free(ac);
+	ac = kube_accesscache_new(10000, 10000, 2);
+	char nm[16];
+	for (int i = 0; i < 5; i++) {
+		snprintf(nm, sizeof nm, "o%d", i);
+		a.name = nm;
+		CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, why, sizeof why, &err, &src), KUBE_OK);
+		CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	}
+	cJSON_Delete(ui);
+	cJSON_Delete(ui2);
+	kube_accesscache_free(ac);
+	kube_client_free(c);
+	fake_stop(f);
 }
 
 static int guarded_next_calls;
@@ -1576,6 +1728,7 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "informer trimming", test_informer_trim) ||
 	    !CU_add_test(s, "events aggregate, never block", test_events) ||
 	    !CU_add_test(s, "SubjectAccessReview and TokenReview", test_access_review) ||
+	    !CU_add_test(s, "SubjectAccessReview answers cached and shared", test_access_cache) ||
 	    !CU_add_test(s, "auth filter (secure /metrics)", test_authfilter) ||
 	    !CU_add_test(s, "auth filter answers cached", test_authfilter_cache) ||
 	    !CU_add_test(s, "LIST adapts its page size to the body cap", test_list_adapts_page_size) ||

@@ -378,7 +378,7 @@ static void test_retry_after_min(void)
 {
 	struct workqueue *q = workqueue_new();
 	struct wq_counts n = { 0 };
-	struct workqueue_metrics m = { &n, c_depth, c_adds, c_retries, c_queued, c_worked };
+	struct workqueue_metrics m = { .ctx = &n, .depth = c_depth, .adds = c_adds, .retries = c_retries, .queued = c_queued, .worked = c_worked };
 	workqueue_set_metrics(q, &m);
 	workqueue_add(q, 0, "ns/a");
 	CU_ASSERT_EQUAL(n.depth, 1);
@@ -396,6 +396,235 @@ static void test_retry_after_min(void)
 	CU_ASSERT_EQUAL(n.retries, 1);
 	CU_ASSERT_EQUAL(n.queued, 2);
 	CU_ASSERT_EQUAL(n.worked, 2);
+	workqueue_free(q);
+}
+
+/* Gets a key, marks it done and returns its namespace's first letter. */
+static char next_ns(struct workqueue *q)
+{
+	char *k = workqueue_get(q, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+	char c = k[0];
+	workqueue_done(q, 0, k);
+	free(k);
+	return c;
+}
+
+/* Fair across namespaces: another namespace's first key is served next,
+ * however deep one namespace's backlog; then the two take turns. */
+static void test_fair_namespaces(void)
+{
+	struct workqueue *q = workqueue_new();
+	char key[32];
+	for (int i = 0; i < 1000; i++) {
+		snprintf(key, sizeof key, "noisy/s%d", i);
+		workqueue_add(q, 0, key);
+	}
+	CU_ASSERT_EQUAL(next_ns(q), 'n'); /* the backlog is being worked */
+	workqueue_add(q, 0, "victim/a");
+	workqueue_add(q, 0, "victim/b");
+	workqueue_add(q, 0, "victim/c");
+	CU_ASSERT_EQUAL(next_ns(q), 'v');
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(next_ns(q), 'v');
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(next_ns(q), 'v');
+	for (int i = 0; i < 997; i++)
+		CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	/* A key of any kind belongs to its namespace's turn (a pool of the
+	 * victim namespace is not behind noisy Sandboxes either). */
+	for (int i = 0; i < 100; i++) {
+		snprintf(key, sizeof key, "noisy/s%d", i);
+		workqueue_add(q, 0, key);
+	}
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
+	workqueue_add(q, 2, "victim/pool");
+	int kind = -1;
+	char *k = workqueue_get(q, &kind);
+	CU_ASSERT_STRING_EQUAL(k, "victim/pool");
+	CU_ASSERT_EQUAL(kind, 2);
+	workqueue_done(q, 2, k);
+	free(k);
+	/* Namespaces that arrive together are served in their order, once
+	 * each, then in turn. */
+	workqueue_add(q, 0, "a/1");
+	workqueue_add(q, 0, "a/2");
+	workqueue_add(q, 0, "b/1");
+	workqueue_add(q, 0, "c/1");
+	CU_ASSERT_EQUAL(next_ns(q), 'a');
+	CU_ASSERT_EQUAL(next_ns(q), 'b');
+	CU_ASSERT_EQUAL(next_ns(q), 'c');
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(next_ns(q), 'a');
+	CU_ASSERT_EQUAL(next_ns(q), 'n');
+	workqueue_free(q);
+}
+
+/* Within a namespace, its owners (flows) take turns the same way; a worker's
+ * re-add keeps the key's flow. */
+static void test_fair_owners(void)
+{
+	struct workqueue *q = workqueue_new();
+	char key[32];
+	for (int i = 0; i < 50; i++) {
+		snprintf(key, sizeof key, "team/n%d", i);
+		workqueue_add_flow(q, 0, key, "noisy");
+	}
+	expect_get(q, "team/n0");
+	workqueue_add_flow(q, 0, "team/v1", "victim");
+	workqueue_add_flow(q, 0, "team/v2", "victim");
+	char *k = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(k, "team/v1");
+	workqueue_add_after(q, 0, k, 1); /* re-queued by its worker: still the victim's */
+	workqueue_done(q, 0, k);
+	free(k);
+	expect_get(q, "team/n1");
+	expect_get(q, "team/v2");
+	expect_get(q, "team/n2");
+	usleep(20 * 1000);
+	expect_get(q, "team/v1"); /* its flow had left: served next again */
+	expect_get(q, "team/n3");
+	workqueue_free(q);
+}
+
+/* With caps, a namespace (and a flow of it) has at most that many keys out
+ * at once: the rest wait, and other namespaces' keys pass them. */
+static void test_fair_caps(void)
+{
+	struct workqueue *q = workqueue_new();
+	workqueue_set_caps(q, 2, 1);
+	workqueue_add_flow(q, 0, "a/x1", "x");
+	workqueue_add_flow(q, 0, "a/x2", "x");
+	workqueue_add_flow(q, 0, "a/y1", "y");
+	workqueue_add_flow(q, 0, "a/z1", "z");
+	workqueue_add_flow(q, 0, "b/1", "");
+	char *k1 = workqueue_get(q, NULL), *k2 = workqueue_get(q, NULL), *k3 = workqueue_get(q, NULL);
+	/* a's first key, b's, then a's next owner: x2 waits for x1 (owner
+	 * cap), and a's third owner for one of a's two (namespace cap) */
+	CU_ASSERT_STRING_EQUAL(k1, "a/x1");
+	CU_ASSERT_STRING_EQUAL(k2, "b/1");
+	CU_ASSERT_STRING_EQUAL(k3, "a/y1");
+	CU_ASSERT_EQUAL(workqueue_len(q), 2);
+	workqueue_add(q, 0, "c/1");
+	char *k4 = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(k4, "c/1");
+	workqueue_done(q, 0, k1); /* x1 done: a has room, x too */
+	char *k5 = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(k5, "a/z1");
+	workqueue_done(q, 0, k3);
+	char *k6 = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(k6, "a/x2");
+	char *all[] = { k1, k2, k3, k4, k5, k6 };
+	for (size_t i = 0; i < 6; i++) {
+		if (i != 0 && i != 2)
+			workqueue_done(q, 0, all[i]);
+		free(all[i]);
+	}
+	CU_ASSERT_EQUAL(workqueue_len(q), 0);
+	/* A getter blocked by the caps wakes when a key is done. */
+	workqueue_add_flow(q, 0, "a/x3", "x");
+	workqueue_add_flow(q, 0, "a/x4", "x");
+	char *x3 = workqueue_get(q, NULL);
+	static struct getter g;
+	g.q = q;
+	atomic_store(&g.returned_null, 0);
+	pthread_t t;
+	pthread_create(&t, NULL, blocked_getter, &g);
+	ktime_sleep_ms(30);
+	CU_ASSERT_EQUAL(workqueue_len(q), 1); /* still waiting */
+	workqueue_done(q, 0, x3);
+	free(x3);
+	pthread_join(t, NULL);
+	CU_ASSERT_EQUAL(atomic_load(&g.returned_null), 0);
+	workqueue_free(q);
+}
+
+/* FIFO order, the baseline: the victim waits behind the whole backlog. */
+static void test_fifo(void)
+{
+	struct workqueue *q = workqueue_new();
+	workqueue_set_fifo(q, 1);
+	char key[32];
+	for (int i = 0; i < 100; i++) {
+		snprintf(key, sizeof key, "noisy/s%d", i);
+		workqueue_add_flow(q, 0, key, "a");
+	}
+	workqueue_add_flow(q, 0, "victim/a", "b");
+	for (int i = 0; i < 100; i++)
+		CU_ASSERT_EQUAL(next_ns(q), 'n');
+	CU_ASSERT_EQUAL(next_ns(q), 'v');
+	workqueue_free(q);
+}
+
+struct ns_counts {
+	size_t depth[WORKQUEUE_NS_BUCKETS];
+	int queued[WORKQUEUE_NS_BUCKETS];
+	size_t namespaces, flows;
+};
+
+static void c_ns_depth(void *ctx, int b, size_t d)
+{
+	((struct ns_counts *)ctx)->depth[b] = d;
+}
+static void c_ns_queued(void *ctx, int b, double s)
+{
+	((struct ns_counts *)ctx)->queued[b] += s >= 0;
+}
+static void c_tenants(void *ctx, size_t namespaces, size_t flows)
+{
+	((struct ns_counts *)ctx)->namespaces = namespaces;
+	((struct ns_counts *)ctx)->flows = flows;
+}
+
+/* Depth and wait per namespace bucket, and the namespaces and flows ready. */
+static void test_ns_metrics(void)
+{
+	CU_ASSERT_EQUAL(workqueue_ns_bucket(""), (int)(2166136261u % WORKQUEUE_NS_BUCKETS));
+	int ba = workqueue_ns_bucket("team-a"), bb = workqueue_ns_bucket("team-b");
+	CU_ASSERT(ba >= 0 && ba < WORKQUEUE_NS_BUCKETS && bb >= 0 && bb < WORKQUEUE_NS_BUCKETS);
+	CU_ASSERT_EQUAL_FATAL(ba == bb, 0); /* the test needs two buckets */
+	struct workqueue *q = workqueue_new();
+	static struct ns_counts n;
+	memset(&n, 0, sizeof n);
+	struct workqueue_metrics m = { .ctx = &n, .ns_depth = c_ns_depth, .ns_queued = c_ns_queued, .tenants = c_tenants };
+	workqueue_set_metrics(q, &m);
+	workqueue_add_flow(q, 0, "team-a/1", "alice");
+	workqueue_add_flow(q, 0, "team-a/2", "bob");
+	workqueue_add_flow(q, 0, "team-a/3", "bob");
+	workqueue_add(q, 1, "team-b/p");
+	CU_ASSERT_EQUAL(n.depth[ba], 3);
+	CU_ASSERT_EQUAL(n.depth[bb], 1);
+	CU_ASSERT_EQUAL(n.namespaces, 2);
+	CU_ASSERT_EQUAL(n.flows, 3);
+	for (int i = 0; i < 4; i++) {
+		int kind;
+		char *k = workqueue_get(q, &kind);
+		workqueue_done(q, kind, k);
+		free(k);
+	}
+	CU_ASSERT_EQUAL(n.depth[ba], 0);
+	CU_ASSERT_EQUAL(n.depth[bb], 0);
+	CU_ASSERT_EQUAL(n.queued[ba], 3);
+	CU_ASSERT_EQUAL(n.queued[bb], 1);
+	CU_ASSERT_EQUAL(n.namespaces, 0);
+	CU_ASSERT_EQUAL(n.flows, 0);
+	workqueue_free(q);
+}
+
+/* Timers too: due keys of the low lane are served fairly across namespaces. */
+static void test_fair_timers(void)
+{
+	struct workqueue *q = workqueue_new();
+	char key[32];
+	for (int i = 0; i < 200; i++) {
+		snprintf(key, sizeof key, "noisy/t%d", i);
+		workqueue_add_after_low(q, 0, key, 1);
+	}
+	workqueue_add_after_low(q, 0, "victim/t", 2);
+	usleep(20 * 1000);
+	char first = next_ns(q), second = next_ns(q);
+	CU_ASSERT(first == 'v' || second == 'v');
 	workqueue_free(q);
 }
 
@@ -461,6 +690,12 @@ static void test_bucket_set(void)
 void register_kube_workqueue_tests(void)
 {
 	SBX_SUITE("kube/workqueue", { "low lane: after ordinary work, capped", test_low_lane },
+		  { "fair: another namespace's first key is served next", test_fair_namespaces },
+		  { "fair: timers of the low lane too", test_fair_timers },
+		  { "fair: owners within a namespace; re-adds keep their flow", test_fair_owners },
+		  { "fifo order: the baseline", test_fifo },
+		  { "fair: caps per namespace and per flow", test_fair_caps },
+		  { "metrics per namespace bucket", test_ns_metrics },
 		  { "dedup and re-add while processing", test_dedup },
 		  { "typed items: one key of two kinds", test_kinds },
 		  { "4 workers never share a key", test_one_worker_per_key },

@@ -59,7 +59,16 @@ static void h_big(void *ctx, const struct obs_http_req *req, struct obs_http_res
 		buf_append(&resp->body, chunk, sizeof chunk);
 }
 
+/* A handler that takes 1.5 s, as a webhook's does when its
+ * SubjectAccessReview waits on a busy API server. */
+static void h_slow(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+{
+	usleep(1500 * 1000);
+	buf_appends(&resp->body, "slow");
+}
+
 static const struct obs_http_route routes[] = {
+	{ "/slow", h_slow, NULL },
 	{ "/hello", h_hello, NULL },
 	{ "/echo", h_echo, NULL },
 	{ "/big", h_big, NULL },
@@ -538,6 +547,76 @@ static void test_client_certificates(void)
 	CU_ASSERT_EQUAL(system(cmd), 0);
 }
 
+/* A kept-alive TLS connection as dir/<name>.crt that has made one request of
+ * /whoami and read its answer: the socket, *ssl and *ctx (caller frees), or
+ * -1. */
+static int tls_keepalive_as(int port, const char *dir, const char *name, SSL **ssl, SSL_CTX **ctx)
+{
+	char cert[600], key[600], out[4096];
+	*ctx = SSL_CTX_new(TLS_client_method());
+	snprintf(cert, sizeof cert, "%s/%s.crt", dir, name);
+	snprintf(key, sizeof key, "%s/%s.key", dir, name);
+	CU_ASSERT(SSL_CTX_use_certificate_file(*ctx, cert, SSL_FILETYPE_PEM) == 1);
+	CU_ASSERT(SSL_CTX_use_PrivateKey_file(*ctx, key, SSL_FILETYPE_PEM) == 1);
+	*ssl = SSL_new(*ctx);
+	int fd = dial(port, 0);
+	struct timeval tv = { 3, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	SSL_set_fd(*ssl, fd);
+	const char *req = "GET /whoami HTTP/1.1\r\nHost: x\r\n\r\n";
+	if (SSL_connect(*ssl) != 1 || SSL_write(*ssl, req, (int)strlen(req)) <= 0 || SSL_read(*ssl, out, sizeof out) <= 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* With a client CA, at the cap, a connection of a verified client (the API
+ * server) is never shed for a queued one, however long it has been idle:
+ * the queued client waits until a connection closes. */
+static void test_connection_cap_spares_verified_clients(void)
+{
+	char dir[] = "/tmp/sbx-httpcap.XXXXXX";
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	EVP_PKEY *ca_key, *k1, *sk;
+	X509 *ca = issue(dir, "ca", "client-ca", NULL, NULL, &ca_key);
+	X509 *api = issue(dir, "apiserver", "kube-apiserver-admission", ca, ca_key, &k1);
+	X509 *server = issue(dir, "tls", "webhook", NULL, NULL, &sk);
+	char cert[600], key[600], cafile[600], err[256] = "";
+	snprintf(cert, sizeof cert, "%s/tls.crt", dir);
+	snprintf(key, sizeof key, "%s/tls.key", dir);
+	snprintf(cafile, sizeof cafile, "%s/ca.crt", dir);
+	static const struct obs_http_route who[] = { { "/whoami", h_whoami, NULL } };
+	struct obs_http_opts o = { .addr = "127.0.0.1:0", .threads = 1, .max_connections = 1, .shed_min_age_ms = 200, .idle_timeout_s = 30, .tls_cert_file = cert, .tls_key_file = key, .tls_client_ca_file = cafile, .routes = who, .nroutes = 1, .name = "mtls-cap" };
+	struct obs_http_server *s = obs_http_start(&o, err, sizeof err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	int port = obs_http_port(s);
+	SSL *ssl;
+	SSL_CTX *ctx;
+	int a = tls_keepalive_as(port, dir, "apiserver", &ssl, &ctx);
+	CU_ASSERT_FATAL(a >= 0);
+	usleep(500 * 1000);					 /* idle past shed_min_age_ms */
+	CU_ASSERT_EQUAL(tls_get_as(port, dir, "apiserver"), -1); /* queued 3 s: a is kept */
+	struct obs_http_stats st;
+	obs_http_stats(s, &st);
+	CU_ASSERT_EQUAL(st.shed, 0);
+	CU_ASSERT_FALSE(closed_within(a, 10));
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	close(a);
+	CU_ASSERT_EQUAL(tls_get_as(port, dir, "apiserver"), 200);
+	obs_http_free(s);
+	X509 *all[] = { ca, api, server };
+	EVP_PKEY *keys[] = { ca_key, k1, sk };
+	for (size_t i = 0; i < 3; i++) {
+		X509_free(all[i]);
+		EVP_PKEY_free(keys[i]);
+	}
+	char cmd[700];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
 /* The bytes of unanswered requests, summed over connections, stay under
  * max_inflight_bytes: the connection that passes it is closed, a small
  * request still goes through. */
@@ -681,6 +760,94 @@ static void test_connection_cap_spares_just_idle(void)
 static void test_connection_cap_spares_request_arriving(void)
 {
 	shed_spares_young(1);
+}
+
+/* At the cap, a request the client has written is never cut because the
+ * server was too busy to read it: the server's own slowness (a handler
+ * waiting on its API call) is not the client's. Connection b is accepted
+ * and waits; a's request takes 1.5 s; meanwhile c queues behind the cap and
+ * b writes its request. Afterwards b (waiting 1.5 s "in its state") must
+ * get its answer, and c its turn once a connection is done. */
+static void test_connection_cap_busy_server_cuts_nothing(void)
+{
+	struct obs_http_server *s = start((struct obs_http_opts){
+	    .threads = 1, .max_connections = 2, .request_timeout_s = 30, .idle_timeout_s = 2, .shed_min_age_ms = 1000 });
+	int port = obs_http_port(s);
+	char out[4096];
+	int b = dial(port, 0);
+	CU_ASSERT_FATAL(b >= 0);
+	usleep(50 * 1000);
+	int a = dial(port, 0);
+	CU_ASSERT_FATAL(a >= 0);
+	send_str(a, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+	usleep(300 * 1000);    /* the handler has the loop */
+	int c = dial(port, 0); /* queued behind the cap */
+	CU_ASSERT_FATAL(c >= 0);
+	send_str(c, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	usleep(100 * 1000);
+	send_str(b, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+	CU_ASSERT(read_reply(a, out, sizeof out, 5000) > 0);
+	CU_ASSERT_EQUAL(status_of(out), 200);
+	ssize_t nb = read_reply(b, out, sizeof out, 5000);
+	CU_ASSERT(nb > 0);
+	CU_ASSERT_EQUAL(nb > 0 ? status_of(out) : -1, 200);
+	CU_ASSERT(read_reply(c, out, sizeof out, 10000) > 0); /* an idle one goes for it */
+	CU_ASSERT_EQUAL(status_of(out), 200);
+	close(a);
+	close(b);
+	close(c);
+	obs_http_free(s);
+}
+
+/* With handler threads, handlers that wait (as the webhook's do on their
+ * SubjectAccessReview) run side by side and hold no loop: a quick request
+ * on the same loop is answered meanwhile by a fifth handler thread; a
+ * connection closed while its handler runs costs nothing; freeing waits for
+ * the running handlers (none runs after) and closes every connection. */
+static void test_handler_threads(void)
+{
+	struct obs_http_server *s = start((struct obs_http_opts){ .threads = 1, .handler_threads = 5 });
+	int port = obs_http_port(s);
+	char out[4096];
+	int slow[4];
+	double t0 = now_s();
+	for (int i = 0; i < 4; i++) {
+		slow[i] = dial(port, 0);
+		CU_ASSERT_FATAL(slow[i] >= 0);
+		send_str(slow[i], "GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	}
+	usleep(100 * 1000);
+	double q0 = now_s();
+	CU_ASSERT_EQUAL(request(port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", out, sizeof out), 200);
+	CU_ASSERT(now_s() - q0 < 0.5);
+	for (int i = 0; i < 4; i++) {
+		CU_ASSERT(read_reply(slow[i], out, sizeof out, 5000) > 0);
+		CU_ASSERT_EQUAL(status_of(out), 200);
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "slow"));
+		close(slow[i]);
+	}
+	CU_ASSERT(now_s() - t0 < 2.5); /* side by side, not 6 s in a row */
+	/* closed while its handler runs */
+	int gone = dial(port, 0);
+	send_str(gone, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+	usleep(100 * 1000);
+	close(gone);
+	usleep(1600 * 1000);
+	CU_ASSERT_EQUAL(request(port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", out, sizeof out), 200);
+	/* freed with 5 handlers running and 2 requests queued */
+	int busy[7];
+	for (int i = 0; i < 7; i++) {
+		busy[i] = dial(port, 0);
+		send_str(busy[i], "GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	}
+	usleep(200 * 1000);
+	t0 = now_s();
+	obs_http_free(s);
+	CU_ASSERT(now_s() - t0 < 3.0);
+	for (int i = 0; i < 7; i++) {
+		CU_ASSERT(closed_within(busy[i], 1000));
+		close(busy[i]);
+	}
 }
 
 /* One header byte every 300 ms keeps evhttp's per-read timeout happy; the
@@ -855,6 +1022,9 @@ void register_obs_httpserver_tests(void)
 		  { "connection cap: slow senders make room", test_connection_cap_sheds_slow },
 		  { "connection cap: a just-idle connection is spared", test_connection_cap_spares_just_idle },
 		  { "connection cap: a request arriving is spared", test_connection_cap_spares_request_arriving },
+		  { "connection cap: a busy server cuts no written request", test_connection_cap_busy_server_cuts_nothing },
+		  { "connection cap: verified clients are never shed", test_connection_cap_spares_verified_clients },
+		  { "handler threads: waiting handlers hold no loop", test_handler_threads },
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },
 		  { "free with connections open", test_free_with_open_connections },
 		  { "out of descriptors", test_emfile },

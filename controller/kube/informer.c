@@ -36,12 +36,22 @@
 /* Objects are kept as their compact JSON text, deflated (base/zpack.h): a
  * trimmed object takes 4-5 KB as a cJSON tree, about 1 KB as text and 200-300
  * bytes deflated against the informer's dictionary; every reader gets a copy
- * anyway (inflating and parsing costs about what a deep copy did). */
+ * anyway (inflating and parsing costs about what a deep copy did).
+ *
+ * The packed bytes never change once made (an update packs new ones) and are
+ * reference-counted: a reader takes references under the store's lock and
+ * inflates, parses and filters after releasing it, so a walk of a thousand
+ * members holds the lock for a thousand increments, not a thousand parses. */
+struct packed {
+	atomic_uint refs;
+	uint32_t zlen;	   /* bytes at z */
+	uint32_t len;	   /* bytes of the text */
+	unsigned char z[]; /* the trimmed object, printed unformatted, deflated */
+};
+
 struct entry {
 	char *key;			   /* "ns/name", or "name" when cluster-scoped */
-	unsigned char *z;		   /* the trimmed object, printed unformatted, deflated */
-	uint32_t zlen;			   /* bytes at z */
-	uint32_t len;			   /* bytes of the text */
+	struct packed *p;		   /* one reference is the entry's */
 	char *idx;			   /* index label value, or NULL */
 	struct entry *next;		   /* scratch list during a relist */
 	struct entry *idx_prev, *idx_next; /* the members of its index bucket */
@@ -141,13 +151,27 @@ static void store_put(struct informer *inf, struct entry *e)
 	inf->count++;
 }
 
+/* Takes a reference to p (caller holds the store's lock, or owns p). */
+static struct packed *packed_get(struct packed *p)
+{
+	atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+	return p;
+}
+
+/* Drops a reference to p (NULL ok); the last one frees it. */
+static void packed_put(struct packed *p)
+{
+	if (p && atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+		free(p);
+}
+
 static void entry_free(struct entry *e)
 {
 	if (!e)
 		return;
 	free(e->key);
 	free(e->idx);
-	free(e->z);
+	packed_put(e->p);
 	free(e);
 }
 
@@ -161,10 +185,10 @@ static cJSON *parse_printed(const char *text)
 	return o;
 }
 
-/* A new tree of the object packed at z (caller frees): see parse_printed. */
-static cJSON *unpack_obj(const struct informer *inf, const unsigned char *z, uint32_t zlen, uint32_t len)
+/* A new tree of the object packed in p (caller frees): see parse_printed. */
+static cJSON *unpack_obj(const struct informer *inf, const struct packed *p)
 {
-	char *text = zpack_unpack(inf->zp, z, zlen, len);
+	char *text = zpack_unpack(inf->zp, p->z, p->zlen, p->len);
 	cJSON *o = parse_printed(text);
 	free(text);
 	return o;
@@ -172,7 +196,7 @@ static cJSON *unpack_obj(const struct informer *inf, const unsigned char *z, uin
 
 static cJSON *entry_obj(const struct informer *inf, const struct entry *e)
 {
-	return unpack_obj(inf, e->z, e->zlen, e->len);
+	return unpack_obj(inf, e->p);
 }
 
 /* ---- objects ---- */
@@ -233,9 +257,13 @@ static struct entry *entry_from(struct informer *inf, const cJSON *obj, cJSON **
 	size_t len = strlen(text), zlen;
 	if (len > UINT32_MAX)
 		abort(); /* a response body is capped far below (kube/client.h) */
-	e->z = zpack_pack(inf->zp, text, len, &zlen);
-	e->len = (uint32_t)len;
-	e->zlen = (uint32_t)zlen;
+	unsigned char *z = zpack_pack(inf->zp, text, len, &zlen);
+	e->p = xmalloc(sizeof *e->p + (zlen ? zlen : 1));
+	atomic_init(&e->p->refs, 1);
+	e->p->len = (uint32_t)len;
+	e->p->zlen = (uint32_t)zlen;
+	memcpy(e->p->z, z, zlen);
+	free(z);
 	if (tree)
 		*tree = parse_printed(text);
 	free(text);
@@ -656,34 +684,55 @@ int informer_wait_synced(struct informer *inf, long timeout_ms)
 cJSON *informer_get(struct informer *inf, const char *ns, const char *name)
 {
 	char *key = make_key(ns, name);
-	unsigned char *z = NULL; /* a copy, unpacked and parsed outside the lock */
-	uint32_t zlen = 0, len = 0;
+	struct packed *p = NULL; /* unpacked and parsed outside the lock */
 	pthread_mutex_lock(&inf->mu);
 	struct entry *e;
 	HASH_FIND_STR(inf->store, key, e);
-	if (e) {
-		zlen = e->zlen;
-		len = e->len;
-		z = xmalloc(zlen ? zlen : 1);
-		memcpy(z, e->z, zlen);
-	}
+	if (e)
+		p = packed_get(e->p);
 	pthread_mutex_unlock(&inf->mu);
 	free(key);
-	cJSON *o = z ? unpack_obj(inf, z, zlen, len) : NULL;
-	free(z);
+	cJSON *o = p ? unpack_obj(inf, p) : NULL;
+	packed_put(p);
 	return o;
-}
-
-/* Appends a tree of e's object to arr; aborts when out of memory. */
-static void add_copy(const struct informer *inf, cJSON *arr, const struct entry *e)
-{
-	if (!cJSON_AddItemToArray(arr, entry_obj(inf, e)))
-		abort();
 }
 
 cJSON *informer_list_by_index(struct informer *inf, const char *value)
 {
 	return informer_list_by_index_from(inf, value, 0, SIZE_MAX, NULL, NULL);
+}
+
+/* The members of an index value (value NULL: the whole store), from member
+ * start (modulo their count) on, wrapping around once, as references taken
+ * under the lock (caller drops each with packed_put and frees the array);
+ * *n gets their number. Only pointers are copied under the lock. */
+static struct packed **refs_of(struct informer *inf, const char *value, int whole, size_t start, size_t *n)
+{
+	pthread_mutex_lock(&inf->mu);
+	struct bucket *b = NULL;
+	if (!whole && value)
+		HASH_FIND_STR(inf->index, value, b);
+	size_t count = 0;
+	if (whole)
+		count = inf->count;
+	else
+		for (struct entry *e = b ? b->members : NULL; e; e = e->idx_next)
+			count++;
+	struct packed **refs = xmalloc((count ? count : 1) * sizeof *refs);
+	size_t i = 0;
+	if (whole) {
+		for (struct entry *e = inf->store; e && i < count; e = e->hh.next)
+			refs[i++] = packed_get(e->p);
+	} else if (count) {
+		struct entry *e = b->members;
+		for (size_t k = 0; k < start % count; k++)
+			e = e->idx_next;
+		for (; i < count; i++, e = e->idx_next ? e->idx_next : b->members)
+			refs[i] = packed_get(e->p);
+	}
+	pthread_mutex_unlock(&inf->mu);
+	*n = i;
+	return refs;
 }
 
 cJSON *informer_list_by_index_from(struct informer *inf, const char *value, size_t start, size_t max,
@@ -692,27 +741,22 @@ cJSON *informer_list_by_index_from(struct informer *inf, const char *value, size
 	cJSON *arr = cJSON_CreateArray();
 	if (!arr)
 		abort();
-	pthread_mutex_lock(&inf->mu);
-	struct bucket *b = NULL;
-	if (value)
-		HASH_FIND_STR(inf->index, value, b);
-	size_t n = 0, got = 0;
-	for (struct entry *e = b ? b->members : NULL; e; e = e->idx_next)
-		n++;
-	struct entry *e = b ? b->members : NULL;
-	for (size_t i = 0; n && i < start % n; i++)
-		e = e->idx_next;
-	for (size_t seen = 0; seen < n && got < max; seen++, e = e->idx_next ? e->idx_next : b->members) {
-		cJSON *o = entry_obj(inf, e);
-		if (keep && !keep(o, ctx)) {
-			cJSON_Delete(o);
-			continue;
+	size_t n, got = 0;
+	struct packed **refs = refs_of(inf, value, 0, start, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (got < max) {
+			cJSON *o = unpack_obj(inf, refs[i]);
+			if (keep && !keep(o, ctx)) {
+				cJSON_Delete(o);
+			} else {
+				if (!cJSON_AddItemToArray(arr, o))
+					abort();
+				got++;
+			}
 		}
-		if (!cJSON_AddItemToArray(arr, o))
-			abort();
-		got++;
+		packed_put(refs[i]);
 	}
-	pthread_mutex_unlock(&inf->mu);
+	free(refs);
 	return arr;
 }
 
@@ -721,10 +765,14 @@ cJSON *informer_list(struct informer *inf)
 	cJSON *arr = cJSON_CreateArray();
 	if (!arr)
 		abort();
-	pthread_mutex_lock(&inf->mu);
-	for (struct entry *e = inf->store; e; e = e->hh.next)
-		add_copy(inf, arr, e);
-	pthread_mutex_unlock(&inf->mu);
+	size_t n;
+	struct packed **refs = refs_of(inf, NULL, 1, 0, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (!cJSON_AddItemToArray(arr, unpack_obj(inf, refs[i])))
+			abort();
+		packed_put(refs[i]);
+	}
+	free(refs);
 	return arr;
 }
 

@@ -64,8 +64,10 @@ cJSON *informer_list_by_index(struct informer *inf, const char *value);
  * ctx) accepts (keep NULL: any), looked at from the index's member number
  * start (modulo their count) on, wrapping around once: a caller that wants a
  * few of many copies only those it looks at, and a random start spreads such
- * callers apart. keep runs under the cache's lock: it must not call into
- * this informer. Returns a new array of copies (caller frees). */
+ * callers apart. The cache's lock is held only to take references to the
+ * members' packed bytes, never while they are inflated, parsed or kept, so
+ * keep may take its time and call into this informer. Returns a new array of
+ * copies (caller frees). */
 cJSON *informer_list_by_index_from(struct informer *inf, const char *value, size_t start, size_t max,
 				   int (*keep)(const cJSON *obj, void *ctx), void *ctx);
 /* Returns a new array of deep copies of every cached object (caller frees). */

@@ -3,11 +3,13 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <uthash.h>
+#include <utlist.h>
 
 #include "base/xmalloc.h"
 #include "base/ktime.h"
@@ -18,21 +20,66 @@
 #define BUCKET_QPS 10.0
 #define BUCKET_BURST 100
 
+struct node;
+
 struct member { /* an element of the dirty and processing sets */
 	char *key;
-	int64_t since_us; /* dirty: when queued; processing: when handed out */
-	int low;	  /* dirty: in the low lane; processing: handed out from it */
+	char *flow;	   /* the item's flow within its namespace (an owner); "" by default */
+	int64_t since_us;  /* dirty: when queued; processing: when handed out */
+	int low;	   /* dirty: in the low lane; processing: handed out from it */
+	struct node *node; /* dirty: its place among the ready keys, or NULL (being processed) */
 	UT_hash_handle hh;
 };
 
-struct node { /* the FIFOs of ready keys */
+/* The ready keys. Each lane serves its namespaces in turn, and within a
+ * namespace its flows in turn, one key per turn; a flow is a FIFO. A
+ * namespace (or flow) with nothing ready leaves; one that gets a key again
+ * is fresh: fresh ones are served before the ring, first come first served,
+ * each once, then join the ring's end (FQ-CoDel's new and old flows). So an
+ * idle tenant's first key waits behind no other tenant's backlog, and a
+ * backlogged one is served once per round. In FIFO order
+ * (workqueue_set_fifo) every key is in one namespace's one flow. */
+struct flow;
+struct tenant;
+struct lane;
+
+struct node {
 	char *key;
-	int low; /* the lane it was queued in (a node whose key moved lanes is stale) */
-	struct node *next;
+	struct flow *f;
+	struct node *prev, *next; /* the flow's FIFO (utlist DL) */
+};
+
+struct flow {
+	char *name;
+	struct tenant *t;
+	struct node *head;	  /* utlist DL: head->prev is the tail */
+	int in_fresh;		  /* in t->fresh, else in the ring t->cur */
+	struct flow *prev, *next; /* t->fresh (utlist DL) or the ring (utlist CDL) */
+	UT_hash_handle hh;	  /* t->flows, by name */
+};
+
+struct tenant {
+	char *ns;
+	int bucket; /* workqueue_ns_bucket(ns) */
+	struct lane *l;
+	struct flow *flows;	    /* by name */
+	struct flow *fresh;	    /* fresh flows, oldest first */
+	struct flow *cur;	    /* the ring, at the flow served next */
+	int in_fresh;		    /* in l->fresh, else in the ring l->cur */
+	struct tenant *prev, *next; /* l->fresh (utlist DL) or the ring (utlist CDL) */
+	UT_hash_handle hh;	    /* l->tenants, by namespace */
+};
+
+struct lane {
+	struct tenant *tenants; /* by namespace */
+	struct tenant *fresh;	/* fresh namespaces, oldest first */
+	struct tenant *cur;	/* the ring, at the namespace served next */
+	size_t len, nflows;
 };
 
 struct delayed {
 	char *key;
+	char *flow;
 	int64_t ready_ms;
 	int low;    /* due into the low lane */
 	size_t pos; /* index in the heap */
@@ -53,13 +100,25 @@ struct ns_bucket {
 	UT_hash_handle hh;
 };
 
+/* Keys being processed, per namespace or per namespace and flow. */
+struct active {
+	char *id; /* the namespace, or "<namespace>\x1f<flow>" */
+	int n;
+	UT_hash_handle hh;
+};
+
 struct workqueue {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct node *head, *tail;   /* the lane of ordinary adds */
-	struct node *lhead, *ltail; /* the low lane: workqueue_add_after_low */
-	size_t len;
+	struct lane ord, low; /* ordinary adds; the low lane (workqueue_add_after_low) */
+	size_t len;	      /* ready keys, both lanes */
+	size_t bucket_depth[WORKQUEUE_NS_BUCKETS];
+	int fifo;
 	int low_active, low_max; /* low keys being processed, and the cap (0: none) */
+	/* Keys one namespace, and one flow of it, may have processed at once
+	 * (0: no cap; fair order only), and how many they have. */
+	int cap_ns, cap_flow;
+	struct active *active_ns, *active_flow;
 	struct member *dirty, *processing;
 	struct delayed *waiting; /* by key */
 	struct delayed **heap;	 /* min-heap on ready_ms */
@@ -75,6 +134,16 @@ static int64_t mono_us(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int workqueue_ns_bucket(const char *ns)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (const unsigned char *p = (const unsigned char *)ns; p && *p; p++) {
+		h ^= *p;
+		h *= 16777619u;
+	}
+	return (int)(h % WORKQUEUE_NS_BUCKETS);
 }
 
 static struct member *set_find(struct member *s, const char *key)
@@ -93,12 +162,21 @@ static int set_has(struct member *s, const char *key)
 	return m != NULL;
 }
 
-static void set_add(struct member **s, const char *key, int64_t since_us)
+static struct member *set_add(struct member **s, const char *key, const char *flow, int64_t since_us)
 {
 	struct member *m = xcalloc(1, sizeof *m);
 	m->key = xstrdup(key);
+	m->flow = xstrdup(flow ? flow : "");
 	m->since_us = since_us;
 	HASH_ADD_KEYPTR(hh, *s, m->key, strlen(m->key), m);
+	return m;
+}
+
+static void member_free(struct member *m)
+{
+	free(m->key);
+	free(m->flow);
+	free(m);
 }
 
 /* Removes key; returns 1 if it was present. */
@@ -109,8 +187,7 @@ static int set_del(struct member **s, const char *key)
 	if (!m)
 		return 0;
 	HASH_DEL(*s, m);
-	free(m->key);
-	free(m);
+	member_free(m);
 	return 1;
 }
 
@@ -120,8 +197,7 @@ static void set_clear(struct member **s)
 	HASH_ITER(hh, *s, m, t)
 	{
 		HASH_DEL(*s, m);
-		free(m->key);
-		free(m);
+		member_free(m);
 	}
 }
 
@@ -173,28 +249,280 @@ static struct delayed *heap_pop(struct workqueue *q)
 	return d;
 }
 
-/* ---- core (caller holds mu) ---- */
-
-static void push_locked(struct workqueue *q, const char *key, int low)
+static void delayed_free(struct delayed *d)
 {
-	struct node *n = xcalloc(1, sizeof *n);
-	n->key = xstrdup(key);
-	n->low = low;
-	struct node **head = low ? &q->lhead : &q->head, **tail = low ? &q->ltail : &q->tail;
-	if (*tail)
-		(*tail)->next = n;
-	else
-		*head = n;
-	*tail = n;
-	q->len++;
-	if (q->m.depth)
-		q->m.depth(q->m.ctx, q->len);
-	pthread_cond_signal(&q->cv);
+	free(d->key);
+	free(d->flow);
+	free(d);
 }
 
-/* Queues key in a lane; an ordinary add of a key waiting in the low lane
- * moves it to the ordinary one (its old node goes stale). */
-static void add_locked(struct workqueue *q, const char *key, int low)
+/* ---- the ready keys (caller holds mu) ---- */
+
+/* The namespace of a queue key (after its kind byte, before '/'; "" without
+ * one) into out; a key's kind does not matter to its turn. */
+static void ns_of(const char *qkey, char *out, size_t n)
+{
+	const char *k = qkey[0] ? qkey + 1 : qkey, *slash = strchr(k, '/');
+	size_t len = slash ? (size_t)(slash - k) : 0;
+	if (len >= n)
+		len = n - 1;
+	memcpy(out, k, len);
+	out[len] = '\0';
+}
+
+/* The id of flow f of namespace ns for the active counts, into out. */
+static void flow_id(const char *ns, const char *f, char *out, size_t n)
+{
+	snprintf(out, n, "%s\x1f%s", ns, f);
+}
+
+static int active_of(struct active *set, const char *id)
+{
+	struct active *a;
+	HASH_FIND_STR(set, id, a);
+	return a ? a->n : 0;
+}
+
+/* Moves the active count of id by d (an entry at 0 is dropped). */
+static void active_add(struct active **set, const char *id, int d)
+{
+	struct active *a;
+	HASH_FIND_STR(*set, id, a);
+	if (!a) {
+		if (d <= 0)
+			return;
+		a = xcalloc(1, sizeof *a);
+		a->id = xstrdup(id);
+		HASH_ADD_KEYPTR(hh, *set, a->id, strlen(a->id), a);
+	}
+	a->n += d;
+	if (a->n <= 0) {
+		HASH_DEL(*set, a);
+		free(a->id);
+		free(a);
+	}
+}
+
+static void active_clear(struct active **set)
+{
+	struct active *a, *t;
+	HASH_ITER(hh, *set, a, t)
+	{
+		HASH_DEL(*set, a);
+		free(a->id);
+		free(a);
+	}
+}
+
+/* 1 when a key of flow f of namespace t may be handed out under the caps. */
+static int under_caps(struct workqueue *q, const struct tenant *t, const struct flow *f)
+{
+	if (q->fifo)
+		return 1;
+	if (q->cap_ns && active_of(q->active_ns, t->ns) >= q->cap_ns)
+		return 0;
+	char id[512];
+	flow_id(t->ns, f->name, id, sizeof id);
+	return !q->cap_flow || active_of(q->active_flow, id) < q->cap_flow;
+}
+
+static void report_depth(struct workqueue *q, int bucket)
+{
+	if (q->m.depth)
+		q->m.depth(q->m.ctx, q->len);
+	if (q->m.ns_depth)
+		q->m.ns_depth(q->m.ctx, bucket, q->bucket_depth[bucket]);
+	if (q->m.tenants)
+		q->m.tenants(q->m.ctx, (size_t)HASH_COUNT(q->ord.tenants) + (size_t)HASH_COUNT(q->low.tenants),
+			     q->ord.nflows + q->low.nflows);
+}
+
+/* Readies key in its lane: at the end of its flow, the flow and its
+ * namespace joining their rings just before the cursors when new. */
+static struct node *push_locked(struct workqueue *q, const char *key, const char *flow, int low)
+{
+	struct lane *l = low ? &q->low : &q->ord;
+	char ns[256];
+	ns_of(key, ns, sizeof ns);
+	const char *fname = flow ? flow : "";
+	if (q->fifo)
+		ns[0] = '\0', fname = "";
+	struct tenant *t;
+	HASH_FIND_STR(l->tenants, ns, t);
+	if (!t) {
+		t = xcalloc(1, sizeof *t);
+		t->ns = xstrdup(ns);
+		t->bucket = workqueue_ns_bucket(ns);
+		t->l = l;
+		HASH_ADD_KEYPTR(hh, l->tenants, t->ns, strlen(t->ns), t);
+		t->in_fresh = 1;
+		DL_APPEND(l->fresh, t);
+	}
+	struct flow *f;
+	HASH_FIND_STR(t->flows, fname, f);
+	if (!f) {
+		f = xcalloc(1, sizeof *f);
+		f->name = xstrdup(fname);
+		f->t = t;
+		HASH_ADD_KEYPTR(hh, t->flows, f->name, strlen(f->name), f);
+		f->in_fresh = 1;
+		DL_APPEND(t->fresh, f);
+		l->nflows++;
+	}
+	struct node *n = xcalloc(1, sizeof *n);
+	n->key = xstrdup(key);
+	n->f = f;
+	DL_APPEND(f->head, n);
+	l->len++;
+	q->len++;
+	q->bucket_depth[t->bucket]++;
+	report_depth(q, t->bucket);
+	pthread_cond_signal(&q->cv);
+	return n;
+}
+
+/* Takes n out of its flow (caller frees it); an emptied flow leaves its
+ * namespace and an emptied namespace its lane. */
+static void unlink_locked(struct workqueue *q, struct node *n)
+{
+	struct flow *f = n->f;
+	struct tenant *t = f->t;
+	struct lane *l = t->l;
+	DL_DELETE(f->head, n);
+	l->len--;
+	q->len--;
+	q->bucket_depth[t->bucket]--;
+	int bucket = t->bucket;
+	if (!f->head) {
+		if (f->in_fresh)
+			DL_DELETE(t->fresh, f);
+		else
+			CDL_DELETE(t->cur, f); /* the cursor moves on when it was f */
+		HASH_DEL(t->flows, f);
+		free(f->name);
+		free(f);
+		l->nflows--;
+		if (!t->cur && !t->fresh) {
+			if (t->in_fresh)
+				DL_DELETE(l->fresh, t);
+			else
+				CDL_DELETE(l->cur, t);
+			HASH_DEL(l->tenants, t);
+			free(t->ns);
+			free(t);
+		}
+	}
+	report_depth(q, bucket);
+}
+
+/* The flow of t whose key goes next under the caps (NULL: none): fresh
+ * flows first, then the ring from its cursor. */
+static struct flow *eligible_flow(struct workqueue *q, struct tenant *t)
+{
+	struct flow *f;
+	DL_FOREACH(t->fresh, f)
+	{
+		if (under_caps(q, t, f))
+			return f;
+	}
+	if ((f = t->cur)) {
+		do {
+			if (under_caps(q, t, f))
+				return f;
+		} while ((f = f->next) != t->cur);
+	}
+	return NULL;
+}
+
+/* Takes the first key of flow f of namespace t out (caller frees the node):
+ * a fresh flow or namespace joins its ring's end, a ring's cursor moves past
+ * the one served. */
+static struct node *serve(struct workqueue *q, struct lane *l, struct tenant *t, struct flow *f, int *bucket)
+{
+	struct node *n = f->head;
+	*bucket = t->bucket;
+	if (f->in_fresh) {
+		DL_DELETE(t->fresh, f);
+		f->in_fresh = 0;
+		CDL_APPEND(t->cur, f);
+	} else {
+		t->cur = f->next;
+	}
+	if (t->in_fresh) {
+		DL_DELETE(l->fresh, t);
+		t->in_fresh = 0;
+		CDL_APPEND(l->cur, t);
+	} else {
+		l->cur = t->next;
+	}
+	unlink_locked(q, n);
+	return n;
+}
+
+/* The next key of lane l in turn (NULL: none), taken out (caller frees the
+ * node). Namespaces and flows at their cap are passed over: they keep their
+ * place, and their turn comes again when one of their keys is done. */
+static struct node *pop_lane(struct workqueue *q, struct lane *l, int *bucket)
+{
+	struct tenant *t;
+	struct flow *f;
+	DL_FOREACH(l->fresh, t)
+	{
+		if ((f = eligible_flow(q, t)))
+			return serve(q, l, t, f, bucket);
+	}
+	if ((t = l->cur)) {
+		do {
+			if ((f = eligible_flow(q, t)))
+				return serve(q, l, t, f, bucket);
+		} while ((t = t->next) != l->cur);
+	}
+	return NULL;
+}
+
+static void free_lane(struct lane *l)
+{
+	struct tenant *t, *tt;
+	HASH_ITER(hh, l->tenants, t, tt)
+	{
+		struct flow *f, *ft;
+		HASH_ITER(hh, t->flows, f, ft)
+		{
+			for (struct node *n = f->head, *nn; n; n = nn) {
+				nn = n->next;
+				free(n->key);
+				free(n);
+			}
+			HASH_DEL(t->flows, f);
+			free(f->name);
+			free(f);
+		}
+		HASH_DEL(l->tenants, t);
+		free(t->ns);
+		free(t);
+	}
+	memset(l, 0, sizeof *l);
+}
+
+/* ---- core (caller holds mu) ---- */
+
+/* The flow an item has in the queue (waiting, delayed or being processed),
+ * or "" (borrowed; valid while mu is held and nothing changes). */
+static const char *known_flow(struct workqueue *q, const char *key)
+{
+	struct member *m = set_find(q->dirty, key);
+	if (!m)
+		m = set_find(q->processing, key);
+	if (m)
+		return m->flow;
+	struct delayed *d;
+	HASH_FIND_STR(q->waiting, key, d);
+	return d ? d->flow : "";
+}
+
+/* Queues key in a lane and flow (NULL: the one it has); an ordinary add of a
+ * key waiting in the low lane moves it to the ordinary one. */
+static void add_locked(struct workqueue *q, const char *key, const char *flow, int low)
 {
 	if (q->shutting_down)
 		return;
@@ -202,20 +530,22 @@ static void add_locked(struct workqueue *q, const char *key, int low)
 	if (dm) {
 		if (dm->low && !low) {
 			dm->low = 0;
-			if (!set_has(q->processing, key)) {
-				push_locked(q, key, 0);
-				q->len--; /* the stale node in the low lane still counts once */
+			if (dm->node) {
+				unlink_locked(q, dm->node);
+				free(dm->node->key);
+				free(dm->node);
+				dm->node = push_locked(q, key, dm->flow, 0);
 			}
 		}
 		return;
 	}
-	set_add(&q->dirty, key, mono_us());
-	set_find(q->dirty, key)->low = low;
+	dm = set_add(&q->dirty, key, flow ? flow : known_flow(q, key), mono_us());
+	dm->low = low;
 	if (q->m.adds)
 		q->m.adds(q->m.ctx);
 	if (set_has(q->processing, key))
 		return; /* queued again by workqueue_done */
-	push_locked(q, key, low);
+	dm->node = push_locked(q, key, dm->flow, low);
 }
 
 /* Moves every delayed item that is due into the queue. */
@@ -223,24 +553,20 @@ static void promote_due(struct workqueue *q, int64_t now)
 {
 	while (q->nheap && q->heap[0]->ready_ms <= now) {
 		struct delayed *d = heap_pop(q);
-		add_locked(q, d->key, d->low);
-		free(d->key);
-		free(d);
+		add_locked(q, d->key, d->flow, d->low);
+		delayed_free(d);
 	}
 }
 
 static void drop_delayed(struct workqueue *q)
 {
-	while (q->nheap) {
-		struct delayed *d = heap_pop(q);
-		free(d->key);
-		free(d);
-	}
+	while (q->nheap)
+		delayed_free(heap_pop(q));
 }
 
 /* ---- public ---- */
 
-static void add_after(struct workqueue *q, const char *key, long delay_ms, int low);
+static void add_after(struct workqueue *q, const char *key, const char *flow, long delay_ms, int low);
 
 struct workqueue *workqueue_new(void)
 {
@@ -250,20 +576,32 @@ struct workqueue *workqueue_new(void)
 	return q;
 }
 
+void workqueue_set_caps(struct workqueue *q, int per_namespace, int per_flow)
+{
+	pthread_mutex_lock(&q->mu);
+	q->cap_ns = per_namespace > 0 ? per_namespace : 0;
+	q->cap_flow = per_flow > 0 ? per_flow : 0;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+}
+
+void workqueue_set_fifo(struct workqueue *q, int fifo)
+{
+	pthread_mutex_lock(&q->mu);
+	q->fifo = fifo != 0;
+	pthread_mutex_unlock(&q->mu);
+}
+
 void workqueue_free(struct workqueue *q)
 {
 	if (!q)
 		return;
-	for (struct node **h = &q->head; h; h = h == &q->head ? &q->lhead : NULL) {
-		while (*h) {
-			struct node *n = *h;
-			*h = n->next;
-			free(n->key);
-			free(n);
-		}
-	}
+	free_lane(&q->ord);
+	free_lane(&q->low);
 	set_clear(&q->dirty);
 	set_clear(&q->processing);
+	active_clear(&q->active_ns);
+	active_clear(&q->active_flow);
 	drop_delayed(q);
 	free(q->heap);
 	struct failure *f, *t;
@@ -286,13 +624,6 @@ void workqueue_free(struct workqueue *q)
 	free(q);
 }
 
-static void add_now(struct workqueue *q, const char *key)
-{
-	pthread_mutex_lock(&q->mu);
-	add_locked(q, key, 0);
-	pthread_mutex_unlock(&q->mu);
-}
-
 void workqueue_set_low_limit(struct workqueue *q, int max_concurrent)
 {
 	pthread_mutex_lock(&q->mu);
@@ -301,11 +632,11 @@ void workqueue_set_low_limit(struct workqueue *q, int max_concurrent)
 	pthread_mutex_unlock(&q->mu);
 }
 
-static void add_after(struct workqueue *q, const char *key, long delay_ms, int low)
+static void add_after(struct workqueue *q, const char *key, const char *flow, long delay_ms, int low)
 {
 	if (delay_ms <= 0) {
 		pthread_mutex_lock(&q->mu);
-		add_locked(q, key, low);
+		add_locked(q, key, flow, low);
 		pthread_mutex_unlock(&q->mu);
 		return;
 	}
@@ -326,6 +657,7 @@ static void add_after(struct workqueue *q, const char *key, long delay_ms, int l
 	} else {
 		d = xcalloc(1, sizeof *d);
 		d->key = xstrdup(key);
+		d->flow = xstrdup(flow ? flow : known_flow(q, key));
 		d->ready_ms = ready;
 		d->low = low;
 		if (q->nheap == q->capheap) {
@@ -382,7 +714,7 @@ static void add_rate_limited(struct workqueue *q, const char *key, long min_ms)
 	if (q->m.retries)
 		q->m.retries(q->m.ctx);
 	pthread_mutex_unlock(&q->mu);
-	add_after(q, key, d > min_ms ? d : min_ms, 0);
+	add_after(q, key, NULL, d > min_ms ? d : min_ms, 0);
 }
 
 void workqueue_set_metrics(struct workqueue *q, const struct workqueue_metrics *m)
@@ -415,40 +747,41 @@ static int num_requeues(struct workqueue *q, const char *key)
 	return n;
 }
 
-/* Pops the next node a getter may take (caller holds mu): the ordinary
- * lane first, the low lane while under its cap; stale nodes are dropped. */
-static struct node *pop_locked(struct workqueue *q)
+/* Takes the next key a getter may have (caller holds mu; NULL: none): the
+ * ordinary lane first, the low lane while under its cap. *low tells which,
+ * *bucket its namespace's bucket. */
+static struct node *pop_locked(struct workqueue *q, int *low, int *bucket)
 {
-	for (;;) {
-		int low = !q->head;
-		if (low && (!q->lhead || (q->low_max && q->low_active >= q->low_max)))
-			return NULL;
-		struct node **head = low ? &q->lhead : &q->head, **tail = low ? &q->ltail : &q->tail;
-		struct node *n = *head;
-		*head = n->next;
-		if (!*head)
-			*tail = NULL;
-		struct member *dm = set_find(q->dirty, n->key);
-		if (low && (!dm || !dm->low || set_has(q->processing, n->key))) {
-			free(n->key); /* moved to the ordinary lane (counted there) */
-			free(n);
-			continue;
-		}
-		q->len--;
+	*low = 0;
+	struct node *n = pop_lane(q, &q->ord, bucket);
+	if (n || (q->low_max && q->low_active >= q->low_max))
 		return n;
-	}
+	*low = 1;
+	return pop_lane(q, &q->low, bucket);
+}
+
+/* Counts the processed key m in (d 1) or out (d -1) of its namespace's and
+ * flow's active keys. */
+static void count_active(struct workqueue *q, const struct member *m, int d)
+{
+	char ns[256], id[512];
+	ns_of(m->key, ns, sizeof ns);
+	flow_id(ns, m->flow, id, sizeof id);
+	active_add(&q->active_ns, ns, d);
+	active_add(&q->active_flow, id, d);
 }
 
 static char *get(struct workqueue *q)
 {
 	pthread_mutex_lock(&q->mu);
 	struct node *n;
+	int low, bucket;
 	for (;;) {
 		if (!q->shutting_down)
 			promote_due(q, ktime_mono_ms());
-		if ((n = pop_locked(q)))
+		if ((n = pop_locked(q, &low, &bucket)))
 			break;
-		if (q->shutting_down && !q->lhead) {
+		if (q->shutting_down && !q->len) {
 			pthread_mutex_unlock(&q->mu);
 			return NULL;
 		}
@@ -457,15 +790,19 @@ static char *get(struct workqueue *q)
 	}
 	int64_t now = mono_us();
 	struct member *dm = set_find(q->dirty, n->key);
-	if (q->m.queued && dm)
-		q->m.queued(q->m.ctx, (double)(now - dm->since_us) / 1e6);
-	if (q->m.depth)
-		q->m.depth(q->m.ctx, q->len);
-	set_add(&q->processing, n->key, now);
-	set_find(q->processing, n->key)->low = n->low;
-	q->low_active += n->low;
+	if (dm) {
+		double waited = (double)(now - dm->since_us) / 1e6;
+		if (q->m.queued)
+			q->m.queued(q->m.ctx, waited);
+		if (q->m.ns_queued)
+			q->m.ns_queued(q->m.ctx, bucket, waited);
+	}
+	struct member *pm = set_add(&q->processing, n->key, dm ? dm->flow : "", now);
+	pm->low = low;
+	count_active(q, pm, 1);
+	q->low_active += low;
 	set_del(&q->dirty, n->key);
-	if (q->head || q->lhead)
+	if (q->len)
 		pthread_cond_signal(&q->cv); /* promote_due may have queued several */
 	pthread_mutex_unlock(&q->mu);
 	char *key = n->key;
@@ -483,10 +820,15 @@ static void done(struct workqueue *q, const char *key)
 		q->low_active--;
 		pthread_cond_signal(&q->cv); /* a low key may go now */
 	}
+	if (pm) {
+		count_active(q, pm, -1);
+		if (q->cap_ns || q->cap_flow)
+			pthread_cond_signal(&q->cv); /* its namespace may be under its cap again */
+	}
 	set_del(&q->processing, key);
 	struct member *dm = set_find(q->dirty, key);
-	if (dm)
-		push_locked(q, key, dm->low);
+	if (dm && !dm->node)
+		dm->node = push_locked(q, key, dm->flow, dm->low);
 	pthread_mutex_unlock(&q->mu);
 }
 
@@ -525,22 +867,30 @@ static char *item_key(int kind, const char *key)
 
 void workqueue_add(struct workqueue *q, int kind, const char *key)
 {
+	workqueue_add_flow_after(q, kind, key, NULL, 0);
+}
+
+void workqueue_add_flow(struct workqueue *q, int kind, const char *key, const char *flow)
+{
+	workqueue_add_flow_after(q, kind, key, flow ? flow : "", 0);
+}
+
+void workqueue_add_flow_after(struct workqueue *q, int kind, const char *key, const char *flow, long delay_ms)
+{
 	char *k = item_key(kind, key);
-	add_now(q, k);
+	add_after(q, k, flow, delay_ms, 0);
 	free(k);
 }
 
 void workqueue_add_after(struct workqueue *q, int kind, const char *key, long delay_ms)
 {
-	char *k = item_key(kind, key);
-	add_after(q, k, delay_ms, 0);
-	free(k);
+	workqueue_add_flow_after(q, kind, key, NULL, delay_ms);
 }
 
 void workqueue_add_after_low(struct workqueue *q, int kind, const char *key, long delay_ms)
 {
 	char *k = item_key(kind, key);
-	add_after(q, k, delay_ms, 1);
+	add_after(q, k, NULL, delay_ms, 1);
 	free(k);
 }
 

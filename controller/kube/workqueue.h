@@ -7,6 +7,14 @@
  * An item is typed: a kind (0 .. WORKQUEUE_KINDS - 1, the caller's, e.g.
  * which reconcile it is for) and a string key ("namespace/name"). Items of
  * two kinds never meet, whatever their keys, and "key" below means the item.
+ *
+ * Fair by default: ready keys are served across namespaces (the part of the
+ * key before '/', whatever the kind) in turn, one key per turn, and within a
+ * namespace across its flows (the caller's, e.g. a workspace owner; "" when
+ * none is given) in turn; a flow is a FIFO. A namespace or flow that had
+ * nothing ready is served next when it gets a key, so a tenant's first key
+ * never waits behind another tenant's backlog. Each lane (ordinary, low) is
+ * fair on its own. workqueue_set_fifo makes it one FIFO (the baseline).
  * Thread-safe; getters block. */
 #ifndef SBX_KUBE_WORKQUEUE_H
 #define SBX_KUBE_WORKQUEUE_H
@@ -15,6 +23,12 @@
 
 /* Kinds of items: 0 .. WORKQUEUE_KINDS - 1 (others count as 0). */
 #define WORKQUEUE_KINDS 127
+/* Namespaces are reported in this many buckets (bounded metrics). */
+#define WORKQUEUE_NS_BUCKETS 16
+
+/* The bucket of namespace ns: FNV-1a 32 of its bytes modulo
+ * WORKQUEUE_NS_BUCKETS. */
+int workqueue_ns_bucket(const char *ns);
 
 struct workqueue;
 
@@ -28,16 +42,39 @@ struct workqueue_metrics {
 	void (*retries)(void *ctx);		   /* a rate-limited requeue */
 	void (*queued)(void *ctx, double seconds); /* add -> get */
 	void (*worked)(void *ctx, double seconds); /* get -> done */
+	/* Ready keys of the namespaces of one bucket, after each change. */
+	void (*ns_depth)(void *ctx, int bucket, size_t depth);
+	/* add -> get of a key of a namespace of that bucket. */
+	void (*ns_queued)(void *ctx, int bucket, double seconds);
+	/* Namespaces and flows with a ready key (both lanes), after each change. */
+	void (*tenants)(void *ctx, size_t namespaces, size_t flows);
 };
 
 /* Returns a new queue (caller frees with workqueue_free). */
 struct workqueue *workqueue_new(void);
 /* Sets the metrics callbacks (copied); call before the queue is used. */
 void workqueue_set_metrics(struct workqueue *q, const struct workqueue_metrics *m);
+/* 1: one FIFO for every key (the order before fairness, for baselines); 0:
+ * fair (the default). Call before the queue is used. */
+void workqueue_set_fifo(struct workqueue *q, int fifo);
+/* In fair order, the most keys of one namespace, and of one flow of it,
+ * handed out and not done at once (0: no cap, the default): a tenant's burst
+ * then holds that many workers, and the API calls they make, whatever its
+ * backlog; its other keys wait their turn here, where the order is fair,
+ * rather than in the API server's queues. Passed over while at its cap, a
+ * namespace keeps its place. */
+void workqueue_set_caps(struct workqueue *q, int per_namespace, int per_flow);
 /* Frees the queue; no thread may be inside a call on it. */
 void workqueue_free(struct workqueue *q);
-/* Queues key (copied) unless it is already waiting; after shutdown, ignored. */
+/* Queues key (copied) unless it is already waiting; after shutdown, ignored.
+ * Its flow is the one it has in the queue (waiting, delayed or being
+ * processed: a worker's re-add keeps it), else "". */
 void workqueue_add(struct workqueue *q, int kind, const char *key);
+/* workqueue_add in flow (copied; NULL: ""). A key already waiting keeps the
+ * flow it has. */
+void workqueue_add_flow(struct workqueue *q, int kind, const char *key, const char *flow);
+/* workqueue_add_after in flow (NULL: the one it has, as workqueue_add). */
+void workqueue_add_flow_after(struct workqueue *q, int kind, const char *key, const char *flow, long delay_ms);
 /* Queues key after delay_ms (at once when <= 0). A key already waiting for a
  * later time is moved earlier; an earlier one is kept. */
 void workqueue_add_after(struct workqueue *q, int kind, const char *key, long delay_ms);

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -76,10 +77,30 @@ struct conn {
 	char client_name[256];
 	int waiting;		   /* no request being answered: may be shed at the cap */
 	int idle;		   /* keep-alive, no byte of the next request yet */
+	int arriving;		   /* a byte of the request being read has come */
+	struct job *job;	   /* its request being answered by a handler thread, or NULL */
 	int64_t since;		   /* when it was accepted, went idle, or its request began */
 	struct conn *prev, *next;  /* t->conns, oldest first */
 	struct conn *next_pending; /* t->pending */
 	UT_hash_handle hh;	   /* t->byevcon, keyed by evcon */
+};
+
+/* A request on its way through a handler: copies of what the handler reads,
+ * and its answer. Made and sent on its loop's thread; the handler runs there
+ * (handler_threads 0) or on a handler thread, which hands it back through
+ * the loop's done list. */
+struct job {
+	struct http_thread *t;
+	struct conn *c;		    /* loop thread only: NULL once the connection closed */
+	struct evhttp_request *req; /* valid while c is not NULL */
+	const struct route *rt;	    /* NULL: 404 */
+	struct obs_http_req r;
+	char *path, *query, *body;
+	char peer[64], client_name[256];
+	struct evkeyvalq headers;
+	struct obs_http_resp resp;
+	int cancelled; /* the server stopped before a handler took it: 503 */
+	struct job *next;
 };
 
 struct http_thread {
@@ -91,6 +112,13 @@ struct http_thread {
 	struct event *adopt, *retry, *watch, *reshed, *stop;
 	int cap, nconns;
 	int paused; /* at the cap */
+	/* When the loop last came back from a handler that held it: time a
+	 * client spent waiting for us to read it is not its own. */
+	int64_t quiet_from;
+	/* Requests the handler threads have answered, for this loop to send. */
+	pthread_mutex_t done_mu;
+	struct job *done;
+	struct event *done_ev;
 	int backing_off;
 	int backoff_ms;
 	int stopping;
@@ -120,6 +148,13 @@ struct obs_http_server {
 	size_t nroutes;
 	struct http_thread *threads;
 	int nthreads;
+
+	/* handler threads (handler_threads > 0): a FIFO of requests */
+	pthread_mutex_t pool_mu;
+	pthread_cond_t pool_cv;
+	struct job *pool_head, *pool_tail;
+	int pool_stopping, npool;
+	pthread_t *pool;
 
 	/* TLS: the context for new connections, swapped when the files change */
 	char *cert_file, *key_file, *client_ca_file;
@@ -381,16 +416,35 @@ static void arm(struct conn *c, int seconds)
 	evtimer_add(c->deadline, &tv);
 }
 
+/* 1 when c must not be shed with shed_min_age_ms: its client is the one the
+ * listener serves, a verified client certificate (the API server calling a
+ * webhook, which opens no more connections than its own in-flight limits
+ * allow and must never see a call it made cut). Others, unauthenticated,
+ * are shed as before: slow senders must not hold the cap. */
+static int spared(const struct conn *c)
+{
+	if (!c->t->s->client_ca_file)
+		return 0;
+	SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+	return ssl && SSL_is_init_finished(ssl) && SSL_get_verify_result(ssl) == X509_V_OK &&
+	       SSL_get0_peer_certificate(ssl) != NULL;
+}
+
 /* The connection that has waited longest without a request being answered,
  * if it has waited at least min_ms; *wait_ms (when not NULL) is how long
- * until the oldest younger one has, -1 when none waits at all. */
+ * until the oldest younger one has, -1 when none waits at all. With min_ms,
+ * a wait counts from when the loop was last free to read it at the earliest,
+ * and spared connections never qualify. */
 static struct conn *oldest_waiting(struct http_thread *t, int64_t min_ms, int64_t *wait_ms)
 {
 	struct conn *best = NULL;
 	for (struct conn *c = t->conns; c; c = c->next)
-		if (c->waiting && (!best || c->since < best->since))
+		if (c->waiting && (!best || c->since < best->since) && (!min_ms || !spared(c)))
 			best = c;
-	int64_t age = best ? now_ms() - best->since : 0;
+	int64_t from = best ? best->since : 0;
+	if (min_ms && t->quiet_from > from)
+		from = t->quiet_from;
+	int64_t age = best ? now_ms() - from : 0;
 	if (wait_ms)
 		*wait_ms = !best ? -1 : age >= min_ms ? 0
 						      : min_ms - age;
@@ -433,6 +487,8 @@ static void on_close(struct evhttp_connection *evcon, void *arg)
 		c->next->prev = c->prev;
 	else
 		t->conns_tail = c->prev;
+	if (c->job)
+		c->job->c = NULL; /* its answer is dropped: evhttp frees the request with the connection */
 	evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->incb);
 	event_free(c->deadline);
 	event_free(c->kill);
@@ -505,7 +561,10 @@ static void on_input(struct evbuffer *b, const struct evbuffer_cb_info *info, vo
 		c->idle = 0;
 		c->since = now_ms();
 		arm(c, s->request_timeout_s);
+	} else if (!c->arriving && c->waiting) {
+		c->since = now_ms(); /* accepted -> its request arriving */
 	}
+	c->arriving = 1;
 	c->inflight += info->n_added;
 	size_t total = atomic_fetch_add(&s->inflight, info->n_added) + info->n_added;
 	if (s->max_inflight && total > s->max_inflight && !event_pending(c->kill, EV_TIMEOUT, NULL)) {
@@ -520,6 +579,7 @@ static void on_complete(struct evhttp_request *req, void *arg)
 	struct conn *c = arg;
 	c->waiting = 1;
 	c->idle = 1;
+	c->arriving = 0;
 	c->since = now_ms();
 	atomic_fetch_sub(&c->t->s->inflight, c->inflight);
 	c->inflight = 0;
@@ -657,6 +717,102 @@ const char *obs_http_req_header(const struct obs_http_req *r, const char *name)
 	return r->headers ? evhttp_find_header(r->headers, name) : NULL;
 }
 
+static void job_free(struct job *j)
+{
+	evhttp_clear_headers(&j->headers);
+	buf_release(&j->resp.body);
+	free(j->path);
+	free(j->query);
+	free(j->body);
+	free(j);
+}
+
+/* Runs the job's handler (or its 404) on the calling thread. */
+static void job_run(struct job *j)
+{
+	if (j->cancelled) {
+		j->resp.status = 503;
+		buf_appends(&j->resp.body, "shutting down\n");
+	} else if (j->rt) {
+		j->rt->fn(j->rt->ctx, &j->r, &j->resp);
+	} else {
+		j->resp.status = 404;
+		buf_appends(&j->resp.body, "not found\n");
+	}
+}
+
+/* Sends the job's answer (loop thread; its connection still open). */
+static void job_reply(struct job *j)
+{
+	struct obs_http_server *s = j->t->s;
+	struct evhttp_request *req = j->req;
+	struct obs_http_resp *resp = &j->resp;
+	if (resp->status < 100 || resp->status > 599)
+		resp->status = 500;
+	struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+	evhttp_add_header(oh, "Content-Type", resp->content_type ? resp->content_type : "text/plain");
+	evhttp_add_header(oh, "X-Content-Type-Options", "nosniff");
+	if (resp->retry_after_s > 0) {
+		char ra[16];
+		snprintf(ra, sizeof ra, "%d", resp->retry_after_s);
+		evhttp_add_header(oh, "Retry-After", ra);
+	}
+	if (resp->body.len)
+		evbuffer_add(evhttp_request_get_output_buffer(req), resp->body.data, resp->body.len);
+	char code[8];
+	snprintf(code, sizeof code, "%d", resp->status);
+	const char *lv[] = { s->name, code };
+	obs_metric_add(s->m_requests, lv, 1);
+	evhttp_send_reply(req, resp->status, NULL, NULL);
+}
+
+/* The handler threads' answers: sent on their connections, or dropped
+ * where the connection closed meanwhile (loop thread). */
+static void on_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_thread *t = arg;
+	pthread_mutex_lock(&t->done_mu);
+	struct job *list = t->done;
+	t->done = NULL;
+	pthread_mutex_unlock(&t->done_mu);
+	while (list) {
+		struct job *j = list;
+		list = j->next;
+		if (j->c) {
+			j->c->job = NULL;
+			job_reply(j);
+		}
+		job_free(j);
+	}
+}
+
+static void *pool_main(void *arg)
+{
+	struct obs_http_server *s = arg;
+	for (;;) {
+		pthread_mutex_lock(&s->pool_mu);
+		while (!s->pool_head && !s->pool_stopping)
+			pthread_cond_wait(&s->pool_cv, &s->pool_mu);
+		struct job *j = s->pool_head;
+		if (!j) {
+			pthread_mutex_unlock(&s->pool_mu);
+			return NULL;
+		}
+		s->pool_head = j->next;
+		if (!s->pool_head)
+			s->pool_tail = NULL;
+		j->cancelled = s->pool_stopping;
+		pthread_mutex_unlock(&s->pool_mu);
+		job_run(j);
+		struct http_thread *t = j->t;
+		pthread_mutex_lock(&t->done_mu);
+		j->next = t->done;
+		t->done = j;
+		pthread_mutex_unlock(&t->done_mu);
+		event_active(t->done_ev, EV_TIMEOUT, 1);
+	}
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
 	struct http_thread *t = arg;
@@ -670,21 +826,27 @@ static void on_request(struct evhttp_request *req, void *arg)
 		arm(c, s->request_timeout_s); /* the answer, too, must not take forever */
 		evhttp_request_set_on_complete_cb(req, on_complete, c);
 	}
+	struct job *j = xcalloc(1, sizeof *j);
+	j->t = t;
+	j->req = req;
+	TAILQ_INIT(&j->headers);
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-	if (!path || !*path)
-		path = "/";
+	const char *path = uri ? evhttp_uri_get_path(uri) : NULL, *query = uri ? evhttp_uri_get_query(uri) : NULL;
+	j->path = xstrdup(path && *path ? path : "/");
+	j->query = query ? xstrdup(query) : NULL;
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
 	size_t blen = evbuffer_get_length(in); /* at most max_body: evhttp enforces it */
-	char *body = xmalloc(blen + 1);
-	evbuffer_copyout(in, body, blen);
-	body[blen] = '\0';
-	char peer[64] = "";
+	j->body = xmalloc(blen + 1);
+	evbuffer_copyout(in, j->body, blen);
+	j->body[blen] = '\0';
+	const struct evkeyval *kv;
+	TAILQ_FOREACH(kv, evhttp_request_get_input_headers(req), next)
+	evhttp_add_header(&j->headers, kv->key, kv->value);
 	char *paddr = NULL;
 	ev_uint16_t pport = 0;
 	if (evcon) {
 		evhttp_connection_get_peer(evcon, &paddr, &pport);
-		snprintf(peer, sizeof peer, "%s:%u", paddr ? paddr : "?", pport);
+		snprintf(j->peer, sizeof j->peer, "%s:%u", paddr ? paddr : "?", pport);
 	}
 	if (c && !c->client_checked && s->client_ca_file) {
 		/* The handshake required and verified it; its name for handlers. */
@@ -696,47 +858,43 @@ static void on_request(struct evhttp_request *req, void *arg)
 						  sizeof c->client_name);
 		X509_free(cert);
 	}
-	struct obs_http_req r = {
-		.client_name = c && c->client_name[0] ? c->client_name : NULL,
+	if (c && c->client_name[0])
+		snprintf(j->client_name, sizeof j->client_name, "%s", c->client_name);
+	j->r = (struct obs_http_req){
+		.client_name = j->client_name[0] ? j->client_name : NULL,
 		.method = method_name(evhttp_request_get_command(req)),
-		.path = path,
-		.query = uri ? evhttp_uri_get_query(uri) : NULL,
-		.body = body,
+		.path = j->path,
+		.query = j->query,
+		.body = j->body,
 		.body_len = blen,
-		.headers = evhttp_request_get_input_headers(req),
-		.peer = peer,
+		.headers = &j->headers,
+		.peer = j->peer,
 	};
-	struct obs_http_resp resp = { .status = 200, .content_type = "text/plain; charset=utf-8" };
-	buf_init(&resp.body, OBS_HTTP_MAX_RESPONSE);
-	const struct route *rt = NULL;
-	for (size_t i = 0; i < s->nroutes && !rt; i++)
-		if (!strcmp(s->routes[i].path, path))
-			rt = &s->routes[i];
-	if (rt) {
-		rt->fn(rt->ctx, &r, &resp);
-	} else {
-		resp.status = 404;
-		buf_appends(&resp.body, "not found\n");
+	j->resp = (struct obs_http_resp){ .status = 200, .content_type = "text/plain; charset=utf-8" };
+	buf_init(&j->resp.body, OBS_HTTP_MAX_RESPONSE);
+	for (size_t i = 0; i < s->nroutes && !j->rt; i++)
+		if (!strcmp(s->routes[i].path, j->path))
+			j->rt = &s->routes[i];
+	if (s->npool && c && j->rt) {
+		/* A handler thread answers; the loop goes on serving. */
+		j->c = c;
+		c->job = j;
+		pthread_mutex_lock(&s->pool_mu);
+		if (s->pool_tail)
+			s->pool_tail->next = j;
+		else
+			s->pool_head = j;
+		s->pool_tail = j;
+		pthread_cond_signal(&s->pool_cv);
+		pthread_mutex_unlock(&s->pool_mu);
+		return;
 	}
-	if (resp.status < 100 || resp.status > 599)
-		resp.status = 500;
-	struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
-	evhttp_add_header(oh, "Content-Type", resp.content_type ? resp.content_type : "text/plain");
-	evhttp_add_header(oh, "X-Content-Type-Options", "nosniff");
-	if (resp.retry_after_s > 0) {
-		char ra[16];
-		snprintf(ra, sizeof ra, "%d", resp.retry_after_s);
-		evhttp_add_header(oh, "Retry-After", ra);
-	}
-	if (resp.body.len)
-		evbuffer_add(evhttp_request_get_output_buffer(req), resp.body.data, resp.body.len);
-	char code[8];
-	snprintf(code, sizeof code, "%d", resp.status);
-	const char *lv[] = { s->name, code };
-	obs_metric_add(s->m_requests, lv, 1);
-	evhttp_send_reply(req, resp.status, NULL, NULL);
-	buf_release(&resp.body);
-	free(body);
+	int64_t t0 = now_ms();
+	job_run(j);
+	if (j->rt && now_ms() - t0 >= 10)
+		t->quiet_from = now_ms();
+	job_reply(j);
+	job_free(j);
 }
 
 /* ---- loops ---- */
@@ -801,8 +959,11 @@ static int thread_setup(struct obs_http_server *s, struct http_thread *t, int fd
 	t->s = s;
 	t->fd = fd;
 	t->base = event_base_new();
-	/* Two priorities: 0 for adopting new connections, 1 (the default) for the rest. */
-	if (!t->base || event_base_priority_init(t->base, 2) < 0) {
+	/* Three priorities: 0 for adopting new connections, 1 (the default) for
+	 * the connections' I/O and timers, 2 for a client queued at the cap: the
+	 * bytes our connections sent while the loop was busy are read before
+	 * anyone is picked to make room. */
+	if (!t->base || event_base_priority_init(t->base, 3) < 0) {
 		snprintf(err, errlen, "cannot create an event loop");
 		return -1;
 	}
@@ -811,8 +972,11 @@ static int thread_setup(struct obs_http_server *s, struct http_thread *t, int fd
 	t->watch = event_new(t->base, fd, EV_READ | EV_PERSIST, on_queued, t);
 	t->reshed = evtimer_new(t->base, on_reshed, t);
 	t->stop = event_new(t->base, -1, 0, on_stop, t);
+	t->done_ev = event_new(t->base, -1, 0, on_done, t);
 	t->http = evhttp_new(t->base);
-	if (!t->adopt || !t->retry || !t->watch || !t->reshed || !t->stop || !t->http || event_priority_set(t->adopt, 0) < 0) {
+	if (!t->adopt || !t->retry || !t->watch || !t->reshed || !t->stop || !t->done_ev || !t->http ||
+	    event_priority_set(t->adopt, 0) < 0 ||
+	    event_priority_set(t->watch, 2) < 0 || event_priority_set(t->reshed, 2) < 0) {
 		snprintf(err, errlen, "cannot create the HTTP server");
 		return -1;
 	}
@@ -854,8 +1018,12 @@ static void thread_teardown(struct http_thread *t)
 		event_free(t->reshed);
 	if (t->stop)
 		event_free(t->stop);
+	on_done(-1, 0, t); /* answers never sent: their connections are gone (on_close) */
+	if (t->done_ev)
+		event_free(t->done_ev);
 	if (t->base)
 		event_base_free(t->base);
+	pthread_mutex_destroy(&t->done_mu);
 }
 
 struct obs_http_server *obs_http_start(const struct obs_http_opts *o, char *err, size_t errlen)
@@ -892,7 +1060,10 @@ struct obs_http_server *obs_http_start(const struct obs_http_opts *o, char *err,
 	for (int i = 0; i < s->nthreads; i++) {
 		s->threads[i].fd = -1;
 		s->threads[i].cap = maxc / s->nthreads + (i < maxc % s->nthreads);
+		pthread_mutex_init(&s->threads[i].done_mu, NULL);
 	}
+	pthread_mutex_init(&s->pool_mu, NULL);
+	pthread_cond_init(&s->pool_cv, NULL);
 	if (o->tls_client_ca_file && !o->tls_cert_file) {
 		snprintf(err, errlen, "client certificates need TLS (a certificate and a key)");
 		goto fail;
@@ -949,6 +1120,15 @@ struct obs_http_server *obs_http_start(const struct obs_http_opts *o, char *err,
 		if (thread_setup(s, &s->threads[i], fd, err, errlen) < 0)
 			goto fail; /* the teardown closes fd */
 	}
+	if (o->handler_threads > 0) {
+		s->pool = xcalloc((size_t)o->handler_threads, sizeof *s->pool);
+		for (; s->npool < o->handler_threads; s->npool++) {
+			if (pthread_create(&s->pool[s->npool], NULL, pool_main, s) != 0) {
+				snprintf(err, errlen, "cannot start the HTTP handler threads");
+				goto fail;
+			}
+		}
+	}
 	for (int i = 0; i < s->nthreads; i++) {
 		if (pthread_create(&s->threads[i].tid, NULL, loop_main, &s->threads[i]) != 0) {
 			snprintf(err, errlen, "cannot start the HTTP server threads");
@@ -987,6 +1167,15 @@ void obs_http_free(struct obs_http_server *s)
 {
 	if (!s)
 		return;
+	/* The handler threads first: what they run is answered (the loops still
+	 * run), what they had not taken yet gets 503; no handler runs after. */
+	pthread_mutex_lock(&s->pool_mu);
+	s->pool_stopping = 1;
+	pthread_cond_broadcast(&s->pool_cv);
+	pthread_mutex_unlock(&s->pool_mu);
+	for (int i = 0; i < s->npool; i++)
+		pthread_join(s->pool[i], NULL);
+	free(s->pool);
 	/* event_active persists until the loop runs it, even if the loop has not
 	 * started yet (event_base_loopbreak would be forgotten then). */
 	for (int i = 0; i < s->nthreads; i++)
@@ -1009,6 +1198,8 @@ void obs_http_free(struct obs_http_server *s)
 	for (size_t i = 0; s->client_names && s->client_names[i]; i++)
 		free(s->client_names[i]);
 	free(s->client_names);
+	pthread_cond_destroy(&s->pool_cv);
+	pthread_mutex_destroy(&s->pool_mu);
 	free(s->name);
 	free(s);
 }

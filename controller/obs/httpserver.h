@@ -10,10 +10,15 @@
  *   (a slow sender, an idle keep-alive) is closed to make room, so a pile of
  *   slow clients can never lock a quick client (a kubelet probe) out. With
  *   shed_min_age_ms, only once it has been that long in its state (accepted,
- *   idle, or its request arriving): a request a known client (the API server
- *   calling a webhook) has just written on a kept-alive connection is then not
- *   cut, and the queued client waits instead. Busy connections (a request
- *   being answered) are never closed for this;
+ *   idle, or its request arriving), counted from when the loop was last free
+ *   to read it (a handler that held the loop does not age anyone), and never
+ *   a connection whose client presented a certificate the client CA verified
+ *   (the API server calling a webhook: it opens no more connections than its
+ *   own in-flight limits, and a call it made must never be cut); a request a
+ *   known client has just written on a kept-alive connection is then not
+ *   cut, and the queued client waits instead. Bytes that arrived while the
+ *   loop was busy are read before a queued client is looked at. Busy
+ *   connections (a request being answered) are never closed for this;
  * - a whole-request deadline: request_timeout_s from the connection's first
  *   byte (TLS handshake included) or from the first byte of a later request on
  *   a keep-alive connection until the request is complete, however slowly the
@@ -78,7 +83,10 @@ struct obs_http_resp {
 
 #define OBS_HTTP_MAX_RESPONSE (64u << 20)
 
-/* Runs on a server thread; may block briefly (an API call). */
+/* Runs on a loop's thread (handler_threads 0: it holds that loop, and every
+ * connection of it, while it runs; keep it short) or on a handler thread
+ * (handler_threads > 0: it may wait on an API call; the loops go on serving,
+ * reading and answering other connections meanwhile). */
 typedef void (*obs_http_handler)(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp);
 
 /* Exact path match; any method the server allows (GET, HEAD, POST). */
@@ -95,6 +103,7 @@ struct obs_http_opts {
 	const char *tls_client_ca_file;		  /* PEM CA(s) client certificates must chain to; NULL = none asked */
 	const char *const *tls_client_names;	  /* NULL-terminated names a client certificate must carry; NULL = any */
 	int threads;				  /* event loops (default 2) */
+	int handler_threads;			  /* handler threads (default 0: handlers run on the loops) */
 	int max_connections;			  /* total, split across the loops (default 64) */
 	int request_timeout_s;			  /* whole request (default 10) */
 	int idle_timeout_s;			  /* idle keep-alive connection (default 30) */

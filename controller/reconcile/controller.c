@@ -60,17 +60,33 @@ static void wq_worked(void *ctx, double s)
 {
 	obs_metric_observe(sbx_m.wq_worked, sbx_ctl_label, s);
 }
+static const char *const bucket_label[WORKQUEUE_NS_BUCKETS] = { "0", "1", "2", "3", "4", "5", "6", "7",
+								"8", "9", "10", "11", "12", "13", "14", "15" };
+static void wq_ns_depth(void *ctx, int bucket, size_t d)
+{
+	obs_metric_set(sbx_m.wq_ns_depth, &bucket_label[bucket], (double)d);
+}
+static void wq_ns_queued(void *ctx, int bucket, double s)
+{
+	obs_metric_observe(sbx_m.wq_ns_queued, &bucket_label[bucket], s);
+}
+static void wq_tenants(void *ctx, size_t namespaces, size_t flows)
+{
+	obs_metric_set(sbx_m.wq_namespaces, NULL, (double)namespaces);
+	obs_metric_set(sbx_m.wq_flows, NULL, (double)flows);
+}
 
 /* ---- wiring: informers, queue, workers ---- */
 
-/* Queues the Sandbox "ns/name" (names are DNS subdomains, so 600 bytes hold any key). */
-static void enqueue_key(struct sbx_controller *c, const char *ns, const char *name)
+/* Queues the Sandbox "ns/name" (names are DNS subdomains, so 600 bytes hold
+ * any key) in its owner's flow (NULL: ownerless, one flow per namespace). */
+static void enqueue_key(struct sbx_controller *c, const char *ns, const char *name, const char *owner)
 {
 	if (!ns || !name)
 		return;
 	char key[600];
 	snprintf(key, sizeof key, "%s/%s", ns, name);
-	workqueue_add(c->queue, SBX_WORK_SANDBOX, key);
+	workqueue_add_flow(c->queue, SBX_WORK_SANDBOX, key, owner ? owner : "");
 }
 
 /* Moves the Sandbox gauge by phase: +d for obj's status.phase. */
@@ -83,7 +99,7 @@ static void count_phase(const cJSON *obj, double d)
 
 static void enqueue_sandbox(void *ctx, const cJSON *obj)
 {
-	enqueue_key(ctx, meta_str(obj, "namespace"), meta_str(obj, "name"));
+	enqueue_key(ctx, meta_str(obj, "namespace"), meta_str(obj, "name"), jstr(jobj(obj, "spec"), "workspaceOwner"));
 }
 
 static void on_sandbox_add(void *ctx, const cJSON *obj)
@@ -140,7 +156,7 @@ static void enqueue_pod_owners(void *ctx, const cJSON *pod)
 	{
 		const char *kind = jstr(ref, "kind"), *api = jstr(ref, "apiVersion"), *name = jstr(ref, "name");
 		if (kind && api && !strcmp(kind, "Sandbox") && !strncmp(api, "sandbox.dev/", 12))
-			enqueue_key(c, ns, name);
+			enqueue_key(c, ns, name, annotation(pod, SBX_ANN_OWNER));
 	}
 }
 
@@ -226,7 +242,8 @@ static void on_claim(void *ctx, const cJSON *obj)
 	char key[600];
 	snprintf(key, sizeof key, "%s/%s", ns, name);
 	double ms = ((double)until + SBX_REC_COLLECT_GRACE_S - (double)time(NULL)) * 1000 + 100;
-	workqueue_add_after(c->queue, SBX_WORK_CLAIM, key, ms > 7 * 86400 * 1000.0 ? 7 * 86400 * 1000L : (long)ms);
+	workqueue_add_flow_after(c->queue, SBX_WORK_CLAIM, key, jstr(jobj(obj, "spec"), "workspaceOwner"),
+				 ms > 7 * 86400 * 1000.0 ? 7 * 86400 * 1000L : (long)ms);
 }
 
 static void on_claim_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
@@ -234,26 +251,24 @@ static void on_claim_update(void *ctx, const cJSON *old_obj, const cJSON *new_ob
 	on_claim(ctx, new_obj);
 }
 
-/* Queues the pool ns/name now, or after_ms from now: events of its pods
- * within that window fold into one reconcile (the queue keeps a waiting key
- * once), so a pool's cost follows time, not how many of its pods changed. */
-static void enqueue_pool_after(struct sbx_controller *c, const char *ns, const char *name, long after_ms)
+/* Queues the pool ns/name of owner (NULL: none) now, or after_ms from now:
+ * events of its pods within that window fold into one reconcile (the queue
+ * keeps a waiting key once), so a pool's cost follows time, not how many of
+ * its pods changed. */
+static void enqueue_pool_after(struct sbx_controller *c, const char *ns, const char *name, const char *owner,
+			       long after_ms)
 {
 	if (!ns || !name)
 		return;
 	char key[600];
 	snprintf(key, sizeof key, "%s/%s", ns, name);
-	workqueue_add_after(c->queue, SBX_WORK_POOL, key, after_ms);
-}
-
-static void enqueue_pool(struct sbx_controller *c, const char *ns, const char *name)
-{
-	enqueue_pool_after(c, ns, name, 0);
+	workqueue_add_flow_after(c->queue, SBX_WORK_POOL, key, owner ? owner : "", after_ms);
 }
 
 static void on_pool(void *ctx, const cJSON *obj)
 {
-	enqueue_pool(ctx, meta_str(obj, "namespace"), meta_str(obj, "name"));
+	enqueue_pool_after(ctx, meta_str(obj, "namespace"), meta_str(obj, "name"),
+			   jstr(jobj(obj, "spec"), "workspaceOwner"), 0);
 }
 
 /* 1 when the trimmed pool changed in what its reconcile acts on: its spec
@@ -295,7 +310,8 @@ static void enqueue_pod_pool(struct sbx_controller *c, const cJSON *pod)
 	{
 		const char *kind = jstr(ref, "kind"), *api = jstr(ref, "apiVersion");
 		if (kind && api && !strcmp(kind, SBX_POOL_KIND) && !strncmp(api, "sandbox.dev/", 12))
-			enqueue_pool_after(c, meta_str(pod, "namespace"), jstr(ref, "name"), POOL_COALESCE_MS);
+			enqueue_pool_after(c, meta_str(pod, "namespace"), jstr(ref, "name"), annotation(pod, SBX_ANN_OWNER),
+					   POOL_COALESCE_MS);
 	}
 }
 
@@ -375,6 +391,7 @@ void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const
 	c->cfg = cfg;
 	c->seal_keys = seal_keys;
 	c->workers = workers > 0 ? workers : 4;
+	c->cap_ns = c->cap_owner = -1;
 	c->warm_settle_s = 90;
 	c->warm_refill_qps = 10;
 	snprintf(c->webhook_config, sizeof c->webhook_config, "sandbox-controller");
@@ -384,6 +401,17 @@ void sbx_controller_set_warm(struct sbx_controller *c, long settle_s, double ref
 {
 	c->warm_settle_s = settle_s >= 0 ? settle_s : 90;
 	c->warm_refill_qps = refill_qps > 0 ? refill_qps : 10;
+}
+
+void sbx_controller_set_fifo(struct sbx_controller *c, int fifo)
+{
+	c->fifo = fifo != 0;
+}
+
+void sbx_controller_set_caps(struct sbx_controller *c, int per_namespace, int per_owner)
+{
+	c->cap_ns = per_namespace;
+	c->cap_owner = per_owner;
 }
 
 void sbx_controller_set_webhook_config(struct sbx_controller *c, const char *name)
@@ -401,8 +429,16 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	static const struct informer_handlers pph = { on_pool_pod_add, on_pool_pod_update, on_pool_pod_delete };
 	sbx_ctl_metrics_register();
 	c->queue = workqueue_new();
-	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued, wq_worked };
+	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued,
+						     wq_worked, wq_ns_depth, wq_ns_queued, wq_tenants };
 	workqueue_set_metrics(c->queue, &wm);
+	workqueue_set_fifo(c->queue, c->fifo);
+	int per_ns = c->cap_ns >= 0 ? c->cap_ns : c->workers / 8 > 1 ? c->workers / 8
+								     : 1;
+	int per_owner = c->cap_owner >= 0 ? c->cap_owner : c->workers / 16 > 1 ? c->workers / 16
+									       : 1;
+	workqueue_set_caps(c->queue, per_ns, per_owner);
+	obs_metric_set(sbx_m.wq_fair, NULL, c->fifo ? 0 : 1);
 	workqueue_set_low_limit(c->queue, c->workers / 8 > 1 ? c->workers / 8 : 1);
 	c->inflight = sbx_strset_new();
 	c->announced = sbx_strset_new();

@@ -18,6 +18,13 @@ void sbx_controller_set_webhook_config(struct sbx_controller *c, const char *nam
 /* Warm pool settings (before start): the settle time of a pool's template
  * (default 90 s) and the refill rate (default 10 pods/s). */
 void sbx_controller_set_warm(struct sbx_controller *c, long settle_s, double refill_qps);
+/* The work queue's order (before start): fair across namespaces and owners
+ * (0, the default) or one FIFO (1, a baseline). */
+void sbx_controller_set_fifo(struct sbx_controller *c, int fifo);
+/* The fair queue's caps (before start): reconciles of one namespace, and of
+ * one owner of it, at once (< 0: workers/8 and workers/16, at least 1; 0: no
+ * cap). */
+void sbx_controller_set_caps(struct sbx_controller *c, int per_namespace, int per_owner);
 /* Starts the informers and waits for their first sync (up to timeout_ms;
  * 0 does not wait: poll sbx_controller_synced, e.g. between signal checks).
  * Every replica runs them (the admission webhook reads them, and readiness

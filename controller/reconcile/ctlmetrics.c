@@ -4,6 +4,8 @@ struct sbx_ctl_metrics sbx_m;
 const char *const sbx_ctl_label[] = { "sandbox" };
 
 static const double latency_buckets[] = { .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600 };
+/* A key's wait per namespace bucket: what a tenant feels, 1 ms .. 10 min. */
+static const double ns_wait_buckets[] = { .001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 600 };
 /* client-go's workqueue buckets: 10 ns .. 10 s by decades. */
 static const double wq_buckets[] = { 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, .01, .1, 1, 10 };
 
@@ -35,6 +37,24 @@ void sbx_ctl_metrics_register(void)
 	sbx_m.wq_worked = obs_histogram("workqueue_work_duration_seconds",
 					"How long in seconds processing an item from workqueue takes.", "name", wq_buckets,
 					sizeof wq_buckets / sizeof wq_buckets[0]);
+	sbx_m.wq_ns_depth = obs_gauge("sandbox_workqueue_namespace_depth",
+				      "Keys ready in the work queue for the namespaces of a bucket (bucket = FNV-1a 32 of the "
+				      "namespace modulo 16; sandbox-controller --work-queue-bucket NS prints it).",
+				      "bucket");
+	sbx_m.wq_ns_queued = obs_histogram("sandbox_workqueue_namespace_queue_duration_seconds",
+					   "Seconds a key of a namespace of the bucket waited in the work queue before "
+					   "a worker took it.",
+					   "bucket", ns_wait_buckets, sizeof ns_wait_buckets / sizeof ns_wait_buckets[0]);
+	sbx_m.wq_namespaces = obs_gauge("sandbox_workqueue_active_namespaces",
+					"Namespaces with a key ready in the work queue (each is served in turn).", NULL);
+	sbx_m.wq_flows = obs_gauge("sandbox_workqueue_active_flows",
+				   "Namespace and owner pairs with a key ready in the work queue (each served in turn "
+				   "within its namespace).",
+				   NULL);
+	sbx_m.wq_fair = obs_gauge("sandbox_workqueue_fair",
+				  "1 when the work queue serves namespaces and owners in turn, 0 when it is one FIFO "
+				  "(--work-queue-order fifo).",
+				  NULL);
 	sbx_m.to_bound = obs_histogram("sandbox_creation_to_bound_seconds",
 				       "Seconds from a Sandbox's creationTimestamp to this controller writing Bound=True.",
 				       NULL, latency_buckets, sizeof latency_buckets / sizeof latency_buckets[0]);

@@ -11,6 +11,7 @@ struct sbx_ctl_metrics {
 	    *status_writes;
 	struct obs_metric *cr_total, *cr_errors, *cr_time;
 	struct obs_metric *wq_depth, *wq_adds, *wq_retries, *wq_queued, *wq_worked;
+	struct obs_metric *wq_ns_depth, *wq_ns_queued, *wq_namespaces, *wq_flows, *wq_fair;
 	struct obs_metric *to_bound, *to_ready, *phases;
 	struct obs_metric *expirations, *suspensions, *resumes, *resume_seconds;
 	struct obs_metric *warm_binds, *warm_pods_created;

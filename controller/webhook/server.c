@@ -9,6 +9,7 @@
 
 #include "base/xmalloc.h"
 #include "kube/access.h"
+#include "kube/accesscache.h"
 #include "obs/httpserver.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
@@ -28,7 +29,8 @@ struct wh_server {
 	struct wh_sandbox_policy policy;
 	struct kube_client *kc;
 	struct informer *sandboxes, *pods, *pool_pods;
-	struct obs_metric *requests, *duration, *shed;
+	struct obs_metric *requests, *duration, *shed, *reviews;
+	struct kube_accesscache *answers; /* SubjectAccessReview answers, briefly */
 	struct obs_http_route routes[3];
 	int authenticates; /* a client CA: every caller is the API server */
 
@@ -50,7 +52,12 @@ static int may_use_owner(void *ctx, const cJSON *user_info, const char *ns, cons
 	};
 	int allowed = 0;
 	struct kube_error err;
-	enum kube_err e = kube_access_review(s->kc, user_info, &a, &allowed, why, whylen, &err);
+	enum kube_access_source src;
+	enum kube_err e = kube_access_review_cached(s->answers, s->kc, user_info, &a, &allowed, why, whylen, &err, &src);
+	static const char *const sources[] = { "cached", "shared", "asked" };
+	const char *lv[] = { sources[src], e != KUBE_OK ? "error" : allowed ? "allowed"
+									    : "denied" };
+	obs_metric_add(s->reviews, lv, 1);
 	if (e != KUBE_OK) {
 		snprintf(why, whylen, "SubjectAccessReview failed (%s): %s", kube_err_str(e), err.message);
 		return -1;
@@ -273,6 +280,12 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 	s->duration = obs_histogram("sandbox_admission_duration_seconds",
 				    "Time to decide an admission review, by webhook and outcome.", "webhook,outcome",
 				    buckets, sizeof buckets / sizeof buckets[0]);
+	s->reviews = obs_counter("sandbox_admission_access_reviews_total",
+				 "Owner authorizations the webhook needed, by source (cached: an answer of the last "
+				 "seconds; shared: another request's review of the same question; asked: a "
+				 "SubjectAccessReview) and result (allowed, denied, error).",
+				 "source,result");
+	s->answers = kube_accesscache_new(o->review_allow_ms, o->review_deny_ms, 0);
 	s->shed = obs_counter("sandbox_admission_shed_total",
 			      "Admission reviews answered 429 because the parse budget was spent, by webhook.",
 			      "webhook,reason");
@@ -283,7 +296,12 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 		.addr = o->addr,
 		.tls_cert_file = o->cert_file,
 		.tls_key_file = o->key_file,
-		.threads = o->threads > 0 ? o->threads : 4,
+		/* One loop reads and answers every connection (the whole cap is
+		 * its own, never split unevenly across loops by the port's hash);
+		 * the decisions, which wait on SubjectAccessReviews, run on handler
+		 * threads and hold no loop. */
+		.threads = o->threads > 0 ? o->threads : 1,
+		.handler_threads = o->handler_threads > 0 ? o->handler_threads : WH_HANDLER_THREADS,
 		.tls_client_ca_file = o->client_ca_file,
 		.tls_client_names = o->client_names,
 		/* The API server keeps up to 25 idle connections to a webhook host
@@ -304,6 +322,7 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 	};
 	s->http = obs_http_start(&ho, err, errlen);
 	if (!s->http) {
+		kube_accesscache_free(s->answers);
 		pthread_mutex_destroy(&s->mu);
 		free(s);
 		return NULL;
@@ -321,6 +340,7 @@ void wh_server_free(struct wh_server *s)
 	if (!s)
 		return;
 	obs_http_free(s->http);
+	kube_accesscache_free(s->answers);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }

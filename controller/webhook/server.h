@@ -8,8 +8,14 @@
  *   /validate-pod-connect  ValidatingWebhookConfiguration, CONNECT of
  *                      pods/exec, pods/attach, pods/portforward (the exec gate,
  *                      webhook/pod_admission.h)
- * Metrics: sandbox_admission_requests_total{webhook,outcome} and
- * sandbox_admission_duration_seconds{webhook}.
+ * Metrics: sandbox_admission_requests_total{webhook,outcome},
+ * sandbox_admission_duration_seconds{webhook} and
+ * sandbox_admission_access_reviews_total{source,result}.
+ *
+ * Owner authorizations (SubjectAccessReviews) are answered through a cache
+ * (kube/accesscache.h): an allowed answer holds 10 s, a refusal 2 s, so a
+ * revoked grant takes effect within 10 s; concurrent reviews of one question
+ * share one call.
  *
  * Bounds on what a caller costs (contract section 6), before a body is
  * parsed: a body over WH_REVIEW_MAX is refused unread (413); the bytes of
@@ -39,16 +45,24 @@ struct wh_server_opts {
 	 * authenticated (anyone who reaches the port may post reviews). */
 	const char *client_ca_file;
 	const char *const *client_names;  /* NULL-terminated; NULL: any name the CA signed */
-	int threads;			  /* event loops; default 4 */
+	int threads;			  /* event loops; default 1 */
+	int handler_threads;		  /* threads deciding reviews; default WH_HANDLER_THREADS */
+	long review_allow_ms;		  /* SubjectAccessReview answers kept: allowed (0: 10 s) */
+	long review_deny_ms;		  /* ... and refused (0: 2 s) */
 	const struct sbx_config *cfg;	  /* borrowed: owner authorization mode, key lifetime */
 	const unsigned char *const *keys; /* borrowed seal keys, newest first */
 	const size_t *keylens;
 	size_t nkeys;
-	struct kube_client *kc;	    /* borrowed: SubjectAccessReviews */
+	struct kube_client *kc;	    /* borrowed: SubjectAccessReviews (its own client: its connections
+				     * and client-side limit are not the reconciles') */
 	struct informer *sandboxes; /* borrowed: Sandboxes indexed by scope digest */
 	struct informer *pods;	    /* borrowed: sandbox pods (the scope digest label) */
 	struct informer *pool_pods; /* borrowed: warm pods (the pool label); NULL: none */
 };
+
+/* Reviews decided at once: each may wait on a SubjectAccessReview (at most
+ * KUBE_ACCESS_TIMEOUT_MS); more wait in line, read but not yet decided. */
+#define WH_HANDLER_THREADS 16
 
 /* Bytes of unanswered requests, all connections: several of the largest
  * reviews, hundreds of ordinary ones. */

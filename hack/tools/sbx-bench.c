@@ -4,6 +4,7 @@
  *             [--rate R] [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]
  *             [--wait bound|ready] [--pid PID] [--metrics-url URL] [--start-at UNIX_S]
  *             [--shutdown-time RFC3339 [--shutdown-policy Retain|Delete]] [--pool NAME]
+ *             [--prefix P] [--owner NAME]
  *
  * --rate R paces the creates at R Sandboxes/s (Sandbox i is sent no earlier
  * than i/R s after the start: a sustained load, whose latencies count from
@@ -18,7 +19,9 @@
  * Every mode runs an informer on its kind in NS, then C threads create the
  * objects bench-00000.. in NS. Sandbox i belongs to scope i % S
  * (idempotencyKey bench-key-<scope>, workspaceOwner owner-<scope % O>), so
- * S < N makes N - S of them adoptions. --shutdown-time (and --shutdown-policy)
+ * S < N makes N - S of them adoptions. --prefix P names them P00000.. with
+ * keys P-key-<scope> instead (two loads side by side in one namespace), and
+ * --owner NAME gives every one that workspace owner. --shutdown-time (and --shutdown-policy)
  * gives every Sandbox that spec.lifecycle.
  *
  *   controller  only POSTs the Sandboxes; the running controller binds them.
@@ -64,7 +67,6 @@
 #include "obs/log.h"
 
 #define SANDBOX_API "/apis/sandbox.dev/v1alpha1"
-#define NAME_PREFIX "bench-"
 #define PEER_API "/apis/agents.x-k8s.io/v1beta1"
 #define CLAIM_API "/apis/extensions.agents.x-k8s.io/v1beta1"
 #define REQUESTS_METRIC "rest_client_requests_total"
@@ -94,6 +96,8 @@ struct bench_opts {
 	const char *shutdown_time;   /* spec.lifecycle.shutdownTime, or NULL */
 	const char *shutdown_policy; /* spec.lifecycle.shutdownPolicy, or NULL */
 	const char *pool;	     /* claim: the SandboxWarmPool's name */
+	const char *prefix;	     /* object names (default "bench-") */
+	const char *owner;	     /* every Sandbox's owner, or NULL: owner-<scope % owners> */
 };
 
 /* One run. Times are CLOCK_MONOTONIC milliseconds; 0 means "not yet". */
@@ -301,10 +305,12 @@ static void observe(void *ctx, const cJSON *obj)
 	struct bench *b = ctx;
 	const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
 	const char *ns = str_of(md, "namespace"), *name = str_of(md, "name");
-	if (!ns || !name || strcmp(ns, b->o.ns) || strncmp(name, NAME_PREFIX, strlen(NAME_PREFIX)))
+	size_t pl = strlen(b->o.prefix);
+	if (!ns || !name || strcmp(ns, b->o.ns) || strncmp(name, b->o.prefix, pl) || !name[pl] ||
+	    !strchr("0123456789", name[pl]))
 		return;
 	char *end;
-	long i = strtol(name + strlen(NAME_PREFIX), &end, 10);
+	long i = strtol(name + pl, &end, 10);
 	if (*end || i < 0 || i >= b->o.count)
 		return;
 	const cJSON *st = cJSON_GetObjectItemCaseSensitive(obj, "status");
@@ -430,15 +436,15 @@ static char *sandbox_body(const struct bench *b, long i)
 	long scope = i % b->o.scopes;
 	if (b->o.mode == MODE_PEER) /* the same pod shape in agent-sandbox's API */
 		return xasprintf("{\"apiVersion\":\"agents.x-k8s.io/v1beta1\",\"kind\":\"Sandbox\","
-				 "\"metadata\":{\"name\":\"" NAME_PREFIX "%05ld\"},"
+				 "\"metadata\":{\"name\":\"%s%05ld\"},"
 				 "\"spec\":{\"podTemplate\":{\"spec\":{\"containers\":[{\"name\":\"sandbox\","
 				 "\"image\":\"%s\",\"command\":[\"sleep\",\"infinity\"]," POD_RESOURCES "}]}}}}",
-				 i, b->o.image);
+				 b->o.prefix, i, b->o.image);
 	if (b->o.mode == MODE_CLAIM) /* the pod shape is the pool's template */
 		return xasprintf("{\"apiVersion\":\"extensions.agents.x-k8s.io/v1beta1\",\"kind\":\"SandboxClaim\","
-				 "\"metadata\":{\"name\":\"" NAME_PREFIX "%05ld\"},"
+				 "\"metadata\":{\"name\":\"%s%05ld\"},"
 				 "\"spec\":{\"warmPoolRef\":{\"name\":\"%s\"}}}",
-				 i, b->o.pool);
+				 b->o.prefix, i, b->o.pool);
 	char *lc = xstrdup("");
 	if (b->o.shutdown_time) {
 		free(lc);
@@ -446,12 +452,16 @@ static char *sandbox_body(const struct bench *b, long i)
 			       b->o.shutdown_policy ? ",\"shutdownPolicy\":\"" : "",
 			       b->o.shutdown_policy ? b->o.shutdown_policy : "", b->o.shutdown_policy ? "\"" : "");
 	}
-	char *s = xasprintf(
-	    "{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\","
-	    "\"metadata\":{\"name\":\"" NAME_PREFIX "%05ld\"},"
-	    "\"spec\":{\"image\":\"%s\",\"command\":[\"sleep\",\"infinity\"],"
-	    "\"idempotencyKey\":\"bench-key-%ld\",\"workspaceOwner\":\"owner-%02ld\"%s}}",
-	    i, b->o.image, scope, scope % b->o.owners, lc);
+	char owner[80];
+	if (b->o.owner)
+		snprintf(owner, sizeof owner, "%s", b->o.owner);
+	else
+		snprintf(owner, sizeof owner, "owner-%02ld", scope % b->o.owners);
+	char *s = xasprintf("{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\","
+			    "\"metadata\":{\"name\":\"%s%05ld\"},"
+			    "\"spec\":{\"image\":\"%s\",\"command\":[\"sleep\",\"infinity\"],"
+			    "\"idempotencyKey\":\"%skey-%ld\",\"workspaceOwner\":\"%s\"%s}}",
+			    b->o.prefix, i, b->o.image, b->o.prefix, scope, owner, lc);
 	free(lc);
 	return s;
 }
@@ -464,9 +474,9 @@ static char *pod_body(const struct bench *b, long i, const char *uid)
 	long scope = i % b->o.scopes;
 	char *ref =
 	    uid ? xasprintf(",\"ownerReferences\":[{\"apiVersion\":\"sandbox.dev/v1alpha1\","
-			    "\"kind\":\"Sandbox\",\"name\":\"" NAME_PREFIX "%05ld\",\"uid\":\"%s\","
+			    "\"kind\":\"Sandbox\",\"name\":\"%s%05ld\",\"uid\":\"%s\","
 			    "\"controller\":true,\"blockOwnerDeletion\":true}]",
-			    i, uid)
+			    b->o.prefix, i, uid)
 		: xstrdup("");
 	char *s =
 	    xasprintf("{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"sbx-%ld\","
@@ -523,7 +533,7 @@ static void *patcher(void *arg)
 		pthread_mutex_unlock(&b->mu);
 		char *body = status_body(i, 1);
 		snprintf(path, sizeof path,
-			 "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes/" NAME_PREFIX "%05ld/status", b->o.ns, i);
+			 "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes/%s%05ld/status", b->o.ns, b->o.prefix, i);
 		if (request(b, "PATCH", path, body, "application/merge-patch+json", NULL) != KUBE_OK)
 			atomic_fetch_add(&b->failed, 1);
 		free(body);
@@ -543,8 +553,7 @@ static int baseline_rest(struct bench *b, long i, const cJSON *created)
 		return -1;
 	body = status_body(i, 0);
 	snprintf(path, sizeof path,
-		 "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes/" NAME_PREFIX "%05ld/status",
-		 b->o.ns, i);
+		 "/apis/sandbox.dev/v1alpha1/namespaces/%s/sandboxes/%s%05ld/status", b->o.ns, b->o.prefix, i);
 	e = request(b, "PATCH", path, body, "application/merge-patch+json", NULL);
 	free(body);
 	return e == KUBE_OK ? 0 : -1;
@@ -830,7 +839,8 @@ static void usage(FILE *f)
 	    f, "usage: sbx-bench controller|baseline|peer|claim --namespace NS [--count N] [--concurrency C]\n"
 	       "                 [--rate R] [--scopes S] [--owners O] [--image IMG] [--timeout SECONDS]\n"
 	       "                 [--wait bound|ready] [--pid PID --metrics-url URL] [--start-at UNIX_S]\n"
-	       "                 [--shutdown-time RFC3339 [--shutdown-policy Retain|Delete]] [--pool NAME]\n");
+	       "                 [--shutdown-time RFC3339 [--shutdown-policy Retain|Delete]] [--pool NAME]\n"
+	       "                 [--prefix P] [--owner NAME]\n");
 }
 
 /* Parses a positive integer option; exits with usage on anything else. */
@@ -875,6 +885,8 @@ int main(int argc, char **argv)
 		{ "shutdown-time", required_argument, NULL, 'T' },
 		{ "shutdown-policy", required_argument, NULL, 'P' },
 		{ "pool", required_argument, NULL, 'W' },
+		{ "prefix", required_argument, NULL, 'X' },
+		{ "owner", required_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -883,7 +895,8 @@ int main(int argc, char **argv)
 				  .concurrency = 8,
 				  .owners = 50,
 				  .timeout_s = 600,
-				  .wait_ready = 1 } };
+				  .wait_ready = 1,
+				  .prefix = "bench-" } };
 	if (argc < 2 || (strcmp(argv[1], "controller") && strcmp(argv[1], "baseline") && strcmp(argv[1], "peer") &&
 			 strcmp(argv[1], "claim"))) {
 		usage(stderr);
@@ -957,6 +970,20 @@ int main(int argc, char **argv)
 			break;
 		case 'W':
 			b.o.pool = json_safe("pool", optarg, "abcdefghijklmnopqrstuvwxyz0123456789-.");
+			break;
+		case 'X':
+			b.o.prefix = json_safe("prefix", optarg, "abcdefghijklmnopqrstuvwxyz0123456789-");
+			if (strlen(optarg) > 40) {
+				fprintf(stderr, "sbx-bench: --prefix is at most 40 characters\n");
+				return 2;
+			}
+			break;
+		case 'O':
+			b.o.owner = json_safe("owner", optarg, "abcdefghijklmnopqrstuvwxyz0123456789-.");
+			if (strlen(optarg) > 63) {
+				fprintf(stderr, "sbx-bench: --owner is at most 63 characters\n");
+				return 2;
+			}
 			break;
 		case 'h':
 			usage(stdout);
