@@ -87,7 +87,8 @@ spec:
 YAML
 }
 
-# wsbx KUBECONFIG NS NAME KEY OWNER [LIFECYCLE-JSON]: a Sandbox of the pools' template.
+# wsbx KUBECONFIG NS NAME KEY OWNER [LIFECYCLE-JSON]: a Sandbox of the pools'
+# template (only a server dry run with WSBX_DRY_RUN=1).
 wsbx() {
   local kc=$1 ns=$2 name=$3 key=$4 owner=$5 lc=${6:-}
   python3 - "$ns" "$name" "$key" "$owner" "$IMG" "$lc" >"$E2E_DIR/$ns-$name.json" <<'PY'
@@ -103,5 +104,5 @@ if lc:
 print(json.dumps({"apiVersion": "sandbox.dev/v1alpha1", "kind": "Sandbox",
                   "metadata": {"name": name, "namespace": ns}, "spec": spec}))
 PY
-  as "$kc" create -f "$E2E_DIR/$ns-$name.json" >/dev/null 2>&1
+  as "$kc" create ${WSBX_DRY_RUN:+--dry-run=server} -f "$E2E_DIR/$ns-$name.json" >/dev/null 2>&1
 }
