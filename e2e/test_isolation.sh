@@ -293,6 +293,10 @@ PY
 # held behind, SBX_FAULT_DELAYS) gets the stored outcome, no new pod. Key
 # lifetime 40 s.
 test_6_b_a_late_seen_retry_gets_the_stored_outcome() {
+  # The held watch delivers one event per 4 s: test_6_a's 260 Sandboxes,
+  # still being deleted with their namespace, would queue e1's events for
+  # minutes behind theirs (seen once on a loaded host: e1 seen 56 s late)
+  wait_for 180 sh -c '! kubectl get namespace team-d >/dev/null 2>&1' || fail "team-d not deleted"
   SBX_FAULT_DELAYS=watch:sandboxes=4000 main_restart --key-lifetime 40
   kubectl create namespace team-e >/dev/null
   wsbx "$KUBECONFIG" team-e e1 key-6b - "{\"shutdownTime\":\"$(in_s 15)\",\"shutdownPolicy\":\"Delete\"}" ||
