@@ -412,7 +412,7 @@ ctl_refuses_each() {
 # NET_ADMIN, seccomp and AppArmor Unconfined, a hostPort, a pinned nodeName,
 # tolerating everything, mounting another application's claim, a ConfigMap
 # and a projected token for any audience; then each of those alone.
-test_9_controller_pod_shape_is_an_allow_list() {
+test_9_a_controller_pod_shape_is_an_allow_list() {
   local ns out
   kubectl create configmap app-config -n team-a --from-literal=k=v >/dev/null 2>&1
   pod_settings_classes || fail "the cluster's classes"
@@ -460,7 +460,7 @@ a second container|p['spec']['containers'].append({'name': 'side', 'image': 'x',
 an init container|p['spec']['initContainers'] = [{'name': 'i', 'image': 'x', 'securityContext': p['spec']['containers'][0]['securityContext']}]
 CASES
 }
-# opts_config MODE: the controller config (JSON, a subset of YAML) of test 10 in workspace MODE.
+# opts_config MODE: the controller config (JSON, a subset of YAML) of test_9_b in workspace MODE.
 opts_config() {
   python3 - "$1" "$ROOT" "$POD_SETTINGS" <<'PY'
 import json, sys
@@ -489,7 +489,7 @@ print(s.get("nodeSelector"), tol, s.get("priorityClassName"), s.get("runtimeClas
 # still admitted: cold, ownerless, with a runtime class the Sandbox names,
 # warm (made by the pool and bound), resumed, in hostPath and in pvc mode.
 # Settings other than the configured ones are refused.
-test_10_controller_pods_with_every_setting_admitted() {
+test_9_b_controller_pods_with_every_setting_admitted() {
   pod_settings_classes || fail "the cluster's classes"
   kubectl label node --all example.com/pool=sandboxes --overwrite >/dev/null
   E2E_POLICY_POD_SETTINGS=$POD_SETTINGS install_policies sandbox-controller || { fail "policies with the pod settings"; return; }
@@ -544,6 +544,12 @@ another image pull secret|p['spec']['imagePullSecrets'] = [{'name': 'someone-els
 CASES
   out=$(ctl_dry_run sbx-opt-all "$SETTINGS_POD") ||
     fail "the configured settings were refused: $out"
+  # back to the suite's controller and policies
+  as "$ALICE" delete swp -n team-a opt-pool --wait=false >/dev/null
+  as "$ALICE" delete sbx -n team-a opt-cold opt-none opt-kata opt-warm opt-pvc --wait=false >/dev/null
+  controller_stop "$MAIN_CTL"
+  install_policies sandbox-controller || fail "the suite's policies again"
+  start_controller main "$E2E_DIR/config.yaml"
 }
 
 setup
