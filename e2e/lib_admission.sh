@@ -103,7 +103,11 @@ if pod:
     for x in doc['items']:
         for v in x.get('spec', {}).get('validations', []):
             for token, value in (('[{}].all(configuredNodeSelector,', pod.get('nodeSelector', {})),
-                                 ('[[]].all(configuredTolerations,', pod.get('tolerations', [])),
+                                 ('[[]].all(configuredTolerations,', [
+                                     {'key': t.get('key', ''), 'operator': t.get('operator', 'Equal'),
+                                      'value': t.get('value', ''), 'effect': t.get('effect', ''),
+                                      'tolerationSeconds': str(t['tolerationSeconds']) if 'tolerationSeconds' in t else ''}
+                                     for t in pod.get('tolerations', [])]),
                                  ("[''].all(configuredPriorityClass,", pod.get('priorityClassName', '')),
                                  ('[[]].all(configuredRuntimeClasses,', pod.get('runtimeClasses', {}).get('allowed', [])),
                                  ('[[]].all(configuredPullSecrets,', pod.get('imagePullSecrets', []))):

@@ -164,7 +164,7 @@ test_helm_policy_pod_settings() {
     { fail "helm template: $out"; return; }
   out=$(tr -d '\n' <<<"$out" | tr -s ' ')
   expect_match "$out" '\[\{"example.com/pool":"sandboxes"\}\]\.all\(configuredNodeSelector,' "the node selector"
-  expect_match "$out" '\[\[\{"effect":"NoSchedule","key":"dedicated","operator":"Equal","value":"sandbox"\},\{"effect":"NoExecute","key":"spot","operator":"Exists","tolerationSeconds":60\}\]\]\.all\(configuredTolerations,' "the tolerations"
+  expect_match "$out" '\[\[\{"effect":"NoSchedule","key":"dedicated","operator":"Equal","tolerationSeconds":"","value":"sandbox"\},\{"effect":"NoExecute","key":"spot","operator":"Exists","tolerationSeconds":"60","value":""\}\]\]\.all\(configuredTolerations,' "the tolerations (maps of strings)"
   expect_match "$out" '\["sandbox-low"\]\.all\(configuredPriorityClass,' "the priority class"
   expect_match "$out" '\[\["gvisor","kata"\]\]\.all\(configuredRuntimeClasses,' "the runtime classes"
   expect_match "$out" '\[\["regcred"\]\]\.all\(configuredPullSecrets,' "the image pull secrets"
