@@ -71,15 +71,19 @@ PY
 # policies' controller identity set. With E2E_WORKSPACE_ROOT set, the
 # policies' workspace hostPath root is that path (as the Helm chart sets it
 # from config.workspace.hostPathRoot); else the manifests' own (none: pvc mode).
+# With E2E_POLICY_POD_SETTINGS (the controller config's pod: mapping, as
+# JSON), the confinement policy's pod settings are those (as the chart sets
+# them from config.pod); else the manifests' own (none).
 render_admission() {
   local port=$1 user=$2 f files=()
   for f in "$E2E_ROOT"/manifests/webhook/*.yaml; do
     [ "$(basename "$f")" = kustomization.yaml ] || files+=("$f")
   done
   manifests_json "$E2E_DIR/admission.json" "${files[@]}" || return 1
-  python3 - "$E2E_DIR/admission.json" "$port" "$user" "$E2E_DIR/pki/ca.crt" "${E2E_WORKSPACE_ROOT:-}" <<'PY'
+  python3 - "$E2E_DIR/admission.json" "$port" "$user" "$E2E_DIR/pki/ca.crt" "${E2E_WORKSPACE_ROOT:-}" \
+    "${E2E_POLICY_POD_SETTINGS:-}" <<'PY'
 import base64, json, sys
-src, port, user, ca, root = sys.argv[1:6]
+src, port, user, ca, root, pod = sys.argv[1:7]
 bundle = base64.b64encode(open(ca, 'rb').read()).decode()
 doc = json.load(open(src))
 for x in doc['items']:
@@ -91,6 +95,24 @@ for x in doc['items']:
 out = json.dumps(doc).replace('system:serviceaccount:sandbox-system:sandbox-controller', user)
 if root:
     out = out.replace("[''].all(workspaceRoot,", "['%s'].all(workspaceRoot," % root)
+if pod:
+    # the confinement policy's pod settings, as the Helm chart renders them
+    # from config.pod (JSON literals are CEL literals)
+    pod = json.loads(pod)
+    doc = json.loads(out)
+    for x in doc['items']:
+        for v in x.get('spec', {}).get('validations', []):
+            for token, value in (('[{}].all(configuredNodeSelector,', pod.get('nodeSelector', {})),
+                                 ('[[]].all(configuredTolerations,', [
+                                     {'key': t.get('key', ''), 'operator': t.get('operator', 'Equal'),
+                                      'value': t.get('value', ''), 'effect': t.get('effect', ''),
+                                      'tolerationSeconds': str(t['tolerationSeconds']) if 'tolerationSeconds' in t else ''}
+                                     for t in pod.get('tolerations', [])]),
+                                 ("[''].all(configuredPriorityClass,", pod.get('priorityClassName', '')),
+                                 ('[[]].all(configuredRuntimeClasses,', pod.get('runtimeClasses', {}).get('allowed', [])),
+                                 ('[[]].all(configuredPullSecrets,', pod.get('imagePullSecrets', []))):
+                v['expression'] = v['expression'].replace(token, '[%s].all(%s' % (json.dumps(value), token.split('all(')[1]))
+    out = json.dumps(doc)
 print(out)
 PY
 }
@@ -118,16 +140,19 @@ install_policies() {
 # moment after they are stored): a pod named sbx-... (sandbox-controller-pods),
 # a pod mounting the claim (sandbox-controller-workspace), a pod not named
 # sbx-... by the controller's identity (sandbox-controller-confinement; with
-# the group system:masters, so that RBAC cannot refuse it first).
+# the group system:masters, so that RBAC cannot refuse it first), a Service
+# selecting a reserved label (sandbox-controller-services).
 policies_enforced() {
   local user=$1 name out
-  for name in sandbox-controller-pods sandbox-controller-workspace sandbox-controller-confinement; do
+  for name in sandbox-controller-pods sandbox-controller-workspace sandbox-controller-confinement \
+              sandbox-controller-services; do
     kubectl get validatingadmissionpolicy "$name" >/dev/null 2>&1 || continue
     case $name in
       *-pods) out=$(kubectl run sbx-policy-probe -n default --image=probe --restart=Never --dry-run=server 2>&1) ;;
       *-workspace) out=$(kubectl create --dry-run=server -f - 2>&1 <<<'{"apiVersion":"v1","kind":"Pod","metadata":{"name":"policy-probe","namespace":"default"},"spec":{"containers":[{"name":"c","image":"probe"}],"volumes":[{"name":"v","persistentVolumeClaim":{"claimName":"sandbox-workspaces"}}]}}') ;;
       *-confinement) out=$(kubectl run policy-probe -n default --image=probe --restart=Never --dry-run=server \
                              --as="$user" --as-group=system:masters 2>&1) ;;
+      *-services) out=$(kubectl create --dry-run=server -f - 2>&1 <<<'{"apiVersion":"v1","kind":"Service","metadata":{"name":"policy-probe","namespace":"default"},"spec":{"selector":{"sandbox.dev/pool":"x"},"ports":[{"port":80}]}}') ;;
     esac
     [[ "$out" == *"ValidatingAdmissionPolicy '$name'"* ]] || return 1
   done
@@ -241,4 +266,65 @@ contexts:
 current-context: local
 KC
   echo "$f"
+}
+
+# Issue 23, finding 2 (test_policy.sh, test_helm.sh): the reviewer's server
+# dry run as the controller's identity, as sandbox_pod_json PYTHON: an sbx-
+# pod as root with SYS_ADMIN, SYS_PTRACE and NET_ADMIN, seccomp and AppArmor
+# Unconfined, a hostPort, a pinned nodeName, tolerating everything, mounting
+# another application's claim, a ConfigMap and a projected token for any
+# audience.
+REVIEW_POD="c = p['spec']['containers'][0]
+p['spec']['securityContext'] = {'runAsUser': 0, 'seccompProfile': {'type': 'Unconfined'}}
+c['securityContext'] = {'capabilities': {'add': ['SYS_ADMIN', 'SYS_PTRACE', 'NET_ADMIN']}, 'appArmorProfile': {'type': 'Unconfined'}}
+c['ports'] = [{'containerPort': 22, 'hostPort': 2222}]
+p['spec']['nodeName'] = 'kwok-node-0'
+p['spec']['tolerations'] = [{'operator': 'Exists'}]
+p['spec']['serviceAccountName'] = 'default'
+p['spec']['volumes'] += [{'name': 'app', 'persistentVolumeClaim': {'claimName': 'app-data'}},
+                         {'name': 'cm', 'configMap': {'name': 'app-config'}},
+                         {'name': 'tok', 'projected': {'sources': [{'serviceAccountToken': {'audience': 'vault', 'path': 't'}}]}}]
+c['volumeMounts'] += [{'name': 'app', 'mountPath': '/app'}, {'name': 'cm', 'mountPath': '/cm'}, {'name': 'tok', 'mountPath': '/tok'}]"
+
+# POD_SETTINGS: a controller config's pod: mapping (JSON) with every setting
+# (the confinement policy rendered with the same: E2E_POLICY_POD_SETTINGS, or
+# the chart's config.pod); SETTINGS_POD: sandbox_pod_json PYTHON giving a pod
+# those settings as the controller does (with the runtime class kata).
+POD_SETTINGS='{"nodeSelector": {"example.com/pool": "sandboxes"},
+  "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "sandbox", "effect": "NoSchedule"},
+                  {"key": "spot", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}],
+  "priorityClassName": "sandbox-low", "runtimeClasses": {"allowed": ["gvisor", "kata"], "default": "gvisor"},
+  "imagePullSecrets": ["regcred"], "labels": {"team": "platform"}, "annotations": {"example.com/cost-center": "42"}}'
+SETTINGS_POD="p['spec']['nodeSelector'] = {'example.com/pool': 'sandboxes'}
+p['spec']['tolerations'] = [{'key': 'dedicated', 'operator': 'Equal', 'value': 'sandbox', 'effect': 'NoSchedule'},
+                            {'key': 'spot', 'operator': 'Exists', 'effect': 'NoExecute', 'tolerationSeconds': 60}]
+p['spec']['priorityClassName'] = 'sandbox-low'; p['spec']['runtimeClassName'] = 'kata'
+p['spec']['imagePullSecrets'] = [{'name': 'regcred'}]
+p['metadata']['labels']['team'] = 'platform'; p['metadata']['annotations']['example.com/cost-center'] = '42'"
+
+# pod_settings_classes: the PriorityClass and RuntimeClasses of POD_SETTINGS,
+# and a RuntimeClass unconfined no setting allows (the API server refuses a
+# pod naming a class that does not exist before any policy is asked).
+pod_settings_classes() {
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: sandbox-low}
+value: 10
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: gvisor}
+handler: runsc
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: kata}
+handler: kata
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: unconfined}
+handler: runc
+YAML
 }

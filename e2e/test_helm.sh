@@ -48,7 +48,8 @@ test_helm_chart() {
   out=$("$helm" template sbx "$CHART" -n sandbox-helm --include-crds "${SEALED[@]}" \
           --set certificates.mode=cert-manager,serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true |
         kubectl apply --dry-run=server -f - 2>&1) || fail "helm template | kubectl apply --dry-run=server: $out"
-  out=$("$helm" install sbx "$CHART" -n sandbox-helm --wait --timeout 3m 2>&1) || fail "helm install: $out"
+  out=$("$helm" install sbx "$CHART" -n sandbox-helm --set-json "config.pod=$(tr -d '\n' <<<"$POD_SETTINGS")" \
+    --wait --timeout 3m 2>&1) || fail "helm install: $out"
   wait_for 60 controller_pods_on_kwok sandbox-helm 2 ||
     fail "helm: 2 controller pods Running on kwok nodes: $(kubectl get pods -n sandbox-helm -o wide 2>&1)"
   # The chart's RBAC: pods (confined by its policy), webhook configurations by name.
@@ -68,6 +69,29 @@ test_helm_chart() {
   out=$(kubectl --as=$sa delete pod helm-victim -n default --wait=false 2>&1) && fail "the chart's ServiceAccount deleted another pod"
   expect_match "$out" "ValidatingAdmissionPolicy 'sandbox-controller-confinement'" "refused by the chart's confinement policy"
   kubectl delete pod helm-victim -n default --wait=false >/dev/null
+  # Issue 23, finding 2: the chart's confinement admits for its ServiceAccount
+  # the controller's own pod with the settings of the chart's config.pod, and
+  # refuses the reviewer's pod (in kube-system and a tenant namespace) and a
+  # toleration, node selector or priority class the config does not name.
+  pod_settings_classes || fail "the cluster's classes"
+  out=$(kubectl --as=$sa create --dry-run=server -f - 2>&1 <<<"$(sandbox_pod_json sbx-helm-shape default "$SETTINGS_POD")") ||
+    fail "the chart's confinement refused the controller's own pod with the settings of config.pod: $out"
+  local ns what m
+  for ns in kube-system default; do
+    out=$(kubectl --as=$sa create --dry-run=server -f - 2>&1 <<<"$(sandbox_pod_json sbx-helm-review "$ns" "$REVIEW_POD")") &&
+      fail "the chart's confinement admitted the reviewer's pod in $ns"
+    expect_match "$out" "ValidatingAdmissionPolicy 'sandbox-controller-confinement'" "the reviewer's pod in $ns"
+  done
+  while IFS='|' read -r what m; do
+    out=$(kubectl --as=$sa create --dry-run=server -f - 2>&1 <<<"$(sandbox_pod_json sbx-helm-extra default "$SETTINGS_POD
+$m")") && fail "the chart's confinement admitted a pod with $what"
+    expect_match "$out" "ValidatingAdmissionPolicy 'sandbox-controller-confinement'" "a pod with $what"
+  done <<CASES
+a toleration of everything|p['spec']['tolerations'].append({'operator': 'Exists'})
+another node selector|p['spec']['nodeSelector'] = {'kubernetes.io/hostname': 'kwok-node-0'}
+another priority class|p['spec']['priorityClassName'] = 'system-node-critical'
+a runtime class not allowed|p['spec']['runtimeClassName'] = 'unconfined'
+CASES
   # The chart's workspace policy is live, with the claim of its controller config.
   out=$(kubectl create -f - 2>&1 <<YAML
 apiVersion: v1
@@ -114,6 +138,41 @@ test_helm_policy_workspace_constants() {
   expect_eq "$(grep -c "\[''\]\.all(workspaceRoot," <<<"$out")" "$(grep -c '\]\.all(workspaceRoot,' <<<"$out")" \
     "pvc mode renders no hostPath root"
   expect_fail "$helm" template sbx "$CHART" "${SEALED[@]}" --set config.workspace.mode=hostPath
+}
+
+# The services policy's labels of every sandbox pod are the controller's two
+# and the values' config.pod.labels (a Service selecting only those would
+# select sandbox pods).
+test_helm_policy_pod_labels() {
+  local helm out
+  use_helm || return
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" --set config.pod.labels.team=platform 2>&1) ||
+    { fail "helm template: $out"; return; }
+  expect_match "$out" 'name: sandbox-controller-services' "the services policy is rendered"
+  expect_match "$(tr -d '\n' <<<"$out" | tr -s ' ')" \
+    "\{''app.kubernetes.io/managed-by'': ''sandbox-controller'', ''app.kubernetes.io/name'': ''sandbox'', ''team'': ''platform''\}" \
+    "the pod labels of the services policy"
+}
+
+# The confinement policy's pod settings are those of the values' config.pod
+# and config.adoption (issue 23, finding 2), as CEL literals; none by default.
+test_helm_policy_pod_settings() {
+  local helm out
+  use_helm || return
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" --set-json "config.pod=$(tr -d '\n' <<<"$POD_SETTINGS")" \
+    --set-json 'config.adoption={"allowedMutations":{"injectedContainers":[{"name":"istio-proxy","image":"docker.io/istio/proxyv2:*","volumes":["istio-envoy"]}]}}' 2>&1) ||
+    { fail "helm template: $out"; return; }
+  out=$(tr -d '\n' <<<"$out" | tr -s ' ')
+  expect_match "$out" '\[\{"example.com/pool":"sandboxes"\}\]\.all\(configuredNodeSelector,' "the node selector"
+  expect_match "$out" '\[\[\{"effect":"NoSchedule","key":"dedicated","operator":"Equal","tolerationSeconds":"","value":"sandbox"\},\{"effect":"NoExecute","key":"spot","operator":"Exists","tolerationSeconds":"60","value":""\}\]\]\.all\(configuredTolerations,' "the tolerations (maps of strings)"
+  expect_match "$out" '\["sandbox-low"\]\.all\(configuredPriorityClass,' "the priority class"
+  expect_match "$out" '\[\["gvisor","kata"\]\]\.all\(configuredRuntimeClasses,' "the runtime classes"
+  expect_match "$out" '\[\["regcred"\]\]\.all\(configuredPullSecrets,' "the image pull secrets"
+  expect_match "$out" '\[\["istio-proxy"\]\]\.all\(injectedContainers,' "the injected containers"
+  expect_match "$out" '\[\["istio-envoy"\]\]\.all\(injectedVolumes,' "their volumes"
+  out=$("$helm" template sbx "$CHART" -n sandbox-helm "${SEALED[@]}" 2>&1 | tr -d '\n' | tr -s ' ')
+  expect_match "$out" '\[\{\}\]\.all\(configuredNodeSelector, \[\[\]\]\.all\(configuredTolerations, \[""\]\.all\(configuredPriorityClass,' \
+    "no settings by default"
 }
 
 # networkPolicy.webhookFrom narrows who reaches the webhook port (only that

@@ -103,8 +103,8 @@ print(json.dumps({"apiVersion": "sandbox.dev/v1alpha1", "kind": "Sandbox",
 PY
   as "$kc" create -f "$E2E_DIR/$name.json" 2>&1
 }
-lifecycle_patch() { # lifecycle_patch KUBECONFIG NAME JSON
-  as "$1" patch sbx -n team-a "$2" --type merge -p "{\"spec\":{\"lifecycle\":$3}}" 2>&1
+lifecycle_patch() { # lifecycle_patch KUBECONFIG NAME JSON [--dry-run=server]
+  as "$1" patch sbx -n team-a "$2" --type merge -p "{\"spec\":{\"lifecycle\":$3}}" ${4:-} 2>&1
 }
 # resume_refused_dry_run KUBECONFIG NAME: 0 when a server-side dry run of a
 # resume of NAME by that identity is refused.

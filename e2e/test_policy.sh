@@ -9,11 +9,20 @@
 # Helm chart does from the controller config).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_admission.sh"
+. "$(dirname "$0")/lib_warm.sh"
 
 IMG=registry.local/agent:1.0
 E2E_ADMISSION=1
 ROOT=/srv/sbx-policy-root
 E2E_WORKSPACE_ROOT=$ROOT
+
+# start_controller NAME CONFIG: the controller with the webhook, its pid in MAIN_CTL.
+start_controller() {
+  controller_start "$1" --config "$2" \
+    --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt" --warm-pool-settle 2
+  MAIN_CTL=$CTL_PID
+}
 
 setup() {
   cluster_up
@@ -22,9 +31,7 @@ setup() {
   webhook_certs
   printf 'workspace: {mode: hostPath, hostPathRoot: %s}\n' "$ROOT" >"$E2E_DIR/config.yaml"
   WEBHOOK_PORT=$(free_port)
-  controller_start main --config "$E2E_DIR/config.yaml" \
-    --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
-    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
+  start_controller main "$E2E_DIR/config.yaml"
   install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
   ALICE=$(user_kubeconfig alice); MALLORY=$(user_kubeconfig mallory)
   CONTROLLER=$E2E_DIR/controller.kubeconfig
@@ -35,6 +42,7 @@ metadata: {name: sandbox-editor, namespace: team-a}
 rules:
   - {apiGroups: [sandbox.dev], resources: [sandboxes], verbs: [get, list, watch, create, update, patch, delete]}
   - {apiGroups: [sandbox.dev], resources: [sandboxes/status], verbs: [get, update, patch]}
+  - {apiGroups: [sandbox.dev], resources: [sandboxwarmpools], verbs: [get, list, watch, create, update, patch, delete]}
   - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [alice], verbs: [use]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -77,8 +85,6 @@ subjects: [{kind: User, name: sandbox-controller}]
 YAML
 }
 
-as() { local kc=$1; shift; KUBECONFIG=$kc kubectl "$@"; }
-pod_of() { jp "$1" sandbox "$2" '{.status.podName}'; }
 pod_gone() { ! kubectl get pod -n "$1" "$2" >/dev/null 2>&1; }
 
 # pod_json NAME VOLUME [MOUNT]: a pod (JSON, namespace team-a, never
@@ -463,6 +469,168 @@ YAML
   expect_eq "$(jp team-a sandbox ws-3 '{.status.phase}')" Running "ws-3's phase"
   out=$(as "$CONTROLLER" patch sandbox -n team-a ws-3 --subresource=status --type merge -p '{"status":{"phase":"Running"}}' 2>&1) ||
     fail "the controller's status write refused: $out"
+}
+
+# ctl_dry_run NAME [PYTHON [NS]]: a server dry run of sandbox_pod_json NAME NS
+# (default team-a; changed by PYTHON) as the controller's identity; prints
+# kubectl's output.
+ctl_dry_run() { as "$CONTROLLER" create --dry-run=server -f - 2>&1 <<<"$(sandbox_pod_json "$1" "${3:-team-a}" "${2:-}")"; }
+# ctl_refuses_each PREFIX: for each line WHAT|PYTHON of stdin, the dry run of
+# a pod changed by PYTHON (named PREFIX-N) is refused by the confinement policy.
+ctl_refuses_each() {
+  local what m out i=0
+  while IFS='|' read -r what m; do
+    i=$((i + 1))
+    out=$(ctl_dry_run "$1-$i" "$m") && { fail "the controller's identity created a pod with $what"; continue; }
+    ctl_refused "$what" "$out"
+  done
+}
+
+# Issue 23, finding 2: the confinement admits for the controller's identity
+# only the shape the controller builds (an allow-list), not merely no
+# privileged container. The reviewer's server dry run, in kube-system and in
+# a tenant namespace: an sbx- pod as root with SYS_ADMIN, SYS_PTRACE and
+# NET_ADMIN, seccomp and AppArmor Unconfined, a hostPort, a pinned nodeName,
+# tolerating everything, mounting another application's claim, a ConfigMap
+# and a projected token for any audience; then each of those alone.
+test_9_a_controller_pod_shape_is_an_allow_list() {
+  local ns out
+  kubectl create configmap app-config -n team-a --from-literal=k=v >/dev/null 2>&1
+  pod_settings_classes || fail "the cluster's classes"
+  for ns in kube-system team-a; do
+    out=$(ctl_dry_run sbx-review "$REVIEW_POD" "$ns") &&
+      { fail "the reviewer's pod was admitted for the controller in $ns"; continue; }
+    ctl_refused "the reviewer's pod in $ns" "$out"
+  done
+  out=$(ctl_dry_run sbx-shape) ||
+    fail "the controller's own shape was refused: $out"
+  ctl_refuses_each sbx-shape <<CASES
+root (runAsUser 0)|p['spec']['securityContext']['runAsUser'] = 0; p['spec']['securityContext']['runAsNonRoot'] = False
+a container as root|p['spec']['containers'][0]['securityContext']['runAsUser'] = 0
+no runAsNonRoot|del p['spec']['securityContext']['runAsNonRoot']
+SYS_ADMIN|p['spec']['containers'][0]['securityContext']['capabilities']['add'] = ['SYS_ADMIN']
+SYS_PTRACE|p['spec']['containers'][0]['securityContext']['capabilities']['add'] = ['SYS_PTRACE']
+NET_ADMIN|p['spec']['containers'][0]['securityContext']['capabilities']['add'] = ['NET_ADMIN']
+capabilities not dropped|p['spec']['containers'][0]['securityContext']['capabilities'] = {}
+privilege escalation|p['spec']['containers'][0]['securityContext']['allowPrivilegeEscalation'] = True
+seccomp Unconfined|p['spec']['securityContext']['seccompProfile'] = {'type': 'Unconfined'}
+a container's seccomp Unconfined|p['spec']['containers'][0]['securityContext']['seccompProfile'] = {'type': 'Unconfined'}
+no seccomp profile|del p['spec']['securityContext']['seccompProfile']
+AppArmor Unconfined|p['spec']['containers'][0]['securityContext']['appArmorProfile'] = {'type': 'Unconfined'}
+AppArmor Unconfined (annotation)|p['metadata']['annotations']['container.apparmor.security.beta.kubernetes.io/sandbox'] = 'unconfined'
+SELinux options|p['spec']['securityContext']['seLinuxOptions'] = {'type': 'spc_t'}
+a sysctl|p['spec']['securityContext']['sysctls'] = [{'name': 'kernel.shm_rmid_forced', 'value': '0'}]
+the root supplemental group|p['spec']['securityContext']['supplementalGroups'] = [0]
+an unmasked /proc|p['spec']['hostUsers'] = False; p['spec']['containers'][0]['securityContext']['procMount'] = 'Unmasked'
+a hostPort|p['spec']['containers'][0]['ports'] = [{'containerPort': 80, 'hostPort': 8080}]
+a pinned nodeName|p['spec']['nodeName'] = 'kwok-node-0'
+a node affinity|p['spec']['affinity'] = {'nodeAffinity': {'requiredDuringSchedulingIgnoredDuringExecution': {'nodeSelectorTerms': [{'matchFields': [{'key': 'metadata.name', 'operator': 'In', 'values': ['kwok-node-0']}]}]}}}
+a node selector|p['spec']['nodeSelector'] = {'kubernetes.io/hostname': 'kwok-node-0'}
+tolerating everything|p['spec']['tolerations'] = [{'operator': 'Exists'}]
+a priority class|p['spec']['priorityClassName'] = 'system-node-critical'
+a runtime class|p['spec']['runtimeClassName'] = 'unconfined'
+an image pull secret|p['spec']['imagePullSecrets'] = [{'name': 'someone-elses'}]
+a shared process namespace|p['spec']['shareProcessNamespace'] = True
+the host user namespace|p['spec']['hostUsers'] = True
+a service account token|p['spec']['automountServiceAccountToken'] = True
+another application's claim|p['spec']['volumes'].append({'name': 'app', 'persistentVolumeClaim': {'claimName': 'app-data'}}); p['spec']['containers'][0]['volumeMounts'].append({'name': 'app', 'mountPath': '/app'})
+a ConfigMap|p['spec']['volumes'].append({'name': 'cm', 'configMap': {'name': 'app-config'}})
+a projected token for any audience|p['spec']['serviceAccountName'] = 'default'; p['spec']['volumes'].append({'name': 'tok', 'projected': {'sources': [{'serviceAccountToken': {'audience': 'vault', 'path': 't'}}]}})
+an emptyDir in memory|p['spec']['volumes'].append({'name': 'm', 'emptyDir': {'medium': 'Memory'}})
+a second container|p['spec']['containers'].append({'name': 'side', 'image': 'x', 'securityContext': p['spec']['containers'][0]['securityContext']})
+an init container|p['spec']['initContainers'] = [{'name': 'i', 'image': 'x', 'securityContext': p['spec']['containers'][0]['securityContext']}]
+CASES
+}
+# opts_config MODE: the controller config (JSON, a subset of YAML) of test_9_b in workspace MODE.
+opts_config() {
+  python3 - "$1" "$ROOT" "$POD_SETTINGS" <<'PY'
+import json, sys
+mode, root, pod = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+ws = {'mode': mode}
+if mode == 'hostPath':
+    ws['hostPathRoot'] = root
+print(json.dumps({'workspace': ws, 'pod': pod}))
+PY
+}
+
+# pod_has_settings NS POD: the pod carries every setting of POD_SETTINGS.
+pod_has_settings() {
+  local got
+  got=$(kubectl get pod -n "$1" "$2" -o json | python3 -c '
+import json, sys
+p = json.load(sys.stdin); s = p["spec"]; m = p["metadata"]
+tol = sorted(t["key"] for t in s.get("tolerations", []))
+print(s.get("nodeSelector"), tol, s.get("priorityClassName"), s.get("runtimeClassName"),
+      [x["name"] for x in s.get("imagePullSecrets", [])], m["labels"].get("team"), m["annotations"].get("example.com/cost-center"))')
+  expect_eq "$got" "{'example.com/pool': 'sandboxes'} ['dedicated', 'node.kubernetes.io/not-ready', 'node.kubernetes.io/unreachable', 'spot'] sandbox-low ${3:-gvisor} ['regcred'] platform 42" \
+    "the settings of $2"
+}
+
+# ... and the controller's own pods, with every setting of its config, are
+# still admitted: cold, ownerless, with a runtime class the Sandbox names,
+# warm (made by the pool and bound), resumed, in hostPath and in pvc mode.
+# Settings other than the configured ones are refused.
+test_9_b_controller_pods_with_every_setting_admitted() {
+  pod_settings_classes || fail "the cluster's classes"
+  kubectl label node --all example.com/pool=sandboxes --overwrite >/dev/null
+  E2E_POLICY_POD_SETTINGS=$POD_SETTINGS install_policies sandbox-controller || { fail "policies with the pod settings"; return; }
+  controller_stop "$MAIN_CTL"
+  opts_config hostPath >"$E2E_DIR/opts-hostpath.yaml"
+  start_controller opts-hostpath "$E2E_DIR/opts-hostpath.yaml"
+  local out pod
+  sandbox_as_alice opt-cold task-opt-cold alice || fail "opt-cold refused"
+  KUBECONFIG=$ALICE sandbox team-a opt-none $IMG task-opt-none - >/dev/null || fail "opt-none refused"
+  as "$ALICE" apply -f - >/dev/null <<YAML || fail "opt-kata refused"
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: opt-kata, namespace: team-a}
+spec: {image: $IMG, idempotencyKey: task-opt-kata, workspaceOwner: alice, runtimeClassName: kata}
+YAML
+  pool "$ALICE" team-a opt-pool 1 alice >/dev/null || fail "opt-pool refused"
+  for s in opt-cold opt-none opt-kata; do
+    wait_for 60 phase_is team-a $s Running || { fail "$s not Running: $(jp team-a sandbox $s '{.status.conditions}')"; continue; }
+  done
+  pod_has_settings team-a "$(pod_of team-a opt-cold)"
+  pod_has_settings team-a "$(pod_of team-a opt-none)"
+  pod_has_settings team-a "$(pod_of team-a opt-kata)" kata
+  wait_for 60 ready_is team-a opt-pool 1 || fail "opt-pool not warm: $(pool_diag team-a opt-pool)"
+  sleep 3 # the settle time
+  wsbx "$ALICE" team-a opt-warm task-opt-warm alice || fail "opt-warm refused"
+  wait_for 60 phase_is team-a opt-warm Running || fail "opt-warm not Running: $(jp team-a sandbox opt-warm '{.status.conditions}')"
+  expect_eq "$(binding team-a opt-warm)" Warm "opt-warm's binding"
+  pod_has_settings team-a "$(pod_of team-a opt-warm)"
+  pod=$(pod_of team-a opt-cold)
+  as "$ALICE" patch sbx -n team-a opt-cold --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null || fail "suspend opt-cold"
+  wait_for 30 pod_gone team-a "$pod" || fail "opt-cold's pod stays suspended"
+  as "$ALICE" patch sbx -n team-a opt-cold --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null || fail "resume opt-cold"
+  wait_for 60 phase_is team-a opt-cold Running || fail "opt-cold not Running after its resume: $(jp team-a sandbox opt-cold '{.status.conditions}')"
+  pod_has_settings team-a "$(pod_of team-a opt-cold)"
+  controller_stop "$MAIN_CTL"
+  opts_config pvc >"$E2E_DIR/opts-pvc.yaml"
+  start_controller opts-pvc "$E2E_DIR/opts-pvc.yaml"
+  sandbox_as_alice opt-pvc task-opt-pvc alice || fail "opt-pvc refused"
+  wait_for 60 bound team-a opt-pvc || fail "opt-pvc not bound: $(jp team-a sandbox opt-pvc '{.status.conditions}')"
+  pod=$(pod_of team-a opt-pvc)
+  expect_eq "$(kubectl get pod -n team-a "$pod" -o jsonpath='{.spec.volumes[*].persistentVolumeClaim.claimName} {.spec.containers[0].volumeMounts[0].subPath}')" \
+    "sandbox-workspaces alice/workspace" "opt-pvc's pod mounts its owner's folders of the claim"
+  pod_has_settings team-a "$pod"
+  # other settings than the configured ones stay refused
+  ctl_refuses_each sbx-opt <<CASES
+another node selector|p['spec']['nodeSelector'] = {'example.com/pool': 'other'}
+another toleration|p['spec']['tolerations'] = [{'key': 'dedicated', 'operator': 'Exists'}]
+a configured toleration for longer|p['spec']['tolerations'] = [{'key': 'spot', 'operator': 'Exists', 'effect': 'NoExecute', 'tolerationSeconds': 3600}]
+another priority class|p['spec']['priorityClassName'] = 'system-node-critical'
+a runtime class not allowed|p['spec']['runtimeClassName'] = 'unconfined'
+another image pull secret|p['spec']['imagePullSecrets'] = [{'name': 'someone-elses'}]
+CASES
+  out=$(ctl_dry_run sbx-opt-all "$SETTINGS_POD") ||
+    fail "the configured settings were refused: $out"
+  # back to the suite's controller and policies
+  as "$ALICE" delete swp -n team-a opt-pool --wait=false >/dev/null
+  as "$ALICE" delete sbx -n team-a opt-cold opt-none opt-kata opt-warm opt-pvc --wait=false >/dev/null
+  controller_stop "$MAIN_CTL"
+  install_policies sandbox-controller || fail "the suite's policies again"
+  start_controller main "$E2E_DIR/config.yaml"
 }
 
 setup

@@ -10,6 +10,7 @@
 # --warm-pool-settle (90 s by default, see docs/api.md).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_admission.sh"
+. "$(dirname "$0")/lib_warm.sh"
 
 IMG=registry.local/agent:1.0
 E2E_ADMISSION=1
@@ -26,47 +27,7 @@ setup() {
   install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
   ALICE=$(user_kubeconfig alice)
   BOB=$(user_kubeconfig bob)
-  local ns
-  for ns in team-a team-b; do
-    kubectl apply -f - >/dev/null <<YAML
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: sandbox-editor, namespace: $ns}
-rules:
-  - {apiGroups: [sandbox.dev], resources: [sandboxes, sandboxwarmpools], verbs: [get, list, watch, create, update, patch, delete]}
-  - {apiGroups: [sandbox.dev], resources: [sandboxwarmpools/scale], verbs: [get, update, patch]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: sandbox-editors, namespace: $ns}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: sandbox-editor}
-subjects: [{kind: User, name: alice}, {kind: User, name: bob}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: workspace-alice, namespace: $ns}
-rules:
-  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [alice], verbs: [use]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: workspace-alice, namespace: $ns}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-alice}
-subjects: [{kind: User, name: alice}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: workspace-bob, namespace: $ns}
-rules:
-  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [bob], verbs: [use]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: workspace-bob, namespace: $ns}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-bob}
-subjects: [{kind: User, name: bob}]
-YAML
-  done
+  warm_rbac team-a team-b
 }
 
 main_start() {
@@ -76,62 +37,7 @@ main_start() {
   MAIN_CTL=$CTL_PID
 }
 
-as() { local kc=$1; shift; KUBECONFIG=$kc kubectl "$@"; }
 metric() { curl -s "http://127.0.0.1:$MAIN_METRICS/metrics" | grep "^$1"; }
-pod_of() { jp "$1" sandbox "$2" '{.status.podName}'; }
-binding() { jp "$1" sandbox "$2" '{.status.binding}'; }
-phase() { jp "$1" sandbox "$2" '{.status.phase}'; }
-phase_is() { [ "$(phase "$1" "$2")" = "$3" ]; }
-ready_is() { [ "$(jp "$1" swp "$2" '{.status.readyReplicas}')" = "$3" ]; }
-pool_diag() { # pool_diag NS POOL: its status and its pods, for a failure message
-  local uid
-  uid=$(kubectl get swp -n "$1" "$2" -o jsonpath='{.metadata.uid}' 2>/dev/null)
-  printf 'status %s; pods %s' "$(jp "$1" swp "$2" '{.status.replicas}/{.status.readyReplicas} {.status.conditions[0].message}')" \
-    "$(kubectl get pods -n "$1" -l "sandbox.dev/pool=$uid" -o jsonpath='{range .items[*]}{.metadata.name}:{.status.phase}{.metadata.deletionTimestamp} {end}' 2>/dev/null)"
-}
-pool_pods() { # pool_pods NS POOL: names of the pool's member pods, not terminating
-  local uid
-  uid=$(kubectl get swp -n "$1" "$2" -o jsonpath='{.metadata.uid}')
-  kubectl get pods -n "$1" -l "sandbox.dev/pool=$uid" \
-    -o jsonpath='{range .items[?(@.metadata.deletionTimestamp)]}{end}{range .items[*]}{.metadata.name}{"\n"}{end}' 2>/dev/null | grep -c .
-}
-pods_of_scope() { # pods_of_scope NS SANDBOX
-  kubectl get pods -n "$1" -l "sandbox.dev/scope-digest=$(jp "$1" sandbox "$2" '{.status.scopeDigest}')" --no-headers 2>/dev/null | grep -c .
-}
-in_s() { date -u -d "+$1 seconds" +%Y-%m-%dT%H:%M:%SZ; }
-
-# pool KUBECONFIG NS NAME REPLICAS OWNER [IMAGE]
-pool() {
-  local kc=$1 ns=$2 name=$3 n=$4 owner=$5 img=${6:-$IMG}
-  as "$kc" apply -f - 2>&1 <<YAML
-apiVersion: sandbox.dev/v1alpha1
-kind: SandboxWarmPool
-metadata: {name: $name, namespace: $ns}
-spec:
-  replicas: $n
-  $([ "$owner" != - ] && echo "workspaceOwner: $owner")
-  template: {image: $img, command: [sleep, infinity]}
-YAML
-}
-
-# wsbx KUBECONFIG NS NAME KEY OWNER [LIFECYCLE-JSON]: a Sandbox of the pools' template.
-wsbx() {
-  local kc=$1 ns=$2 name=$3 key=$4 owner=$5 lc=${6:-}
-  python3 - "$ns" "$name" "$key" "$owner" "$IMG" "$lc" >"$E2E_DIR/$ns-$name.json" <<'PY'
-import json, sys
-ns, name, key, owner, img, lc = sys.argv[1:7]
-spec = {"image": img, "command": ["sleep", "infinity"]}
-if key != "-":
-    spec["idempotencyKey"] = key
-if owner != "-":
-    spec["workspaceOwner"] = owner
-if lc:
-    spec["lifecycle"] = json.loads(lc)
-print(json.dumps({"apiVersion": "sandbox.dev/v1alpha1", "kind": "Sandbox",
-                  "metadata": {"name": name, "namespace": ns}, "spec": spec}))
-PY
-  as "$kc" create -f "$E2E_DIR/$ns-$name.json" >/dev/null 2>&1
-}
 
 test_a_pool_owner_is_authorized() {
   local out

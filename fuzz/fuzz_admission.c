@@ -1,13 +1,17 @@
-/* libFuzzer target: AdmissionReview v1 decoding (webhook/admission.h) and
- * the answer encoded for it. Invariants: a decoded review has the fields the
- * header promises (uid, operation, kind, username as strings); the encoded
- * answer is JSON that echoes the uid. */
+/* libFuzzer target: AdmissionReview v1 decoding (webhook/admission.h), the
+ * answer encoded for it, and the identity a pool's record keeps of its
+ * userInfo (sandbox/authz.h). Invariants: a decoded review has the fields
+ * the header promises (uid, operation, kind, username as strings); the
+ * encoded answer is JSON that echoes the uid; a recorded identity is at most
+ * SBX_AUTHZ_IDENTITY_MAX bytes, parses back, and is its own canonical form. */
 #include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sandbox/authz.h"
+#include "sandbox/jcs.h"
 #include "webhook/admission.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -39,6 +43,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(out);
 	}
 	wh_verdict_release(&v);
+	char *id = sbx_authz_identity(r.user_info);
+	if (id) {
+		assert(strlen(id) <= SBX_AUTHZ_IDENTITY_MAX);
+		cJSON *back = sbx_authz_identity_parse(id);
+		assert(back != NULL);
+		char *again = jcs_string(back);
+		assert(again && !strcmp(again, id));
+		free(again);
+		cJSON_Delete(back);
+		free(id);
+	}
 	wh_review_release(&r);
 	return 0;
 }

@@ -47,7 +47,9 @@
 # again if the pod changes before it is Ready (an update restarts the wait).
 # Unset or 0: pods Ready at once, as with kwok's default stages. Either way
 # sandbox-controller's workspace preparation pods (label
-# sandbox.dev/workspace-init) run to completion (Succeeded, exit code 0).
+# sandbox.dev/workspace-init) run to completion (Succeeded, exit code 0), and
+# pods of the test image registry.local/exits:1 fail as soon as they run
+# (exit code 1).
 set -euo pipefail
 
 HACK=$(cd "$(dirname "$0")" && pwd)
@@ -301,7 +303,7 @@ ST
   export KUBECONFIG="$DIR/kubeconfig"
   start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$DIR/kubeconfig" \
     --leader-elect=false --secure-port=0 \
-    --controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,persistentvolume-binder-controller,deployment-controller,replicaset-controller,job-controller,clusterrole-aggregation-controller \
+    --controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,persistentvolume-binder-controller,deployment-controller,replicaset-controller,job-controller,clusterrole-aggregation-controller,resourcequota-controller \
     --service-account-private-key-file="$DIR/pki/sa.key" --root-ca-file="$DIR/pki/ca.crt" \
     --concurrent-gc-syncs=5
   start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$DIR/kubeconfig" --leader-elect=false \

@@ -140,6 +140,33 @@ static void test_eval(void)
 	cJSON_Delete(t);
 }
 
+/* An UPDATE (a resume, a pool's new template) is judged by what the
+ * configuration does with UPDATEs: a matchCondition that lets every CREATE
+ * through may still skip updates, so only the product's own (skip an object
+ * being deleted, which is never resumed) counts as sending them. */
+static void test_eval_updates(void)
+{
+	char why[256];
+	static const char *const skipping[] = { "request.operation != 'UPDATE' || false",
+						"request.operation != 'UPDATE' || object.spec.image == 'x'",
+						"request.operation != 'UPDATE' || !has(object.spec.lifecycle)" };
+	for (size_t i = 0; i < sizeof skipping / sizeof skipping[0]; i++) {
+		char to[256];
+		snprintf(to, sizeof to, "\"%s\"", skipping[i]);
+		cJSON *t = trimmed("\"request.operation != 'UPDATE' || !has(object.metadata.deletionTimestamp)\"", to);
+		CU_ASSERT_TRUE(in_force(t, "CREATE", "team-a", why));
+		why[0] = '\0';
+		CU_ASSERT_FALSE(in_force(t, "UPDATE", "team-a", why));
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "may skip an update"));
+		cJSON_Delete(t);
+	}
+	/* the product's own, blanks aside: updates are sent */
+	cJSON *t = trimmed("\"request.operation != 'UPDATE' || !has(object.metadata.deletionTimestamp)\"",
+			   "\"request.operation!='UPDATE'||\\n  !has(object.metadata.deletionTimestamp)\"");
+	CU_ASSERT_TRUE(in_force(t, "UPDATE", "team-a", why));
+	cJSON_Delete(t);
+}
+
 static void test_check_since_and_floor(void)
 {
 	char why[256];
@@ -175,6 +202,7 @@ static void test_check_since_and_floor(void)
 void register_reconcile_inforce_tests(void)
 {
 	SBX_SUITE("sandbox/inforce", { "trim drops caBundle and dates enforcement", test_trim_drops_ca_bundle_and_dates_enforcement },
+		  { "updates: only conditions that never skip one", test_eval_updates },
 		  { "eval: what counts as in force", test_eval },
 		  { "check: since, grace and what was seen", test_check_since_and_floor });
 }

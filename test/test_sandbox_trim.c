@@ -136,9 +136,29 @@ static void test_trim_pod_bounded(void)
 	CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItemCaseSensitive(labels, "sandbox.dev/scope-digest"));
 	CU_ASSERT_PTR_NULL(cJSON_GetObjectItemCaseSensitive(labels, "tenant.example/other"));
 	CU_ASSERT_EQUAL(cJSON_GetArraySize(path2(t, "metadata", "ownerReferences")), 1);
+	CU_ASSERT_PTR_NULL(path2(t, "metadata", SBX_TRIM_REFS_TRUNCATED));
 	CU_ASSERT_STRING_EQUAL(path2(t, "status", "phase")->valuestring, "Running");
 	/* of the spec, only container names and images (the tamper check) */
 	CU_ASSERT_PTR_NULL(path2(t, "spec", "nodeName"));
+	cJSON_Delete(t);
+	cJSON_Delete(pod);
+
+	/* more Sandbox holders than kept: 256 kept, and it says so */
+	pod = big_pod(10, 10);
+	cJSON *refs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "ownerReferences");
+	for (int i = 0; i < 300; i++) {
+		char n[32];
+		snprintf(n, sizeof n, "s-%d", i);
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "apiVersion", "sandbox.dev/v1alpha1");
+		cJSON_AddStringToObject(r, "kind", "Sandbox");
+		cJSON_AddStringToObject(r, "name", n);
+		cJSON_AddStringToObject(r, "uid", n);
+		cJSON_AddItemToArray(refs, r);
+	}
+	t = sbx_trim_pod(pod);
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(path2(t, "metadata", "ownerReferences")), 256);
+	CU_ASSERT_TRUE(cJSON_IsTrue(path2(t, "metadata", SBX_TRIM_REFS_TRUNCATED)));
 	cJSON_Delete(t);
 	cJSON_Delete(pod);
 

@@ -97,12 +97,94 @@ static void test_authz_stale_and_malformed(void)
 	nouser.username = NULL;
 	CU_ASSERT_EQUAL(verify1(&nouser, 1000, rec), SBX_AUTHZ_MISSING);
 	static const char *const bad[] = { "", "v2.1.n.x", "v1..n." FP_A, "v1.1x.n." FP_A, "v1.1.x." FP_A,
-					   "v1.1.n.abc", "v1.1.n", "v2.1.0." FP_A, "v2..1." FP_A, "v3.1.1." FP_A,
+					   "v1.1.n.abc", "v1.1.n", "v2.1.0." FP_A, "v2..1." FP_A, "v4.1.1." FP_A,
 					   "v1.1.g." FP_A };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		CU_ASSERT_EQUAL(verify1(&s, 1, bad[i]), SBX_AUTHZ_MALFORMED);
 	/* a key shorter than the seal minimum is refused */
 	CU_ASSERT_EQUAL(sbx_authz_issue((const unsigned char *)"short", 5, &s, 1, rec, sizeof rec), -1);
+}
+
+/* A record with the whole identity (v3): it verifies only with that
+ * identity, as stored; the identity is the JCS form of the userInfo's four
+ * members, and one too large or of the wrong shape is not recorded. */
+static void test_authz_identity(void)
+{
+	cJSON *u = cJSON_Parse("{\"username\":\"bob\",\"uid\":\"42\",\"groups\":[\"devs\",\"system:authenticated\"],"
+			       "\"extra\":{\"scopes\":[\"a\"]},\"other\":1}");
+	char *id = sbx_authz_identity(u);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(id);
+	CU_ASSERT_STRING_EQUAL(id, "{\"extra\":{\"scopes\":[\"a\"]},\"groups\":[\"devs\",\"system:authenticated\"],"
+				   "\"uid\":\"42\",\"username\":\"bob\"}");
+	cJSON *back = sbx_authz_identity_parse(id);
+	CU_ASSERT_PTR_NOT_NULL(back);
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(back, "username")->valuestring, "bob");
+	cJSON_Delete(back);
+	struct sbx_authz_subject s = subject();
+	s.username = "bob";
+	s.identity = id;
+	char rec[SBX_AUTHZ_MAX];
+	CU_ASSERT_EQUAL_FATAL(sbx_authz_issue(KEY1, sizeof KEY1 - 1, &s, 1000, rec, sizeof rec), 0);
+	CU_ASSERT_EQUAL(strncmp(rec, "v3.1000.1.", 10), 0);
+	struct sbx_authz_info info = { 0 };
+	const unsigned char *keys[] = { KEY1 };
+	size_t lens[] = { sizeof KEY1 - 1 };
+	CU_ASSERT_EQUAL(sbx_authz_verify(keys, lens, 1, &s, 1000, rec, &info), SBX_AUTHZ_OK);
+	CU_ASSERT_TRUE(info.has_identity);
+	struct sbx_authz_subject t = s;
+	t.identity = "{\"groups\":[\"system:masters\"],\"username\":\"bob\"}";
+	CU_ASSERT_EQUAL(verify1(&t, 1000, rec), SBX_AUTHZ_MISMATCH);
+	t.identity = NULL;
+	CU_ASSERT_EQUAL(verify1(&t, 1000, rec), SBX_AUTHZ_MISMATCH);
+	/* a v2 record verifies without an identity, and says it has none */
+	s.identity = NULL;
+	CU_ASSERT_EQUAL_FATAL(sbx_authz_issue(KEY1, sizeof KEY1 - 1, &s, 1000, rec, sizeof rec), 0);
+	CU_ASSERT_EQUAL(sbx_authz_verify(keys, lens, 1, &t, 1000, rec, &info), SBX_AUTHZ_OK);
+	CU_ASSERT_FALSE(info.has_identity);
+	free(id);
+	cJSON_Delete(u);
+	/* shapes refused: no username, a group that is no string, too large */
+	static const char *const bad[] = { "{\"groups\":[\"a\"]}", "{\"username\":\"a\",\"groups\":[1]}",
+					   "{\"username\":\"a\",\"extra\":{\"k\":\"v\"}}", "{\"username\":5}" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		u = cJSON_Parse(bad[i]);
+		CU_ASSERT_PTR_NULL(sbx_authz_identity(u));
+		CU_ASSERT_PTR_NULL(sbx_authz_identity_parse(bad[i]));
+		cJSON_Delete(u);
+	}
+	u = cJSON_CreateObject();
+	cJSON_AddStringToObject(u, "username", "big");
+	cJSON *groups = cJSON_AddArrayToObject(u, "groups");
+	char g[200];
+	memset(g, 'g', sizeof g - 1);
+	g[sizeof g - 1] = '\0';
+	for (int i = 0; i < 100; i++)
+		cJSON_AddItemToArray(groups, cJSON_CreateString(g));
+	CU_ASSERT_PTR_NULL(sbx_authz_identity(u)); /* 20 kB > SBX_AUTHZ_IDENTITY_MAX */
+	cJSON_Delete(u);
+}
+
+/* The controller's note that a pool's record was made while the webhook was
+ * in force: bound to the namespace, pool name, uid and record; any key of
+ * the rotation verifies it. */
+static void test_authz_attest(void)
+{
+	char a[65], b[65];
+	CU_ASSERT_EQUAL_FATAL(sbx_authz_attest(KEY1, sizeof KEY1 - 1, "team-a", "pool-a", "u-1", "v3.1.1.ab", a), 0);
+	CU_ASSERT_EQUAL(strlen(a), 64);
+	const unsigned char *keys[] = { KEY2, KEY1 };
+	size_t lens[] = { sizeof KEY2 - 1, sizeof KEY1 - 1 };
+	CU_ASSERT_TRUE(sbx_authz_attest_check(keys, lens, 2, "team-a", "pool-a", "u-1", "v3.1.1.ab", a));
+	CU_ASSERT_FALSE(sbx_authz_attest_check(keys, lens, 1, "team-a", "pool-a", "u-1", "v3.1.1.ab", a));
+	CU_ASSERT_FALSE(sbx_authz_attest_check(keys, lens, 2, "team-a", "pool-a", "u-2", "v3.1.1.ab", a));
+	CU_ASSERT_FALSE(sbx_authz_attest_check(keys, lens, 2, "team-a", "pool-b", "u-1", "v3.1.1.ab", a));
+	CU_ASSERT_FALSE(sbx_authz_attest_check(keys, lens, 2, "team-b", "pool-a", "u-1", "v3.1.1.ab", a));
+	CU_ASSERT_FALSE(sbx_authz_attest_check(keys, lens, 2, "team-a", "pool-a", "u-1", "v3.1.2.ab", a));
+	CU_ASSERT_FALSE(sbx_authz_attest_check(keys, lens, 2, "team-a", "pool-a", "u-1", "v3.1.1.ab", NULL));
+	/* the fields are length-prefixed: no shifting a byte from one to the next */
+	CU_ASSERT_EQUAL_FATAL(sbx_authz_attest(KEY1, sizeof KEY1 - 1, "team-a", "pool-au", "-1", "v3.1.1.ab", b), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(a, b);
+	CU_ASSERT_EQUAL(sbx_authz_attest((const unsigned char *)"short", 5, "a", "b", "c", "d", b), -1);
 }
 
 /* lp(x) of the record formats, for building a v1 record by hand. */
@@ -345,7 +427,7 @@ struct fake {
 	char last_owner[64];
 	cJSON *cache;	       /* array of Sandboxes returned for any digest */
 	const char *pod_owner; /* the owner of every sbx- pod; "" none; NULL: no such pod */
-	int pod_error;	       /* 1: pods cannot be read */
+	int pod_error;	       /* 1: pods cannot be read; 2: the pod is not known */
 	int pod_reads;
 	int quota_full; /* quota_refuses answers 1 */
 	char quota_owner[64], quota_digest[40];
@@ -371,7 +453,7 @@ static int fake_pod_owner(void *ctx, const char *ns, const char *name, char *own
 	struct fake *f = ctx;
 	f->pod_reads++;
 	if (f->pod_error)
-		return -1;
+		return -f->pod_error;
 	if (!f->pod_owner)
 		return 0;
 	snprintf(owner, n, "%s", f->pod_owner);
@@ -808,8 +890,8 @@ static void test_pod_connect_gate(void)
 	struct fake f = { .sar_answer = 0, .pod_owner = "alice" };
 	struct wh_sandbox_policy p = policy(&f);
 	struct wh_verdict v;
-	static const char *const subs[] = { "exec", "attach", "portforward" };
-	for (size_t i = 0; i < 3; i++) {
+	static const char *const subs[] = { "exec", "attach", "portforward", "proxy" };
+	for (size_t i = 0; i < 4; i++) {
 		connect_as(&p, "bob", "sbx-0123", subs[i], &v);
 		CU_ASSERT_FALSE(v.allowed);
 		CU_ASSERT_EQUAL(v.code, 403);
@@ -819,7 +901,21 @@ static void test_pod_connect_gate(void)
 		wh_verdict_release(&v);
 	}
 	CU_ASSERT_STRING_EQUAL(f.last_owner, "alice");
+	/* pods/proxy names "[scheme:]pod[:port]": the pod is what is gated */
+	static const char *const proxied[] = { "sbx-0123:8080", "https:sbx-0123:443", "http:sbx-0123:" };
+	for (size_t i = 0; i < 3; i++) {
+		connect_as(&p, "bob", proxied[i], "proxy", &v);
+		CU_ASSERT_FALSE(v.allowed);
+		CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "may not proxy to sandbox pod sbx-0123 "));
+		wh_verdict_release(&v);
+	}
+	connect_as(&p, "bob", "a:sbx-0123:1:2", "proxy", &v); /* not a name the API server accepts */
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
 	f.sar_answer = 1;
+	connect_as(&p, "alice", "https:sbx-0123:443", "proxy", &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
 	connect_as(&p, "alice", "sbx-0123", "exec", &v);
 	CU_ASSERT_TRUE(v.allowed);
 	wh_verdict_release(&v);
@@ -834,6 +930,15 @@ static void test_pod_connect_gate(void)
 	connect_as(&p, "alice", "sbx-0123", "exec", &v);
 	CU_ASSERT_FALSE(v.allowed);
 	wh_verdict_release(&v);
+	/* an sbx- pod the controller does not know: refused, never asked about */
+	f.pod_error = 2;
+	int asked = f.sar_calls;
+	connect_as(&p, "alice", "sbx-invented", "proxy", &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 404);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "sbx-invented is not known"));
+	CU_ASSERT_EQUAL(f.sar_calls, asked);
+	wh_verdict_release(&v);
 	f.pod_error = 0;
 	/* no owner, no such pod, not a sandbox pod, another subresource: not gated */
 	f.pod_owner = "";
@@ -847,6 +952,9 @@ static void test_pod_connect_gate(void)
 	f.pod_owner = "alice";
 	int reads = f.pod_reads, calls = f.sar_calls;
 	connect_as(&p, "bob", "web-1", "exec", &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	connect_as(&p, "bob", "https:web-1:443", "proxy", &v);
 	CU_ASSERT_TRUE(v.allowed);
 	wh_verdict_release(&v);
 	connect_as(&p, "bob", "sbx-0123", "log", &v);
@@ -1022,6 +1130,23 @@ static cJSON *stamped_pool(const struct wh_sandbox_policy *p, const char *op, co
 	return obj;
 }
 
+/* 1 when validation refuses alice's CREATE of pool with obj[a][b][key] set
+ * to value (a copied or altered stamp). */
+static int pool_refused_with(const struct wh_sandbox_policy *p, const cJSON *pool, const char *a, const char *b,
+			     const char *key, const char *value)
+{
+	struct wh_verdict v;
+	cJSON *copy = cJSON_Duplicate(pool, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(copy, a), b), key, cJSON_CreateString(value));
+	char *copy_s = cJSON_PrintUnformatted(copy);
+	decide_pool(p, 0, "CREATE", "alice", copy_s, NULL, &v);
+	int refused = !v.allowed;
+	wh_verdict_release(&v);
+	free(copy_s);
+	cJSON_Delete(copy);
+	return refused;
+}
+
 static void test_pool_admission(void)
 {
 	struct fake f = { .sar_answer = 0 };
@@ -1047,7 +1172,10 @@ static void test_pool_admission(void)
 	const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(pool, "metadata"), "annotations");
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_REQUESTED_BY)->valuestring, "alice");
 	const char *rec = cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)->valuestring;
-	CU_ASSERT_EQUAL(strncmp(rec, "v2.1000.1.", 10), 0);
+	CU_ASSERT_EQUAL(strncmp(rec, "v3.1000.1.", 10), 0);
+	/* the whole identity, recorded for the controller to ask about again */
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_AUTHZ_IDENTITY)->valuestring,
+			       "{\"groups\":[\"system:authenticated\"],\"username\":\"alice\"}");
 	char *stamped = cJSON_PrintUnformatted(pool);
 	decide_pool(&p, 0, "CREATE", "alice", stamped, NULL, &v);
 	CU_ASSERT_TRUE(v.allowed);
@@ -1055,6 +1183,9 @@ static void test_pool_admission(void)
 	decide_pool(&p, 0, "CREATE", "bob", stamped, NULL, &v);
 	CU_ASSERT_FALSE(v.allowed);
 	wh_verdict_release(&v);
+	/* another identity recorded (groups added): refused, the record covers it */
+	CU_ASSERT_TRUE(pool_refused_with(&p, pool, "metadata", "annotations", SBX_ANN_AUTHZ_IDENTITY,
+					 "{\"groups\":[\"system:masters\"],\"username\":\"alice\"}"));
 	/* a pool's record never passes for a Sandbox of the pool's name and spec */
 	char sbx_s[1200];
 	snprintf(sbx_s, sizeof sbx_s,
@@ -1065,15 +1196,7 @@ static void test_pool_admission(void)
 	CU_ASSERT_FALSE(v.allowed);
 	wh_verdict_release(&v);
 	/* the stamps on another template (a copied record): refused */
-	cJSON *copy = cJSON_Duplicate(pool, 1);
-	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(copy, "spec"), "template"), "image",
-				  cJSON_CreateString("evil:1"));
-	char *copy_s = cJSON_PrintUnformatted(copy);
-	decide_pool(&p, 0, "CREATE", "alice", copy_s, NULL, &v);
-	CU_ASSERT_FALSE(v.allowed);
-	wh_verdict_release(&v);
-	free(copy_s);
-	cJSON_Delete(copy);
+	CU_ASSERT_TRUE(pool_refused_with(&p, pool, "spec", "template", "image", "evil:1"));
 	/* reserved metadata of the requester's own: refused at once */
 	snprintf(old_s, sizeof old_s, POOL_ALICE, ",\"labels\":{\"sandbox.dev/pool\":\"x\"}", 2, "img:1");
 	decide_pool(&p, 1, "CREATE", "alice", old_s, NULL, &v);
@@ -1129,7 +1252,7 @@ static void test_pool_admission(void)
 	cJSON *changed = stamped_pool(&p, "UPDATE", "alice", upd_s, stored);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(changed);
 	ann = cJSON_GetObjectItem(cJSON_GetObjectItem(changed, "metadata"), "annotations");
-	CU_ASSERT_EQUAL(strncmp(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)->valuestring, "v2.1000.2.", 10), 0);
+	CU_ASSERT_EQUAL(strncmp(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)->valuestring, "v3.1000.2.", 10), 0);
 	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(changed, "metadata"), "generation", cJSON_CreateNumber(2));
 	char *changed_s = cJSON_PrintUnformatted(changed);
 	decide_pool(&p, 0, "UPDATE", "alice", changed_s, stored, &v);
@@ -1151,6 +1274,8 @@ void register_webhook_tests(void)
 {
 	SBX_SUITE("sandbox/authz", { "issue and verify", test_authz_roundtrip },
 		  { "not transferable to another intent", test_authz_not_transferable },
+		  { "records with the whole identity", test_authz_identity },
+		  { "the in-force note of a pool", test_authz_attest },
 		  { "stale and malformed records", test_authz_stale_and_malformed },
 		  { "v1 records", test_authz_v1_records }, { "resume records carry their run", test_authz_resume_run },
 		  { "key rotation", test_authz_rotation });

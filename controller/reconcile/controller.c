@@ -18,6 +18,7 @@
 #include "reconcile/lifecycle.h"
 #include "reconcile/pool.h"
 #include "reconcile/quota.h"
+#include "reconcile/reauthz.h"
 #include "reconcile/reconcile.h"
 #include "reconcile/records.h"
 #include "reconcile/strset.h"
@@ -240,7 +241,7 @@ static void on_claim(void *ctx, const cJSON *obj)
 		return;
 	char key[600];
 	snprintf(key, sizeof key, "%s/%s", ns, name);
-	double ms = ((double)until - (double)time(NULL)) * 1000 + 100;
+	double ms = ((double)until + SBX_REC_COLLECT_GRACE_S - (double)time(NULL)) * 1000 + 100;
 	workqueue_add_flow_after(c->queue, SBX_WORK_CLAIM, key, jstr(jobj(obj, "spec"), "workspaceOwner"),
 				 ms > 7 * 86400 * 1000.0 ? 7 * 86400 * 1000L : (long)ms);
 }
@@ -270,9 +271,26 @@ static void on_pool(void *ctx, const cJSON *obj)
 			   jstr(jobj(obj, "spec"), "workspaceOwner"), 0);
 }
 
+/* 1 when the trimmed pool changed in what its reconcile acts on: its spec
+ * or its metadata (generation, deletion, the authorization stamps), not the
+ * resourceVersion alone or the status (the controller's own writes). A
+ * tenant's label or annotation, which the trim does not keep, or our status
+ * write, requeues nothing (issue 23: such updates requeued a pool at once). */
+static int pool_change_matters(const cJSON *a, const cJSON *b)
+{
+	cJSON *ma = cJSON_Duplicate(jobj(a, "metadata"), 1), *mb = cJSON_Duplicate(jobj(b, "metadata"), 1);
+	cJSON_DeleteItemFromObjectCaseSensitive(ma, "resourceVersion");
+	cJSON_DeleteItemFromObjectCaseSensitive(mb, "resourceVersion");
+	int same = cJSON_Compare(ma, mb, 1) && cJSON_Compare(jobj(a, "spec"), jobj(b, "spec"), 1);
+	cJSON_Delete(ma);
+	cJSON_Delete(mb);
+	return !same;
+}
+
 static void on_pool_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 {
-	on_pool(ctx, new_obj);
+	if (pool_change_matters(old_obj, new_obj))
+		on_pool(ctx, new_obj);
 }
 
 /* A pool left: its namespace still claims through records for a while
@@ -281,6 +299,7 @@ static void on_pool_delete(void *ctx, const cJSON *obj)
 {
 	struct sbx_controller *c = ctx;
 	sbx_pool_gone(c->pool_state, meta_str(obj, "namespace"), time(NULL));
+	sbx_pool_forget(c->pool_state, meta_str(obj, "uid"));
 }
 
 /* A warm pod changed: its pool (the owner reference) looks again. */
@@ -301,6 +320,7 @@ static void on_pool_pod_add(void *ctx, const cJSON *pod)
 	struct sbx_controller *c = ctx;
 	sbx_pool_seen(c, jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_POOL));
 	sbx_quota_on_warm(c, pod, 1);
+	sbx_pool_warm_pod(c->pool_state, meta_str(pod, "namespace"), 1);
 	enqueue_pod_pool(c, pod);
 }
 
@@ -312,8 +332,10 @@ static void on_pool_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new
 
 static void on_pool_pod_delete(void *ctx, const cJSON *pod)
 {
-	sbx_quota_on_warm(ctx, pod, -1);
-	enqueue_pod_pool(ctx, pod);
+	struct sbx_controller *c = ctx;
+	sbx_quota_on_warm(c, pod, -1);
+	sbx_pool_warm_pod(c->pool_state, meta_str(pod, "namespace"), -1);
+	enqueue_pod_pool(c, pod);
 }
 
 /* A workspace preparation pod changed: who waits for it looks again. */
@@ -479,6 +501,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->resume_starts = strmap_new(sizeof(double)); /* the times resumes were seen (lifecycle.c) */
 	c->pool_state = sbx_pool_state_new(c->warm_refill_qps);
 	c->quota_state = sbx_quota_state_new();
+	c->reauthz = sbx_reauthz_new();
 	struct informer *sandboxes =
 	    informer_new(c->kc, "/apis/" SBX_API "/sandboxes", NULL, sbx_trim_sandbox, SBX_LABEL_DIGEST, &sh, c);
 	/* The selector only narrows the watch; every pod is re-verified before use.
@@ -636,6 +659,8 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_free(pool_pods);
 	sbx_pool_state_free(c->pool_state);
 	c->pool_state = NULL;
+	sbx_reauthz_free(c->reauthz);
+	c->reauthz = NULL;
 	if (sandboxes)
 		informer_free(sandboxes);
 	if (pods)

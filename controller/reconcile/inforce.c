@@ -111,19 +111,37 @@ static int rules_cover(const cJSON *hook, const char *resource, const char *oper
 	return 0;
 }
 
-/* 1 when the expression starts with request.operation != 'UPDATE' || (blanks
- * and quote style aside): true for every CREATE, whatever follows. */
-static int never_skips_create(const char *expr)
+/* expr without blanks into out (size n); 0, or -1 when it does not fit. */
+static int unblanked(const char *expr, char *out, size_t n)
 {
-	static const char *const want[] = { "request.operation!='UPDATE'||", "request.operation!=\"UPDATE\"||" };
-	char buf[64];
-	size_t n = 0;
-	for (const char *p = expr; p && *p && n + 1 < sizeof buf; p++)
-		if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
-			buf[n++] = *p;
-	buf[n] = '\0';
+	size_t k = 0;
+	for (const char *p = expr; p && *p; p++) {
+		if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+			continue;
+		if (k + 1 >= n)
+			return -1;
+		out[k++] = *p;
+	}
+	out[k] = '\0';
+	return 0;
+}
+
+/* 1 when the condition never skips operation: for CREATE, an expression that
+ * starts with request.operation != 'UPDATE' || (blanks and quote style
+ * aside), true for every create whatever follows; for UPDATE, only the
+ * product's own, which skips an object being deleted (never resumed, never
+ * given a new template). */
+static int never_skips(const char *expr, const char *operation)
+{
+	static const char *const create[] = { "request.operation!='UPDATE'||", "request.operation!=\"UPDATE\"||" };
+	static const char *const update[] = { "request.operation!='UPDATE'||!has(object.metadata.deletionTimestamp)",
+					      "request.operation!=\"UPDATE\"||!has(object.metadata.deletionTimestamp)" };
+	char buf[160];
+	if (unblanked(expr, buf, sizeof buf) < 0)
+		return 0;
+	int upd = !strcmp(operation, "UPDATE");
 	for (size_t i = 0; i < 2; i++)
-		if (!strncmp(buf, want[i], strlen(want[i])))
+		if (upd ? !strcmp(buf, update[i]) : !strncmp(buf, create[i], strlen(create[i])))
 			return 1;
 	return 0;
 }
@@ -214,9 +232,10 @@ int sbx_inforce_eval(const cJSON *mwc, const char *webhook, const char *resource
 	const cJSON *mc;
 	cJSON_ArrayForEach(mc, jobj(hook, "matchConditions"))
 	{
-		if (!never_skips_create(jstr(mc, "expression"))) {
-			snprintf(why, whylen, "webhook %s has a matchCondition (%.64s) that may skip a create", webhook,
-				 jstr(mc, "name") ? jstr(mc, "name") : "?");
+		if (!never_skips(jstr(mc, "expression"), operation)) {
+			snprintf(why, whylen, "webhook %s has a matchCondition (%.64s) that may skip %s", webhook,
+				 jstr(mc, "name") ? jstr(mc, "name") : "?",
+				 !strcmp(operation, "UPDATE") ? "an update" : "a create");
 			return 0;
 		}
 	}

@@ -10,7 +10,10 @@
  *     sandbox.dev/v1alpha1 sandboxes to it;
  *   - no objectSelector (labels are the tenant's to set), and every
  *     matchCondition is of the form "request.operation != 'UPDATE' || ...",
- *     which can never leave out a CREATE;
+ *     which can never leave out a CREATE, and for an UPDATE exactly the
+ *     product's "request.operation != 'UPDATE' ||
+ *     !has(object.metadata.deletionTimestamp)", which leaves out only an
+ *     object being deleted (never resumed);
  *   - its namespaceSelector selects the namespace, judged on the one label
  *     the API server sets and no tenant can change,
  *     kubernetes.io/metadata.name (a selector on any other label cannot be

@@ -27,6 +27,7 @@
 #include "sandbox/config.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/spec.h"
+#include "sandbox/trim.h"
 
 enum holder { H_ACTIVE,
 	      H_SUSPENDED,
@@ -118,6 +119,19 @@ static int release(struct sbx_controller *c, struct sbx_view *v, enum holder sel
 	if (c->released && sbx_strset_has(c->released, pod_uid)) {
 		cJSON_Delete(pod);
 		return 0; /* our DELETE of this very pod was answered: the cache lags */
+	}
+	/* More holders than the cache keeps: who holds it is read live (a
+	 * holder beyond them may be active). */
+	if (cJSON_IsTrue(jobj(jobj(pod, "metadata"), SBX_TRIM_REFS_TRUNCATED))) {
+		cJSON_Delete(pod);
+		pod = NULL;
+		if (sbx_rc_get_pod(c, v->ns, pod_name, &pod) < 0)
+			return -1;
+		if (!pod || !meta_str(pod, "uid") || strcmp(meta_str(pod, "uid"), pod_uid) ||
+		    meta_str(pod, "deletionTimestamp")) {
+			cJSON_Delete(pod);
+			return 0;
+		}
 	}
 	struct holders h;
 	count_holders(c, v, self, pod, &h);

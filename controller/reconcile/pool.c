@@ -11,13 +11,15 @@
 #include "base/strmap.h"
 #include "base/xmalloc.h"
 #include "kube/informer.h"
-#include "kube/ratelimit.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
 #include "reconcile/quota.h"
+#include "reconcile/reauthz.h"
+#include "reconcile/refill.h"
 #include "reconcile/state.h"
+#include "reconcile/strset.h"
 #include "reconcile/writes.h"
 #include "reconcile/wsgate.h"
 #include "sandbox/authz.h"
@@ -35,24 +37,52 @@
 
 /* ---- bookkeeping ---- */
 
-/* A pool's creates in flight (by pool uid). */
-struct expect {
+/* Failures (members that exited, creates the API refused) count against a
+ * pool for this long: a pool without one for that long starts its backoff
+ * over (as the kubelet's CrashLoopBackOff). */
+#define FAILURE_MEMORY_MS (10 * 60 * 1000)
+/* The backoff after the n-th failure in a row: 1 s doubling, at most 5 min. */
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS (5 * 60 * 1000)
+/* A pool whose turn of the refill budget has not come looks again then. */
+#define REFILL_WAIT_MS 200
+
+/* What the controller keeps of a pool between its reconciles (by pool uid):
+ * its creates in flight, and its failures lately. */
+struct book {
 	int pending;
 	int64_t until_ms; /* pending counts until then */
+	int failures;	  /* each within FAILURE_MEMORY_MS of the next */
+	int64_t last_failure_ms;
+	int64_t next_create_ms; /* no create before then */
+	int refused;		/* its last create was refused */
+	char why[320];		/* the last failure */
+};
+
+/* When this process first saw a pool with a template. */
+struct seen {
+	int64_t at_ms; /* monotonic */
+	char uid[64];  /* the pool's, to forget it with the pool */
 };
 
 struct sbx_pool_state {
-	struct strmap *expect; /* struct expect by pool uid */
-	struct strmap *gone;   /* time_t by namespace: when its last pool left the cache */
-	struct token_bucket refill;
+	struct strmap *warm;	   /* int by namespace: its warm pods (pool members) in the cache */
+	struct strmap *seen;	   /* struct seen by "<pool uid>/<template fingerprint, cut>" */
+	struct strmap *book;	   /* struct book by pool uid */
+	struct strmap *gone;	   /* time_t by namespace: when its last pool left the cache */
+	struct sbx_strset *exited; /* uids of members counted as exited */
+	struct sbx_refill *refill; /* the creates budget, in fair turns */
 };
 
 struct sbx_pool_state *sbx_pool_state_new(double refill_qps)
 {
 	struct sbx_pool_state *s = xcalloc(1, sizeof *s);
-	s->expect = strmap_new(sizeof(struct expect));
+	s->warm = strmap_new(sizeof(int));
+	s->seen = strmap_new(sizeof(struct seen));
+	s->book = strmap_new(sizeof(struct book));
 	s->gone = strmap_new(sizeof(time_t));
-	token_bucket_init(&s->refill, refill_qps, refill_qps >= 1 ? (int)refill_qps : 1);
+	s->exited = sbx_strset_new();
+	s->refill = sbx_refill_new(refill_qps, refill_qps >= 1 ? (int)refill_qps : 1, ktime_mono_ms());
 	return s;
 }
 
@@ -60,26 +90,29 @@ void sbx_pool_state_free(struct sbx_pool_state *s)
 {
 	if (!s)
 		return;
-	strmap_free(s->expect);
+	strmap_free(s->warm);
+	strmap_free(s->seen);
+	strmap_free(s->book);
 	strmap_free(s->gone);
-	token_bucket_release(&s->refill);
+	sbx_strset_free(s->exited);
+	sbx_refill_free(s->refill);
 	free(s);
 }
 
 /* The creates of pool uid still in flight. */
 static int pending(struct sbx_pool_state *s, const char *uid)
 {
-	strmap_lock(s->expect);
-	struct expect *e = strmap_get(s->expect, uid);
+	strmap_lock(s->book);
+	struct book *e = strmap_get(s->book, uid);
 	int n = e && e->until_ms > ktime_mono_ms() ? e->pending : 0;
-	strmap_unlock(s->expect);
+	strmap_unlock(s->book);
 	return n;
 }
 
 static void expect_add(struct sbx_pool_state *s, const char *uid, int d)
 {
-	strmap_lock(s->expect);
-	struct expect *e = strmap_put(s->expect, uid, NULL);
+	strmap_lock(s->book);
+	struct book *e = strmap_put(s->book, uid, NULL);
 	if (e) {
 		if (e->until_ms <= ktime_mono_ms())
 			e->pending = 0;
@@ -89,7 +122,116 @@ static void expect_add(struct sbx_pool_state *s, const char *uid, int d)
 		if (d > 0)
 			e->until_ms = ktime_mono_ms() + EXPECT_TTL_MS;
 	}
-	strmap_unlock(s->expect);
+	strmap_unlock(s->book);
+}
+
+/* Pool uid's create was refused (1) or made a pod (0). */
+static void set_refused(struct sbx_pool_state *s, const char *uid, int refused)
+{
+	strmap_lock(s->book);
+	struct book *e = refused ? strmap_put(s->book, uid, NULL) : strmap_get(s->book, uid);
+	if (e)
+		e->refused = refused;
+	strmap_unlock(s->book);
+}
+
+/* Pool uid failed (why): its next create waits a backoff that doubles with
+ * each failure in a row. */
+static void pool_failed(struct sbx_pool_state *s, const char *uid, const char *why)
+{
+	int64_t now = ktime_mono_ms();
+	strmap_lock(s->book);
+	struct book *e = strmap_put(s->book, uid, NULL);
+	if (e) {
+		if (now - e->last_failure_ms > FAILURE_MEMORY_MS)
+			e->failures = 0;
+		e->failures++;
+		e->last_failure_ms = now;
+		int64_t wait = BACKOFF_MIN_MS;
+		for (int i = 1; i < e->failures && wait < BACKOFF_MAX_MS; i++)
+			wait *= 2;
+		e->next_create_ms = now + (wait < BACKOFF_MAX_MS ? wait : BACKOFF_MAX_MS);
+		snprintf(e->why, sizeof e->why, "%s", why);
+	}
+	strmap_unlock(s->book);
+}
+
+/* Member pod_uid (pod_name) of pool uid exited: a failure, counted once per
+ * pod. */
+static void member_exited(struct sbx_pool_state *s, const char *uid, const char *pod_uid, const char *pod_name)
+{
+	if (!pod_uid || sbx_strset_has(s->exited, pod_uid))
+		return;
+	sbx_strset_add_for(s->exited, pod_uid, FAILURE_MEMORY_MS);
+	char why[128];
+	snprintf(why, sizeof why, "warm pod %s exited", pod_name ? pod_name : "?");
+	pool_failed(s, uid, why);
+}
+
+/* How long pool uid must still wait before its next create (0: now), its
+ * failures in a row into *failures (0 when it is not backing off: no wait
+ * left and its last create was not refused) and the last one into why. */
+static int64_t backoff_left(struct sbx_pool_state *s, const char *uid, int *failures, char *why, size_t whylen)
+{
+	strmap_lock(s->book);
+	struct book *e = strmap_get(s->book, uid);
+	int64_t left = e ? e->next_create_ms - ktime_mono_ms() : 0;
+	*failures = e && (left > 0 || e->refused) ? e->failures : 0;
+	snprintf(why, whylen, "%s", e ? e->why : "");
+	strmap_unlock(s->book);
+	return left > 0 ? left : 0;
+}
+
+void sbx_pool_warm_pod(struct sbx_pool_state *s, const char *ns, int d)
+{
+	if (!s || !ns)
+		return;
+	strmap_lock(s->warm);
+	int *n = strmap_put(s->warm, ns, NULL);
+	if (n) {
+		*n += d;
+		if (*n <= 0)
+			strmap_del(s->warm, ns);
+	}
+	strmap_unlock(s->warm);
+}
+
+static int seen_of(const void *value, void *uid)
+{
+	return !strcmp(((const struct seen *)value)->uid, uid);
+}
+
+void sbx_pool_forget(struct sbx_pool_state *s, const char *uid)
+{
+	if (!s || !uid)
+		return;
+	strmap_lock(s->book);
+	strmap_del(s->book, uid);
+	strmap_unlock(s->book);
+	strmap_lock(s->seen);
+	strmap_sweep(s->seen, seen_of, (void *)uid);
+	strmap_unlock(s->seen);
+}
+
+int sbx_pool_settled(struct sbx_pool_state *s, const char *uid, const char *fp, long settle_ms)
+{
+	char key[STRMAP_KEY_MAX + 1];
+	if (!s || !uid || !fp || strlen(uid) >= sizeof((struct seen *)0)->uid)
+		return 0;
+	/* The uid and as much of the fingerprint as a key holds (26 hex digits
+	 * after a 36-character uid: 104 bits, never alike by chance). */
+	snprintf(key, sizeof key, "%.36s/%.26s", uid, fp);
+	int64_t now = ktime_mono_ms();
+	strmap_lock(s->seen);
+	int created = 0;
+	struct seen *e = strmap_put(s->seen, key, &created);
+	if (e && created) {
+		e->at_ms = now;
+		snprintf(e->uid, sizeof e->uid, "%s", uid);
+	}
+	int ok = e && now - e->at_ms >= settle_ms;
+	strmap_unlock(s->seen);
+	return ok;
 }
 
 void sbx_pool_gone(struct sbx_pool_state *s, const char *ns, time_t now)
@@ -107,6 +249,15 @@ int sbx_pool_gone_within(struct sbx_pool_state *s, const char *ns, time_t now, l
 {
 	if (!s || !ns)
 		return 0;
+	/* Warm pods of a pool remain: the pool may have left before this
+	 * process watched pools (a restart), and a replica that still sees it
+	 * may bind them. */
+	strmap_lock(s->warm);
+	int *n = strmap_get(s->warm, ns);
+	int warm = n && *n > 0;
+	strmap_unlock(s->warm);
+	if (warm)
+		return 1;
 	strmap_lock(s->gone);
 	time_t *at = strmap_get(s->gone, ns);
 	int r = at && now - *at < within_s;
@@ -129,12 +280,14 @@ struct pool_view {
 	long replicas;
 	cJSON *spec; /* sbx_pool_spec (owned) */
 	char fp[65];
+	char attest[65]; /* status.ownerAuthorizationVerified to keep ("": none) */
 };
 
 /* Writes the pool's status when it changed. */
 static int write_pool_status(struct sbx_controller *c, const struct pool_view *p, long replicas, long ready,
 			     const char *since, int ok, const char *reason, const char *msg)
 {
+	const char *attest = p->attest[0] ? p->attest : NULL;
 	const cJSON *old = jobj(p->obj, "status");
 	char now[32], sel[128];
 	ktime_format_rfc3339(time(NULL), now);
@@ -146,6 +299,8 @@ static int write_pool_status(struct sbx_controller *c, const struct pool_view *p
 	cJSON_AddStringToObject(st, "templateFingerprint", p->fp);
 	cJSON_AddStringToObject(st, "templateSince", since);
 	cJSON_AddNumberToObject(st, "observedGeneration", (double)p->generation);
+	if (attest)
+		cJSON_AddStringToObject(st, SBX_POOL_ATTESTED, attest);
 	const cJSON *oc = sbx_status_condition(old, "Ready");
 	const char *ost = jstr(oc, "status"), *oltt = jstr(oc, "lastTransitionTime");
 	cJSON *cond = cJSON_CreateObject();
@@ -173,55 +328,123 @@ static int write_pool_status(struct sbx_controller *c, const struct pool_view *p
 		log_kv(LOG_WARN, "pool status write failed", "pool", p->name, "namespace", p->ns, "error", err.message);
 		return -1;
 	}
+	/* Why a pool makes no pods is told once as it starts to hold. */
+	const char *oreason = jstr(oc, "reason");
+	if (e == KUBE_OK && c->events && !ok && (!strcmp(reason, "OwnerNotAuthorized") || !strcmp(reason, "BackOff")) &&
+	    (!oreason || strcmp(oreason, reason)))
+		event_record(c->events, SBX_API, SBX_POOL_KIND, p->ns, p->name, p->uid, "Warning", reason, msg);
 	return 0;
 }
 
-/* Whether the pool's owner may be mounted: its record verifies (a record of
- * the template and owner as they are now, by the identity that set them)
- * and the webhook was in force for it. 1, or 0 with why. */
-static int pool_authorized(struct sbx_controller *c, const struct pool_view *p, char *why, size_t whylen)
+/* Deletes a warm pod as the pool saw it: its uid and resourceVersion are
+ * preconditions, so a pod that changed since the cache showed it (a warm
+ * bind took it: it is no member any more) is never deleted from a stale
+ * member list. 0 (deleted or gone), POOL_RECHECK_MS (it changed: look again
+ * once the cache shows it), or -1. */
+static int delete_member(struct sbx_controller *c, const char *ns, const cJSON *pod)
 {
-	if (!p->owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW)
-		return 1;
-	char subject[300];
-	snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", p->name);
-	time_t created = 0;
-	ktime_parse_rfc3339(meta_str(p->obj, "creationTimestamp"), &created);
-	struct sbx_authz_subject s = { .ns = p->ns, .name = subject, .owner = p->owner, .fingerprint = p->fp, .username = annotation(p->obj, SBX_ANN_REQUESTED_BY) };
-	struct sbx_authz_info info = { 0 };
-	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
-						   c->seal_keys->n, &s, created, annotation(p->obj, SBX_ANN_OWNER_AUTHZ),
-						   &info);
-	if (ac != SBX_AUTHZ_OK) {
-		snprintf(why, whylen, "workspace owner %s: %s", p->owner, sbx_authz_str(ac));
-		return 0;
-	}
-	char w[384];
-	if (!c->webhooks || !informer_wait_synced(c->webhooks, 0)) {
-		snprintf(why, whylen, "waiting to read the MutatingWebhookConfiguration %s", c->webhook_config);
-		return 0;
-	}
-	cJSON *mwc = c->webhook_config[0] ? informer_get(c->webhooks, NULL, c->webhook_config) : NULL;
-	int ok = sbx_inforce_check(c->inforce, mwc, SBX_MUTATING_WEBHOOK, SBX_POOL_PLURAL,
-				   info.run == 1 ? "CREATE" : "UPDATE", p->ns, info.run == 1 ? created : info.issued, w,
-				   sizeof w);
-	cJSON_Delete(mwc);
-	if (!ok)
-		snprintf(why, whylen, "workspace owner %s: the admission webhook was not in force for the pool (%s)",
-			 p->owner, w);
-	return ok;
+	char path[600];
+	const char *uid = meta_str(pod, "uid"), *rv = meta_str(pod, "resourceVersion");
+	if (!uid || !rv)
+		return POOL_RECHECK_MS; /* the cache always keeps both */
+	sbx_rc_pod_path(path, sizeof path, ns, meta_str(pod, "name"));
+	int r = sbx_rc_delete(c, path, uid, rv);
+	return r > 0 ? POOL_RECHECK_MS : r; /* its event brings the pool back sooner */
 }
 
-/* Creates one warm pod of p. 0, or -1. */
-static int create_member(struct sbx_controller *c, const struct pool_view *p)
+/* The result of two steps of a reconcile: an error wins, then the sooner
+ * look again. */
+static int merge_result(int a, int b)
+{
+	if (a < 0 || b < 0)
+		return -1;
+	if (!a || !b)
+		return a ? a : b;
+	return a < b ? a : b;
+}
+
+int sbx_pool_authorized(struct sbx_controller *c, const cJSON *pool, const char *fp, const char *owner, int fresh,
+			char *why, size_t whylen, char attest[65])
+{
+	if (attest)
+		attest[0] = '\0';
+	if (!owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW)
+		return 1;
+	const char *ns = meta_str(pool, "namespace"), *name = meta_str(pool, "name");
+	const char *author = annotation(pool, SBX_ANN_REQUESTED_BY), *identity = annotation(pool, SBX_ANN_AUTHZ_IDENTITY);
+	char subject[300];
+	snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", name ? name : "");
+	time_t created = 0;
+	ktime_parse_rfc3339(meta_str(pool, "creationTimestamp"), &created);
+	struct sbx_authz_subject s = { .ns = ns, .name = subject, .owner = owner, .fingerprint = fp, .username = author, .identity = identity };
+	struct sbx_authz_info info = { 0 };
+	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
+						   c->seal_keys->n, &s, created, annotation(pool, SBX_ANN_OWNER_AUTHZ),
+						   &info);
+	if (ac != SBX_AUTHZ_OK) {
+		snprintf(why, whylen, "workspace owner %s: %s", owner, sbx_authz_str(ac));
+		return 0;
+	}
+	/* A record counts only when the API server's admission call made it:
+	 * the webhook was in force for it. Judged once, when first looked at,
+	 * and noted in the status under the seal key: a later change of the
+	 * webhook configuration (or a restart) takes nothing back. */
+	const char *record = annotation(pool, SBX_ANN_OWNER_AUTHZ), *uid = meta_str(pool, "uid");
+	const unsigned char *const *keys = (const unsigned char *const *)c->seal_keys->key;
+	if (!sbx_authz_attest_check(keys, c->seal_keys->len, c->seal_keys->n, ns, name, uid, record,
+				    jstr(jobj(pool, "status"), SBX_POOL_ATTESTED))) {
+		char w[384];
+		if (!c->webhooks || !informer_wait_synced(c->webhooks, 0)) {
+			snprintf(why, whylen, "waiting to read the MutatingWebhookConfiguration %s", c->webhook_config);
+			return -1;
+		}
+		cJSON *mwc = c->webhook_config[0] ? informer_get(c->webhooks, NULL, c->webhook_config) : NULL;
+		int ok = sbx_inforce_check(c->inforce, mwc, SBX_MUTATING_WEBHOOK, SBX_POOL_PLURAL,
+					   info.run == 1 ? "CREATE" : "UPDATE", ns, info.run == 1 ? created : info.issued, w,
+					   sizeof w);
+		cJSON_Delete(mwc);
+		if (!ok) {
+			snprintf(why, whylen, "workspace owner %s: the admission webhook was not in force for the pool (%s)",
+				 owner, w);
+			return 0;
+		}
+	}
+	if (attest && sbx_authz_attest(keys[0], c->seal_keys->len[0], ns, name, uid, record, attest) < 0)
+		attest[0] = '\0';
+	/* The record is genuine; its author must still be allowed now. A
+	 * record of the previous version names the username alone. */
+	char reason[256];
+	int may = sbx_reauthz_check(c->reauthz, c->kc, info.has_identity ? identity : NULL, author, ns, owner, fresh, reason,
+				    sizeof reason);
+	if (may == 0)
+		snprintf(why, whylen,
+			 "workspace owner %s: the pool's author %.128s may no longer use it in namespace %s (missing "
+			 "permission \"use\" on workspaces.sandbox.dev \"%s\"%s%.200s); its warm pods are deleted and none "
+			 "is made until the author may again, or an identity that may sets the pool's template or owner",
+			 owner, author, ns, owner, reason[0] ? ": " : "", reason);
+	else if (may < 0)
+		snprintf(why, whylen, "workspace owner %s: cannot check whether the pool's author %.128s may still use it (%.200s); "
+				      "no warm pod is made meanwhile",
+			 owner, author, reason);
+	return may;
+}
+
+enum create { CREATED,
+	      CREATE_UNKNOWN, /* no answer: the pod may exist (counted in flight) */
+	      CREATE_REFUSED  /* no pod: the API refused it (why says why) */
+};
+
+/* Creates one warm pod of p. */
+static enum create create_member(struct sbx_controller *c, const struct pool_view *p, char *why, size_t whylen)
 {
 	char name[32], now[32], path[512];
+	snprintf(why, whylen, "the controller cannot build a warm pod of this template");
 	if (sbx_pool_pod_name(name) < 0)
-		return -1;
+		return CREATE_REFUSED;
 	ktime_format_rfc3339(time(NULL), now);
 	cJSON *pod = sbx_pool_pod_build(c->cfg, c->seal_keys, p->ns, p->name, p->uid, name, p->spec, p->fp, now);
 	if (!pod)
-		return -1;
+		return CREATE_REFUSED;
 	char *body = cJSON_PrintUnformatted(pod);
 	cJSON_Delete(pod);
 	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", p->ns);
@@ -235,11 +458,12 @@ static int create_member(struct sbx_controller *c, const struct pool_view *p)
 	if (e == KUBE_OK || kube_err_retriable(e)) { /* a lost response may have made it */
 		if (e == KUBE_OK)
 			obs_metric_add(sbx_m.warm_pods_created, NULL, 1);
-		return e == KUBE_OK ? 0 : -1;
+		return e == KUBE_OK ? CREATED : CREATE_UNKNOWN;
 	}
 	expect_add(c->pool_state, p->uid, -1); /* refused: no pod of it will come */
 	log_kv(LOG_WARN, "creating a warm pod failed", "pool", p->name, "namespace", p->ns, "error", err.message);
-	return -1;
+	snprintf(why, whylen, "creating a warm pod was refused (%s): %.240s", kube_err_str(e), err.message);
+	return CREATE_REFUSED;
 }
 
 /* Members not ready go first when there are too many, then the newest. */
@@ -279,13 +503,21 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		r = write_pool_status(c, &p, 0, 0, since_old ? since_old : "1970-01-01T00:00:00Z", 0, "InvalidSpec", msg);
 		goto out;
 	}
+	/* This process's own clock of the template, for the warm binds
+	 * (sbx_pool_settled): it starts the first time it is seen. */
+	sbx_pool_settled(c->pool_state, p.uid, p.fp, 0);
 	/* The present template's time: kept while it holds, now when it changed. */
 	if (fp_old && !strcmp(fp_old, p.fp) && since_old)
 		snprintf(since, sizeof since, "%s", since_old);
 	else
 		ktime_format_rfc3339(time(NULL), since);
 	members = informer_list_by_index(c->pool_pods, p.uid);
-	int authorized = pool_authorized(c, &p, msg, sizeof msg);
+	/* 1: may mount the owner now; 0: may not (the members go); -1: cannot
+	 * tell now (the members stay, none is made). */
+	/* A change of the pool (a scale, a new template) asks anew. */
+	const cJSON *og = jobj(jobj(obj, "status"), "observedGeneration");
+	int changed = !cJSON_IsNumber(og) || (long long)og->valuedouble != p.generation;
+	int authorized = sbx_pool_authorized(c, obj, p.fp, p.owner, changed, msg, sizeof msg, p.attest);
 	cJSON *current = cJSON_CreateArray();
 	const cJSON *m;
 	cJSON_ArrayForEach(m, members)
@@ -293,20 +525,27 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		if (meta_str(m, "deletionTimestamp"))
 			continue;
 		/* Outdated (another template or owner), not sealed, of a pool
-		 * whose owner cannot be verified, or finished (a warm pod that
-		 * exited or failed never serves): not a member to keep. */
+		 * whose owner may not be mounted, or finished (a warm pod that
+		 * exited or failed never serves, and its template backs off):
+		 * not a member to keep. */
 		const char *phase = jstr(jobj(m, "status"), "phase");
-		if (!authorized || !sbx_pool_member(m, c->seal_keys, p.uid, p.fp, p.owner) ||
-		    (phase && (!strcmp(phase, "Failed") || !strcmp(phase, "Succeeded"))))
-			r |= sbx_rc_delete_pod(c, ns, m);
+		int finished = phase && (!strcmp(phase, "Failed") || !strcmp(phase, "Succeeded"));
+		if (finished)
+			member_exited(c->pool_state, p.uid, meta_str(m, "uid"), meta_str(m, "name"));
+		if (!authorized || !sbx_pool_member(m, c->seal_keys, p.uid, p.fp, p.owner) || finished)
+			r = merge_result(r, delete_member(c, ns, m));
 		else
 			cJSON_AddItemToArray(current, cJSON_Duplicate(m, 1));
 	}
 	long have = cJSON_GetArraySize(current), ready = 0;
 	cJSON_ArrayForEach(m, current) ready += sbx_pool_pod_ready(m);
-	if (!authorized) {
-		r = write_pool_status(c, &p, 0, 0, since, 0, "OwnerNotAuthorized", msg) < 0 ? -1 : r;
+	if (authorized <= 0) {
+		int w = write_pool_status(c, &p, authorized ? have : 0, authorized ? ready : 0, since, 0,
+					  authorized ? "Waiting" : "OwnerNotAuthorized", msg);
 		cJSON_Delete(current);
+		/* Looked at again when the answers it was given expire: a pool
+		 * whose author may use the owner again fills again. */
+		r = w < 0 || authorized < 0 ? -1 : merge_result(r, SBX_REAUTHZ_ALLOW_MS);
 		goto out;
 	}
 	long inflight = pending(c->pool_state, p.uid);
@@ -319,6 +558,9 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		cap = have + room > 0 ? have + room : 0;
 	else
 		quota_why[0] = '\0';
+	int64_t wait_ms = 0;
+	int failures = 0, backing_off = 0;
+	char why[320] = "";
 	if (have > cap) {
 		/* Too many: the extras go, not-ready and newest first. */
 		size_t n = (size_t)have;
@@ -327,11 +569,18 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		cJSON_ArrayForEach(m, current) v[i++] = m;
 		qsort(v, n, sizeof *v, extra_first);
 		for (i = 0; i < (size_t)(have - cap); i++)
-			r |= sbx_rc_delete_pod(c, ns, v[i]);
+			r = merge_result(r, delete_member(c, ns, v[i]));
 		free(v);
+	} else if ((wait_ms = backoff_left(c->pool_state, p.uid, &failures, why, sizeof why)) > 0 &&
+		   have + inflight < cap) {
+		/* Its pods exit, or its creates are refused: the next waits (it
+		 * is looked at again then), leaving the budget to others. */
+		r = merge_result(r, (int)wait_ms + 50);
 	} else {
-		/* Never more than replicas, creates in flight included; none
-		 * before the owner's folders are prepared (sandbox/wsprep.h). */
+		/* Never more than replicas (or the quota's cap), creates in
+		 * flight included, each create in its turn of the budget shared
+		 * by every pool; none before the owner's folders are prepared
+		 * (sandbox/wsprep.h). */
 		long want = cap - have - inflight;
 		const struct sbx_wsprep_for me = { SBX_API, SBX_POOL_KIND, p.name, p.uid };
 		char qkey[600];
@@ -339,26 +588,50 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		int prep = want > 0 ? sbx_ws_prepared(c, ns, p.owner, &me, SBX_WORK_POOL, qkey, &ws) : 1;
 		if (prep != 1) {
 			want = 0;
-			r = prep < 0 ? -1 : (int)ws.delay_ms;
+			r = prep < 0 ? -1 : merge_result(r, (int)ws.delay_ms);
 		}
 		for (long i = 0; i < want; i++) {
-			if (!token_bucket_try(&c->pool_state->refill)) {
-				r = r < 0 ? r : 200; /* the refill rate: look again shortly */
+			if (!sbx_refill_take(c->pool_state->refill, ns, p.uid, ktime_mono_ms())) {
+				r = merge_result(r, REFILL_WAIT_MS);
 				break;
 			}
-			if (create_member(c, &p) < 0)
+			enum create cr = create_member(c, &p, why, sizeof why);
+			if (cr == CREATE_REFUSED) {
+				/* No pod: the token goes back to the others. */
+				sbx_refill_refund(c->pool_state->refill, ns, p.uid);
+				pool_failed(c->pool_state, p.uid, why);
+				set_refused(c->pool_state, p.uid, 1);
+				wait_ms = backoff_left(c->pool_state, p.uid, &failures, why, sizeof why);
+				r = merge_result(r, (int)wait_ms + 50);
+				break;
+			}
+			if (cr == CREATE_UNKNOWN)
 				r = -1;
+			else
+				set_refused(c->pool_state, p.uid, 0);
 		}
 	}
-	snprintf(msg, sizeof msg, "%ld of %ld warm pods ready%s%s%s%s", ready, p.replicas, ws.report ? "; " : "",
-		 ws.report ? ws.why : "", quota_why[0] ? "; no more for now: its quota: " : "", quota_why);
+	/* Backing off until a create goes through (the pool says why). */
+	backing_off = failures > 0 && have + inflight < cap;
+	if (backing_off)
+		snprintf(msg, sizeof msg,
+			 "%ld of %ld warm pods ready; %d failures in a row, the last: %s; each doubles the wait before "
+			 "the next warm pod is made (1 s to 5 min)",
+			 ready, p.replicas, failures, why);
+	else
+		snprintf(msg, sizeof msg, "%ld of %ld warm pods ready%s%s%s%s", ready, p.replicas, ws.report ? "; " : "",
+			 ws.report ? ws.why : "", quota_why[0] ? "; no more for now: its quota: " : "", quota_why);
 	int full = ready >= p.replicas && have <= p.replicas;
 	int w = write_pool_status(c, &p, have < p.replicas ? have : p.replicas, ready, since, full,
-				  full ? "Full" : "Filling", msg);
+				  full ? "Full" : backing_off ? "BackOff"
+							      : "Filling",
+				  msg);
 	if (w < 0)
 		r = -1;
 	else if (r == 0 && (!full || inflight))
 		r = POOL_RECHECK_MS; /* pod events bring it back sooner */
+	else if (r == 0 && p.owner && c->cfg->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW)
+		r = SBX_REAUTHZ_ALLOW_MS; /* its author's right is asked about again then */
 	cJSON_Delete(current);
 out:
 	cJSON_Delete(members);

@@ -8,6 +8,7 @@
 
 #include "base/jsonget.h"
 #include "base/ktime.h"
+#include "kube/informer.h"
 #include "obs/log.h"
 #include "reconcile/examine.h"
 #include "reconcile/state.h"
@@ -265,6 +266,29 @@ enum kube_err sbx_rec_repoint(struct sbx_controller *c, const struct sbx_view *v
 	return e;
 }
 
+/* 1 when the Sandbox cache holds a Sandbox of namespace ns and scope digest
+ * that was created before until and has not been judged yet (no phase, or
+ * Pending): the record may still be its stored outcome. -1 when the cache
+ * cannot tell now. */
+static int unjudged_before(struct sbx_controller *c, const char *ns, const char *digest, time_t until)
+{
+	if (!c->sandboxes || !informer_wait_synced(c->sandboxes, 0))
+		return -1;
+	cJSON *list = informer_list_by_index(c->sandboxes, digest);
+	const cJSON *o;
+	int found = 0;
+	cJSON_ArrayForEach(o, list)
+	{
+		const char *phase = jstr(jobj(o, "status"), "phase"), *sns = meta_str(o, "namespace");
+		time_t created;
+		if (sns && !strcmp(sns, ns) && ktime_parse_rfc3339(meta_str(o, "creationTimestamp"), &created) == 0 &&
+		    created < until && (!phase || !strcmp(phase, "Pending")))
+			found = 1;
+	}
+	cJSON_Delete(list);
+	return found;
+}
+
 int sbx_rec_collect(struct sbx_controller *c, const char *ns, const char *name)
 {
 	cJSON *o = c->claims ? informer_get(c->claims, ns, name) : NULL;
@@ -275,9 +299,16 @@ int sbx_rec_collect(struct sbx_controller *c, const char *ns, const char *name)
 	if (o && sbx_claimrec_parse(o, ns, c->seal_keys, &rec, why, sizeof why) == 0 &&
 	    (rec.state == SBX_CLAIM_EXPIRED || rec.state == SBX_CLAIM_REJECTED) &&
 	    ktime_parse_rfc3339(rec.key_expires_at, &until) == 0) {
-		time_t now = time(NULL);
-		if (until > now) {
-			r = until - now > 86400 * 7 ? 86400 * 7 * 1000 : (int)(until - now) * 1000 + 100;
+		/* The outcome stands for every Sandbox created before the key's
+		 * end (by the API server's clock), whenever it is reconciled:
+		 * kept for as long as a cache may lag behind, and while one such
+		 * Sandbox has not been judged. */
+		time_t now = time(NULL), keep = until + SBX_REC_COLLECT_GRACE_S;
+		int waiting = keep > now ? 0 : unjudged_before(c, ns, rec.digest, until);
+		if (keep > now) {
+			r = keep - now > 86400 * 7 ? 86400 * 7 * 1000 : (int)(keep - now) * 1000 + 100;
+		} else if (waiting) {
+			r = REQUEUE_WAIT_MS * 5; /* it is judged, or the cache catches up */
 		} else {
 			char path[600];
 			sbx_rec_path(path, sizeof path, ns, name);

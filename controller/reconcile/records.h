@@ -45,9 +45,15 @@ enum kube_err sbx_rec_create_bound(struct sbx_controller *c, const struct sbx_vi
  * KUBE_ERR_CONFLICT / NOT_FOUND when someone else changed it, or an error. */
 enum kube_err sbx_rec_repoint(struct sbx_controller *c, const struct sbx_view *v, const char *claim,
 			      const char *pod_name, const char *claimed, const cJSON *refs, char rv[32]);
+/* How long after its key's lifetime ended an Expired record is kept: longer
+ * than a cache that still counts as current lags (a minute without a watch
+ * makes it not current), so a Sandbox created before the end is judged by it
+ * whenever it is seen. */
+#define SBX_REC_COLLECT_GRACE_S 120
 /* Garbage collection of claim records (the queue's claim items): deletes an
- * Expired record once its key's lifetime ended; returns a delay until then,
- * 0 when done. */
+ * Expired record SBX_REC_COLLECT_GRACE_S after its key's lifetime ended, and
+ * not while the Sandbox cache holds a Sandbox of its scope created before
+ * that end and not judged yet; returns a delay until then, 0 when done. */
 int sbx_rec_collect(struct sbx_controller *c, const char *ns, const char *name);
 
 #endif

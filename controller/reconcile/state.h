@@ -28,6 +28,7 @@ struct sbx_strset;	/* a set of short strings (digests, uids) */
 struct sbx_quota_state; /* per-owner quota bookkeeping (reconcile/quota.h) */
 struct sbx_inforce;	/* whether the mutating webhook was in force (reconcile/inforce.h) */
 struct sbx_pool_state;	/* warm pool bookkeeping (reconcile/pool.h) */
+struct sbx_reauthz;	/* answers about recorded identities (reconcile/reauthz.h) */
 struct sbx_written;	/* our status writes the cache has not shown yet */
 struct strmap;		/* base/strmap.h */
 struct sbx_ws_waiters;	/* who waits for a workspace preparation (reconcile/wsgate.h) */
@@ -59,9 +60,10 @@ struct sbx_controller {
 	struct informer *quotas;
 	struct informer *slots;
 	struct sbx_quota_state *quota_state;
-	long warm_settle_s;	  /* a pool's template serves only after this long */
-	double warm_refill_qps;	  /* warm pods created per second, all pools */
-	char webhook_config[254]; /* its name; "" = none, so nothing is in force */
+	struct sbx_reauthz *reauthz; /* may a pool's author still use its owner */
+	long warm_settle_s;	     /* a pool's template serves only after this long */
+	double warm_refill_qps;	     /* warm pods created per second, all pools */
+	char webhook_config[254];    /* its name; "" = none, so nothing is in force */
 	struct workqueue *queue;
 	struct event_recorder *events;
 	struct sbx_strset *inflight;	  /* scope digests being claimed */

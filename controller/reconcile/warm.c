@@ -213,7 +213,6 @@ static cJSON *candidates(struct sbx_controller *c, const struct sbx_view *v, con
 		return out;
 	cJSON *pools = informer_list_by_index(c->pools, v->ns);
 	const cJSON *p;
-	time_t now = time(NULL);
 	cJSON_ArrayForEach(p, pools)
 	{
 		const char *uid = meta_str(p, "uid"), *sfp = jstr(jobj(p, "status"), "templateFingerprint");
@@ -224,11 +223,17 @@ static cJSON *candidates(struct sbx_controller *c, const struct sbx_view *v, con
 		if (!uid || !same || meta_str(p, "deletionTimestamp"))
 			continue;
 		(*pools_matched)++;
+		/* A warm pod is bound only while its pool's author may still use
+		 * the owner (a pool it may not keeps no pods: the pool deletes
+		 * them; its bind would hand over one in between). */
+		char why[512];
+		if (sbx_pool_authorized(c, p, fp, v->owner, 0, why, sizeof why, NULL) != 1)
+			continue;
 		/* Handed out only once every replica's cache has surely seen the
-		 * pool with this template (docs/api.md). */
-		time_t since;
-		if (!sfp || strcmp(sfp, fp) || ktime_parse_rfc3339(jstr(jobj(p, "status"), "templateSince"), &since) < 0 ||
-		    since + c->warm_settle_s > now)
+		 * pool with this template (docs/api.md): this process has seen it
+		 * for the settle time, on its own clock (the status's templateSince
+		 * was written by another replica's). */
+		if (!sfp || strcmp(sfp, fp) || !sbx_pool_settled(c->pool_state, uid, fp, c->warm_settle_s * 1000))
 			continue;
 		int room = WARM_CANDIDATES_MAX - cJSON_GetArraySize(out);
 		unsigned int start = 0;

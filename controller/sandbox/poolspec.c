@@ -109,7 +109,7 @@ cJSON *sbx_pool_trim(const cJSON *obj)
 {
 	static const char *const meta[] = { "name", "namespace", "uid", "resourceVersion", "creationTimestamp",
 					    "deletionTimestamp", NULL };
-	static const char *const ann[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, NULL };
+	static const char *const ann[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, SBX_ANN_AUTHZ_IDENTITY, NULL };
 	const cJSON *om = jobj(obj, "metadata");
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
@@ -124,7 +124,8 @@ cJSON *sbx_pool_trim(const cJSON *obj)
 	cJSON *kept = NULL;
 	for (const char *const *k = ann; *k; k++) {
 		const char *v = annotation(obj, *k);
-		if (v && strlen(v) <= SBX_AUTHZ_MAX_FIELD) {
+		size_t cap = strcmp(*k, SBX_ANN_AUTHZ_IDENTITY) ? SBX_AUTHZ_MAX_FIELD : SBX_AUTHZ_IDENTITY_MAX;
+		if (v && strlen(v) <= cap) {
 			if (!kept)
 				kept = cJSON_AddObjectToObject(m, "annotations");
 			cJSON_AddStringToObject(kept, *k, v);

@@ -31,6 +31,9 @@
 /* The authorization record of a pool names "pool:" + its name (a name
  * cannot hold ':'), so a pool's record never verifies for a Sandbox. */
 #define SBX_POOL_AUTHZ_PREFIX "pool:"
+/* The status member where the controller notes that the pool's record was
+ * made while the webhook was in force (sandbox/authz.h, sbx_authz_attest). */
+#define SBX_POOL_ATTESTED "ownerAuthorizationVerified"
 
 /* The pool cache is indexed by namespace: the trimmer sets this label of
  * the cached copy to the pool's namespace. */
@@ -39,7 +42,8 @@
 /* Largest pool spec the cache keeps (a larger one is treated as invalid). */
 #define SBX_SPEC_POOL_KEEP_MAX (64 * 1024)
 /* The informer's trimmer for pools: identity, generation, the owner
- * authorization annotations, spec and status, each bounded. Returns a new
+ * authorization annotations (the recorded identity up to
+ * SBX_AUTHZ_IDENTITY_MAX bytes), spec and status, each bounded. Returns a new
  * object (caller frees); never NULL. */
 cJSON *sbx_pool_trim(const cJSON *obj);
 

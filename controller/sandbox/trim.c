@@ -197,8 +197,13 @@ cJSON *sbx_trim_pod(const cJSON *obj)
 			   *uid = jstr(ref, "uid");
 		if (!api || !kind || !name || !uid || strncmp(api, "sandbox.dev/", 12) ||
 		    (strcmp(kind, "Sandbox") && strcmp(kind, "SandboxWarmPool")) ||
-		    strlen(name) > 253 || strlen(uid) > 64 || strlen(api) > 64 || nrefs >= POD_OWNER_REFS_MAX)
+		    strlen(name) > 253 || strlen(uid) > 64 || strlen(api) > 64)
 			continue;
+		if (nrefs >= POD_OWNER_REFS_MAX) {
+			if (!cJSON_GetObjectItemCaseSensitive(m, SBX_TRIM_REFS_TRUNCATED))
+				cJSON_AddTrueToObject(m, SBX_TRIM_REFS_TRUNCATED);
+			continue;
+		}
 		if (!refs)
 			refs = cJSON_AddArrayToObject(m, "ownerReferences");
 		cJSON *r = cJSON_CreateObject();

@@ -8,6 +8,9 @@
 #include <cjson/cJSON.h>
 
 #define SBX_TRIM_OVERSIZED "oversizedSpecBytes"
+/* Set (true) in a trimmed pod's metadata when it had more Sandbox owner
+ * references than the cache keeps (256): who holds it is read live. */
+#define SBX_TRIM_REFS_TRUNCATED "ownerReferencesTruncated"
 /* A Sandbox spec larger than this is not cached (the Sandbox is rejected). */
 #define SBX_SPEC_KEEP_MAX (64 * 1024)
 

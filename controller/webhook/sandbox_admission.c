@@ -325,7 +325,7 @@ static int pool_intent_changed(const struct wh_review *r)
 	return ra != rb || strcmp(a, b) || !same_opt(oa, ob);
 }
 
-static const char *const POOL_AUTHZ_KEYS[] = { SBX_ANN_OWNER_AUTHZ, SBX_ANN_REQUESTED_BY, NULL };
+static const char *const POOL_AUTHZ_KEYS[] = { SBX_ANN_OWNER_AUTHZ, SBX_ANN_REQUESTED_BY, SBX_ANN_AUTHZ_IDENTITY, NULL };
 
 static void pool_mutate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
 			struct wh_verdict *v)
@@ -366,11 +366,25 @@ static void pool_mutate(const struct wh_sandbox_policy *p, const struct wh_revie
 		}
 		name = picked;
 	}
+	/* The pool's warm pods are made and bound for as long as it stands,
+	 * each only while this identity may still use the owner: the whole
+	 * identity is recorded for the controller to ask about (issue 23). */
+	char *identity = NULL;
 	if (authz) {
+		identity = sbx_authz_identity(r->user_info);
+		if (!identity) {
+			wh_verdict_deny(v, 403, "Forbidden",
+					"the identity creating or changing this pool is too large to record for its warm "
+					"pods' later checks (at most %d bytes of username, uid, groups and extra)",
+					SBX_AUTHZ_IDENTITY_MAX);
+			return;
+		}
 		snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", name ? name : "");
 		struct sbx_authz_subject s = request_subject(r, subject, owner, fp);
 		s.run = update ? (long long)g->valuedouble + 1 : 1;
+		s.identity = identity;
 		if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, record, sizeof record) < 0) {
+			free(identity);
 			wh_verdict_deny(v, 500, "InternalError", "cannot record the pool's owner authorization");
 			return;
 		}
@@ -380,8 +394,11 @@ static void pool_mutate(const struct wh_sandbox_policy *p, const struct wh_revie
 		patch_name(v->patch, picked);
 	cJSON *ann = NULL;
 	patch_set(v->patch, r->object, "annotations", SBX_ANN_REQUESTED_BY, r->username, &ann);
-	if (authz)
+	if (authz) {
 		patch_set(v->patch, r->object, "annotations", SBX_ANN_OWNER_AUTHZ, record, &ann);
+		patch_set(v->patch, r->object, "annotations", SBX_ANN_AUTHZ_IDENTITY, identity, &ann);
+	}
+	free(identity);
 	v->outcome = "mutated";
 	if (update)
 		restore_reserved(r, v, POOL_AUTHZ_KEYS);
@@ -430,6 +447,19 @@ static void pool_validate(const struct wh_sandbox_policy *p, const struct wh_rev
 	char subject[80];
 	snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", jstr(meta, "name") ? jstr(meta, "name") : "");
 	struct sbx_authz_subject s = request_subject(r, subject, owner, fp);
+	/* The identity recorded must be this request's, whole. */
+	s.identity = jstr(jobj(meta, "annotations"), SBX_ANN_AUTHZ_IDENTITY);
+	char *mine = sbx_authz_identity(r->user_info);
+	int same_identity = mine && s.identity && !strcmp(mine, s.identity);
+	free(mine);
+	if (!same_identity) {
+		wh_verdict_deny(v, 403, "Forbidden",
+				"workspace owner \"%s\": the pool does not carry the identity of this request as the "
+				"mutating webhook sandbox-controller records it (is it installed, and did a later "
+				"mutating webhook change the pool?)",
+				owner);
+		return;
+	}
 	time_t created = now;
 	ktime_parse_rfc3339(jstr(meta, "creationTimestamp"), &created);
 	struct sbx_authz_info info = { 0 };

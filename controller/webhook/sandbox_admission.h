@@ -43,8 +43,9 @@ struct wh_sandbox_policy {
 	 * this scope digest, or NULL when the cache cannot answer. */
 	cJSON *(*by_digest)(void *ctx, const char *digest);
 	/* The sandbox.dev/workspace-owner annotation of pod ns/name into owner
-	 * ("" when it has none): 1 when the pod exists, 0 when it does not, -1
-	 * when it cannot be read now. */
+	 * ("" when it has none): 1 when the pod exists, 0 when it does not, -2
+	 * when it is not a sandbox pod the controller knows (never read live),
+	 * -1 when it cannot be read now. */
 	int (*pod_owner)(void *ctx, const char *ns, const char *name, char *owner, size_t ownerlen);
 	/* Whether the owner's quota (sandbox/quota.h, mode Reject) is full for
 	 * a new intent of scope digest of owner (NULL: ownerless) in ns: 1 with

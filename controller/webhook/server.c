@@ -29,7 +29,7 @@ struct wh_server {
 	struct obs_http_server *http;
 	struct wh_sandbox_policy policy;
 	struct kube_client *kc;
-	struct informer *sandboxes, *pods, *quotas, *slots;
+	struct informer *sandboxes, *pods, *quotas, *slots, *pool_pods;
 	const struct sbx_config *cfg;
 	struct obs_metric *requests, *duration, *shed, *reviews;
 	struct kube_accesscache *answers; /* SubjectAccessReview answers, briefly */
@@ -67,23 +67,21 @@ static int may_use_owner(void *ctx, const cJSON *user_info, const char *ns, cons
 	return allowed;
 }
 
-/* The owner annotation of a sandbox pod: the cache, else the API (a pod
- * the cache does not hold yet, or one it never holds). */
+/* The owner annotation of a sandbox pod, from the caches of sandbox pods
+ * (scope pods and warm pods): every sbx- pod is the controller's (admission
+ * reserves the names), so one neither cache holds is not known (-2), and
+ * is never read live: an invented name costs the controller nothing. -1
+ * while the caches have not synced. */
 static int pod_owner(void *ctx, const char *ns, const char *name, char *owner, size_t ownerlen)
 {
 	struct wh_server *s = ctx;
-	cJSON *pod = s->pods ? informer_get(s->pods, ns, name) : NULL;
-	if (!pod) {
-		char path[600];
-		snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
-		struct kube_request_opts ro = { .timeout_ms = 3000 };
-		struct kube_error err;
-		enum kube_err e = kube_request_ex(s->kc, "GET", path, NULL, NULL, NULL, &ro, &pod, &err);
-		if (e == KUBE_ERR_NOT_FOUND)
-			return 0;
-		if (e != KUBE_OK)
-			return -1;
-	}
+	if (!s->pods || !informer_wait_synced(s->pods, 0) || (s->pool_pods && !informer_wait_synced(s->pool_pods, 0)))
+		return -1;
+	cJSON *pod = informer_get(s->pods, ns, name);
+	if (!pod && s->pool_pods)
+		pod = informer_get(s->pool_pods, ns, name);
+	if (!pod)
+		return -2;
 	const char *o = annotation(pod, "sandbox.dev/workspace-owner");
 	snprintf(owner, ownerlen, "%s", o ? o : "");
 	cJSON_Delete(pod);
@@ -283,6 +281,7 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 	s->quotas = o->quotas;
 	s->slots = o->slots;
 	s->cfg = o->cfg;
+	s->pool_pods = o->pool_pods;
 	s->policy = (struct wh_sandbox_policy){
 		.keys = o->keys,
 		.keylens = o->keylens,

@@ -59,6 +59,7 @@ struct wh_server_opts {
 	struct informer *pods;	    /* borrowed: sandbox pods (a miss is read live) */
 	struct informer *quotas;    /* borrowed: SandboxQuotas by namespace (NULL: no early quota check) */
 	struct informer *slots;	    /* borrowed: quota slots by owner key */
+	struct informer *pool_pods; /* borrowed: warm pods (the pool label); NULL: none */
 };
 
 /* Reviews decided at once: each may wait on a SubjectAccessReview (at most

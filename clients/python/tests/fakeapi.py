@@ -178,6 +178,18 @@ def pending_status(gen: int = 1) -> Dict[str, Any]:
 
 SANDBOXES = "/apis/sandbox.dev/v1alpha1/namespaces/team-a/sandboxes"
 ONE = SANDBOXES + "/[^/]+"
+PODS = "/api/v1/namespaces/team-a/pods/[^/]+"
+
+
+def owned_pod(uid: str = "pod-uid-1", owner: str = "s1", owner_uid: Optional[str] = None,
+              **meta: Any) -> Dict[str, Any]:
+    """The bound pod of Sandbox ``owner`` (owned by its uid), as read."""
+    md: Dict[str, Any] = {"name": "sbx-0123", "namespace": "team-a", "uid": uid,
+                          "ownerReferences": [{"apiVersion": "sandbox.dev/v1alpha1", "kind": "Sandbox",
+                                               "name": owner, "uid": owner_uid or f"uid-{owner}",
+                                               "controller": True}]}
+    md.update(meta)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": md}
 
 __all__ = ["FakeApi", "Clock", "client", "sandbox_obj", "status", "cond", "ready_status", "pending_status",
            "BrokenBody", "SANDBOXES", "ONE", "sandbox_client"]

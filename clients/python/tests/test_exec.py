@@ -11,12 +11,13 @@ import pytest
 
 import sandbox_client as sbx
 from sandbox_client import _exec
-from fakeapi import ONE, FakeApi, client, ready_status, sandbox_obj, status
+from fakeapi import ONE, PODS, FakeApi, client, owned_pod, ready_status, sandbox_obj, status
 from localpod import LocalPod, ScriptedFrames, nonzero, success
 
 
 def sandbox(connector, status_=None):
     api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", status=status_ or ready_status())), repeat_last=True)
+    api.on("GET", PODS, (200, owned_pod()), repeat_last=True)
     return client(api, connector=connector).get("s1")
 
 
@@ -127,6 +128,21 @@ def test_run_sends_plain_argv_when_nothing_else_is_asked(tmp_path):
     r = sandbox(pod).run(["sh", "-c", "echo out; echo err >&2; exit 4"])
     assert (r.exit_code, r.stdout, r.stderr) == (4, "out\n", "err\n")
     assert pod.calls == [["sh", "-c", "echo out; echo err >&2; exit 4"]]
+
+
+@pytest.mark.parametrize("pod", [owned_pod(uid="pod-uid-2"), owned_pod(owner_uid="uid-other"),
+                                 owned_pod(deletionTimestamp="2026-05-01T10:00:00Z")])
+def test_run_refuses_a_pod_that_is_not_the_sandboxs(tmp_path, pod):
+    # status.podName names a pod that is not this Sandbox's bound pod (another
+    # uid, not owned by it, going): no command is run in it
+    local = LocalPod(str(tmp_path))
+    st = dict(ready_status(), podUID="pod-uid-1")
+    api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", status=st)), repeat_last=True)
+    api.on("GET", PODS, (200, pod), repeat_last=True)
+    sb = client(api, connector=local).get("s1")
+    with pytest.raises(sbx.NotReady):
+        sb.run(["true"])
+    assert local.calls == []
 
 
 def test_run_with_stdin_env_and_cwd(tmp_path):

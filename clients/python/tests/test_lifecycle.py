@@ -28,7 +28,7 @@ def test_suspend_is_a_strict_merge_patch_of_lifecycle():
     api = base_api().on("PATCH", ONE, patched(None))
     sb = client(api).get("s1").suspend()
     (p,) = api.of("PATCH")
-    assert p.body == {"spec": {"lifecycle": {"suspend": True}}}
+    assert p.body == {"spec": {"lifecycle": {"suspend": True}}, "metadata": {"uid": "uid-s1"}}
     assert p.headers["Content-Type"] == "application/merge-patch+json"
     assert p.query["fieldValidation"] == ["Strict"]
     assert sb.spec["lifecycle"] == {"suspend": True}
@@ -57,7 +57,7 @@ def test_resume_waits_past_the_stale_suspended_status_until_ready():
                                                           spec={"lifecycle": {"suspend": False}},
                                                           status=ready_status(gen=3))}])))
     sb = client(api).get("s1").resume()
-    assert api.of("PATCH")[0].body == {"spec": {"lifecycle": {"suspend": False}}}
+    assert api.of("PATCH")[0].body == {"spec": {"lifecycle": {"suspend": False}}, "metadata": {"uid": "uid-s1"}}
     assert sb.ready
 
 
@@ -99,7 +99,7 @@ def test_delete_is_idempotent_across_a_lost_answer():
     api = base_api().on("DELETE", ONE, reset, (404, status(404, "NotFound", "gone")))
     assert client(api).get("s1").delete() is True
     d1, d2 = api.of("DELETE")
-    assert d1.body == {"propagationPolicy": "Background"} and d1.path == d2.path
+    assert d1.body == {"propagationPolicy": "Background", "preconditions": {"uid": "uid-s1"}} and d1.path == d2.path
 
 
 def test_delete_of_a_missing_sandbox_says_so():
@@ -113,6 +113,36 @@ def test_the_context_manager_deletes_on_exit_even_after_an_error():
         with client(api).get("s1"):
             raise RuntimeError("the agent failed")
     assert len(api.of("DELETE")) == 1
+
+
+def test_delete_is_guarded_by_the_uid_it_was_read_with():
+    api = base_api().on("DELETE", ONE, (200, {"kind": "Status", "status": "Success"}))
+    assert client(api).get("s1").delete() is True
+    (d,) = api.of("DELETE")
+    assert d.body["preconditions"] == {"uid": "uid-s1"}
+
+
+def test_the_context_manager_never_deletes_a_sandbox_re_created_under_its_name():
+    # another Sandbox of the same name (another uid) stands there now: the
+    # API server refuses the guarded delete, and it is not this one's to delete
+    refused = (409, status(409, "Conflict", 'Operation cannot be fulfilled on sandboxes.sandbox.dev "s1": '
+                                            "Precondition failed: UID in precondition: uid-s1, UID in object meta: uid-x"))
+    api = base_api().on("DELETE", ONE, refused)
+    with client(api).get("s1") as sb:
+        pass
+    (d,) = api.of("DELETE")
+    assert d.body["preconditions"] == {"uid": "uid-s1"}
+    api.on("DELETE", ONE, refused)
+    assert sb.delete() is False
+
+
+def test_lifecycle_patches_are_guarded_by_the_uid():
+    api = base_api().on("PATCH", ONE, patched(None), repeat_last=True)
+    sb = client(api).get("s1")
+    sb.suspend()
+    sb.extend(60)
+    for p in api.of("PATCH"):
+        assert p.body["metadata"] == {"uid": "uid-s1"}
 
 
 def test_get_missing_is_not_found_with_the_message():

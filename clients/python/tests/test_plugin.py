@@ -10,7 +10,7 @@ import pytest
 
 import sandbox_client as sbx
 from sandbox_client import plugin
-from fakeapi import ONE, SANDBOXES, FakeApi, client, cond, ready_status, sandbox_obj, status
+from fakeapi import ONE, PODS, SANDBOXES, FakeApi, client, cond, owned_pod, ready_status, sandbox_obj, status
 from localpod import LocalPod
 
 
@@ -99,6 +99,7 @@ def test_create_of_a_name_held_by_another_request_is_a_conflict():
 
 def test_exec_exits_with_the_commands_code_and_passes_output(tmp_path):
     api = FakeApi().on("GET", ONE, (200, sandbox_obj("x", status=ready_status())))
+    api.on("GET", PODS, (200, owned_pod(owner="x")))
     code, out, err, _ = run(api, ["exec", "x", "--", "sh", "-c", "echo out; echo err >&2; exit 7"],
                             connector=LocalPod(str(tmp_path)))
     assert (code, out, err) == (7, "out\n", "err\n")
@@ -106,6 +107,7 @@ def test_exec_exits_with_the_commands_code_and_passes_output(tmp_path):
 
 def test_exec_with_stdin(tmp_path):
     api = FakeApi().on("GET", ONE, (200, sandbox_obj("x", status=ready_status())))
+    api.on("GET", PODS, (200, owned_pod(owner="x")))
     code, out, _, _ = run(api, ["exec", "-i", "x", "--", "tr", "a-z", "A-Z"], connector=LocalPod(str(tmp_path)),
                           stdin="hello")
     assert (code, out) == (0, "HELLO")
@@ -123,6 +125,7 @@ def test_cp_in_and_out(tmp_path):
     local = tmp_path / "local.bin"
     local.write_bytes(b"\x00\x01binary\xff")
     api = FakeApi().on("GET", ONE, (200, sandbox_obj("x", status=ready_status())), repeat_last=True)
+    api.on("GET", PODS, (200, owned_pod(owner="x")), repeat_last=True)
     pod = LocalPod(str(pod_dir))
     assert run(api, ["cp", str(local), "x:copy.bin"], connector=pod)[0] == 0
     assert (pod_dir / "copy.bin").read_bytes() == b"\x00\x01binary\xff"
@@ -159,8 +162,9 @@ def test_suspend_resume_extend_delete():
     assert run(api, ["resume", "x"])[:2] == (0, "sandbox.sandbox.dev/x resumed\n")
     code, out, _, _ = run(api, ["extend", "x", "--ttl", "1h"])
     assert code == 0 and out.startswith("sandbox.sandbox.dev/x extended to 20")
-    assert [p.body for p in api.of("PATCH")][:2] == [{"spec": {"lifecycle": {"suspend": True}}},
-                                                     {"spec": {"lifecycle": {"suspend": False}}}]
+    assert [p.body for p in api.of("PATCH")][:2] == [
+        {"spec": {"lifecycle": {"suspend": True}}, "metadata": {"uid": "uid-x"}},
+        {"spec": {"lifecycle": {"suspend": False}}, "metadata": {"uid": "uid-x"}}]
     assert run(api, ["extend", "x", "--ttl", "soon"])[0] == plugin.EXIT_USAGE
     assert run(api, ["delete", "x"])[:2] == (0, "sandbox.sandbox.dev/x deleted\n")
 

@@ -128,6 +128,13 @@ type SandboxWarmPoolStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// The controller's sealed note that the owner authorization record of the pool was made while
+	// the admission webhook was in force; a later change of the webhook configuration does not take
+	// it back (docs/api.md).
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	// +optional
+	OwnerAuthorizationVerified string `json:"ownerAuthorizationVerified,omitempty"`
+
 	// Ready (the pool is authorized and full) and its reason.
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=map

@@ -116,7 +116,24 @@ class SandboxApi:
                 break
         return last, False, False
 
-    def patch(self, ns: str, name: str, patch: Dict[str, Any], timeout: float = 60.0) -> Dict[str, Any]:
+    def get_pod(self, ns: str, name: str) -> Optional[Dict[str, Any]]:
+        """The pod ``ns/name``, or None when there is none."""
+        d = Deadline(self.rest.request_timeout * 4, self.retry.clock)
+        try:
+            obj: Any = with_retries(lambda: self.rest.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}"),
+                                    f"get pod {ns}/{name}", d, self.retry)
+        except Exception as exc:  # noqa: BLE001
+            if isinstance(exc, ApiException) and exc.status == 404:
+                return None
+            raise typed_error(exc, ns, name) from None
+        return obj if isinstance(obj, dict) else None
+
+    def patch(self, ns: str, name: str, patch: Dict[str, Any], timeout: float = 60.0,
+              uid: Optional[str] = None) -> Dict[str, Any]:
+        """A merge patch; with ``uid``, only of the Sandbox of that uid (the
+        API server refuses it, 409, for another object of the same name)."""
+        if uid:
+            patch = dict(patch, metadata={"uid": uid})
         deadline = Deadline(timeout, self.retry.clock)
         try:
             return cast(Dict[str, Any], with_retries(
@@ -126,15 +143,20 @@ class SandboxApi:
         except Exception as exc:  # noqa: BLE001
             raise typed_error(exc, ns, name) from None
 
-    def delete(self, ns: str, name: str, timeout: float = 60.0) -> bool:
+    def delete(self, ns: str, name: str, timeout: float = 60.0, uid: Optional[str] = None) -> bool:
         """Deletes; True when this call deleted it, False when it was gone.
-        A retry that finds it gone counts as deleted (the lost answer did it)."""
+        A retry that finds it gone counts as deleted (the lost answer did it).
+        With ``uid``, only the Sandbox of that uid: another one re-created
+        under the name is left alone (False)."""
         deadline = Deadline(timeout, self.retry.clock)
         tried = [0]
+        body: Dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
 
         def delete() -> Any:
             tried[0] += 1
-            return self.rest.call("DELETE", sandboxes_path(ns, name), body={"propagationPolicy": "Background"})
+            return self.rest.call("DELETE", sandboxes_path(ns, name), body=body)
 
         try:
             with_retries(delete, f"delete Sandbox {ns}/{name}", deadline, self.retry)
@@ -142,6 +164,8 @@ class SandboxApi:
         except Exception as exc:  # noqa: BLE001
             if isinstance(exc, ApiException) and exc.status == 404:
                 return tried[0] > 1
+            if uid and isinstance(exc, ApiException) and exc.status == 409 and "UID in precondition" in str(exc.body):
+                return tried[0] > 1  # another object of the name: this one is gone
             raise typed_error(exc, ns, name) from None
 
     def wait_gone(self, ns: str, name: str, uid: Optional[str], timeout: float) -> None:

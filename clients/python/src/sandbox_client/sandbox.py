@@ -131,10 +131,22 @@ class Sandbox:
     # ------------------------------------------------------------- exec
 
     def _pod(self) -> str:
+        """The bound pod's name, once the pod under it is checked to be this
+        Sandbox's: the uid its status names (``status.podUID``, when given),
+        owned by it, not being deleted. A command never runs in a pod that
+        took the name since."""
         if not self.pod_name:
             self.refresh()
         if self.phase in ("Suspended", "Expired") or not self.pod_name:
             raise NotReady(f"Sandbox {self.namespace}/{self.name} has no running pod (phase {self.phase})",
+                           namespace=self.namespace, name=self.name)
+        pod = self._api.get_pod(self.namespace, str(self.pod_name))
+        md = (pod or {}).get("metadata") or {}
+        want = self.status.get("podUID")
+        owned = any(r.get("uid") == self.uid for r in md.get("ownerReferences") or [])
+        if not pod or (want and md.get("uid") != want) or not owned or md.get("deletionTimestamp"):
+            raise NotReady(f"Sandbox {self.namespace}/{self.name}: pod {self.pod_name} is not its bound pod "
+                           "(gone, replaced or being deleted); refresh and wait until it is Ready",
                            namespace=self.namespace, name=self.name)
         return str(self.pod_name)
 
@@ -269,7 +281,8 @@ class Sandbox:
         """Sets ``spec.lifecycle.suspend: true``: the pod is released (once no
         other Sandbox bound to it is active), the workspace stays. With
         ``wait``, waits for ``phase: Suspended``."""
-        self._obj = self._api.patch(self.namespace, self.name, {"spec": {"lifecycle": {"suspend": True}}})
+        self._obj = self._api.patch(self.namespace, self.name, {"spec": {"lifecycle": {"suspend": True}}},
+                                    uid=self.uid)
         if wait:
             d = Deadline(timeout, self._api.retry.clock)
             self._obj = self._api.wait(self.namespace, self.name, SUSPENDED, d, timeout, self._obj)
@@ -279,7 +292,8 @@ class Sandbox:
         """Sets ``spec.lifecycle.suspend: false``: the pod comes back under
         the same name with the same workspace. With ``wait`` (default),
         waits until it is Ready."""
-        self._obj = self._api.patch(self.namespace, self.name, {"spec": {"lifecycle": {"suspend": False}}})
+        self._obj = self._api.patch(self.namespace, self.name, {"spec": {"lifecycle": {"suspend": False}}},
+                                    uid=self.uid)
         if wait:
             d = Deadline(timeout, self._api.retry.clock)
             self._obj = self._api.wait(self.namespace, self.name, READY, d, timeout, self._obj)
@@ -292,14 +306,15 @@ class Sandbox:
         if (ttl is None) == (until is None):
             raise ValueError("give exactly one of ttl and until")
         t = shutdown_time(ttl) if ttl is not None else rfc3339(until)  # type: ignore[arg-type]
-        self._obj = self._api.patch(self.namespace, self.name, {"spec": {"lifecycle": {"shutdownTime": t}}})
+        self._obj = self._api.patch(self.namespace, self.name, {"spec": {"lifecycle": {"shutdownTime": t}}},
+                                    uid=self.uid)
         return self
 
     def delete(self, *, wait: bool = False, timeout: float = 120.0) -> bool:
         """Deletes the Sandbox (its pod goes once no other Sandbox holds it).
         Returns False when it was already gone. With ``wait``, waits until
         the object is gone."""
-        done = self._api.delete(self.namespace, self.name, timeout)
+        done = self._api.delete(self.namespace, self.name, timeout, uid=self.uid)
         if wait:
             self._api.wait_gone(self.namespace, self.name, self.uid, timeout)
         return done

@@ -41,6 +41,10 @@ type SandboxWarmPoolStatusApplyConfiguration struct {
 	TemplateSince *v1.Time `json:"templateSince,omitempty"`
 	// The metadata.generation this status was computed from.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
+	// The controller's sealed note that the owner authorization record of the pool was made while
+	// the admission webhook was in force; a later change of the webhook configuration does not take
+	// it back (docs/api.md).
+	OwnerAuthorizationVerified *string `json:"ownerAuthorizationVerified,omitempty"`
 	// Ready (the pool is authorized and full) and its reason.
 	Conditions []ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
@@ -96,6 +100,14 @@ func (b *SandboxWarmPoolStatusApplyConfiguration) WithTemplateSince(value v1.Tim
 // If called multiple times, the ObservedGeneration field is set to the value of the last call.
 func (b *SandboxWarmPoolStatusApplyConfiguration) WithObservedGeneration(value int64) *SandboxWarmPoolStatusApplyConfiguration {
 	b.ObservedGeneration = &value
+	return b
+}
+
+// WithOwnerAuthorizationVerified sets the OwnerAuthorizationVerified field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the OwnerAuthorizationVerified field is set to the value of the last call.
+func (b *SandboxWarmPoolStatusApplyConfiguration) WithOwnerAuthorizationVerified(value string) *SandboxWarmPoolStatusApplyConfiguration {
+	b.OwnerAuthorizationVerified = &value
 	return b
 }
 
