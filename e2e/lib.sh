@@ -178,6 +178,13 @@ sandbox() {
   } | kubectl apply -f - 2>&1
 }
 
+# The controller config's pod settings that send sandbox pods to the real
+# node (hack/realnode.sh: its label and taint), as JSON: with
+# E2E_POLICY_POD_SETTINGS=$REALNODE_POD_SETTINGS the confinement policy admits
+# exactly those (lib_admission.sh; the Helm chart renders them from config.pod).
+REALNODE_POD_SETTINGS='{"nodeSelector": {"node.sandbox.dev/real": "true"},
+  "tolerations": [{"key": "node.sandbox.dev/real", "operator": "Exists", "effect": "NoSchedule"}]}'
+
 # realnode_controller_image: the controller's image (hack/image.sh, offline,
 # from $BUILD_DIR's binary, into $E2E_DIR/image) imported on the cluster's
 # real node under the name its workspace preparation pods use when the

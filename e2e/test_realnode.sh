@@ -37,6 +37,7 @@ setup() {
   webhook_certs
   WEBHOOK_PORT=$(free_port)
   ctl_mode pvc
+  E2E_POLICY_POD_SETTINGS=$REALNODE_POD_SETTINGS # the confinement admits the real node's selector
   install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
   ALICE=$(user_kubeconfig alice); BOB=$(user_kubeconfig bob)
   kubectl apply -f - >/dev/null <<YAML

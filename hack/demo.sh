@@ -105,6 +105,8 @@ WEBHOOK_PORT=$(free_port)
   --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
   --webhook-client-ca-file "$DIR/pki/webhook-client-ca.crt" 2>"$DIR/controller.log" &
 CTL=$!
+# The confinement policy admits the real node's selector and toleration.
+if [ $real = 1 ]; then E2E_POLICY_POD_SETTINGS=$REALNODE_POD_SETTINGS; fi
 install_admission "$WEBHOOK_PORT" sandbox-controller
 
 # alice's workspaces: the claim sandbox-workspaces, a folder of this machine.
