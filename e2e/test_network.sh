@@ -43,7 +43,7 @@ setup() {
 pod:
 $node
 network:
-  dns: [{cidr: $DNS/32}]
+  dns: [$DNS/32]
   clusterCIDRs: [10.213.0.0/24, 10.0.0.0/24]
 YAML
   webhook_certs
@@ -174,8 +174,9 @@ why_not() { echo "$(jp "$NS" sandbox "$1" '{.status.conditions}')"; }
 reach() {
   as "$1" exec -n "$NS" "$(pod_of "$2")" -- nc -w 2 "$3" "$4" </dev/null 2>/dev/null | head -c 100
 }
-# heard NAME IP: the stand-in NAME logged a connection from IP.
-heard() { grep -qx "$1 from $2" "$E2E_DIR/standins.log"; }
+# heard NAME IP [FROM_LINE]: the stand-in NAME logged a connection from IP
+# (after line FROM_LINE of its log).
+heard() { tail -n "+$((${3:-0} + 1))" "$E2E_DIR/standins.log" | grep -qx "$1 from $2"; }
 
 # floor_targets: "NAME IP PORT" of every target of the floor.
 floor_targets() {
@@ -195,12 +196,13 @@ EOF
 # expect_none SANDBOX SANDBOX_IP [SKIP]: SANDBOX (bob's) reaches no floor target
 # (except the one named SKIP) and no stand-in heard it.
 expect_none() {
-  local name ip port got
+  local name ip port got from
+  from=$(wc -l <"$E2E_DIR/standins.log")
   while read -r name ip port; do
     [ "$name" = "${3:-}" ] && continue
     got=$(reach "$BOB" "$1" "$ip" "$port")
     expect_eq "$got" "" "$1 reached $name ($ip:$port)"
-    ! heard "$name" "$2" || fail "the stand-in $name heard $1 ($2)"
+    ! heard "$name" "$2" "$from" || fail "the stand-in $name heard $1 ($2)"
   done < <(floor_targets)
 }
 

@@ -12,6 +12,7 @@ void register_sandbox_lifecycle_tests(void);
 void register_sandbox_claimrec_tests(void);
 void register_sandbox_pool_tests(void);
 void register_sandbox_wsprep_tests(void);
+void register_sandbox_netfloor_tests(void);
 
 void register_sandbox_tests(void)
 {
@@ -25,4 +26,5 @@ void register_sandbox_tests(void)
 	register_sandbox_claimrec_tests();
 	register_sandbox_pool_tests();
 	register_sandbox_wsprep_tests();
+	register_sandbox_netfloor_tests();
 }

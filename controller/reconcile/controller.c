@@ -16,6 +16,7 @@
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
 #include "reconcile/lifecycle.h"
+#include "reconcile/netkeep.h"
 #include "reconcile/pool.h"
 #include "reconcile/reconcile.h"
 #include "reconcile/records.h"
@@ -194,11 +195,16 @@ static void on_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 }
 
 /* A pod appeared (or left) in the cache: it no longer lags behind our create. */
+static void pod_changed(struct sbx_controller *c, const cJSON *pod)
+{
+	sbx_written_lagging(c->created_pods, meta_str(pod, "uid"), NULL);
+	enqueue_pod_owners(c, pod);
+}
+
 static void on_pod_add(void *ctx, const cJSON *pod)
 {
-	struct sbx_controller *c = ctx;
-	sbx_written_lagging(c->created_pods, meta_str(pod, "uid"), NULL);
-	enqueue_pod_owners(ctx, pod);
+	sbx_netkeep_pod(ctx, pod, 0);
+	pod_changed(ctx, pod);
 }
 
 /* A pod left: for a while its scope's claims read the records live (its
@@ -209,7 +215,8 @@ static void on_pod_delete(void *ctx, const cJSON *pod)
 	const char *d = jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_DIGEST);
 	if (d)
 		sbx_strset_add_for(c->pods_gone, d, PODS_GONE_MS);
-	on_pod_add(ctx, pod);
+	sbx_netkeep_pod(c, pod, 1);
+	pod_changed(c, pod);
 }
 
 /* The webhook configuration changed: remember when what it enforces did. */
@@ -293,6 +300,7 @@ static void enqueue_pod_pool(struct sbx_controller *c, const cJSON *pod)
 static void on_pool_pod_add(void *ctx, const cJSON *pod)
 {
 	struct sbx_controller *c = ctx;
+	sbx_netkeep_pod(c, pod, 0);
 	sbx_pool_seen(c, jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_POOL));
 	enqueue_pod_pool(c, pod);
 }
@@ -305,12 +313,14 @@ static void on_pool_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new
 
 static void on_pool_pod_delete(void *ctx, const cJSON *pod)
 {
+	sbx_netkeep_pod(ctx, pod, 1);
 	enqueue_pod_pool(ctx, pod);
 }
 
 /* A workspace preparation pod changed: who waits for it looks again. */
 static void on_prep_pod_add(void *ctx, const cJSON *pod)
 {
+	sbx_netkeep_pod(ctx, pod, 0);
 	sbx_ws_on_prep_pod(ctx, pod, 0);
 }
 
@@ -321,6 +331,7 @@ static void on_prep_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new
 
 static void on_prep_pod_delete(void *ctx, const cJSON *pod)
 {
+	sbx_netkeep_pod(ctx, pod, 1);
 	sbx_ws_on_prep_pod(ctx, pod, 1);
 }
 
@@ -471,6 +482,10 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	 * reserved to the controller like the others. */
 	struct informer *prep_pods =
 	    informer_new(c->kc, "/api/v1/pods", SBX_LABEL_WS_INIT, sbx_wsprep_trim, NULL, &wph, c);
+	if (sbx_netkeep_start(c) < 0) {
+		snprintf(err, errlen, "cannot start the network floor's keeper");
+		return -1;
+	}
 	pthread_mutex_lock(&c->informers_mu); /* sbx_controller_synced may be reading them */
 	c->sandboxes = sandboxes;
 	c->pods = pods;
@@ -492,6 +507,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	if (!informer_wait_synced(c->pods, timeout_ms) || !informer_wait_synced(c->sandboxes, timeout_ms) ||
 	    !informer_wait_synced(c->claims, timeout_ms) || !informer_wait_synced(c->pools, timeout_ms) ||
 	    !informer_wait_synced(c->pool_pods, timeout_ms) || !informer_wait_synced(c->prep_pods, timeout_ms) ||
+	    !sbx_netkeep_synced(c, timeout_ms) ||
 	    (c->webhooks && !informer_wait_synced(c->webhooks, timeout_ms))) {
 		snprintf(err, errlen,
 			 "caches did not sync within %ld ms (are the Sandbox, SandboxClaim and SandboxWarmPool CRDs "
@@ -533,7 +549,7 @@ int sbx_controller_synced(struct sbx_controller *c)
 	int synced = c->sandboxes && c->pods && informer_wait_synced(c->sandboxes, 0) &&
 		     informer_wait_synced(c->pods, 0) && c->claims && informer_wait_synced(c->claims, 0) && c->pools &&
 		     informer_wait_synced(c->pools, 0) && c->pool_pods && informer_wait_synced(c->pool_pods, 0) &&
-		     c->prep_pods && informer_wait_synced(c->prep_pods, 0) &&
+		     c->prep_pods && informer_wait_synced(c->prep_pods, 0) && sbx_netkeep_synced(c, 0) &&
 		     (!c->webhooks || informer_wait_synced(c->webhooks, 0));
 	pthread_mutex_unlock(&c->informers_mu);
 	return synced;
@@ -555,6 +571,7 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_stop(c->pool_pods);
 	if (c->prep_pods)
 		informer_stop(c->prep_pods);
+	sbx_netkeep_stop(c);
 	if (c->queue)
 		workqueue_shutdown(c->queue);
 	for (int i = 0; c->threads && i < c->workers; i++)

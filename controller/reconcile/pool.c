@@ -16,6 +16,7 @@
 #include "obs/metrics.h"
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
+#include "reconcile/netkeep.h"
 #include "reconcile/state.h"
 #include "reconcile/writes.h"
 #include "reconcile/wsgate.h"
@@ -218,6 +219,12 @@ static int create_member(struct sbx_controller *c, const struct pool_view *p)
 	if (sbx_pool_pod_name(name) < 0)
 		return -1;
 	ktime_format_rfc3339(time(NULL), now);
+	struct kube_error err;
+	if (sbx_netkeep_ensure(c, p->ns, &err) != KUBE_OK) { /* never a pod without its floor */
+		log_kv(LOG_WARN, "the network floor cannot be made", "pool", p->name, "namespace", p->ns, "error",
+		       err.message);
+		return -1;
+	}
 	cJSON *pod = sbx_pool_pod_build(c->cfg, c->seal_keys, p->ns, p->name, p->uid, name, p->spec, p->fp, now);
 	if (!pod)
 		return -1;
@@ -227,7 +234,6 @@ static int create_member(struct sbx_controller *c, const struct pool_view *p)
 	/* In flight before it is sent: the pod's watch event (which takes it
 	 * back out) may arrive before the response does. */
 	expect_add(c->pool_state, p->uid, 1);
-	struct kube_error err;
 	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
 	free(body);
 	fault_delay("warm-create-response");	     /* tests: the pod's event comes first */

@@ -13,6 +13,7 @@
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "reconcile/ctlmetrics.h"
+#include "reconcile/netkeep.h"
 #include "reconcile/state.h"
 #include "reconcile/strset.h"
 #include "reconcile/written.h"
@@ -359,6 +360,12 @@ enum kube_err sbx_rc_create_pod(struct sbx_controller *c, const struct sbx_view 
 		kube_error_set(err, KUBE_ERR_OTHER, "%s",
 			       "the controller cannot build a pod for this Sandbox; check its workspace config");
 		return KUBE_ERR_OTHER;
+	}
+	/* Never a pod without its network floor (reconcile/netkeep.h). */
+	enum kube_err fe = sbx_netkeep_ensure(c, v->ns, err);
+	if (fe != KUBE_OK) {
+		cJSON_Delete(pod);
+		return fe;
 	}
 	char *body = cJSON_PrintUnformatted(pod);
 	cJSON_Delete(pod);
