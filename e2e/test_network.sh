@@ -255,10 +255,49 @@ spec:
 YAML
 )
   expect_match "$out" "denied|forbidden|Forbidden" "alice's allow-everything NetworkPolicy"
+  # What the refusal leaves her: policies of her own pods (a label sandbox
+  # pods never carry, or sandbox pods excluded), and deny-only ones.
+  out=$(as "$ALICE" apply -f - 2>&1 <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-in, namespace: $NS}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  ingress: [{}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: all-but-sandboxes, namespace: $NS}
+spec:
+  podSelector:
+    matchExpressions: [{key: app.kubernetes.io/managed-by, operator: NotIn, values: [sandbox-controller]}]
+  egress: [{}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny-all, namespace: $NS}
+spec: {podSelector: {}, policyTypes: [Ingress, Egress]}
+YAML
+)
+  expect_eq "$(grep -c created <<<"$out")" 3 "alice's policies that do not widen a sandbox ($out)"
+  # Selecting sandbox pods by their name label, or writing the floor.
+  out=$(as "$ALICE" apply -f - 2>&1 <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: sandboxes-out, namespace: $NS}
+spec:
+  podSelector: {matchLabels: {app.kubernetes.io/name: sandbox}}
+  egress: [{}]
+YAML
+)
+  expect_match "$out" "denied|forbidden|Forbidden" "alice's policy selecting app.kubernetes.io/name=sandbox"
+  out=$(as "$ALICE" delete networkpolicy -n "$NS" sandbox-floor 2>&1)
+  expect_match "$out" "denied|forbidden|Forbidden" "alice deleting the floor"
   # Enforcers apply a new policy within seconds: give it the time it would take.
   kubectl get networkpolicy -n "$NS" allow-everything >/dev/null 2>&1 && sleep 5
   expect_none bob-1 "$BOB_IP"
-  kubectl delete networkpolicy -n "$NS" allow-everything --ignore-not-found >/dev/null 2>&1
+  kubectl delete networkpolicy -n "$NS" allow-everything web-in all-but-sandboxes deny-all sandboxes-out \
+    --ignore-not-found >/dev/null 2>&1
 }
 
 # The floor's objects: the controller's own, repaired if changed, gone with
