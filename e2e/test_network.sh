@@ -300,6 +300,52 @@ YAML
     --ignore-not-found >/dev/null 2>&1
 }
 
+# Enforcement verified, not assumed (network.verify): the controller's probe
+# (two pods of its image in sandbox-system, one denied by a NetworkPolicy)
+# reports NetworkPolicyEnforced=True on the Sandboxes and the gauge 1 within
+# a minute of start; with the enforcer stopped, False/NotEnforced and 0; with
+# network.requireEnforced, a new Sandbox gets no pod until enforcement is
+# verified again.
+test_05_enforcement_verified() {
+  cat "$E2E_DIR/config.yaml" - >"$E2E_DIR/verify-config.yaml" <<YAML
+  verify: true
+  verifyNamespace: sandbox-system
+  verifyInterval: 15s
+YAML
+  sed 's/^  verifyInterval: 15s$/  verifyInterval: 15s\n  requireEnforced: true/' "$E2E_DIR/verify-config.yaml" >"$E2E_DIR/require-config.yaml"
+  ctl_restart "$E2E_DIR/verify-config.yaml" || return
+  wait_for 60 enforced_is 1 || fail "sandbox_network_policy_enforced after a minute: '$(enforced)', want 1 ($(grep -i probed "$E2E_DIR/ctl.log" | tail -2))"
+  wait_for 20 net_condition_is bob-1 True Verified || fail "bob-1's NetworkPolicyEnforced: $(net_condition bob-1)"
+  "$E2E_ROOT/hack/cluster.sh" realnode-enforcer "$E2E_DIR" stop || { fail "cannot stop the enforcer"; return; }
+  wait_for 90 enforced_is 0 || fail "sandbox_network_policy_enforced with the enforcer stopped: '$(enforced)', want 0"
+  wait_for 20 net_condition_is bob-1 False NotEnforced || fail "bob-1's NetworkPolicyEnforced: $(net_condition bob-1)"
+  ctl_restart "$E2E_DIR/require-config.yaml" || return
+  real_sandbox "$BOB" bob-2 bob >/dev/null || fail "cannot create bob-2"
+  wait_for 60 enforced_is 0 || fail "not probed again: '$(enforced)'"
+  sleep 3
+  expect_eq "$(pod_of bob-2)" "" "bob-2's pod while enforcement is not verified (requireEnforced)"
+  expect_match "$(jp "$NS" sandbox bob-2 '{.status.conditions}')" "requireEnforced" "what bob-2 says"
+  "$E2E_ROOT/hack/cluster.sh" realnode-enforcer "$E2E_DIR" start || { fail "cannot start the enforcer"; return; }
+  wait_for 90 enforced_is 1 || fail "not verified after the enforcer's start: '$(enforced)'"
+  ready bob-2 90 || fail "bob-2 not Ready once enforcement is verified: $(why_not bob-2)"
+  as "$BOB" delete sandbox -n "$NS" bob-2 --wait=false >/dev/null 2>&1
+  ctl_restart "$E2E_DIR/config.yaml"
+}
+# ctl_restart CONFIG: the controller again with CONFIG, its metrics on $MPORT.
+ctl_restart() {
+  controller_stop "$CTL_PID"
+  MPORT=$(free_port)
+  controller_start ctl --config "$1" --metrics-bind-address "127.0.0.1:$MPORT" \
+    --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
+  wait_for 30 curl -sf -o /dev/null "http://127.0.0.1:$MPORT/metrics" ||
+    { fail "the controller did not start with $1: $(tail -3 "$E2E_DIR/ctl.log")"; return 1; }
+}
+enforced() { curl -s "http://127.0.0.1:$MPORT/metrics" | awk '$1 == "sandbox_network_policy_enforced" {print $2}'; }
+enforced_is() { [ "$(enforced)" = "$1" ]; }
+net_condition() { jp "$NS" sandbox "$1" '{.status.conditions[?(@.type=="NetworkPolicyEnforced")].status}/{.status.conditions[?(@.type=="NetworkPolicyEnforced")].reason}'; }
+net_condition_is() { [ "$(net_condition "$1")" = "$2/$3" ]; }
+
 # The floor's objects: the controller's own, repaired if changed, gone with
 # the last sandbox pod of the namespace.
 test_09_policy_objects() {
