@@ -227,6 +227,8 @@ test_01_controls() {
 # metrics ports, either metadata stand-in, nor the profile targets.
 test_02_floor() {
   expect_none bob-1 "$BOB_IP"
+  # Made once, not written over while nothing changes it.
+  expect_eq "$(grep -c 'network floor repaired' "$E2E_DIR/ctl.log")" 0 "floor rewrites in the controller's log"
 }
 
 # It resolves names: the test's resolver, where the controller's config says

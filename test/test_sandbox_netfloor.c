@@ -41,7 +41,7 @@ static char *render(const char *yaml)
 static void test_floor_default(void)
 {
 	char *s = render("{}");
-	CU_ASSERT_STRING_EQUAL(s, META "\"ingress\":[],\"egress\":[{\"to\":[{\"namespaceSelector\":{\"matchLabels\":"
+	CU_ASSERT_STRING_EQUAL(s, META "\"egress\":[{\"to\":[{\"namespaceSelector\":{\"matchLabels\":"
 				       "{\"kubernetes.io/metadata.name\":\"kube-system\"}},\"podSelector\":{"
 				       "\"matchLabels\":{\"k8s-app\":\"kube-dns\"}}}]," DNS_PORTS "}]}}");
 	free(s);

@@ -55,9 +55,10 @@ cJSON *sbx_netfloor_policy(const char *ns, const struct sbx_net_settings *n)
 	cJSON *types = jb_add_arr(spec, "policyTypes");
 	jb_push_str(types, "Ingress");
 	jb_push_str(types, "Egress");
-	cJSON *ingress = jb_add_arr(spec, "ingress");
+	/* No ingress rule at all when no source is named (an empty list is
+	 * not stored). */
 	if (n->ningress) {
-		cJSON *from = jb_add_arr(push_obj(ingress), "from");
+		cJSON *from = jb_add_arr(push_obj(jb_add_arr(spec, "ingress")), "from");
 		for (size_t i = 0; i < n->ningress; i++)
 			add_block(from, n->ingress[i]);
 	}
@@ -83,6 +84,29 @@ cJSON *sbx_netfloor_policy(const char *ns, const struct sbx_net_settings *n)
 	return np;
 }
 
+/* Removes the empty arrays in c, at any depth. */
+static void prune(cJSON *c)
+{
+	cJSON *e = c->child;
+	while (e) {
+		cJSON *next = e->next;
+		if (cJSON_IsArray(e) && !e->child)
+			cJSON_Delete(cJSON_DetachItemViaPointer(c, e));
+		else if (cJSON_IsObject(e) || cJSON_IsArray(e))
+			prune(e);
+		e = next;
+	}
+}
+
+/* A copy of o (NULL: an empty object) without its empty arrays (new;
+ * caller frees). */
+static cJSON *pruned(const cJSON *o)
+{
+	cJSON *c = o ? jb_must(cJSON_Duplicate(o, 1)) : jb_obj();
+	prune(c);
+	return c;
+}
+
 int sbx_netfloor_as_rendered(const cJSON *have, const cJSON *want)
 {
 	if (!have)
@@ -96,10 +120,14 @@ int sbx_netfloor_as_rendered(const cJSON *have, const cJSON *want)
 		if (!cJSON_IsString(h) || strcmp(h->valuestring, l->valuestring))
 			return 0;
 	}
-	/* The API server returns the spec as sent (ports' protocol and port
-	 * as given, nothing defaulted in a policy of this shape). */
-	return cJSON_Compare(cJSON_GetObjectItemCaseSensitive(have, "spec"),
-			     cJSON_GetObjectItemCaseSensitive(want, "spec"), 1);
+	/* The API server stores a spec as sent but for empty lists, which it
+	 * drops: those are compared as absent. */
+	cJSON *h = pruned(cJSON_GetObjectItemCaseSensitive(have, "spec")),
+	      *w = pruned(cJSON_GetObjectItemCaseSensitive(want, "spec"));
+	int same = cJSON_Compare(h, w, 1);
+	cJSON_Delete(h);
+	cJSON_Delete(w);
+	return same;
 }
 
 cJSON *sbx_netfloor_trim(const cJSON *obj)
