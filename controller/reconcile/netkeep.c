@@ -20,6 +20,8 @@ struct ns_state {
 	char ns[64];
 	int pods;	 /* pods of sandboxes in the pod caches */
 	int dirty;	 /* to be looked at */
+	double made;	 /* when this process last made its policy */
+	double removed;	 /* when it last removed it */
 	double last_pod; /* when it last had one (or one was ensured) */
 };
 
@@ -159,16 +161,34 @@ enum kube_err sbx_netkeep_ensure(struct sbx_controller *c, const char *ns, struc
 	pthread_mutex_lock(&k->mu);
 	strmap_lock(k->namespaces);
 	struct ns_state *s = ns_entry(k, ns);
-	if (s)
-		s->last_pod = now_s(); /* not deleted under a pod about to be made */
+	double t = now_s(), made = 0, removed = 0;
+	if (s) {
+		s->last_pod = t; /* not deleted under a pod about to be made */
+		made = s->made;
+		removed = s->removed;
+	}
 	strmap_unlock(k->namespaces);
 	pthread_mutex_unlock(&k->mu);
-	cJSON *have = informer_get(k->policies, ns, SBX_NETFLOOR_NAME);
+	/* Made by this process a moment ago: the cache may not show it yet
+	 * (a second POST would only be answered 409). */
+	if (made > 0 && t - made < SBX_NETKEEP_GRACE_S)
+		return KUBE_OK;
+	/* Removed by this process a moment ago: the cache may still show it. */
+	cJSON *have = removed > 0 && t - removed < SBX_NETKEEP_GRACE_S ? NULL
+								       : informer_get(k->policies, ns, SBX_NETFLOOR_NAME);
 	if (have) {
 		cJSON_Delete(have);
 		return KUBE_OK;
 	}
 	enum kube_err e = write_floor(k, ns, NULL, err);
+	if (e == KUBE_OK || e == KUBE_ERR_ALREADY_EXISTS) {
+		pthread_mutex_lock(&k->mu);
+		strmap_lock(k->namespaces);
+		if ((s = ns_entry(k, ns)))
+			s->made = now_s();
+		strmap_unlock(k->namespaces);
+		pthread_mutex_unlock(&k->mu);
+	}
 	return e == KUBE_ERR_ALREADY_EXISTS ? KUBE_OK : e;
 }
 
@@ -188,8 +208,16 @@ static void keep_one(struct sbx_netkeep *k, const char *ns, int pods, double las
 		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies/%s", ns,
 			 SBX_NETFLOOR_NAME);
 		e = kube_request(k->c->kc, "DELETE", path, NULL, NULL, NULL, NULL, &err);
-		if (e == KUBE_OK)
+		if (e == KUBE_OK) {
 			log_kv(LOG_INFO, "network floor removed: no sandbox pod left", "namespace", ns);
+			pthread_mutex_lock(&k->mu);
+			strmap_lock(k->namespaces);
+			struct ns_state *s = ns_entry(k, ns);
+			if (s)
+				s->removed = now_s();
+			strmap_unlock(k->namespaces);
+			pthread_mutex_unlock(&k->mu);
+		}
 		if (e == KUBE_ERR_NOT_FOUND)
 			e = KUBE_OK;
 	}
