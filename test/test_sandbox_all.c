@@ -13,6 +13,7 @@ void register_sandbox_claimrec_tests(void);
 void register_sandbox_pool_tests(void);
 void register_sandbox_wsprep_tests(void);
 void register_sandbox_netfloor_tests(void);
+void register_sandbox_netprobe_tests(void);
 
 void register_sandbox_tests(void)
 {
@@ -27,4 +28,5 @@ void register_sandbox_tests(void)
 	register_sandbox_pool_tests();
 	register_sandbox_wsprep_tests();
 	register_sandbox_netfloor_tests();
+	register_sandbox_netprobe_tests();
 }

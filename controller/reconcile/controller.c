@@ -17,6 +17,7 @@
 #include "reconcile/inforce.h"
 #include "reconcile/lifecycle.h"
 #include "reconcile/netkeep.h"
+#include "reconcile/netverify.h"
 #include "reconcile/pool.h"
 #include "reconcile/reconcile.h"
 #include "reconcile/records.h"
@@ -525,6 +526,10 @@ int sbx_controller_start_workers(struct sbx_controller *c, char *err, size_t err
 		return -1;
 	}
 	c->events = event_recorder_new(c->kc, "sandbox-controller");
+	if (sbx_netverify_start(c, sbx_controller_prep_image(c)) < 0) {
+		snprintf(err, errlen, "cannot start the NetworkPolicy probe");
+		return -1;
+	}
 	c->threads = xcalloc((size_t)c->workers, sizeof *c->threads);
 	for (int i = 0; i < c->workers; i++) {
 		if (pthread_create(&c->threads[i], NULL, worker_main, c) != 0) {
@@ -571,6 +576,7 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_stop(c->pool_pods);
 	if (c->prep_pods)
 		informer_stop(c->prep_pods);
+	sbx_netverify_stop(c);
 	sbx_netkeep_stop(c);
 	if (c->queue)
 		workqueue_shutdown(c->queue);

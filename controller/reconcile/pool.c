@@ -17,6 +17,7 @@
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
 #include "reconcile/netkeep.h"
+#include "reconcile/netverify.h"
 #include "reconcile/state.h"
 #include "reconcile/writes.h"
 #include "reconcile/wsgate.h"
@@ -220,6 +221,9 @@ static int create_member(struct sbx_controller *c, const struct pool_view *p)
 		return -1;
 	ktime_format_rfc3339(time(NULL), now);
 	struct kube_error err;
+	char why[512];
+	if (sbx_netverify_gate(c, why, sizeof why) < 0) /* network.requireEnforced */
+		return -1;
 	if (sbx_netkeep_ensure(c, p->ns, &err) != KUBE_OK) { /* never a pod without its floor */
 		log_kv(LOG_WARN, "the network floor cannot be made", "pool", p->name, "namespace", p->ns, "error",
 		       err.message);

@@ -164,7 +164,7 @@ void sbx_controller_set_prep_image(struct sbx_controller *c, const char *image)
 }
 
 /* The image preparation pods run: the config's, else the controller's own. */
-static const char *prep_image(const struct sbx_controller *c)
+const char *sbx_controller_prep_image(const struct sbx_controller *c)
 {
 	if (c->cfg->prep_image)
 		return c->cfg->prep_image;
@@ -214,7 +214,7 @@ static int create_prep(struct sbx_controller *c, const char *ns, const char *own
 			 err.message);
 		return -1;
 	}
-	cJSON *pod = sbx_wsprep_pod(ns, owner, c->cfg, prep_image(c), forobj);
+	cJSON *pod = sbx_wsprep_pod(ns, owner, c->cfg, sbx_controller_prep_image(c), forobj);
 	if (!pod) {
 		snprintf(w->why, sizeof w->why,
 			 "the workspace folders of owner %s cannot be prepared: check the controller's workspace config",

@@ -106,6 +106,7 @@ void sbx_config_init(struct sbx_config *c)
 	c->prep_enabled = 1;
 	c->pod.run_as_user = c->pod.run_as_group = c->pod.fs_group = SBX_DEFAULT_UID;
 	c->net.policies = 1;
+	c->net.verify_interval_s = 600;
 }
 
 void sbx_config_release(struct sbx_config *c)
@@ -121,6 +122,7 @@ void sbx_config_release(struct sbx_config *c)
 	free_strv(c->net.dns, c->net.ndns);
 	free_strv(c->net.ingress, c->net.ningress);
 	free_strv(c->net.cluster, c->net.ncluster);
+	free(c->net.verify_ns);
 	memset(c, 0, sizeof *c);
 }
 
@@ -153,6 +155,7 @@ static void config_copy(struct sbx_config *dst, const struct sbx_config *src)
 	dst->net.dns = dup_strv(src->net.dns, src->net.ndns);
 	dst->net.ingress = dup_strv(src->net.ingress, src->net.ningress);
 	dst->net.cluster = dup_strv(src->net.cluster, src->net.ncluster);
+	dst->net.verify_ns = xstrdup(src->net.verify_ns);
 	dm->injected = xcalloc(sm->ninjected ? sm->ninjected : 1, sizeof *dm->injected);
 	for (size_t i = 0; i < sm->ninjected; i++) {
 		dm->injected[i] = sm->injected[i];
@@ -889,14 +892,35 @@ int sbx_image_pattern_match(const char *pattern, const char *image)
 /* The network section (sandbox/netfloor.h). */
 static int apply_network(struct sbx_config *t, const cJSON *n, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "policies", "dns", "ingressFrom", "clusterCIDRs", NULL };
+	static const char *const keys[] = { "policies", "dns", "ingressFrom", "clusterCIDRs", "verify",
+					    "verifyNamespace", "verifyInterval", "requireEnforced", NULL };
+	static const char *const flags[] = { "policies", "verify", "requireEnforced" };
+	int *const flag_out[] = { &t->net.policies, &t->net.verify, &t->net.require_enforced };
 	if (only_keys(n, "network", keys, err, errlen) < 0)
 		return -1;
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(n, "policies");
-	if (v && !cJSON_IsBool(v))
-		return cfail(err, errlen, "network.policies must be true or false");
-	if (v)
-		t->net.policies = cJSON_IsTrue(v);
+	const cJSON *v;
+	for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+		v = cJSON_GetObjectItemCaseSensitive(n, flags[i]);
+		if (v && !cJSON_IsBool(v))
+			return cfail(err, errlen, "network.%s must be true or false", flags[i]);
+		if (v)
+			*flag_out[i] = cJSON_IsTrue(v);
+	}
+	const char *ns, *iv;
+	if (string_field(n, "network", "verifyNamespace", &ns, err, errlen) < 0 ||
+	    string_field(n, "network", "verifyInterval", &iv, err, errlen) < 0)
+		return -1;
+	if (ns && (strlen(ns) > 63 || strchr(ns, '.') || !dns_subdomain(ns)))
+		return cfail(err, errlen, "network.verifyNamespace must be a namespace name");
+	long secs = 0;
+	if (iv && (sbx_parse_duration(iv, &secs) < 0 || secs < 10))
+		return cfail(err, errlen, "network.verifyInterval must be a duration of at least 10s");
+	if (ns) {
+		free(t->net.verify_ns);
+		t->net.verify_ns = xstrdup(ns);
+	}
+	if (iv)
+		t->net.verify_interval_s = secs;
 	if ((v = cJSON_GetObjectItemCaseSensitive(n, "dns")) &&
 	    apply_string_list(&t->net.dns, &t->net.ndns, v, "network.dns", sbx_cidr_ok, err, errlen) < 0)
 		return -1;

@@ -42,6 +42,10 @@
  *                                       # the kube-dns pods of kube-system
  *     ingressFrom: [10.0.5.0/24]        # who may connect to sandbox pods; default none
  *     clusterCIDRs: [10.244.0.0/16]     # the pod and Service ranges (never in a profile)
+ *     verify: false                     # true: probe whether the cluster enforces NetworkPolicy
+ *     verifyNamespace: sandbox-system   # where the probe's pods run (default: the controller's)
+ *     verifyInterval: 10m               # how often (a duration as keyLifetime)
+ *     requireEnforced: false            # true: no sandbox pod until enforcement is verified
  *
  * Unknown keys are errors, so a typo never silently leaves a default. The
  * map- and list-valued pod settings are kept as validated cJSON trees owned
@@ -122,6 +126,10 @@ struct sbx_net_settings {
 	size_t ningress;
 	char **cluster; /* the cluster's pod and Service ranges */
 	size_t ncluster;
+	int verify;		/* default 0: 1 probes enforcement (sandbox/netprobe.h) */
+	char *verify_ns;	/* NULL: the controller's namespace */
+	long verify_interval_s; /* default 600 */
+	int require_enforced;	/* default 0 */
 };
 
 struct sbx_config {
