@@ -132,18 +132,24 @@ int sbx_netfloor_as_rendered(const cJSON *have, const cJSON *want)
 
 cJSON *sbx_netfloor_trim(const cJSON *obj)
 {
-	static const char *const meta[] = { "name", "namespace", "uid", "resourceVersion", "labels", NULL };
+	static const char *const meta[] = { "name", "namespace", "uid", "resourceVersion", NULL };
+	static const char *const keep[] = { SBX_LABEL_MANAGED_BY, SBX_LABEL_NETFLOOR, NULL };
 	cJSON *t = jb_obj();
 	const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
 	cJSON *tm = jb_add_obj(t, "metadata");
 	for (size_t i = 0; meta[i]; i++) {
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(md, meta[i]);
-		if (v)
-			jb_add(tm, meta[i], jb_must(cJSON_Duplicate(v, 1)));
+		if (cJSON_IsString(v) && strlen(v->valuestring) <= 253)
+			jb_str(tm, meta[i], v->valuestring);
 	}
-	/* Anyone who may write NetworkPolicies may put the label on one: a
-	 * spec larger than any floor is kept as an empty one (not as rendered,
-	 * so a floor's is written over it). */
+	/* Only the labels the keeper compares, each as short as a label value. */
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(md, "labels");
+	cJSON *tl = jb_add_obj(tm, "labels");
+	for (size_t i = 0; keep[i]; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(labels, keep[i]);
+		if (cJSON_IsString(v) && strlen(v->valuestring) <= 63)
+			jb_str(tl, keep[i], v->valuestring);
+	}
 	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
 	char *text = spec ? cJSON_PrintUnformatted(spec) : NULL;
 	if (spec)
