@@ -124,7 +124,12 @@ controller_identity_args() {
 # new_namespace NAME [ROOT]: a namespace with the owner-workspace PVC bound to
 # a hostPath PV at ROOT/NAME. Without ROOT: /srv/sandbox-workspaces/NAME,
 # which no kwok pod ever touches; with ROOT (a real node mounts it) the
-# folder is made here and must exist.
+# folder is made here and must exist. Returns once the claim is Bound: until
+# then a pod mounting it is unschedulable, and the scheduler may take its
+# backoff (10 s, then up to a minute) to try again, so the first pod of the
+# namespace, the owner's workspace preparation, would wait on the PV binder
+# rather than on the controller (test_idempotency's crash at after-pod-create
+# never reached its fault point within 30 s once so).
 new_namespace() {
   local ns=$1 root=${2:-} type=""
   if [ -n "$root" ]; then
@@ -153,6 +158,8 @@ spec:
   volumeName: ws-$ns
   resources: {requests: {storage: 10Gi}}
 YAML
+  wait_for 60 sh -c "[ \"\$(kubectl get pvc -n $ns sandbox-workspaces -o jsonpath='{.status.phase}')\" = Bound ]" ||
+    say "new_namespace $ns: the claim sandbox-workspaces is not Bound after 60 s"
 }
 
 # sandbox NS NAME IMAGE [KEY] [OWNER]: kubectl apply of a Sandbox. KEY/OWNER

@@ -246,7 +246,12 @@ test_4b_controller_workspace_init_pods() {
     fail "the controller's preparation pod (hostPath mode) was refused: $out"
   out=$(create_as "$CONTROLLER" "$(pod_with "$pvcp" "p['metadata']['name'] += '-p'")") ||
     fail "the controller's preparation pod (pvc mode) was refused: $out"
-  out=$(as "$CONTROLLER" delete pod -n team-a "$(pod_with "$hostp" "print(p['metadata']['name'] + '-h'); exit()")" --wait=false 2>&1) ||
+  # The delete, on a copy with no owner: the garbage collector takes a pod
+  # whose owner (the Sandbox "s" the tool names) does not exist, and took
+  # the -h pod before its delete once ('NotFound').
+  out=$(create_as "$CONTROLLER" "$(pod_with "$hostp" "p['metadata']['name'] += '-d'; del p['metadata']['ownerReferences']")") ||
+    fail "the controller's preparation pod without an owner was refused: $out"
+  out=$(as "$CONTROLLER" delete pod -n team-a "$(pod_with "$hostp" "print(p['metadata']['name'] + '-d'); exit()")" --wait=false 2>&1) ||
     fail "the controller could not delete its preparation pod: $out"
   while IFS='|' read -r what m; do
     i=$((i + 1))
