@@ -31,6 +31,7 @@
 #include "obs/metrics.h"
 #include "obs/probes.h"
 #include "sandbox/config.h"
+#include "sandbox/netprobe.h"
 #include "sandbox/wsinit.h"
 #include "sandbox/wsprep.h"
 #include "reconcile/controller.h"
@@ -75,6 +76,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: sandbox-controller [flags]\n"
 		"       sandbox-controller workspace-init --uid UID --gid GID FOLDER...  (the workspace preparation pod's)\n"
+		"       sandbox-controller net-probe listen PORT... | connect IP SHUT OPEN SECONDS  (the NetworkPolicy probe's pods)\n"
 		"  --kubeconfig PATH                  kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)\n"
 		"  --context NAME                     kubeconfig context (default: current-context)\n"
 		"  --config PATH                      controller YAML config (workspace root, mounts, key lifetime)\n"
@@ -776,6 +778,8 @@ int main(int argc, char **argv)
 	 * exits here, whatever its result, and never runs the controller. */
 	if (argc > 1 && !strcmp(argv[1], "workspace-init"))
 		return sbx_wsinit_main(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "net-probe"))
+		return sbx_netprobe_main(argc - 1, argv + 1);
 	static struct app a; /* large (certificate paths); zeroed */
 	int rc = setup(&a, argc, argv);
 	if (rc)

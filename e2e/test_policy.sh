@@ -306,6 +306,36 @@ the preparation label, as root|p['metadata']['labels']['sandbox.dev/workspace-in
 CASES
 }
 
+# The NetworkPolicy probe's pods (controller/sandbox/netprobe.h), admitted in
+# the shape the controller builds (hack/tools/sbx-netprobe-pod prints it) and
+# deleted; as root, with a capability, a volume of the host or the workspace
+# claim, or without its own name and label, refused.
+test_4c_controller_netprobe_pods() {
+  local tool="$BUILD_DIR/sbx-netprobe-pod" out target client what m i=0
+  [ -x "$tool" ] || { fail "sbx-netprobe-pod not built ($tool)"; return; }
+  target=$("$tool" team-a target registry.local/sandbox-controller:1) &&
+    client=$("$tool" team-a client registry.local/sandbox-controller:1) || { fail "sbx-netprobe-pod failed"; return; }
+  out=$(create_as "$CONTROLLER" "$target") || fail "the controller's probe target pod was refused: $out"
+  out=$(create_as "$CONTROLLER" "$client") || fail "the controller's probe client pod was refused: $out"
+  out=$(as "$CONTROLLER" delete pod -n team-a sbx-netprobe-target-1 sbx-netprobe-client-1 --wait=false 2>&1) ||
+    fail "the controller could not delete its probe pods: $out"
+  while IFS='|' read -r what m; do
+    i=$((i + 1))
+    out=$(create_as "$CONTROLLER" "$(pod_with "$target" "p['metadata']['name'] += '-$i'; $m")") &&
+      { fail "the controller created a probe pod with $what"; continue; }
+    ctl_refused "$what" "$out"
+  done <<CASES
+root|p['spec']['securityContext']['runAsUser'] = 0
+runAsNonRoot off|p['spec']['securityContext']['runAsNonRoot'] = False; c['securityContext']['runAsNonRoot'] = False
+an added capability|c['securityContext']['capabilities']['add'] = ['NET_ADMIN']
+the host network|p['spec']['hostNetwork'] = True
+a hostPath volume|p['spec']['volumes'] = [{'name': 'h', 'hostPath': {'path': '/etc'}}]
+the workspace claim whole|p['spec']['volumes'] = [{'name': 'w', 'persistentVolumeClaim': {'claimName': 'sandbox-workspaces'}}]; c['volumeMounts'] = [{'name': 'w', 'mountPath': '/w'}]
+no probe label|del p['metadata']['labels']['sandbox.dev/netprobe']
+a name not sbx-netprobe-|p['metadata']['name'] = 'sbx-x' + p['metadata']['name'][12:]
+CASES
+}
+
 # pod_with JSON PYTHON: JSON (a pod) changed by PYTHON statements on p and c
 # (its first container); prints the result.
 pod_with() {

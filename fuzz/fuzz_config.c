@@ -1,12 +1,16 @@
 /* libFuzzer target: the controller's YAML configuration (sandbox/config.h).
  * Invariants: a config that parses has safe mount subdirectories, absolute
- * mount paths and a key lifetime in range; on error nothing is changed. */
+ * mount paths and a key lifetime in range, and network CIDRs (base/cidr.h)
+ * that render into a floor policy (sandbox/netfloor.h) whose every ipBlock
+ * is one of them; on error nothing is changed. */
 #include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "base/cidr.h"
 #include "sandbox/config.h"
+#include "sandbox/netfloor.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -25,6 +29,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		if (c.ws_mode == SBX_WS_HOSTPATH)
 			assert(c.host_root && c.host_root[0] == '/');
+		assert(c.net.ndns <= SBX_CONFIG_MAX_ITEMS && c.net.ningress <= SBX_CONFIG_MAX_ITEMS &&
+		       c.net.ncluster <= SBX_CONFIG_MAX_ITEMS);
+		for (size_t i = 0; i < c.net.ndns; i++)
+			assert(sbx_cidr_ok(c.net.dns[i]));
+		for (size_t i = 0; i < c.net.ningress; i++)
+			assert(sbx_cidr_ok(c.net.ingress[i]));
+		for (size_t i = 0; i < c.net.ncluster; i++)
+			assert(sbx_cidr_ok(c.net.cluster[i]));
+		cJSON *np = sbx_netfloor_policy("ns", &c.net);
+		assert(np);
+		cJSON_Delete(np);
 	} else {
 		assert(c.key_lifetime_s == before);
 		assert(memchr(err, '\0', sizeof err) != NULL);

@@ -11,7 +11,9 @@
  *    pod and from its trimmed cache copy, bounded and terminated; a
  *    preparation pod's state too, from the preparation pods' cache copy;
  *  - the workspace preparation pod of the spec's owner mounts nothing outside
- *    that owner's folders either. */
+ *    that owner's folders either;
+ *  - the NetworkPolicy probe's verdict from a pod is bounded and given only
+ *    for a finished pod. */
 #include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +31,8 @@
 #include "sandbox/spec.h"
 #include "sandbox/status.h"
 #include "sandbox/verify.h"
+#include "sandbox/netfloor.h"
+#include "sandbox/netprobe.h"
 #include "sandbox/wsprep.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -190,6 +194,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	assert(sbx_wsprep_state(tw, NS, "alice", &pvc, why_t, sizeof why_t) == ws);
 	assert(ws == SBX_WSPREP_FOREIGN || !strcmp(why, why_t)); /* a foreign one's name may be cut */
 	cJSON_Delete(tw);
+	/* The NetworkPolicy probe's client pod (sandbox/netprobe.h): a verdict
+	 * only when done, words bounded; a floor policy's cache copy bounded. */
+	int done = 0;
+	enum sbx_netprobe_result nr = sbx_netprobe_verdict(obj, &done, why, sizeof why);
+	assert(strlen(why) < sizeof why && (done || nr == SBX_NETPROBE_UNKNOWN));
+	cJSON *tn = sbx_netfloor_trim(obj);
+	assert(printed_size(tn) <= SBX_NETFLOOR_SPEC_MAX + 2048);
+	cJSON_Delete(tn);
 	cJSON_Delete(tp);
 	cJSON_Delete(obj);
 	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(ts, "spec");

@@ -6,7 +6,7 @@
 #
 #   hack/bench.sh [--count N | --rate R --duration T] [--concurrency C] [--scopes S]
 #                 [--workers W] [--kube-api-qps Q] [--kube-api-burst B]
-#                 [--peer BIN --peer-crds PATH] [--no-baseline] [--no-build]
+#                 [--peer BIN --peer-crds PATH] [--no-floor] [--no-baseline] [--no-build]
 #   hack/bench.sh --scale N [--concurrency C] [--no-build]
 #
 # Burst mode (default, --count N, 1000): C client threads create N Sandboxes
@@ -18,6 +18,9 @@
 #      the client POSTs it, POSTs a Pod and merge-PATCHes status Bound=True,
 #      and once an informer sees the pod Ready, PATCHes Ready=True;
 #   2. controller: the client POSTs the Sandboxes, the controller does the rest;
+#   2b. no floor (with --no-floor): the controller again with network.policies
+#      false, so it keeps no NetworkPolicy (the network floor's cost, issue 24);
+#      the controller phase prints the NetworkPolicies it left in its namespace;
 #   3. peer (with --peer): another controller binary, run out of cluster with
 #      the admin kubeconfig, webhooks off, after its CRDs (a file or a folder
 #      of YAML, e.g. kubernetes-sigs/agent-sandbox's k8s/crds) are applied with
@@ -38,7 +41,7 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COUNT=1000 CONC=8 SCOPES="" RATE="" DURATION="" SCALE="" BUILD=1 BASELINE=1
-PEER_BIN="" PEER_CRDS=""
+PEER_BIN="" PEER_CRDS="" NOFLOOR=0
 CTL_TUNING=()
 OWNERS=${SBX_BENCH_OWNERS:-50}
 TIMEOUT=${SBX_BENCH_TIMEOUT:-900}
@@ -59,6 +62,7 @@ while [ $# -gt 0 ]; do
     --peer) PEER_BIN=${2:-}; shift 2 ;;
     --peer-crds) PEER_CRDS=${2:-}; shift 2 ;;
     --no-baseline) BASELINE=0; shift ;;
+    --no-floor) NOFLOOR=1; shift ;;
     --no-build) BUILD=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
@@ -159,8 +163,8 @@ bench_namespace sbx-bench
 MODE_DESC="burst of $COUNT from $CONC client threads"
 [ -n "$RATE" ] && MODE_DESC="$RATE Sandboxes/s for $DURATION s ($COUNT), $CONC client threads"
 
-B=$E2E_DIR/baseline.out C=$E2E_DIR/controller.out P=$E2E_DIR/peer.out
-LB="" LC="" LP=""
+B=$E2E_DIR/baseline.out C=$E2E_DIR/controller.out P=$E2E_DIR/peer.out N=$E2E_DIR/nofloor.out
+LB="" LC="" LP="" LN=""
 if [ "$BASELINE" = 1 ]; then
   bench_namespace sbx-bench-baseline
   LB=$(load)
@@ -185,6 +189,21 @@ ev_sent=$(kubectl get events -n sbx-bench --field-selector reason=PodCreated --n
 ev_dropped=$(msum "$m" sandbox_events_dropped_total)
 controller_stop "$CTL_PID" || say "the controller did not stop on SIGTERM"
 pods=$(kubectl get pods -n sbx-bench -l app.kubernetes.io/managed-by=sandbox-controller --no-headers 2>/dev/null | wc -l)
+netpols=$(kubectl get networkpolicies -n sbx-bench --no-headers 2>/dev/null | wc -l)
+
+if [ "$NOFLOOR" = 1 ]; then
+  delete_namespace sbx-bench
+  bench_namespace sbx-bench-nofloor
+  printf 'network: {policies: false}\n' >"$E2E_DIR/nofloor.yaml"
+  start_ours ctl-nofloor --config "$E2E_DIR/nofloor.yaml" "${CTL_TUNING[@]}"
+  wait_ready_ms "$PROBE_PORT" >/dev/null
+  LN=$(load)
+  say "controller without the network floor: $MODE_DESC"
+  "$BENCH_BIN" controller --namespace sbx-bench-nofloor "${BENCH_ARGS[@]}" --pid "$CTL_PID" \
+    --metrics-url "http://127.0.0.1:$METRICS_PORT/metrics" >"$N" ||
+    bench_fail "no-floor run failed; see $N and $E2E_DIR/ctl-nofloor.log"
+  controller_stop "$CTL_PID" || say "the controller did not stop on SIGTERM"
+fi
 
 if [ -n "$PEER_BIN" ]; then
   delete_namespace sbx-bench
@@ -214,13 +233,13 @@ per1000() { awk -v c="$(value "$1" cpu_run_s)" -v n="$COUNT" 'BEGIN { printf "%.
 cat <<EOF
 
 === sandbox-controller benchmark ===
-command:   hack/bench.sh $([ -n "$RATE" ] && echo "--rate $RATE --duration $DURATION" || echo "--count $COUNT") --concurrency $CONC ${CTL_TUNING[*]:-} $([ -n "$PEER_BIN" ] && echo "--peer $PEER_BIN --peer-crds $PEER_CRDS")
+command:   hack/bench.sh $([ -n "$RATE" ] && echo "--rate $RATE --duration $DURATION" || echo "--count $COUNT") --concurrency $CONC ${CTL_TUNING[*]:-} $([ -n "$PEER_BIN" ] && echo "--peer $PEER_BIN --peer-crds $PEER_CRDS") $([ "$NOFLOOR" = 1 ] && echo --no-floor)
 load:      $MODE_DESC; Sandbox i in scope i % $SCOPES; controllers at their defaults ${CTL_TUNING[*]:+(ours with ${CTL_TUNING[*]})}
-host:      $(nproc) CPUs shared; loadavg $LOAD_START at start; baseline ${LB:-n/a}, controller ${LC:-n/a}, peer ${LP:-n/a} (before each phase); $(load) at end
+host:      $(nproc) CPUs shared; loadavg $LOAD_START at start; baseline ${LB:-n/a}, controller ${LC:-n/a}, no floor ${LN:-n/a}, peer ${LP:-n/a} (before each phase); $(load) at end
 
-                                    baseline    controller          peer
+                                    baseline    controller      no floor          peer
 EOF
-FILES=("$B" "$C" "$P")
+FILES=("$B" "$C" "$N" "$P")
 row "offered rate (/s, 0 = burst)" offered_rate "${FILES[@]}"
 row "Bound/s (first create..last)" rate "${FILES[@]}"
 row "Ready/s (first create..last)" ready_rate "${FILES[@]}"
@@ -240,9 +259,13 @@ row "  of which GET" requests_GET "${FILES[@]}"
 cat <<EOF
 
 controller: $(value "$C" ready)/$COUNT Ready, $(value "$C" adopted) adopted, $pods pods; $(value "$C" reconciles) reconciles ($(value "$C" reconcile_errors) errors); CPU per 1,000 Sandboxes $(per1000 "$C") s
+network:    $netpols NetworkPolicies in sbx-bench ($OWNERS owners, one namespace) when the run ended
 events:     $ev_sent PodCreated events in sbx-bench when the run ended, $ev_dropped dropped (sandbox_events_dropped_total)
 ratios:     controller/baseline Ready/s $(ratio "$(value "$C" ready_rate)" "$(value "$B" ready_rate)"), Ready p99 $(ratio "$(value "$C" ready_p99_ms)" "$(value "$B" ready_p99_ms)")
 EOF
+if [ "$NOFLOOR" = 1 ]; then
+  echo "            controller/no floor Bound p50 $(ratio "$(value "$C" bound_p50_ms)" "$(value "$N" bound_p50_ms)"), Bound p99 $(ratio "$(value "$C" bound_p99_ms)" "$(value "$N" bound_p99_ms)"), Ready/s $(ratio "$(value "$C" ready_rate)" "$(value "$N" ready_rate)"), requests/Sandbox $(ratio "$(value "$C" requests_per_sandbox_settled)" "$(value "$N" requests_per_sandbox_settled)")"
+fi
 if [ -n "$PEER_BIN" ]; then
   cat <<EOF
             controller/peer Ready/s $(ratio "$(value "$C" ready_rate)" "$(value "$P" ready_rate)"), Ready p50 $(ratio "$(value "$C" ready_p50_ms)" "$(value "$P" ready_p50_ms)"), p99 $(ratio "$(value "$C" ready_p99_ms)" "$(value "$P" ready_p99_ms)"), CPU $(ratio "$(value "$C" cpu_run_s)" "$(value "$P" cpu_run_s)"), RSS $(ratio "$(value "$C" rss_peak_kib)" "$(value "$P" rss_peak_kib)"), requests/Sandbox $(ratio "$(value "$C" requests_per_sandbox_settled)" "$(value "$P" requests_per_sandbox_settled)")

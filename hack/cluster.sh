@@ -14,6 +14,8 @@
 #                                 the cluster with it; down stops it too
 #   hack/cluster.sh realnode-check   why this machine cannot run it (exit 1)
 #   hack/cluster.sh realnode-import DIR ARCHIVE NAME   an OCI archive into its containerd
+#   hack/cluster.sh realnode-enforcer DIR stop|start   its NetworkPolicy enforcer
+#                                 (SBX_REAL_NODE_ENFORCER=kube-router)
 #
 # Everything binds to 127.0.0.1 on free ports and lives under DIR, so several
 # control planes run side by side. Certificates are made with openssl: a CA, the
@@ -56,7 +58,7 @@ HACK=$(cd "$(dirname "$0")" && pwd)
 cmd=${1:-}
 DIR=${2:-}
 [ -n "$cmd" ] && { [ -n "$DIR" ] || [ "$cmd" = realnode-check ]; } ||
-  { echo "usage: $0 up|down|restart-apiserver|nodes|realnode|realnode-import DIR, or $0 realnode-check" >&2; exit 2; }
+  { echo "usage: $0 up|down|restart-apiserver|nodes|realnode|realnode-import|realnode-enforcer DIR, or $0 realnode-check" >&2; exit 2; }
 
 log() { echo "cluster: $*" >&2; }
 
@@ -351,6 +353,15 @@ case "$cmd" in
     ;;
   realnode-check)
     realnode_check
+    ;;
+  realnode-enforcer)
+    load_state
+    RN=$DIR/realnode
+    case ${3:-} in
+      stop) stop_one realnode-enforcer ;;
+      start) [ -f "$DIR/pids/realnode-enforcer" ] || rn_enforcer_start ;;
+      *) echo "usage: $0 realnode-enforcer DIR stop|start" >&2; exit 2 ;;
+    esac
     ;;
   realnode-import)
     [ -f "${3:-}" ] && [ -n "${4:-}" ] || { echo "usage: $0 realnode-import DIR ARCHIVE NAME" >&2; exit 2; }

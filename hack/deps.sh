@@ -7,7 +7,7 @@ PKGS=(build-essential cmake pkg-config libcurl4-openssl-dev libcjson-dev libssl-
       clang buildah  # clang: libFuzzer for hack/fuzz.sh; buildah: hack/image.sh
       clang-format cppcheck  # hack/lint.sh (clang-format 14: Debian 12's)
       # the real node (hack/realnode.sh): its runtime, network and offline images
-      containerd runc containernetworking-plugins iptables busybox-static util-linux
+      containerd runc containernetworking-plugins iptables ipset busybox-static util-linux
       # clients/python: the official Kubernetes client, its tests, an offline venv install
       python3-kubernetes python3-pytest python3-venv python3-pip python3-setuptools python3-wheel)
 missing=()

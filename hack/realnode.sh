@@ -43,6 +43,21 @@
 # forwarded or delivered to this machine, except pod to pod on the bridge and
 # answers to connections the machine opened.
 #
+# Test network (SBX_REAL_NODE_GATEWAY=ADDR, off by default): the pods get a
+# default route through ADDR, an address of the bridge's subnet that nothing
+# on the machine holds; the end-to-end suite that sets it (e2e/test_network.sh)
+# puts a network namespace of its own there, with its stand-in listeners, so
+# what a pod sends off the bridge reaches only that namespace.
+#
+# NetworkPolicy (SBX_REAL_NODE_ENFORCER=kube-router, off by default): the
+# network policy controller of kube-router (hack/tools.sh kube-router; its
+# router and service proxy off) runs beside the kubelet and enforces the
+# cluster's NetworkPolicies on this node's pods with iptables and ipset
+# (bridged pod traffic passes iptables: br_netfilter). `hack/cluster.sh
+# realnode-enforcer DIR stop|start` stops it (its rules stay, so pods made
+# meanwhile are not enforced) and starts it again. down removes its chains
+# and ipsets.
+#
 # One real node per machine at a time: the bridge, the kubelet's cgroup root,
 # the kernel settings the kubelet changes and the iptables chains are the
 # machine's. A second `realnode` WAITS for the first to go (the lock
@@ -84,6 +99,13 @@ realnode_check() {
   for c in containerd containerd-shim-runc-v2 runc ctr iptables ip6tables ip buildah gcc busybox flock; do
     command -v "$c" >/dev/null || why+=("$c is missing (hack/deps.sh installs it)")
   done
+  if [ "${SBX_REAL_NODE_ENFORCER:-}" = kube-router ]; then
+    command -v ipset >/dev/null || why+=("ipset is missing (hack/deps.sh installs it; kube-router needs it)")
+    [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ] ||
+      why+=("no br_netfilter in this kernel: bridged pod traffic would bypass the enforcer's iptables rules")
+  elif [ -n "${SBX_REAL_NODE_ENFORCER:-}" ]; then
+    why+=("SBX_REAL_NODE_ENFORCER=$SBX_REAL_NODE_ENFORCER: only kube-router is known")
+  fi
   for c in bridge host-local loopback; do
     [ -x "/usr/lib/cni/$c" ] || why+=("the CNI plugin /usr/lib/cni/$c is missing (containernetworking-plugins)")
   done
@@ -178,6 +200,15 @@ rn_firewall_up() {
   done
 }
 
+# The ipsets kube-router made (the firewall's chains that used them are gone).
+rn_ipsets_down() {
+  [ -f "$RN/ipsets-before" ] && command -v ipset >/dev/null || return 0
+  ipset list -n 2>/dev/null | grep -vxFf "$RN/ipsets-before" | while read -r set; do
+    ipset destroy "$set" 2>/dev/null
+  done
+  return 0
+}
+
 rn_firewall_down() {
   local ipt t ch b
   for ipt in iptables ip6tables; do
@@ -187,16 +218,21 @@ rn_firewall_down() {
     # The kubelet's own chains (KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY,
     # KUBE-FIREWALL and its jumps) that were not there before it started.
     [ -f "$RN/kube-chains-before.$ipt" ] || continue
-    rn_kube_chains "$ipt" | grep -vxFf "$RN/kube-chains-before.$ipt" | while read -r t ch; do
+    # (and kube-router's KUBE-ROUTER-*, KUBE-POD-FW-*, KUBE-NWPLCY-*, which
+    # jump to each other: all are flushed before any is deleted).
+    rn_kube_chains "$ipt" | grep -vxFf "$RN/kube-chains-before.$ipt" >"$RN/kube-chains-new.$ipt"
+    while read -r t ch; do
       for b in INPUT OUTPUT FORWARD PREROUTING POSTROUTING; do
         while "$ipt" -t "$t" -D "$b" -j "$ch" 2>/dev/null; do :; done
         "$ipt" -t "$t" -S "$b" 2>/dev/null | { grep -- "-j $ch\b" || true; } | sed 's/^-A //' | while read -r rule; do
-          # shellcheck disable=SC2086
-          "$ipt" -t "$t" -D $rule 2>/dev/null
+          # The rule as iptables prints it, its quoting kept (kube-router's
+          # comments have spaces).
+          eval "\"\$ipt\" -t \"\$t\" -D $rule" 2>/dev/null
         done
       done
-      "$ipt" -t "$t" -F "$ch" 2>/dev/null; "$ipt" -t "$t" -X "$ch" 2>/dev/null
-    done
+      "$ipt" -t "$t" -F "$ch" 2>/dev/null
+    done <"$RN/kube-chains-new.$ipt"
+    while read -r t ch; do "$ipt" -t "$t" -X "$ch" 2>/dev/null; done <"$RN/kube-chains-new.$ipt"
   done
   return 0
 }
@@ -256,9 +292,36 @@ TOML
   cat >"$RN/cni/net.d/10-sbx-realnode.conflist" <<JSON
 {"cniVersion": "0.4.0", "name": "sbx-realnode", "plugins": [
   {"type": "bridge", "bridge": "$RN_BRIDGE", "isGateway": false, "ipMasq": false, "hairpinMode": false,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$RN_CIDR"}]], "dataDir": "$RN/cni/ipam"}}
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$RN_CIDR"}]], "dataDir": "$RN/cni/ipam"$(rn_gateway_routes)}}
 ]}
 JSON
+}
+
+# rn_gateway_routes: the IPAM routes of the test network (SBX_REAL_NODE_GATEWAY).
+rn_gateway_routes() {
+  [ -n "${SBX_REAL_NODE_GATEWAY:-}" ] || return 0
+  printf ', "routes": [{"dst": "0.0.0.0/0", "gw": "%s"}]' "$SBX_REAL_NODE_GATEWAY"
+}
+
+# rn_enforcer_start: kube-router's network policy controller for this node.
+rn_enforcer_start() {
+  local kr
+  kr=$("$HACK/tools.sh" kube-router) || return 1
+  # Its chains go first in FORWARD, INPUT and OUTPUT (it keeps them there), so
+  # the pod-to-pod ACCEPT of SBX-REALNODE-FWD sees only what it let through.
+  start realnode-enforcer "$kr" --run-firewall=true --run-router=false --run-service-proxy=false \
+    --enable-cni=false --enable-ipv4=true --enable-ipv6=false --kubeconfig="$DIR/kubeconfig" \
+    --hostname-override="$RN_NODE" --service-cluster-ip-range="${SBX_SERVICE_CIDR:-10.0.0.0/24}" \
+    --health-port=0 --metrics-port=0 --iptables-sync-period=30s --v=1
+  local i
+  for i in $(seq 1 300); do
+    iptables -S KUBE-ROUTER-FORWARD >/dev/null 2>&1 && { rn_log "enforcer $(basename "$(dirname "$kr")") started (network policy controller only)"; return 0; }
+    kill -0 "$(cat "$DIR/pids/realnode-enforcer")" 2>/dev/null || break
+    sleep 0.1
+  done
+  rn_log "kube-router did not start; last lines of $DIR/logs/realnode-enforcer.log:"
+  tail -n 20 "$DIR/logs/realnode-enforcer.log" >&2
+  return 1
 }
 
 rn_kubelet_config() {
@@ -335,6 +398,7 @@ realnode_up() {
   for d in "${RN_MACHINE_DIRS[@]}"; do [ -d "$d" ] || echo "$d" >>"$RN/made-dirs"; done
   rn_cgroups_make
   rn_firewall_up
+  if command -v ipset >/dev/null; then ipset list -n >"$RN/ipsets-before" 2>/dev/null || :; fi
   rn_certs
   rn_containerd_config
   # No registry is reachable and none may be tried: a pull (an image that was
@@ -384,6 +448,7 @@ YAML
     { rn_log "node $RN_NODE not Ready; see $DIR/logs/realnode-kubelet.log"; return 1; }
   # As for kwok's nodes: no node-lifecycle controller runs to lift it.
   "${k[@]}" taint node "$RN_NODE" node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
+  if [ "${SBX_REAL_NODE_ENFORCER:-}" = kube-router ]; then rn_enforcer_start || return 1; fi
   rn_log "node $RN_NODE Ready (kubelet $("$BIN/kubelet" --version | awk '{print $2}'), $(containerd --version | awk '{print "containerd", $3}'), $(runc --version | awk 'NR==1{print "runc", $3}')); label $RN_LABEL=true, taint $RN_LABEL=true:NoSchedule"
 }
 
@@ -403,6 +468,7 @@ realnode_down() {
   local -
   set +e +o pipefail
   local id p i
+  stop_one realnode-enforcer
   stop_one realnode-kubelet
   if [ -f "$DIR/pids/realnode-containerd" ] && rn_ctr version >/dev/null 2>&1; then
     for id in $(rn_ctr tasks ls -q 2>/dev/null); do rn_ctr tasks kill -a -s SIGKILL "$id" >/dev/null 2>&1; done
@@ -426,6 +492,7 @@ realnode_down() {
   rn_cgroups_remove
   ip link del "$RN_BRIDGE" 2>/dev/null
   rn_firewall_down
+  rn_ipsets_down
   find /var/log/containers -maxdepth 1 -type l -lname "$RN/*" -delete 2>/dev/null
   for id in $(ls "$RN/containerd/state/io.containerd.grpc.v1.cri/sandboxes" 2>/dev/null); do
     rm -f /var/lib/cni/results/*-"$id"-* 2>/dev/null

@@ -92,8 +92,8 @@ want() { # want SUITE: whether E2E_FILES (if set) asks for it
 # Every job, longest first by its time in a 3-lane run on 2 CPUs (seconds,
 # the first field), so the run ends with short jobs filling the lanes rather
 # than one long job alone. A suite missing from the list still runs, with
-# 120 s assumed, so a new file is never skipped. test_realnode and test_demo
-# both need the machine's one real node: the second to get there waits for
+# 120 s assumed, so a new file is never skipped. test_realnode, test_demo
+# and test_network need the machine's one real node: the second to get there waits for
 # the first's lock (hack/realnode.sh, rn_lock, up to SBX_REAL_NODE_WAIT s)
 # rather than failing, so they may share the lanes like any other suite
 # (their times here were measured alone, the others' in a 3-lane run).
@@ -105,6 +105,7 @@ JOBS=(
   "212 e2e test_warm"
   "210 e2e test_warm asan"
   "212 e2e test_realnode"
+  "221 e2e test_network"
   "210 e2e test_idempotency"
   "201 e2e test_certs"
   "199 e2e test_agents"

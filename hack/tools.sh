@@ -9,6 +9,9 @@
 #                            client-gen, lister-gen, informer-gen, applyconfiguration-gen)
 #                            of k8s.io/code-generator: prints their folder (hack/gen-go.sh)
 #   hack/tools.sh controller-gen  controller-gen (the CRD schema the Go types describe)
+#   hack/tools.sh kube-router  kube-router, whose network policy controller enforces
+#                            NetworkPolicy on the real node (hack/realnode.sh,
+#                            SBX_REAL_NODE_ENFORCER=kube-router; iptables + ipset)
 set -euo pipefail
 export PATH="$PATH:/usr/local/go/bin"
 HELM_VERSION=v3.22.0
@@ -16,6 +19,10 @@ PROMETHEUS_VERSION=v0.316.0 # the Go module version of Prometheus 3.16
 # The Kubernetes release clients/go is built on (its client-go and apimachinery).
 CODEGEN_VERSION=v0.35.4
 CONTROLLER_TOOLS_VERSION=v0.20.1 # the controller-tools release built on Kubernetes 1.35
+# The NetworkPolicy enforcer of the real node: the newest release the Go proxy
+# serves here. Advisories published against it and why they do not matter for a
+# test-only enforcer: docs/threat-model.md ("The network enforcer of the tests").
+KUBE_ROUTER_VERSION=v2.1.0
 CODEGEN_CMDS=(deepcopy-gen register-gen client-gen lister-gen informer-gen applyconfiguration-gen)
 CACHE=${SANDBOX_CP_CACHE:-$HOME/.cache/sandbox-controller}/tools
 
@@ -28,6 +35,7 @@ case "${1:-}" in
   # caches on 2 CPUs).
   promtool) pkg=github.com/prometheus/prometheus/cmd/promtool; ver=$PROMETHEUS_VERSION-nosd; tags=remove_all_sd ;;
   controller-gen) pkg=sigs.k8s.io/controller-tools/cmd/controller-gen; ver=$CONTROLLER_TOOLS_VERSION ;;
+  kube-router) pkg=github.com/cloudnativelabs/kube-router/v2/cmd/kube-router; ver=$KUBE_ROUTER_VERSION ;;
   codegen)
     # Six commands of one module version, built by one go install.
     dir="$CACHE/code-generator-$CODEGEN_VERSION"
@@ -39,7 +47,7 @@ case "${1:-}" in
     fi
     echo "$dir"
     exit 0 ;;
-  *) echo "usage: $0 helm|promtool|codegen|controller-gen" >&2; exit 2 ;;
+  *) echo "usage: $0 helm|promtool|codegen|controller-gen|kube-router" >&2; exit 2 ;;
 esac
 dir="$CACHE/$1-$ver"
 if [ ! -x "$dir/$1" ]; then

@@ -13,6 +13,8 @@ void register_sandbox_claimrec_tests(void);
 void register_sandbox_pool_tests(void);
 void register_sandbox_wsprep_tests(void);
 void register_sandbox_quota_tests(void);
+void register_sandbox_netfloor_tests(void);
+void register_sandbox_netprobe_tests(void);
 
 void register_sandbox_tests(void)
 {
@@ -27,4 +29,6 @@ void register_sandbox_tests(void)
 	register_sandbox_pool_tests();
 	register_sandbox_wsprep_tests();
 	register_sandbox_quota_tests();
+	register_sandbox_netfloor_tests();
+	register_sandbox_netprobe_tests();
 }

@@ -16,6 +16,8 @@
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
 #include "reconcile/lifecycle.h"
+#include "reconcile/netkeep.h"
+#include "reconcile/netverify.h"
 #include "reconcile/pool.h"
 #include "reconcile/quota.h"
 #include "reconcile/reauthz.h"
@@ -200,11 +202,16 @@ static void on_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 }
 
 /* A pod appeared (or left) in the cache: it no longer lags behind our create. */
+static void pod_changed(struct sbx_controller *c, const cJSON *pod)
+{
+	sbx_written_lagging(c->created_pods, meta_str(pod, "uid"), NULL);
+	enqueue_pod_owners(c, pod);
+}
+
 static void on_pod_add(void *ctx, const cJSON *pod)
 {
-	struct sbx_controller *c = ctx;
-	sbx_written_lagging(c->created_pods, meta_str(pod, "uid"), NULL);
-	enqueue_pod_owners(ctx, pod);
+	sbx_netkeep_pod(ctx, pod, 0);
+	pod_changed(ctx, pod);
 }
 
 /* A pod left: for a while its scope's claims read the records live (its
@@ -216,7 +223,8 @@ static void on_pod_delete(void *ctx, const cJSON *pod)
 	if (d)
 		sbx_strset_add_for(c->pods_gone, d, PODS_GONE_MS);
 	sbx_quota_on_pod_gone(c, pod); /* its quota slot goes with it */
-	on_pod_add(ctx, pod);
+	sbx_netkeep_pod(c, pod, 1);
+	pod_changed(c, pod);
 }
 
 /* The webhook configuration changed: remember when what it enforces did. */
@@ -318,6 +326,7 @@ static void enqueue_pod_pool(struct sbx_controller *c, const cJSON *pod)
 static void on_pool_pod_add(void *ctx, const cJSON *pod)
 {
 	struct sbx_controller *c = ctx;
+	sbx_netkeep_pod(c, pod, 0);
 	sbx_pool_seen(c, jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_POOL));
 	sbx_quota_on_warm(c, pod, 1);
 	sbx_pool_warm_pod(c->pool_state, meta_str(pod, "namespace"), 1);
@@ -333,6 +342,7 @@ static void on_pool_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new
 static void on_pool_pod_delete(void *ctx, const cJSON *pod)
 {
 	struct sbx_controller *c = ctx;
+	sbx_netkeep_pod(c, pod, 1);
 	sbx_quota_on_warm(c, pod, -1);
 	sbx_pool_warm_pod(c->pool_state, meta_str(pod, "namespace"), -1);
 	enqueue_pod_pool(c, pod);
@@ -341,6 +351,7 @@ static void on_pool_pod_delete(void *ctx, const cJSON *pod)
 /* A workspace preparation pod changed: who waits for it looks again. */
 static void on_prep_pod_add(void *ctx, const cJSON *pod)
 {
+	sbx_netkeep_pod(ctx, pod, 0);
 	sbx_ws_on_prep_pod(ctx, pod, 0);
 }
 
@@ -351,6 +362,7 @@ static void on_prep_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new
 
 static void on_prep_pod_delete(void *ctx, const cJSON *pod)
 {
+	sbx_netkeep_pod(ctx, pod, 1);
 	sbx_ws_on_prep_pod(ctx, pod, 1);
 }
 
@@ -533,6 +545,10 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	 * reserved to the controller like the others. */
 	struct informer *prep_pods =
 	    informer_new(c->kc, "/api/v1/pods", SBX_LABEL_WS_INIT, sbx_wsprep_trim, NULL, &wph, c);
+	if (sbx_netkeep_start(c) < 0) {
+		snprintf(err, errlen, "cannot start the network floor's keeper");
+		return -1;
+	}
 	struct informer *quotas = informer_new(c->kc, "/apis/" SBX_API "/" SBX_QUOTA_PLURAL, NULL, sbx_quota_trim,
 					       SBX_QUOTA_NS_INDEX, &qh, c);
 	/* The quota slots: SandboxClaims labelled with an owner key, by it. */
@@ -562,6 +578,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	    !informer_wait_synced(c->claims, timeout_ms) || !informer_wait_synced(c->pools, timeout_ms) ||
 	    !informer_wait_synced(c->pool_pods, timeout_ms) || !informer_wait_synced(c->prep_pods, timeout_ms) ||
 	    !informer_wait_synced(c->quotas, timeout_ms) || !informer_wait_synced(c->slots, timeout_ms) ||
+	    !sbx_netkeep_synced(c, timeout_ms) ||
 	    (c->webhooks && !informer_wait_synced(c->webhooks, timeout_ms))) {
 		snprintf(err, errlen,
 			 "caches did not sync within %ld ms (are the Sandbox, SandboxClaim, SandboxWarmPool and "
@@ -579,6 +596,10 @@ int sbx_controller_start_workers(struct sbx_controller *c, char *err, size_t err
 		return -1;
 	}
 	c->events = event_recorder_new(c->kc, "sandbox-controller");
+	if (sbx_netverify_start(c, sbx_controller_prep_image(c)) < 0) {
+		snprintf(err, errlen, "cannot start the NetworkPolicy probe");
+		return -1;
+	}
 	c->threads = xcalloc((size_t)c->workers, sizeof *c->threads);
 	for (int i = 0; i < c->workers; i++) {
 		if (pthread_create(&c->threads[i], NULL, worker_main, c) != 0) {
@@ -605,6 +626,7 @@ int sbx_controller_synced(struct sbx_controller *c)
 		     informer_wait_synced(c->pools, 0) && c->pool_pods && informer_wait_synced(c->pool_pods, 0) &&
 		     c->prep_pods && informer_wait_synced(c->prep_pods, 0) && c->quotas &&
 		     informer_wait_synced(c->quotas, 0) && c->slots && informer_wait_synced(c->slots, 0) &&
+		     sbx_netkeep_synced(c, 0) &&
 		     (!c->webhooks || informer_wait_synced(c->webhooks, 0));
 	pthread_mutex_unlock(&c->informers_mu);
 	return synced;
@@ -630,6 +652,8 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_stop(c->quotas);
 	if (c->slots)
 		informer_stop(c->slots);
+	sbx_netverify_stop(c);
+	sbx_netkeep_stop(c);
 	if (c->queue)
 		workqueue_shutdown(c->queue);
 	for (int i = 0; c->threads && i < c->workers; i++)

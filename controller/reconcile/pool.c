@@ -15,6 +15,8 @@
 #include "obs/metrics.h"
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/inforce.h"
+#include "reconcile/netkeep.h"
+#include "reconcile/netverify.h"
 #include "reconcile/quota.h"
 #include "reconcile/reauthz.h"
 #include "reconcile/refill.h"
@@ -442,6 +444,17 @@ static enum create create_member(struct sbx_controller *c, const struct pool_vie
 	if (sbx_pool_pod_name(name) < 0)
 		return CREATE_REFUSED;
 	ktime_format_rfc3339(time(NULL), now);
+	struct kube_error err;
+	/* Not yet (network.requireEnforced, or the floor cannot be made: never
+	 * a pod without its floor): no pod, and the caller looks again later
+	 * as after an unknown answer. */
+	if (sbx_netverify_gate(c, why, whylen) < 0)
+		return CREATE_UNKNOWN;
+	if (sbx_netkeep_ensure(c, p->ns, &err) != KUBE_OK) {
+		log_kv(LOG_WARN, "the network floor cannot be made", "pool", p->name, "namespace", p->ns, "error",
+		       err.message);
+		return CREATE_UNKNOWN;
+	}
 	cJSON *pod = sbx_pool_pod_build(c->cfg, c->seal_keys, p->ns, p->name, p->uid, name, p->spec, p->fp, now);
 	if (!pod)
 		return CREATE_REFUSED;
@@ -451,7 +464,6 @@ static enum create create_member(struct sbx_controller *c, const struct pool_vie
 	/* In flight before it is sent: the pod's watch event (which takes it
 	 * back out) may arrive before the response does. */
 	expect_add(c->pool_state, p->uid, 1);
-	struct kube_error err;
 	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
 	free(body);
 	fault_delay("warm-create-response");	     /* tests: the pod's event comes first */

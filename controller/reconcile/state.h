@@ -32,6 +32,8 @@ struct sbx_reauthz;	/* answers about recorded identities (reconcile/reauthz.h) *
 struct sbx_written;	/* our status writes the cache has not shown yet */
 struct strmap;		/* base/strmap.h */
 struct sbx_ws_waiters;	/* who waits for a workspace preparation (reconcile/wsgate.h) */
+struct sbx_netkeep;	/* the network floor's keeper (reconcile/netkeep.h) */
+struct sbx_netverify;	/* whether NetworkPolicy is enforced (reconcile/netverify.h) */
 
 struct sbx_controller {
 	struct kube_client *kc;		       /* borrowed */
@@ -81,6 +83,8 @@ struct sbx_controller {
 	struct informer *prep_pods;	     /* the preparation pods (label sandbox.dev/workspace-init) */
 	struct sbx_ws_waiters *prep_waiters; /* work queue items waiting for one */
 	char prep_image[512];
+	struct sbx_netkeep *netkeep;	 /* NULL with network.policies false */
+	struct sbx_netverify *netverify; /* NULL when nothing is probed */
 	pthread_t *threads;
 };
 

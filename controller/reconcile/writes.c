@@ -13,6 +13,8 @@
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "reconcile/ctlmetrics.h"
+#include "reconcile/netkeep.h"
+#include "reconcile/netverify.h"
 #include "reconcile/state.h"
 #include "reconcile/strset.h"
 #include "reconcile/written.h"
@@ -57,11 +59,14 @@ static int cond_true(const cJSON *status, const char *type)
 /* The merge patch of v's status for in (caller frees), with v's
  * resourceVersion as a precondition when guarded; NULL when the cached
  * status says the same already. */
-static char *status_patch(const struct sbx_view *v, const struct sbx_status_in *in, int guarded)
+static char *status_patch(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in,
+			  int guarded)
 {
 	char now[32];
 	ktime_format_rfc3339(time(NULL), now);
-	cJSON *st = sbx_status_build(in, v->status, now);
+	struct sbx_status_in with = *in;
+	sbx_netverify_condition(c, &with);
+	cJSON *st = sbx_status_build(&with, v->status, now);
 	if (v->status && sbx_status_same(st, v->status)) {
 		cJSON_Delete(st);
 		return NULL;
@@ -80,7 +85,7 @@ static char *status_patch(const struct sbx_view *v, const struct sbx_status_in *
  * 0 when unchanged, -1 on error (the caller retries). */
 int sbx_rc_write_status(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in)
 {
-	char path[512], *body = status_patch(v, in, 0);
+	char path[512], *body = status_patch(c, v, in, 0);
 	if (!body)
 		return 0;
 	sbx_rc_path_status(path, sizeof path, v);
@@ -110,7 +115,7 @@ int sbx_rc_write_status(struct sbx_controller *c, const struct sbx_view *v, cons
 
 int sbx_rc_write_status_guarded(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_status_in *in)
 {
-	char path[512], *body = status_patch(v, in, 1);
+	char path[512], *body = status_patch(c, v, in, 1);
 	if (!body)
 		return 0;
 	sbx_rc_path_status(path, sizeof path, v);
@@ -359,6 +364,19 @@ enum kube_err sbx_rc_create_pod(struct sbx_controller *c, const struct sbx_view 
 		kube_error_set(err, KUBE_ERR_OTHER, "%s",
 			       "the controller cannot build a pod for this Sandbox; check its workspace config");
 		return KUBE_ERR_OTHER;
+	}
+	/* Never a pod without its network floor (reconcile/netkeep.h), nor,
+	 * with network.requireEnforced, where it is not enforced. */
+	char why[512];
+	if (sbx_netverify_gate(c, why, sizeof why) < 0) {
+		cJSON_Delete(pod);
+		kube_error_set(err, KUBE_ERR_OTHER, "%s", why);
+		return KUBE_ERR_OTHER;
+	}
+	enum kube_err fe = sbx_netkeep_ensure(c, v->ns, err);
+	if (fe != KUBE_OK) {
+		cJSON_Delete(pod);
+		return fe;
 	}
 	char *body = cJSON_PrintUnformatted(pod);
 	cJSON_Delete(pod);

@@ -38,6 +38,7 @@
 #include "base/xmalloc.h"
 #include "kube/informer.h"
 #include "obs/log.h"
+#include "reconcile/netkeep.h"
 #include "reconcile/state.h"
 #include "reconcile/strset.h"
 #include "reconcile/writes.h"
@@ -163,7 +164,7 @@ void sbx_controller_set_prep_image(struct sbx_controller *c, const char *image)
 }
 
 /* The image preparation pods run: the config's, else the controller's own. */
-static const char *prep_image(const struct sbx_controller *c)
+const char *sbx_controller_prep_image(const struct sbx_controller *c)
 {
 	if (c->cfg->prep_image)
 		return c->cfg->prep_image;
@@ -207,7 +208,13 @@ int sbx_controller_own_image(struct kube_client *kc, char *out, size_t n, char *
 static int create_prep(struct sbx_controller *c, const char *ns, const char *owner, const char *name,
 		       const struct sbx_wsprep_for *forobj, struct sbx_ws_wait *w)
 {
-	cJSON *pod = sbx_wsprep_pod(ns, owner, c->cfg, prep_image(c), forobj);
+	struct kube_error err;
+	if (sbx_netkeep_ensure(c, ns, &err) != KUBE_OK) { /* never a pod without its floor */
+		snprintf(w->why, sizeof w->why, "the network floor of namespace %s cannot be made: %s", ns,
+			 err.message);
+		return -1;
+	}
+	cJSON *pod = sbx_wsprep_pod(ns, owner, c->cfg, sbx_controller_prep_image(c), forobj);
 	if (!pod) {
 		snprintf(w->why, sizeof w->why,
 			 "the workspace folders of owner %s cannot be prepared: check the controller's workspace config",
@@ -217,7 +224,6 @@ static int create_prep(struct sbx_controller *c, const char *ns, const char *own
 	char *body = cJSON_PrintUnformatted(pod), path[512];
 	cJSON_Delete(pod);
 	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", ns);
-	struct kube_error err;
 	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
 	free(body);
 	if (e == KUBE_OK) {

@@ -48,6 +48,9 @@ void sbx_ws_on_prep_pod(struct sbx_controller *c, const cJSON *pod, int deleted)
 /* The image workspace preparation pods run when the config names none:
  * the controller's own (before start). */
 void sbx_controller_set_prep_image(struct sbx_controller *c, const char *image);
+/* The image the controller's own pods run (preparation, network probe):
+ * the config's, else the controller's own, else the default (borrowed). */
+const char *sbx_controller_prep_image(const struct sbx_controller *c);
 /* Reads the controller's own image from its pod (POD_NAMESPACE, POD_NAME,
  * the container named "manager" or the first) into out. Returns 0, or -1
  * with why in err. */

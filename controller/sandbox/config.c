@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/buf.h"
+#include "base/cidr.h"
 #include "base/xmalloc.h"
 #include "base/yamljson.h"
 
@@ -104,6 +105,8 @@ void sbx_config_init(struct sbx_config *c)
 	c->key_lifetime_s = 86400;
 	c->prep_enabled = 1;
 	c->pod.run_as_user = c->pod.run_as_group = c->pod.fs_group = SBX_DEFAULT_UID;
+	c->net.policies = 1;
+	c->net.verify_interval_s = 600;
 }
 
 void sbx_config_release(struct sbx_config *c)
@@ -116,6 +119,10 @@ void sbx_config_release(struct sbx_config *c)
 	pod_settings_release(&c->pod);
 	free_injected(c->mutations.injected, c->mutations.ninjected);
 	free_strv(c->mutations.labels, c->mutations.nlabels);
+	free_strv(c->net.dns, c->net.ndns);
+	free_strv(c->net.ingress, c->net.ningress);
+	free_strv(c->net.cluster, c->net.ncluster);
+	free(c->net.verify_ns);
 	memset(c, 0, sizeof *c);
 }
 
@@ -145,6 +152,10 @@ static void config_copy(struct sbx_config *dst, const struct sbx_config *src)
 	const struct sbx_mutations *sm = &src->mutations;
 	struct sbx_mutations *dm = &dst->mutations;
 	dm->labels = dup_strv(sm->labels, sm->nlabels);
+	dst->net.dns = dup_strv(src->net.dns, src->net.ndns);
+	dst->net.ingress = dup_strv(src->net.ingress, src->net.ningress);
+	dst->net.cluster = dup_strv(src->net.cluster, src->net.ncluster);
+	dst->net.verify_ns = xstrdup(src->net.verify_ns);
 	dm->injected = xcalloc(sm->ninjected ? sm->ninjected : 1, sizeof *dm->injected);
 	for (size_t i = 0; i < sm->ninjected; i++) {
 		dm->injected[i] = sm->injected[i];
@@ -912,12 +923,58 @@ int sbx_image_pattern_match(const char *pattern, const char *image)
 	return strcmp(pattern, image) == 0;
 }
 
+/* The network section (sandbox/netfloor.h). */
+static int apply_network(struct sbx_config *t, const cJSON *n, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "policies", "dns", "ingressFrom", "clusterCIDRs", "verify",
+					    "verifyNamespace", "verifyInterval", "requireEnforced", NULL };
+	static const char *const flags[] = { "policies", "verify", "requireEnforced" };
+	int *const flag_out[] = { &t->net.policies, &t->net.verify, &t->net.require_enforced };
+	if (only_keys(n, "network", keys, err, errlen) < 0)
+		return -1;
+	const cJSON *v;
+	for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+		v = cJSON_GetObjectItemCaseSensitive(n, flags[i]);
+		if (v && !cJSON_IsBool(v))
+			return cfail(err, errlen, "network.%s must be true or false", flags[i]);
+		if (v)
+			*flag_out[i] = cJSON_IsTrue(v);
+	}
+	const char *ns, *iv;
+	if (string_field(n, "network", "verifyNamespace", &ns, err, errlen) < 0 ||
+	    string_field(n, "network", "verifyInterval", &iv, err, errlen) < 0)
+		return -1;
+	if (ns && (strlen(ns) > 63 || strchr(ns, '.') || !dns_subdomain(ns)))
+		return cfail(err, errlen, "network.verifyNamespace must be a namespace name");
+	long secs = 0;
+	if (iv && (sbx_parse_duration(iv, &secs) < 0 || secs < 10))
+		return cfail(err, errlen, "network.verifyInterval must be a duration of at least 10s");
+	if (ns) {
+		free(t->net.verify_ns);
+		t->net.verify_ns = xstrdup(ns);
+	}
+	if (iv)
+		t->net.verify_interval_s = secs;
+	if ((v = cJSON_GetObjectItemCaseSensitive(n, "dns")) &&
+	    apply_string_list(&t->net.dns, &t->net.ndns, v, "network.dns", sbx_cidr_ok, err, errlen) < 0)
+		return -1;
+	if ((v = cJSON_GetObjectItemCaseSensitive(n, "ingressFrom")) &&
+	    apply_string_list(&t->net.ingress, &t->net.ningress, v, "network.ingressFrom", sbx_cidr_ok, err,
+			      errlen) < 0)
+		return -1;
+	if ((v = cJSON_GetObjectItemCaseSensitive(n, "clusterCIDRs")) &&
+	    apply_string_list(&t->net.cluster, &t->net.ncluster, v, "network.clusterCIDRs", sbx_cidr_ok, err,
+			      errlen) < 0)
+		return -1;
+	return 0;
+}
+
 /* Applies the document root to t and checks the result as a whole. */
 static int apply(struct sbx_config *t, const cJSON *root, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "workspace", "idempotency", "seal", "pod", "adoption",
-					    "ownerAuthorization", "quota", NULL };
-	const cJSON *ws, *idem, *seal, *pod, *ad, *quota;
+					    "ownerAuthorization", "quota", "network", NULL };
+	const cJSON *ws, *idem, *seal, *pod, *ad, *quota, *net;
 	const char *oa;
 	if (!cJSON_IsObject(root))
 		return cfail(err, errlen, "the document must be a mapping");
@@ -927,6 +984,7 @@ static int apply(struct sbx_config *t, const cJSON *root, char *err, size_t errl
 	    section(root, "seal", &seal, err, errlen) < 0 ||
 	    section(root, "pod", &pod, err, errlen) < 0 ||
 	    section(root, "adoption", &ad, err, errlen) < 0 || section(root, "quota", &quota, err, errlen) < 0 ||
+	    section(root, "network", &net, err, errlen) < 0 ||
 	    string_field(root, "the top level", "ownerAuthorization", &oa, err, errlen) < 0)
 		return -1;
 	if (oa && !strcmp(oa, "accessReview"))
@@ -939,7 +997,8 @@ static int apply(struct sbx_config *t, const cJSON *root, char *err, size_t errl
 	    (idem && apply_idempotency(t, idem, err, errlen) < 0) ||
 	    (seal && apply_seal(t, seal, err, errlen) < 0) ||
 	    (pod && apply_pod(t, pod, err, errlen) < 0) ||
-	    (ad && apply_adoption(t, ad, err, errlen) < 0) || (quota && apply_quota(t, quota, err, errlen) < 0))
+	    (ad && apply_adoption(t, ad, err, errlen) < 0) || (quota && apply_quota(t, quota, err, errlen) < 0) ||
+	    (net && apply_network(t, net, err, errlen) < 0))
 		return -1;
 	if (t->pod.runtime_default && !sbx_runtime_allowed(t, t->pod.runtime_default))
 		return cfail(err, errlen,

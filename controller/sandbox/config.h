@@ -40,6 +40,16 @@
  *     maxActive: 20                     # (a SandboxQuota there replaces it; sandbox/quota.h)
  *     maxWarm: 10
  *     mode: Queue                       # or Reject
+ *   network:                            # the network floor (sandbox/netfloor.h)
+ *     policies: true                    # keep a floor NetworkPolicy per namespace
+ *     dns: [10.96.0.10/32]              # where the resolver lives (port 53); default
+ *                                       # the kube-dns pods of kube-system
+ *     ingressFrom: [10.0.5.0/24]        # who may connect to sandbox pods; default none
+ *     clusterCIDRs: [10.244.0.0/16]     # the pod and Service ranges (never in a profile)
+ *     verify: false                     # true: probe whether the cluster enforces NetworkPolicy
+ *     verifyNamespace: sandbox-system   # where the probe's pods run (default: the controller's)
+ *     verifyInterval: 10m               # how often (a duration as keyLifetime)
+ *     requireEnforced: false            # true: no sandbox pod until enforcement is verified
  *
  * Unknown keys are errors, so a typo never silently leaves a default. The
  * map- and list-valued pod settings are kept as validated cJSON trees owned
@@ -119,6 +129,22 @@ struct sbx_quota_default {
 	int reject; /* mode Reject */
 };
 
+/* The network floor's settings (sandbox/netfloor.h); CIDRs checked by
+ * sbx_cidr_ok, at most SBX_CONFIG_MAX_ITEMS each. */
+struct sbx_net_settings {
+	int policies; /* default 1: the controller keeps the floor policies */
+	char **dns;   /* the resolver's CIDRs; none: kube-system's k8s-app=kube-dns pods */
+	size_t ndns;
+	char **ingress; /* sources allowed in; none: nothing */
+	size_t ningress;
+	char **cluster; /* the cluster's pod and Service ranges */
+	size_t ncluster;
+	int verify;		/* default 0: 1 probes enforcement (sandbox/netprobe.h) */
+	char *verify_ns;	/* NULL: the controller's namespace */
+	long verify_interval_s; /* default 600 */
+	int require_enforced;	/* default 0 */
+};
+
 struct sbx_config {
 	enum sbx_ws_mode ws_mode; /* default SBX_WS_PVC */
 	char *pvc_name;		  /* default "sandbox-workspaces" */
@@ -137,6 +163,7 @@ struct sbx_config {
 	struct sbx_mutations mutations;
 	enum sbx_owner_authz owner_authz; /* default SBX_OWNER_AUTHZ_ACCESS_REVIEW */
 	struct sbx_quota_default quota;	  /* default none */
+	struct sbx_net_settings net;
 };
 
 /* Fills a caller-owned config with the defaults; all strings are owned by c. */

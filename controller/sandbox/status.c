@@ -24,10 +24,9 @@ static void add_str_or_null(cJSON *o, const char *k, const char *v)
 		cJSON_AddNullToObject(o, k);
 }
 
-static cJSON *condition(const cJSON *old_status, const char *type, int ok, const char *reason,
-			const char *message, long long gen, const char *now)
+static cJSON *condition3(const cJSON *old_status, const char *type, const char *st, const char *reason,
+			 const char *message, long long gen, const char *now)
 {
-	const char *st = ok ? "True" : "False";
 	const char *ltt = now;
 	const cJSON *old = sbx_status_condition(old_status, type);
 	if (old) {
@@ -44,6 +43,12 @@ static cJSON *condition(const cJSON *old_status, const char *type, int ok, const
 	cJSON_AddStringToObject(c, "lastTransitionTime", ltt);
 	cJSON_AddNumberToObject(c, "observedGeneration", (double)gen);
 	return c;
+}
+
+static cJSON *condition(const cJSON *old_status, const char *type, int ok, const char *reason,
+			const char *message, long long gen, const char *now)
+{
+	return condition3(old_status, type, ok ? "True" : "False", reason, message, gen, now);
 }
 
 cJSON *sbx_status_build(const struct sbx_status_in *in, const cJSON *old_status, const char *now)
@@ -76,6 +81,10 @@ cJSON *sbx_status_build(const struct sbx_status_in *in, const cJSON *old_status,
 	}
 	cJSON_AddItemToArray(conds, condition(old_status, "Ready", in->ready, in->ready_reason, rm, in->generation,
 					      now));
+	if (in->net_status)
+		cJSON_AddItemToArray(conds, condition3(old_status, "NetworkPolicyEnforced", in->net_status,
+						       in->net_reason ? in->net_reason : "", in->net_message,
+						       in->generation, now));
 	return s;
 }
 

@@ -30,6 +30,11 @@ struct sbx_status_in {
 	 * ready_message as "<ready_message>: <ready_detail>"; "" for none. A
 	 * copy of the struct carries it. */
 	char ready_detail[512];
+	/* The NetworkPolicyEnforced condition (reconcile/netverify.h): "True",
+	 * "False" or "Unknown"; NULL: not written (no floor is kept). */
+	const char *net_status;
+	const char *net_reason;
+	const char *net_message;
 };
 
 /* Builds the new status object (caller frees). old_status is the Sandbox's

@@ -109,7 +109,7 @@ cJSON *sbx_wsprep_pod(const char *ns, const char *owner, const struct sbx_config
 	jb_str(md, "namespace", ns);
 	cJSON *labels = jb_add_obj(md, "labels");
 	jb_str(labels, SBX_LABEL_WS_INIT, name + sizeof SBX_WSPREP_NAME_PREFIX - 1);
-	jb_str(labels, SBX_LABEL_NAME, "sandbox-workspace-init");
+	jb_str(labels, SBX_LABEL_NAME, SBX_WSPREP_APP_NAME);
 	jb_str(jb_add_obj(md, "annotations"), SBX_ANN_OWNER, owner);
 	cJSON *ref = jb_obj();
 	jb_str(ref, "apiVersion", forobj->api_version);

@@ -27,6 +27,8 @@
 #define SBX_LABEL_WS_INIT "sandbox.dev/workspace-init"
 #define SBX_WSPREP_NAME_PREFIX "sbx-init-"
 #define SBX_WSPREP_CONTAINER "workspace-init"
+/* Its app.kubernetes.io/name label (a sandbox pod's is SBX_NAME). */
+#define SBX_WSPREP_APP_NAME "sandbox-workspace-init"
 /* The pod's activeDeadlineSeconds; a pod neither done nor failed this long
  * after its creation (plus a minute) is deleted and made again. */
 #define SBX_WSPREP_DEADLINE_S 300

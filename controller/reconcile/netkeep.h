@@ -1,0 +1,41 @@
+/* The keeper of the network floor (sandbox/netfloor.h): one NetworkPolicy
+ * per namespace while it has pods the controller runs for sandboxes.
+ *
+ * - Before any such pod is created, sbx_netkeep_ensure makes the namespace's
+ *   policy if the cache does not hold it, so no pod runs a moment without it.
+ * - The pod informers report every pod (sbx_netkeep_pod); the policy
+ *   informer (label sandbox.dev/network-floor) every change to a policy. A
+ *   thread of its own then writes the rendered policy over one that was
+ *   changed, makes one that was deleted, and deletes it when the namespace
+ *   has had no such pod for SBX_NETKEEP_GRACE_S (and none was ensured).
+ *   Every namespace it knows is looked at again every SBX_NETKEEP_RESYNC_S.
+ * - With network.policies false nothing is kept (and nothing deleted). */
+#ifndef SBX_RECONCILE_NETKEEP_H
+#define SBX_RECONCILE_NETKEEP_H
+
+#include <cjson/cJSON.h>
+
+#include "kube/client.h"
+
+struct sbx_controller;
+
+#define SBX_NETKEEP_GRACE_S 10
+#define SBX_NETKEEP_RESYNC_S 60
+
+/* Starts the policy informer and the keeper's thread (c->netkeep). Returns
+ * 0, or -1 when they cannot be started. A no-op with network.policies false. */
+int sbx_netkeep_start(struct sbx_controller *c);
+/* 1 once the policy cache is current (or nothing is kept). */
+int sbx_netkeep_synced(struct sbx_controller *c, long timeout_ms);
+/* Stops the thread and the informer and frees them. */
+void sbx_netkeep_stop(struct sbx_controller *c);
+
+/* The namespace's floor policy exists (or was just made): KUBE_OK, or the
+ * API's error in err (the caller creates no pod). */
+enum kube_err sbx_netkeep_ensure(struct sbx_controller *c, const char *ns, struct kube_error *err);
+
+/* A pod of a sandbox appeared (gone 0) or went (gone 1) in a pod cache; pod
+ * is borrowed. Any of the pod informers may report the same pod. */
+void sbx_netkeep_pod(struct sbx_controller *c, const cJSON *pod, int gone);
+
+#endif

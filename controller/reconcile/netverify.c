@@ -1,0 +1,302 @@
+#include "reconcile/netverify.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/jsonget.h"
+#include "base/xmalloc.h"
+#include "kube/client.h"
+#include "kube/errors.h"
+#include "kube/informer.h"
+#include "kube/workqueue.h"
+#include "obs/log.h"
+#include "obs/metrics.h"
+#include "reconcile/state.h"
+#include "sandbox/netprobe.h"
+
+/* How long a probe pod may take to run (image present, scheduled). */
+#define RUN_WAIT_S 60
+
+struct sbx_netverify {
+	struct sbx_controller *c;
+	pthread_mutex_t mu; /* guards result and why; with wake, stop */
+	pthread_cond_t wake;
+	int stop;
+	int result; /* enum sbx_netprobe_result */
+	char why[400];
+	pthread_t thread;
+	struct obs_metric *enforced, *rounds;
+	char image[512]; /* the probe pods' */
+};
+
+static const char *probe_ns(const struct sbx_controller *c)
+{
+	const char *env = getenv("POD_NAMESPACE");
+	return c->cfg->net.verify_ns ? c->cfg->net.verify_ns : env && *env ? env
+									   : "sandbox-system";
+}
+
+/* Sleeps up to secs; 1 when asked to stop. */
+static int nap(struct sbx_netverify *v, long secs)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += secs;
+	pthread_mutex_lock(&v->mu);
+	while (!v->stop && pthread_cond_timedwait(&v->wake, &v->mu, &until) == 0)
+		;
+	int stop = v->stop;
+	pthread_mutex_unlock(&v->mu);
+	return stop;
+}
+
+static void pod_path(char *out, size_t n, const char *ns, const char *name)
+{
+	snprintf(out, n, "/api/v1/namespaces/%s/pods%s%s", ns, name ? "/" : "", name ? name : "");
+}
+
+struct probe_pods {
+	struct sbx_netverify *v;
+	const char *ns;
+};
+
+/* kube_list callback: deletes one probe pod by name. */
+static void delete_one(void *ctx, const cJSON *pod)
+{
+	struct probe_pods *p = ctx;
+	const char *name = meta_str(pod, "name");
+	char path[512];
+	if (!name || strncmp(name, SBX_NETPROBE_PREFIX, sizeof SBX_NETPROBE_PREFIX - 1) || strlen(name) > 253)
+		return;
+	pod_path(path, sizeof path, p->ns, name);
+	kube_request(p->v->c->kc, "DELETE", path, NULL, NULL, NULL, NULL, NULL);
+}
+
+/* Deletes every probe pod in ns (this round's or a crashed process's). */
+static void delete_probe_pods(struct sbx_netverify *v, const char *ns)
+{
+	char path[512];
+	struct probe_pods p = { v, ns };
+	pod_path(path, sizeof path, ns, NULL);
+	kube_list(v->c->kc, path, SBX_LABEL_NETPROBE, delete_one, &p, NULL, NULL);
+}
+
+/* POSTs obj (freed here) to path: 0 when made or there. */
+static int post(struct sbx_netverify *v, const char *path, cJSON *obj, char *why, size_t n)
+{
+	char *body = cJSON_PrintUnformatted(obj);
+	cJSON_Delete(obj);
+	struct kube_error err;
+	enum kube_err e = kube_request(v->c->kc, "POST", path, NULL, body, NULL, NULL, &err);
+	free(body);
+	if (e == KUBE_OK || e == KUBE_ERR_ALREADY_EXISTS)
+		return 0;
+	snprintf(why, n, "%.300s", err.message);
+	return -1;
+}
+
+/* Polls the pod until done(pod) says so or secs pass; the last copy (caller
+ * frees) or NULL. */
+static cJSON *await(struct sbx_netverify *v, const char *ns, const char *name, long secs,
+		    int (*done)(const cJSON *pod))
+{
+	char path[512];
+	pod_path(path, sizeof path, ns, name);
+	cJSON *pod = NULL;
+	for (long i = 0; i <= secs; i++) {
+		cJSON_Delete(pod);
+		pod = NULL;
+		kube_request(v->c->kc, "GET", path, NULL, NULL, NULL, &pod, NULL);
+		if (pod && done(pod))
+			return pod;
+		if (nap(v, 1))
+			break;
+	}
+	return pod;
+}
+
+static int running_with_ip(const cJSON *pod)
+{
+	const char *phase = jstr(jobj(pod, "status"), "phase");
+	return jstr(jobj(pod, "status"), "podIP") && phase && (!strcmp(phase, "Running") || !strcmp(phase, "Failed"));
+}
+
+static int finished(const cJSON *pod)
+{
+	int done = 0;
+	char why[8];
+	sbx_netprobe_verdict(pod, &done, why, sizeof why);
+	return done;
+}
+
+/* One round: the verdict, and why in why. */
+static enum sbx_netprobe_result round_once(struct sbx_netverify *v, char *why, size_t n)
+{
+	struct sbx_controller *c = v->c;
+	const char *ns = probe_ns(c), *image = v->image;
+	unsigned long round = (unsigned long)time(NULL);
+	char path[512], name[64];
+	enum sbx_netprobe_result r = SBX_NETPROBE_UNKNOWN;
+	delete_probe_pods(v, ns);
+	snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies", ns);
+	if (post(v, path, sbx_netprobe_policy(ns), why, n) < 0)
+		return SBX_NETPROBE_UNKNOWN;
+	pod_path(path, sizeof path, ns, NULL);
+	if (post(v, path, sbx_netprobe_pod(ns, "target", round, NULL, c->cfg, image), why, n) < 0)
+		goto out;
+	snprintf(name, sizeof name, SBX_NETPROBE_PREFIX "target-%lu", round);
+	cJSON *target = await(v, ns, name, RUN_WAIT_S, running_with_ip);
+	const char *ip = jstr(jobj(target, "status"), "podIP");
+	const char *phase = jstr(jobj(target, "status"), "phase");
+	if (!ip || !phase || strcmp(phase, "Running")) {
+		snprintf(why, n, "the probe's target pod %s did not run within %d s", name, RUN_WAIT_S);
+		cJSON_Delete(target);
+		goto out;
+	}
+	cJSON *client = sbx_netprobe_pod(ns, "client", round, ip, c->cfg, image);
+	cJSON_Delete(target);
+	if (post(v, path, client, why, n) < 0)
+		goto out;
+	snprintf(name, sizeof name, SBX_NETPROBE_PREFIX "client-%lu", round);
+	cJSON *cl = await(v, ns, name, RUN_WAIT_S + SBX_NETPROBE_TRY_S, finished);
+	int done = 0;
+	r = sbx_netprobe_verdict(cl, &done, why, n);
+	if (!done)
+		snprintf(why, n, "the probe's client pod %s did not finish within %d s", name,
+			 RUN_WAIT_S + SBX_NETPROBE_TRY_S);
+	cJSON_Delete(cl);
+out:
+	delete_probe_pods(v, ns);
+	return r;
+}
+
+/* Queues every Sandbox: their condition changed. */
+static void requeue_all(struct sbx_controller *c)
+{
+	cJSON *all = informer_list(c->sandboxes);
+	const cJSON *s;
+	cJSON_ArrayForEach(s, all)
+	{
+		char key[600];
+		const char *ns = meta_str(s, "namespace"), *name = meta_str(s, "name");
+		const char *owner = jstr(jobj(s, "spec"), "workspaceOwner");
+		if (!ns || !name)
+			continue;
+		snprintf(key, sizeof key, "%s/%s", ns, name);
+		workqueue_add_flow(c->queue, SBX_WORK_SANDBOX, key, owner ? owner : "");
+	}
+	cJSON_Delete(all);
+}
+
+static void *verify_main(void *arg)
+{
+	struct sbx_netverify *v = arg;
+	static const char *const names[] = { "unknown", "not_enforced", "enforced" };
+	for (;;) {
+		char why[400] = "";
+		enum sbx_netprobe_result r = round_once(v, why, sizeof why);
+		pthread_mutex_lock(&v->mu);
+		/* Only a new verdict is news to the Sandboxes (the words go to the
+		 * log and to requireEnforced's refusals). */
+		int changed = v->result != (int)r;
+		v->result = (int)r;
+		snprintf(v->why, sizeof v->why, "%s", why);
+		int stop = v->stop;
+		pthread_mutex_unlock(&v->mu);
+		if (stop)
+			break;
+		obs_metric_set(v->enforced, NULL, (double)r);
+		const char *lv[] = { names[r + 1] };
+		obs_metric_add(v->rounds, lv, 1);
+		log_kv(r == SBX_NETPROBE_ENFORCED ? LOG_INFO : LOG_WARN, "NetworkPolicy enforcement probed", "result",
+		       names[r + 1], "why", why, "namespace", probe_ns(v->c));
+		if (changed)
+			requeue_all(v->c);
+		if (nap(v, v->c->cfg->net.verify_interval_s))
+			break;
+	}
+	return NULL;
+}
+
+int sbx_netverify_start(struct sbx_controller *c, const char *image)
+{
+	if (!c->cfg->net.policies || !c->cfg->net.verify)
+		return 0;
+	struct sbx_netverify *v = xcalloc(1, sizeof *v);
+	v->c = c;
+	v->result = SBX_NETPROBE_UNKNOWN;
+	snprintf(v->image, sizeof v->image, "%s", image);
+	snprintf(v->why, sizeof v->why, "not probed yet");
+	pthread_mutex_init(&v->mu, NULL);
+	pthread_cond_init(&v->wake, NULL);
+	v->enforced = obs_gauge("sandbox_network_policy_enforced",
+				"Whether the cluster enforces NetworkPolicy, by the last probe: 1 yes, 0 no, -1 not known.",
+				NULL);
+	v->rounds = obs_counter("sandbox_network_verifications_total", "Probes of NetworkPolicy enforcement, by result.",
+				"result");
+	obs_metric_set(v->enforced, NULL, -1);
+	c->netverify = v;
+	if (pthread_create(&v->thread, NULL, verify_main, v) != 0) {
+		v->thread = 0;
+		return -1;
+	}
+	return 0;
+}
+
+void sbx_netverify_stop(struct sbx_controller *c)
+{
+	struct sbx_netverify *v = c->netverify;
+	if (!v)
+		return;
+	pthread_mutex_lock(&v->mu);
+	v->stop = 1;
+	pthread_cond_broadcast(&v->wake);
+	pthread_mutex_unlock(&v->mu);
+	if (v->thread)
+		pthread_join(v->thread, NULL);
+	pthread_mutex_destroy(&v->mu);
+	pthread_cond_destroy(&v->wake);
+	free(v);
+	c->netverify = NULL;
+}
+
+void sbx_netverify_condition(struct sbx_controller *c, struct sbx_status_in *in)
+{
+	static _Thread_local char msg[400];
+	struct sbx_netverify *v = c->netverify;
+	if (!v)
+		return;
+	pthread_mutex_lock(&v->mu);
+	int r = v->result;
+	if (r == SBX_NETPROBE_UNKNOWN)
+		snprintf(msg, sizeof msg, "not verified yet: the controller's log and sandbox_network_policy_enforced say why");
+	else
+		snprintf(msg, sizeof msg, "%s", v->why);
+	pthread_mutex_unlock(&v->mu);
+	in->net_status = r == SBX_NETPROBE_ENFORCED ? "True" : r == SBX_NETPROBE_NOT_ENFORCED ? "False"
+											      : "Unknown";
+	in->net_reason = r == SBX_NETPROBE_ENFORCED ? "Verified" : r == SBX_NETPROBE_NOT_ENFORCED ? "NotEnforced"
+												  : "NotVerified";
+	in->net_message = msg;
+}
+
+int sbx_netverify_gate(struct sbx_controller *c, char *why, size_t n)
+{
+	struct sbx_netverify *v = c->netverify;
+	if (!c->cfg->net.require_enforced)
+		return 0;
+	if (!v) {
+		snprintf(why, n, "network.requireEnforced is set but enforcement is not probed (network.verify false)");
+		return -1;
+	}
+	pthread_mutex_lock(&v->mu);
+	int r = v->result;
+	if (r != SBX_NETPROBE_ENFORCED)
+		snprintf(why, n, "network.requireEnforced: NetworkPolicy enforcement is not verified: %s", v->why);
+	pthread_mutex_unlock(&v->mu);
+	return r == SBX_NETPROBE_ENFORCED ? 0 : -1;
+}

@@ -1,0 +1,121 @@
+/* Unit tests for the NetworkPolicy probe (controller/sandbox/netprobe): its
+ * policy and pods, and what the client pod's status means. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/CUnit.h>
+
+#include "sandbox/config.h"
+#include "sandbox/netprobe.h"
+#include "sandbox/status.h"
+#include "test_suites.h"
+
+void register_sandbox_netprobe_tests(void); /* called from test_sandbox_all.c */
+
+static const char *sget(const cJSON *o, const char *a, const char *b)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, a), b);
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* Port 8081 open, 8080 (every other) shut, for the target only. */
+static void test_policy(void)
+{
+	cJSON *np = sbx_netprobe_policy("sandbox-system");
+	char *s = cJSON_PrintUnformatted(cJSON_GetObjectItem(np, "spec"));
+	CU_ASSERT_STRING_EQUAL(s, "{\"podSelector\":{\"matchLabels\":{\"sandbox.dev/netprobe\":\"target\"}},\"policyTypes\":"
+				  "[\"Ingress\"],\"ingress\":[{\"ports\":[{\"protocol\":\"TCP\",\"port\":8081}]}]}");
+	CU_ASSERT_STRING_EQUAL(sget(np, "metadata", "name"), "sbx-netprobe");
+	free(s);
+	cJSON_Delete(np);
+}
+
+/* Non-root, nothing added, no token, the operator's placement, the
+ * controller's image and subcommand; the client needs an address. */
+static void test_pods(void)
+{
+	struct sbx_config c;
+	char err[256];
+	const char *yaml = "pod: {nodeSelector: {node.sandbox.dev/real: \"true\"}}";
+	sbx_config_init(&c);
+	CU_ASSERT_EQUAL_FATAL(sbx_config_parse(&c, yaml, strlen(yaml), err, sizeof err), 0);
+	cJSON *t = sbx_netprobe_pod("ns", "target", 7, NULL, &c, "img:1");
+	cJSON *cl = sbx_netprobe_pod("ns", "client", 7, "10.1.2.3", &c, "img:1");
+	CU_ASSERT_PTR_NULL(sbx_netprobe_pod("ns", "client", 7, NULL, &c, "img:1"));
+	CU_ASSERT_PTR_NULL(sbx_netprobe_pod("ns", "other", 7, NULL, &c, "img:1"));
+	CU_ASSERT_PTR_NULL(sbx_netprobe_pod("ns", "target", 7, NULL, &c, ""));
+	CU_ASSERT_STRING_EQUAL(sget(t, "metadata", "name"), "sbx-netprobe-target-7");
+	CU_ASSERT_STRING_EQUAL(sget(cl, "metadata", "name"), "sbx-netprobe-client-7");
+	char *ts = cJSON_PrintUnformatted(t), *cs = cJSON_PrintUnformatted(cl);
+	CU_ASSERT_PTR_NOT_NULL(strstr(ts, "\"command\":[\"/sandbox-controller\",\"net-probe\",\"listen\",\"8080\",\"8081\"]"));
+	CU_ASSERT_PTR_NOT_NULL(
+	    strstr(cs, "\"command\":[\"/sandbox-controller\",\"net-probe\",\"connect\",\"10.1.2.3\",\"8080\",\"8081\",\"10\"]"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ts, "\"runAsNonRoot\":true"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ts, "\"automountServiceAccountToken\":false"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ts, "\"drop\":[\"ALL\"]"));
+	CU_ASSERT_PTR_NULL(strstr(ts, "\"add\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ts, "\"nodeSelector\":{\"node.sandbox.dev/real\":\"true\"}"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ts, "\"sandbox.dev/netprobe\":\"target\""));
+	CU_ASSERT_PTR_NULL(strstr(ts, "scope-digest"));
+	free(ts);
+	free(cs);
+	cJSON_Delete(t);
+	cJSON_Delete(cl);
+	sbx_config_release(&c);
+}
+
+static enum sbx_netprobe_result verdict(const char *json, int *done)
+{
+	cJSON *p = cJSON_Parse(json);
+	char why[300];
+	enum sbx_netprobe_result r = sbx_netprobe_verdict(p, done, why, sizeof why);
+	CU_ASSERT_TRUE(*done == 0 || why[0] != '\0');
+	cJSON_Delete(p);
+	return r;
+}
+
+#define TERM(code) \
+	"{\"status\":{\"phase\":\"Failed\",\"containerStatuses\":[{\"state\":{\"terminated\":{\"exitCode\":" #code "}}}]}}"
+
+static void test_verdict(void)
+{
+	int done;
+	CU_ASSERT_EQUAL(verdict("{\"status\":{\"phase\":\"Running\"}}", &done), SBX_NETPROBE_UNKNOWN);
+	CU_ASSERT_EQUAL(done, 0);
+	CU_ASSERT_EQUAL(verdict("{}", &done), SBX_NETPROBE_UNKNOWN);
+	CU_ASSERT_EQUAL(done, 0);
+	CU_ASSERT_EQUAL(verdict(TERM(0), &done), SBX_NETPROBE_ENFORCED);
+	CU_ASSERT_EQUAL(done, 1);
+	CU_ASSERT_EQUAL(verdict(TERM(3), &done), SBX_NETPROBE_NOT_ENFORCED);
+	CU_ASSERT_EQUAL(done, 1);
+	CU_ASSERT_EQUAL(verdict(TERM(4), &done), SBX_NETPROBE_UNKNOWN);
+	CU_ASSERT_EQUAL(done, 1);
+	CU_ASSERT_EQUAL(verdict(TERM(2), &done), SBX_NETPROBE_UNKNOWN);
+	CU_ASSERT_EQUAL(done, 1);
+	CU_ASSERT_EQUAL(verdict("{\"status\":{\"phase\":\"Failed\",\"reason\":\"DeadlineExceeded\"}}", &done),
+			SBX_NETPROBE_UNKNOWN);
+	CU_ASSERT_EQUAL(done, 1);
+}
+
+/* The condition is written only when given, with its three states. */
+static void test_condition(void)
+{
+	struct sbx_status_in in = { .phase = "Running", .bound = 1, .bound_reason = "PodCreated", .ready = 1, .ready_reason = "PodReady" };
+	cJSON *s = sbx_status_build(&in, NULL, "2026-01-01T00:00:00Z");
+	CU_ASSERT_PTR_NULL(sbx_status_condition(s, "NetworkPolicyEnforced"));
+	cJSON_Delete(s);
+	in.net_status = "Unknown";
+	in.net_reason = "NotVerified";
+	in.net_message = "not yet";
+	s = sbx_status_build(&in, NULL, "2026-01-01T00:00:00Z");
+	const cJSON *c = sbx_status_condition(s, "NetworkPolicyEnforced");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(c, "status")->valuestring, "Unknown");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(c, "reason")->valuestring, "NotVerified");
+	cJSON_Delete(s);
+}
+
+void register_sandbox_netprobe_tests(void)
+{
+	SBX_SUITE("sandbox_netprobe", { "policy", test_policy }, { "pods", test_pods }, { "verdict", test_verdict },
+		  { "condition", test_condition });
+}
