@@ -285,21 +285,29 @@ up() {
   mkdir -p "$DIR/logs" "$DIR/pids" "$DIR/etcd"
   DIR=$(cd "$DIR" && pwd)
   make_certs
-  ETCD_PORT=$(free_port); ETCD_PEER_PORT=$(free_port); APISERVER_PORT=$(free_port)
-  KWOK_PORT=$(free_port)
-  cat >"$DIR/state" <<ST
+  local try
+  for try in 1 2 3; do
+    ETCD_PORT=$(free_port); ETCD_PEER_PORT=$(free_port); APISERVER_PORT=$(free_port)
+    KWOK_PORT=$(free_port)
+    cat >"$DIR/state" <<ST
 BIN=$BIN
 ETCD_PORT=$ETCD_PORT
 ETCD_PEER_PORT=$ETCD_PEER_PORT
 APISERVER_PORT=$APISERVER_PORT
 KWOK_PORT=$KWOK_PORT
 ST
-  start etcd "$BIN/etcd" --name=default --data-dir="$DIR/etcd" \
-    --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
-    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster="default=http://127.0.0.1:$ETCD_PEER_PORT" --unsafe-no-fsync --log-level=warn
-  wait_http etcd "http://127.0.0.1:$ETCD_PORT/health" 30
-  start_apiserver
+    start etcd "$BIN/etcd" --name=default --data-dir="$DIR/etcd" \
+      --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+      --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+      --initial-cluster="default=http://127.0.0.1:$ETCD_PEER_PORT" --unsafe-no-fsync --log-level=warn
+    if wait_http etcd "http://127.0.0.1:$ETCD_PORT/health" 30 && start_apiserver; then break; fi
+    # A port free when picked was taken before the bind (clusters of suites
+    # side by side pick theirs at the same moment): again with new ports.
+    grep -qs "address already in use" "$DIR/logs/etcd.log" "$DIR/logs/kube-apiserver.log" && [ "$try" -lt 3 ] || return 1
+    log "a port was taken meanwhile: etcd and kube-apiserver again on new ports"
+    stop_one kube-apiserver; stop_one etcd
+    rm -rf "$DIR/etcd"; mkdir -p "$DIR/etcd"
+  done
   write_kubeconfig "$DIR/kubeconfig" admin
   write_kubeconfig "$DIR/controller.kubeconfig" controller
   export KUBECONFIG="$DIR/kubeconfig"
