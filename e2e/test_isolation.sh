@@ -209,6 +209,12 @@ YAML
 # leaving this machine.
 test_5_a_pods_proxy_is_gated_like_exec() {
   proxy_rbac team-a
+  # alice's folders in team-a are prepared first: her preparation pod must be
+  # scheduled, and the nodes are cordoned below so that her sandbox pod gets
+  # no IP (the controller then remembers them prepared for 10 minutes).
+  wsbx "$ALICE" team-a prox-0 key-prox-0 alice || fail "create prox-0"
+  wait_for 30 bound team-a prox-0 || fail "prox-0 not bound: $(phase team-a prox-0)"
+  kubectl delete sbx -n team-a prox-0 --wait=false >/dev/null
   kubectl cordon $(kubectl get nodes -o name) >/dev/null || fail "cordon the nodes"
   wsbx "$ALICE" team-a prox-1 key-prox alice || fail "create prox-1"
   wait_for 30 bound team-a prox-1 || fail "prox-1 not bound: $(phase team-a prox-1)"
