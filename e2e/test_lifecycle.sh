@@ -109,7 +109,7 @@ lifecycle_patch() { # lifecycle_patch KUBECONFIG NAME JSON [--dry-run=server]
 # resume_refused_dry_run KUBECONFIG NAME: 0 when a server-side dry run of a
 # resume of NAME by that identity is refused.
 resume_refused_dry_run() {
-  ! as "$1" patch sbx -n team-a "$2" --dry-run=server --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null 2>&1
+  ! lifecycle_patch "$1" "$2" '{"suspend":false}' --dry-run=server >/dev/null
 }
 
 test_a_expiry_retain() {
