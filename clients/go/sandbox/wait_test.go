@@ -14,6 +14,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	v1alpha1 "sandbox.dev/api/v1alpha1"
+	"sandbox.dev/client-go/clientset/versioned/fake"
 )
 
 func withStatus(phase v1alpha1.SandboxPhase, gen int64, conds ...v1alpha1.Condition) *v1alpha1.Sandbox {
@@ -83,14 +84,16 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-// watched makes the fake signal each watch it opens.
-func watched(cs interface {
-	PrependWatchReactor(string, k8stesting.WatchReactionFunc)
-}) chan struct{} {
+// watched makes the fake signal each watch it opens, once the watch is
+// registered with the fake's tracker: the tracker does not replay events from
+// a resourceVersion as a server does, so a change made before registration
+// would be lost and the test would wait for nothing.
+func watched(cs *fake.Clientset) chan struct{} {
 	opened := make(chan struct{}, 16)
-	cs.PrependWatchReactor("sandboxes", func(k8stesting.Action) (bool, watch.Interface, error) {
+	cs.PrependWatchReactor("sandboxes", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := cs.Tracker().Watch(a.GetResource(), a.GetNamespace())
 		opened <- struct{}{}
-		return false, nil, nil
+		return true, w, err
 	})
 	return opened
 }
@@ -146,6 +149,7 @@ func TestWaitReadyByWatch(t *testing.T) {
 // waited for is NotFound; a wait out of time names the last status.
 func TestWaitReadyGoneDeletedAndTimeout(t *testing.T) {
 	c, cs, _ := newClient(withStatus(v1alpha1.PhasePending, 1))
+	opened := watched(cs) // after the 410 reactor below: only the second watch signals
 	first := true
 	cs.PrependWatchReactor("sandboxes", func(k8stesting.Action) (bool, watch.Interface, error) {
 		if !first {
@@ -156,7 +160,6 @@ func TestWaitReadyGoneDeletedAndTimeout(t *testing.T) {
 		go w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
 		return true, w, nil
 	})
-	opened := watched(cs)
 	gets := 0
 	cs.PrependReactor("get", "sandboxes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		gets++
