@@ -26,6 +26,15 @@ KUBE_ROUTER_VERSION=v2.1.0
 CODEGEN_CMDS=(deepcopy-gen register-gen client-gen lister-gen informer-gen applyconfiguration-gen)
 CACHE=${SANDBOX_CP_CACHE:-$HOME/.cache/sandbox-controller}/tools
 
+# One build per tool at a time: a second caller (another suite's lane, or
+# hack/test.sh building every tool beside the control plane) waits for the
+# first build and then finds its binary, rather than building it again.
+locked() { # locked NAME: holds CACHE/.NAME.lock on fd 9 until this script exits
+  mkdir -p "$CACHE"
+  exec 9>"$CACHE/.$1.lock"
+  flock 9
+}
+
 tags=""
 case "${1:-}" in
   helm) pkg=helm.sh/helm/v3/cmd/helm; ver=$HELM_VERSION ;;
@@ -39,6 +48,7 @@ case "${1:-}" in
   codegen)
     # Six commands of one module version, built by one go install.
     dir="$CACHE/code-generator-$CODEGEN_VERSION"
+    [ -x "$dir/${CODEGEN_CMDS[-1]}" ] || locked codegen
     if [ ! -x "$dir/${CODEGEN_CMDS[-1]}" ]; then
       mkdir -p "$dir"
       echo "tools: building k8s.io/code-generator $CODEGEN_VERSION from its Go module (once)" >&2
@@ -50,6 +60,7 @@ case "${1:-}" in
   *) echo "usage: $0 helm|promtool|codegen|controller-gen|kube-router" >&2; exit 2 ;;
 esac
 dir="$CACHE/$1-$ver"
+[ -x "$dir/$1" ] || locked "$1"
 if [ ! -x "$dir/$1" ]; then
   mkdir -p "$dir"
   echo "tools: building $1 $ver from its Go module (once)" >&2
