@@ -66,7 +66,8 @@ PY
 }
 
 # render_admission PORT CONTROLLER_USERNAME: prints every object of
-# manifests/webhook/ with the Service client config replaced by
+# manifests/webhook/ (or of the folder SBX_WEBHOOK_MANIFESTS: another
+# version's, for a benchmark of that version's binary) with the Service client config replaced by
 # https://127.0.0.1:PORT/<path> and the cluster CA as caBundle, and the
 # policies' controller identity set. With E2E_WORKSPACE_ROOT set, the
 # policies' workspace hostPath root is that path (as the Helm chart sets it
@@ -76,7 +77,7 @@ PY
 # them from config.pod); else the manifests' own (none).
 render_admission() {
   local port=$1 user=$2 f files=()
-  for f in "$E2E_ROOT"/manifests/webhook/*.yaml; do
+  for f in "${SBX_WEBHOOK_MANIFESTS:-$E2E_ROOT/manifests/webhook}"/*.yaml; do
     [ "$(basename "$f")" = kustomization.yaml ] || files+=("$f")
   done
   manifests_json "$E2E_DIR/admission.json" "${files[@]}" || return 1

@@ -18,6 +18,13 @@
 # quantiles) and the API server's view of each webhook call
 # (apiserver_admission_webhook_admission_duration_seconds). The client is the
 # cluster admin, so every SubjectAccessReview is allowed.
+#
+# Another version's controller (a before/after pair, each run on its own):
+# SBX_CONTROLLER_BIN=<its binary> SBX_WEBHOOK_MANIFESTS=<its manifests/webhook>
+# (the admission objects and pod policies of that version: today's may refuse
+# the pods an older controller builds). The load generator (sbx-bench), the
+# CRDs and the control plane stay this tree's, so only the controller and its
+# admission objects differ. Without SBX_CONTROLLER_BIN, this tree's is built.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COUNT=1000 RATE=100 CONC=16 BUILD=1
@@ -39,11 +46,16 @@ done
 . "$ROOT/e2e/lib.sh"
 . "$ROOT/e2e/lib_admission.sh"
 BENCH_BIN=$BUILD_DIR/sbx-bench
+TARGETS=(sbx-bench)
+[ -n "${SBX_CONTROLLER_BIN:-}" ] || TARGETS+=(sandbox-controller)
 if [ "$BUILD" = 1 ]; then
-  say "building $CONTROLLER_BIN and $BENCH_BIN"
+  say "building ${TARGETS[*]} in $BUILD_DIR"
   { cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSBX_SANITIZE=OFF >/dev/null &&
-    cmake --build "$BUILD_DIR" -j2 --target sandbox-controller sbx-bench >/dev/null; } || { echo "build failed" >&2; exit 1; }
+    cmake --build "$BUILD_DIR" -j2 --target "${TARGETS[@]}" >/dev/null; } || { echo "build failed" >&2; exit 1; }
 fi
+MANIFESTS=${SBX_WEBHOOK_MANIFESTS:-$ROOT/manifests/webhook}
+for b in "$CONTROLLER_BIN" "$BENCH_BIN"; do [ -x "$b" ] || { echo "missing $b" >&2; exit 1; }; done
+[ -f "$MANIFESTS/webhooks.yaml" ] || { echo "no webhooks.yaml in $MANIFESTS (SBX_WEBHOOK_MANIFESTS)" >&2; exit 1; }
 value() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0 && a != "") printf "%.2f", a / b; else print "n/a" }'; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -87,6 +99,7 @@ run_load() { # run_load NS OUT METRICS_PORT PID
 }
 
 say "phase 1: without admission"
+LOAD_OFF=$(load)
 MP=$(free_port)
 controller_start off --metrics-bind-address "127.0.0.1:$MP"
 OFF_PID=$CTL_PID
@@ -95,6 +108,7 @@ run_load adm-off "$E2E_DIR/off.out" "$MP" "$OFF_PID"
 controller_stop "$OFF_PID"
 
 say "phase 2: with admission"
+LOAD_ON=$(load)
 MP=$(free_port)
 WEBHOOK_PORT=$(free_port)
 E2E_ADMISSION=1 controller_start on --metrics-bind-address "127.0.0.1:$MP" \
@@ -118,7 +132,9 @@ awk 'NR == FNR { if ($1 ~ /^apiserver_admission_webhook_admission_duration_secon
 OFF=$E2E_DIR/off.out ON=$E2E_DIR/on.out
 echo
 echo "== admission cost: $(date -u +%FT%TZ), $(nproc) CPUs, load $(load) at the end"
-echo "== command: hack/bench-admission.sh --count $COUNT --rate $RATE --concurrency $CONC"
+echo "== command: ${SBX_CONTROLLER_BIN:+SBX_CONTROLLER_BIN=$SBX_CONTROLLER_BIN }${SBX_WEBHOOK_MANIFESTS:+SBX_WEBHOOK_MANIFESTS=$SBX_WEBHOOK_MANIFESTS }hack/bench-admission.sh --count $COUNT --rate $RATE --concurrency $CONC"
+echo "== controller: $CONTROLLER_BIN (sha256 $(sha256sum "$CONTROLLER_BIN" | cut -c1-12)), admission objects of $MANIFESTS"
+echo "== load at the start of each phase: without $LOAD_OFF; with $LOAD_ON"
 printf '%-40s %14s %14s %8s\n' "" "without" "with webhook" "ratio"
 printf '%-40s %14s %14s %8s\n' "Sandboxes bound per second" "$(value "$OFF" rate)" "$(value "$ON" rate)" \
   "$(ratio "$(value "$ON" rate)" "$(value "$OFF" rate)")"

@@ -777,14 +777,15 @@ static char *get(struct workqueue *q)
 	struct node *n;
 	int low, bucket;
 	for (;;) {
-		if (!q->shutting_down)
-			promote_due(q, ktime_mono_ms());
-		if ((n = pop_locked(q, &low, &bucket)))
-			break;
-		if (q->shutting_down && !q->len) {
+		/* Shut down: not one more key, however many are ready (see
+		 * workqueue_shutdown). */
+		if (q->shutting_down) {
 			pthread_mutex_unlock(&q->mu);
 			return NULL;
 		}
+		promote_due(q, ktime_mono_ms());
+		if ((n = pop_locked(q, &low, &bucket)))
+			break;
 		int64_t deadline = q->nheap ? q->heap[0]->ready_ms : -1;
 		ktime_cond_wait_until(&q->cv, &q->mu, deadline);
 	}
@@ -827,7 +828,7 @@ static void done(struct workqueue *q, const char *key)
 	}
 	set_del(&q->processing, key);
 	struct member *dm = set_find(q->dirty, key);
-	if (dm && !dm->node)
+	if (dm && !dm->node && !q->shutting_down)
 		dm->node = push_locked(q, key, dm->flow, dm->low);
 	pthread_mutex_unlock(&q->mu);
 }

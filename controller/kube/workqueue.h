@@ -105,12 +105,16 @@ void workqueue_forget(struct workqueue *q, int kind, const char *key);
 int workqueue_num_requeues(struct workqueue *q, int kind, const char *key);
 /* Blocks until an item is ready and returns its key (caller frees, then
  * calls workqueue_done with its kind and key), its kind in *kind (NULL ok);
- * returns NULL once shut down and drained. */
+ * returns NULL once shut down. */
 char *workqueue_get(struct workqueue *q, int *kind);
-/* Marks key processed; if it was added meanwhile, it is queued again. */
+/* Marks key processed; if it was added meanwhile, it is queued again
+ * (unless the queue is shut down). */
 void workqueue_done(struct workqueue *q, int kind, const char *key);
-/* Wakes all getters; delayed items are dropped; keys already queued are still
- * handed out, after which workqueue_get returns NULL. */
+/* Wakes all getters, and from now on workqueue_get returns NULL: keys ready
+ * or delayed are never handed out (workers stop after the keys they hold,
+ * not after the backlog: SIGTERM with thousands of keys queued would wait
+ * for thousands of reconciles). The keys are derived state: whoever
+ * reconciles next lists the objects again. */
 void workqueue_shutdown(struct workqueue *q);
 /* Number of keys ready to be handed out (due delayed keys included; keys
  * still waiting or being processed are not). */
