@@ -29,50 +29,23 @@
 
 #include "base/cidr.h"
 #include "sandbox/config.h"
+#include "sandbox/netfloor.h"
+#include "sandbox/podbuild.h"
+#include "sandbox/spec.h"
 
 #define SBX_PROFILE_KIND "SandboxNetworkProfile"
 #define SBX_PROFILE_PLURAL "sandboxnetworkprofiles"
-/* Most profiles a Sandbox names, longest name (a DNS label), most egress
- * entries of a profile and most ports of an entry (the CRD's limits). */
-#define SBX_PROFILES_MAX 8
-#define SBX_PROFILE_NAME_MAX 63
+/* Most egress entries of a profile and most ports of an entry (the CRD's
+ * limits; SBX_PROFILES_MAX and SBX_PROFILE_NAME_MAX are in sandbox/spec.h). */
 #define SBX_PROFILE_RULES_MAX 32
 #define SBX_PROFILE_PORTS_MAX 16
-/* The names of a set joined by "," (8 x 63 + 7 + NUL). */
-#define SBX_PROFILES_JOINED_MAX (SBX_PROFILES_MAX * (SBX_PROFILE_NAME_MAX + 1))
-/* The pod label (the set's hash) and annotation (its names), reserved. */
-#define SBX_LABEL_NETPROFILES "sandbox.dev/network-profiles"
-#define SBX_ANN_NETPROFILES "sandbox.dev/network-profiles"
 /* The record of the `use` authorization (sandbox/authz.h's format, with
  * owner "network-profiles:<joined>"). */
 #define SBX_ANN_NET_AUTHZ "sandbox.dev/network-authorization"
 #define SBX_NETPROFILE_AUTHZ_PREFIX "network-profiles:"
 #define SBX_NETPROFILE_POLICY_PREFIX "sandbox-profiles-"
-/* The floor label's value on a profile policy ("true" on the floor). */
-#define SBX_NETFLOOR_PROFILES "profiles"
 /* Most floor ranges: the fixed four, the cluster's, the API server's. */
 #define SBX_NETPROFILE_FLOOR_MAX 96
-
-/* 1 iff name is a profile name: a DNS label of at most 63 bytes. */
-int sbx_profile_name_ok(const char *name);
-
-/* The profiles spec names: spec.network.profiles. Sets *n (0 when absent)
- * and names[0..n) (borrowed from spec; names has SBX_PROFILES_MAX slots).
- * Returns 0, or -1 with a message naming the field when network is not an
- * object of profiles alone, profiles is not a list of 1..SBX_PROFILES_MAX
- * distinct profile names. */
-int sbx_spec_profiles(const cJSON *spec, const char **names, size_t *n, char *msg, size_t msglen);
-
-/* The set of names[0..n): sorted, joined by "," into joined (size
- * SBX_PROFILES_JOINED_MAX), and the first 16 hex digits of its SHA-256
- * into hash. Returns 0, or -1 (a name too long, n too large). */
-int sbx_profiles_set(const char *const *names, size_t n, char joined[SBX_PROFILES_JOINED_MAX], char hash[17]);
-
-/* Splits joined (as sbx_profiles_set writes it, e.g. from a pod's
- * annotation) back into names: each a profile name, sorted, distinct.
- * Writes the names into buf (size SBX_PROFILES_JOINED_MAX) and pointers into
- * names; returns their number (>= 1), or -1 when joined is not such a set. */
-int sbx_profiles_split(const char *joined, char buf[SBX_PROFILES_JOINED_MAX], const char **names);
 
 /* The floor's ranges a profile never grants: sbx_netfloor_never, the
  * config's clusterCIDRs and api[0..napi) (addresses or CIDRs of the API
