@@ -75,29 +75,22 @@ void sbx_netprofile_policy_name(const char *hash, char out[64])
 	snprintf(out, 64, SBX_NETPROFILE_POLICY_PREFIX "%.16s", hash);
 }
 
-/* Appends the egress rule granting cidr (with its except blocks) on the
- * ports of rule to egress, unless the floor holds cidr whole. */
-static void add_rule(cJSON *egress, const cJSON *rule, const struct sbx_cidr *floor, size_t nfloor)
+/* Appends {ipBlock: {cidr: c, except}} to the peer list to: every floor
+ * range strictly inside c excepted (a range twice, or inside another
+ * excepted one, once). */
+static void add_block(cJSON *to, const struct sbx_cidr *c, const struct sbx_cidr *floor, size_t nfloor)
 {
-	struct sbx_cidr c;
-	if (sbx_cidr_parse(jstr(rule, "cidr"), &c) < 0)
-		return;
-	for (size_t i = 0; i < nfloor; i++)
-		if (sbx_cidr_contains(&floor[i], &c))
-			return; /* nothing of it may be granted */
-	cJSON *r = jb_obj(), *block = jb_obj();
+	cJSON *block = jb_obj();
 	char text[SBX_CIDR_MAX + 1];
-	sbx_cidr_format(&c, text);
+	sbx_cidr_format(c, text);
 	jb_str(block, "cidr", text);
 	cJSON *except = NULL;
 	for (size_t i = 0; i < nfloor; i++) {
-		if (!sbx_cidr_contains(&c, &floor[i]))
+		if (!sbx_cidr_contains(c, &floor[i]))
 			continue;
-		/* Strictly inside (equal was refused above); a range twice, or
-		 * inside another excepted one, is excepted once. */
 		int dup = 0;
 		for (size_t j = 0; j < nfloor && !dup; j++)
-			dup = j != i && sbx_cidr_contains(&c, &floor[j]) && sbx_cidr_contains(&floor[j], &floor[i]) &&
+			dup = j != i && sbx_cidr_contains(c, &floor[j]) && sbx_cidr_contains(&floor[j], &floor[i]) &&
 			      (floor[j].prefix < floor[i].prefix || j < i);
 		if (dup)
 			continue;
@@ -108,7 +101,32 @@ static void add_rule(cJSON *egress, const cJSON *rule, const struct sbx_cidr *fl
 	}
 	cJSON *peer = jb_obj();
 	jb_add(peer, "ipBlock", block);
-	jb_push(jb_add_arr(r, "to"), peer);
+	jb_push(to, peer);
+}
+
+/* Appends the egress rule granting the rule's cidr (with its except
+ * blocks) on its ports to egress, unless the floor holds the cidr whole. A
+ * /0 goes as its two halves: kube-router v2.1.0 writes ::/0 as 2000::/3 and
+ * fd00::/8, an entry more specific than the except fc00::/7, which ipset
+ * would match first (test_sandbox_netprofile, policy_everything). */
+static void add_rule(cJSON *egress, const cJSON *rule, const struct sbx_cidr *floor, size_t nfloor)
+{
+	struct sbx_cidr c;
+	if (sbx_cidr_parse(jstr(rule, "cidr"), &c) < 0)
+		return;
+	for (size_t i = 0; i < nfloor; i++)
+		if (sbx_cidr_contains(&floor[i], &c))
+			return; /* nothing of it may be granted */
+	cJSON *r = jb_obj(), *to = jb_add_arr(r, "to");
+	if (c.prefix == 0) {
+		struct sbx_cidr half = c;
+		half.prefix = 1;
+		add_block(to, &half, floor, nfloor);
+		half.addr[0] = 0x80;
+		add_block(to, &half, floor, nfloor);
+	} else {
+		add_block(to, &c, floor, nfloor);
+	}
 	const cJSON *ports = jobj(rule, "ports"), *p;
 	if (cJSON_GetArraySize(ports) > 0) {
 		cJSON *out = jb_add_arr(r, "ports");
