@@ -53,6 +53,7 @@ struct sbx_netkeep {
 	char api[API_ADDRS_MAX][48];
 	size_t napi;
 	int api_ok;
+	int sets; /* set entries made so far: the addresses are read only once there is one */
 	pthread_mutex_t wake_mu;
 	pthread_cond_t wake;
 	int stop, kick;
@@ -108,6 +109,8 @@ static struct ns_state *entry_of(struct sbx_netkeep *k, const char *ns, const ch
 	if (s && created) {
 		snprintf(s->ns, sizeof s->ns, "%s", ns);
 		snprintf(s->hash, sizeof s->hash, "%s", hash ? hash : "");
+		if (hash && *hash)
+			k->sets++;
 	}
 	return s;
 }
@@ -343,6 +346,11 @@ static enum kube_err ensure_one(struct sbx_netkeep *k, const char *ns, const cha
 		cJSON_Delete(have);
 		return KUBE_OK;
 	}
+	pthread_mutex_lock(&k->mu);
+	int api_ok = k->api_ok;
+	pthread_mutex_unlock(&k->mu);
+	if (hash[0] && !api_ok)
+		refresh_api(k); /* the first set: read them now rather than on the keeper's next round */
 	cJSON *want = render(k, ns, hash, joined);
 	if (!want) {
 		kube_error_set(err, KUBE_ERR_OTHER, "%s",
@@ -515,9 +523,13 @@ static void *keeper_main(void *arg)
 			col.all = 1;
 			next_resync = col.now + SBX_NETKEEP_RESYNC_S;
 		}
-		/* The API server's addresses: on every resync, every 10 s until
-		 * first read. */
-		if (col.now >= next_api)
+		/* The API server's addresses, once a set of profiles is kept (none
+		 * otherwise: a cluster without profiles pays no request): on every
+		 * resync, every 10 s until first read. */
+		pthread_mutex_lock(&k->mu);
+		int sets = k->sets;
+		pthread_mutex_unlock(&k->mu);
+		if (sets && col.now >= next_api)
 			next_api = col.now + (refresh_api(k) == 0 ? SBX_NETKEEP_RESYNC_S : 10);
 		pthread_mutex_lock(&k->mu);
 		strmap_lock(k->namespaces);

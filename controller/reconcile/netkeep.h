@@ -3,8 +3,8 @@
  * one per namespace and set of allow profiles (sandbox/netprofile.h) while
  * it has pods of that set (they carry its label and names). The same rules
  * hold for both; a set's policy needs the API server's addresses, read from
- * the kubernetes Service of default and its endpoints at start and on every
- * resync.
+ * the kubernetes Service of default and its endpoints when the first set is
+ * kept and then on every resync (never without a set).
  *
  * - Before any such pod is created, sbx_netkeep_ensure makes the namespace's
  *   policy if the cache does not hold it, so no pod runs a moment without it.
