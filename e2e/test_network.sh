@@ -409,9 +409,9 @@ YAML
   ip_web=$(kubectl get pod -n "$NS" "$(pod_of bob-web)" -o jsonpath='{.status.podIP}')
   ip_open=$(kubectl get pod -n "$NS" "$(pod_of bob-open)" -o jsonpath='{.status.podIP}')
   # Enforcers apply a new policy within seconds: wait for the allowed target.
-  wait_for 20 test "$(reach "$BOB" bob-web "$WEB" 8080)" = profile-web || fail "bob-web does not reach web ($WEB:8080)"
+  wait_for 20 reaches bob-web "$WEB" 8080 profile-web || fail "bob-web does not reach web ($WEB:8080)"
   expect_none bob-web "$ip_web" profile-web
-  wait_for 20 test "$(reach "$BOB" bob-open "$WEB" 8080)" = profile-web || fail "bob-open does not reach web ($WEB:8080)"
+  wait_for 20 reaches bob-open "$WEB" 8080 profile-web || fail "bob-open does not reach web ($WEB:8080)"
   expect_eq "$(reach "$BOB" bob-open "$NEXT" 8080)" profile-neighbour "bob-open reaches $NEXT:8080 (0.0.0.0/0)"
   expect_none bob-open "$ip_open" "profile-web profile-neighbour"
   # Resolving names still works with a profile.
@@ -441,6 +441,8 @@ YAML
   as "$BOB" delete sandbox -n "$NS" bob-web bob-open bob-later --wait=true >/dev/null 2>&1
   wait_for 60 no_profile_policies || fail "profile policies stay without their pods: $(kubectl get networkpolicy -n "$NS" -o name)"
 }
+# reaches SANDBOX IP PORT NAME: bob's SANDBOX gets NAME from IP:PORT.
+reaches() { [ "$(reach "$BOB" "$1" "$2" "$3")" = "$4" ]; }
 bound_reason_is() { [ "$(jp "$NS" sandbox "$1" '{.status.conditions[?(@.type=="Bound")].reason}')" = "$2" ]; }
 no_profile_policies() { ! kubectl get networkpolicy -n "$NS" -o name 2>/dev/null | grep -q 'sandbox-profiles-'; }
 # ctl_restart CONFIG: the controller again with CONFIG, its metrics on $MPORT.
