@@ -216,10 +216,15 @@ static int refresh_api(struct sbx_netkeep *k)
 	size_t n = 0;
 	cJSON *svc = NULL, *ep = NULL;
 	struct kube_error err = { 0 };
-	if (kube_request(k->c->kc, "GET", "/api/v1/namespaces/default/services/kubernetes", NULL, NULL, NULL, &svc,
-			 &err) != KUBE_OK ||
-	    kube_request(k->c->kc, "GET", "/api/v1/namespaces/default/endpoints/kubernetes", NULL, NULL, NULL, &ep,
-			 &err) != KUBE_OK) {
+	enum kube_err e = kube_request(k->c->kc, "GET", "/api/v1/namespaces/default/services/kubernetes", NULL, NULL,
+				       NULL, &svc, &err);
+	/* No Endpoints (an API server whose endpoint reconciler is off, as the
+	 * local control plane's): no endpoint is published, the Service's
+	 * addresses are what there is. */
+	enum kube_err ee = e != KUBE_OK ? e
+					: kube_request(k->c->kc, "GET", "/api/v1/namespaces/default/endpoints/kubernetes",
+						       NULL, NULL, NULL, &ep, &err);
+	if (e != KUBE_OK || (ee != KUBE_OK && ee != KUBE_ERR_NOT_FOUND)) {
 		log_kv(LOG_WARN, "cannot read the API server's addresses: no profile policy is made until they are known",
 		       "error", err.message);
 		cJSON_Delete(svc);
