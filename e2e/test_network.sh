@@ -454,6 +454,11 @@ ctl_restart() {
     --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
   wait_for 30 curl -sf -o /dev/null "http://127.0.0.1:$MPORT/metrics" ||
     { fail "the controller did not start with $1: $(tail -3 "$E2E_DIR/ctl.log")"; return 1; }
+  # The webhook serves only once the caches synced, after /metrics: a
+  # Sandbox created before it is refused (failurePolicy Fail).
+  wait_for 30 curl -sk -o /dev/null --cert "$E2E_DIR/pki/apiserver-webhook-client.crt" \
+    --key "$E2E_DIR/pki/apiserver-webhook-client.key" "https://127.0.0.1:$WEBHOOK_PORT/" ||
+    { fail "the webhook does not answer after the restart with $1"; return 1; }
 }
 enforced() { curl -s "http://127.0.0.1:$MPORT/metrics" | awk '$1 == "sandbox_network_policy_enforced" {print $2}'; }
 enforced_is() { [ "$(enforced)" = "$1" ]; }
