@@ -23,9 +23,11 @@ cluster_up() {
   BIN=$(sed -n 's/^BIN=//p' "$E2E_DIR/state")
   export PATH="$BIN:$PATH"
   kubectl apply -f "$E2E_ROOT/crd/sandbox.dev_sandboxes.yaml" -f "$E2E_ROOT/crd/sandbox.dev_sandboxclaims.yaml" \
-    -f "$E2E_ROOT/crd/sandbox.dev_sandboxwarmpools.yaml" -f "$E2E_ROOT/crd/sandbox.dev_sandboxquotas.yaml" >/dev/null
+    -f "$E2E_ROOT/crd/sandbox.dev_sandboxwarmpools.yaml" -f "$E2E_ROOT/crd/sandbox.dev_sandboxquotas.yaml" \
+    -f "$E2E_ROOT/crd/sandbox.dev_sandboxnetworkprofiles.yaml" >/dev/null
   kubectl wait --for=condition=Established crd/sandboxes.sandbox.dev crd/sandboxclaims.sandbox.dev \
-    crd/sandboxwarmpools.sandbox.dev crd/sandboxquotas.sandbox.dev --timeout=60s >/dev/null
+    crd/sandboxwarmpools.sandbox.dev crd/sandboxquotas.sandbox.dev crd/sandboxnetworkprofiles.sandbox.dev \
+    --timeout=60s >/dev/null
   head -c 48 /dev/urandom | base64 >"$E2E_DIR/seal.key"
 }
 

@@ -163,7 +163,7 @@ spec:
   command: ${4:-[sh, -c, "trap 'exit 0' TERM; sleep infinity & wait"]}
   resources: {requests: {cpu: 50m, memory: 32Mi}, limits: {cpu: 100m, memory: 32Mi}}
   workspaceOwner: $3
-$([ -n "${5:-}" ] && echo "  networkProfiles: $5")
+$([ -n "${5:-}" ] && echo "  network: {profiles: $5}")
 YAML
 }
 ready() { kubectl wait --for=condition=Ready "sandbox/$1" -n "$NS" --timeout="${2:-120}s" >/dev/null 2>&1; }
@@ -195,12 +195,13 @@ EOF
 }
 
 # expect_none SANDBOX SANDBOX_IP [SKIP]: SANDBOX (bob's) reaches no floor target
-# (except the one named SKIP) and no stand-in heard it.
+# (except those named in SKIP, a list separated by spaces) and no stand-in
+# heard it.
 expect_none() {
   local name ip port got from
   from=$(wc -l <"$E2E_DIR/standins.log")
   while read -r name ip port; do
-    [ "$name" = "${3:-}" ] && continue
+    [[ " ${3:-} " == *" $name "* ]] && continue
     got=$(reach "$BOB" "$1" "$ip" "$port")
     expect_eq "$got" "" "$1 reached $name ($ip:$port)"
     ! heard "$name" "$2" "$from" || fail "the stand-in $name heard $1 ($2)"
@@ -334,6 +335,116 @@ YAML
   as "$BOB" delete sandbox -n "$NS" bob-2 --wait=false >/dev/null 2>&1
   ctl_restart "$E2E_DIR/config.yaml"
 }
+# Allow profiles (issue 24 item 2): the operator's SandboxNetworkProfiles
+# "web" (the stand-in $WEB:8080 only), "open" (0.0.0.0/0, every port) and
+# "secret"; bob may use web, open and "gone" (which does not exist), not
+# secret. His sandbox with web reaches web's stand-in and nothing else of the
+# targets; with open it reaches web and its neighbour (outside every floor
+# range) and still none of the floor: the profile's policy excepts every
+# range of it. Naming secret, or gone, is refused at admission, naming the
+# profile; a profile deleted after admission leaves the Sandbox without a
+# pod (Bound=False/NetworkProfileNotFound). Their policies go with the pods.
+test_06_profiles() {
+  local out ip_web ip_open
+  out=$(kubectl apply -f - 2>&1 <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxNetworkProfile
+metadata: {name: web}
+spec:
+  egress: [{cidr: $WEB/32, ports: [{protocol: TCP, port: 8080}]}]
+---
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxNetworkProfile
+metadata: {name: open}
+spec:
+  egress: [{cidr: 0.0.0.0/0}]
+---
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxNetworkProfile
+metadata: {name: secret}
+spec:
+  egress: [{cidr: $NEXT/32}]
+---
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxNetworkProfile
+metadata: {name: later}
+spec:
+  egress: [{cidr: $NEXT/32}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: profile-users}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [sandboxnetworkprofiles], resourceNames: [web, open, gone, later], verbs: [use]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: profile-users}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: profile-users}
+subjects: [{kind: User, name: bob}]
+YAML
+)
+  [ $? -eq 0 ] || { fail "the profiles and bob's right to use them: $out"; return; }
+  # A profile the CRD refuses: a domain name, a CIDR with host bits.
+  out=$(kubectl apply -f - 2>&1 <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxNetworkProfile
+metadata: {name: bad}
+spec:
+  egress: [{cidr: example.com}, {cidr: 10.1.2.3/8}]
+YAML
+)
+  expect_match "$out" "Invalid|invalid" "a profile with a domain name and a CIDR with host bits"
+  out=$(real_sandbox "$BOB" bob-secret bob "" "[secret]")
+  expect_match "$out" "denied|forbidden|Forbidden" "bob's Sandbox naming secret"
+  expect_match "$out" "secret" "the refusal names the profile"
+  expect_match "$out" "use" "the refusal names the permission"
+  expect_eq "$(jp "$NS" sandbox bob-secret '{.metadata.name}')" "" "bob-secret stored"
+  out=$(real_sandbox "$BOB" bob-gone bob "" "[gone]")
+  expect_match "$out" "denied|forbidden|Forbidden|not exist|not found" "bob's Sandbox naming a profile that does not exist"
+  expect_match "$out" "gone" "the refusal names the missing profile"
+  out=$(real_sandbox "$BOB" bob-web bob "" "[web]") || fail "bob-web: $out"
+  out=$(real_sandbox "$BOB" bob-open bob "" "[open]") || fail "bob-open: $out"
+  ready bob-web && ready bob-open || { fail "not Ready: $(why_not bob-web) / $(why_not bob-open)"; return; }
+  ip_web=$(kubectl get pod -n "$NS" "$(pod_of bob-web)" -o jsonpath='{.status.podIP}')
+  ip_open=$(kubectl get pod -n "$NS" "$(pod_of bob-open)" -o jsonpath='{.status.podIP}')
+  # Enforcers apply a new policy within seconds: wait for the allowed target.
+  wait_for 20 reaches bob-web "$WEB" 8080 profile-web || fail "bob-web does not reach web ($WEB:8080)"
+  expect_none bob-web "$ip_web" profile-web
+  wait_for 20 reaches bob-open "$WEB" 8080 profile-web || fail "bob-open does not reach web ($WEB:8080)"
+  expect_eq "$(reach "$BOB" bob-open "$NEXT" 8080)" profile-neighbour "bob-open reaches $NEXT:8080 (0.0.0.0/0)"
+  expect_none bob-open "$ip_open" "profile-web profile-neighbour"
+  # Resolving names still works with a profile.
+  out=$(as "$BOB" exec -n "$NS" "$(pod_of bob-open)" -- nslookup sandbox.test "$DNS" 2>&1)
+  expect_match "$out" "Address:? *$WEB" "bob-open resolves sandbox.test"
+  # A profile deleted after admission: no pod, Bound=False with the reason.
+  out=$(as "$BOB" apply -f - 2>&1 <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: bob-later, namespace: $NS}
+spec:
+  image: $IMG
+  command: [sh, -c, "trap 'exit 0' TERM; sleep infinity & wait"]
+  resources: {requests: {cpu: 50m, memory: 32Mi}, limits: {cpu: 100m, memory: 32Mi}}
+  workspaceOwner: bob
+  network: {profiles: [later]}
+  lifecycle: {suspend: true}
+YAML
+) || fail "bob-later: $out"
+  kubectl delete sandboxnetworkprofile later >/dev/null 2>&1 || fail "cannot delete the profile later"
+  as "$BOB" patch sandbox -n "$NS" bob-later --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null 2>&1 ||
+    fail "cannot resume bob-later"
+  wait_for 30 bound_reason_is bob-later NetworkProfileNotFound ||
+    fail "bob-later's Bound without its profile: $(why_not bob-later)"
+  expect_eq "$(kubectl get pod -n "$NS" -o jsonpath='{range .items[*]}{.metadata.ownerReferences[*].name}{"\n"}{end}' | grep -cw bob-later)" 0 "bob-later's pods"
+  # The profiles' policies go with their pods.
+  as "$BOB" delete sandbox -n "$NS" bob-web bob-open bob-later --wait=true >/dev/null 2>&1
+  wait_for 60 no_profile_policies || fail "profile policies stay without their pods: $(kubectl get networkpolicy -n "$NS" -o name)"
+}
+# reaches SANDBOX IP PORT NAME: bob's SANDBOX gets NAME from IP:PORT.
+reaches() { [ "$(reach "$BOB" "$1" "$2" "$3")" = "$4" ]; }
+bound_reason_is() { [ "$(jp "$NS" sandbox "$1" '{.status.conditions[?(@.type=="Bound")].reason}')" = "$2" ]; }
+no_profile_policies() { ! kubectl get networkpolicy -n "$NS" -o name 2>/dev/null | grep -q 'sandbox-profiles-'; }
 # ctl_restart CONFIG: the controller again with CONFIG, its metrics on $MPORT.
 ctl_restart() {
   controller_stop "$CTL_PID"
@@ -343,6 +454,11 @@ ctl_restart() {
     --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
   wait_for 30 curl -sf -o /dev/null "http://127.0.0.1:$MPORT/metrics" ||
     { fail "the controller did not start with $1: $(tail -3 "$E2E_DIR/ctl.log")"; return 1; }
+  # The webhook serves only once the caches synced, after /metrics: a
+  # Sandbox created before it is refused (failurePolicy Fail).
+  wait_for 30 curl -sk -o /dev/null --cert "$E2E_DIR/pki/apiserver-webhook-client.crt" \
+    --key "$E2E_DIR/pki/apiserver-webhook-client.key" "https://127.0.0.1:$WEBHOOK_PORT/" ||
+    { fail "the webhook does not answer after the restart with $1"; return 1; }
 }
 enforced() { curl -s "http://127.0.0.1:$MPORT/metrics" | awk '$1 == "sandbox_network_policy_enforced" {print $2}'; }
 enforced_is() { [ "$(enforced)" = "$1" ]; }

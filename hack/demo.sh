@@ -80,7 +80,7 @@ if [ $real = 1 ]; then
 fi
 
 kubectl apply -f crd/sandbox.dev_sandboxes.yaml -f crd/sandbox.dev_sandboxclaims.yaml -f crd/sandbox.dev_sandboxwarmpools.yaml \
-  -f crd/sandbox.dev_sandboxquotas.yaml
+  -f crd/sandbox.dev_sandboxquotas.yaml -f crd/sandbox.dev_sandboxnetworkprofiles.yaml
 kubectl wait --for=condition=Established crd/sandboxes.sandbox.dev --timeout=60s
 kubectl apply -f manifests/rbac/role.yaml
 kubectl create clusterrolebinding sandbox-controller-demo --clusterrole=sandbox-controller --user=sandbox-controller

@@ -43,6 +43,7 @@ TARGETS=(manifests/crd/sandbox.dev_sandboxes.yaml $CHART/crds/sandbox.dev_sandbo
          manifests/crd/sandbox.dev_sandboxclaims.yaml $CHART/crds/sandbox.dev_sandboxclaims.yaml
          manifests/crd/sandbox.dev_sandboxwarmpools.yaml $CHART/crds/sandbox.dev_sandboxwarmpools.yaml
          manifests/crd/sandbox.dev_sandboxquotas.yaml $CHART/crds/sandbox.dev_sandboxquotas.yaml
+         manifests/crd/sandbox.dev_sandboxnetworkprofiles.yaml $CHART/crds/sandbox.dev_sandboxnetworkprofiles.yaml
          manifests/monitoring/prometheusrule.yaml $CHART/files/sandbox-controller.rules.yaml
          $CHART/files/grafana-dashboard.json)
 for f in manifests/webhook/*.yaml; do

@@ -14,6 +14,7 @@ void register_sandbox_pool_tests(void);
 void register_sandbox_wsprep_tests(void);
 void register_sandbox_quota_tests(void);
 void register_sandbox_netfloor_tests(void);
+void register_sandbox_netprofile_tests(void);
 void register_sandbox_netprobe_tests(void);
 
 void register_sandbox_tests(void)
@@ -30,5 +31,6 @@ void register_sandbox_tests(void)
 	register_sandbox_wsprep_tests();
 	register_sandbox_quota_tests();
 	register_sandbox_netfloor_tests();
+	register_sandbox_netprofile_tests();
 	register_sandbox_netprobe_tests();
 }

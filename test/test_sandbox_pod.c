@@ -730,6 +730,31 @@ static void test_verify_payload(void)
 	fixture_release(&f);
 }
 
+/* A pod of a Sandbox naming allow profiles carries their label and
+ * annotation, and the controller certifies it as its own; another set of
+ * names on it does not pass. */
+static void test_verify_profiles(void)
+{
+	struct fixture f;
+	fixture_init(&f, "{\"image\":\"img:1\",\"network\":{\"profiles\":[\"web\",\"db\"]}}", NULL);
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(f.pod, "metadata");
+	const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItemCaseSensitive(ann, SBX_ANN_NETPROFILES)->valuestring, "db,web");
+	const cJSON *lab = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(md, "labels"),
+							    SBX_LABEL_NETPROFILES);
+	CU_ASSERT_EQUAL(strlen(lab->valuestring), 16);
+	CU_ASSERT_EQUAL(payload_after(&f, edit_nothing), SBX_VERIFY_OK);
+	cJSON *live = cJSON_Duplicate(f.pod, 1);
+	cJSON_ReplaceItemInObjectCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(live, "metadata"), "annotations"),
+	    SBX_ANN_NETPROFILES, cJSON_CreateString("db,open"));
+	struct sbx_certify c = { f.pod, f.spec, &f.cfg };
+	char why[256];
+	CU_ASSERT_EQUAL(sbx_pod_payload_verify(live, &c, why, sizeof why), SBX_VERIFY_PAYLOAD_MISMATCH);
+	cJSON_Delete(live);
+	fixture_release(&f);
+}
+
 /* Findings 7 and contract section 4: the restricted Pod Security profile by
  * default, no service links, no token. */
 static void test_pod_hardened(void)
@@ -1418,6 +1443,7 @@ void register_sandbox_pod_tests(void)
 		  { "forged pods", test_verify_forged },
 		  { "owner presence", test_verify_owner_presence },
 		  { "verdict strings", test_verify_str }, { "payload replay", test_verify_payload },
+		  { "a pod with allow profiles", test_verify_profiles },
 		  { "forged isolation fields", test_verify_forged_isolation },
 		  { "each isolation field", test_verify_each_isolation_field },
 		  { "apiserver defaults accepted", test_verify_apiserver_defaults },

@@ -11,6 +11,7 @@
 #include <openssl/hmac.h>
 
 #include "sandbox/authz.h"
+#include "sandbox/netprofile.h"
 #include "sandbox/podbuild.h"
 #include "webhook/admission.h"
 #include "webhook/pod_admission.h"
@@ -431,7 +432,28 @@ struct fake {
 	int pod_reads;
 	int quota_full; /* quota_refuses answers 1 */
 	char quota_owner[64], quota_digest[40];
+	const char *profiles_usable;   /* ",a,b,": the profiles the requester may use */
+	const char *profiles_existing; /* ",a,b,": those that exist; NULL: the cache cannot tell */
+	int profile_sar_calls;
 };
+
+static int fake_may_use_profile(void *ctx, const cJSON *ui, const char *profile, char *why, size_t n)
+{
+	struct fake *f = ctx;
+	char needle[80];
+	f->profile_sar_calls++;
+	snprintf(needle, sizeof needle, ",%s,", profile);
+	snprintf(why, n, "%s", "");
+	return f->profiles_usable && strstr(f->profiles_usable, needle) != NULL;
+}
+
+static int fake_profile_exists(void *ctx, const char *profile)
+{
+	struct fake *f = ctx;
+	char needle[80];
+	snprintf(needle, sizeof needle, ",%s,", profile);
+	return f->profiles_existing ? strstr(f->profiles_existing, needle) != NULL : -1;
+}
 
 static int fake_may_use(void *ctx, const cJSON *ui, const char *ns, const char *owner, char *why, size_t n)
 {
@@ -475,7 +497,8 @@ static const size_t POLICY_LENS[] = { sizeof KEY1 - 1 };
 static struct wh_sandbox_policy policy(struct fake *f)
 {
 	struct wh_sandbox_policy p = { POLICY_KEYS, POLICY_LENS, 1, SBX_OWNER_AUTHZ_ACCESS_REVIEW, 86400,
-				       fake_may_use, fake_by_digest, fake_pod_owner, NULL, f };
+				       fake_may_use, fake_by_digest, fake_pod_owner, NULL, f, fake_may_use_profile,
+				       fake_profile_exists };
 	return p;
 }
 
@@ -627,6 +650,79 @@ static void test_mutate_then_validate(void)
 	decide(&p, 0, "CREATE", "alice", copied, NULL, &vv);
 	CU_ASSERT_FALSE(vv.allowed);
 	CU_ASSERT_PTR_NOT_NULL(strstr(vv.message, "not issued for this Sandbox"));
+	wh_verdict_release(&vv);
+	free(copied);
+	free(stamped);
+	free(resp);
+	cJSON_Delete(obj);
+	cJSON_Delete(patch);
+	wh_verdict_release(&v);
+}
+
+/* Allow profiles (contract section 9): a profile the requester may not
+ * use, or that does not exist, is refused naming it; one it may use is
+ * recorded, and the record binds the spec and the requester. */
+static void test_profiles(void)
+{
+	struct fake f = { .sar_answer = 1, .profiles_usable = ",web,gone,", .profiles_existing = ",web,secret," };
+	struct wh_sandbox_policy p = policy(&f);
+	struct wh_verdict v;
+	decide(&p, 1, "CREATE", "bob",
+	       "{\"metadata\":{\"name\":\"s1\"},\"spec\":{\"image\":\"i\",\"network\":{\"profiles\":[\"web\",\"secret\"]}}}",
+	       NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 403);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "may not use network profile \"secret\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "sandboxnetworkprofiles"));
+	wh_verdict_release(&v);
+	decide(&p, 1, "CREATE", "bob",
+	       "{\"metadata\":{\"name\":\"s1\"},\"spec\":{\"image\":\"i\",\"network\":{\"profiles\":[\"gone\"]}}}", NULL,
+	       &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "network profile \"gone\" does not exist"));
+	wh_verdict_release(&v);
+	/* who may not use a profile learns nothing of whether it exists */
+	decide(&p, 1, "CREATE", "bob",
+	       "{\"metadata\":{\"name\":\"s1\"},\"spec\":{\"image\":\"i\",\"network\":{\"profiles\":[\"nope\"]}}}", NULL,
+	       &v);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "may not use network profile \"nope\""));
+	wh_verdict_release(&v);
+	/* no owner, a generateName: named, stamped, validated */
+	const char *obj_s = "{\"metadata\":{\"generateName\":\"w-\",\"namespace\":\"team-a\"},\"spec\":{\"image\":\"i\","
+			    "\"network\":{\"profiles\":[\"web\"]}}}";
+	decide(&p, 1, "CREATE", "bob", obj_s, NULL, &v);
+	CU_ASSERT_TRUE_FATAL(v.allowed);
+	char *resp = wh_response_encode("req-1", &v);
+	cJSON *patch = decode_patch(resp);
+	cJSON *obj = cJSON_Parse(obj_s);
+	apply_patch(obj, patch);
+	const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "annotations");
+	CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(ann, SBX_ANN_NET_AUTHZ));
+	CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "name"));
+	char *stamped = cJSON_PrintUnformatted(obj);
+	struct wh_verdict vv;
+	decide(&p, 0, "CREATE", "bob", stamped, NULL, &vv);
+	CU_ASSERT_TRUE(vv.allowed);
+	wh_verdict_release(&vv);
+	decide(&p, 0, "CREATE", "alice", stamped, NULL, &vv); /* another requester */
+	CU_ASSERT_FALSE(vv.allowed);
+	wh_verdict_release(&vv);
+	/* the record on another set of profiles */
+	cJSON_ReplaceItemInObject(obj, "spec", cJSON_Parse("{\"image\":\"i\",\"network\":{\"profiles\":[\"secret\"]}}"));
+	char *copied = cJSON_PrintUnformatted(obj);
+	decide(&p, 0, "CREATE", "bob", copied, NULL, &vv);
+	CU_ASSERT_FALSE(vv.allowed);
+	CU_ASSERT_PTR_NOT_NULL(strstr(vv.message, "not issued for this Sandbox"));
+	wh_verdict_release(&vv);
+	/* without the mutating webhook's record */
+	decide(&p, 0, "CREATE", "bob", obj_s, NULL, &vv);
+	CU_ASSERT_FALSE(vv.allowed);
+	wh_verdict_release(&vv);
+	/* the cache cannot tell yet: fail closed */
+	f.profiles_existing = NULL;
+	decide(&p, 1, "CREATE", "bob", obj_s, NULL, &vv);
+	CU_ASSERT_FALSE(vv.allowed);
+	CU_ASSERT_EQUAL(vv.code, 500);
 	wh_verdict_release(&vv);
 	free(copied);
 	free(stamped);
@@ -1284,6 +1380,7 @@ void register_webhook_tests(void)
 		  { "owner not authorized", test_mutate_refuses_unauthorized_owner },
 		  { "reserved metadata refused", test_mutate_refuses_reserved },
 		  { "mutate then validate; copies refused", test_mutate_then_validate },
+		  { "network profiles: use, existence, record", test_profiles },
 		  { "namespace mode", test_namespace_mode_skips_review },
 		  { "update guards", test_validate_update_guards },
 		  { "key conflict 422", test_validate_key_conflict },

@@ -17,6 +17,7 @@
 #include "reconcile/inforce.h"
 #include "reconcile/lifecycle.h"
 #include "reconcile/netkeep.h"
+#include "sandbox/netprofile.h"
 #include "reconcile/netverify.h"
 #include "reconcile/pool.h"
 #include "reconcile/quota.h"
@@ -301,6 +302,20 @@ static void on_pool_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj
 		on_pool(ctx, new_obj);
 }
 
+/* A profile changed, came or went: the policies of the sets that name it
+ * are rendered again (reconcile/netkeep.h). */
+static void on_profile(void *ctx, const cJSON *obj)
+{
+	(void)obj;
+	sbx_netkeep_profiles_changed(ctx);
+}
+
+static void on_profile_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
+{
+	(void)old_obj;
+	on_profile(ctx, new_obj);
+}
+
 /* A pool left: its namespace still claims through records for a while
  * (sbx_warm_record_namespace); the garbage collector takes its pods. */
 static void on_pool_delete(void *ctx, const cJSON *obj)
@@ -488,6 +503,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	static const struct informer_handlers wph = { on_prep_pod_add, on_prep_pod_update, on_prep_pod_delete };
 	static const struct informer_handlers qh = { on_quota, on_quota_update, on_quota };
 	static const struct informer_handlers sth = { on_slot_add, NULL, on_slot_delete };
+	static const struct informer_handlers nph = { on_profile, on_profile_update, on_profile };
 	sbx_ctl_metrics_register();
 	c->queue = workqueue_new();
 	static const struct workqueue_metrics wm = { NULL, wq_depth, wq_adds, wq_retries, wq_queued,
@@ -545,6 +561,13 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	 * reserved to the controller like the others. */
 	struct informer *prep_pods =
 	    informer_new(c->kc, "/api/v1/pods", SBX_LABEL_WS_INIT, sbx_wsprep_trim, NULL, &wph, c);
+	/* The operator's allow profiles (sandbox/netprofile.h): cluster-scoped,
+	 * few, each kept only when it passes the controller's own check. */
+	struct informer *profiles = informer_new(c->kc, "/apis/" SBX_API "/" SBX_PROFILE_PLURAL, NULL,
+						 sbx_netprofile_trim, NULL, &nph, c);
+	pthread_mutex_lock(&c->informers_mu);
+	c->profiles = profiles;
+	pthread_mutex_unlock(&c->informers_mu);
 	if (sbx_netkeep_start(c) < 0) {
 		snprintf(err, errlen, "cannot start the network floor's keeper");
 		return -1;
@@ -567,7 +590,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	pthread_mutex_unlock(&c->informers_mu);
 	if (informer_start(c->pods) < 0 || informer_start(c->claims) < 0 || informer_start(c->pool_pods) < 0 ||
 	    informer_start(c->prep_pods) < 0 || informer_start(c->pools) < 0 || informer_start(c->quotas) < 0 ||
-	    informer_start(c->slots) < 0 || informer_start(c->sandboxes) < 0 ||
+	    informer_start(c->slots) < 0 || informer_start(c->sandboxes) < 0 || informer_start(c->profiles) < 0 ||
 	    (c->webhooks && informer_start(c->webhooks) < 0)) {
 		snprintf(err, errlen, "cannot start the informers");
 		return -1;
@@ -578,11 +601,11 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	    !informer_wait_synced(c->claims, timeout_ms) || !informer_wait_synced(c->pools, timeout_ms) ||
 	    !informer_wait_synced(c->pool_pods, timeout_ms) || !informer_wait_synced(c->prep_pods, timeout_ms) ||
 	    !informer_wait_synced(c->quotas, timeout_ms) || !informer_wait_synced(c->slots, timeout_ms) ||
-	    !sbx_netkeep_synced(c, timeout_ms) ||
+	    !informer_wait_synced(c->profiles, timeout_ms) || !sbx_netkeep_synced(c, timeout_ms) ||
 	    (c->webhooks && !informer_wait_synced(c->webhooks, timeout_ms))) {
 		snprintf(err, errlen,
-			 "caches did not sync within %ld ms (are the Sandbox, SandboxClaim, SandboxWarmPool and "
-			 "SandboxQuota CRDs installed?)",
+			 "caches did not sync within %ld ms (are the Sandbox, SandboxClaim, SandboxWarmPool, "
+			 "SandboxQuota and SandboxNetworkProfile CRDs installed?)",
 			 timeout_ms);
 		return -1;
 	}
@@ -625,7 +648,8 @@ int sbx_controller_synced(struct sbx_controller *c)
 		     informer_wait_synced(c->pods, 0) && c->claims && informer_wait_synced(c->claims, 0) && c->pools &&
 		     informer_wait_synced(c->pools, 0) && c->pool_pods && informer_wait_synced(c->pool_pods, 0) &&
 		     c->prep_pods && informer_wait_synced(c->prep_pods, 0) && c->quotas &&
-		     informer_wait_synced(c->quotas, 0) && c->slots && informer_wait_synced(c->slots, 0) &&
+		     informer_wait_synced(c->quotas, 0) && c->slots && informer_wait_synced(c->slots, 0) && c->profiles &&
+		     informer_wait_synced(c->profiles, 0) &&
 		     sbx_netkeep_synced(c, 0) &&
 		     (!c->webhooks || informer_wait_synced(c->webhooks, 0));
 	pthread_mutex_unlock(&c->informers_mu);
@@ -652,6 +676,8 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_stop(c->quotas);
 	if (c->slots)
 		informer_stop(c->slots);
+	if (c->profiles)
+		informer_stop(c->profiles);
 	sbx_netverify_stop(c);
 	sbx_netkeep_stop(c);
 	if (c->queue)
@@ -665,10 +691,12 @@ void sbx_controller_release(struct sbx_controller *c)
 	pthread_mutex_lock(&c->informers_mu);
 	struct informer *sandboxes = c->sandboxes, *pods = c->pods, *webhooks = c->webhooks, *claims = c->claims;
 	struct informer *pools = c->pools, *pool_pods = c->pool_pods, *prep_pods = c->prep_pods;
-	struct informer *quotas = c->quotas, *slots = c->slots;
+	struct informer *quotas = c->quotas, *slots = c->slots, *profiles = c->profiles;
 	c->sandboxes = c->pods = c->webhooks = c->claims = c->pools = c->pool_pods = c->prep_pods = NULL;
-	c->quotas = c->slots = NULL;
+	c->quotas = c->slots = c->profiles = NULL;
 	pthread_mutex_unlock(&c->informers_mu);
+	if (profiles)
+		informer_free(profiles);
 	if (prep_pods)
 		informer_free(prep_pods);
 	if (quotas)

@@ -25,6 +25,7 @@
 #include "sandbox/authz.h"
 #include "sandbox/claimrec.h"
 #include "sandbox/config.h"
+#include "sandbox/netprofile.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/spec.h"
 #include "sandbox/trim.h"
@@ -323,6 +324,9 @@ void sbx_lc_ready(struct sbx_controller *c, const struct sbx_view *v)
 	strmap_unlock(c->resume_starts);
 }
 
+static int webhook_in_force_for(struct sbx_controller *c, struct sbx_view *v, const char *operation, time_t made,
+				const char *what, const char *reason, int *r);
+
 /* Whether the product's mutating webhook was in force for operation on v's
  * namespace at `made` (reconcile/inforce.h): 1 when it was. Otherwise 0, with
  * Bound=False/OwnerNotAuthorized reported and *r the reconcile's result: 0
@@ -330,10 +334,20 @@ void sbx_lc_ready(struct sbx_controller *c, const struct sbx_view *v)
  * configuration's cache has not synced, or -1 when the report failed. */
 static int webhook_in_force(struct sbx_controller *c, struct sbx_view *v, const char *operation, time_t made, int *r)
 {
-	char why[512], msg[700];
+	char what[600];
+	snprintf(what, sizeof what, "workspace owner %s", v->owner ? v->owner : "");
+	return webhook_in_force_for(c, v, operation, made, what, "OwnerNotAuthorized", r);
+}
+
+/* webhook_in_force for what (the owner's or the profiles' authorization),
+ * reporting reason. */
+static int webhook_in_force_for(struct sbx_controller *c, struct sbx_view *v, const char *operation, time_t made,
+				const char *what, const char *reason, int *r)
+{
+	char why[512], msg[1400];
 	if (!c->webhooks || !informer_wait_synced(c->webhooks, 0)) {
-		snprintf(msg, sizeof msg, "workspace owner %s: waiting to read the MutatingWebhookConfiguration %s",
-			 v->owner, c->webhook_config);
+		snprintf(msg, sizeof msg, "%s: waiting to read the MutatingWebhookConfiguration %s", what,
+			 c->webhook_config);
 		*r = sbx_rc_report_unbound(c, v, "Pending", "Waiting", msg, NULL) < 0 ? -1 : REQUEUE_WAIT_MS;
 		return 0;
 	}
@@ -344,10 +358,10 @@ static int webhook_in_force(struct sbx_controller *c, struct sbx_view *v, const 
 	if (ok)
 		return 1;
 	snprintf(msg, sizeof msg,
-		 "workspace owner %s: the admission webhook was not in force for this Sandbox (%s), so its owner "
-		 "authorization cannot be trusted; no pod is created",
-		 v->owner, why);
-	*r = sbx_rc_report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
+		 "%s: the admission webhook was not in force for this Sandbox (%s), so its authorization cannot be "
+		 "trusted; no pod is created",
+		 what, why);
+	*r = sbx_rc_report_unbound(c, v, "Rejected", reason, msg, reason);
 	return 0;
 }
 
@@ -392,10 +406,68 @@ int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int ch
 	return webhook_in_force(c, v, "UPDATE", info.issued, r);
 }
 
+int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int check_creation, int *r)
+{
+	const char *names[SBX_PROFILES_MAX];
+	size_t n = 0;
+	char joined[SBX_PROFILES_JOINED_MAX], hash[17], subject[SBX_PROFILES_JOINED_MAX + 32], msg[1400];
+	if (sbx_spec_profiles(v->spec, names, &n, msg, sizeof msg) < 0 || !n)
+		return 1; /* none (an invalid spec was rejected before) */
+	if (sbx_profiles_set(names, n, joined, hash) < 0)
+		return 1;
+	const cJSON *ann = jobj(jobj(v->obj, "metadata"), "annotations");
+	snprintf(subject, sizeof subject, SBX_NETPROFILE_AUTHZ_PREFIX "%s", joined);
+	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = subject, .fingerprint = v->scope.fingerprint, .username = jstr(ann, SBX_ANN_REQUESTED_BY) };
+	struct sbx_authz_info info = { 0 };
+	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
+						   c->seal_keys->n, &s, v->created, jstr(ann, SBX_ANN_NET_AUTHZ), &info);
+	if (ac == SBX_AUTHZ_OK && info.run != 1)
+		ac = SBX_AUTHZ_MISMATCH;
+	if (ac != SBX_AUTHZ_OK) {
+		snprintf(msg, sizeof msg,
+			 "network profiles %s: %s; no pod is created (create the Sandbox with the admission webhook "
+			 "installed, as an identity allowed to use these profiles)",
+			 joined,
+			 ac == SBX_AUTHZ_MISSING ? "no record of the authorization to use them"
+						 : "the record of the authorization to use them does not verify");
+		*r = sbx_rc_report_unbound(c, v, "Rejected", "NetworkProfileNotAuthorized", msg,
+					   "NetworkProfileNotAuthorized");
+		return 0;
+	}
+	/* As for an owner: only a record the API server's admission call made
+	 * counts (with ownerAuthorization namespace the configuration is not
+	 * watched: docs/operations.md). */
+	snprintf(msg, sizeof msg, "network profiles %s", joined);
+	if (check_creation && c->webhooks &&
+	    !webhook_in_force_for(c, v, "CREATE", v->created, msg, "NetworkProfileNotAuthorized", r))
+		return 0;
+	/* Each must still exist: one deleted since admission grants nothing,
+	 * and the Sandbox waits (looked at again) rather than run without it. */
+	if (!c->profiles || !informer_wait_synced(c->profiles, 0)) {
+		*r = REQUEUE_WAIT_MS;
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		cJSON *p = informer_get(c->profiles, NULL, names[i]);
+		cJSON_Delete(p);
+		if (p)
+			continue;
+		snprintf(msg, sizeof msg,
+			 "network profile %s does not exist (deleted after this Sandbox was admitted); no pod is created "
+			 "until it is defined again",
+			 names[i]);
+		*r = sbx_rc_report_unbound(c, v, "Pending", "NetworkProfileNotFound", msg, "NetworkProfileNotFound") < 0
+			 ? -1
+			 : REQUEUE_PROFILE_MS;
+		return 0;
+	}
+	return 1;
+}
+
 int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 {
 	int r = 0;
-	if (!sbx_lc_owner_authorized(c, v, 0, &r))
+	if (!sbx_lc_owner_authorized(c, v, 0, &r) || !sbx_lc_network_authorized(c, v, 0, &r))
 		return r;
 	const char *pod_name = jstr(v->status, "podName"), *claimed = jstr(v->status, "claimedAt");
 	cJSON *pod = NULL;

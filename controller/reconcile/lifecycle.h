@@ -72,5 +72,12 @@ int sbx_lc_report_expired_key(struct sbx_controller *c, struct sbx_view *v, cons
  * check_creation, a resume's at its issue). 1, or 0 with OwnerNotAuthorized
  * reported and *r the result. */
 int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int check_creation, int *r);
+/* Whether v may get a pod with the allow profiles it names (none: 1): the
+ * webhook's record of their `use` verifies (sandbox.dev/network-authorization
+ * of the creation; made while the webhook was in force when check_creation
+ * and it is watched), else Rejected/NetworkProfileNotAuthorized; and each
+ * still exists, else Pending/NetworkProfileNotFound, looked at again after
+ * REQUEUE_PROFILE_MS. 1, or 0 with *r the result. */
+int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int check_creation, int *r);
 
 #endif

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+
 #include "base/jsonget.h"
 #include "base/strmap.h"
 #include "base/xmalloc.h"
@@ -14,28 +16,44 @@
 #include "obs/log.h"
 #include "reconcile/state.h"
 #include "sandbox/netfloor.h"
+#include "sandbox/netprofile.h"
 
-/* What the keeper knows of one namespace (key: its name). */
+/* What the keeper knows of one policy: a namespace's floor (key: the
+ * namespace) or the policy of a set of profiles in a namespace (hash set;
+ * key: set_key). */
 struct ns_state {
 	char ns[64];
-	int pods;	 /* pods of sandboxes in the pod caches */
-	int dirty;	 /* to be looked at */
-	double made;	 /* when this process last made its policy */
-	double removed;	 /* when it last removed it */
-	double last_pod; /* when it last had one (or one was ensured) */
+	char hash[17];			      /* "" for the floor */
+	char joined[SBX_PROFILES_JOINED_MAX]; /* the set's names ("" until a pod says) */
+	int pods;			      /* pods of sandboxes (of the set) in the pod caches */
+	int dirty;			      /* to be looked at */
+	double made;			      /* when this process last made its policy */
+	double removed;			      /* when it last removed it */
+	double last_pod;		      /* when it last had one (or one was ensured) */
 };
 
 /* One pod seen in a pod cache (key: its uid). */
 struct pod_ref {
 	char ns[64];
-	int refs; /* how many pod informers hold it */
+	char hash[17]; /* its set of profiles ("" none) */
+	int refs;      /* how many pod informers hold it */
 };
+
+/* Most addresses of the API server kept (its Service's and endpoints'). */
+#define API_ADDRS_MAX 32
 
 struct sbx_netkeep {
 	struct sbx_controller *c;
 	struct informer *policies;
-	pthread_mutex_t mu; /* guards both maps together */
+	pthread_mutex_t mu; /* guards both maps together, and the addresses */
 	struct strmap *namespaces, *pods;
+	/* The API server's addresses (the kubernetes Service of default and
+	 * its endpoints), read at start and on every resync; api_ok 0 until
+	 * read: no profile policy is rendered without them. */
+	char api[API_ADDRS_MAX][48];
+	size_t napi;
+	int api_ok;
+	int sets; /* set entries made so far: the addresses are read only once there is one */
 	pthread_mutex_t wake_mu;
 	pthread_cond_t wake;
 	int stop, kick;
@@ -57,32 +75,75 @@ static void kick(struct sbx_netkeep *k)
 	pthread_mutex_unlock(&k->wake_mu);
 }
 
-/* The entry of ns (made when absent); k->mu and its map's lock held. NULL
- * for a name that cannot be a namespace's. */
-static struct ns_state *ns_entry(struct sbx_netkeep *k, const char *ns)
+/* The map key of the set hash in ns: "p" and 32 hex digits of their
+ * SHA-256 (a namespace and a hash together are longer than a key). */
+static void set_key(const char *ns, const char *hash, char out[34])
+{
+	unsigned char md[32];
+	unsigned int n = 0;
+	char text[96];
+	int len = snprintf(text, sizeof text, "%s/%s", ns, hash);
+	out[0] = '\0';
+	if (len < 0 || EVP_Digest(text, (size_t)len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
+		return;
+	out[0] = 'p';
+	for (size_t i = 0; i < 16; i++)
+		snprintf(out + 1 + 2 * i, 3, "%02x", md[i]);
+}
+
+/* The entry of the floor of ns (hash NULL or "") or of the set hash in ns
+ * (made when absent); k->mu and its map's lock held. NULL for a name that
+ * cannot be a namespace's. */
+static struct ns_state *entry_of(struct sbx_netkeep *k, const char *ns, const char *hash)
 {
 	int created = 0;
-	if (strlen(ns) >= sizeof((struct ns_state *)0)->ns)
+	char key[34];
+	if (strlen(ns) >= sizeof((struct ns_state *)0)->ns || (hash && strlen(hash) != 16 && *hash))
 		return NULL;
-	struct ns_state *s = strmap_put(k->namespaces, ns, &created);
-	if (s && created)
+	if (hash && *hash) {
+		set_key(ns, hash, key);
+		if (!key[0])
+			return NULL;
+	}
+	struct ns_state *s = strmap_put(k->namespaces, hash && *hash ? key : ns, &created);
+	if (s && created) {
 		snprintf(s->ns, sizeof s->ns, "%s", ns);
+		snprintf(s->hash, sizeof s->hash, "%s", hash ? hash : "");
+		if (hash && *hash)
+			k->sets++;
+	}
 	return s;
 }
 
-/* Marks ns to be looked at. */
-static void mark(struct sbx_netkeep *k, const char *ns)
+/* Marks the floor of ns (hash NULL) or the set hash in ns to be looked at. */
+static void mark(struct sbx_netkeep *k, const char *ns, const char *hash)
 {
 	if (!ns)
 		return;
 	pthread_mutex_lock(&k->mu);
 	strmap_lock(k->namespaces);
-	struct ns_state *s = ns_entry(k, ns);
+	struct ns_state *s = entry_of(k, ns, hash);
 	if (s)
 		s->dirty = 1;
 	strmap_unlock(k->namespaces);
 	pthread_mutex_unlock(&k->mu);
 	kick(k);
+}
+
+/* The set of profiles a pod carries: its label's hash when its annotation
+ * names a set of that hash (joined filled), else "" (none, or not one the
+ * controller wrote: no policy is kept for it). */
+static void pod_set(const cJSON *pod, char hash[17], char joined[SBX_PROFILES_JOINED_MAX])
+{
+	const char *h = label(pod, SBX_LABEL_NETPROFILES), *names_text = annotation(pod, SBX_ANN_NETPROFILES);
+	char buf[SBX_PROFILES_JOINED_MAX], check[17];
+	const char *names[SBX_PROFILES_MAX];
+	int n = h ? sbx_profiles_split(names_text, buf, names) : -1;
+	hash[0] = joined[0] = '\0';
+	if (n > 0 && sbx_profiles_set(names, (size_t)n, joined, check) == 0 && !strcmp(check, h))
+		memcpy(hash, check, sizeof check);
+	else
+		joined[0] = '\0';
 }
 
 void sbx_netkeep_pod(struct sbx_controller *c, const cJSON *pod, int gone)
@@ -91,6 +152,8 @@ void sbx_netkeep_pod(struct sbx_controller *c, const cJSON *pod, int gone)
 	const char *uid = meta_str(pod, "uid"), *ns = meta_str(pod, "namespace");
 	if (!k || !uid || !ns || strlen(ns) >= sizeof((struct pod_ref *)0)->ns)
 		return;
+	char hash[17], joined[SBX_PROFILES_JOINED_MAX];
+	pod_set(pod, hash, joined);
 	pthread_mutex_lock(&k->mu);
 	strmap_lock(k->pods);
 	strmap_lock(k->namespaces);
@@ -99,17 +162,25 @@ void sbx_netkeep_pod(struct sbx_controller *c, const cJSON *pod, int gone)
 	if (p && !gone) {
 		if (created) {
 			snprintf(p->ns, sizeof p->ns, "%s", ns);
+			memcpy(p->hash, hash, sizeof p->hash);
 			delta = 1;
 		}
 		p->refs++;
 	} else if (p && --p->refs <= 0) {
+		memcpy(hash, p->hash, sizeof p->hash); /* the set it was counted in */
 		strmap_del(k->pods, uid);
 		delta = -1;
 	}
-	struct ns_state *s = ns_entry(k, ns);
-	if (s) {
+	for (int set = 0; set < 2; set++) {
+		if (set && !hash[0])
+			break;
+		struct ns_state *s = entry_of(k, ns, set ? hash : NULL);
+		if (!s)
+			continue;
 		s->pods += delta;
 		s->last_pod = now_s();
+		if (set && joined[0] && !s->joined[0])
+			memcpy(s->joined, joined, sizeof s->joined);
 		if (delta)
 			s->dirty = 1;
 	}
@@ -120,21 +191,102 @@ void sbx_netkeep_pod(struct sbx_controller *c, const cJSON *pod, int gone)
 		kick(k);
 }
 
+/* A policy of the keeper's changed: its floor or set is looked at (a set
+ * no pod names any more is removed). */
 static void on_policy(void *ctx, const cJSON *obj)
 {
-	mark(ctx, meta_str(obj, "namespace"));
+	const char *floor = label(obj, SBX_LABEL_NETFLOOR), *hash = label(obj, SBX_LABEL_NETPROFILES);
+	int is_set = floor && !strcmp(floor, SBX_NETFLOOR_PROFILES);
+	if (is_set && (!hash || strlen(hash) != 16 || strspn(hash, "0123456789abcdef") != 16))
+		return; /* not one the keeper renders */
+	mark(ctx, meta_str(obj, "namespace"), is_set ? hash : NULL);
 }
 
 static void on_policy_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 {
 	(void)old_obj;
-	mark(ctx, meta_str(new_obj, "namespace"));
+	on_policy(ctx, new_obj);
 }
 
-/* Writes the floor of ns: POST when have is NULL, else PUT over have. */
-static enum kube_err write_floor(struct sbx_netkeep *k, const char *ns, const cJSON *have, struct kube_error *err)
+/* Reads the API server's addresses: the clusterIPs of default/kubernetes
+ * and the addresses of its endpoints. 0, or -1 (nothing changed). */
+static int refresh_api(struct sbx_netkeep *k)
 {
-	cJSON *want = sbx_netfloor_policy(ns, &k->c->cfg->net);
+	char got[API_ADDRS_MAX][48];
+	size_t n = 0;
+	cJSON *svc = NULL, *ep = NULL;
+	struct kube_error err = { 0 };
+	enum kube_err e = kube_request(k->c->kc, "GET", "/api/v1/namespaces/default/services/kubernetes", NULL, NULL,
+				       NULL, &svc, &err);
+	/* No Endpoints (an API server whose endpoint reconciler is off, as the
+	 * local control plane's): no endpoint is published, the Service's
+	 * addresses are what there is. */
+	enum kube_err ee = e != KUBE_OK ? e
+					: kube_request(k->c->kc, "GET", "/api/v1/namespaces/default/endpoints/kubernetes",
+						       NULL, NULL, NULL, &ep, &err);
+	if (e != KUBE_OK || (ee != KUBE_OK && ee != KUBE_ERR_NOT_FOUND)) {
+		log_kv(LOG_WARN, "cannot read the API server's addresses: no profile policy is made until they are known",
+		       "error", err.message);
+		cJSON_Delete(svc);
+		return -1;
+	}
+	const cJSON *v, *subset, *addr;
+	cJSON_ArrayForEach(v, jobj(jobj(svc, "spec"), "clusterIPs")) if (cJSON_IsString(v) && n < API_ADDRS_MAX &&
+									 strlen(v->valuestring) < sizeof got[0])
+	    snprintf(got[n++], sizeof got[0], "%s", v->valuestring);
+	cJSON_ArrayForEach(subset, jobj(ep, "subsets")) cJSON_ArrayForEach(addr, jobj(subset, "addresses"))
+	{
+		const char *ip = jstr(addr, "ip");
+		if (ip && n < API_ADDRS_MAX && strlen(ip) < sizeof got[0])
+			snprintf(got[n++], sizeof got[0], "%s", ip);
+	}
+	cJSON_Delete(svc);
+	cJSON_Delete(ep);
+	pthread_mutex_lock(&k->mu);
+	int changed = !k->api_ok || n != k->napi || memcmp(got, k->api, n * sizeof got[0]);
+	memcpy(k->api, got, n * sizeof got[0]);
+	k->napi = n;
+	k->api_ok = 1;
+	pthread_mutex_unlock(&k->mu);
+	if (changed)
+		sbx_netkeep_profiles_changed(k->c);
+	return 0;
+}
+
+/* The profile policy of the set (joined, hash) in ns as it should be (new;
+ * caller frees), or NULL while the API server's addresses are not known. */
+static cJSON *render_set(struct sbx_netkeep *k, const char *ns, const char *joined, const char *hash)
+{
+	char buf[SBX_PROFILES_JOINED_MAX];
+	const char *names[SBX_PROFILES_MAX];
+	int n = sbx_profiles_split(joined, buf, names);
+	const char *api[API_ADDRS_MAX];
+	struct sbx_cidr floor[SBX_NETPROFILE_FLOOR_MAX];
+	char api_copy[API_ADDRS_MAX][48];
+	pthread_mutex_lock(&k->mu);
+	int ok = k->api_ok;
+	size_t napi = k->napi;
+	memcpy(api_copy, k->api, sizeof api_copy);
+	pthread_mutex_unlock(&k->mu);
+	if (!ok || n < 1)
+		return NULL;
+	for (size_t i = 0; i < napi; i++)
+		api[i] = api_copy[i];
+	size_t nfloor = sbx_netprofile_floor(&k->c->cfg->net, api, napi, floor, SBX_NETPROFILE_FLOOR_MAX);
+	cJSON *profiles[SBX_PROFILES_MAX] = { 0 };
+	for (int i = 0; i < n; i++)
+		profiles[i] = k->c->profiles ? informer_get(k->c->profiles, NULL, names[i]) : NULL;
+	cJSON *want = sbx_netprofile_policy(ns, joined, hash, (const cJSON *const *)profiles, (size_t)n, floor, nfloor);
+	for (int i = 0; i < n; i++)
+		cJSON_Delete(profiles[i]);
+	return want;
+}
+
+/* Writes want (the floor of ns, or a set's policy; taken) as the policy
+ * name: POST when have is NULL, else PUT over have. */
+static enum kube_err write_policy(struct sbx_netkeep *k, const char *ns, const char *name, cJSON *want,
+				  const cJSON *have, struct kube_error *err)
+{
 	char path[512];
 	const char *rv = have ? meta_str(have, "resourceVersion") : NULL;
 	if (rv)
@@ -142,30 +294,48 @@ static enum kube_err write_floor(struct sbx_netkeep *k, const char *ns, const cJ
 	char *body = cJSON_PrintUnformatted(want);
 	cJSON_Delete(want);
 	if (have)
-		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies/%s", ns,
-			 SBX_NETFLOOR_NAME);
+		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies/%s", ns, name);
 	else
 		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies", ns);
 	enum kube_err e = kube_request(k->c->kc, have ? "PUT" : "POST", path, NULL, body, NULL, NULL, err);
 	free(body);
-	if (e == KUBE_OK)
+	if (e == KUBE_OK && !strcmp(name, SBX_NETFLOOR_NAME))
 		log_kv(LOG_INFO, have ? "network floor repaired" : "network floor made", "namespace", ns);
+	else if (e == KUBE_OK)
+		log_kv(LOG_INFO, have ? "profile policy repaired" : "profile policy made", "namespace", ns, "policy", name);
 	return e;
 }
 
-enum kube_err sbx_netkeep_ensure(struct sbx_controller *c, const char *ns, struct kube_error *err)
+/* The name of the policy of the floor (hash "") or of a set. */
+static void policy_name(const char *hash, char out[64])
 {
-	struct sbx_netkeep *k = c->netkeep;
-	if (!k)
-		return KUBE_OK;
+	if (hash[0])
+		sbx_netprofile_policy_name(hash, out);
+	else
+		snprintf(out, 64, "%s", SBX_NETFLOOR_NAME);
+}
+
+/* The policy of the floor of ns or of the set (joined, hash) as it should
+ * be (new; caller frees), or NULL when it cannot be rendered now. */
+static cJSON *render(struct sbx_netkeep *k, const char *ns, const char *hash, const char *joined)
+{
+	return hash[0] ? render_set(k, ns, joined, hash) : sbx_netfloor_policy(ns, &k->c->cfg->net);
+}
+
+/* sbx_netkeep_ensure for the floor of ns (hash "") or a set of ns. */
+static enum kube_err ensure_one(struct sbx_netkeep *k, const char *ns, const char *hash, const char *joined,
+				struct kube_error *err)
+{
 	pthread_mutex_lock(&k->mu);
 	strmap_lock(k->namespaces);
-	struct ns_state *s = ns_entry(k, ns);
+	struct ns_state *s = entry_of(k, ns, hash);
 	double t = now_s(), made = 0, removed = 0;
 	if (s) {
 		s->last_pod = t; /* not deleted under a pod about to be made */
 		made = s->made;
 		removed = s->removed;
+		if (hash[0] && !s->joined[0])
+			snprintf(s->joined, sizeof s->joined, "%s", joined);
 	}
 	strmap_unlock(k->namespaces);
 	pthread_mutex_unlock(&k->mu);
@@ -173,18 +343,31 @@ enum kube_err sbx_netkeep_ensure(struct sbx_controller *c, const char *ns, struc
 	 * (a second POST would only be answered 409). */
 	if (made > 0 && t - made < SBX_NETKEEP_GRACE_S)
 		return KUBE_OK;
+	char name[64];
+	policy_name(hash, name);
 	/* Removed by this process a moment ago: the cache may still show it. */
-	cJSON *have = removed > 0 && t - removed < SBX_NETKEEP_GRACE_S ? NULL
-								       : informer_get(k->policies, ns, SBX_NETFLOOR_NAME);
+	cJSON *have = removed > 0 && t - removed < SBX_NETKEEP_GRACE_S ? NULL : informer_get(k->policies, ns, name);
 	if (have) {
 		cJSON_Delete(have);
 		return KUBE_OK;
 	}
-	enum kube_err e = write_floor(k, ns, NULL, err);
+	pthread_mutex_lock(&k->mu);
+	int api_ok = k->api_ok;
+	pthread_mutex_unlock(&k->mu);
+	if (hash[0] && !api_ok)
+		refresh_api(k); /* the first set: read them now rather than on the keeper's next round */
+	cJSON *want = render(k, ns, hash, joined);
+	if (!want) {
+		kube_error_set(err, KUBE_ERR_OTHER, "%s",
+			       "the network profiles' policy cannot be made yet: the API server's addresses (the "
+			       "kubernetes Service of default and its endpoints), which it must except, are not known");
+		return KUBE_ERR_OTHER;
+	}
+	enum kube_err e = write_policy(k, ns, name, want, NULL, err);
 	if (e == KUBE_OK || e == KUBE_ERR_ALREADY_EXISTS) {
 		pthread_mutex_lock(&k->mu);
 		strmap_lock(k->namespaces);
-		if ((s = ns_entry(k, ns)))
+		if ((s = entry_of(k, ns, hash)))
 			s->made = now_s();
 		strmap_unlock(k->namespaces);
 		pthread_mutex_unlock(&k->mu);
@@ -192,27 +375,85 @@ enum kube_err sbx_netkeep_ensure(struct sbx_controller *c, const char *ns, struc
 	return e == KUBE_ERR_ALREADY_EXISTS ? KUBE_OK : e;
 }
 
-/* Brings ns's policy to what it should be. */
-static void keep_one(struct sbx_netkeep *k, const char *ns, int pods, double last_pod)
+enum kube_err sbx_netkeep_ensure(struct sbx_controller *c, const char *ns, struct kube_error *err)
 {
-	cJSON *have = informer_get(k->policies, ns, SBX_NETFLOOR_NAME);
+	return c->netkeep ? ensure_one(c->netkeep, ns, "", "", err) : KUBE_OK;
+}
+
+enum kube_err sbx_netkeep_ensure_profiles(struct sbx_controller *c, const char *ns, const cJSON *spec,
+					  struct kube_error *err)
+{
+	const char *names[SBX_PROFILES_MAX];
+	size_t n = 0;
+	char msg[256], joined[SBX_PROFILES_JOINED_MAX], hash[17];
+	if (!c->netkeep)
+		return KUBE_OK;
+	if (sbx_spec_profiles(spec, names, &n, msg, sizeof msg) < 0 ||
+	    (n && sbx_profiles_set(names, n, joined, hash) < 0)) {
+		kube_error_set(err, KUBE_ERR_OTHER, "%s", msg);
+		return KUBE_ERR_OTHER;
+	}
+	return n ? ensure_one(c->netkeep, ns, hash, joined, err) : KUBE_OK;
+}
+
+/* strmap_sweep callback: marks every set's entry. */
+static int mark_set(const void *value, void *ctx)
+{
+	struct ns_state *s = (struct ns_state *)value;
+	(void)ctx;
+	if (s->hash[0])
+		s->dirty = 1;
+	return 0;
+}
+
+void sbx_netkeep_profiles_changed(struct sbx_controller *c)
+{
+	struct sbx_netkeep *k = c->netkeep;
+	if (!k)
+		return;
+	pthread_mutex_lock(&k->mu);
+	strmap_lock(k->namespaces);
+	strmap_sweep(k->namespaces, mark_set, NULL);
+	strmap_unlock(k->namespaces);
+	pthread_mutex_unlock(&k->mu);
+	kick(k);
+}
+
+/* A policy to look at, copied out of the map. */
+struct todo {
+	char ns[64];
+	char hash[17];
+	char joined[SBX_PROFILES_JOINED_MAX];
+	int pods;
+	double last_pod;
+};
+
+/* Brings the floor's or a set's policy to what it should be. */
+static void keep_one(struct sbx_netkeep *k, const struct todo *t)
+{
+	char name[64];
+	policy_name(t->hash, name);
+	cJSON *have = informer_get(k->policies, t->ns, name);
 	struct kube_error err = { 0 };
 	enum kube_err e = KUBE_OK;
-	if (pods > 0 || now_s() - last_pod < SBX_NETKEEP_GRACE_S) {
-		cJSON *want = sbx_netfloor_policy(ns, &k->c->cfg->net);
-		if (!sbx_netfloor_as_rendered(have, want))
-			e = write_floor(k, ns, have, &err);
-		cJSON_Delete(want);
+	if (t->pods > 0 || now_s() - t->last_pod < SBX_NETKEEP_GRACE_S) {
+		/* Not renderable now (a set's before the API server's addresses
+		 * are known): marked again when they are. */
+		cJSON *want = render(k, t->ns, t->hash, t->joined);
+		if (want && !sbx_netfloor_as_rendered(have, want))
+			e = write_policy(k, t->ns, name, want, have, &err);
+		else
+			cJSON_Delete(want);
 	} else if (have) {
 		char path[512];
-		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies/%s", ns,
-			 SBX_NETFLOOR_NAME);
+		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies/%s", t->ns, name);
 		e = kube_request(k->c->kc, "DELETE", path, NULL, NULL, NULL, NULL, &err);
 		if (e == KUBE_OK) {
-			log_kv(LOG_INFO, "network floor removed: no sandbox pod left", "namespace", ns);
+			log_kv(LOG_INFO, t->hash[0] ? "profile policy removed: no sandbox pod of its profiles left" : "network floor removed: no sandbox pod left",
+			       "namespace", t->ns, "policy", name);
 			pthread_mutex_lock(&k->mu);
 			strmap_lock(k->namespaces);
-			struct ns_state *s = ns_entry(k, ns);
+			struct ns_state *s = entry_of(k, t->ns, t->hash);
 			if (s)
 				s->removed = now_s();
 			strmap_unlock(k->namespaces);
@@ -223,17 +464,13 @@ static void keep_one(struct sbx_netkeep *k, const char *ns, int pods, double las
 	}
 	cJSON_Delete(have);
 	if (e != KUBE_OK && e != KUBE_ERR_CONFLICT)
-		log_kv(LOG_WARN, "keeping the network floor failed", "namespace", ns, "error", err.message);
+		log_kv(LOG_WARN, "keeping the network floor failed", "namespace", t->ns, "policy", name, "error",
+		       err.message);
 	if (e != KUBE_OK)
-		mark(k, ns); /* again on the next round */
+		mark(k, t->ns, t->hash); /* again on the next round */
 }
 
 /* A namespace to look at, copied out of the map. */
-struct todo {
-	char ns[64];
-	int pods;
-	double last_pod;
-};
 struct collect {
 	struct todo *v;
 	size_t n, cap;
@@ -255,6 +492,8 @@ static int take_dirty(const void *value, void *ctx)
 		}
 		struct todo *t = &col->v[col->n++];
 		memcpy(t->ns, s->ns, sizeof t->ns);
+		memcpy(t->hash, s->hash, sizeof t->hash);
+		memcpy(t->joined, s->joined, sizeof t->joined);
 		t->pods = s->pods;
 		t->last_pod = s->last_pod;
 		s->dirty = 0;
@@ -268,7 +507,7 @@ static int take_dirty(const void *value, void *ctx)
 static void *keeper_main(void *arg)
 {
 	struct sbx_netkeep *k = arg;
-	double next_resync = now_s() + SBX_NETKEEP_RESYNC_S;
+	double next_resync = now_s() + SBX_NETKEEP_RESYNC_S, next_api = 0;
 	for (;;) {
 		pthread_mutex_lock(&k->wake_mu);
 		if (!k->stop && !k->kick) {
@@ -289,13 +528,21 @@ static void *keeper_main(void *arg)
 			col.all = 1;
 			next_resync = col.now + SBX_NETKEEP_RESYNC_S;
 		}
+		/* The API server's addresses, once a set of profiles is kept (none
+		 * otherwise: a cluster without profiles pays no request): on every
+		 * resync, every 10 s until first read. */
+		pthread_mutex_lock(&k->mu);
+		int sets = k->sets;
+		pthread_mutex_unlock(&k->mu);
+		if (sets && col.now >= next_api)
+			next_api = col.now + (refresh_api(k) == 0 ? SBX_NETKEEP_RESYNC_S : 10);
 		pthread_mutex_lock(&k->mu);
 		strmap_lock(k->namespaces);
 		strmap_sweep(k->namespaces, take_dirty, &col);
 		strmap_unlock(k->namespaces);
 		pthread_mutex_unlock(&k->mu);
 		for (size_t i = 0; i < col.n; i++)
-			keep_one(k, col.v[i].ns, col.v[i].pods, col.v[i].last_pod);
+			keep_one(k, &col.v[i]);
 		free(col.v);
 	}
 	return NULL;
@@ -313,7 +560,7 @@ int sbx_netkeep_start(struct sbx_controller *c)
 	pthread_cond_init(&k->wake, NULL);
 	k->namespaces = strmap_new(sizeof(struct ns_state));
 	k->pods = strmap_new(sizeof(struct pod_ref));
-	k->policies = informer_new(c->kc, "/apis/networking.k8s.io/v1/networkpolicies", SBX_LABEL_NETFLOOR "=true",
+	k->policies = informer_new(c->kc, "/apis/networking.k8s.io/v1/networkpolicies", SBX_LABEL_NETFLOOR,
 				   sbx_netfloor_trim, NULL, &h, k);
 	c->netkeep = k;
 	if (informer_start(k->policies) < 0 || pthread_create(&k->thread, NULL, keeper_main, k) != 0) {

@@ -1,5 +1,10 @@
 /* The keeper of the network floor (sandbox/netfloor.h): one NetworkPolicy
- * per namespace while it has pods the controller runs for sandboxes.
+ * per namespace while it has pods the controller runs for sandboxes, and
+ * one per namespace and set of allow profiles (sandbox/netprofile.h) while
+ * it has pods of that set (they carry its label and names). The same rules
+ * hold for both; a set's policy needs the API server's addresses, read from
+ * the kubernetes Service of default and its endpoints when the first set is
+ * kept and then on every resync (never without a set).
  *
  * - Before any such pod is created, sbx_netkeep_ensure makes the namespace's
  *   policy if the cache does not hold it, so no pod runs a moment without it.
@@ -33,6 +38,16 @@ void sbx_netkeep_stop(struct sbx_controller *c);
 /* The namespace's floor policy exists (or was just made): KUBE_OK, or the
  * API's error in err (the caller creates no pod). */
 enum kube_err sbx_netkeep_ensure(struct sbx_controller *c, const char *ns, struct kube_error *err);
+
+/* The policy of the set of profiles spec names (sandbox/netprofile.h) in
+ * ns exists (or was just made): KUBE_OK (also when spec names none), or the
+ * error in err, among them that the API server's addresses, which the policy
+ * excepts, are not known yet (the caller creates no pod). */
+enum kube_err sbx_netkeep_ensure_profiles(struct sbx_controller *c, const char *ns, const cJSON *spec,
+					  struct kube_error *err);
+
+/* A profile changed: every set's policy is rendered again. */
+void sbx_netkeep_profiles_changed(struct sbx_controller *c);
 
 /* A pod of a sandbox appeared (gone 0) or went (gone 1) in a pod cache; pod
  * is borrowed. Any of the pod informers may report the same pod. */

@@ -608,7 +608,7 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, struct sbx_recon
 		goto out;
 	}
 	/* Never mount a workspace whose authorization cannot be verified. */
-	if (!sbx_lc_owner_authorized(c, &v, 1, &r))
+	if (!sbx_lc_owner_authorized(c, &v, 1, &r) || !sbx_lc_network_authorized(c, &v, 1, &r))
 		goto out;
 	if (!sbx_strset_add(c->inflight, v.scope.digest)) {
 		r = REQUEUE_BUSY_MS;

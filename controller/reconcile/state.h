@@ -62,6 +62,7 @@ struct sbx_controller {
 	struct informer *quotas;
 	struct informer *slots;
 	struct sbx_quota_state *quota_state;
+	struct informer *profiles;   /* SandboxNetworkProfiles (sandbox/netprofile.h), cluster-scoped */
 	struct sbx_reauthz *reauthz; /* may a pool's author still use its owner */
 	long warm_settle_s;	     /* a pool's template serves only after this long */
 	double warm_refill_qps;	     /* warm pods created per second, all pools */

@@ -19,6 +19,8 @@
 /* A Sandbox waiting for a quota slot looks again this long after (a freed
  * slot wakes the first waiters sooner). */
 #define REQUEUE_QUOTA_MS 30000
+/* A Sandbox whose profile was deleted looks again this long after. */
+#define REQUEUE_PROFILE_MS 15000
 
 /* Everything one reconcile needs about its Sandbox, borrowed from `obj`. */
 struct sbx_view {

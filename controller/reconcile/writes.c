@@ -374,6 +374,8 @@ enum kube_err sbx_rc_create_pod(struct sbx_controller *c, const struct sbx_view 
 		return KUBE_ERR_OTHER;
 	}
 	enum kube_err fe = sbx_netkeep_ensure(c, v->ns, err);
+	if (fe == KUBE_OK)
+		fe = sbx_netkeep_ensure_profiles(c, v->ns, v->spec, err);
 	if (fe != KUBE_OK) {
 		cJSON_Delete(pod);
 		return fe;

@@ -34,6 +34,11 @@
  * and the record v3.<issued>.<run>.<mac>, whose MAC also covers
  * lp(identity) after lp(username) ("sandbox.dev/owner-authorization/v3").
  *
+ * The same v2 record, in sandbox.dev/network-authorization, records a
+ * Sandbox's right to use its allow profiles (sandbox/netprofile.h): owner
+ * "network-profiles:<sorted names>", which no owner can be (':' is not in
+ * an owner name), so neither record stands for the other.
+ *
  * Records of the previous format (v1.<issued>.n.<mac>, run 1) still verify,
  * for a rolling upgrade; v1's generateName form (.g.) no longer does. */
 #ifndef SBX_SANDBOX_AUTHZ_H

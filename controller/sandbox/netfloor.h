@@ -22,10 +22,12 @@
 
 #include "sandbox/config.h"
 
-/* The floor policy's name in each namespace, and its label (value "true"),
- * reserved to the controller: its informer watches by it. */
+/* The floor policy's name in each namespace, and its label (value "true";
+ * "profiles" on a profile policy, sandbox/netprofile.h), reserved to the
+ * controller: its informer watches by it. */
 #define SBX_NETFLOOR_NAME "sandbox-floor"
 #define SBX_LABEL_NETFLOOR "sandbox.dev/network-floor"
+#define SBX_NETFLOOR_PROFILES "profiles"
 /* Largest spec of a labelled policy the informer keeps (bytes of JSON). */
 #define SBX_NETFLOOR_SPEC_MAX 16384
 
@@ -42,8 +44,9 @@ cJSON *sbx_netfloor_policy(const char *ns, const struct sbx_net_settings *n);
  * spec unchanged: otherwise the controller writes want over it. */
 int sbx_netfloor_as_rendered(const cJSON *have, const cJSON *want);
 
-/* The informer's copy of a policy: name, namespace, uid, resourceVersion,
- * labels and spec (new; caller frees). */
+/* The informer's copy of a policy (the floor's or a set of profiles',
+ * sandbox/netprofile.h): name, namespace, uid, resourceVersion, the labels
+ * the keeper reads and spec (new; caller frees). */
 cJSON *sbx_netfloor_trim(const cJSON *obj);
 
 #endif

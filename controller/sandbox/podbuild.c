@@ -24,10 +24,21 @@ static cJSON *metadata(const struct sbx_pod_params *p, const char *owner)
 	jb_str(labels, SBX_LABEL_DIGEST, p->scope->digest);
 	jb_str(labels, SBX_LABEL_MANAGED_BY, SBX_MANAGED_BY);
 	jb_str(labels, SBX_LABEL_NAME, SBX_NAME);
+	/* The profiles' policy selects the pod by the set's hash
+	 * (sandbox/netprofile.h); the keeper reads the names. */
+	const char *profiles[SBX_PROFILES_MAX];
+	size_t nprofiles = 0;
+	char joined[SBX_PROFILES_JOINED_MAX], hash[17];
+	int with_profiles = sbx_spec_profiles(p->spec, profiles, &nprofiles, NULL, 0) == 0 && nprofiles &&
+			    sbx_profiles_set(profiles, nprofiles, joined, hash) == 0;
+	if (with_profiles)
+		jb_str(labels, SBX_LABEL_NETPROFILES, hash);
 
 	cJSON *ann = jb_add_obj(md, "annotations");
 	if (owner)
 		jb_str(ann, SBX_ANN_OWNER, owner);
+	if (with_profiles)
+		jb_str(ann, SBX_ANN_NETPROFILES, joined);
 	jb_str(ann, SBX_ANN_FINGERPRINT, p->scope->fingerprint);
 	jb_str(ann, SBX_ANN_CLAIMED_AT, p->claimed_at);
 	if (p->claim && strcmp(p->claim, p->pod_name))

@@ -16,6 +16,11 @@
 #define SBX_ANN_FINGERPRINT "sandbox.dev/spec-fingerprint"
 #define SBX_ANN_CLAIMED_AT "sandbox.dev/claimed-at"
 #define SBX_ANN_SEAL "sandbox.dev/seal"
+/* On the pod of a Sandbox naming allow profiles (sandbox/netprofile.h): the
+ * label the profiles' NetworkPolicy selects (the set's hash) and the
+ * annotation naming them (sbx_profiles_set). */
+#define SBX_LABEL_NETPROFILES "sandbox.dev/network-profiles"
+#define SBX_ANN_NETPROFILES "sandbox.dev/network-profiles"
 /* On a pod whose name is not its claim name (a warm pod bound to a scope):
  * the claim name sbx-<digest>[-<n>] of its generation, covered by the seal
  * (sbx_seal_pod_name). */

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "base/jsonget.h"
 #include "base/ktime.h"
 #include "sandbox/jcs.h"
@@ -223,7 +225,9 @@ int sbx_spec_validate(const cJSON *spec, char *msg, size_t msglen)
 				    owner->valuestring[0] ? "" : " (omit the field for no owner)");
 		}
 	}
-	return 0;
+	const char *profiles[SBX_PROFILES_MAX];
+	size_t nprofiles;
+	return sbx_spec_profiles(spec, profiles, &nprofiles, msg, msglen);
 }
 
 const char *sbx_spec_owner(const cJSON *spec)
@@ -369,4 +373,109 @@ int sbx_spec_same_intent(const cJSON *a, const cJSON *b)
 int sbx_lifecycle_expired(const struct sbx_lifecycle *l, time_t now)
 {
 	return l->has_shutdown && l->shutdown <= now;
+}
+
+int sbx_profile_name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (n < 1 || n > SBX_PROFILE_NAME_MAX || name[0] == '-' || name[n - 1] == '-')
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') || name[i] == '-'))
+			return 0;
+	return 1;
+}
+
+int sbx_spec_profiles(const cJSON *spec, const char **names, size_t *n, char *msg, size_t msglen)
+{
+	*n = 0;
+	const cJSON *net = jobj(spec, "network");
+	if (!net)
+		return 0;
+	if (!cJSON_IsObject(net))
+		return fail(msg, msglen, "spec.network must be an object");
+	const cJSON *m;
+	cJSON_ArrayForEach(m, net) if (strcmp(m->string, "profiles")) return fail(msg, msglen,
+										  "spec.network may hold only profiles");
+	const cJSON *list = jobj(net, "profiles");
+	if (!list)
+		return 0;
+	int count = cJSON_GetArraySize(list);
+	if (!cJSON_IsArray(list) || count < 1 || count > SBX_PROFILES_MAX) {
+		if (msglen)
+			snprintf(msg, msglen, "spec.network.profiles must be a list of 1 to %d profile names",
+				 SBX_PROFILES_MAX);
+		return -1;
+	}
+	size_t k = 0;
+	cJSON_ArrayForEach(m, list)
+	{
+		if (!cJSON_IsString(m) || !sbx_profile_name_ok(m->valuestring))
+			return fail(msg, msglen,
+				    "spec.network.profiles: each must be a profile name (a DNS label: lowercase "
+				    "letters, digits and '-', at most 63)");
+		for (size_t j = 0; j < k; j++)
+			if (!strcmp(names[j], m->valuestring))
+				return fail(msg, msglen, "spec.network.profiles: a profile is named twice");
+		names[k++] = m->valuestring;
+	}
+	*n = k;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int sbx_profiles_set(const char *const *names, size_t n, char joined[SBX_PROFILES_JOINED_MAX], char hash[17])
+{
+	const char *sorted[SBX_PROFILES_MAX];
+	joined[0] = hash[0] = '\0';
+	if (n < 1 || n > SBX_PROFILES_MAX)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (!sbx_profile_name_ok(names[i]))
+			return -1;
+		sorted[i] = names[i];
+	}
+	qsort(sorted, n, sizeof sorted[0], cmp_str);
+	size_t len = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(sorted[i]);
+		if (i)
+			joined[len++] = ',';
+		memcpy(joined + len, sorted[i], l);
+		len += l;
+	}
+	joined[len] = '\0';
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	if (EVP_Digest(joined, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32) {
+		joined[0] = '\0';
+		return -1;
+	}
+	for (size_t i = 0; i < 8; i++)
+		snprintf(hash + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+int sbx_profiles_split(const char *joined, char buf[SBX_PROFILES_JOINED_MAX], const char **names)
+{
+	if (!joined || !*joined || strlen(joined) >= SBX_PROFILES_JOINED_MAX)
+		return -1;
+	memcpy(buf, joined, strlen(joined) + 1);
+	int n = 0;
+	for (char *p = buf;;) {
+		char *comma = strchr(p, ',');
+		if (comma)
+			*comma = '\0';
+		if (n >= SBX_PROFILES_MAX || !sbx_profile_name_ok(p) || (n && strcmp(names[n - 1], p) >= 0))
+			return -1;
+		names[n++] = p;
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	return n;
 }

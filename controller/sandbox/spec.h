@@ -19,6 +19,13 @@
 /* The owner pattern, for messages. */
 #define SBX_OWNER_PATTERN "^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
 
+/* Most allow profiles a Sandbox names in spec.network.profiles, and the
+ * longest name (a DNS label; sandbox/netprofile.h). */
+#define SBX_PROFILES_MAX 8
+#define SBX_PROFILE_NAME_MAX 63
+/* The names of a set joined by "," (8 x 63 + 7 + NUL). */
+#define SBX_PROFILES_JOINED_MAX (SBX_PROFILES_MAX * (SBX_PROFILE_NAME_MAX + 1))
+
 /* Returns 1 iff owner matches SBX_OWNER_PATTERN ("" and NULL are invalid;
  * so are "..", "../x" and anything with a '/'). */
 int sbx_owner_valid(const char *owner);
@@ -33,12 +40,34 @@ int sbx_key_valid(const char *key);
  * that pass the checks above (a present but empty owner is invalid, never "no
  * owner"); resources an object (limits/requests objects) and
  * runtimeClassName a non-empty string when present; lifecycle as
- * sbx_lifecycle_parse takes it. Returns 0, or -1 with a
+ * sbx_lifecycle_parse takes it; network as sbx_spec_profiles takes it
+ * (sandbox/netprofile.h). Returns 0, or -1 with a
  * message naming the field in msg (size msglen). User values quoted in the
  * message are escaped to printable ASCII and shortened. Other members are
  * not refused: the CRD's structural schema prunes unknown fields, and the
  * fingerprint covers whatever is stored. */
 int sbx_spec_validate(const cJSON *spec, char *msg, size_t msglen);
+
+/* 1 iff name is a profile name: a DNS label of at most 63 bytes. */
+int sbx_profile_name_ok(const char *name);
+
+/* The profiles spec names: spec.network.profiles. Sets *n (0 when absent)
+ * and names[0..n) (borrowed from spec; names has SBX_PROFILES_MAX slots).
+ * Returns 0, or -1 with a message naming the field when network is not an
+ * object of profiles alone, profiles is not a list of 1..SBX_PROFILES_MAX
+ * distinct profile names. */
+int sbx_spec_profiles(const cJSON *spec, const char **names, size_t *n, char *msg, size_t msglen);
+
+/* The set of names[0..n): sorted, joined by "," into joined (size
+ * SBX_PROFILES_JOINED_MAX), and the first 16 hex digits of its SHA-256
+ * into hash. Returns 0, or -1 (a name too long, n too large). */
+int sbx_profiles_set(const char *const *names, size_t n, char joined[SBX_PROFILES_JOINED_MAX], char hash[17]);
+
+/* Splits joined (as sbx_profiles_set writes it, e.g. from a pod's
+ * annotation) back into names: each a profile name, sorted, distinct.
+ * Writes the names into buf (size SBX_PROFILES_JOINED_MAX) and pointers into
+ * names; returns their number (>= 1), or -1 when joined is not such a set. */
+int sbx_profiles_split(const char *joined, char buf[SBX_PROFILES_JOINED_MAX], const char **names);
 
 /* Returns spec.workspaceOwner when it is a string member, else NULL (absent).
  * The pointer is borrowed from spec. */

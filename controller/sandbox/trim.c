@@ -5,6 +5,7 @@
 
 #include "base/jsonget.h"
 #include "sandbox/authz.h"
+#include "sandbox/netprofile.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/podstate.h"
 
@@ -59,7 +60,8 @@ cJSON *sbx_trim_sandbox(const cJSON *obj)
 					    NULL };
 	/* Of the annotations, only the owner authorization record and its
 	 * requester are read (a tenant may write 256 KiB of others). */
-	static const char *const ann[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, SBX_ANN_RESUMED_BY, NULL };
+	static const char *const ann[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, SBX_ANN_RESUMED_BY,
+					   SBX_ANN_NET_AUTHZ, NULL };
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
 	copy_fields(m, jobj(obj, "metadata"), meta);

@@ -8,6 +8,7 @@
 
 #include "base/ktime.h"
 #include "sandbox/authz.h"
+#include "sandbox/netprofile.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/poolspec.h"
 #include "sandbox/scope.h"
@@ -252,6 +253,67 @@ static int owner_allowed(const struct wh_sandbox_policy *p, const struct wh_revi
 				uq, owner, r->ns, what, owner, owner, why[0] ? "; " : "", why);
 		return 0;
 	}
+	return 1;
+}
+
+/* Checks that every profile the spec names exists and that the requester
+ * may use it (contract section 9), and writes the owner part of its record,
+ * SBX_NETPROFILE_AUTHZ_PREFIX and the sorted names, into subject (size
+ * SBX_PROFILES_JOINED_MAX + 32). Returns 1 (also when it names none: then
+ * subject is ""), or 0 with v filled as the refusal. */
+static int profiles_allowed(const struct wh_sandbox_policy *p, const struct wh_review *r, const cJSON *spec,
+			    char *subject, size_t subjectlen, struct wh_verdict *v)
+{
+	const char *names[SBX_PROFILES_MAX];
+	size_t n = 0;
+	char msg[256], joined[SBX_PROFILES_JOINED_MAX], hash[17], why[256] = "", uq[200];
+	subject[0] = '\0';
+	if (sbx_spec_profiles(spec, names, &n, msg, sizeof msg) < 0 || !n)
+		return 1; /* none, or left to validation */
+	if (sbx_profiles_set(names, n, joined, hash) < 0) {
+		wh_verdict_deny(v, 422, "Invalid", "spec.network.profiles: Invalid value");
+		return 0;
+	}
+	if (wh_identity_check(r->user_info, why, sizeof why) < 0) {
+		wh_verdict_deny(v, 403, "Forbidden", "cannot check whether this identity may use network profile \"%s\": %s",
+				names[0], why);
+		return 0;
+	}
+	wh_quote(r->username, uq, sizeof uq);
+	/* Whether it may be used first: who may not learns nothing of which
+	 * profiles exist. */
+	for (size_t i = 0; i < n; i++) {
+		int ok = p->may_use_profile ? p->may_use_profile(p->ctx, r->user_info, names[i], why, sizeof why) : 0;
+		if (ok < 0) {
+			wh_verdict_deny(v, 500, "InternalError", "cannot check whether %s may use network profile \"%s\": %s",
+					uq, names[i], why);
+			return 0;
+		}
+		if (!ok) {
+			wh_verdict_deny(v, 403, "Forbidden",
+					"%s may not use network profile \"%s\": missing permission \"use\" on "
+					"sandboxnetworkprofiles.sandbox.dev \"%s\" (RBAC: apiGroups [sandbox.dev], resources "
+					"[sandboxnetworkprofiles], resourceNames [%s], verbs [use])%s%s",
+					uq, names[i], names[i], names[i], why[0] ? "; " : "", why);
+			return 0;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		int exists = p->profile_exists ? p->profile_exists(p->ctx, names[i]) : -1;
+		if (exists < 0) {
+			wh_verdict_deny(v, 500, "InternalError",
+					"cannot tell whether network profile \"%s\" exists yet; retry", names[i]);
+			return 0;
+		}
+		if (!exists) {
+			wh_verdict_deny(v, 403, "Forbidden",
+					"spec.network.profiles: network profile \"%s\" does not exist (no "
+					"SandboxNetworkProfile of that name; the cluster's operator defines them)",
+					names[i]);
+			return 0;
+		}
+	}
+	snprintf(subject, subjectlen, SBX_NETPROFILE_AUTHZ_PREFIX "%s", joined);
 	return 1;
 }
 
@@ -517,10 +579,13 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 	/* The identity is the caller's to size: capped before it is forwarded. */
 	if (owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW && !owner_allowed(p, r, owner, "", v))
 		return;
+	char netsubject[SBX_PROFILES_JOINED_MAX + 32], netrecord[SBX_AUTHZ_MAX] = "";
+	if (!profiles_allowed(p, r, spec, netsubject, sizeof netsubject, v))
+		return;
 	char record[SBX_AUTHZ_MAX] = "", picked[64] = "";
 	const cJSON *meta = jobj(r->object, "metadata");
 	const char *name = jstr(meta, "name"), *gen = jstr(meta, "generateName");
-	if (owner && (!name || !*name)) {
+	if ((owner || netsubject[0]) && (!name || !*name)) {
 		/* The server would pick the name after this webhook: pick it here,
 		 * so the record names this Sandbox and no other of the prefix. */
 		if (!gen || !*gen || generated_name(gen, picked) < 0) {
@@ -535,6 +600,13 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 			return;
 		}
 	}
+	if (netsubject[0]) {
+		struct sbx_authz_subject s = request_subject(r, picked[0] ? picked : NULL, netsubject, sc.fingerprint);
+		if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, netrecord, sizeof netrecord) < 0) {
+			wh_verdict_deny(v, 500, "InternalError", "cannot record the network profiles' authorization");
+			return;
+		}
+	}
 	v->patch = cJSON_CreateArray();
 	if (picked[0])
 		patch_name(v->patch, picked);
@@ -542,6 +614,8 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 	patch_set(v->patch, r->object, "annotations", SBX_ANN_REQUESTED_BY, r->username, &ann);
 	if (owner)
 		patch_set(v->patch, r->object, "annotations", SBX_ANN_OWNER_AUTHZ, record, &ann);
+	if (netsubject[0])
+		patch_set(v->patch, r->object, "annotations", SBX_ANN_NET_AUTHZ, netrecord, &ann);
 	if (key)
 		patch_set(v->patch, r->object, "labels", SBX_LABEL_DIGEST, sc.digest, &lab);
 	v->outcome = "mutated";
@@ -632,6 +706,42 @@ static int resume_record_valid(const struct wh_sandbox_policy *p, const struct w
 	       info.run == (long long)g->valuedouble;
 }
 
+/* CREATE of a Sandbox naming profiles: the mutating webhook's record of
+ * their authorization, for this request, this spec and this requester.
+ * Returns 1, or 0 with v filled as the refusal. */
+static int net_record_valid(const struct wh_sandbox_policy *p, const struct wh_review *r, const cJSON *spec, time_t now,
+			    struct wh_verdict *v)
+{
+	const char *names[SBX_PROFILES_MAX];
+	size_t n = 0;
+	char msg[256], joined[SBX_PROFILES_JOINED_MAX], hash[17], subject[SBX_PROFILES_JOINED_MAX + 32];
+	struct sbx_scope sc;
+	if (sbx_spec_profiles(spec, names, &n, msg, sizeof msg) < 0 || !n)
+		return 1;
+	const cJSON *meta = jobj(r->object, "metadata");
+	struct sbx_authz_info info = { 0 };
+	enum sbx_authz_check ac = SBX_AUTHZ_MISMATCH;
+	if (sbx_profiles_set(names, n, joined, hash) == 0 && request_scope(r, spec, &sc, msg, sizeof msg) == 0) {
+		snprintf(subject, sizeof subject, SBX_NETPROFILE_AUTHZ_PREFIX "%s", joined);
+		struct sbx_authz_subject s = request_subject(r, NULL, subject, sc.fingerprint);
+		time_t created = now;
+		ktime_parse_rfc3339(jstr(meta, "creationTimestamp"), &created);
+		ac = sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, created,
+				      jstr(jobj(meta, "annotations"), SBX_ANN_NET_AUTHZ), &info);
+		if (ac == SBX_AUTHZ_OK && info.run != 1)
+			ac = SBX_AUTHZ_MISMATCH;
+	}
+	if (ac == SBX_AUTHZ_OK)
+		return 1;
+	wh_verdict_deny(v, 403, "Forbidden",
+			"spec.network.profiles: %s (is the mutating webhook sandbox-controller installed, and did a "
+			"later mutating webhook change the spec?)",
+			ac == SBX_AUTHZ_MISSING ? "no record of the authorization to use these network profiles"
+						: "the record of the authorization to use these network profiles was not "
+						  "issued for this Sandbox");
+	return 0;
+}
+
 /* UPDATE: reserved metadata unchanged (a resume's own stamps aside), the
  * spec unchanged but for a valid lifecycle, and an expired Sandbox's
  * lifecycle unchanged (Expired is final). */
@@ -709,7 +819,7 @@ void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_revi
 		return;
 	}
 	const char *owner = sbx_spec_owner(spec), *key = sbx_spec_key(spec);
-	static const char *const ann_ok[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, NULL };
+	static const char *const ann_ok[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, SBX_ANN_NET_AUTHZ, NULL };
 	static const char *const lab_ok[] = { SBX_LABEL_DIGEST, NULL };
 	const char *bad = unexpected_reserved(jobj(meta, "annotations"), ann_ok);
 	if (!bad)
@@ -744,6 +854,8 @@ void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_revi
 			return;
 		}
 	}
+	if (!net_record_valid(p, r, spec, now, v))
+		return;
 	check_key_conflict(p, r, &sc, now, v);
 	if (v->allowed && p->quota_refuses && p->quota_refuses(p->ctx, r->ns, owner, sc.digest, msg, sizeof msg) == 1)
 		wh_verdict_deny(v, 403, "Forbidden", "exceeded quota: %s",

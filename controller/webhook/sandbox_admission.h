@@ -7,7 +7,11 @@
  *   (SubjectAccessReview, unless ownerAuthorization is namespace); stamps
  *   sandbox.dev/requested-by, the owner authorization record
  *   (sandbox/authz.h) and, with a key, the sandbox.dev/scope-digest label
- *   that indexes Sandboxes by scope.
+ *   that indexes Sandboxes by scope. With spec.network.profiles: refuses a
+ *   profile that does not exist or that the requester may not `use`
+ *   (SubjectAccessReview, whatever ownerAuthorization says: profiles are
+ *   the operator's, cluster-wide), naming it, and stamps the record of that
+ *   authorization, sandbox.dev/network-authorization (sandbox/netprofile.h).
  * mutate (UPDATE): puts back reserved entries the request dropped (a
  *   server-side apply of the original manifest omits them).
  * validate (CREATE, UPDATE): on CREATE, only the webhook's own reserved
@@ -54,6 +58,13 @@ struct wh_sandbox_policy {
 	int (*quota_refuses)(void *ctx, const char *ns, const char *owner, const char *digest, char *msg,
 			     size_t msglen);
 	void *ctx;
+	/* Whether user_info may use the cluster-scoped allow profile (verb use
+	 * on sandboxnetworkprofiles.sandbox.dev named profile): as
+	 * may_use_owner. NULL: no Sandbox may name a profile. */
+	int (*may_use_profile)(void *ctx, const cJSON *user_info, const char *profile, char *why, size_t whylen);
+	/* Whether the profile exists: 1 yes, 0 no, -1 the cache cannot tell
+	 * (not synced). NULL: as -1. */
+	int (*profile_exists)(void *ctx, const char *profile);
 };
 
 /* Decides a mutating review; fills v (release with wh_verdict_release).

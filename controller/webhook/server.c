@@ -13,6 +13,7 @@
 #include "obs/httpserver.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
+#include "sandbox/netprofile.h"
 #include "sandbox/quota.h"
 #include "base/jsonget.h"
 #include "webhook/admission.h"
@@ -29,7 +30,7 @@ struct wh_server {
 	struct obs_http_server *http;
 	struct wh_sandbox_policy policy;
 	struct kube_client *kc;
-	struct informer *sandboxes, *pods, *quotas, *slots, *pool_pods;
+	struct informer *sandboxes, *pods, *quotas, *slots, *pool_pods, *profiles;
 	const struct sbx_config *cfg;
 	struct obs_metric *requests, *duration, *shed, *reviews;
 	struct kube_accesscache *answers; /* SubjectAccessReview answers, briefly */
@@ -41,21 +42,15 @@ struct wh_server {
 	struct rate_log refused_log, bad_log;
 };
 
-static int may_use_owner(void *ctx, const cJSON *user_info, const char *ns, const char *owner, char *why,
-			 size_t whylen)
+/* Asks (through the cache) whether user_info may do a: 1 yes, 0 no, -1
+ * could not be asked (why says why); counted by source and result. */
+static int review_use(struct wh_server *s, const cJSON *user_info, struct kube_access_attrs *a, char *why,
+		      size_t whylen)
 {
-	struct wh_server *s = ctx;
-	struct kube_access_attrs a = {
-		.ns = ns,
-		.verb = "use",
-		.group = "sandbox.dev",
-		.resource = "workspaces",
-		.name = owner,
-	};
 	int allowed = 0;
 	struct kube_error err;
 	enum kube_access_source src;
-	enum kube_err e = kube_access_review_cached(s->answers, s->kc, user_info, &a, &allowed, why, whylen, &err, &src);
+	enum kube_err e = kube_access_review_cached(s->answers, s->kc, user_info, a, &allowed, why, whylen, &err, &src);
 	static const char *const sources[] = { "cached", "shared", "asked" };
 	const char *lv[] = { sources[src], e != KUBE_OK ? "error" : allowed ? "allowed"
 									    : "denied" };
@@ -65,6 +60,42 @@ static int may_use_owner(void *ctx, const cJSON *user_info, const char *ns, cons
 		return -1;
 	}
 	return allowed;
+}
+
+static int may_use_owner(void *ctx, const cJSON *user_info, const char *ns, const char *owner, char *why,
+			 size_t whylen)
+{
+	struct kube_access_attrs a = {
+		.ns = ns,
+		.verb = "use",
+		.group = "sandbox.dev",
+		.resource = "workspaces",
+		.name = owner,
+	};
+	return review_use(ctx, user_info, &a, why, whylen);
+}
+
+/* A profile is cluster-scoped: the review names no namespace. */
+static int may_use_profile(void *ctx, const cJSON *user_info, const char *profile, char *why, size_t whylen)
+{
+	struct kube_access_attrs a = {
+		.verb = "use",
+		.group = "sandbox.dev",
+		.resource = SBX_PROFILE_PLURAL,
+		.name = profile,
+	};
+	return review_use(ctx, user_info, &a, why, whylen);
+}
+
+/* Whether a profile exists, from the controller's cache of them. */
+static int profile_exists(void *ctx, const char *profile)
+{
+	struct wh_server *s = ctx;
+	if (!s->profiles || !informer_wait_synced(s->profiles, 0))
+		return -1;
+	cJSON *p = informer_get(s->profiles, NULL, profile);
+	cJSON_Delete(p);
+	return p != NULL;
 }
 
 /* The owner annotation of a sandbox pod, from the caches of sandbox pods
@@ -282,6 +313,7 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 	s->slots = o->slots;
 	s->cfg = o->cfg;
 	s->pool_pods = o->pool_pods;
+	s->profiles = o->profiles;
 	s->policy = (struct wh_sandbox_policy){
 		.keys = o->keys,
 		.keylens = o->keylens,
@@ -289,6 +321,8 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 		.owner_authz = o->cfg->owner_authz,
 		.key_lifetime_s = o->cfg->key_lifetime_s,
 		.may_use_owner = may_use_owner,
+		.may_use_profile = may_use_profile,
+		.profile_exists = profile_exists,
 		.by_digest = by_digest,
 		.pod_owner = pod_owner,
 		.quota_refuses = quota_refuses,

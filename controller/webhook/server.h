@@ -60,6 +60,7 @@ struct wh_server_opts {
 	struct informer *quotas;    /* borrowed: SandboxQuotas by namespace (NULL: no early quota check) */
 	struct informer *slots;	    /* borrowed: quota slots by owner key */
 	struct informer *pool_pods; /* borrowed: warm pods (the pool label); NULL: none */
+	struct informer *profiles;  /* borrowed: SandboxNetworkProfiles (NULL: no Sandbox may name one) */
 };
 
 /* Reviews decided at once: each may wait on a SubjectAccessReview (at most

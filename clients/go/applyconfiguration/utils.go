@@ -36,6 +36,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.ConditionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("EnvVar"):
 		return &apiv1alpha1.EnvVarApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NetworkProfileEgress"):
+		return &apiv1alpha1.NetworkProfileEgressApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NetworkProfilePort"):
+		return &apiv1alpha1.NetworkProfilePortApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("QuotaOwnerStatus"):
 		return &apiv1alpha1.QuotaOwnerStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ResourceRequirements"):
@@ -44,6 +48,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.SandboxApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SandboxLifecycle"):
 		return &apiv1alpha1.SandboxLifecycleApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SandboxNetwork"):
+		return &apiv1alpha1.SandboxNetworkApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SandboxNetworkProfile"):
+		return &apiv1alpha1.SandboxNetworkProfileApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SandboxNetworkProfileSpec"):
+		return &apiv1alpha1.SandboxNetworkProfileSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SandboxQuota"):
 		return &apiv1alpha1.SandboxQuotaApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SandboxQuotaSpec"):

@@ -51,6 +51,15 @@ def test_intent_compares_what_was_sent_not_bytes():
     assert "spec.args" in (intent_difference(sent, dict(stored, args=[])) or "")
 
 
+def test_network_profiles_in_the_spec():
+    spec = build_spec("img", network_profiles=["web", "db"])
+    assert spec["network"] == {"profiles": ["web", "db"]}
+    assert "network" not in build_spec("img")
+    with pytest.raises(TypeError):
+        build_spec("img", network_profiles="web")
+    assert "spec.network" in (intent_difference(spec, dict(spec, network={"profiles": ["web"]})) or "")
+
+
 def test_status_of_an_older_generation_is_stale():
     assert is_stale(sandbox_obj(generation=2, status=ready_status(gen=1)))
     assert not is_stale(sandbox_obj(generation=2, status=ready_status(gen=2)))

@@ -36,7 +36,7 @@ type Sandbox struct {
 
 // SandboxSpec is the requested sandbox.
 //
-// +kubebuilder:validation:XValidation:rule="self.image == oldSelf.image && has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command) && has(self.args) == has(oldSelf.args) && (!has(self.args) || self.args == oldSelf.args) && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env) && has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources) && has(self.runtimeClassName) == has(oldSelf.runtimeClassName) && (!has(self.runtimeClassName) || self.runtimeClassName == oldSelf.runtimeClassName) && has(self.idempotencyKey) == has(oldSelf.idempotencyKey) && (!has(self.idempotencyKey) || self.idempotencyKey == oldSelf.idempotencyKey) && has(self.workspaceOwner) == has(oldSelf.workspaceOwner) && (!has(self.workspaceOwner) || self.workspaceOwner == oldSelf.workspaceOwner)",message="spec is immutable after creation except spec.lifecycle; create a new Sandbox for a new intent"
+// +kubebuilder:validation:XValidation:rule="self.image == oldSelf.image && has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command) && has(self.args) == has(oldSelf.args) && (!has(self.args) || self.args == oldSelf.args) && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env) && has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources) && has(self.runtimeClassName) == has(oldSelf.runtimeClassName) && (!has(self.runtimeClassName) || self.runtimeClassName == oldSelf.runtimeClassName) && has(self.idempotencyKey) == has(oldSelf.idempotencyKey) && (!has(self.idempotencyKey) || self.idempotencyKey == oldSelf.idempotencyKey) && has(self.workspaceOwner) == has(oldSelf.workspaceOwner) && (!has(self.workspaceOwner) || self.workspaceOwner == oldSelf.workspaceOwner) && has(self.network) == has(oldSelf.network) && (!has(self.network) || self.network == oldSelf.network)",message="spec is immutable after creation except spec.lifecycle; create a new Sandbox for a new intent"
 // +kubebuilder:validation:XValidation:rule="(has(self.command) ? self.command.map(s, size(s)).sum() : 0) + (has(self.args) ? self.args.map(s, size(s)).sum() : 0) + (has(self.env) ? self.env.map(e, size(e.name) + (has(e.value) ? size(e.value) : 0)).sum() : 0) <= 32768",message="command, args and env together may hold at most 32768 characters; pass larger inputs through the workspace"
 type SandboxSpec struct {
 	// Container image the sandbox runs.
@@ -97,12 +97,33 @@ type SandboxSpec struct {
 	// +optional
 	WorkspaceOwner string `json:"workspaceOwner,omitempty"`
 
+	// The network the sandbox pod gets beyond its floor (contract section 9):
+	// the allow profiles it names. Part of the spec fingerprint. No default:
+	// absent stays absent (a pod reaches only DNS).
+	// +optional
+	Network *SandboxNetwork `json:"network,omitempty"`
+
 	// When this Sandbox's use of its pod ends, and whether it is paused. The one
 	// part of spec that may change after creation; never part of the spec
 	// fingerprint or the scope digest (changing it never changes which pod the
 	// Sandbox shares). No field has a default: absent stays absent.
 	// +optional
 	Lifecycle *SandboxLifecycle `json:"lifecycle,omitempty"`
+}
+
+// SandboxNetwork is what a sandbox pod may reach beyond its network floor.
+type SandboxNetwork struct {
+	// Names of cluster-scoped SandboxNetworkProfiles whose egress the pod gets
+	// (at most 8, distinct). The creator must be allowed to `use`
+	// sandboxnetworkprofiles.sandbox.dev of each name (RBAC); a profile never
+	// lifts the floor (other owners' sandboxes, the API server, 169.254.0.0/16,
+	// 100.64.0.0/10, fc00::/7, fe80::/10 stay unreachable).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +listType=set
+	Profiles []string `json:"profiles"`
 }
 
 // SandboxLifecycle says when a Sandbox's use of its pod ends, and whether it

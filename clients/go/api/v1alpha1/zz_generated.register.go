@@ -66,6 +66,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&SandboxClaim{},
 		&SandboxClaimList{},
 		&SandboxList{},
+		&SandboxNetworkProfile{},
+		&SandboxNetworkProfileList{},
 		&SandboxQuota{},
 		&SandboxQuotaList{},
 		&SandboxWarmPool{},

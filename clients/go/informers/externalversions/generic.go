@@ -57,6 +57,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Sandbox().V1alpha1().Sandboxes().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("sandboxclaims"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Sandbox().V1alpha1().SandboxClaims().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("sandboxnetworkprofiles"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Sandbox().V1alpha1().SandboxNetworkProfiles().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("sandboxquotas"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Sandbox().V1alpha1().SandboxQuotas().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("sandboxwarmpools"):

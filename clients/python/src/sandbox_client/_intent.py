@@ -71,6 +71,7 @@ def build_spec(
     resources: Optional[Mapping[str, Any]] = None,
     runtime_class: Optional[str] = None,
     lifecycle: Optional[Mapping[str, Any]] = None,
+    network_profiles: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
     """The ``spec`` of a new Sandbox. Absent arguments are left out (the
     server applies its defaults); an empty owner is refused here as the
@@ -81,8 +82,8 @@ def build_spec(
         raise ValueError('owner "" is invalid; omit it for a sandbox without a shared workspace')
     if key is not None and key == "":
         raise ValueError("key must be 1 to 255 bytes")
-    if isinstance(command, str) or isinstance(args, str):
-        raise TypeError("command and args are lists of strings")
+    if isinstance(command, str) or isinstance(args, str) or isinstance(network_profiles, str):
+        raise TypeError("command, args and network_profiles are lists of strings")
     spec: Dict[str, Any] = {"image": image}
     if command is not None:
         spec["command"] = [str(c) for c in command]
@@ -100,6 +101,8 @@ def build_spec(
         spec["idempotencyKey"] = key
     if owner is not None:
         spec["workspaceOwner"] = owner
+    if network_profiles:
+        spec["network"] = {"profiles": [str(p) for p in network_profiles]}
     if lifecycle:
         spec["lifecycle"] = dict(lifecycle)
     return spec

@@ -113,6 +113,7 @@ class Client:
         key: Optional[str] = None,
         resources: Optional[Mapping[str, Any]] = None,
         runtime_class: Optional[str] = None,
+        network_profiles: Optional[Sequence[str]] = None,
         shutdown_after: Optional[Duration] = None,
         shutdown_policy: Optional[str] = None,
         name: Optional[str] = None,
@@ -142,7 +143,10 @@ class Client:
         for requests = limits (default cpu 2, memory 4Gi). ``shutdown_after``
         (a ``timedelta``, seconds, or ``"2h"``) sets
         ``spec.lifecycle.shutdownTime``; ``shutdown_policy`` is ``Retain``
-        or ``Delete``.
+        or ``Delete``. ``network_profiles`` names the operator's
+        SandboxNetworkProfiles whose egress the pod gets
+        (``spec.network.profiles``; the caller must be allowed to ``use``
+        each: refused with the server's message otherwise).
 
         ``timeout`` bounds the whole call, retries and wait included
         (:class:`WaitTimeout`). Errors carry the server's message:
@@ -160,7 +164,8 @@ class Client:
             lifecycle["shutdownPolicy"] = shutdown_policy
         spec = build_spec(image, command=command, args=args, env=env, owner=owner,
                           key=key if key is not None else f"sbxc-{uuid.uuid4()}",
-                          resources=resources, runtime_class=runtime_class, lifecycle=lifecycle)
+                          resources=resources, runtime_class=runtime_class, lifecycle=lifecycle,
+                          network_profiles=network_profiles)
         name = name or f"sandbox-{secrets.token_hex(5)}"
         metadata: Dict[str, Any] = {"name": name, "namespace": ns}
         if labels:

@@ -47,6 +47,10 @@ type SandboxSpecApplyConfiguration struct {
 	// ^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$. Omit it for a sandbox with no shared
 	// workspace; an empty string is invalid, never "no owner".
 	WorkspaceOwner *string `json:"workspaceOwner,omitempty"`
+	// The network the sandbox pod gets beyond its floor (contract section 9):
+	// the allow profiles it names. Part of the spec fingerprint. No default:
+	// absent stays absent (a pod reaches only DNS).
+	Network *SandboxNetworkApplyConfiguration `json:"network,omitempty"`
 	// When this Sandbox's use of its pod ends, and whether it is paused. The one
 	// part of spec that may change after creation; never part of the spec
 	// fingerprint or the scope digest (changing it never changes which pod the
@@ -130,6 +134,14 @@ func (b *SandboxSpecApplyConfiguration) WithIdempotencyKey(value string) *Sandbo
 // If called multiple times, the WorkspaceOwner field is set to the value of the last call.
 func (b *SandboxSpecApplyConfiguration) WithWorkspaceOwner(value string) *SandboxSpecApplyConfiguration {
 	b.WorkspaceOwner = &value
+	return b
+}
+
+// WithNetwork sets the Network field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Network field is set to the value of the last call.
+func (b *SandboxSpecApplyConfiguration) WithNetwork(value *SandboxNetworkApplyConfiguration) *SandboxSpecApplyConfiguration {
+	b.Network = value
 	return b
 }
 

@@ -34,6 +34,10 @@ type SandboxClaimListerExpansion interface{}
 // SandboxClaimNamespaceLister.
 type SandboxClaimNamespaceListerExpansion interface{}
 
+// SandboxNetworkProfileListerExpansion allows custom methods to be added to
+// SandboxNetworkProfileLister.
+type SandboxNetworkProfileListerExpansion interface{}
+
 // SandboxQuotaListerExpansion allows custom methods to be added to
 // SandboxQuotaLister.
 type SandboxQuotaListerExpansion interface{}

@@ -28,6 +28,8 @@ type Interface interface {
 	Sandboxes() SandboxInformer
 	// SandboxClaims returns a SandboxClaimInformer.
 	SandboxClaims() SandboxClaimInformer
+	// SandboxNetworkProfiles returns a SandboxNetworkProfileInformer.
+	SandboxNetworkProfiles() SandboxNetworkProfileInformer
 	// SandboxQuotas returns a SandboxQuotaInformer.
 	SandboxQuotas() SandboxQuotaInformer
 	// SandboxWarmPools returns a SandboxWarmPoolInformer.
@@ -53,6 +55,11 @@ func (v *version) Sandboxes() SandboxInformer {
 // SandboxClaims returns a SandboxClaimInformer.
 func (v *version) SandboxClaims() SandboxClaimInformer {
 	return &sandboxClaimInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// SandboxNetworkProfiles returns a SandboxNetworkProfileInformer.
+func (v *version) SandboxNetworkProfiles() SandboxNetworkProfileInformer {
+	return &sandboxNetworkProfileInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // SandboxQuotas returns a SandboxQuotaInformer.

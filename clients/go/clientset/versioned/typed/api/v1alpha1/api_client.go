@@ -30,6 +30,7 @@ type SandboxV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	SandboxesGetter
 	SandboxClaimsGetter
+	SandboxNetworkProfilesGetter
 	SandboxQuotasGetter
 	SandboxWarmPoolsGetter
 }
@@ -45,6 +46,10 @@ func (c *SandboxV1alpha1Client) Sandboxes(namespace string) SandboxInterface {
 
 func (c *SandboxV1alpha1Client) SandboxClaims(namespace string) SandboxClaimInterface {
 	return newSandboxClaims(c, namespace)
+}
+
+func (c *SandboxV1alpha1Client) SandboxNetworkProfiles() SandboxNetworkProfileInterface {
+	return newSandboxNetworkProfiles(c)
 }
 
 func (c *SandboxV1alpha1Client) SandboxQuotas(namespace string) SandboxQuotaInterface {

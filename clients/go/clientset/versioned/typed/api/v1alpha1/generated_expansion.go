@@ -22,6 +22,8 @@ type SandboxExpansion interface{}
 
 type SandboxClaimExpansion interface{}
 
+type SandboxNetworkProfileExpansion interface{}
+
 type SandboxQuotaExpansion interface{}
 
 type SandboxWarmPoolExpansion interface{}

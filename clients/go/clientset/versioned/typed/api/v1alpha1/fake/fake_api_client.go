@@ -36,6 +36,10 @@ func (c *FakeSandboxV1alpha1) SandboxClaims(namespace string) v1alpha1.SandboxCl
 	return newFakeSandboxClaims(c, namespace)
 }
 
+func (c *FakeSandboxV1alpha1) SandboxNetworkProfiles() v1alpha1.SandboxNetworkProfileInterface {
+	return newFakeSandboxNetworkProfiles(c)
+}
+
 func (c *FakeSandboxV1alpha1) SandboxQuotas(namespace string) v1alpha1.SandboxQuotaInterface {
 	return newFakeSandboxQuotas(c, namespace)
 }
