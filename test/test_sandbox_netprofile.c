@@ -91,6 +91,8 @@ static void test_profiles_set(void)
 	CU_ASSERT_STRING_EQUAL(ja, "db,web");
 	CU_ASSERT_STRING_EQUAL(ha, hb); /* a set: the order does not matter */
 	CU_ASSERT_EQUAL(strlen(ha), 16);
+	/* The first 8 bytes of SHA-256("db,web") in lowercase hex: a pod label, kept across versions. */
+	CU_ASSERT_STRING_EQUAL(ha, "61102ad8bf45387f");
 	CU_ASSERT_EQUAL(sbx_profiles_set(a, 1, jb, hb), 0);
 	CU_ASSERT_STRING_NOT_EQUAL(ha, hb);
 	char buf[SBX_PROFILES_JOINED_MAX];

@@ -15,6 +15,7 @@
 #include "kube/informer.h"
 #include "obs/log.h"
 #include "reconcile/state.h"
+#include "sandbox/mac.h"
 #include "sandbox/netfloor.h"
 #include "sandbox/netprofile.h"
 
@@ -87,8 +88,7 @@ static void set_key(const char *ns, const char *hash, char out[34])
 	if (len < 0 || EVP_Digest(text, (size_t)len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
 		return;
 	out[0] = 'p';
-	for (size_t i = 0; i < 16; i++)
-		snprintf(out + 1 + 2 * i, 3, "%02x", md[i]);
+	sbx_hex(md, 16, out + 1);
 }
 
 /* The entry of the floor of ns (hash NULL or "") or of the set hash in ns

@@ -12,6 +12,7 @@
 #include "base/jsonget.h"
 #include "base/ktime.h"
 #include "sandbox/jcs.h"
+#include "sandbox/mac.h"
 
 /* Longest user value quoted in a message, in bytes before escaping. */
 #define QUOTE_MAX 64
@@ -455,8 +456,7 @@ int sbx_profiles_set(const char *const *names, size_t n, char joined[SBX_PROFILE
 		joined[0] = '\0';
 		return -1;
 	}
-	for (size_t i = 0; i < 8; i++)
-		snprintf(hash + 2 * i, 3, "%02x", md[i]);
+	sbx_hex(md, 8, hash);
 	return 0;
 }
 
