@@ -266,7 +266,8 @@ test_i_namespaces_named_like_queue_keys() {
 # the profiles' policy for them; the profiles are part of the template, so a
 # Sandbox binds warm only to a pool naming the same set; a pool whose record
 # of that authorization was removed or forged (by a cluster admin, the
-# webhook out of the way) makes no warm pods and says why.
+# webhook out of the way) makes no warm pods and says why, and so does one
+# whose author may no longer use the profile.
 PIMG=registry.local/agent:profiles
 ppool() { # ppool KUBECONFIG NS NAME REPLICAS PROFILES|-: a pool of PIMG, no owner
   as "$1" apply -f - 2>&1 <<YAML
@@ -390,7 +391,18 @@ YAML
   as "$ALICE" scale swp -n "$ns" web-pool --replicas=3 >/dev/null || fail "scale web-pool to 3"
   sleep 5
   expect_eq "$(members_of "$ns" web-pool)" "" "web-pool's members 5 s after a scale to 3"
-  as "$ALICE" delete swp -n "$ns" web-pool web-pool2 plain-pool >/dev/null
+  # the author loses `use` on web: a change of the pool asks anew, its warm pods go
+  out=$(ppool "$ALICE" "$ns" web-pool3 1 web) || fail "web-pool3: $out"
+  wait_for 60 ready_is "$ns" web-pool3 1 || fail "web-pool3 not warm: $(pool_diag "$ns" web-pool3)"
+  kubectl delete clusterrolebinding profile-web-users >/dev/null || fail "cannot revoke alice's use of web"
+  wait_for 20 sh -c "! KUBECONFIG=$ALICE kubectl auth can-i use sandboxnetworkprofiles.sandbox.dev/web >/dev/null" ||
+    fail "alice may still use web"
+  as "$ALICE" scale swp -n "$ns" web-pool3 --replicas=2 >/dev/null || fail "scale web-pool3 to 2"
+  wait_for 30 pool_says "$ns" web-pool3 NetworkProfileNotAuthorized ||
+    fail "web-pool3 of a revoked author: $(pool_diag "$ns" web-pool3)"
+  expect_match "$(jp "$ns" swp web-pool3 '{.status.conditions[?(@.type=="Ready")].message}')" 'alice may no longer use network profile web' \
+    "the pool's condition names the author and the profile"
+  as "$ALICE" delete swp -n "$ns" web-pool web-pool2 web-pool3 plain-pool >/dev/null
 }
 
 setup
