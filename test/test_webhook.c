@@ -1243,6 +1243,54 @@ static int pool_refused_with(const struct wh_sandbox_policy *p, const cJSON *poo
 	return refused;
 }
 
+/* A change of replicas alone to the stored pool (its stamps omitted, as an
+ * apply may): user needs no right, *calls (a fake's count of reviews) does
+ * not grow, stamp `key` is kept as rec, and the update validates. */
+static void pool_scale_keeps(const struct wh_sandbox_policy *p, const cJSON *pool, const char *stored,
+			     const char *user, const int *calls, const char *key, const char *rec)
+{
+	struct wh_verdict v;
+	int before = *calls;
+	cJSON *upd = cJSON_Duplicate(pool, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "replicas", cJSON_CreateNumber(5));
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(upd, "metadata"), "annotations");
+	char *upd_s = cJSON_PrintUnformatted(upd);
+	cJSON *kept = stamped_pool(p, "UPDATE", user, upd_s, stored);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(kept);
+	CU_ASSERT_EQUAL(*calls, before);
+	const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(kept, "metadata"), "annotations");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, key)->valuestring, rec);
+	char *kept_s = cJSON_PrintUnformatted(kept);
+	decide_pool(p, 0, "UPDATE", user, kept_s, stored, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	free(kept_s);
+	cJSON_Delete(kept);
+	free(upd_s);
+	cJSON_Delete(upd);
+}
+
+/* The stored pool with its template's member `member` set to value (taken):
+ * a new object (caller frees). Refused for user at the mutating step (for
+ * this pool's warm pods) and at validation with the old stamps. */
+static cJSON *pool_change_refused(const struct wh_sandbox_policy *p, const cJSON *pool, const char *stored,
+				  const char *user, const char *member, cJSON *value)
+{
+	struct wh_verdict v;
+	cJSON *upd = cJSON_Duplicate(pool, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "spec"), "template"), member, value);
+	char *upd_s = cJSON_PrintUnformatted(upd);
+	decide_pool(p, 1, "UPDATE", user, upd_s, stored, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_PTR_NOT_NULL(v.message ? strstr(v.message, "for this pool's warm pods") : NULL);
+	wh_verdict_release(&v);
+	decide_pool(p, 0, "UPDATE", user, upd_s, stored, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	free(upd_s);
+	return upd;
+}
+
 static void test_pool_admission(void)
 {
 	struct fake f = { .sar_answer = 0 };
@@ -1311,38 +1359,12 @@ static void test_pool_admission(void)
 	cJSON_AddNumberToObject(cJSON_GetObjectItem(pool, "metadata"), "generation", 1);
 	char *stored = cJSON_PrintUnformatted(pool);
 	/* replicas only (kubectl edit): no review asked, stamps kept as they were */
-	cJSON *upd = cJSON_Duplicate(pool, 1);
-	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "replicas", cJSON_CreateNumber(5));
-	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(upd, "metadata"), "annotations"); /* an apply omitting them */
-	char *upd_s = cJSON_PrintUnformatted(upd);
 	f.sar_answer = 0;
-	f.sar_calls = 0;
-	cJSON *kept = stamped_pool(&p, "UPDATE", "bob", upd_s, stored);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(kept);
-	CU_ASSERT_EQUAL(f.sar_calls, 0);
-	ann = cJSON_GetObjectItem(cJSON_GetObjectItem(kept, "metadata"), "annotations");
-	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)->valuestring, rec);
-	char *kept_s = cJSON_PrintUnformatted(kept);
-	decide_pool(&p, 0, "UPDATE", "bob", kept_s, stored, &v);
-	CU_ASSERT_TRUE(v.allowed);
-	wh_verdict_release(&v);
-	free(kept_s);
-	cJSON_Delete(kept);
-	free(upd_s);
-	cJSON_Delete(upd);
-	/* a new template by bob: refused at the mutating step */
-	upd = cJSON_Duplicate(pool, 1);
-	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "spec"), "template"), "image",
-				  cJSON_CreateString("evil:1"));
-	upd_s = cJSON_PrintUnformatted(upd);
-	decide_pool(&p, 1, "UPDATE", "bob", upd_s, stored, &v);
-	CU_ASSERT_FALSE(v.allowed);
-	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "for this pool's warm pods"));
-	wh_verdict_release(&v);
-	/* nor does it validate with the old stamps */
-	decide_pool(&p, 0, "UPDATE", "bob", upd_s, stored, &v);
-	CU_ASSERT_FALSE(v.allowed);
-	wh_verdict_release(&v);
+	pool_scale_keeps(&p, pool, stored, "bob", &f.sar_calls, SBX_ANN_OWNER_AUTHZ, rec);
+	/* a new template by bob: refused at the mutating step, nor does it
+	 * validate with the old stamps */
+	cJSON *upd = pool_change_refused(&p, pool, stored, "bob", "image", cJSON_CreateString("evil:1"));
+	char *upd_s = cJSON_PrintUnformatted(upd);
 	/* alice's change: a record of run 2 for the new template, requested-by alice */
 	f.sar_answer = 1;
 	cJSON *changed = stamped_pool(&p, "UPDATE", "alice", upd_s, stored);
@@ -1462,41 +1484,16 @@ static void test_pool_profiles(void)
 	char *stored = cJSON_PrintUnformatted(pool);
 	/* replicas only, by carol who may use nothing: nothing asked, the record kept */
 	f.profiles_usable = "";
-	f.profile_sar_calls = 0;
-	cJSON *upd = cJSON_Duplicate(pool, 1);
-	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "replicas", cJSON_CreateNumber(5));
-	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(upd, "metadata"), "annotations");
-	char *upd_s = cJSON_PrintUnformatted(upd);
-	cJSON *kept = stamped_pool(&p, "UPDATE", "carol", upd_s, stored);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(kept);
-	CU_ASSERT_EQUAL(f.profile_sar_calls, 0);
-	const cJSON *kann = cJSON_GetObjectItem(cJSON_GetObjectItem(kept, "metadata"), "annotations");
-	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(kann, SBX_ANN_NET_AUTHZ)->valuestring, rec->valuestring);
-	char *kept_s = cJSON_PrintUnformatted(kept);
-	decide_pool(&p, 0, "UPDATE", "carol", kept_s, stored, &v);
-	CU_ASSERT_TRUE(v.allowed);
-	wh_verdict_release(&v);
-	free(kept_s);
-	cJSON_Delete(kept);
-	free(upd_s);
-	cJSON_Delete(upd);
-	/* carol adds "gone" to the profiles: refused, for this pool's warm pods */
-	upd = cJSON_Duplicate(pool, 1);
-	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "spec"), "template"), "network",
-				  cJSON_Parse("{\"profiles\":[\"web\",\"gone\"]}"));
-	upd_s = cJSON_PrintUnformatted(upd);
-	decide_pool(&p, 1, "UPDATE", "carol", upd_s, stored, &v);
-	CU_ASSERT_FALSE(v.allowed);
-	CU_ASSERT_PTR_NOT_NULL(v.message ? strstr(v.message, "for this pool's warm pods") : NULL);
-	wh_verdict_release(&v);
-	decide_pool(&p, 0, "UPDATE", "carol", upd_s, stored, &v); /* the old record does not do */
-	CU_ASSERT_FALSE(v.allowed);
-	wh_verdict_release(&v);
+	pool_scale_keeps(&p, pool, stored, "carol", &f.profile_sar_calls, SBX_ANN_NET_AUTHZ, rec->valuestring);
+	/* carol adds "gone" to the profiles: refused, for this pool's warm pods,
+	 * and the old record does not do */
+	cJSON *upd = pool_change_refused(&p, pool, stored, "carol", "network",
+					 cJSON_Parse("{\"profiles\":[\"web\",\"gone\"]}"));
+	char *upd_s;
 	/* bob, who may use web and secret: a record of run 2 */
 	f.profiles_usable = ",web,secret,";
 	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "spec"), "template"), "network",
 				  cJSON_Parse("{\"profiles\":[\"web\",\"secret\"]}"));
-	free(upd_s);
 	upd_s = cJSON_PrintUnformatted(upd);
 	cJSON *changed = stamped_pool(&p, "UPDATE", "bob", upd_s, stored);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(changed);
