@@ -260,5 +260,150 @@ test_i_namespaces_named_like_queue_keys() {
   done
 }
 
+# A pool that names allow profiles (issue 24 item 2, contract sections 8 and
+# 9): naming one needs `use` on it, checked at admission as for a Sandbox;
+# the warm pods carry the profiles' label and names, so the controller keeps
+# the profiles' policy for them; the profiles are part of the template, so a
+# Sandbox binds warm only to a pool naming the same set; a pool whose record
+# of that authorization was removed or forged (by a cluster admin, the
+# webhook out of the way) makes no warm pods and says why, and so does one
+# whose author may no longer use the profile.
+PIMG=registry.local/agent:profiles
+ppool() { # ppool KUBECONFIG NS NAME REPLICAS PROFILES|-: a pool of PIMG, no owner
+  as "$1" apply -f - 2>&1 <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxWarmPool
+metadata: {name: $3, namespace: $2}
+spec:
+  replicas: $4
+  template:
+    image: $PIMG
+    command: [sleep, infinity]
+$([ "$5" != - ] && echo "    network: {profiles: [$5]}")
+YAML
+}
+psbx() { # psbx KUBECONFIG NS NAME PROFILES|-: a Sandbox of the pools' template
+  as "$1" create -f - 2>&1 <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: $3, namespace: $2}
+spec:
+  image: $PIMG
+  command: [sleep, infinity]
+$([ "$4" != - ] && echo "  network: {profiles: [$4]}")
+YAML
+}
+members_of() { # members_of NS POOL: its member pods' names, sorted
+  kubectl get pods -n "$1" -l "sandbox.dev/pool=$(kubectl get swp -n "$1" "$2" -o jsonpath='{.metadata.uid}')" \
+    -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' 2>/dev/null | sort
+}
+pool_says() { # pool_says NS POOL REASON: its Ready reason is REASON and it has no member
+  [ "$(jp "$1" swp "$2" '{.status.conditions[?(@.type=="Ready")].reason}')" = "$3" ] && [ -z "$(members_of "$1" "$2")" ]
+}
+
+test_l_pools_naming_profiles() {
+  local ns=team-p out uid pod hash plain
+  new_namespace "$ns"
+  warm_rbac "$ns"
+  out=$(kubectl apply -f - 2>&1 <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxNetworkProfile
+metadata: {name: web}
+spec:
+  egress: [{cidr: 192.0.2.0/24, ports: [{protocol: TCP, port: 8080}]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: profile-web-users}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [sandboxnetworkprofiles], resourceNames: [web], verbs: [use]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: profile-web-users}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: profile-web-users}
+subjects: [{kind: User, name: alice}]
+YAML
+)
+  [ $? -eq 0 ] || { fail "the profile web and alice's right to use it: $out"; return; }
+  # bob may not use web: his pool naming it is refused, naming the profile and the permission
+  out=$(ppool "$BOB" "$ns" bob-web 1 web) && fail "bob created a pool naming web"
+  expect_match "$out" 'may not use network profile "web" for a warm pool' "the refusal names the profile, for a pool"
+  expect_match "$out" '"use" on sandboxnetworkprofiles.sandbox.dev "web"' "the refusal names the permission"
+  kubectl get swp -n "$ns" bob-web >/dev/null 2>&1 && fail "the refused pool was stored"
+  # alice's pool naming web: its warm pods carry the set's label and names, the set's policy exists
+  out=$(ppool "$ALICE" "$ns" web-pool 1 web) || { fail "alice's web-pool: $out"; return; }
+  expect_eq "$(jp "$ns" swp web-pool '{.spec.template.network.profiles[0]}')" web "the stored template names web"
+  wait_for 60 ready_is "$ns" web-pool 1 || { fail "web-pool not warm: $(pool_diag "$ns" web-pool)"; return; }
+  pod=$(members_of "$ns" web-pool)
+  hash=$(kubectl get pod -n "$ns" "$pod" -o jsonpath='{.metadata.labels.sandbox\.dev/network-profiles}')
+  expect_match "$hash" '^[0-9a-f]{16}$' "the warm pod's profile label"
+  expect_eq "$(kubectl get pod -n "$ns" "$pod" -o jsonpath='{.metadata.annotations.sandbox\.dev/network-profiles}')" web \
+    "the warm pod's profile names"
+  wait_for 15 kubectl get networkpolicy -n "$ns" "sandbox-profiles-$hash" ||
+    fail "no policy sandbox-profiles-$hash for the warm pods in $ns"
+  sleep 3 # the settle time
+  # a Sandbox naming no profile does not get web-pool's pod
+  out=$(psbx "$ALICE" "$ns" plain-1 -) || fail "plain-1: $out"
+  wait_for 30 phase_is "$ns" plain-1 Running || fail "plain-1 not Running: $(phase "$ns" plain-1)"
+  expect_eq "$(binding "$ns" plain-1)" Created "a Sandbox naming no profile, beside a pool naming web"
+  expect_eq "$(members_of "$ns" web-pool)" "$pod" "web-pool's pod is still its member"
+  # a Sandbox naming web binds to it, warm
+  out=$(psbx "$ALICE" "$ns" web-1 web) || fail "web-1: $out"
+  wait_for 30 phase_is "$ns" web-1 Running || fail "web-1 not Running: $(phase "$ns" web-1)"
+  expect_eq "$(binding "$ns" web-1)" Warm "a Sandbox naming web, beside a pool naming web"
+  expect_eq "$(pod_of "$ns" web-1)" "$pod" "bound to web-pool's pod"
+  expect_eq "$(kubectl get pod -n "$ns" "$pod" -o jsonpath='{.metadata.labels.sandbox\.dev/network-profiles}')" "$hash" \
+    "the bound pod keeps the set's label"
+  # a pool without profiles: a Sandbox naming web does not bind to it
+  as "$ALICE" scale swp -n "$ns" web-pool --replicas=0 >/dev/null || fail "scale web-pool to 0"
+  out=$(ppool "$ALICE" "$ns" plain-pool 1 -) || fail "plain-pool: $out"
+  wait_for 60 ready_is "$ns" plain-pool 1 || fail "plain-pool not warm: $(pool_diag "$ns" plain-pool)"
+  wait_for 30 sh -c "[ -z \"\$(kubectl get pods -n $ns -l sandbox.dev/pool=$(kubectl get swp -n "$ns" web-pool -o jsonpath='{.metadata.uid}') -o name)\" ]" ||
+    fail "web-pool's members did not go"
+  sleep 3
+  plain=$(members_of "$ns" plain-pool)
+  expect_eq "$(kubectl get pod -n "$ns" "$plain" -o jsonpath='{.metadata.labels.sandbox\.dev/network-profiles}')" "" \
+    "plain-pool's pod has no profile label"
+  out=$(psbx "$ALICE" "$ns" web-2 web) || fail "web-2: $out"
+  wait_for 30 phase_is "$ns" web-2 Running || fail "web-2 not Running: $(phase "$ns" web-2)"
+  expect_eq "$(binding "$ns" web-2)" Created "a Sandbox naming web, beside a pool naming none"
+  expect_eq "$(members_of "$ns" plain-pool)" "$plain" "plain-pool's pod is still its member"
+  # records removed or forged by a cluster admin (the webhook out of the
+  # way, as a broken installation would be): no warm pod, and the pool says why
+  as "$ALICE" scale swp -n "$ns" web-pool --replicas=1 >/dev/null || fail "scale web-pool to 1"
+  out=$(ppool "$ALICE" "$ns" web-pool2 1 web) || fail "web-pool2: $out"
+  wait_for 60 ready_is "$ns" web-pool 1 || fail "web-pool not warm again: $(pool_diag "$ns" web-pool)"
+  wait_for 60 ready_is "$ns" web-pool2 1 || fail "web-pool2 not warm: $(pool_diag "$ns" web-pool2)"
+  uninstall_admission
+  kubectl annotate swp -n "$ns" web-pool sandbox.dev/network-authorization- >/dev/null ||
+    fail "cannot remove web-pool's record"
+  kubectl annotate swp -n "$ns" web-pool2 --overwrite \
+    sandbox.dev/network-authorization=v3.1.1.0000000000000000000000000000000000000000000000000000000000000000 >/dev/null ||
+    fail "cannot forge web-pool2's record"
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+  wait_for 30 pool_says "$ns" web-pool NetworkProfileNotAuthorized ||
+    fail "web-pool without its record: $(pool_diag "$ns" web-pool)"
+  wait_for 30 pool_says "$ns" web-pool2 NetworkProfileNotAuthorized ||
+    fail "web-pool2 with a forged record: $(pool_diag "$ns" web-pool2)"
+  expect_match "$(jp "$ns" swp web-pool '{.status.conditions[?(@.type=="Ready")].message}')" 'network profiles web' \
+    "the pool's condition names the profiles"
+  as "$ALICE" scale swp -n "$ns" web-pool --replicas=3 >/dev/null || fail "scale web-pool to 3"
+  sleep 5
+  expect_eq "$(members_of "$ns" web-pool)" "" "web-pool's members 5 s after a scale to 3"
+  # the author loses `use` on web: a change of the pool asks anew, its warm pods go
+  out=$(ppool "$ALICE" "$ns" web-pool3 1 web) || fail "web-pool3: $out"
+  wait_for 60 ready_is "$ns" web-pool3 1 || fail "web-pool3 not warm: $(pool_diag "$ns" web-pool3)"
+  kubectl delete clusterrolebinding profile-web-users >/dev/null || fail "cannot revoke alice's use of web"
+  wait_for 20 sh -c "! KUBECONFIG=$ALICE kubectl auth can-i use sandboxnetworkprofiles.sandbox.dev/web >/dev/null" ||
+    fail "alice may still use web"
+  as "$ALICE" scale swp -n "$ns" web-pool3 --replicas=2 >/dev/null || fail "scale web-pool3 to 2"
+  wait_for 30 pool_says "$ns" web-pool3 NetworkProfileNotAuthorized ||
+    fail "web-pool3 of a revoked author: $(pool_diag "$ns" web-pool3)"
+  expect_match "$(jp "$ns" swp web-pool3 '{.status.conditions[?(@.type=="Ready")].message}')" 'alice may no longer use network profile web' \
+    "the pool's condition names the author and the profile"
+  as "$ALICE" delete swp -n "$ns" web-pool web-pool2 web-pool3 plain-pool >/dev/null
+}
+
 setup
 e2e_main

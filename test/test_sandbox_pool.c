@@ -9,6 +9,7 @@
 
 #include "sandbox/claimrec.h"
 #include "sandbox/config.h"
+#include "sandbox/netprofile.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/poolspec.h"
 #include "sandbox/scope.h"
@@ -255,6 +256,92 @@ static void test_pool_trim(void)
 	cJSON_Delete(pool);
 }
 
+#define NETPOOL                                                                                                                                                                                                      \
+	"{\"metadata\":{\"name\":\"web-pool\",\"namespace\":\"team-a\",\"uid\":\"" POOL_UID                                                                                                                          \
+	"\",\"creationTimestamp\":\"" CREATED "\",\"annotations\":{\"" SBX_ANN_REQUESTED_BY "\":\"bob\",\"" SBX_ANN_AUTHZ_IDENTITY "\":\"{\\\"username\\\":\\\"bob\\\"}\"}},\"spec\":{\"replicas\":1,\"template\":{" \
+	"\"image\":\"registry.local/agent:1.0\",\"network\":{\"profiles\":[\"web\",\"api\"]}}}}"
+
+/* A pool whose template names allow profiles (issue 24 item 2): its warm
+ * pods carry the set's label and names as a Sandbox's pod of that spec; the
+ * profiles are part of the template fingerprint; its record verifies only
+ * for its own name, set, template and author, and the cache keeps it. */
+static void test_pool_profiles(void)
+{
+	struct pool_fixture f;
+	pool_init(&f);
+	const unsigned char *keys[] = { (const unsigned char *)"0123456789abcdef0123456789abcdef" };
+	const size_t lens[] = { 32 };
+	cJSON *pool = cJSON_Parse(NETPOOL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pool);
+	cJSON *spec = sbx_pool_spec(pool);
+	char fp[65], other[65], joined[SBX_PROFILES_JOINED_MAX], hash[17];
+	CU_ASSERT_EQUAL_FATAL(sbx_template_fingerprint(spec, fp), 0);
+	/* the warm pod: the set's label and names */
+	cJSON *pod = sbx_pool_pod_build(&f.cfg, &f.keys, "team-a", "web-pool", POOL_UID, WARM, spec, fp, CREATED);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pod);
+	const char *names[] = { "web", "api" };
+	CU_ASSERT_EQUAL(sbx_profiles_set(names, 2, joined, hash), 0);
+	CU_ASSERT_STRING_EQUAL(label_of(pod, SBX_LABEL_NETPROFILES), hash);
+	CU_ASSERT_STRING_EQUAL(ann_of(pod, SBX_ANN_NETPROFILES), "api,web");
+	CU_ASSERT_TRUE(sbx_pool_member(pod, &f.keys, POOL_UID, fp, NULL));
+	/* the profiles are part of the template: without them, or another set, another fingerprint */
+	cJSON *plain = cJSON_Parse("{\"image\":\"registry.local/agent:1.0\"}");
+	CU_ASSERT_EQUAL(sbx_template_fingerprint(plain, other), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(other, fp);
+	cJSON_AddItemToObject(plain, "network", cJSON_Parse("{\"profiles\":[\"web\"]}"));
+	CU_ASSERT_EQUAL(sbx_template_fingerprint(plain, other), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(other, fp);
+	cJSON_Delete(plain);
+	/* a Sandbox of that template with a key: the same */
+	cJSON *sbx = cJSON_Parse("{\"image\":\"registry.local/agent:1.0\",\"idempotencyKey\":\"k\","
+				 "\"network\":{\"profiles\":[\"web\",\"api\"]}}");
+	CU_ASSERT_EQUAL(sbx_template_fingerprint(sbx, other), 0);
+	CU_ASSERT_STRING_EQUAL(other, fp);
+	cJSON_Delete(sbx);
+	/* no record: missing */
+	size_t n = 0;
+	char got[SBX_PROFILES_JOINED_MAX];
+	CU_ASSERT_EQUAL(sbx_pool_profiles_verify(keys, lens, 1, pool, fp, got, &n, NULL), SBX_AUTHZ_MISSING);
+	CU_ASSERT_EQUAL(n, 2);
+	CU_ASSERT_STRING_EQUAL(got, "api,web");
+	/* the webhook's record (sandbox_admission.c): verifies */
+	char who[SBX_PROFILES_JOINED_MAX + 32], rec[SBX_AUTHZ_MAX];
+	snprintf(who, sizeof who, SBX_NETPROFILE_AUTHZ_PREFIX "%s", joined);
+	struct sbx_authz_subject s = { .ns = "team-a", .name = SBX_POOL_AUTHZ_PREFIX "web-pool", .owner = who, .fingerprint = fp, .username = "bob", .run = 1, .identity = "{\"username\":\"bob\"}" };
+	CU_ASSERT_EQUAL_FATAL(sbx_authz_issue(keys[0], lens[0], &s, 1796119200, rec, sizeof rec), 0);
+	cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(pool, "metadata"), "annotations");
+	cJSON_AddStringToObject(ann, SBX_ANN_NET_AUTHZ, rec);
+	struct sbx_authz_info info = { 0 };
+	CU_ASSERT_EQUAL(sbx_pool_profiles_verify(keys, lens, 1, pool, fp, got, &n, &info), SBX_AUTHZ_OK);
+	CU_ASSERT_TRUE(info.has_identity);
+	/* the cache keeps it */
+	cJSON *t = sbx_pool_trim(pool);
+	CU_ASSERT_EQUAL(sbx_pool_profiles_verify(keys, lens, 1, t, fp, got, &n, NULL), SBX_AUTHZ_OK);
+	cJSON_Delete(t);
+	/* for another template fingerprint, another author, another set or a forged MAC: not */
+	CU_ASSERT_EQUAL(sbx_pool_profiles_verify(keys, lens, 1, pool, f.fp, got, &n, NULL), SBX_AUTHZ_MISMATCH);
+	cJSON_ReplaceItemInObject(ann, SBX_ANN_REQUESTED_BY, cJSON_CreateString("carol"));
+	CU_ASSERT_EQUAL(sbx_pool_profiles_verify(keys, lens, 1, pool, fp, got, &n, NULL), SBX_AUTHZ_MISMATCH);
+	cJSON_ReplaceItemInObject(ann, SBX_ANN_REQUESTED_BY, cJSON_CreateString("bob"));
+	cJSON *tmpl = cJSON_GetObjectItem(cJSON_GetObjectItem(pool, "spec"), "template");
+	cJSON_ReplaceItemInObject(tmpl, "network", cJSON_Parse("{\"profiles\":[\"web\"]}"));
+	CU_ASSERT_EQUAL(sbx_pool_profiles_verify(keys, lens, 1, pool, fp, got, &n, NULL), SBX_AUTHZ_MISMATCH);
+	cJSON_ReplaceItemInObject(tmpl, "network", cJSON_Parse("{\"profiles\":[\"web\",\"api\"]}"));
+	char forged[SBX_AUTHZ_MAX];
+	snprintf(forged, sizeof forged, "%s", rec);
+	forged[strlen(forged) - 1] = forged[strlen(forged) - 1] == '0' ? '1' : '0';
+	cJSON_ReplaceItemInObject(ann, SBX_ANN_NET_AUTHZ, cJSON_CreateString(forged));
+	CU_ASSERT_EQUAL(sbx_pool_profiles_verify(keys, lens, 1, pool, fp, got, &n, NULL), SBX_AUTHZ_MISMATCH);
+	/* no profiles: nothing to verify */
+	cJSON_DeleteItemFromObject(tmpl, "network");
+	CU_ASSERT_EQUAL(sbx_pool_profiles_verify(keys, lens, 1, pool, fp, got, &n, NULL), SBX_AUTHZ_OK);
+	CU_ASSERT_EQUAL(n, 0);
+	cJSON_Delete(pod);
+	cJSON_Delete(spec);
+	cJSON_Delete(pool);
+	pool_release(&f);
+}
+
 static void test_pool_pod_names(void)
 {
 	char a[32], b[32];
@@ -270,5 +357,6 @@ void register_sandbox_pool_tests(void)
 	SBX_SUITE("sandbox/pool", { "template fingerprint", test_template_fingerprint },
 		  { "warm pods and who is a member", test_warm_pod_and_member },
 		  { "a warm-bound pod's claim is sealed", test_warm_bound_claim_sealed },
-		  { "the pool cache's trim", test_pool_trim }, { "warm pod names", test_pool_pod_names });
+		  { "the pool cache's trim", test_pool_trim }, { "warm pod names", test_pool_pod_names },
+		  { "a pool naming network profiles: its pods, fingerprint and record", test_pool_profiles });
 }

@@ -1243,6 +1243,54 @@ static int pool_refused_with(const struct wh_sandbox_policy *p, const cJSON *poo
 	return refused;
 }
 
+/* A change of replicas alone to the stored pool (its stamps omitted, as an
+ * apply may): user needs no right, *calls (a fake's count of reviews) does
+ * not grow, stamp `key` is kept as rec, and the update validates. */
+static void pool_scale_keeps(const struct wh_sandbox_policy *p, const cJSON *pool, const char *stored,
+			     const char *user, const int *calls, const char *key, const char *rec)
+{
+	struct wh_verdict v;
+	int before = *calls;
+	cJSON *upd = cJSON_Duplicate(pool, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "replicas", cJSON_CreateNumber(5));
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(upd, "metadata"), "annotations");
+	char *upd_s = cJSON_PrintUnformatted(upd);
+	cJSON *kept = stamped_pool(p, "UPDATE", user, upd_s, stored);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(kept);
+	CU_ASSERT_EQUAL(*calls, before);
+	const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(kept, "metadata"), "annotations");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, key)->valuestring, rec);
+	char *kept_s = cJSON_PrintUnformatted(kept);
+	decide_pool(p, 0, "UPDATE", user, kept_s, stored, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	free(kept_s);
+	cJSON_Delete(kept);
+	free(upd_s);
+	cJSON_Delete(upd);
+}
+
+/* The stored pool with its template's member `member` set to value (taken):
+ * a new object (caller frees). Refused for user at the mutating step (for
+ * this pool's warm pods) and at validation with the old stamps. */
+static cJSON *pool_change_refused(const struct wh_sandbox_policy *p, const cJSON *pool, const char *stored,
+				  const char *user, const char *member, cJSON *value)
+{
+	struct wh_verdict v;
+	cJSON *upd = cJSON_Duplicate(pool, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "spec"), "template"), member, value);
+	char *upd_s = cJSON_PrintUnformatted(upd);
+	decide_pool(p, 1, "UPDATE", user, upd_s, stored, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_PTR_NOT_NULL(v.message ? strstr(v.message, "for this pool's warm pods") : NULL);
+	wh_verdict_release(&v);
+	decide_pool(p, 0, "UPDATE", user, upd_s, stored, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	free(upd_s);
+	return upd;
+}
+
 static void test_pool_admission(void)
 {
 	struct fake f = { .sar_answer = 0 };
@@ -1311,38 +1359,12 @@ static void test_pool_admission(void)
 	cJSON_AddNumberToObject(cJSON_GetObjectItem(pool, "metadata"), "generation", 1);
 	char *stored = cJSON_PrintUnformatted(pool);
 	/* replicas only (kubectl edit): no review asked, stamps kept as they were */
-	cJSON *upd = cJSON_Duplicate(pool, 1);
-	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "replicas", cJSON_CreateNumber(5));
-	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(upd, "metadata"), "annotations"); /* an apply omitting them */
-	char *upd_s = cJSON_PrintUnformatted(upd);
 	f.sar_answer = 0;
-	f.sar_calls = 0;
-	cJSON *kept = stamped_pool(&p, "UPDATE", "bob", upd_s, stored);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(kept);
-	CU_ASSERT_EQUAL(f.sar_calls, 0);
-	ann = cJSON_GetObjectItem(cJSON_GetObjectItem(kept, "metadata"), "annotations");
-	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)->valuestring, rec);
-	char *kept_s = cJSON_PrintUnformatted(kept);
-	decide_pool(&p, 0, "UPDATE", "bob", kept_s, stored, &v);
-	CU_ASSERT_TRUE(v.allowed);
-	wh_verdict_release(&v);
-	free(kept_s);
-	cJSON_Delete(kept);
-	free(upd_s);
-	cJSON_Delete(upd);
-	/* a new template by bob: refused at the mutating step */
-	upd = cJSON_Duplicate(pool, 1);
-	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "spec"), "template"), "image",
-				  cJSON_CreateString("evil:1"));
-	upd_s = cJSON_PrintUnformatted(upd);
-	decide_pool(&p, 1, "UPDATE", "bob", upd_s, stored, &v);
-	CU_ASSERT_FALSE(v.allowed);
-	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "for this pool's warm pods"));
-	wh_verdict_release(&v);
-	/* nor does it validate with the old stamps */
-	decide_pool(&p, 0, "UPDATE", "bob", upd_s, stored, &v);
-	CU_ASSERT_FALSE(v.allowed);
-	wh_verdict_release(&v);
+	pool_scale_keeps(&p, pool, stored, "bob", &f.sar_calls, SBX_ANN_OWNER_AUTHZ, rec);
+	/* a new template by bob: refused at the mutating step, nor does it
+	 * validate with the old stamps */
+	cJSON *upd = pool_change_refused(&p, pool, stored, "bob", "image", cJSON_CreateString("evil:1"));
+	char *upd_s = cJSON_PrintUnformatted(upd);
 	/* alice's change: a record of run 2 for the new template, requested-by alice */
 	f.sar_answer = 1;
 	cJSON *changed = stamped_pool(&p, "UPDATE", "alice", upd_s, stored);
@@ -1356,6 +1378,131 @@ static void test_pool_admission(void)
 	wh_verdict_release(&v);
 	decide_pool(&p, 0, "UPDATE", "bob", changed_s, stored, &v);
 	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	free(changed_s);
+	cJSON_Delete(changed);
+	free(upd_s);
+	cJSON_Delete(upd);
+	free(stored);
+	free(stamped);
+	cJSON_Delete(pool);
+}
+
+#define POOL_NET                                                                                                 \
+	"{\"metadata\":{\"name\":\"pool-n\",\"namespace\":\"team-a\"},\"spec\":{\"replicas\":2,%s\"template\":{" \
+	"\"image\":\"img:1\",\"network\":{\"profiles\":[%s]}}}}"
+
+/* A warm pool naming allow profiles (issue 24 item 2): whoever creates it or
+ * sets its template needs `use` on each, as for a Sandbox, and the profiles
+ * must exist; a record of it, with the whole identity, is stamped whether
+ * the pool has an owner or not, and only that record validates. Updates that
+ * leave the template (and so the profiles) alone ask nothing again. */
+static void test_pool_profiles(void)
+{
+	struct fake f = { .sar_answer = 1, .profiles_usable = ",web,gone,", .profiles_existing = ",web,secret," };
+	struct wh_sandbox_policy p = policy(&f);
+	struct wh_verdict v;
+	char obj_s[1024];
+	/* a profile bob may not use: refused at the mutating step, naming it */
+	snprintf(obj_s, sizeof obj_s, POOL_NET, "", "\"web\",\"secret\"");
+	decide_pool(&p, 1, "CREATE", "bob", obj_s, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 403);
+	CU_ASSERT_PTR_NOT_NULL(v.message ? strstr(v.message, "may not use network profile \"secret\" for a warm pool")
+					 : NULL);
+	CU_ASSERT_PTR_NOT_NULL(v.message ? strstr(v.message, "\"use\" on sandboxnetworkprofiles.sandbox.dev \"secret\"")
+					 : NULL);
+	wh_verdict_release(&v);
+	/* and validation refuses it without the record */
+	decide_pool(&p, 0, "CREATE", "bob", obj_s, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	/* one that does not exist */
+	snprintf(obj_s, sizeof obj_s, POOL_NET, "", "\"gone\"");
+	decide_pool(&p, 1, "CREATE", "bob", obj_s, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_PTR_NOT_NULL(v.message ? strstr(v.message, "network profile \"gone\" does not exist") : NULL);
+	wh_verdict_release(&v);
+	/* "web" without an owner: recorded with the identity, validated for bob only */
+	snprintf(obj_s, sizeof obj_s, POOL_NET, "", "\"web\"");
+	f.sar_calls = 0;
+	cJSON *pool = stamped_pool(&p, "CREATE", "bob", obj_s, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pool);
+	CU_ASSERT_EQUAL(f.sar_calls, 0); /* no owner to ask about */
+	const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(pool, "metadata"), "annotations");
+	const cJSON *rec = cJSON_GetObjectItem(ann, SBX_ANN_NET_AUTHZ);
+	CU_ASSERT_TRUE_FATAL(cJSON_IsString(rec));
+	CU_ASSERT_EQUAL(strncmp(rec->valuestring, "v3.1000.1.", 10), 0);
+	CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(ann, SBX_ANN_AUTHZ_IDENTITY));
+	CU_ASSERT_PTR_NULL(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ));
+	char *stamped = cJSON_PrintUnformatted(pool);
+	decide_pool(&p, 0, "CREATE", "bob", stamped, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	decide_pool(&p, 0, "CREATE", "carol", stamped, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	/* the record on another set of profiles, or forged: refused */
+	cJSON *other = cJSON_Duplicate(pool, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(other, "spec"), "template"), "network",
+				  cJSON_Parse("{\"profiles\":[\"secret\"]}"));
+	char *other_s = cJSON_PrintUnformatted(other);
+	decide_pool(&p, 0, "CREATE", "bob", other_s, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_PTR_NOT_NULL(v.message ? strstr(v.message, "network profiles") : NULL);
+	wh_verdict_release(&v);
+	free(other_s);
+	cJSON_Delete(other);
+	CU_ASSERT_TRUE(pool_refused_with(&p, pool, "metadata", "annotations", SBX_ANN_NET_AUTHZ,
+					 "v3.1000.1.0000000000000000000000000000000000000000000000000000000000000000"));
+	/* a pool's record never passes for a Sandbox of its name and spec */
+	char sbx_s[1200];
+	snprintf(sbx_s, sizeof sbx_s,
+		 "{\"metadata\":{\"name\":\"pool-n\",\"namespace\":\"team-a\",\"annotations\":{\"%s\":\"bob\",\"%s\":\"%s\"}},"
+		 "\"spec\":{\"image\":\"img:1\",\"network\":{\"profiles\":[\"web\"]}}}",
+		 SBX_ANN_REQUESTED_BY, SBX_ANN_NET_AUTHZ, rec->valuestring);
+	decide(&p, 0, "CREATE", "bob", sbx_s, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	/* with an owner too: both records */
+	char own_s[1024];
+	snprintf(own_s, sizeof own_s, POOL_NET, "\"workspaceOwner\":\"alice\",", "\"web\"");
+	cJSON *owned = stamped_pool(&p, "CREATE", "bob", own_s, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(owned);
+	const cJSON *oann = cJSON_GetObjectItem(cJSON_GetObjectItem(owned, "metadata"), "annotations");
+	CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(oann, SBX_ANN_OWNER_AUTHZ));
+	CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(oann, SBX_ANN_NET_AUTHZ));
+	char *owned_s = cJSON_PrintUnformatted(owned);
+	decide_pool(&p, 0, "CREATE", "bob", owned_s, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	free(owned_s);
+	cJSON_Delete(owned);
+
+	/* updates of the stored pool (generation 1) */
+	cJSON_AddNumberToObject(cJSON_GetObjectItem(pool, "metadata"), "generation", 1);
+	char *stored = cJSON_PrintUnformatted(pool);
+	/* replicas only, by carol who may use nothing: nothing asked, the record kept */
+	f.profiles_usable = "";
+	pool_scale_keeps(&p, pool, stored, "carol", &f.profile_sar_calls, SBX_ANN_NET_AUTHZ, rec->valuestring);
+	/* carol adds "gone" to the profiles: refused, for this pool's warm pods,
+	 * and the old record does not do */
+	cJSON *upd = pool_change_refused(&p, pool, stored, "carol", "network",
+					 cJSON_Parse("{\"profiles\":[\"web\",\"gone\"]}"));
+	char *upd_s;
+	/* bob, who may use web and secret: a record of run 2 */
+	f.profiles_usable = ",web,secret,";
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "spec"), "template"), "network",
+				  cJSON_Parse("{\"profiles\":[\"web\",\"secret\"]}"));
+	upd_s = cJSON_PrintUnformatted(upd);
+	cJSON *changed = stamped_pool(&p, "UPDATE", "bob", upd_s, stored);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(changed);
+	const cJSON *cann = cJSON_GetObjectItem(cJSON_GetObjectItem(changed, "metadata"), "annotations");
+	CU_ASSERT_EQUAL(strncmp(cJSON_GetObjectItem(cann, SBX_ANN_NET_AUTHZ)->valuestring, "v3.1000.2.", 10), 0);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(changed, "metadata"), "generation", cJSON_CreateNumber(2));
+	char *changed_s = cJSON_PrintUnformatted(changed);
+	decide_pool(&p, 0, "UPDATE", "bob", changed_s, stored, &v);
+	CU_ASSERT_TRUE(v.allowed);
 	wh_verdict_release(&v);
 	free(changed_s);
 	cJSON_Delete(changed);
@@ -1389,5 +1536,6 @@ void register_webhook_tests(void)
 		  { "key conflict: the holder only for the API server", test_validate_key_conflict_unauthenticated },
 		  { "exec gate: sandbox pods only for those who may use the owner", test_pod_connect_gate },
 		  { "updates: lifecycle only, resumes authorized anew, expired final", test_update_lifecycle },
-		  { "warm pools: owner authorized on create and on a new template", test_pool_admission });
+		  { "warm pools: owner authorized on create and on a new template", test_pool_admission },
+		  { "warm pools: network profiles authorized like an owner", test_pool_profiles });
 }

@@ -25,6 +25,7 @@
 #include "reconcile/writes.h"
 #include "reconcile/wsgate.h"
 #include "sandbox/authz.h"
+#include "sandbox/netprofile.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/poolspec.h"
 #include "sandbox/scope.h"
@@ -332,7 +333,9 @@ static int write_pool_status(struct sbx_controller *c, const struct pool_view *p
 	}
 	/* Why a pool makes no pods is told once as it starts to hold. */
 	const char *oreason = jstr(oc, "reason");
-	if (e == KUBE_OK && c->events && !ok && (!strcmp(reason, "OwnerNotAuthorized") || !strcmp(reason, "BackOff")) &&
+	if (e == KUBE_OK && c->events && !ok &&
+	    (!strcmp(reason, "OwnerNotAuthorized") || !strcmp(reason, "BackOff") ||
+	     !strncmp(reason, "NetworkProfileNot", 17)) &&
 	    (!oreason || strcmp(oreason, reason)))
 		event_record(c->events, SBX_API, SBX_POOL_KIND, p->ns, p->name, p->uid, "Warning", reason, msg);
 	return 0;
@@ -365,69 +368,162 @@ static int merge_result(int a, int b)
 	return a < b ? a : b;
 }
 
-int sbx_pool_authorized(struct sbx_controller *c, const cJSON *pool, const char *fp, const char *owner, int fresh,
-			char *why, size_t whylen, char attest[65])
+/* The pool's author may still use each profile its template names
+ * (joined, n of them) and each exists: 1, or 0 / -1 as sbx_pool_authorized
+ * says, with why and *reason. */
+static int profiles_still_allowed(struct sbx_controller *c, const cJSON *pool, const char *joined, int fresh,
+				  int has_identity, char *why, size_t whylen, const char **reason)
 {
+	char buf[SBX_PROFILES_JOINED_MAX], r[256];
+	const char *names[SBX_PROFILES_MAX];
+	int n = sbx_profiles_split(joined, buf, names);
+	const char *author = annotation(pool, SBX_ANN_REQUESTED_BY), *identity = annotation(pool, SBX_ANN_AUTHZ_IDENTITY);
+	if (!c->profiles || !informer_wait_synced(c->profiles, 0)) {
+		snprintf(why, whylen, "network profiles %s: waiting to read the SandboxNetworkProfiles", joined);
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		cJSON *prof = informer_get(c->profiles, NULL, names[i]);
+		cJSON_Delete(prof);
+		if (!prof) {
+			*reason = "NetworkProfileNotFound";
+			snprintf(why, whylen,
+				 "network profile %s does not exist (deleted after the pool was admitted); no warm pod is "
+				 "made until it is defined again",
+				 names[i]);
+			return 0;
+		}
+		int may = sbx_reauthz_check_profile(c->reauthz, c->kc, has_identity ? identity : NULL, author, names[i],
+						    fresh, r, sizeof r);
+		if (may == 0) {
+			*reason = "NetworkProfileNotAuthorized";
+			snprintf(why, whylen,
+				 "network profiles %s: the pool's author %.128s may no longer use network profile %s "
+				 "(missing permission \"use\" on sandboxnetworkprofiles.sandbox.dev \"%s\"%s%.200s); its "
+				 "warm pods are deleted and none is made until the author may again, or an identity that "
+				 "may sets the pool's template",
+				 joined, author ? author : "", names[i], names[i], r[0] ? ": " : "", r);
+			return 0;
+		}
+		if (may < 0) {
+			snprintf(why, whylen,
+				 "network profiles %s: cannot check whether the pool's author %.128s may still use "
+				 "network profile %s (%.200s); no warm pod is made meanwhile",
+				 joined, author ? author : "", names[i], r);
+			return -1;
+		}
+	}
+	return 1;
+}
+
+int sbx_pool_authorized(struct sbx_controller *c, const cJSON *pool, const char *fp, const char *owner, int fresh,
+			char *why, size_t whylen, char attest[65], const char **reason)
+{
+	const char *unused;
+	if (!reason)
+		reason = &unused;
+	*reason = "OwnerNotAuthorized";
 	if (attest)
 		attest[0] = '\0';
-	if (!owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW)
+	const unsigned char *const *keys = (const unsigned char *const *)c->seal_keys->key;
+	/* The profiles the template names: their record, whatever the owner
+	 * mode (as a Sandbox's). */
+	char joined[SBX_PROFILES_JOINED_MAX];
+	size_t nprof = 0;
+	struct sbx_authz_info ninfo = { 0 };
+	enum sbx_authz_check nac =
+	    sbx_pool_profiles_verify(keys, c->seal_keys->len, c->seal_keys->n, pool, fp, joined, &nprof, &ninfo);
+	int owner_authz = owner && c->cfg->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW;
+	if (!owner_authz && !nprof)
 		return 1;
 	const char *ns = meta_str(pool, "namespace"), *name = meta_str(pool, "name");
 	const char *author = annotation(pool, SBX_ANN_REQUESTED_BY), *identity = annotation(pool, SBX_ANN_AUTHZ_IDENTITY);
-	char subject[300];
-	snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", name ? name : "");
-	time_t created = 0;
-	ktime_parse_rfc3339(meta_str(pool, "creationTimestamp"), &created);
-	struct sbx_authz_subject s = { .ns = ns, .name = subject, .owner = owner, .fingerprint = fp, .username = author, .identity = identity };
 	struct sbx_authz_info info = { 0 };
-	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
-						   c->seal_keys->n, &s, created, annotation(pool, SBX_ANN_OWNER_AUTHZ),
-						   &info);
-	if (ac != SBX_AUTHZ_OK) {
-		snprintf(why, whylen, "workspace owner %s: %s", owner, sbx_authz_str(ac));
+	if (owner_authz) {
+		char subject[300];
+		snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", name ? name : "");
+		time_t created = 0;
+		ktime_parse_rfc3339(meta_str(pool, "creationTimestamp"), &created);
+		struct sbx_authz_subject s = { .ns = ns, .name = subject, .owner = owner, .fingerprint = fp, .username = author, .identity = identity };
+		enum sbx_authz_check ac = sbx_authz_verify(keys, c->seal_keys->len, c->seal_keys->n, &s, created,
+							   annotation(pool, SBX_ANN_OWNER_AUTHZ), &info);
+		if (ac != SBX_AUTHZ_OK) {
+			snprintf(why, whylen, "workspace owner %s: %s", owner, sbx_authz_str(ac));
+			return 0;
+		}
+	} else {
+		info = ninfo;
+	}
+	if (nprof && nac != SBX_AUTHZ_OK) {
+		*reason = "NetworkProfileNotAuthorized";
+		snprintf(why, whylen,
+			 "network profiles %s: %s; no warm pod is made (create the pool, or set its template, with the "
+			 "admission webhook installed, as an identity allowed to use these profiles)",
+			 joined, sbx_authz_str(nac));
 		return 0;
 	}
 	/* A record counts only when the API server's admission call made it:
 	 * the webhook was in force for it. Judged once, when first looked at,
 	 * and noted in the status under the seal key: a later change of the
-	 * webhook configuration (or a restart) takes nothing back. */
-	const char *record = annotation(pool, SBX_ANN_OWNER_AUTHZ), *uid = meta_str(pool, "uid");
-	const unsigned char *const *keys = (const unsigned char *const *)c->seal_keys->key;
-	if (!sbx_authz_attest_check(keys, c->seal_keys->len, c->seal_keys->n, ns, name, uid, record,
+	 * webhook configuration (or a restart) takes nothing back. The note
+	 * covers the owner's record, the profiles' after it (both made by the
+	 * same admission call). With ownerAuthorization namespace the
+	 * configuration is not watched (c->webhooks NULL): as for a Sandbox's
+	 * profiles, the record alone is judged (docs/operations.md). */
+	char record[2 * SBX_AUTHZ_MAX_FIELD + 2];
+	const char *orec = owner_authz ? annotation(pool, SBX_ANN_OWNER_AUTHZ) : NULL;
+	const char *nrec = nprof ? annotation(pool, SBX_ANN_NET_AUTHZ) : NULL;
+	snprintf(record, sizeof record, "%s%s%s", orec ? orec : "", orec && nrec ? " " : "", nrec ? nrec : "");
+	const char *uid = meta_str(pool, "uid");
+	const char *what = owner_authz ? "workspace owner " : "network profiles ";
+	const char *whom = owner_authz ? owner : joined;
+	if ((owner_authz || c->webhooks) &&
+	    !sbx_authz_attest_check(keys, c->seal_keys->len, c->seal_keys->n, ns, name, uid, record,
 				    jstr(jobj(pool, "status"), SBX_POOL_ATTESTED))) {
 		char w[384];
 		if (!c->webhooks || !informer_wait_synced(c->webhooks, 0)) {
 			snprintf(why, whylen, "waiting to read the MutatingWebhookConfiguration %s", c->webhook_config);
 			return -1;
 		}
+		time_t created = 0;
+		ktime_parse_rfc3339(meta_str(pool, "creationTimestamp"), &created);
 		cJSON *mwc = c->webhook_config[0] ? informer_get(c->webhooks, NULL, c->webhook_config) : NULL;
 		int ok = sbx_inforce_check(c->inforce, mwc, SBX_MUTATING_WEBHOOK, SBX_POOL_PLURAL,
 					   info.run == 1 ? "CREATE" : "UPDATE", ns, info.run == 1 ? created : info.issued, w,
 					   sizeof w);
 		cJSON_Delete(mwc);
 		if (!ok) {
-			snprintf(why, whylen, "workspace owner %s: the admission webhook was not in force for the pool (%s)",
-				 owner, w);
+			if (!owner_authz)
+				*reason = "NetworkProfileNotAuthorized";
+			snprintf(why, whylen, "%s%s: the admission webhook was not in force for the pool (%s)", what, whom,
+				 w);
 			return 0;
 		}
 	}
 	if (attest && sbx_authz_attest(keys[0], c->seal_keys->len[0], ns, name, uid, record, attest) < 0)
 		attest[0] = '\0';
-	/* The record is genuine; its author must still be allowed now. A
+	/* The records are genuine; their author must still be allowed now. A
 	 * record of the previous version names the username alone. */
-	char reason[256];
-	int may = sbx_reauthz_check(c->reauthz, c->kc, info.has_identity ? identity : NULL, author, ns, owner, fresh, reason,
-				    sizeof reason);
-	if (may == 0)
-		snprintf(why, whylen,
-			 "workspace owner %s: the pool's author %.128s may no longer use it in namespace %s (missing "
-			 "permission \"use\" on workspaces.sandbox.dev \"%s\"%s%.200s); its warm pods are deleted and none "
-			 "is made until the author may again, or an identity that may sets the pool's template or owner",
-			 owner, author, ns, owner, reason[0] ? ": " : "", reason);
-	else if (may < 0)
-		snprintf(why, whylen, "workspace owner %s: cannot check whether the pool's author %.128s may still use it (%.200s); "
-				      "no warm pod is made meanwhile",
-			 owner, author, reason);
+	int may = 1;
+	if (owner_authz) {
+		char r[256];
+		may = sbx_reauthz_check(c->reauthz, c->kc, info.has_identity ? identity : NULL, author, ns, owner, fresh, r,
+					sizeof r);
+		if (may == 0)
+			snprintf(why, whylen,
+				 "workspace owner %s: the pool's author %.128s may no longer use it in namespace %s "
+				 "(missing permission \"use\" on workspaces.sandbox.dev \"%s\"%s%.200s); its warm pods are "
+				 "deleted and none is made until the author may again, or an identity that may sets the "
+				 "pool's template or owner",
+				 owner, author, ns, owner, r[0] ? ": " : "", r);
+		else if (may < 0)
+			snprintf(why, whylen,
+				 "workspace owner %s: cannot check whether the pool's author %.128s may still use it "
+				 "(%.200s); no warm pod is made meanwhile",
+				 owner, author, r);
+	}
+	if (may == 1 && nprof)
+		may = profiles_still_allowed(c, pool, joined, fresh, ninfo.has_identity, why, whylen, reason);
 	return may;
 }
 
@@ -450,7 +546,10 @@ static enum create create_member(struct sbx_controller *c, const struct pool_vie
 	 * as after an unknown answer. */
 	if (sbx_netverify_gate(c, why, whylen) < 0)
 		return CREATE_UNKNOWN;
-	if (sbx_netkeep_ensure(c, p->ns, &err) != KUBE_OK) {
+	enum kube_err fe = sbx_netkeep_ensure(c, p->ns, &err);
+	if (fe == KUBE_OK) /* the policy of the profiles it names, as a Sandbox's pod */
+		fe = sbx_netkeep_ensure_profiles(c, p->ns, p->spec, &err);
+	if (fe != KUBE_OK) {
 		log_kv(LOG_WARN, "the network floor cannot be made", "pool", p->name, "namespace", p->ns, "error",
 		       err.message);
 		return CREATE_UNKNOWN;
@@ -529,7 +628,8 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 	/* A change of the pool (a scale, a new template) asks anew. */
 	const cJSON *og = jobj(jobj(obj, "status"), "observedGeneration");
 	int changed = !cJSON_IsNumber(og) || (long long)og->valuedouble != p.generation;
-	int authorized = sbx_pool_authorized(c, obj, p.fp, p.owner, changed, msg, sizeof msg, p.attest);
+	const char *refusal = "OwnerNotAuthorized";
+	int authorized = sbx_pool_authorized(c, obj, p.fp, p.owner, changed, msg, sizeof msg, p.attest, &refusal);
 	cJSON *current = cJSON_CreateArray();
 	const cJSON *m;
 	cJSON_ArrayForEach(m, members)
@@ -553,7 +653,7 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 	cJSON_ArrayForEach(m, current) ready += sbx_pool_pod_ready(m);
 	if (authorized <= 0) {
 		int w = write_pool_status(c, &p, authorized ? have : 0, authorized ? ready : 0, since, 0,
-					  authorized ? "Waiting" : "OwnerNotAuthorized", msg);
+					  authorized ? "Waiting" : refusal, msg);
 		cJSON_Delete(current);
 		/* Looked at again when the answers it was given expire: a pool
 		 * whose author may use the owner again fills again. */
@@ -642,7 +742,8 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		r = -1;
 	else if (r == 0 && (!full || inflight))
 		r = POOL_RECHECK_MS; /* pod events bring it back sooner */
-	else if (r == 0 && p.owner && c->cfg->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW)
+	else if (r == 0 && ((p.owner && c->cfg->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) ||
+			    jobj(jobj(p.spec, "network"), "profiles")))
 		r = SBX_REAUTHZ_ALLOW_MS; /* its author's right is asked about again then */
 	cJSON_Delete(current);
 out:

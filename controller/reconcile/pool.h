@@ -24,11 +24,15 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
  * is judged once: a pool whose status carries the controller's note of it
  * (sandbox/authz.h, sbx_authz_attest) for its record is not judged again on
  * the configuration as it is now; into attest (65 bytes, NULL ok) goes the
- * note to keep ("" when the record does not count). 1 yes (also
- * without an owner, or with ownerAuthorization namespace); 0 no, with why;
- * -1 when that cannot be told now, with why. */
+ * note to keep ("" when the record does not count). The same holds for the
+ * record of the allow profiles its template names (sandbox/poolspec.h,
+ * sbx_pool_profiles_verify), whatever the owner mode; each must still exist
+ * and its author may still `use` each. 1 yes (also without an owner, or
+ * with ownerAuthorization namespace, and no profiles); 0 no, with why and
+ * *reason (NULL ok: OwnerNotAuthorized, NetworkProfileNotAuthorized or
+ * NetworkProfileNotFound); -1 when that cannot be told now, with why. */
 int sbx_pool_authorized(struct sbx_controller *c, const cJSON *pool, const char *fp, const char *owner, int fresh,
-			char *why, size_t whylen, char attest[65]);
+			char *why, size_t whylen, char attest[65], const char **reason);
 /* The pool pods cache saw a pod of the pool uid appear: one expected create
  * fewer. */
 void sbx_pool_seen(struct sbx_controller *c, const char *pool_uid);

@@ -35,9 +35,11 @@ void sbx_reauthz_free(struct sbx_reauthz *ra)
 }
 
 /* The key of a question: the first 32 hex digits of SHA-256 over the
- * identity (or the username alone, marked apart), the namespace and the
- * owner, each NUL-terminated (none of them holds a NUL). 0, or -1. */
-static int answer_key(const char *identity, const char *username, const char *ns, const char *owner, char out[33])
+ * identity (or the username alone, marked apart), the namespace, the
+ * resource and its name, each NUL-terminated (none of them holds a NUL).
+ * 0, or -1. */
+static int answer_key(const char *identity, const char *username, const char *ns, const char *resource,
+		      const char *owner, char out[33])
 {
 	static const char hx[] = "0123456789abcdef";
 	unsigned char md[32];
@@ -47,6 +49,7 @@ static int answer_key(const char *identity, const char *username, const char *ns
 	int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
 		 EVP_DigestUpdate(ctx, identity ? "i" : "u", 1) == 1 &&
 		 EVP_DigestUpdate(ctx, who, strlen(who) + 1) == 1 && EVP_DigestUpdate(ctx, ns, strlen(ns) + 1) == 1 &&
+		 EVP_DigestUpdate(ctx, resource, strlen(resource) + 1) == 1 &&
 		 EVP_DigestUpdate(ctx, owner, strlen(owner) + 1) == 1 && EVP_DigestFinal_ex(ctx, md, &n) == 1 && n == 32;
 	EVP_MD_CTX_free(ctx);
 	if (!ok)
@@ -59,12 +62,14 @@ static int answer_key(const char *identity, const char *username, const char *ns
 	return 0;
 }
 
-int sbx_reauthz_check(struct sbx_reauthz *ra, struct kube_client *kc, const char *identity, const char *username,
-		      const char *ns, const char *owner, int fresh, char *why, size_t whylen)
+/* sbx_reauthz_check of `use` on resource (group sandbox.dev) name in ns
+ * ("": cluster-scoped). */
+static int check_use(struct sbx_reauthz *ra, struct kube_client *kc, const char *identity, const char *username,
+		     const char *ns, const char *resource, const char *owner, int fresh, char *why, size_t whylen)
 {
 	char key[33];
 	why[0] = '\0';
-	if ((!identity && !username) || !ns || !owner || answer_key(identity, username, ns, owner, key) < 0) {
+	if ((!identity && !username) || !ns || !owner || answer_key(identity, username, ns, resource, owner, key) < 0) {
 		snprintf(why, whylen, "no identity recorded to ask about");
 		return -1;
 	}
@@ -81,7 +86,7 @@ int sbx_reauthz_check(struct sbx_reauthz *ra, struct kube_client *kc, const char
 	}
 	if (!identity)
 		cJSON_AddStringToObject(user, "username", username);
-	const struct kube_access_attrs attrs = { .ns = ns, .verb = "use", .group = "sandbox.dev", .resource = "workspaces", .name = owner };
+	const struct kube_access_attrs attrs = { .ns = ns[0] ? ns : NULL, .verb = "use", .group = "sandbox.dev", .resource = resource, .name = owner };
 	int allowed = 0;
 	struct kube_error err;
 	enum kube_err e = kube_access_review(kc, user, &attrs, &allowed, why, whylen, &err);
@@ -93,4 +98,20 @@ int sbx_reauthz_check(struct sbx_reauthz *ra, struct kube_client *kc, const char
 	sbx_strset_del(allowed ? ra->refused : ra->allowed, key);
 	sbx_strset_add_for(allowed ? ra->allowed : ra->refused, key, allowed ? SBX_REAUTHZ_ALLOW_MS : SBX_REAUTHZ_DENY_MS);
 	return allowed;
+}
+
+int sbx_reauthz_check(struct sbx_reauthz *ra, struct kube_client *kc, const char *identity, const char *username,
+		      const char *ns, const char *owner, int fresh, char *why, size_t whylen)
+{
+	if (!ns || !ns[0]) {
+		snprintf(why, whylen, "no namespace to ask about");
+		return -1;
+	}
+	return check_use(ra, kc, identity, username, ns, "workspaces", owner, fresh, why, whylen);
+}
+
+int sbx_reauthz_check_profile(struct sbx_reauthz *ra, struct kube_client *kc, const char *identity,
+			      const char *username, const char *profile, int fresh, char *why, size_t whylen)
+{
+	return check_use(ra, kc, identity, username, "", "sandboxnetworkprofiles", profile, fresh, why, whylen);
 }

@@ -1,5 +1,5 @@
 /* Whether an identity the admission webhook recorded may use a workspace
- * owner now (contract section 8; issue 23): a warm pool's pods are made,
+ * owner (or an allow profile) now (contract section 8; issue 23): a warm pool's pods are made,
  * kept and bound only while the identity that authorized the pool may still
  * `use` its owner, so a revoked author keeps no pod running over the owner's
  * workspace. Asked as a SubjectAccessReview for the recorded identity, whole
@@ -33,5 +33,11 @@ void sbx_reauthz_free(struct sbx_reauthz *ra);
  * parse), with why. kc is borrowed. */
 int sbx_reauthz_check(struct sbx_reauthz *ra, struct kube_client *kc, const char *identity, const char *username,
 		      const char *ns, const char *owner, int fresh, char *why, size_t whylen);
+
+/* The same question about `use` on the cluster-scoped allow profile
+ * sandboxnetworkprofiles.sandbox.dev/<profile> (a pool's profiles,
+ * sandbox/netprofile.h), answers kept apart from the owners' and as long. */
+int sbx_reauthz_check_profile(struct sbx_reauthz *ra, struct kube_client *kc, const char *identity,
+			      const char *username, const char *profile, int fresh, char *why, size_t whylen);
 
 #endif

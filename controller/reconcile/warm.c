@@ -227,7 +227,7 @@ static cJSON *candidates(struct sbx_controller *c, const struct sbx_view *v, con
 		 * the owner (a pool it may not keeps no pods: the pool deletes
 		 * them; its bind would hand over one in between). */
 		char why[512];
-		if (sbx_pool_authorized(c, p, fp, v->owner, 0, why, sizeof why, NULL) != 1)
+		if (sbx_pool_authorized(c, p, fp, v->owner, 0, why, sizeof why, NULL, NULL) != 1)
 			continue;
 		/* Handed out only once every replica's cache has surely seen the
 		 * pool with this template (docs/api.md): this process has seen it

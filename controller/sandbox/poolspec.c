@@ -10,7 +10,9 @@
 
 #include "base/jsonget.h"
 #include "base/xmalloc.h"
+#include "base/ktime.h"
 #include "sandbox/authz.h"
+#include "sandbox/netprofile.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
@@ -91,6 +93,35 @@ int sbx_pool_member(const cJSON *pod, const struct sbx_seal_keys *keys, const ch
 	return ok;
 }
 
+enum sbx_authz_check sbx_pool_profiles_verify(const unsigned char *const *keys, const size_t *keylens, size_t nkeys,
+					      const cJSON *pool, const char *fp, char joined[SBX_PROFILES_JOINED_MAX],
+					      size_t *n, struct sbx_authz_info *info)
+{
+	const char *names[SBX_PROFILES_MAX];
+	char hash[17], msg[256], subject[300], who[SBX_PROFILES_JOINED_MAX + 32];
+	joined[0] = '\0';
+	*n = 0;
+	if (sbx_spec_profiles(jobj(jobj(pool, "spec"), "template"), names, n, msg, sizeof msg) < 0 ||
+	    (*n && sbx_profiles_set(names, *n, joined, hash) < 0)) {
+		*n = 0;
+		return SBX_AUTHZ_MALFORMED;
+	}
+	if (!*n)
+		return SBX_AUTHZ_OK;
+	const cJSON *m = jobj(pool, "metadata");
+	snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", jstr(m, "name") ? jstr(m, "name") : "");
+	snprintf(who, sizeof who, SBX_NETPROFILE_AUTHZ_PREFIX "%s", joined);
+	time_t created = 0;
+	ktime_parse_rfc3339(jstr(m, "creationTimestamp"), &created);
+	struct sbx_authz_subject s = { .ns = jstr(m, "namespace"),
+				       .name = subject,
+				       .owner = who,
+				       .fingerprint = fp,
+				       .username = annotation(pool, SBX_ANN_REQUESTED_BY),
+				       .identity = annotation(pool, SBX_ANN_AUTHZ_IDENTITY) };
+	return sbx_authz_verify(keys, keylens, nkeys, &s, created, annotation(pool, SBX_ANN_NET_AUTHZ), info);
+}
+
 int sbx_pool_pod_name(char out[32])
 {
 	static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
@@ -109,7 +140,8 @@ cJSON *sbx_pool_trim(const cJSON *obj)
 {
 	static const char *const meta[] = { "name", "namespace", "uid", "resourceVersion", "creationTimestamp",
 					    "deletionTimestamp", NULL };
-	static const char *const ann[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, SBX_ANN_AUTHZ_IDENTITY, NULL };
+	static const char *const ann[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, SBX_ANN_AUTHZ_IDENTITY,
+					   SBX_ANN_NET_AUTHZ, NULL };
 	const cJSON *om = jobj(obj, "metadata");
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");

@@ -5,7 +5,9 @@
  * a pod (reconcile/warm.h binds them; reconcile/pool.h keeps the pods).
  *
  * A warm pod: name "sbx-w-<10 random>", labels managed-by, name and
- * sandbox.dev/pool: <pool uid>; annotations sandbox.dev/workspace-owner (with
+ * sandbox.dev/pool: <pool uid> (and, when the template names allow
+ * profiles, their label and annotation, as a Sandbox's pod of that spec:
+ * sandbox/netprofile.h); annotations sandbox.dev/workspace-owner (with
  * an owner), sandbox.dev/template-fingerprint, sandbox.dev/claimed-at (its
  * creation) and sandbox.dev/seal, the pod seal over (namespace, name,
  * "pool/<uid>", owner, template fingerprint, claimed-at); owned by the pool
@@ -20,8 +22,10 @@
 #include <cjson/cJSON.h>
 
 #include "sandbox/api.h"
+#include "sandbox/authz.h"
 #include "sandbox/config.h"
 #include "sandbox/seal.h"
+#include "sandbox/spec.h"
 
 #define SBX_POOL_KIND "SandboxWarmPool"
 #define SBX_POOL_PLURAL "sandboxwarmpools"
@@ -41,8 +45,8 @@
 
 /* Largest pool spec the cache keeps (a larger one is treated as invalid). */
 #define SBX_SPEC_POOL_KEEP_MAX (64 * 1024)
-/* The informer's trimmer for pools: identity, generation, the owner
- * authorization annotations (the recorded identity up to
+/* The informer's trimmer for pools: identity, generation, the owner's and
+ * the profiles' authorization annotations (the recorded identity up to
  * SBX_AUTHZ_IDENTITY_MAX bytes), spec and status, each bounded. Returns a new
  * object (caller frees); never NULL. */
 cJSON *sbx_pool_trim(const cJSON *obj);
@@ -64,6 +68,19 @@ cJSON *sbx_pool_pod_build(const struct sbx_config *cfg, const struct sbx_seal_ke
  * none) as given, its seal by one of keys, not being deleted. */
 int sbx_pool_member(const cJSON *pod, const struct sbx_seal_keys *keys, const char *pool_uid, const char *fp,
 		    const char *owner);
+
+/* The record of the `use` of the network profiles pool's template names
+ * (spec.template.network.profiles; the admission webhook writes it in
+ * sandbox.dev/network-authorization): the record format of sandbox/authz.h
+ * for namespace, "pool:<name>", "network-profiles:<sorted names>", the
+ * template fingerprint fp, sandbox.dev/requested-by and the identity
+ * recorded. Sets *n (0: the template names none) and joined (the sorted
+ * names by ","). SBX_AUTHZ_OK when it verifies under one of the nkeys keys
+ * (info filled, NULL ok) or the template names none; SBX_AUTHZ_MALFORMED
+ * when its network is invalid (*n 0); else what is wrong with the record. */
+enum sbx_authz_check sbx_pool_profiles_verify(const unsigned char *const *keys, const size_t *keylens, size_t nkeys,
+					      const cJSON *pool, const char *fp, char joined[SBX_PROFILES_JOINED_MAX],
+					      size_t *n, struct sbx_authz_info *info);
 
 /* 1 when pod (full or trimmed) is Running and Ready. */
 int sbx_pool_pod_ready(const cJSON *pod);

@@ -259,10 +259,12 @@ static int owner_allowed(const struct wh_sandbox_policy *p, const struct wh_revi
 /* Checks that every profile the spec names exists and that the requester
  * may use it (contract section 9), and writes the owner part of its record,
  * SBX_NETPROFILE_AUTHZ_PREFIX and the sorted names, into subject (size
- * SBX_PROFILES_JOINED_MAX + 32). Returns 1 (also when it names none: then
- * subject is ""), or 0 with v filled as the refusal. */
+ * SBX_PROFILES_JOINED_MAX + 32). field names the list in messages
+ * ("spec.network.profiles"), what ("" or " for a warm pool") says for what.
+ * Returns 1 (also when it names none: then subject is ""), or 0 with v
+ * filled as the refusal. */
 static int profiles_allowed(const struct wh_sandbox_policy *p, const struct wh_review *r, const cJSON *spec,
-			    char *subject, size_t subjectlen, struct wh_verdict *v)
+			    const char *field, const char *what, char *subject, size_t subjectlen, struct wh_verdict *v)
 {
 	const char *names[SBX_PROFILES_MAX];
 	size_t n = 0;
@@ -271,7 +273,7 @@ static int profiles_allowed(const struct wh_sandbox_policy *p, const struct wh_r
 	if (sbx_spec_profiles(spec, names, &n, msg, sizeof msg) < 0 || !n)
 		return 1; /* none, or left to validation */
 	if (sbx_profiles_set(names, n, joined, hash) < 0) {
-		wh_verdict_deny(v, 422, "Invalid", "spec.network.profiles: Invalid value");
+		wh_verdict_deny(v, 422, "Invalid", "%s: Invalid value", field);
 		return 0;
 	}
 	if (wh_identity_check(r->user_info, why, sizeof why) < 0) {
@@ -291,10 +293,10 @@ static int profiles_allowed(const struct wh_sandbox_policy *p, const struct wh_r
 		}
 		if (!ok) {
 			wh_verdict_deny(v, 403, "Forbidden",
-					"%s may not use network profile \"%s\": missing permission \"use\" on "
+					"%s may not use network profile \"%s\"%s: missing permission \"use\" on "
 					"sandboxnetworkprofiles.sandbox.dev \"%s\" (RBAC: apiGroups [sandbox.dev], resources "
 					"[sandboxnetworkprofiles], resourceNames [%s], verbs [use])%s%s",
-					uq, names[i], names[i], names[i], why[0] ? "; " : "", why);
+					uq, names[i], what, names[i], names[i], why[0] ? "; " : "", why);
 			return 0;
 		}
 	}
@@ -307,9 +309,9 @@ static int profiles_allowed(const struct wh_sandbox_policy *p, const struct wh_r
 		}
 		if (!exists) {
 			wh_verdict_deny(v, 403, "Forbidden",
-					"spec.network.profiles: network profile \"%s\" does not exist (no "
-					"SandboxNetworkProfile of that name; the cluster's operator defines them)",
-					names[i]);
+					"%s: network profile \"%s\" does not exist (no SandboxNetworkProfile of that "
+					"name; the cluster's operator defines them)",
+					field, names[i]);
 			return 0;
 		}
 	}
@@ -387,7 +389,29 @@ static int pool_intent_changed(const struct wh_review *r)
 	return ra != rb || strcmp(a, b) || !same_opt(oa, ob);
 }
 
-static const char *const POOL_AUTHZ_KEYS[] = { SBX_ANN_OWNER_AUTHZ, SBX_ANN_REQUESTED_BY, SBX_ANN_AUTHZ_IDENTITY, NULL };
+/* The reserved annotations a pool's creation or new template carries: the
+ * requester, the records (owner, profiles) and the identity they name. */
+static const char *const POOL_AUTHZ_KEYS[] = { SBX_ANN_OWNER_AUTHZ, SBX_ANN_REQUESTED_BY, SBX_ANN_AUTHZ_IDENTITY,
+					       SBX_ANN_NET_AUTHZ, NULL };
+
+/* The template of a pool: the spec-shaped object whose network the pool's
+ * pods get (borrowed; NULL when absent). */
+static const cJSON *pool_template(const cJSON *pool)
+{
+	return jobj(jobj(pool, "spec"), "template");
+}
+
+/* Writes the subject of pool's records (sandbox/authz.h) into s: the
+ * namespace, "pool:<name>" (into name, 80 bytes), who (the owner, or the
+ * profiles' SBX_NETPROFILE_AUTHZ_PREFIX subject), the template fingerprint,
+ * the requester and identity. */
+static void pool_subject(const struct wh_review *r, const char *pool_name, const char *who, const char *fp,
+			 const char *identity, char name[80], struct sbx_authz_subject *s)
+{
+	snprintf(name, 80, SBX_POOL_AUTHZ_PREFIX "%s", pool_name ? pool_name : "");
+	*s = request_subject(r, name, who, fp);
+	s->identity = identity;
+}
 
 static void pool_mutate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
 			struct wh_verdict *v)
@@ -415,15 +439,23 @@ static void pool_mutate(const struct wh_sandbox_policy *p, const struct wh_revie
 	const cJSON *g = jobj(jobj(r->old_object, "metadata"), "generation");
 	if (update && !cJSON_IsNumber(g))
 		return;
+	const char *what = update ? " for this pool's warm pods" : " for a warm pool";
 	int authz = owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW;
-	if (authz && !owner_allowed(p, r, owner, update ? " for this pool's warm pods" : " for a warm pool", v))
+	if (authz && !owner_allowed(p, r, owner, what, v))
 		return;
+	/* The profiles its template names: `use` on each, as for a Sandbox,
+	 * whatever the owner mode (contract section 9). */
+	char netsubject[SBX_PROFILES_JOINED_MAX + 32];
+	if (!profiles_allowed(p, r, pool_template(r->object), "spec.template.network.profiles", what, netsubject,
+			      sizeof netsubject, v))
+		return;
+	int net = netsubject[0] != '\0';
 	const cJSON *meta = jobj(r->object, "metadata");
 	const char *name = jstr(meta, "name"), *gen = jstr(meta, "generateName");
-	char picked[64] = "", subject[80], record[SBX_AUTHZ_MAX] = "";
-	if (authz && !update && (!name || !*name)) {
+	char picked[64] = "", subject[80], record[SBX_AUTHZ_MAX] = "", netrecord[SBX_AUTHZ_MAX] = "";
+	if ((authz || net) && !update && (!name || !*name)) {
 		if (!gen || !*gen || generated_name(gen, picked) < 0) {
-			wh_verdict_deny(v, 500, "InternalError", "cannot name the pool its owner authorization is for");
+			wh_verdict_deny(v, 500, "InternalError", "cannot name the pool its authorization is for");
 			return;
 		}
 		name = picked;
@@ -432,7 +464,7 @@ static void pool_mutate(const struct wh_sandbox_policy *p, const struct wh_revie
 	 * each only while this identity may still use the owner: the whole
 	 * identity is recorded for the controller to ask about (issue 23). */
 	char *identity = NULL;
-	if (authz) {
+	if (authz || net) {
 		identity = sbx_authz_identity(r->user_info);
 		if (!identity) {
 			wh_verdict_deny(v, 403, "Forbidden",
@@ -441,13 +473,25 @@ static void pool_mutate(const struct wh_sandbox_policy *p, const struct wh_revie
 					SBX_AUTHZ_IDENTITY_MAX);
 			return;
 		}
-		snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", name ? name : "");
-		struct sbx_authz_subject s = request_subject(r, subject, owner, fp);
-		s.run = update ? (long long)g->valuedouble + 1 : 1;
-		s.identity = identity;
+	}
+	struct sbx_authz_subject s;
+	long long run = update ? (long long)g->valuedouble + 1 : 1;
+	if (authz) {
+		pool_subject(r, name, owner, fp, identity, subject, &s);
+		s.run = run;
 		if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, record, sizeof record) < 0) {
 			free(identity);
 			wh_verdict_deny(v, 500, "InternalError", "cannot record the pool's owner authorization");
+			return;
+		}
+	}
+	if (net) {
+		pool_subject(r, name, netsubject, fp, identity, subject, &s);
+		s.run = run;
+		if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, netrecord, sizeof netrecord) < 0) {
+			free(identity);
+			wh_verdict_deny(v, 500, "InternalError",
+					"cannot record the pool's authorization to use its network profiles");
 			return;
 		}
 	}
@@ -456,20 +500,43 @@ static void pool_mutate(const struct wh_sandbox_policy *p, const struct wh_revie
 		patch_name(v->patch, picked);
 	cJSON *ann = NULL;
 	patch_set(v->patch, r->object, "annotations", SBX_ANN_REQUESTED_BY, r->username, &ann);
-	if (authz) {
+	if (authz)
 		patch_set(v->patch, r->object, "annotations", SBX_ANN_OWNER_AUTHZ, record, &ann);
+	if (net)
+		patch_set(v->patch, r->object, "annotations", SBX_ANN_NET_AUTHZ, netrecord, &ann);
+	if (authz || net)
 		patch_set(v->patch, r->object, "annotations", SBX_ANN_AUTHZ_IDENTITY, identity, &ann);
-	}
 	free(identity);
 	v->outcome = "mutated";
 	if (update)
 		restore_reserved(r, v, POOL_AUTHZ_KEYS);
 }
 
+/* The check of pool record `key` (issued to who) on a creation or a new
+ * template: made by the mutating webhook for this request (run 1, or the
+ * generation the update makes). */
+static enum sbx_authz_check pool_record_check(const struct wh_sandbox_policy *p, const struct wh_review *r,
+					      const char *who, const char *fp, const char *key, int update, time_t now)
+{
+	const cJSON *meta = jobj(r->object, "metadata");
+	char subject[80];
+	struct sbx_authz_subject s;
+	pool_subject(r, jstr(meta, "name"), who, fp, jstr(jobj(meta, "annotations"), SBX_ANN_AUTHZ_IDENTITY), subject,
+		     &s);
+	time_t created = now;
+	ktime_parse_rfc3339(jstr(meta, "creationTimestamp"), &created);
+	struct sbx_authz_info info = { 0 };
+	enum sbx_authz_check ac = sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, update ? 0 : created,
+						   jstr(jobj(meta, "annotations"), key), &info);
+	const cJSON *g = jobj(meta, "generation");
+	if (ac == SBX_AUTHZ_OK && (update ? !cJSON_IsNumber(g) || info.run != (long long)g->valuedouble : info.run != 1))
+		ac = SBX_AUTHZ_MISMATCH;
+	return ac;
+}
+
 static void pool_validate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
 			  struct wh_verdict *v)
 {
-	(void)now;
 	int update = !strcmp(r->operation, "UPDATE");
 	if ((update && !r->old_object) || (!update && strcmp(r->operation, "CREATE")))
 		return;
@@ -504,37 +571,48 @@ static void pool_validate(const struct wh_sandbox_policy *p, const struct wh_rev
 				q);
 		return;
 	}
-	if (!owner || p->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW)
+	int authz = owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW;
+	const char *names[SBX_PROFILES_MAX];
+	size_t n = 0;
+	char joined[SBX_PROFILES_JOINED_MAX] = "", hash[17], netsubject[SBX_PROFILES_JOINED_MAX + 32];
+	if (sbx_spec_profiles(pool_template(r->object), names, &n, msg, sizeof msg) < 0 ||
+	    (n && sbx_profiles_set(names, n, joined, hash) < 0)) {
+		wh_verdict_deny(v, 422, "Invalid", "spec.template.network.profiles: Invalid value");
 		return;
-	char subject[80];
-	snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", jstr(meta, "name") ? jstr(meta, "name") : "");
-	struct sbx_authz_subject s = request_subject(r, subject, owner, fp);
+	}
+	if (!authz && !n)
+		return;
+	char what[SBX_PROFILES_JOINED_MAX + 64];
+	if (authz)
+		snprintf(what, sizeof what, "workspace owner \"%s\"", owner);
+	else
+		snprintf(what, sizeof what, "network profiles %s", joined);
 	/* The identity recorded must be this request's, whole. */
-	s.identity = jstr(jobj(meta, "annotations"), SBX_ANN_AUTHZ_IDENTITY);
+	const char *recorded = jstr(jobj(meta, "annotations"), SBX_ANN_AUTHZ_IDENTITY);
 	char *mine = sbx_authz_identity(r->user_info);
-	int same_identity = mine && s.identity && !strcmp(mine, s.identity);
+	int same_identity = mine && recorded && !strcmp(mine, recorded);
 	free(mine);
 	if (!same_identity) {
 		wh_verdict_deny(v, 403, "Forbidden",
-				"workspace owner \"%s\": the pool does not carry the identity of this request as the "
-				"mutating webhook sandbox-controller records it (is it installed, and did a later "
-				"mutating webhook change the pool?)",
-				owner);
+				"%s: the pool does not carry the identity of this request as the mutating webhook "
+				"sandbox-controller records it (is it installed, and did a later mutating webhook change "
+				"the pool?)",
+				what);
 		return;
 	}
-	time_t created = now;
-	ktime_parse_rfc3339(jstr(meta, "creationTimestamp"), &created);
-	struct sbx_authz_info info = { 0 };
-	enum sbx_authz_check ac = sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, update ? 0 : created,
-						   jstr(jobj(meta, "annotations"), SBX_ANN_OWNER_AUTHZ), &info);
-	const cJSON *g = jobj(meta, "generation");
-	if (ac == SBX_AUTHZ_OK && (update ? !cJSON_IsNumber(g) || info.run != (long long)g->valuedouble : info.run != 1))
-		ac = SBX_AUTHZ_MISMATCH;
+	enum sbx_authz_check ac = authz ? pool_record_check(p, r, owner, fp, SBX_ANN_OWNER_AUTHZ, update, now)
+					: SBX_AUTHZ_OK;
+	if (ac == SBX_AUTHZ_OK && n) {
+		snprintf(netsubject, sizeof netsubject, SBX_NETPROFILE_AUTHZ_PREFIX "%s", joined);
+		ac = pool_record_check(p, r, netsubject, fp, SBX_ANN_NET_AUTHZ, update, now);
+		if (ac != SBX_AUTHZ_OK)
+			snprintf(what, sizeof what, "spec.template.network.profiles: network profiles %s", joined);
+	}
 	if (ac != SBX_AUTHZ_OK)
 		wh_verdict_deny(v, 403, "Forbidden",
-				"workspace owner \"%s\": %s (is the mutating webhook sandbox-controller installed, and "
-				"did a later mutating webhook change the pool?)",
-				owner, sbx_authz_str(ac));
+				"%s: %s (is the mutating webhook sandbox-controller installed, and did a later mutating "
+				"webhook change the pool?)",
+				what, sbx_authz_str(ac));
 }
 
 void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
@@ -580,7 +658,7 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 	if (owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW && !owner_allowed(p, r, owner, "", v))
 		return;
 	char netsubject[SBX_PROFILES_JOINED_MAX + 32], netrecord[SBX_AUTHZ_MAX] = "";
-	if (!profiles_allowed(p, r, spec, netsubject, sizeof netsubject, v))
+	if (!profiles_allowed(p, r, spec, "spec.network.profiles", "", netsubject, sizeof netsubject, v))
 		return;
 	char record[SBX_AUTHZ_MAX] = "", picked[64] = "";
 	const cJSON *meta = jobj(r->object, "metadata");

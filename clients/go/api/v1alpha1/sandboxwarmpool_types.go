@@ -56,7 +56,7 @@ type SandboxWarmPoolSpec struct {
 }
 
 // SandboxTemplate is the pod-shaping part of a SandboxSpec (image, command,
-// args, env, resources, runtimeClassName) with the same limits and defaults.
+// args, env, resources, runtimeClassName, network) with the same limits and defaults.
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.command) ? self.command.map(s, size(s)).sum() : 0) + (has(self.args) ? self.args.map(s, size(s)).sum() : 0) + (has(self.env) ? self.env.map(e, size(e.name) + (has(e.value) ? size(e.value) : 0)).sum() : 0) <= 32768",message="command, args and env together may hold at most 32768 characters; pass larger inputs through the workspace"
 type SandboxTemplate struct {
@@ -96,6 +96,13 @@ type SandboxTemplate struct {
 	// +kubebuilder:validation:Pattern=`^[^\x00]*$`
 	// +optional
 	RuntimeClassName string `json:"runtimeClassName,omitempty"`
+
+	// The network the warm pods get beyond their floor (contract section 9): the allow
+	// profiles they name. Part of the template fingerprint: a Sandbox gets a warm pod only when it
+	// names the same profiles (or none, as the pool). The identity that creates the pool or changes
+	// its template must be allowed to `use` each. No default: absent stays absent.
+	// +optional
+	Network *SandboxNetwork `json:"network,omitempty"`
 }
 
 // SandboxWarmPoolStatus is the observed state of a pool, written by

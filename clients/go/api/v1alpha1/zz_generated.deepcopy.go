@@ -650,6 +650,11 @@ func (in *SandboxTemplate) DeepCopyInto(out *SandboxTemplate) {
 		*out = new(ResourceRequirements)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Network != nil {
+		in, out := &in.Network, &out.Network
+		*out = new(SandboxNetwork)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 

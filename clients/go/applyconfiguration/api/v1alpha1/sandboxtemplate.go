@@ -22,7 +22,7 @@ package v1alpha1
 // with apply.
 //
 // SandboxTemplate is the pod-shaping part of a SandboxSpec (image, command,
-// args, env, resources, runtimeClassName) with the same limits and defaults.
+// args, env, resources, runtimeClassName, network) with the same limits and defaults.
 type SandboxTemplateApplyConfiguration struct {
 	// Container image the sandbox runs.
 	Image *string `json:"image,omitempty"`
@@ -37,6 +37,11 @@ type SandboxTemplateApplyConfiguration struct {
 	Resources *ResourceRequirementsApplyConfiguration `json:"resources,omitempty"`
 	// RuntimeClass the sandbox Pod runs with (for example gvisor or kata).
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+	// The network the warm pods get beyond their floor (contract section 9): the allow
+	// profiles they name. Part of the template fingerprint: a Sandbox gets a warm pod only when it
+	// names the same profiles (or none, as the pool). The identity that creates the pool or changes
+	// its template must be allowed to `use` each. No default: absent stays absent.
+	Network *SandboxNetworkApplyConfiguration `json:"network,omitempty"`
 }
 
 // SandboxTemplateApplyConfiguration constructs a declarative configuration of the SandboxTemplate type for use with
@@ -99,5 +104,13 @@ func (b *SandboxTemplateApplyConfiguration) WithResources(value *ResourceRequire
 // If called multiple times, the RuntimeClassName field is set to the value of the last call.
 func (b *SandboxTemplateApplyConfiguration) WithRuntimeClassName(value string) *SandboxTemplateApplyConfiguration {
 	b.RuntimeClassName = &value
+	return b
+}
+
+// WithNetwork sets the Network field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Network field is set to the value of the last call.
+func (b *SandboxTemplateApplyConfiguration) WithNetwork(value *SandboxNetworkApplyConfiguration) *SandboxTemplateApplyConfiguration {
+	b.Network = value
 	return b
 }
