@@ -353,5 +353,25 @@ test_6_f_a_webhook_edit_keeps_pools_authorized() {
   as "$ALICE" delete swp -n team-a kept >/dev/null
 }
 
+# Finding 7: a restarted controller whose pod caches fill late (each pod LIST
+# held 5 s, SBX_FAULT_DELAYS) must not take the network floor away from the
+# sandbox pods it has not seen yet: the floor of team-a is never removed (the
+# same object, by uid, after the restart; no removal logged).
+floor_uid() { kubectl get networkpolicy -n "$1" sandbox-floor -o jsonpath='{.metadata.uid}' 2>/dev/null; }
+test_7_a_a_restart_keeps_the_network_floor() {
+  wsbx "$ALICE" team-a floor-1 key-floor-1 alice || fail "create floor-1"
+  wait_for 30 bound team-a floor-1 || fail "floor-1 not bound: $(phase team-a floor-1)"
+  wait_for 30 floor_uid team-a || { fail "no floor in team-a"; return; }
+  local uid before
+  uid=$(floor_uid team-a)
+  before=$(grep -c 'network floor removed' "$E2E_DIR/main.log")
+  SBX_FAULT_DELAYS=list:pods=5000 main_restart
+  sleep 15 # past the keeper's 10 s grace, on the new process's clock
+  expect_eq "$(floor_uid team-a)" "$uid" "team-a's floor after a restart whose pod caches filled 5 s late"
+  expect_eq "$(grep -c 'network floor removed' "$E2E_DIR/main.log")" "$before" "floors removed by the restarted controller"
+  kubectl delete sbx -n team-a floor-1 --wait=false >/dev/null
+  main_restart
+}
+
 setup
 e2e_main

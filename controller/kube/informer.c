@@ -361,6 +361,10 @@ static int relist(struct informer *inf, int *retry_after)
 	struct kube_error err;
 	char *rv = NULL;
 	struct kube_request_opts ro = { .abort = &inf->stop, .field_selector = inf->field_selector };
+	char point[96];
+	const char *last = strrchr(inf->path, '/');
+	snprintf(point, sizeof point, "list:%s", last ? last + 1 : inf->path);
+	fault_delay(point); /* tests: this cache fills late */
 	enum kube_err r = kube_list_ex(inf->c, inf->path, inf->selector, on_list_item,
 				       on_list_reset, inf, &ro, &rv, &err);
 	if (r != KUBE_OK) {
