@@ -88,6 +88,7 @@ struct informer {
 	struct bucket *index;
 	size_t count;
 	int synced;
+	int delivered; /* the first LIST's objects all told to the handlers (informer_delivered) */
 
 	/* informer thread only */
 	char *rv;
@@ -431,6 +432,11 @@ static int relist(struct informer *inf, int *retry_after)
 		entry_free(ch[i].old);
 	}
 	free(ch);
+	if (!was_synced) {
+		pthread_mutex_lock(&inf->mu);
+		inf->delivered = 1;
+		pthread_mutex_unlock(&inf->mu);
+	}
 	return 0;
 }
 
@@ -683,6 +689,14 @@ int informer_wait_synced(struct informer *inf, long timeout_ms)
 	int s = inf->synced;
 	pthread_mutex_unlock(&inf->mu);
 	return s;
+}
+
+int informer_delivered(struct informer *inf)
+{
+	pthread_mutex_lock(&inf->mu);
+	int d = inf->delivered;
+	pthread_mutex_unlock(&inf->mu);
+	return d;
 }
 
 cJSON *informer_get(struct informer *inf, const char *ns, const char *name)
