@@ -295,7 +295,7 @@ PY
 
 # Finding 6: the stored Expired outcome of a key holds for every Sandbox
 # created within the key's lifetime, whenever it is reconciled: a Sandbox
-# created 1.5 s before the key's end and seen 4 s later (the Sandbox watch
+# created 3 s before the key's end and seen 4 s later (the Sandbox watch
 # held behind, SBX_FAULT_DELAYS) gets the stored outcome, no new pod. Key
 # lifetime 40 s.
 test_6_b_a_late_seen_retry_gets_the_stored_outcome() {
@@ -311,11 +311,14 @@ test_6_b_a_late_seen_retry_gets_the_stored_outcome() {
   local until wait_s
   until=$(kubectl get sbxclaim -n team-e -o jsonpath='{.items[0].spec.keyExpiresAt}')
   [ -n "$until" ] || { fail "no claim record for e1's expiry"; main_restart; return; }
-  wait_s=$(python3 -c "import datetime,time,sys; t=datetime.datetime.strptime(sys.argv[1],'%Y-%m-%dT%H:%M:%SZ').replace(tzinfo=datetime.timezone.utc).timestamp(); print(max(0.0, t - time.time() - 1.5))" "$until")
-  say "  the key ends at $until; e2 is created $(printf '%.1f' "$wait_s") s from now, 1.5 s before"
+  wait_s=$(python3 -c "import datetime,time,sys; t=datetime.datetime.strptime(sys.argv[1],'%Y-%m-%dT%H:%M:%SZ').replace(tzinfo=datetime.timezone.utc).timestamp(); print(max(0.0, t - time.time() - 3))" "$until")
+  say "  the key ends at $until; e2 is created $(printf '%.1f' "$wait_s") s from now, 3 s before"
   sleep "$wait_s"
   wsbx "$KUBECONFIG" team-e e2 key-6b - || fail "create e2"
   wait_for 40 sh -c "[ -n \"\$(kubectl get sbx -n team-e e2 -o jsonpath='{.status.phase}')\" ]" || fail "e2 never reconciled"
+  local created
+  created=$(kubectl get sbx -n team-e e2 -o jsonpath='{.metadata.creationTimestamp}')
+  [[ "$created" < "$until" ]] || fail "e2 was created at $created, not before the key's end $until (a loaded host): nothing shown"
   expect_eq "$(phase team-e e2)" Expired "e2, created within the key's lifetime"
   expect_eq "$(kubectl get pods -n team-e --no-headers 2>/dev/null | grep -c .)" 0 "pods in team-e"
   kubectl delete namespace team-e --wait=false >/dev/null
@@ -351,6 +354,26 @@ test_6_f_a_webhook_edit_keeps_pools_authorized() {
   expect_eq "$(pool_pods team-a kept)" 2 "kept's members after the edit"
   install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back as it was"
   as "$ALICE" delete swp -n team-a kept >/dev/null
+}
+
+# Finding 7: a restarted controller whose pod caches fill late (each pod LIST
+# held 5 s, SBX_FAULT_DELAYS) must not take the network floor away from the
+# sandbox pods it has not seen yet: the floor of team-a is never removed (the
+# same object, by uid, after the restart; no removal logged).
+floor_uid() { kubectl get networkpolicy -n "$1" sandbox-floor -o jsonpath='{.metadata.uid}' 2>/dev/null; }
+test_7_a_a_restart_keeps_the_network_floor() {
+  wsbx "$ALICE" team-a floor-1 key-floor-1 alice || fail "create floor-1"
+  wait_for 30 bound team-a floor-1 || fail "floor-1 not bound: $(phase team-a floor-1)"
+  wait_for 30 floor_uid team-a || { fail "no floor in team-a"; return; }
+  local uid before
+  uid=$(floor_uid team-a)
+  before=$(grep -c 'network floor removed' "$E2E_DIR/main.log")
+  SBX_FAULT_DELAYS=list:pods=5000 main_restart
+  sleep 15 # past the keeper's 10 s grace, on the new process's clock
+  expect_eq "$(floor_uid team-a)" "$uid" "team-a's floor after a restart whose pod caches filled 5 s late"
+  expect_eq "$(grep -c 'network floor removed' "$E2E_DIR/main.log")" "$before" "floors removed by the restarted controller"
+  kubectl delete sbx -n team-a floor-1 --wait=false >/dev/null
+  main_restart
 }
 
 setup

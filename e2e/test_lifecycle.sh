@@ -288,7 +288,9 @@ crash_lifecycle() {
   SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" main_start
   local pid=$MAIN_CTL
   install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "$point: admission not back"
-  lsbx "$ALICE" "c-$point" "$key" "{\"shutdownTime\":\"$(in_s 5)\",\"shutdownPolicy\":\"Delete\"}" >/dev/null || fail "$point: create"
+  # 12 s: on a loaded host the pod takes seconds to Run, and a Sandbox that
+  # expired before it was seen Running would leave this test nothing to crash.
+  lsbx "$ALICE" "c-$point" "$key" "{\"shutdownTime\":\"$(in_s 12)\",\"shutdownPolicy\":\"Delete\"}" >/dev/null || fail "$point: create"
   wait_for 30 phase_is team-a "c-$point" Running || fail "$point: not Running"
   local pod
   pod=$(pod_of team-a "c-$point")
@@ -361,7 +363,9 @@ test_m_one_release_per_expiry() {
   local port; port=$(free_port)
   SBX_FAULT_DELAYS=watch:pods=2000 main_start --metrics-bind-address "127.0.0.1:$port"
   install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
-  lsbx "$ALICE" once-1 key-once "{\"shutdownTime\":\"$(in_s 12)\"}" >/dev/null || fail "create once-1"
+  # 25 s: the counters are read once it runs, before it expires, even on a
+  # loaded host where Running takes seconds under the held pod watch.
+  lsbx "$ALICE" once-1 key-once "{\"shutdownTime\":\"$(in_s 25)\"}" >/dev/null || fail "create once-1"
   wait_for 40 phase_is team-a once-1 Running || fail "once-1 not Running: $(phase team-a once-1)"
   local pod d0 c0
   pod=$(pod_of team-a once-1)

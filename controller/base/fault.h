@@ -9,8 +9,9 @@
 void fault_point(const char *name);
 
 /* Delays that only tests switch on: SBX_FAULT_DELAYS is a comma list of
- * name=milliseconds; reaching a listed name sleeps that long (e.g. an
- * informer's watch events arriving late). Unset, a no-op. */
+ * name=milliseconds; reaching a listed name sleeps that long (an informer's
+ * list, "list:<resource>", or each of its watch events, "watch:<resource>",
+ * arriving late). Unset, a no-op. */
 void fault_delay(const char *name);
 
 #endif

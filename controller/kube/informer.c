@@ -88,6 +88,7 @@ struct informer {
 	struct bucket *index;
 	size_t count;
 	int synced;
+	int delivered; /* the first LIST's objects all told to the handlers (informer_delivered) */
 
 	/* informer thread only */
 	char *rv;
@@ -361,6 +362,10 @@ static int relist(struct informer *inf, int *retry_after)
 	struct kube_error err;
 	char *rv = NULL;
 	struct kube_request_opts ro = { .abort = &inf->stop, .field_selector = inf->field_selector };
+	char point[96];
+	const char *last = strrchr(inf->path, '/');
+	snprintf(point, sizeof point, "list:%s", last ? last + 1 : inf->path);
+	fault_delay(point); /* tests: this cache fills late */
 	enum kube_err r = kube_list_ex(inf->c, inf->path, inf->selector, on_list_item,
 				       on_list_reset, inf, &ro, &rv, &err);
 	if (r != KUBE_OK) {
@@ -427,6 +432,11 @@ static int relist(struct informer *inf, int *retry_after)
 		entry_free(ch[i].old);
 	}
 	free(ch);
+	if (!was_synced) {
+		pthread_mutex_lock(&inf->mu);
+		inf->delivered = 1;
+		pthread_mutex_unlock(&inf->mu);
+	}
 	return 0;
 }
 
@@ -679,6 +689,14 @@ int informer_wait_synced(struct informer *inf, long timeout_ms)
 	int s = inf->synced;
 	pthread_mutex_unlock(&inf->mu);
 	return s;
+}
+
+int informer_delivered(struct informer *inf)
+{
+	pthread_mutex_lock(&inf->mu);
+	int d = inf->delivered;
+	pthread_mutex_unlock(&inf->mu);
+	return d;
 }
 
 cJSON *informer_get(struct informer *inf, const char *ns, const char *name)

@@ -54,6 +54,11 @@ int informer_start(struct informer *inf);
  * the next successful relist). Waits up to timeout_ms for it (< 0 waits
  * forever, 0 only looks). */
 int informer_wait_synced(struct informer *inf, long timeout_ms);
+/* Returns 1 once the handlers have been told of every object of the first
+ * successful LIST (informer_wait_synced turns 1 just before they are): a
+ * consumer that acts on what the handlers told it, not on the store, waits
+ * for this rather than for the sync. Only looks. */
+int informer_delivered(struct informer *inf);
 /* Returns a deep copy of the cached object (caller frees), or NULL. ns NULL or
  * "" for cluster-scoped objects. */
 cJSON *informer_get(struct informer *inf, const char *ns, const char *name);

@@ -504,6 +504,20 @@ static int take_dirty(const void *value, void *ctx)
 	return 0;
 }
 
+/* Whether every pod cache that counts sandbox pods for the keeper (the
+ * Sandboxes', the pools' and the folder preparations') has told it of its
+ * whole first LIST. Before that a namespace's count says nothing: a
+ * restarted process would see its floors and no pod under them, and take
+ * them away from running pods until their caches caught up. */
+static int pods_told(struct sbx_controller *c)
+{
+	pthread_mutex_lock(&c->informers_mu);
+	int told = c->pods && c->pool_pods && c->prep_pods && informer_delivered(c->pods) &&
+		   informer_delivered(c->pool_pods) && informer_delivered(c->prep_pods);
+	pthread_mutex_unlock(&c->informers_mu);
+	return told;
+}
+
 static void *keeper_main(void *arg)
 {
 	struct sbx_netkeep *k = arg;
@@ -521,7 +535,7 @@ static void *keeper_main(void *arg)
 		pthread_mutex_unlock(&k->wake_mu);
 		if (stop)
 			break;
-		if (!informer_wait_synced(k->policies, 0))
+		if (!informer_wait_synced(k->policies, 0) || !pods_told(k->c))
 			continue;
 		struct collect col = { NULL, 0, 0, 0, now_s() };
 		if (col.now >= next_resync) {

@@ -14,6 +14,9 @@
  *   changed, makes one that was deleted, and deletes it when the namespace
  *   has had no such pod for SBX_NETKEEP_GRACE_S (and none was ensured).
  *   Every namespace it knows is looked at again every SBX_NETKEEP_RESYNC_S.
+ * - The thread does nothing until the policy cache is current and every pod
+ *   informer has reported its whole first LIST: after a restart a floor
+ *   with no pod counted under it yet is not one to delete.
  * - With network.policies false nothing is kept (and nothing deleted). */
 #ifndef SBX_RECONCILE_NETKEEP_H
 #define SBX_RECONCILE_NETKEEP_H
