@@ -392,9 +392,13 @@ YAML
   sleep 5
   expect_eq "$(members_of "$ns" web-pool)" "" "web-pool's members 5 s after a scale to 3"
   # the author loses `use` on web: a change of the pool asks anew, its warm pods go
+  as "$ALICE" patch sbx -n "$ns" web-1 --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null ||
+    fail "suspend web-1"
   out=$(ppool "$ALICE" "$ns" web-pool3 1 web) || fail "web-pool3: $out"
   wait_for 60 ready_is "$ns" web-pool3 1 || fail "web-pool3 not warm: $(pool_diag "$ns" web-pool3)"
+  wait_for 30 phase_is "$ns" web-1 Suspended || fail "web-1 not Suspended: $(phase "$ns" web-1)"
   kubectl delete clusterrolebinding profile-web-users >/dev/null || fail "cannot revoke alice's use of web"
+  local revoked=$SECONDS
   wait_for 20 sh -c "! KUBECONFIG=$ALICE kubectl auth can-i use sandboxnetworkprofiles.sandbox.dev/web >/dev/null" ||
     fail "alice may still use web"
   as "$ALICE" scale swp -n "$ns" web-pool3 --replicas=2 >/dev/null || fail "scale web-pool3 to 2"
@@ -402,6 +406,13 @@ YAML
     fail "web-pool3 of a revoked author: $(pool_diag "$ns" web-pool3)"
   expect_match "$(jp "$ns" swp web-pool3 '{.status.conditions[?(@.type=="Ready")].message}')" 'alice may no longer use network profile web' \
     "the pool's condition names the author and the profile"
+  # ... and her resume of web-1, which names web, is refused once the
+  # webhook's cached answer (10 s) is over
+  sleep $((revoked + 11 > SECONDS ? revoked + 11 - SECONDS : 0))
+  out=$(as "$ALICE" patch sbx -n "$ns" web-1 --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' 2>&1) &&
+    fail "alice resumed web-1 without use on web"
+  expect_match "$out" 'may not use network profile "web" to resume this Sandbox' "the resume's refusal names the profile"
+  expect_eq "$(phase "$ns" web-1)" Suspended "web-1 after the refused resume"
   as "$ALICE" delete swp -n "$ns" web-pool web-pool2 web-pool3 plain-pool >/dev/null
 }
 

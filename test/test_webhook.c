@@ -1065,6 +1065,56 @@ static void test_pod_connect_gate(void)
 	wh_verdict_release(&v);
 }
 
+/* A resume names the Sandbox's network profiles anew (contract sections 5a
+ * and 9): a resumer who may not use one of them, or a profile deleted since,
+ * is refused at the mutating step, with or without a workspace owner; one
+ * who may use them resumes. */
+static void resume_with_profiles(const char *spec, const char *resumer)
+{
+	struct fake f = { .sar_answer = 1, .profiles_usable = ",web,", .profiles_existing = ",web," };
+	struct wh_sandbox_policy p = policy(&f);
+	struct wh_verdict v;
+	char *stamped = stamped_object(&p, "alice", "s1", spec);
+	cJSON *old = cJSON_Parse(stamped);
+	cJSON_AddNumberToObject(cJSON_GetObjectItem(old, "metadata"), "generation", 2);
+	cJSON_AddItemToObject(cJSON_GetObjectItem(old, "spec"), "lifecycle", cJSON_Parse("{\"suspend\":true}"));
+	char *old_s = cJSON_PrintUnformatted(old);
+	cJSON *upd = cJSON_Duplicate(old, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "lifecycle", cJSON_Parse("{\"suspend\":false}"));
+	char *upd_s = cJSON_PrintUnformatted(upd);
+	/* the resumer lost use on web */
+	f.profiles_usable = "";
+	decide(&p, 1, "UPDATE", resumer, upd_s, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 403);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "may not use network profile \"web\" to resume this Sandbox"));
+	wh_verdict_release(&v);
+	/* web was deleted since the creation */
+	f.profiles_usable = ",web,";
+	f.profiles_existing = "";
+	decide(&p, 1, "UPDATE", resumer, upd_s, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "network profile \"web\" does not exist"));
+	wh_verdict_release(&v);
+	/* may use it, and it exists: the resume goes on */
+	f.profiles_existing = ",web,";
+	decide(&p, 1, "UPDATE", resumer, upd_s, old_s, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	free(upd_s);
+	free(old_s);
+	free(stamped);
+	cJSON_Delete(upd);
+	cJSON_Delete(old);
+}
+
+static void test_resume_profiles(void)
+{
+	resume_with_profiles("{\"image\":\"img:1\",\"workspaceOwner\":\"alice\",\"network\":{\"profiles\":[\"web\"]}}",
+			     "alice");
+	resume_with_profiles("{\"image\":\"img:1\",\"network\":{\"profiles\":[\"web\"]}}", "bob");
+}
+
 /* UPDATEs (contract sections 2 and 5a): only spec.lifecycle changes; a resume
  * is authorized anew and stamped with a record of the new run; Expired is
  * final. */
@@ -1536,6 +1586,7 @@ void register_webhook_tests(void)
 		  { "key conflict: the holder only for the API server", test_validate_key_conflict_unauthenticated },
 		  { "exec gate: sandbox pods only for those who may use the owner", test_pod_connect_gate },
 		  { "updates: lifecycle only, resumes authorized anew, expired final", test_update_lifecycle },
+		  { "resumes: network profiles authorized anew", test_resume_profiles },
 		  { "warm pools: owner authorized on create and on a new template", test_pool_admission },
 		  { "warm pools: network profiles authorized like an owner", test_pool_profiles });
 }

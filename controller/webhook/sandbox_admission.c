@@ -320,9 +320,10 @@ static int profiles_allowed(const struct wh_sandbox_policy *p, const struct wh_r
 }
 
 /* A resume (contract section 5a) is authorized anew: the resumer must be
- * allowed to use the owner, and gets a record for this run, the generation
- * the update makes (the old one + 1, the spec changing), and
- * sandbox.dev/resumed-by. */
+ * allowed to use each of the Sandbox's network profiles, which must still
+ * exist (whatever the owner mode, as at creation), and the owner; for the
+ * owner it gets a record for this run, the generation the update makes (the
+ * old one + 1, the spec changing), and sandbox.dev/resumed-by. */
 static void mutate_resume(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
 			  struct wh_verdict *v)
 {
@@ -330,7 +331,10 @@ static void mutate_resume(const struct wh_sandbox_policy *p, const struct wh_rev
 	const char *owner = sbx_spec_owner(spec);
 	const cJSON *g = jobj(jobj(r->old_object, "metadata"), "generation");
 	struct sbx_scope sc;
-	char msg[512];
+	char msg[512], netsubject[SBX_PROFILES_JOINED_MAX + 32];
+	if (!profiles_allowed(p, r, spec, "spec.network.profiles", " to resume this Sandbox", netsubject,
+			      sizeof netsubject, v))
+		return;
 	if (!owner || p->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW || !cJSON_IsNumber(g) ||
 	    request_scope(r, spec, &sc, msg, sizeof msg) < 0)
 		return; /* nothing to authorize, or left to validation */
