@@ -1524,7 +1524,9 @@ static void test_access_cache(void)
 		CU_ASSERT_EQUAL(x[i].e, KUBE_OK);
 		CU_ASSERT_EQUAL(x[i].allowed, 1);
 		asked += x[i].src == KUBE_ACCESS_ASKED;
-		shared += x[i].src == KUBE_ACCESS_SHARED;
+		/* a thread started after the answer came (valgrind on a loaded
+		 * host) finds it cached: one review all the same */
+		shared += x[i].src == KUBE_ACCESS_SHARED || x[i].src == KUBE_ACCESS_CACHED;
 	}
 	CU_ASSERT_EQUAL(asked, 1);
 	CU_ASSERT_EQUAL(shared, 5);
