@@ -51,6 +51,28 @@ test_ready_standby_and_failover() {
   readyz "$standby_probes" || fail "the new leader is not Ready"
 }
 
+# A standby replica's keeper must leave the floors the leader makes alone: it
+# sees a new namespace's floor before the pods under it (its pod watch held
+# 3 s behind, SBX_FAULT_DELAYS) and must not take it away from them.
+floor_uid() { kubectl get networkpolicy -n "$1" sandbox-floor -o jsonpath='{.metadata.uid}' 2>/dev/null; }
+test_standby_keeps_the_leaders_floor() {
+  if ! has_leader; then
+    replica ha_a
+    wait_for 30 has_leader || { fail "no leader"; return; }
+  fi
+  SBX_FAULT_DELAYS=watch:pods=3000 replica ha_s
+  wait_for 60 readyz "$ha_s_probes" || { fail "the standby is not Ready"; return; }
+  kubectl create namespace ha2 >/dev/null
+  sandbox ha2 f-1 $IMG k-f1 >/dev/null
+  wait_for 60 bound ha2 f-1 || { fail "f-1 not bound"; return; }
+  wait_for 10 floor_uid ha2 || { fail "no floor in ha2"; return; }
+  local uid
+  uid=$(floor_uid ha2)
+  sleep 8 # the standby's pod event comes 3 s late; its keeper looks every second
+  expect_eq "$(floor_uid ha2)" "$uid" "ha2's floor, the standby looking on"
+  expect_eq "$(grep -c 'network floor removed' "$E2E_DIR/ha_s.log")" 0 "floors the standby removed"
+}
+
 cluster_up
 grant_controller_rbac || exit 1
 e2e_main

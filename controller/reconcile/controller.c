@@ -619,6 +619,7 @@ int sbx_controller_start_workers(struct sbx_controller *c, char *err, size_t err
 		return -1;
 	}
 	c->events = event_recorder_new(c->kc, "sandbox-controller");
+	sbx_netkeep_activate(c);
 	if (sbx_netverify_start(c, sbx_controller_prep_image(c)) < 0) {
 		snprintf(err, errlen, "cannot start the NetworkPolicy probe");
 		return -1;

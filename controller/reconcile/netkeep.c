@@ -58,6 +58,7 @@ struct sbx_netkeep {
 	pthread_mutex_t wake_mu;
 	pthread_cond_t wake;
 	int stop, kick;
+	int active; /* writes policies: this process runs the workers (the leader) */
 	pthread_t thread;
 };
 
@@ -109,6 +110,10 @@ static struct ns_state *entry_of(struct sbx_netkeep *k, const char *ns, const ch
 	if (s && created) {
 		snprintf(s->ns, sizeof s->ns, "%s", ns);
 		snprintf(s->hash, sizeof s->hash, "%s", hash ? hash : "");
+		/* First heard of now, whether by a pod or a policy: a policy seen
+		 * before its pods (another replica made it a moment ago, or this
+		 * pod watch lags) gets the grace a pod's would. */
+		s->last_pod = now_s();
 		if (hash && *hash)
 			k->sets++;
 	}
@@ -530,12 +535,12 @@ static void *keeper_main(void *arg)
 			until.tv_sec += 1;
 			pthread_cond_timedwait(&k->wake, &k->wake_mu, &until);
 		}
-		int stop = k->stop;
+		int stop = k->stop, active = k->active;
 		k->kick = 0;
 		pthread_mutex_unlock(&k->wake_mu);
 		if (stop)
 			break;
-		if (!informer_wait_synced(k->policies, 0) || !pods_told(k->c))
+		if (!active || !informer_wait_synced(k->policies, 0) || !pods_told(k->c))
 			continue;
 		struct collect col = { NULL, 0, 0, 0, now_s() };
 		if (col.now >= next_resync) {
@@ -582,6 +587,18 @@ int sbx_netkeep_start(struct sbx_controller *c)
 		return -1;
 	}
 	return 0;
+}
+
+void sbx_netkeep_activate(struct sbx_controller *c)
+{
+	struct sbx_netkeep *k = c->netkeep;
+	if (!k)
+		return;
+	pthread_mutex_lock(&k->wake_mu);
+	k->active = 1;
+	k->kick = 1;
+	pthread_cond_signal(&k->wake);
+	pthread_mutex_unlock(&k->wake_mu);
 }
 
 int sbx_netkeep_synced(struct sbx_controller *c, long timeout_ms)

@@ -14,9 +14,12 @@
  *   changed, makes one that was deleted, and deletes it when the namespace
  *   has had no such pod for SBX_NETKEEP_GRACE_S (and none was ensured).
  *   Every namespace it knows is looked at again every SBX_NETKEEP_RESYNC_S.
- * - The thread does nothing until the policy cache is current and every pod
- *   informer has reported its whole first LIST: after a restart a floor
- *   with no pod counted under it yet is not one to delete.
+ * - The thread does nothing until this process runs the workers (the
+ *   leader; a standby only counts, so two replicas never fight over a
+ *   policy), the policy cache is current and every pod informer has
+ *   reported its whole first LIST: after a restart a floor with no pod
+ *   counted under it yet is not one to delete. A policy first seen before
+ *   any pod under it gets the same grace as a pod that just went.
  * - With network.policies false nothing is kept (and nothing deleted). */
 #ifndef SBX_RECONCILE_NETKEEP_H
 #define SBX_RECONCILE_NETKEEP_H
@@ -33,6 +36,10 @@ struct sbx_controller;
 /* Starts the policy informer and the keeper's thread (c->netkeep). Returns
  * 0, or -1 when they cannot be started. A no-op with network.policies false. */
 int sbx_netkeep_start(struct sbx_controller *c);
+/* The keeper's thread starts writing policies (called when the workers
+ * start: only the leader writes). */
+void sbx_netkeep_activate(struct sbx_controller *c);
+
 /* 1 once the policy cache is current (or nothing is kept). */
 int sbx_netkeep_synced(struct sbx_controller *c, long timeout_ms);
 /* Stops the thread and the informer and frees them. */
