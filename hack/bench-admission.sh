@@ -94,6 +94,9 @@ observations() {
 delta() {
   awk -v pat="$3" 'NR == FNR { if ($1 ~ pat) b[$1] = $NF; next } $1 ~ pat { print $1, $NF - b[$1] }' "$1" "$2"
 }
+# schedstat PID: seconds its threads ran and waited runnable for a CPU
+# (/proc/PID/task/*/schedstat: the kernel's run queue, threads alive now).
+schedstat() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ r += $1; w += $2 } END { printf "%.3f %.3f", r / 1e9, w / 1e9 }'; }
 # cpu_ticks: busy and total jiffies of the machine (/proc/stat).
 cpu_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
 
@@ -164,10 +167,15 @@ if [ "$CAPTURE" = 1 ]; then
   sleep 1
 fi
 read -r BUSY0 TICKS0 < <(cpu_ticks)
+API_PID=$(cat "$E2E_DIR/pids/kube-apiserver" 2>/dev/null)
+read -r ARUN0 AWAIT0 < <(schedstat "$API_PID")
+read -r CRUN0 CWAIT0 < <(schedstat "$ON_PID")
 T0=$(date +%s.%N)
 run_load adm-on "$E2E_DIR/on.out" "$MP" "$ON_PID"
 T1=$(date +%s.%N)
 read -r BUSY1 TICKS1 < <(cpu_ticks)
+read -r ARUN1 AWAIT1 < <(schedstat "$API_PID")
+read -r CRUN1 CWAIT1 < <(schedstat "$ON_PID")
 if [ "$CAPTURE" = 1 ]; then
   sleep 1
   kill -INT "$PCAP_PID" 2>/dev/null
@@ -231,6 +239,18 @@ sel="host=\"127.0.0.1:$WEBHOOK_PORT\""
 printf '  its HTTP round trips (%s{%s}): n=%s >5ms %s >25ms %s >100ms %s\n' "$RC" "$sel" \
   "$(observations $RC "$sel" <"$E2E_DIR/api-rest-delta.txt")" "$(over $RC "$sel" 0.005 <"$E2E_DIR/api-rest-delta.txt")" \
   "$(over $RC "$sel" 0.025 <"$E2E_DIR/api-rest-delta.txt")" "$(over $RC "$sel" 0.1 <"$E2E_DIR/api-rest-delta.txt")"
+VAP='name="ValidatingAdmissionPolicy",operation="CREATE",rejected="false"'
+AC=apiserver_admission_controller_admission_duration_seconds
+delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" "^${AC}_bucket" >"$E2E_DIR/api-vap-delta.txt"
+printf '  for comparison, its in-process policies (%s{%s}): n=%s >5ms %s >25ms %s >100ms %s\n' "$AC" "$VAP" \
+  "$(observations $AC "$VAP" <"$E2E_DIR/api-vap-delta.txt")" "$(over $AC "$VAP" 0.005 <"$E2E_DIR/api-vap-delta.txt")" \
+  "$(over $AC "$VAP" 0.025 <"$E2E_DIR/api-vap-delta.txt")" "$(over $AC "$VAP" 0.1 <"$E2E_DIR/api-vap-delta.txt")"
+GS=go_sched_latencies_seconds
+delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" "^${GS}_bucket" >"$E2E_DIR/api-sched-delta.txt"
+printf '  its goroutines runnable, waiting for a CPU (%s): n=%s >10.5ms %s >117ms %s\n' "$GS" \
+  "$(observations $GS "" <"$E2E_DIR/api-sched-delta.txt")" \
+  "$(over $GS "" 0.010485759999999998 <"$E2E_DIR/api-sched-delta.txt")" \
+  "$(over $GS "" 0.11744051199999998 <"$E2E_DIR/api-sched-delta.txt")"
 PH=http_server_request_phase_seconds
 delta "$E2E_DIR/ctl-before.txt" "$E2E_DIR/ctl-metrics.txt" "^${PH}_bucket" >"$E2E_DIR/ctl-delta.txt"
 echo "the webhook listener's phases, this phase ($PH{listener=\"webhook\"}):"
@@ -255,6 +275,11 @@ awk -v t0="$T0" -v t1="$T1" -v a0="$(cpu "$E2E_DIR/api-before.txt")" -v a1="$(cp
   -v b="$((BUSY1 - BUSY0))" -v t="$((TICKS1 - TICKS0))" -v n="$(nproc)" 'BEGIN {
     printf "CPU this phase (%.1f s): kube-apiserver %.1f s, controller %.1f s, the machine %.0f%% busy of %d CPUs\n",
       t1 - t0, a1 - a0, c1 - c0, t ? 100 * b / t : 0, n }'
+awk -v ar="$ARUN0 $ARUN1" -v aw="$AWAIT0 $AWAIT1" -v cr="$CRUN0 $CRUN1" -v cw="$CWAIT0 $CWAIT1" 'BEGIN {
+    split(ar, a); split(aw, b); split(cr, c); split(cw, d)
+    ra = a[2] - a[1]; wa = b[2] - b[1]; rc = c[2] - c[1]; wc = d[2] - d[1]
+    printf "threads runnable but waiting for a CPU (kernel run queue), per second run: kube-apiserver %.2f s (%.1f s waited, %.1f s ran), controller %.2f s (%.1f s, %.1f s)\n",
+      (ra > 0 ? wa / ra : 0), wa, ra, (rc > 0 ? wc / rc : 0), wc, rc }'
 if [ "$CAPTURE" = 1 ]; then
   echo "on the wire (tcpdump on lo, $(cat "$E2E_DIR/tcpdump.err" | grep -o '[0-9]* packets dropped by kernel' || echo '? dropped')):"
   tcpdump -r "$E2E_DIR/webhook.pcap" -n -tt 2>/dev/null | python3 -c '
