@@ -82,18 +82,24 @@ static const struct obs_http_route routes[] = {
 	{ "/big", h_big, NULL },
 };
 
-static struct obs_http_server *start(struct obs_http_opts o)
+/* A server of the test routes on a loopback port, its metrics labelled name. */
+static struct obs_http_server *start_named(struct obs_http_opts o, const char *name)
 {
 	char err[256] = "";
 	o.addr = "127.0.0.1:0";
 	o.routes = routes;
 	o.nroutes = sizeof routes / sizeof routes[0];
-	o.name = "test";
+	o.name = name;
 	struct obs_http_server *s = obs_http_start(&o, err, sizeof err);
 	if (!s)
 		fprintf(stderr, "obs_http_start: %s\n", err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
 	return s;
+}
+
+static struct obs_http_server *start(struct obs_http_opts o)
+{
+	return start_named(o, "test");
 }
 
 static double now_s(void)
@@ -904,14 +910,7 @@ static double phase_above(const char *phase, const char *le)
  * answer written); each request is counted once in every phase. */
 static void test_request_phases(void)
 {
-	struct obs_http_opts o = { .threads = 1, .handler_threads = 1 };
-	char err[256] = "";
-	o.addr = "127.0.0.1:0";
-	o.routes = routes;
-	o.nroutes = sizeof routes / sizeof routes[0];
-	o.name = "phases";
-	struct obs_http_server *s = obs_http_start(&o, err, sizeof err);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	struct obs_http_server *s = start_named((struct obs_http_opts){ .threads = 1, .handler_threads = 1 }, "phases");
 	int port = obs_http_port(s);
 	char out[4096];
 	int a = dial(port, 0);
