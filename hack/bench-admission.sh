@@ -4,7 +4,7 @@
 # twice on one local control plane, without and with the admission webhook,
 # and the figures are printed side by side.
 #
-#   hack/bench-admission.sh [--count N] [--rate R] [--concurrency C] [--no-build]
+#   hack/bench-admission.sh [--count N] [--rate R] [--concurrency C] [--no-build] [--capture]
 #
 #   1. without: the controller in --owner-authorization namespace mode, no
 #      webhook configurations; Sandboxes created in adm-off;
@@ -18,6 +18,17 @@
 # quantiles) and the API server's view of each webhook call
 # (apiserver_admission_webhook_admission_duration_seconds). The client is the
 # cluster admin, so every SubjectAccessReview is allowed.
+# Then where the API server's call spends its time (issue 25): the share of
+# calls above each of its bucket bounds (exact) per webhook and operation,
+# its HTTP round trips alone (rest_client_request_duration_seconds of the
+# webhook's host), the listener's own phases
+# (http_server_request_phase_seconds), connections accepted, CPU seconds.
+# --capture (needs tcpdump, root): packet headers of the webhook port on lo
+# during phase 2, and each call's time between the API server's first request
+# byte entering the socket and the webhook's last answer byte leaving it (the
+# kernel timestamps both): what the API server measures beyond that is its
+# own (building and sending the review, reading and decoding the answer, its
+# goroutines waiting for a CPU).
 #
 # Another version's controller (a before/after pair, each run on its own):
 # SBX_CONTROLLER_BIN=<its binary> SBX_WEBHOOK_MANIFESTS=<its manifests/webhook>
@@ -27,7 +38,7 @@
 # admission objects differ. Without SBX_CONTROLLER_BIN, this tree's is built.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-COUNT=1000 RATE=100 CONC=16 BUILD=1
+COUNT=1000 RATE=100 CONC=16 BUILD=1 CAPTURE=0
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,6 +46,7 @@ while [ $# -gt 0 ]; do
     --rate) RATE=${2:-}; shift 2 ;;
     --concurrency) CONC=${2:-}; shift 2 ;;
     --no-build) BUILD=0; shift ;;
+    --capture) CAPTURE=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -54,11 +66,39 @@ if [ "$BUILD" = 1 ]; then
     cmake --build "$BUILD_DIR" -j2 --target "${TARGETS[@]}" >/dev/null; } || { echo "build failed" >&2; exit 1; }
 fi
 MANIFESTS=${SBX_WEBHOOK_MANIFESTS:-$ROOT/manifests/webhook}
+[ "$CAPTURE" = 0 ] || command -v tcpdump >/dev/null || { echo "--capture needs tcpdump" >&2; exit 1; }
 for b in "$CONTROLLER_BIN" "$BENCH_BIN"; do [ -x "$b" ] || { echo "missing $b" >&2; exit 1; }; done
 [ -f "$MANIFESTS/webhooks.yaml" ] || { echo "no webhooks.yaml in $MANIFESTS (SBX_WEBHOOK_MANIFESTS)" >&2; exit 1; }
 value() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0 && a != "") printf "%.2f", a / b; else print "n/a" }'; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# over NAME SELECTOR SECONDS < metrics: the share of a histogram's
+# observations (series matching SELECTOR, summed) above SECONDS, which must be
+# one of its bucket bounds: exact, no interpolation.
+over() {
+  awk -v n="$1" -v sel="$2" -v x="$3" '
+    index($0, n "_bucket{") == 1 && index($0, sel) > 0 {
+      le = $0; sub(/.*le="/, "", le); sub(/".*/, "", le)
+      if (le == "+Inf") tot += $NF; else if (le + 0 == x + 0) below += $NF
+    }
+    END { if (!tot) print "n/a"; else printf "%.1f%%", 100 * (tot - below) / tot }'
+}
+# observations NAME SELECTOR < metrics: a histogram's count (matching series, summed).
+observations() {
+  awk -v n="$1" -v sel="$2" 'index($0, n "_bucket{") == 1 && index($0, sel) > 0 && /le="\+Inf"/ { t += $NF }
+    END { printf "%d", t }'
+}
+# delta BEFORE AFTER PATTERN: the series of AFTER matching PATTERN (a regex
+# on the series) minus their values in BEFORE: "series value" lines.
+delta() {
+  awk -v pat="$3" 'NR == FNR { if ($1 ~ pat) b[$1] = $NF; next } $1 ~ pat { print $1, $NF - b[$1] }' "$1" "$2"
+}
+# schedstat PID: seconds its threads ran and waited runnable for a CPU
+# (/proc/PID/task/*/schedstat: the kernel's run queue, threads alive now).
+schedstat() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ r += $1; w += $2 } END { printf "%.3f %.3f", r / 1e9, w / 1e9 }'; }
+# cpu_ticks: busy and total jiffies of the machine (/proc/stat).
+cpu_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
 
 # quantile Q NAME SELECTOR < metrics: a histogram quantile (linear within the
 # bucket, as PromQL's histogram_quantile) over the series matching SELECTOR.
@@ -119,7 +159,28 @@ install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not ins
 APISERVER=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 apimetrics() { curl -s --cacert "$E2E_DIR/pki/ca.crt" --cert "$E2E_DIR/pki/admin.crt" --key "$E2E_DIR/pki/admin.key" "$APISERVER/metrics"; }
 apimetrics >"$E2E_DIR/api-before.txt"
+curl -s "http://127.0.0.1:$MP/metrics" >"$E2E_DIR/ctl-before.txt"
+if [ "$CAPTURE" = 1 ]; then
+  tcpdump -i lo -n -s 96 -w "$E2E_DIR/webhook.pcap" "tcp port $WEBHOOK_PORT" 2>"$E2E_DIR/tcpdump.err" &
+  PCAP_PID=$!
+  CTL_PIDS+=("$PCAP_PID") # killed by the cleanup if we stop early
+  sleep 1
+fi
+read -r BUSY0 TICKS0 < <(cpu_ticks)
+API_PID=$(cat "$E2E_DIR/pids/kube-apiserver" 2>/dev/null)
+read -r ARUN0 AWAIT0 < <(schedstat "$API_PID")
+read -r CRUN0 CWAIT0 < <(schedstat "$ON_PID")
+T0=$(date +%s.%N)
 run_load adm-on "$E2E_DIR/on.out" "$MP" "$ON_PID"
+T1=$(date +%s.%N)
+read -r BUSY1 TICKS1 < <(cpu_ticks)
+read -r ARUN1 AWAIT1 < <(schedstat "$API_PID")
+read -r CRUN1 CWAIT1 < <(schedstat "$ON_PID")
+if [ "$CAPTURE" = 1 ]; then
+  sleep 1
+  kill -INT "$PCAP_PID" 2>/dev/null
+  wait "$PCAP_PID" 2>/dev/null
+fi
 curl -s "http://127.0.0.1:$MP/metrics" >"$E2E_DIR/ctl-metrics.txt"
 apimetrics >"$E2E_DIR/api-after.txt"
 controller_stop "$ON_PID"
@@ -157,3 +218,117 @@ for w in mutate.sandboxes.sandbox.dev validate.sandboxes.sandbox.dev; do
     "$(quantile 0.99 apiserver_admission_webhook_admission_duration_seconds "name=\"$w\"" <"$E2E_DIR/api-delta.txt")"
 done
 grep -E '^sandbox_admission_requests_total' "$E2E_DIR/ctl-metrics.txt" | sed 's/^/  /'
+
+# Where the API server's call spends its tail (issue 25): the exact shares
+# above the API server's bucket bounds, per webhook and operation; its HTTP
+# round trips alone; the listener's own phases; connections; CPU.
+AH=apiserver_admission_webhook_admission_duration_seconds
+echo "API server's calls, this phase: count and share above 5/25/100/500 ms (exact, at its bucket bounds):"
+sed -n 's/.*name="\([^"]*\)",operation="\([^"]*\)".*/\1 \2/p' "$E2E_DIR/api-delta.txt" | sort -u |
+  while read -r w op; do
+    sel="name=\"$w\",operation=\"$op\""
+    n=$(observations $AH "$sel" <"$E2E_DIR/api-delta.txt")
+    [ "$n" -gt 0 ] || continue
+    printf '  %-32s %-7s n=%-6s >5ms %-6s >25ms %-6s >100ms %-6s >500ms %s\n' "$w" "$op" "$n" \
+      "$(over $AH "$sel" 0.005 <"$E2E_DIR/api-delta.txt")" "$(over $AH "$sel" 0.025 <"$E2E_DIR/api-delta.txt")" \
+      "$(over $AH "$sel" 0.1 <"$E2E_DIR/api-delta.txt")" "$(over $AH "$sel" 0.5 <"$E2E_DIR/api-delta.txt")"
+  done
+RC=rest_client_request_duration_seconds
+delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" "^${RC}_bucket" >"$E2E_DIR/api-rest-delta.txt"
+sel="host=\"127.0.0.1:$WEBHOOK_PORT\""
+printf '  its HTTP round trips (%s{%s}): n=%s >5ms %s >25ms %s >100ms %s\n' "$RC" "$sel" \
+  "$(observations $RC "$sel" <"$E2E_DIR/api-rest-delta.txt")" "$(over $RC "$sel" 0.005 <"$E2E_DIR/api-rest-delta.txt")" \
+  "$(over $RC "$sel" 0.025 <"$E2E_DIR/api-rest-delta.txt")" "$(over $RC "$sel" 0.1 <"$E2E_DIR/api-rest-delta.txt")"
+VAP='name="ValidatingAdmissionPolicy",operation="CREATE",rejected="false"'
+AC=apiserver_admission_controller_admission_duration_seconds
+delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" "^${AC}_bucket" >"$E2E_DIR/api-vap-delta.txt"
+printf '  for comparison, its in-process policies (%s{%s}): n=%s >5ms %s >25ms %s >100ms %s\n' "$AC" "$VAP" \
+  "$(observations $AC "$VAP" <"$E2E_DIR/api-vap-delta.txt")" "$(over $AC "$VAP" 0.005 <"$E2E_DIR/api-vap-delta.txt")" \
+  "$(over $AC "$VAP" 0.025 <"$E2E_DIR/api-vap-delta.txt")" "$(over $AC "$VAP" 0.1 <"$E2E_DIR/api-vap-delta.txt")"
+GS=go_sched_latencies_seconds
+delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" "^${GS}_bucket" >"$E2E_DIR/api-sched-delta.txt"
+printf '  its goroutines runnable, waiting for a CPU (%s): n=%s >10.5ms %s >117ms %s\n' "$GS" \
+  "$(observations $GS "" <"$E2E_DIR/api-sched-delta.txt")" \
+  "$(over $GS "" 0.010485759999999998 <"$E2E_DIR/api-sched-delta.txt")" \
+  "$(over $GS "" 0.11744051199999998 <"$E2E_DIR/api-sched-delta.txt")"
+PH=http_server_request_phase_seconds
+delta "$E2E_DIR/ctl-before.txt" "$E2E_DIR/ctl-metrics.txt" "^${PH}_bucket" >"$E2E_DIR/ctl-delta.txt"
+echo "the webhook listener's phases, this phase ($PH{listener=\"webhook\"}):"
+for p in total handshake read queue handle reply write; do
+  sel="listener=\"webhook\",phase=\"$p\""
+  printf '  %-10s n=%-6s p50 %-9s p99 %-9s >25ms %-6s >50ms %-6s >100ms %s\n' "$p" \
+    "$(observations $PH "$sel" <"$E2E_DIR/ctl-delta.txt")" \
+    "$(quantile 0.5 $PH "$sel" <"$E2E_DIR/ctl-delta.txt")" "$(quantile 0.99 $PH "$sel" <"$E2E_DIR/ctl-delta.txt")" \
+    "$(over $PH "$sel" 0.025 <"$E2E_DIR/ctl-delta.txt")" "$(over $PH "$sel" 0.05 <"$E2E_DIR/ctl-delta.txt")" \
+    "$(over $PH "$sel" 0.1 <"$E2E_DIR/ctl-delta.txt")"
+done
+echo "owner authorizations this phase (sandbox_admission_access_reviews_total: cached, shared or asked of the API server):"
+delta "$E2E_DIR/ctl-before.txt" "$E2E_DIR/ctl-metrics.txt" '^sandbox_admission_access_reviews_total' |
+  awk '{ printf "  %s %d\n", $1, $2 }'
+ACC='http_server_connections_accepted_total{listener="webhook"}'
+printf 'webhook connections accepted this phase: %s\n' \
+  "$(delta "$E2E_DIR/ctl-before.txt" "$E2E_DIR/ctl-metrics.txt" '^http_server_connections_accepted_total' |
+     awk -v k="$ACC" '$1 == k { printf "%d", $2 }')"
+cpu() { awk '$1 == "process_cpu_seconds_total" { print $2 + 0 }' "$1"; }
+awk -v t0="$T0" -v t1="$T1" -v a0="$(cpu "$E2E_DIR/api-before.txt")" -v a1="$(cpu "$E2E_DIR/api-after.txt")" \
+  -v c0="$(cpu "$E2E_DIR/ctl-before.txt")" -v c1="$(cpu "$E2E_DIR/ctl-metrics.txt")" \
+  -v b="$((BUSY1 - BUSY0))" -v t="$((TICKS1 - TICKS0))" -v n="$(nproc)" 'BEGIN {
+    printf "CPU this phase (%.1f s): kube-apiserver %.1f s, controller %.1f s, the machine %.0f%% busy of %d CPUs\n",
+      t1 - t0, a1 - a0, c1 - c0, t ? 100 * b / t : 0, n }'
+awk -v ar="$ARUN0 $ARUN1" -v aw="$AWAIT0 $AWAIT1" -v cr="$CRUN0 $CRUN1" -v cw="$CWAIT0 $CWAIT1" 'BEGIN {
+    split(ar, a); split(aw, b); split(cr, c); split(cw, d)
+    ra = a[2] - a[1]; wa = b[2] - b[1]; rc = c[2] - c[1]; wc = d[2] - d[1]
+    printf "threads runnable but waiting for a CPU (kernel run queue), per second run: kube-apiserver %.2f s (%.1f s waited, %.1f s ran), controller %.2f s (%.1f s, %.1f s)\n",
+      (ra > 0 ? wa / ra : 0), wa, ra, (rc > 0 ? wc / rc : 0), wc, rc }'
+if [ "$CAPTURE" = 1 ]; then
+  echo "on the wire (tcpdump on lo, $(cat "$E2E_DIR/tcpdump.err" | grep -o '[0-9]* packets dropped by kernel' || echo '? dropped')):"
+  tcpdump -r "$E2E_DIR/webhook.pcap" -n -tt 2>/dev/null | python3 -c '
+import sys
+port = sys.argv[1]
+conns, syns = {}, 0
+for line in sys.stdin:
+    f = line.split()
+    if len(f) < 5 or f[1] != "IP":
+        continue
+    src, dst = f[2], f[4].rstrip(":")
+    sport, dport = src.rsplit(".", 1)[1], dst.rsplit(".", 1)[1]
+    client = dport == port
+    key = sport if client else dport
+    c = conns.setdefault(key, {"runs": [], "syn": False})
+    if "[S]," in line:
+        c["syn"] = True
+        syns += 1
+        continue
+    n = int(f[-1]) if f[-2] == "length" else 0
+    if not n:
+        continue
+    t = float(f[0])
+    runs = c["runs"]
+    if runs and runs[-1][0] == client:
+        runs[-1][2] = t
+    else:
+        runs.append([client, t, t])
+calls = []
+for c in conns.values():
+    runs = c["runs"]
+    # A connection opened in the capture starts with its TLS handshake: two
+    # turns each way (the client certificate and Finished, then the tickets).
+    skip = 2 if c["syn"] else 0
+    seen = 0
+    for i in range(len(runs) - 1):
+        if runs[i][0] and not runs[i + 1][0]:
+            seen += 1
+            if seen > skip:
+                calls.append(runs[i + 1][2] - runs[i][1])
+calls.sort()
+if not calls:
+    print("  no calls captured")
+    sys.exit()
+q = lambda p: calls[min(len(calls) - 1, int(p * len(calls)))] * 1000
+over = lambda ms: 100.0 * sum(1 for x in calls if x * 1000 > ms) / len(calls)
+print("  first request byte sent -> last answer byte sent: n=%d p50 %.1f ms p90 %.1f ms p99 %.1f ms max %.1f ms" %
+      (len(calls), q(0.5), q(0.9), q(0.99), calls[-1] * 1000))
+print("  share above 5/25/50/100 ms: %.1f%% %.1f%% %.1f%% %.1f%%; connections opened: %d" %
+      (over(5), over(25), over(50), over(100), syns))
+' "$WEBHOOK_PORT"
+fi

@@ -67,25 +67,39 @@ static void h_slow(void *ctx, const struct obs_http_req *req, struct obs_http_re
 	buf_appends(&resp->body, "slow");
 }
 
+/* A handler that takes 200 ms. */
+static void h_wait(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+{
+	usleep(200 * 1000);
+	buf_appends(&resp->body, "waited");
+}
+
 static const struct obs_http_route routes[] = {
 	{ "/slow", h_slow, NULL },
+	{ "/wait", h_wait, NULL },
 	{ "/hello", h_hello, NULL },
 	{ "/echo", h_echo, NULL },
 	{ "/big", h_big, NULL },
 };
 
-static struct obs_http_server *start(struct obs_http_opts o)
+/* A server of the test routes on a loopback port, its metrics labelled name. */
+static struct obs_http_server *start_named(struct obs_http_opts o, const char *name)
 {
 	char err[256] = "";
 	o.addr = "127.0.0.1:0";
 	o.routes = routes;
 	o.nroutes = sizeof routes / sizeof routes[0];
-	o.name = "test";
+	o.name = name;
 	struct obs_http_server *s = obs_http_start(&o, err, sizeof err);
 	if (!s)
 		fprintf(stderr, "obs_http_start: %s\n", err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
 	return s;
+}
+
+static struct obs_http_server *start(struct obs_http_opts o)
+{
+	return start_named(o, "test");
 }
 
 static double now_s(void)
@@ -850,6 +864,88 @@ static void test_handler_threads(void)
 	}
 }
 
+/* A series of the rendered registry: the value of the line that starts
+ * with prefix (up to its space), -1 when there is none. */
+static double rendered(const char *prefix)
+{
+	struct buf b;
+	buf_init(&b, 16u << 20);
+	obs_metrics_render(&b);
+	double v = -1;
+	size_t n = strlen(prefix);
+	for (const char *l = b.data; l && *l;) {
+		if (!strncmp(l, prefix, n) && l[n] == ' ') {
+			v = strtod(l + n + 1, NULL);
+			break;
+		}
+		const char *nl = strchr(l, '\n');
+		l = nl ? nl + 1 : NULL;
+	}
+	buf_release(&b);
+	return v;
+}
+
+/* The observations of one phase of listener "phases", and how many were
+ * above le seconds (le one of its bucket bounds, as rendered). */
+static double phase_count(const char *phase)
+{
+	char k[256];
+	snprintf(k, sizeof k, "http_server_request_phase_seconds_count{listener=\"phases\",phase=\"%s\"}", phase);
+	return rendered(k);
+}
+
+static double phase_above(const char *phase, const char *le)
+{
+	char k[256];
+	snprintf(k, sizeof k, "http_server_request_phase_seconds_bucket{listener=\"phases\",phase=\"%s\",le=\"%s\"}",
+		 phase, le);
+	return phase_count(phase) - rendered(k);
+}
+
+/* Where a request's time goes, phase by phase (the measurement of the
+ * webhook's tail at rate): a connection that waits 120 ms before its first
+ * byte (handshake), a request whose headers arrive 120 ms apart (read), a
+ * second request queued 200 ms behind the first for the one handler thread
+ * (queue), 200 ms handlers (handle), and the whole (total: first byte read to
+ * answer written); each request is counted once in every phase. */
+static void test_request_phases(void)
+{
+	struct obs_http_server *s = start_named((struct obs_http_opts){ .threads = 1, .handler_threads = 1 }, "phases");
+	int port = obs_http_port(s);
+	char out[4096];
+	int a = dial(port, 0);
+	CU_ASSERT_FATAL(a >= 0);
+	usleep(120 * 1000);
+	send_str(a, "GET /wait HTTP/1.1\r\n");
+	usleep(120 * 1000);
+	send_str(a, "Host: x\r\n\r\n");
+	int b = dial(port, 0);
+	CU_ASSERT_FATAL(b >= 0);
+	send_str(b, "GET /wait HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	CU_ASSERT(read_reply(a, out, sizeof out, 3000) > 0 && status_of(out) == 200);
+	CU_ASSERT(read_reply(b, out, sizeof out, 3000) > 0 && status_of(out) == 200);
+	send_str(a, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"); /* kept alive: no handshake */
+	CU_ASSERT(read_reply(a, out, sizeof out, 3000) > 0 && status_of(out) == 200);
+	/* the write is counted once it left, which may be after the client read it */
+	for (int i = 0; i < 100 && phase_count("total") < 3; i++)
+		usleep(10 * 1000);
+	CU_ASSERT_EQUAL(phase_count("handshake"), 2);
+	CU_ASSERT(phase_above("handshake", "0.1") >= 1);
+	CU_ASSERT_EQUAL(phase_count("read"), 3);
+	CU_ASSERT(phase_above("read", "0.1") >= 1);
+	CU_ASSERT_EQUAL(phase_count("queue"), 3);
+	CU_ASSERT(phase_above("queue", "0.1") >= 1);
+	CU_ASSERT_EQUAL(phase_count("handle"), 3);
+	CU_ASSERT(phase_above("handle", "0.1") >= 2);
+	CU_ASSERT_EQUAL(phase_count("reply"), 3);
+	CU_ASSERT_EQUAL(phase_count("write"), 3);
+	CU_ASSERT_EQUAL(phase_count("total"), 3);
+	CU_ASSERT(phase_above("total", "0.25") >= 2);
+	close(a);
+	close(b);
+	obs_http_free(s);
+}
+
 /* One header byte every 300 ms keeps evhttp's per-read timeout happy; the
  * whole-request deadline cuts it anyway. */
 static void test_request_deadline(void)
@@ -1025,6 +1121,7 @@ void register_obs_httpserver_tests(void)
 		  { "connection cap: a busy server cuts no written request", test_connection_cap_busy_server_cuts_nothing },
 		  { "connection cap: verified clients are never shed", test_connection_cap_spares_verified_clients },
 		  { "handler threads: waiting handlers hold no loop", test_handler_threads },
+		  { "request phases: where a request's time goes", test_request_phases },
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },
 		  { "free with connections open", test_free_with_open_connections },
 		  { "out of descriptors", test_emfile },

@@ -75,11 +75,15 @@ struct conn {
 	size_t inflight;    /* bytes of the unanswered request counted in s->inflight */
 	int client_checked; /* client_name looked up */
 	char client_name[256];
-	int waiting;		   /* no request being answered: may be shed at the cap */
-	int idle;		   /* keep-alive, no byte of the next request yet */
-	int arriving;		   /* a byte of the request being read has come */
-	struct job *job;	   /* its request being answered by a handler thread, or NULL */
-	int64_t since;		   /* when it was accepted, went idle, or its request began */
+	int waiting;	 /* no request being answered: may be shed at the cap */
+	int idle;	 /* keep-alive, no byte of the next request yet */
+	int arriving;	 /* a byte of the request being read has come */
+	struct job *job; /* its request being answered by a handler thread, or NULL */
+	int64_t since;	 /* when it was accepted, went idle, or its request began */
+	/* For http_server_request_phase_seconds, in microseconds: when it was
+	 * accepted (0 once its first request began), when the request being
+	 * read or answered began, and when its answer was queued for writing. */
+	int64_t accepted_us, begun_us, replied_us;
 	struct conn *prev, *next;  /* t->conns, oldest first */
 	struct conn *next_pending; /* t->pending */
 	UT_hash_handle hh;	   /* t->byevcon, keyed by evcon */
@@ -100,6 +104,8 @@ struct job {
 	struct evkeyvalq headers;
 	struct obs_http_resp resp;
 	int cancelled; /* the server stopped before a handler took it: 503 */
+	/* microseconds: read whole (queued for a handler), taken by one, answered */
+	int64_t read_us, taken_us, done_us;
 	struct job *next;
 };
 
@@ -178,7 +184,7 @@ struct obs_http_server {
 	/* the same counts in the metrics registry, labelled with the name */
 	const char *label[1];
 	struct obs_metric *m_accepted, *m_deferred, *m_shed, *m_timeouts, *m_accept_errors, *m_tls_reloads,
-	    *m_open, *m_requests, *m_overbudget;
+	    *m_open, *m_requests, *m_overbudget, *m_phase;
 };
 
 /* Counts in both the plain counter (obs_http_stats) and the registry. */
@@ -209,6 +215,15 @@ static void register_metrics(struct obs_http_server *s)
 	s->m_overbudget = obs_counter("http_server_inflight_cap_closes_total",
 				      "Connections closed because the bytes of unanswered requests passed the cap.",
 				      "listener");
+	/* Fine below 100 ms, where a webhook call's budget is. */
+	static const double phase_buckets[] = { .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10 };
+	s->m_phase = obs_histogram("http_server_request_phase_seconds",
+				   "Where a request's time goes, by phase: handshake (accepted to the first request "
+				   "byte of a new connection, TLS handshake included), read (first byte to the whole "
+				   "request), queue (waiting for a handler thread), handle (the handler), reply (handler "
+				   "done to the loop sending the answer), write (answer queued to written), total (first "
+				   "byte read to answer written).",
+				   "listener,phase", phase_buckets, sizeof phase_buckets / sizeof phase_buckets[0]);
 }
 
 static __thread struct http_thread *current_thread; /* the loop running on this thread */
@@ -218,6 +233,23 @@ static int64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* One observation of http_server_request_phase_seconds: from from_us to
+ * to_us (nothing when from_us is unset). */
+static void phase(struct obs_http_server *s, const char *name, int64_t from_us, int64_t to_us)
+{
+	if (from_us <= 0)
+		return;
+	const char *lv[] = { s->name, name };
+	obs_metric_observe(s->m_phase, lv, (double)(to_us > from_us ? to_us - from_us : 0) / 1e6);
 }
 
 /* Logs a warning unless one was logged less than a second ago (then counts it). */
@@ -564,6 +596,11 @@ static void on_input(struct evbuffer *b, const struct evbuffer_cb_info *info, vo
 	} else if (!c->arriving && c->waiting) {
 		c->since = now_ms(); /* accepted -> its request arriving */
 	}
+	if (!c->arriving) {
+		c->begun_us = now_us();
+		phase(s, "handshake", c->accepted_us, c->begun_us);
+		c->accepted_us = 0;
+	}
 	c->arriving = 1;
 	c->inflight += info->n_added;
 	size_t total = atomic_fetch_add(&s->inflight, info->n_added) + info->n_added;
@@ -577,6 +614,10 @@ static void on_input(struct evbuffer *b, const struct evbuffer_cb_info *info, vo
 static void on_complete(struct evhttp_request *req, void *arg)
 {
 	struct conn *c = arg;
+	int64_t now = now_us();
+	phase(c->t->s, "write", c->replied_us, now);
+	phase(c->t->s, "total", c->begun_us, now);
+	c->replied_us = c->begun_us = 0;
 	c->waiting = 1;
 	c->idle = 1;
 	c->arriving = 0;
@@ -632,6 +673,7 @@ static struct bufferevent *on_accept(struct event_base *base, void *arg)
 	c->bev = bev;
 	c->waiting = 1;
 	c->since = now_ms();
+	c->accepted_us = now_us();
 	c->deadline = evtimer_new(base, on_deadline, c);
 	c->kill = evtimer_new(base, on_kill, c);
 	c->incb = evbuffer_add_cb(bufferevent_get_input(bev), on_input, c);
@@ -741,8 +783,9 @@ static void job_run(struct job *j)
 	}
 }
 
-/* Sends the job's answer (loop thread; its connection still open). */
-static void job_reply(struct job *j)
+/* Sends the job's answer (loop thread; its connection, c when known, still
+ * open). */
+static void job_reply(struct job *j, struct conn *c)
 {
 	struct obs_http_server *s = j->t->s;
 	struct evhttp_request *req = j->req;
@@ -763,6 +806,8 @@ static void job_reply(struct job *j)
 	snprintf(code, sizeof code, "%d", resp->status);
 	const char *lv[] = { s->name, code };
 	obs_metric_add(s->m_requests, lv, 1);
+	if (c)
+		c->replied_us = now_us();
 	evhttp_send_reply(req, resp->status, NULL, NULL);
 }
 
@@ -779,8 +824,12 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 		struct job *j = list;
 		list = j->next;
 		if (j->c) {
+			int64_t now = now_us();
+			phase(j->t->s, "queue", j->read_us, j->taken_us);
+			phase(j->t->s, "handle", j->taken_us, j->done_us);
+			phase(j->t->s, "reply", j->done_us, now);
 			j->c->job = NULL;
-			job_reply(j);
+			job_reply(j, j->c);
 		}
 		job_free(j);
 	}
@@ -803,7 +852,9 @@ static void *pool_main(void *arg)
 			s->pool_tail = NULL;
 		j->cancelled = s->pool_stopping;
 		pthread_mutex_unlock(&s->pool_mu);
+		j->taken_us = now_us();
 		job_run(j);
+		j->done_us = now_us();
 		struct http_thread *t = j->t;
 		pthread_mutex_lock(&t->done_mu);
 		j->next = t->done;
@@ -829,6 +880,9 @@ static void on_request(struct evhttp_request *req, void *arg)
 	struct job *j = xcalloc(1, sizeof *j);
 	j->t = t;
 	j->req = req;
+	j->read_us = now_us();
+	if (c)
+		phase(s, "read", c->begun_us, j->read_us);
 	TAILQ_INIT(&j->headers);
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
 	const char *path = uri ? evhttp_uri_get_path(uri) : NULL, *query = uri ? evhttp_uri_get_query(uri) : NULL;
@@ -890,10 +944,13 @@ static void on_request(struct evhttp_request *req, void *arg)
 		return;
 	}
 	int64_t t0 = now_ms();
+	j->taken_us = now_us();
 	job_run(j);
+	if (j->rt)
+		phase(s, "handle", j->taken_us, now_us());
 	if (j->rt && now_ms() - t0 >= 10)
 		t->quiet_from = now_ms();
-	job_reply(j);
+	job_reply(j, c);
 	job_free(j);
 }
 

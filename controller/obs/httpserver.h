@@ -42,7 +42,17 @@
  * kept. With a client CA file, the handshake requires a client certificate
  * that CA signed (and, with client names, whose subject common name or a DNS
  * subjectAltName is one of them): any other client gets no HTTP at all. The
- * CA file is re-read with the pair. */
+ * CA file is re-read with the pair.
+ *
+ * Where a request's time goes: http_server_request_phase_seconds{listener,
+ * phase} (7 phases a listener): handshake (a new connection, accepted to its
+ * first request byte: the TLS handshake, on a TLS listener), read (first byte
+ * to the whole request), queue (waiting for a handler thread; with handler
+ * threads only), handle (the handler), reply (handler done to its loop
+ * sending the answer; handler threads only), write (answer queued to
+ * written into the socket), total (first byte read to answer written). Time
+ * before the first byte is read (the client's, the kernel's, a busy loop's)
+ * is in none of them. */
 #ifndef SBX_OBS_HTTPSERVER_H
 #define SBX_OBS_HTTPSERVER_H
 
