@@ -1065,6 +1065,17 @@ static void test_pod_connect_gate(void)
 	wh_verdict_release(&v);
 }
 
+/* alice's Sandbox of spec as stored, suspended at generation 2 (new). */
+static cJSON *suspended_sandbox(struct wh_sandbox_policy *p, const char *spec)
+{
+	char *stamped = stamped_object(p, "alice", "s1", spec);
+	cJSON *old = cJSON_Parse(stamped);
+	free(stamped);
+	cJSON_AddNumberToObject(cJSON_GetObjectItem(old, "metadata"), "generation", 2);
+	cJSON_AddItemToObject(cJSON_GetObjectItem(old, "spec"), "lifecycle", cJSON_Parse("{\"suspend\":true}"));
+	return old;
+}
+
 /* A resume names the Sandbox's network profiles anew (contract sections 5a
  * and 9): a resumer who may not use one of them, or a profile deleted since,
  * is refused at the mutating step, with or without a workspace owner; one
@@ -1074,10 +1085,7 @@ static void resume_with_profiles(const char *spec, const char *resumer)
 	struct fake f = { .sar_answer = 1, .profiles_usable = ",web,", .profiles_existing = ",web," };
 	struct wh_sandbox_policy p = policy(&f);
 	struct wh_verdict v;
-	char *stamped = stamped_object(&p, "alice", "s1", spec);
-	cJSON *old = cJSON_Parse(stamped);
-	cJSON_AddNumberToObject(cJSON_GetObjectItem(old, "metadata"), "generation", 2);
-	cJSON_AddItemToObject(cJSON_GetObjectItem(old, "spec"), "lifecycle", cJSON_Parse("{\"suspend\":true}"));
+	cJSON *old = suspended_sandbox(&p, spec);
 	char *old_s = cJSON_PrintUnformatted(old);
 	cJSON *upd = cJSON_Duplicate(old, 1);
 	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "lifecycle", cJSON_Parse("{\"suspend\":false}"));
@@ -1103,7 +1111,6 @@ static void resume_with_profiles(const char *spec, const char *resumer)
 	wh_verdict_release(&v);
 	free(upd_s);
 	free(old_s);
-	free(stamped);
 	cJSON_Delete(upd);
 	cJSON_Delete(old);
 }
@@ -1123,10 +1130,7 @@ static void test_update_lifecycle(void)
 	struct fake f = { .sar_answer = 1 };
 	struct wh_sandbox_policy p = policy(&f);
 	struct wh_verdict v;
-	char *stamped = stamped_object(&p, "alice", "s1", SPEC_ALICE);
-	cJSON *old = cJSON_Parse(stamped);
-	cJSON_AddNumberToObject(cJSON_GetObjectItem(old, "metadata"), "generation", 2);
-	cJSON_AddItemToObject(cJSON_GetObjectItem(old, "spec"), "lifecycle", cJSON_Parse("{\"suspend\":true}"));
+	cJSON *old = suspended_sandbox(&p, SPEC_ALICE);
 	char *old_s = cJSON_PrintUnformatted(old);
 	/* a lifecycle change, and an invalid one */
 	cJSON *upd = cJSON_Duplicate(old, 1);
@@ -1224,7 +1228,6 @@ static void test_update_lifecycle(void)
 	cJSON_Delete(exp);
 	free(old_s);
 	cJSON_Delete(old);
-	free(stamped);
 }
 
 /* ---- SandboxWarmPool decisions ---- */
