@@ -601,13 +601,14 @@ static int start_serving(struct app *a)
 	sbx_controller_set_warm(&a->ctl, o->warm_settle_s, o->warm_refill_qps);
 	sbx_controller_set_fifo(&a->ctl, !strcmp(o->queue_order, "fifo"));
 	sbx_controller_set_caps(&a->ctl, o->per_ns, o->per_owner);
-	if (a->cfg.prep_enabled && !a->cfg.prep_image) {
-		/* Workspace preparation pods run this very image (sandbox/wsprep.h). */
+	if ((a->cfg.prep_enabled || (a->cfg.net.policies && a->cfg.net.verify)) && !a->cfg.prep_image) {
+		/* Workspace preparation pods and the NetworkPolicy probe's pods run
+		 * this very image (sandbox/wsprep.h, sandbox/netprobe.h). */
 		char image[512], why[256];
 		if (sbx_controller_own_image(a->kc, image, sizeof image, why, sizeof why) == 0)
 			sbx_controller_set_prep_image(&a->ctl, image);
 		else
-			log_kv(LOG_INFO, "workspace preparation pods run the default image", "image",
+			log_kv(LOG_INFO, "workspace preparation and probe pods run the default image", "image",
 			       SBX_WSPREP_DEFAULT_IMAGE, "why", why);
 	}
 	scrape.leader_elect = o->leader_elect;

@@ -7,7 +7,8 @@ IMG=registry.local/agent:1.0
 setup() {
   cluster_up
   grant_controller_rbac
-  controller_start ctl
+  MPORT=$(free_port)
+  controller_start ctl --metrics-bind-address "127.0.0.1:$MPORT"
   new_namespace team-a
   new_namespace team-b
 }
@@ -117,6 +118,41 @@ YAML
   # Once the limit is lifted, the retry with backoff creates the pod.
   kubectl delete limitrange -n small max-one-cpu >/dev/null
   wait_for 120 bound small s1 || fail "not bound after the limit was lifted"
+}
+
+# Enforcement is verified, not assumed (issue 24 item 4): a controller with no
+# network.verify in its config (here none at all) probes NetworkPolicy
+# enforcement. On kwok the probe gives no verdict (here its namespace,
+# sandbox-system, does not exist), which is the truth: the gauge says -1, the
+# Sandbox says Unknown/NotVerified with the probe's words within a minute, and
+# it is bound all the same (network.requireEnforced defaults to false). The
+# log says why once, not at every round.
+net_condition() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="NetworkPolicyEnforced")].status}/{.status.conditions[?(@.type=="NetworkPolicyEnforced")].reason}'; }
+net_message() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="NetworkPolicyEnforced")].message}'; }
+net_words_are() { [[ "$(net_message "$1" "$2")" == *"$3"* ]]; }
+probe_rounds() { metric_sum "$1" sandbox_network_verifications_total 'result="unknown"'; }
+rounds_at_least() { [ "$(probe_rounds "$1")" -ge "$2" ]; }
+gauge() { curl -s "http://127.0.0.1:$1/metrics" | awk '$1 == "sandbox_network_policy_enforced" {print $2}'; }
+test_enforcement_verified_by_default() {
+  sandbox team-a netv-1 $IMG netv-key alice >/dev/null
+  wait_for 30 bound team-a netv-1 || fail "netv-1 not bound"
+  expect_eq "$(gauge "$MPORT")" -1 "sandbox_network_policy_enforced with no verdict"
+  wait_for 60 net_words_are team-a netv-1 "sandbox-system" ||
+    fail "netv-1's NetworkPolicyEnforced after a minute: $(net_condition team-a netv-1) '$(net_message team-a netv-1)'"
+  expect_eq "$(net_condition team-a netv-1)" Unknown/NotVerified "netv-1's NetworkPolicyEnforced"
+  expect_match "$(net_message team-a netv-1)" 'namespaces "sandbox-system" not found' "the probe's words on the Sandbox"
+  expect_ne "$(probe_rounds "$MPORT")" 0 "probe rounds with no verdict"
+  bound team-a netv-1 || fail "netv-1 not bound once the probe had no verdict"
+  # Rounds every 10 s: the same words are logged once.
+  local port; port=$(free_port)
+  printf 'network:\n  verifyInterval: 10s\n' >"$E2E_DIR/verify-10s.yaml"
+  controller_start ctl-10s --config "$E2E_DIR/verify-10s.yaml" --metrics-bind-address "127.0.0.1:$port"
+  local pid=$CTL_PID
+  wait_for 60 rounds_at_least "$port" 3 ||
+    fail "fewer than 3 probe rounds in a minute at verifyInterval 10s: $(probe_rounds "$port")"
+  expect_eq "$(grep -c 'NetworkPolicy enforcement probed' "$E2E_DIR/ctl-10s.log")" 1 \
+    "log lines of the probe's (unchanged) verdict over $(probe_rounds "$port") rounds"
+  controller_stop "$pid"
 }
 
 setup

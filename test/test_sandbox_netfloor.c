@@ -148,6 +148,10 @@ static void test_config_network(void)
 	char err[256];
 	sbx_config_init(&c);
 	CU_ASSERT_EQUAL(c.net.policies, 1);
+	/* Enforcement is verified unless the operator says not to; nothing is
+	 * refused for it unless the operator says so (issue 24 item 4). */
+	CU_ASSERT_EQUAL(c.net.verify, 1);
+	CU_ASSERT_EQUAL(c.net.require_enforced, 0);
 	static const char *const refused[] = { "network: {dns: [10.0.0.1/8]}", "network: {policies: yes-please}",
 					       "network: {egress: []}", "network: {ingressFrom: 10.0.0.0/8}",
 					       "network: {clusterCIDRs: [x]}" };
@@ -158,8 +162,12 @@ static void test_config_network(void)
 	const char *ok = "network: {policies: false, clusterCIDRs: [10.244.0.0/16, 10.96.0.0/12]}";
 	CU_ASSERT_EQUAL(sbx_config_parse(&c, ok, strlen(ok), err, sizeof err), 0);
 	CU_ASSERT_EQUAL(c.net.policies, 0);
+	CU_ASSERT_EQUAL(c.net.verify, 1);
 	CU_ASSERT_EQUAL(c.net.ncluster, 2);
 	CU_ASSERT_STRING_EQUAL(c.net.cluster[1], "10.96.0.0/12");
+	const char *off = "network: {verify: false}";
+	CU_ASSERT_EQUAL(sbx_config_parse(&c, off, strlen(off), err, sizeof err), 0);
+	CU_ASSERT_EQUAL(c.net.verify, 0);
 	sbx_config_release(&c);
 }
 

@@ -28,8 +28,9 @@ struct sbx_netverify {
 	int stop;
 	int result; /* enum sbx_netprobe_result */
 	char why[400];
+	int rounds; /* finished so far */
 	pthread_t thread;
-	struct obs_metric *enforced, *rounds;
+	struct obs_metric *enforced, *verifications;
 	char image[512]; /* the probe pods' */
 };
 
@@ -85,8 +86,8 @@ static void delete_probe_pods(struct sbx_netverify *v, const char *ns)
 	kube_list(v->c->kc, path, SBX_LABEL_NETPROBE, delete_one, &p, NULL, NULL);
 }
 
-/* POSTs obj (freed here) to path: 0 when made or there. */
-static int post(struct sbx_netverify *v, const char *path, cJSON *obj, char *why, size_t n)
+/* POSTs obj (freed here), what in words, to path: 0 when made or there. */
+static int post(struct sbx_netverify *v, const char *path, cJSON *obj, const char *what, char *why, size_t n)
 {
 	char *body = cJSON_PrintUnformatted(obj);
 	cJSON_Delete(obj);
@@ -95,7 +96,7 @@ static int post(struct sbx_netverify *v, const char *path, cJSON *obj, char *why
 	free(body);
 	if (e == KUBE_OK || e == KUBE_ERR_ALREADY_EXISTS)
 		return 0;
-	snprintf(why, n, "%.300s", err.message);
+	snprintf(why, n, "cannot create %s: %.300s", what, err.message);
 	return -1;
 }
 
@@ -125,6 +126,31 @@ static int running_with_ip(const cJSON *pod)
 	return jstr(jobj(pod, "status"), "podIP") && phase && (!strcmp(phase, "Running") || !strcmp(phase, "Failed"));
 }
 
+/* Why pod is not running, in words without its name (so that the same
+ * trouble reads the same every round): its container's waiting reason and
+ * message (ErrImagePull: no such image), else the scheduler's, else its
+ * phase. */
+static void not_running(const cJSON *pod, char *out, size_t n)
+{
+	const cJSON *st = jobj(pod, "status"), *cond;
+	const cJSON *wait = jobj(jobj(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(st, "containerStatuses"), 0),
+				      "state"),
+				 "waiting");
+	if (jstr(wait, "reason")) {
+		snprintf(out, n, "%.60s: %.200s", jstr(wait, "reason"), jstr(wait, "message") ? jstr(wait, "message") : "");
+		return;
+	}
+	cJSON_ArrayForEach(cond, cJSON_GetObjectItemCaseSensitive(st, "conditions"))
+	{
+		const char *type = jstr(cond, "type"), *cs = jstr(cond, "status");
+		if (type && cs && !strcmp(type, "PodScheduled") && strcmp(cs, "True")) {
+			snprintf(out, n, "not scheduled: %.200s", jstr(cond, "message") ? jstr(cond, "message") : "?");
+			return;
+		}
+	}
+	snprintf(out, n, "phase %.40s", pod ? (jstr(st, "phase") ? jstr(st, "phase") : "unknown") : "unknown (not read)");
+}
+
 static int finished(const cJSON *pod)
 {
 	int done = 0;
@@ -143,31 +169,33 @@ static enum sbx_netprobe_result round_once(struct sbx_netverify *v, char *why, s
 	enum sbx_netprobe_result r = SBX_NETPROBE_UNKNOWN;
 	delete_probe_pods(v, ns);
 	snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies", ns);
-	if (post(v, path, sbx_netprobe_policy(ns), why, n) < 0)
+	if (post(v, path, sbx_netprobe_policy(ns), "the probe's NetworkPolicy", why, n) < 0)
 		return SBX_NETPROBE_UNKNOWN;
 	pod_path(path, sizeof path, ns, NULL);
-	if (post(v, path, sbx_netprobe_pod(ns, "target", round, NULL, c->cfg, image), why, n) < 0)
+	if (post(v, path, sbx_netprobe_pod(ns, "target", round, NULL, c->cfg, image), "the probe's target pod", why, n) < 0)
 		goto out;
 	snprintf(name, sizeof name, SBX_NETPROBE_PREFIX "target-%lu", round);
 	cJSON *target = await(v, ns, name, RUN_WAIT_S, running_with_ip);
 	const char *ip = jstr(jobj(target, "status"), "podIP");
 	const char *phase = jstr(jobj(target, "status"), "phase");
 	if (!ip || !phase || strcmp(phase, "Running")) {
-		snprintf(why, n, "the probe's target pod %s did not run within %d s", name, RUN_WAIT_S);
+		char state[300];
+		not_running(target, state, sizeof state);
+		snprintf(why, n, "the probe's target pod did not run within %d s (image %.120s): %.200s", RUN_WAIT_S, image,
+			 state);
 		cJSON_Delete(target);
 		goto out;
 	}
 	cJSON *client = sbx_netprobe_pod(ns, "client", round, ip, c->cfg, image);
 	cJSON_Delete(target);
-	if (post(v, path, client, why, n) < 0)
+	if (post(v, path, client, "the probe's client pod", why, n) < 0)
 		goto out;
 	snprintf(name, sizeof name, SBX_NETPROBE_PREFIX "client-%lu", round);
 	cJSON *cl = await(v, ns, name, RUN_WAIT_S + SBX_NETPROBE_TRY_S, finished);
 	int done = 0;
 	r = sbx_netprobe_verdict(cl, &done, why, n);
 	if (!done)
-		snprintf(why, n, "the probe's client pod %s did not finish within %d s", name,
-			 RUN_WAIT_S + SBX_NETPROBE_TRY_S);
+		snprintf(why, n, "the probe's client pod did not finish within %d s", RUN_WAIT_S + SBX_NETPROBE_TRY_S);
 	cJSON_Delete(cl);
 out:
 	delete_probe_pods(v, ns);
@@ -200,20 +228,25 @@ static void *verify_main(void *arg)
 		char why[400] = "";
 		enum sbx_netprobe_result r = round_once(v, why, sizeof why);
 		pthread_mutex_lock(&v->mu);
-		/* Only a new verdict is news to the Sandboxes (the words go to the
-		 * log and to requireEnforced's refusals). */
-		int changed = v->result != (int)r;
+		/* A new verdict, or new words for it, is news to the Sandboxes (their
+		 * condition carries both) and to the log; the same again is neither,
+		 * so a probe that cannot run says so once, not every round. The
+		 * words never name a round's pods, so they repeat when the trouble
+		 * does. */
+		int changed = v->rounds == 0 || v->result != (int)r || strcmp(v->why, why);
 		v->result = (int)r;
 		snprintf(v->why, sizeof v->why, "%s", why);
+		v->rounds++;
 		int stop = v->stop;
 		pthread_mutex_unlock(&v->mu);
 		if (stop)
 			break;
 		obs_metric_set(v->enforced, NULL, (double)r);
 		const char *lv[] = { names[r + 1] };
-		obs_metric_add(v->rounds, lv, 1);
-		log_kv(r == SBX_NETPROBE_ENFORCED ? LOG_INFO : LOG_WARN, "NetworkPolicy enforcement probed", "result",
-		       names[r + 1], "why", why, "namespace", probe_ns(v->c));
+		obs_metric_add(v->verifications, lv, 1);
+		enum log_level level = r == SBX_NETPROBE_ENFORCED ? LOG_INFO : LOG_WARN;
+		log_kv(changed ? level : LOG_DEBUG, "NetworkPolicy enforcement probed", "result", names[r + 1], "why",
+		       why, "namespace", probe_ns(v->c));
 		if (changed)
 			requeue_all(v->c);
 		if (nap(v, v->c->cfg->net.verify_interval_s))
@@ -236,8 +269,8 @@ int sbx_netverify_start(struct sbx_controller *c, const char *image)
 	v->enforced = obs_gauge("sandbox_network_policy_enforced",
 				"Whether the cluster enforces NetworkPolicy, by the last probe: 1 yes, 0 no, -1 not known.",
 				NULL);
-	v->rounds = obs_counter("sandbox_network_verifications_total", "Probes of NetworkPolicy enforcement, by result.",
-				"result");
+	v->verifications = obs_counter("sandbox_network_verifications_total", "Probes of NetworkPolicy enforcement, by result.",
+				       "result");
 	obs_metric_set(v->enforced, NULL, -1);
 	c->netverify = v;
 	if (pthread_create(&v->thread, NULL, verify_main, v) != 0) {
@@ -266,14 +299,16 @@ void sbx_netverify_stop(struct sbx_controller *c)
 
 void sbx_netverify_condition(struct sbx_controller *c, struct sbx_status_in *in)
 {
-	static _Thread_local char msg[400];
+	static _Thread_local char msg[440];
 	struct sbx_netverify *v = c->netverify;
 	if (!v)
 		return;
 	pthread_mutex_lock(&v->mu);
 	int r = v->result;
-	if (r == SBX_NETPROBE_UNKNOWN)
-		snprintf(msg, sizeof msg, "not verified yet: the controller's log and sandbox_network_policy_enforced say why");
+	if (!v->rounds)
+		snprintf(msg, sizeof msg, "not verified yet: the probe's first round has not finished");
+	else if (r == SBX_NETPROBE_UNKNOWN)
+		snprintf(msg, sizeof msg, "no verdict: %s", v->why);
 	else
 		snprintf(msg, sizeof msg, "%s", v->why);
 	pthread_mutex_unlock(&v->mu);

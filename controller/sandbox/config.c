@@ -106,6 +106,7 @@ void sbx_config_init(struct sbx_config *c)
 	c->prep_enabled = 1;
 	c->pod.run_as_user = c->pod.run_as_group = c->pod.fs_group = SBX_DEFAULT_UID;
 	c->net.policies = 1;
+	c->net.verify = 1; /* enforcement is verified, not assumed (issue 24 item 4) */
 	c->net.verify_interval_s = 600;
 }
 

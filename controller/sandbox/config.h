@@ -46,7 +46,8 @@
  *                                       # the kube-dns pods of kube-system
  *     ingressFrom: [10.0.5.0/24]        # who may connect to sandbox pods; default none
  *     clusterCIDRs: [10.244.0.0/16]     # the pod and Service ranges (never in a profile)
- *     verify: false                     # true: probe whether the cluster enforces NetworkPolicy
+ *     verify: true                      # probe whether the cluster enforces NetworkPolicy
+ *                                       # (default; off with false or policies: false)
  *     verifyNamespace: sandbox-system   # where the probe's pods run (default: the controller's)
  *     verifyInterval: 10m               # how often (a duration as keyLifetime)
  *     requireEnforced: false            # true: no sandbox pod until enforcement is verified
@@ -139,7 +140,7 @@ struct sbx_net_settings {
 	size_t ningress;
 	char **cluster; /* the cluster's pod and Service ranges */
 	size_t ncluster;
-	int verify;		/* default 0: 1 probes enforcement (sandbox/netprobe.h) */
+	int verify;		/* default 1: probe enforcement (sandbox/netprobe.h); 0 does not */
 	char *verify_ns;	/* NULL: the controller's namespace */
 	long verify_interval_s; /* default 600 */
 	int require_enforced;	/* default 0 */
