@@ -256,15 +256,16 @@ static int owner_allowed(const struct wh_sandbox_policy *p, const struct wh_revi
 	return 1;
 }
 
-/* Checks that every profile the spec names exists and that the requester
- * may use it (contract section 9), and writes the owner part of its record,
- * SBX_NETPROFILE_AUTHZ_PREFIX and the sorted names, into subject (size
- * SBX_PROFILES_JOINED_MAX + 32). field names the list in messages
- * ("spec.network.profiles"), what ("" or " for a warm pool") says for what.
- * Returns 1 (also when it names none: then subject is ""), or 0 with v
- * filled as the refusal. */
+/* Checks that the requester may use every profile the spec names (contract
+ * section 9) and, with must_exist, that each exists, and writes the owner
+ * part of its record, SBX_NETPROFILE_AUTHZ_PREFIX and the sorted names, into
+ * subject (size SBX_PROFILES_JOINED_MAX + 32). field names the list in
+ * messages ("spec.network.profiles"), what ("" or " for a warm pool") says
+ * for what. Returns 1 (also when it names none: then subject is ""), or 0
+ * with v filled as the refusal. */
 static int profiles_allowed(const struct wh_sandbox_policy *p, const struct wh_review *r, const cJSON *spec,
-			    const char *field, const char *what, char *subject, size_t subjectlen, struct wh_verdict *v)
+			    const char *field, const char *what, int must_exist, char *subject, size_t subjectlen,
+			    struct wh_verdict *v)
 {
 	const char *names[SBX_PROFILES_MAX];
 	size_t n = 0;
@@ -300,7 +301,7 @@ static int profiles_allowed(const struct wh_sandbox_policy *p, const struct wh_r
 			return 0;
 		}
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; must_exist && i < n; i++) {
 		int exists = p->profile_exists ? p->profile_exists(p->ctx, names[i]) : -1;
 		if (exists < 0) {
 			wh_verdict_deny(v, 500, "InternalError",
@@ -320,10 +321,11 @@ static int profiles_allowed(const struct wh_sandbox_policy *p, const struct wh_r
 }
 
 /* A resume (contract section 5a) is authorized anew: the resumer must be
- * allowed to use each of the Sandbox's network profiles, which must still
- * exist (whatever the owner mode, as at creation), and the owner; for the
- * owner it gets a record for this run, the generation the update makes (the
- * old one + 1, the spec changing), and sandbox.dev/resumed-by. */
+ * allowed to use each of the Sandbox's network profiles (whatever the owner
+ * mode, as at creation; one deleted since is the controller's to wait for,
+ * NetworkProfileNotFound) and the owner; for the owner it gets a record for
+ * this run, the generation the update makes (the old one + 1, the spec
+ * changing), and sandbox.dev/resumed-by. */
 static void mutate_resume(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
 			  struct wh_verdict *v)
 {
@@ -332,7 +334,7 @@ static void mutate_resume(const struct wh_sandbox_policy *p, const struct wh_rev
 	const cJSON *g = jobj(jobj(r->old_object, "metadata"), "generation");
 	struct sbx_scope sc;
 	char msg[512], netsubject[SBX_PROFILES_JOINED_MAX + 32];
-	if (!profiles_allowed(p, r, spec, "spec.network.profiles", " to resume this Sandbox", netsubject,
+	if (!profiles_allowed(p, r, spec, "spec.network.profiles", " to resume this Sandbox", 0, netsubject,
 			      sizeof netsubject, v))
 		return;
 	if (!owner || p->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW || !cJSON_IsNumber(g) ||
@@ -450,7 +452,7 @@ static void pool_mutate(const struct wh_sandbox_policy *p, const struct wh_revie
 	/* The profiles its template names: `use` on each, as for a Sandbox,
 	 * whatever the owner mode (contract section 9). */
 	char netsubject[SBX_PROFILES_JOINED_MAX + 32];
-	if (!profiles_allowed(p, r, pool_template(r->object), "spec.template.network.profiles", what, netsubject,
+	if (!profiles_allowed(p, r, pool_template(r->object), "spec.template.network.profiles", what, 1, netsubject,
 			      sizeof netsubject, v))
 		return;
 	int net = netsubject[0] != '\0';
@@ -662,7 +664,7 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 	if (owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW && !owner_allowed(p, r, owner, "", v))
 		return;
 	char netsubject[SBX_PROFILES_JOINED_MAX + 32], netrecord[SBX_AUTHZ_MAX] = "";
-	if (!profiles_allowed(p, r, spec, "spec.network.profiles", "", netsubject, sizeof netsubject, v))
+	if (!profiles_allowed(p, r, spec, "spec.network.profiles", "", 1, netsubject, sizeof netsubject, v))
 		return;
 	char record[SBX_AUTHZ_MAX] = "", picked[64] = "";
 	const cJSON *meta = jobj(r->object, "metadata");
