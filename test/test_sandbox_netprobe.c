@@ -30,6 +30,28 @@ static void test_policy(void)
 	cJSON_Delete(np);
 }
 
+/* The operator's pod labels and annotations go on the probe's pods too (the
+ * probe pod had no annotations object: the controller aborted at start,
+ * "out of memory building JSON", with pod.annotations set). */
+static void test_pods_operator_metadata(void)
+{
+	struct sbx_config c;
+	char err[256];
+	const char *yaml = "pod: {labels: {team: platform}, annotations: {example.com/cost-center: \"42\"}}";
+	sbx_config_init(&c);
+	CU_ASSERT_EQUAL_FATAL(sbx_config_parse(&c, yaml, strlen(yaml), err, sizeof err), 0);
+	cJSON *t = sbx_netprobe_pod("ns", "target", 7, NULL, &c, "img:1");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(t, "metadata");
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(md, "annotations"),
+							  "example.com/cost-center");
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(md, "labels"), "team");
+	CU_ASSERT_TRUE(cJSON_IsString(a) && !strcmp(a->valuestring, "42"));
+	CU_ASSERT_TRUE(cJSON_IsString(l) && !strcmp(l->valuestring, "platform"));
+	cJSON_Delete(t);
+	sbx_config_release(&c);
+}
+
 /* Non-root, nothing added, no token, the operator's placement, the
  * controller's image and subcommand; the client needs an address. */
 static void test_pods(void)
@@ -116,6 +138,6 @@ static void test_condition(void)
 
 void register_sandbox_netprobe_tests(void)
 {
-	SBX_SUITE("sandbox_netprobe", { "policy", test_policy }, { "pods", test_pods }, { "verdict", test_verdict },
+	SBX_SUITE("sandbox_netprobe", { "policy", test_policy }, { "pods", test_pods }, { "pods: the operator's labels and annotations", test_pods_operator_metadata }, { "verdict", test_verdict },
 		  { "condition", test_condition });
 }
