@@ -176,14 +176,21 @@ void sbx_pod_add_operator_settings(cJSON *pod, cJSON *ps, const struct sbx_pod_s
 {
 	cJSON *md = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
 	const cJSON *e;
+	/* Not every pod built has both maps yet (the probe's has no
+	 * annotations): made here when the operator adds to one. */
+	cJSON *labels = cJSON_GetObjectItemCaseSensitive(md, "labels"),
+	      *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
+	if (!labels && cJSON_GetArraySize(s->labels) > 0)
+		labels = jb_add_obj(md, "labels");
+	if (!ann && cJSON_GetArraySize(s->annotations) > 0)
+		ann = jb_add_obj(md, "annotations");
 	cJSON_ArrayForEach(e, s->labels)
 	{
-		jb_str(cJSON_GetObjectItemCaseSensitive(md, "labels"), e->string, e->valuestring);
+		jb_str(labels, e->string, e->valuestring);
 	}
 	cJSON_ArrayForEach(e, s->annotations)
 	{
-		jb_str(cJSON_GetObjectItemCaseSensitive(md, "annotations"), e->string,
-		       e->valuestring);
+		jb_str(ann, e->string, e->valuestring);
 	}
 	if (s->node_selector)
 		jb_add(ps, "nodeSelector", jb_must(cJSON_Duplicate(s->node_selector, 1)));
