@@ -355,6 +355,15 @@ struct change {
 	const struct entry *now; /* in the store; only this thread changes it */
 };
 
+/* The test-only delay "<what>:<resource>" (base/fault.h) of this cache. */
+static void lag(const struct informer *inf, const char *what)
+{
+	char point[96];
+	const char *last = strrchr(inf->path, '/');
+	snprintf(point, sizeof point, "%s:%s", what, last ? last + 1 : inf->path);
+	fault_delay(point);
+}
+
 /* LISTs and replaces the store, delivering the differences. Returns 0 or -1
  * (with the error logged and *retry_after set). */
 static int relist(struct informer *inf, int *retry_after)
@@ -362,10 +371,7 @@ static int relist(struct informer *inf, int *retry_after)
 	struct kube_error err;
 	char *rv = NULL;
 	struct kube_request_opts ro = { .abort = &inf->stop, .field_selector = inf->field_selector };
-	char point[96];
-	const char *last = strrchr(inf->path, '/');
-	snprintf(point, sizeof point, "list:%s", last ? last + 1 : inf->path);
-	fault_delay(point); /* tests: this cache fills late */
+	lag(inf, "list"); /* tests: this cache fills late */
 	enum kube_err r = kube_list_ex(inf->c, inf->path, inf->selector, on_list_item,
 				       on_list_reset, inf, &ro, &rv, &err);
 	if (r != KUBE_OK) {
@@ -472,10 +478,7 @@ static int on_event(void *u, enum watch_event_type t, const cJSON *obj)
 		inf->relist = 1;
 		return 1;
 	}
-	char point[96];
-	const char *last = strrchr(inf->path, '/');
-	snprintf(point, sizeof point, "watch:%s", last ? last + 1 : inf->path);
-	fault_delay(point); /* tests: this cache lags behind the others */
+	lag(inf, "watch"); /* tests: this cache lags behind the others */
 	cJSON *now = NULL;
 	struct entry *e = entry_from(inf, obj, &now);
 	if (!e)

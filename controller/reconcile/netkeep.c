@@ -596,9 +596,8 @@ void sbx_netkeep_activate(struct sbx_controller *c)
 		return;
 	pthread_mutex_lock(&k->wake_mu);
 	k->active = 1;
-	k->kick = 1;
-	pthread_cond_signal(&k->wake);
 	pthread_mutex_unlock(&k->wake_mu);
+	kick(k);
 }
 
 int sbx_netkeep_synced(struct sbx_controller *c, long timeout_ms)
