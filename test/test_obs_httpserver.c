@@ -1107,6 +1107,39 @@ static void test_bad_options(void)
 		obs_http_free(s);
 }
 
+/* A port another listener holds is refused, even one of ours: the SO_REUSEPORT
+ * group of one server must not silently share its port with a second server
+ * (two listeners on one port split the connections between them; CI saw the
+ * probe listener answer 404 for /healthz that way). */
+static void test_port_in_use(void)
+{
+	struct obs_http_server *a = start((struct obs_http_opts){ 0 });
+	char addr[32], err[256] = "";
+	snprintf(addr, sizeof addr, "127.0.0.1:%d", obs_http_port(a));
+	struct obs_http_opts o = { .addr = addr, .routes = routes, .nroutes = 1, .name = "second" };
+	struct obs_http_server *b = obs_http_start(&o, err, sizeof err);
+	CU_ASSERT_PTR_NULL(b);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "in use"));
+	if (b)
+		obs_http_free(b);
+	/* A port that is free is taken, every thread of the group on it. */
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof sin;
+	CU_ASSERT_FATAL(fd >= 0 && bind(fd, (struct sockaddr *)&sin, sl) == 0 &&
+			getsockname(fd, (struct sockaddr *)&sin, &sl) == 0);
+	close(fd);
+	snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sin.sin_port));
+	o.threads = 3;
+	b = obs_http_start(&o, err, sizeof err);
+	CU_ASSERT_PTR_NOT_NULL(b);
+	if (b) {
+		CU_ASSERT_EQUAL(obs_http_port(b), ntohs(sin.sin_port));
+		obs_http_free(b);
+	}
+	obs_http_free(a);
+}
+
 void register_obs_httpserver_tests(void)
 {
 	SBX_SUITE("obs/httpserver", { "routes, 404, methods", test_routes }, { "body and header caps", test_size_caps },
@@ -1125,5 +1158,5 @@ void register_obs_httpserver_tests(void)
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },
 		  { "free with connections open", test_free_with_open_connections },
 		  { "out of descriptors", test_emfile },
-		  { "bad options", test_bad_options });
+		  { "bad options", test_bad_options }, { "a port in use is refused", test_port_in_use });
 }
