@@ -334,10 +334,9 @@ controller_pods_on_kwok() {
   [ "$(grep -c '^kwok-node-[0-9]* Running$' <<<"$out")" -eq "$2" ] && [ "$(grep -c . <<<"$out")" -eq "$2" ]
 }
 
-# free_port: a free TCP port on 127.0.0.1.
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# free_port: a free TCP port on 127.0.0.1, never given before in this run
+# (hack/free-port.py: the kernel may hand out one port twice in a row).
+free_port() { python3 "$E2E_ROOT/hack/free-port.py" ${E2E_DIR:+"$E2E_DIR/ports-given"}; }
 
 # wait_dead PID SECONDS: waits for a process to exit; 0 when it did.
 wait_dead() {

@@ -39,9 +39,7 @@ controller_with_webhook() {
 
 # free_port comes from lib.sh; hack/demo.sh sources this file alone.
 declare -F free_port >/dev/null ||
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+free_port() { python3 "$(dirname "${BASH_SOURCE[0]}")/../hack/free-port.py" ${E2E_DIR:+"$E2E_DIR/ports-given"}; }
 
 # manifests_json OUT FILE...: the objects of the manifests FILE... (YAML or
 # JSON, any number of documents) as one JSON List in OUT, as kubectl reads

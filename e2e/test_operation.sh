@@ -60,5 +60,20 @@ test_leader_election_failover_and_release() {
   expect_eq "$(kubectl get lease -n ops sandbox-controller-leader -o jsonpath='{.spec.leaseTransitions}')" 2 "lease transitions"
 }
 
+# Two listeners given one port: the controller says so and stops, rather than
+# letting them split the connections (CI saw /healthz answer 404 from the
+# metrics listener when the follower's two ports came out equal).
+test_one_port_for_two_listeners_refused() {
+  local p pid
+  p=$(free_port)
+  "$CONTROLLER_BIN" --kubeconfig "$E2E_DIR/controller.kubeconfig" --seal-key-file "$E2E_DIR/seal.key" \
+    --metrics-bind-address "127.0.0.1:$p" --health-probe-bind-address "127.0.0.1:$p" \
+    --owner-authorization namespace >"$E2E_DIR/same-port.log" 2>&1 &
+  pid=$!
+  wait_dead "$pid" 20 || { kill -KILL "$pid"; fail "the controller kept running with one port for two listeners"; }
+  wait "$pid" && fail "the controller exited 0 with one port for two listeners"
+  expect_ok grep -q '"cannot start a listener".*port is in use' "$E2E_DIR/same-port.log"
+}
+
 setup
 e2e_main

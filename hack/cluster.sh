@@ -62,9 +62,7 @@ DIR=${2:-}
 
 log() { echo "cluster: $*" >&2; }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+free_port() { python3 "$HACK/free-port.py" "$DIR/ports-given"; }
 
 # start NAME CMD...: runs CMD in its own session with its output in DIR/logs.
 start() {

@@ -1011,6 +1011,29 @@ static int listen_on(const struct sockaddr *sa, socklen_t salen, char *err, size
 	return fd;
 }
 
+/* Claims sa's port (0: a free one, written back into sa) with a socket that
+ * does not ask for SO_REUSEPORT, so a port any listener holds is refused: the
+ * group alone would join a group of ours on the same port (another server of
+ * this process, or a second controller run by the same user) and split the
+ * connections between them. The claim is released for the group to bind. */
+static int claim_port(struct sockaddr *sa, socklen_t salen, char *err, size_t errlen)
+{
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	int one = 1, rc = 0;
+	socklen_t bl = salen;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 || bind(fd, sa, salen) < 0 ||
+	    getsockname(fd, sa, &bl) < 0) {
+		snprintf(err, errlen, "%s", errno == EADDRINUSE ? "the port is in use" : strerror(errno));
+		rc = -1;
+	}
+	close(fd);
+	return rc;
+}
+
 static int thread_setup(struct obs_http_server *s, struct http_thread *t, int fd, char *err, size_t errlen)
 {
 	t->s = s;
@@ -1162,17 +1185,17 @@ struct obs_http_server *obs_http_start(const struct obs_http_opts *o, char *err,
 	memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
 	freeaddrinfo(ai);
 	char lerr[256];
+	if (claim_port((struct sockaddr *)&ss, sl, lerr, sizeof lerr) < 0) {
+		snprintf(err, errlen, "cannot listen on %s: %s", o->addr, lerr);
+		goto fail;
+	}
+	s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+						 : ((struct sockaddr_in *)&ss)->sin_port);
 	for (int i = 0; i < s->nthreads; i++) {
 		int fd = listen_on((struct sockaddr *)&ss, sl, lerr, sizeof lerr);
 		if (fd < 0) {
 			snprintf(err, errlen, "cannot listen on %s: %s", o->addr, lerr);
 			goto fail;
-		}
-		if (i == 0) { /* port 0: the others join the port the first one got */
-			socklen_t bl = sizeof ss;
-			getsockname(fd, (struct sockaddr *)&ss, &bl);
-			s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-								 : ((struct sockaddr_in *)&ss)->sin_port);
 		}
 		if (thread_setup(s, &s->threads[i], fd, err, errlen) < 0)
 			goto fail; /* the teardown closes fd */
