@@ -570,6 +570,75 @@ static void test_fair_caps(void)
 	workqueue_free(q);
 }
 
+/* Shared caps: a namespace alone in the queue has its full caps; while
+ * another namespace has keys (ready, being processed, or done within the
+ * linger), it has the shared ones, and the same for a flow among its
+ * namespace's flows. A lone tenant keeps its throughput, and a victim's calls
+ * meet fewer of a busy tenant's at the API server. */
+static void test_shared_caps(void)
+{
+	struct workqueue *q = workqueue_new();
+	workqueue_set_caps(q, 4, 4);
+	workqueue_set_shared_caps(q, 2, 1, 100);
+	char key[32], *k[4];
+	for (int i = 1; i <= 5; i++) {
+		snprintf(key, sizeof key, "a/%d", i);
+		workqueue_add_flow(q, 0, key, "x");
+	}
+	for (int i = 0; i < 4; i++) /* alone: its full caps, 4 at once */
+		k[i] = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(k[3], "a/4");
+	workqueue_add(q, 0, "b/1");
+	workqueue_add(q, 0, "b/2");
+	char *b1 = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(b1, "b/1");
+	/* a has 3 at once after this, over the shared cap of 2: b goes */
+	workqueue_done(q, 0, k[0]);
+	char *b2 = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(b2, "b/2");
+	workqueue_done(q, 0, k[1]);
+	workqueue_done(q, 0, k[2]);
+	char *a5 = workqueue_get(q, NULL); /* a at 1: under the shared cap */
+	CU_ASSERT_STRING_EQUAL(a5, "a/5");
+	char *all[] = { k[0], k[1], k[2], k[3], b1, b2, a5 };
+	for (size_t i = 0; i < 7; i++) {
+		if (i > 2)
+			workqueue_done(q, 0, all[i]);
+		free(all[i]);
+	}
+	/* Flows of one namespace: x shares with y while y has a key, and for
+	 * the linger after its last one is done. */
+	for (int i = 1; i <= 3; i++) {
+		snprintf(key, sizeof key, "n/x%d", i);
+		workqueue_add_flow(q, 0, key, "x");
+	}
+	ktime_sleep_ms(150); /* a and b's linger is over: n is alone */
+	char *x1 = workqueue_get(q, NULL), *x2 = workqueue_get(q, NULL);
+	workqueue_add_flow(q, 0, "n/y1", "y");
+	char *y1 = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(y1, "n/y1");
+	static struct getter g;
+	g.q = q;
+	atomic_store(&g.returned_null, 0);
+	pthread_t t;
+	pthread_create(&t, NULL, blocked_getter, &g);
+	ktime_sleep_ms(30);
+	CU_ASSERT_EQUAL(workqueue_len(q), 1); /* x3 waits: x has 2, shared cap 1 */
+	workqueue_done(q, 0, y1);
+	ktime_sleep_ms(30);
+	CU_ASSERT_EQUAL(workqueue_len(q), 1); /* y lingers */
+	ktime_sleep_ms(150);
+	CU_ASSERT_EQUAL(workqueue_len(q), 0); /* y's linger is over: x3 went */
+	workqueue_done(q, 0, x1);
+	workqueue_done(q, 0, x2);
+	pthread_join(t, NULL);
+	CU_ASSERT_EQUAL(atomic_load(&g.returned_null), 0);
+	free(x1);
+	free(x2);
+	free(y1);
+	workqueue_free(q);
+}
+
 /* FIFO order, the baseline: the victim waits behind the whole backlog. */
 static void test_fifo(void)
 {
@@ -725,6 +794,7 @@ void register_kube_workqueue_tests(void)
 		  { "fair: owners within a namespace; re-adds keep their flow", test_fair_owners },
 		  { "fifo order: the baseline", test_fifo },
 		  { "fair: caps per namespace and per flow", test_fair_caps },
+		  { "fair: shared caps while another tenant has keys", test_shared_caps },
 		  { "metrics per namespace bucket", test_ns_metrics },
 		  { "dedup and re-add while processing", test_dedup },
 		  { "typed items: one key of two kinds", test_kinds },

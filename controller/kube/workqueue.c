@@ -118,6 +118,8 @@ struct workqueue {
 	/* Keys one namespace, and one flow of it, may have processed at once
 	 * (0: no cap; fair order only), and how many they have. */
 	int cap_ns, cap_flow;
+	int shared_ns, shared_flow; /* the caps while shared (0: the caps above) */
+	long linger_ms;
 	struct active *active_ns, *active_flow;
 	struct member *dirty, *processing;
 	struct delayed *waiting; /* by key */
@@ -574,6 +576,15 @@ struct workqueue *workqueue_new(void)
 	pthread_mutex_init(&q->mu, NULL);
 	ktime_cond_init(&q->cv);
 	return q;
+}
+
+void workqueue_set_shared_caps(struct workqueue *q, int per_namespace, int per_flow, long linger_ms)
+{
+	pthread_mutex_lock(&q->mu);
+	q->shared_ns = per_namespace > 0 ? per_namespace : 0;
+	q->shared_flow = per_flow > 0 ? per_flow : 0;
+	q->linger_ms = linger_ms > 0 ? linger_ms : 0;
+	pthread_mutex_unlock(&q->mu);
 }
 
 void workqueue_set_caps(struct workqueue *q, int per_namespace, int per_flow)

@@ -64,6 +64,14 @@ void workqueue_set_fifo(struct workqueue *q, int fifo);
  * rather than in the API server's queues. Passed over while at its cap, a
  * namespace keeps its place. */
 void workqueue_set_caps(struct workqueue *q, int per_namespace, int per_flow);
+/* Caps while a tenant shares the queue (0: the caps above, always): a
+ * namespace's cap is at most per_namespace while another namespace has keys
+ * ready or being processed, or had one done within linger_ms; a flow's cap
+ * is at most per_flow while another flow of its namespace does. A tenant
+ * alone keeps its full caps (its throughput); one that shares holds fewer
+ * workers, so another's calls meet fewer of its own at the API server. The
+ * linger spans the gaps between a victim's keys. */
+void workqueue_set_shared_caps(struct workqueue *q, int per_namespace, int per_flow, long linger_ms);
 /* Frees the queue; no thread may be inside a call on it. */
 void workqueue_free(struct workqueue *q);
 /* Queues key (copied) unless it is already waiting; after shutdown, ignored.
