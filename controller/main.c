@@ -69,6 +69,7 @@ struct options {
 	double warm_refill_qps;
 	const char *queue_order; /* "fair" or "fifo" */
 	int per_ns, per_owner;	 /* the queue's caps; -1: the default for the workers */
+	int shared_ns, shared_owner; /* its caps while tenants share it; -1: the same */
 };
 
 static void usage(FILE *f)
@@ -91,6 +92,11 @@ static void usage(FILE *f)
 		"                                     0: no cap)\n"
 		"  --max-reconciles-per-owner N       fair order: reconciles of one owner of a namespace at once\n"
 		"                                     (default workers/16; 0: no cap)\n"
+		"  --shared-reconciles-per-namespace N  fair order: the namespace cap while another namespace has work\n"
+		"                                     (queued, running, or done in the last second; default workers/32;\n"
+		"                                     0: the plain cap)\n"
+		"  --shared-reconciles-per-owner N    the same for an owner while another owner of its namespace has work\n"
+		"                                     (default workers/64; 0: the plain cap)\n"
 		"  --kube-api-qps Q --kube-api-burst B client-side rate limit (default off: 0 or less = off,\n"
 		"                                     the server's API Priority and Fairness decides; burst 100)\n"
 		"  --metrics-bind-address ADDR        /metrics listener (default :8080; 0 disables)\n"
@@ -176,6 +182,8 @@ static const struct flag flags[] = {
 	{ .name = "work-queue-order", .kind = F_CHOICE, .off = OPT(queue_order), .choices = "fair|fifo", .refused = "--work-queue-order must be fair or fifo" },
 	{ .name = "max-reconciles-per-namespace", .kind = F_INT, .off = OPT(per_ns), .min = 0, .max = 256, .refused = "--max-reconciles-per-namespace must be between 0 (no cap) and 256" },
 	{ .name = "max-reconciles-per-owner", .kind = F_INT, .off = OPT(per_owner), .min = 0, .max = 256, .refused = "--max-reconciles-per-owner must be between 0 (no cap) and 256" },
+	{ .name = "shared-reconciles-per-namespace", .kind = F_INT, .off = OPT(shared_ns), .min = 0, .max = 256, .refused = "--shared-reconciles-per-namespace must be between 0 (the plain cap) and 256" },
+	{ .name = "shared-reconciles-per-owner", .kind = F_INT, .off = OPT(shared_owner), .min = 0, .max = 256, .refused = "--shared-reconciles-per-owner must be between 0 (the plain cap) and 256" },
 	{ .name = "workers", .kind = F_INT, .off = OPT(workers), .min = 1, .max = 256, .refused = "--workers must be between 1 and 256" },
 	{ .name = "kube-api-qps", .kind = F_NUMBER, .off = OPT(qps), .refused = "--kube-api-qps must be a number (0 or less: no client-side limit)" },
 	{ .name = "kube-api-burst", .kind = F_INT, .off = OPT(burst), .min = 1, .max = 2147483647, .refused = "--kube-api-burst must be positive" },
@@ -277,7 +285,7 @@ static int set_flag(const struct flag *f, const char *arg, struct options *o)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64, .key_lifetime_s = -1, .qps = 0, .burst = 100, .warm_settle_s = 90, .warm_refill_qps = 10, .queue_order = "fair", .per_ns = -1, .per_owner = -1, .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key", .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400, .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller", .webhook_addr = "0" };
+	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64, .key_lifetime_s = -1, .qps = 0, .burst = 100, .warm_settle_s = 90, .warm_refill_qps = 10, .queue_order = "fair", .per_ns = -1, .per_owner = -1, .shared_ns = -1, .shared_owner = -1, .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key", .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400, .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller", .webhook_addr = "0" };
 	struct option longopts[NFLAGS + 1];
 	for (size_t i = 0; i < NFLAGS; i++) {
 		int has_arg = flags[i].kind == F_SET || flags[i].kind == F_HELP || flags[i].kind == F_VERSION
@@ -601,6 +609,7 @@ static int start_serving(struct app *a)
 	sbx_controller_set_warm(&a->ctl, o->warm_settle_s, o->warm_refill_qps);
 	sbx_controller_set_fifo(&a->ctl, !strcmp(o->queue_order, "fifo"));
 	sbx_controller_set_caps(&a->ctl, o->per_ns, o->per_owner);
+	sbx_controller_set_shared_caps(&a->ctl, o->shared_ns, o->shared_owner);
 	if ((a->cfg.prep_enabled || (a->cfg.net.policies && a->cfg.net.verify)) && !a->cfg.prep_image) {
 		/* Workspace preparation pods and the NetworkPolicy probe's pods run
 		 * this very image (sandbox/wsprep.h, sandbox/netprobe.h). */

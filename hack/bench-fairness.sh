@@ -70,7 +70,7 @@ grant_controller_rbac
 
 # victim NS PREFIX OUT [START_AT]: the victim's V Sandboxes at R/s.
 victim() {
-  "$BENCH_BIN" controller --namespace "$1" --prefix "$2" --owner victim --count "$VICTIMS" --rate "$RATE" \
+  SBX_BENCH_TRACE="$3.trace" "$BENCH_BIN" controller --namespace "$1" --prefix "$2" --owner victim --count "$VICTIMS" --rate "$RATE" \
     --concurrency 4 --scopes "$VICTIMS" --wait bound --timeout "$TIMEOUT" >"$3" 2>"$3.err"
 }
 

@@ -100,11 +100,23 @@ struct ns_bucket {
 	UT_hash_handle hh;
 };
 
-/* Keys being processed, per namespace or per namespace and flow. */
+/* Keys being processed, per namespace or per namespace and flow. With a
+ * linger (workqueue_set_shared_caps), an entry whose last key is done stays
+ * that long at n 0, on its set's linger list (oldest first), so the tenant
+ * still counts as sharing the queue between two of its keys. */
 struct active {
 	char *id; /* the namespace, or "<namespace>\x1f<flow>" */
 	int n;
+	int nflows;		    /* a namespace's: its flows' entries */
+	int64_t done_ms;	    /* n 0: when its last key was done */
+	struct active *prev, *next; /* the linger list (utlist DL) while n is 0 */
 	UT_hash_handle hh;
+};
+
+/* A set of active entries and its linger list. */
+struct active_set {
+	struct active *by_id;
+	struct active *linger;
 };
 
 struct workqueue {
@@ -120,7 +132,7 @@ struct workqueue {
 	int cap_ns, cap_flow;
 	int shared_ns, shared_flow; /* the caps while shared (0: the caps above) */
 	long linger_ms;
-	struct active *active_ns, *active_flow;
+	struct active_set active_ns, active_flow;
 	struct member *dirty, *processing;
 	struct delayed *waiting; /* by key */
 	struct delayed **heap;	 /* min-heap on ready_ms */
@@ -278,54 +290,133 @@ static void flow_id(const char *ns, const char *f, char *out, size_t n)
 	snprintf(out, n, "%s\x1f%s", ns, f);
 }
 
-static int active_of(struct active *set, const char *id)
+/* The namespace of a flow's id (flow_id) into out. */
+static void flow_ns(const char *id, char *out, size_t n)
 {
-	struct active *a;
-	HASH_FIND_STR(set, id, a);
-	return a ? a->n : 0;
+	size_t len = strcspn(id, "\x1f");
+	if (len >= n)
+		len = n - 1;
+	memcpy(out, id, len);
+	out[len] = '\0';
 }
 
-/* Moves the active count of id by d (an entry at 0 is dropped). */
-static void active_add(struct active **set, const char *id, int d)
+static struct active *active_find(const struct active_set *set, const char *id)
 {
 	struct active *a;
-	HASH_FIND_STR(*set, id, a);
+	HASH_FIND_STR(set->by_id, id, a);
+	return a;
+}
+
+/* Drops a (n 0) from set; a flow's entry leaves its namespace's count. */
+static void active_drop(struct workqueue *q, struct active_set *set, struct active *a)
+{
+	if (set == &q->active_flow) {
+		char ns[256];
+		flow_ns(a->id, ns, sizeof ns);
+		struct active *na = active_find(&q->active_ns, ns);
+		if (na)
+			na->nflows--;
+	}
+	if (a->done_ms >= 0)
+		DL_DELETE(set->linger, a);
+	HASH_DEL(set->by_id, a);
+	free(a->id);
+	free(a);
+}
+
+/* Moves the active count of id by d; an entry at 0 lingers (or is dropped
+ * without a linger). */
+static void active_add(struct workqueue *q, struct active_set *set, const char *id, int d, int64_t now)
+{
+	struct active *a = active_find(set, id);
 	if (!a) {
 		if (d <= 0)
 			return;
 		a = xcalloc(1, sizeof *a);
 		a->id = xstrdup(id);
-		HASH_ADD_KEYPTR(hh, *set, a->id, strlen(a->id), a);
+		a->done_ms = -1;
+		HASH_ADD_KEYPTR(hh, set->by_id, a->id, strlen(a->id), a);
+		if (set == &q->active_flow) {
+			char ns[256];
+			flow_ns(id, ns, sizeof ns);
+			struct active *na = active_find(&q->active_ns, ns);
+			if (na)
+				na->nflows++;
+		}
+	}
+	if (a->done_ms >= 0 && d > 0) { /* busy again */
+		DL_DELETE(set->linger, a);
+		a->done_ms = -1;
 	}
 	a->n += d;
-	if (a->n <= 0) {
-		HASH_DEL(*set, a);
-		free(a->id);
-		free(a);
+	if (a->n > 0)
+		return;
+	a->n = 0;
+	if (!q->linger_ms) {
+		active_drop(q, set, a);
+	} else if (a->done_ms < 0) {
+		a->done_ms = now;
+		DL_APPEND(set->linger, a);
 	}
 }
 
-static void active_clear(struct active **set)
+/* Drops the entries whose linger is over: flows first, so a namespace's
+ * flow count never outlives it. Returns when the next one is over (-1:
+ * none lingers). */
+static int64_t active_expire(struct workqueue *q, int64_t now)
+{
+	struct active_set *sets[] = { &q->active_flow, &q->active_ns };
+	int64_t next = -1;
+	for (size_t i = 0; i < 2; i++) {
+		struct active *a;
+		while ((a = sets[i]->linger) && a->done_ms + q->linger_ms <= now)
+			active_drop(q, sets[i], a);
+		if (a && (next < 0 || a->done_ms + q->linger_ms < next))
+			next = a->done_ms + q->linger_ms;
+	}
+	return next;
+}
+
+static void active_clear(struct active_set *set)
 {
 	struct active *a, *t;
-	HASH_ITER(hh, *set, a, t)
+	HASH_ITER(hh, set->by_id, a, t)
 	{
-		HASH_DEL(*set, a);
+		HASH_DEL(set->by_id, a);
 		free(a->id);
 		free(a);
 	}
+	set->linger = NULL;
 }
 
-/* 1 when a key of flow f of namespace t may be handed out under the caps. */
+/* A cap, or the shared one when shared and lower (0: no cap). */
+static int cap_of(int cap, int shared_cap, int shared)
+{
+	if (!shared || !shared_cap)
+		return cap;
+	return cap && cap < shared_cap ? cap : shared_cap;
+}
+
+/* 1 when a key of flow f of namespace t may be handed out under the caps:
+ * the shared ones while another namespace (for t) or another flow of t (for
+ * f) has keys ready, being processed or lingering. */
 static int under_caps(struct workqueue *q, const struct tenant *t, const struct flow *f)
 {
 	if (q->fifo)
 		return 1;
-	if (q->cap_ns && active_of(q->active_ns, t->ns) >= q->cap_ns)
+	struct active *na = active_find(&q->active_ns, t->ns);
+	int in_ord = t->l == &q->ord;
+	int ns_shared = q->shared_ns && (HASH_COUNT(q->ord.tenants) > (unsigned)in_ord ||
+					 HASH_COUNT(q->active_ns.by_id) > (unsigned)(na != NULL));
+	int cap = cap_of(q->cap_ns, q->shared_ns, ns_shared);
+	if (cap && na && na->n >= cap)
 		return 0;
 	char id[512];
 	flow_id(t->ns, f->name, id, sizeof id);
-	return !q->cap_flow || active_of(q->active_flow, id) < q->cap_flow;
+	struct active *fa = active_find(&q->active_flow, id);
+	int flow_shared = q->shared_flow && (HASH_COUNT(t->flows) > 1 || (na ? na->nflows : 0) - (fa != NULL) > 0);
+	cap = cap_of(q->cap_flow, q->shared_flow, flow_shared);
+	return !cap || !fa || fa->n < cap;
 }
 
 static void report_depth(struct workqueue *q, int bucket)
@@ -611,8 +702,8 @@ void workqueue_free(struct workqueue *q)
 	free_lane(&q->low);
 	set_clear(&q->dirty);
 	set_clear(&q->processing);
-	active_clear(&q->active_ns);
 	active_clear(&q->active_flow);
+	active_clear(&q->active_ns);
 	drop_delayed(q);
 	free(q->heap);
 	struct failure *f, *t;
@@ -778,8 +869,9 @@ static void count_active(struct workqueue *q, const struct member *m, int d)
 	char ns[256], id[512];
 	ns_of(m->key, ns, sizeof ns);
 	flow_id(ns, m->flow, id, sizeof id);
-	active_add(&q->active_ns, ns, d);
-	active_add(&q->active_flow, id, d);
+	int64_t now = ktime_mono_ms();
+	active_add(q, &q->active_ns, ns, d, now); /* before its flow: a new flow counts in it */
+	active_add(q, &q->active_flow, id, d, now);
 }
 
 static char *get(struct workqueue *q)
@@ -794,10 +886,14 @@ static char *get(struct workqueue *q)
 			pthread_mutex_unlock(&q->mu);
 			return NULL;
 		}
-		promote_due(q, ktime_mono_ms());
+		int64_t now = ktime_mono_ms();
+		promote_due(q, now);
+		int64_t linger_over = active_expire(q, now);
 		if ((n = pop_locked(q, &low, &bucket)))
 			break;
 		int64_t deadline = q->nheap ? q->heap[0]->ready_ms : -1;
+		if (q->len && linger_over >= 0 && (deadline < 0 || linger_over < deadline))
+			deadline = linger_over; /* a key held by a shared cap may go then */
 		ktime_cond_wait_until(&q->cv, &q->mu, deadline);
 	}
 	int64_t now = mono_us();
@@ -834,7 +930,7 @@ static void done(struct workqueue *q, const char *key)
 	}
 	if (pm) {
 		count_active(q, pm, -1);
-		if (q->cap_ns || q->cap_flow)
+		if (q->cap_ns || q->cap_flow || q->shared_ns || q->shared_flow)
 			pthread_cond_signal(&q->cv); /* its namespace may be under its cap again */
 	}
 	set_del(&q->processing, key);

@@ -465,6 +465,7 @@ void sbx_controller_init(struct sbx_controller *c, struct kube_client *kc, const
 	c->seal_keys = seal_keys;
 	c->workers = workers > 0 ? workers : 4;
 	c->cap_ns = c->cap_owner = -1;
+	c->shared_ns = c->shared_owner = -1;
 	c->warm_settle_s = 90;
 	c->warm_refill_qps = 10;
 	snprintf(c->webhook_config, sizeof c->webhook_config, "sandbox-controller");
@@ -485,6 +486,18 @@ void sbx_controller_set_caps(struct sbx_controller *c, int per_namespace, int pe
 {
 	c->cap_ns = per_namespace;
 	c->cap_owner = per_owner;
+}
+
+void sbx_controller_set_shared_caps(struct sbx_controller *c, int per_namespace, int per_owner)
+{
+	c->shared_ns = per_namespace;
+	c->shared_owner = per_owner;
+}
+
+/* A cap from the flags, or (< 0) workers / div, at least 1. */
+static int cap_or_default(int flag, int workers, int div)
+{
+	return flag >= 0 ? flag : workers / div > 1 ? workers / div : 1;
 }
 
 void sbx_controller_set_webhook_config(struct sbx_controller *c, const char *name)
@@ -510,11 +523,10 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 						     wq_worked, wq_ns_depth, wq_ns_queued, wq_tenants };
 	workqueue_set_metrics(c->queue, &wm);
 	workqueue_set_fifo(c->queue, c->fifo);
-	int per_ns = c->cap_ns >= 0 ? c->cap_ns : c->workers / 8 > 1 ? c->workers / 8
-								     : 1;
-	int per_owner = c->cap_owner >= 0 ? c->cap_owner : c->workers / 16 > 1 ? c->workers / 16
-									       : 1;
-	workqueue_set_caps(c->queue, per_ns, per_owner);
+	workqueue_set_caps(c->queue, cap_or_default(c->cap_ns, c->workers, 8),
+			   cap_or_default(c->cap_owner, c->workers, 16));
+	workqueue_set_shared_caps(c->queue, cap_or_default(c->shared_ns, c->workers, 32),
+				  cap_or_default(c->shared_owner, c->workers, 64), SBX_SHARED_LINGER_MS);
 	obs_metric_set(sbx_m.wq_fair, NULL, c->fifo ? 0 : 1);
 	workqueue_set_low_limit(c->queue, c->workers / 8 > 1 ? c->workers / 8 : 1);
 	c->inflight = sbx_strset_new();

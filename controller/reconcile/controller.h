@@ -25,6 +25,11 @@ void sbx_controller_set_fifo(struct sbx_controller *c, int fifo);
  * one owner of it, at once (< 0: workers/8 and workers/16, at least 1; 0: no
  * cap). */
 void sbx_controller_set_caps(struct sbx_controller *c, int per_namespace, int per_owner);
+/* The fair queue's caps while tenants share it (workqueue_set_shared_caps,
+ * a linger of SBX_SHARED_LINGER_MS; < 0: workers/32 and workers/64, at least
+ * 1; 0: none). */
+void sbx_controller_set_shared_caps(struct sbx_controller *c, int per_namespace, int per_owner);
+#define SBX_SHARED_LINGER_MS 1000
 /* Starts the informers and waits for their first sync (up to timeout_ms;
  * 0 does not wait: poll sbx_controller_synced, e.g. between signal checks).
  * Every replica runs them (the admission webhook reads them, and readiness

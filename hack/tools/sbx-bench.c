@@ -43,7 +43,8 @@
  * printed for create (until the POST is answered: the admission chain's
  * cost), bound and ready. Results go to stdout as
  * KEY=VALUE lines for the script to format; progress and errors go to stderr.
- * Credentials come from $KUBECONFIG. */
+ * Credentials come from $KUBECONFIG. SBX_BENCH_TRACE=FILE writes each
+ * Sandbox's due, answered and Bound times there (write_trace). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
@@ -610,6 +611,28 @@ static void *writer(void *arg)
 
 /* ---- the run ---- */
 
+/* With SBX_BENCH_TRACE=FILE, one line per Sandbox into FILE: its name, then
+ * when it was due, answered and seen Bound, as wall-clock milliseconds since
+ * the epoch (0: never), to lay beside the controller's log. */
+static void write_trace(const struct bench *b)
+{
+	const char *path = getenv("SBX_BENCH_TRACE");
+	FILE *f = path && *path ? fopen(path, "w") : NULL;
+	if (!f)
+		return;
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	double off = (double)rt.tv_sec * 1e3 + (double)rt.tv_nsec / 1e6 - now_ms(); /* monotonic -> wall */
+	for (long i = 0; i < b->o.count; i++) {
+		const double v[] = { b->sent[i], b->posted[i], b->bound[i] };
+		fprintf(f, "%s%05ld", b->o.prefix, i);
+		for (size_t k = 0; k < 3; k++)
+			fprintf(f, " %.1f", v[k] > 0 ? v[k] + off : 0);
+		fputc('\n', f);
+	}
+	fclose(f);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -794,6 +817,7 @@ static int run(struct bench *b)
 		by_method(&mb, m1);
 	informer_stop(inf);
 
+	write_trace(b);
 	long nb, nr;
 	double *lb = latencies(b, b->bound, &nb), *lr = latencies(b, b->ready, &nr);
 	double sb = nbound ? (t_bound - t0) / 1e3 : 0, sr = nready ? (t_ready - t0) / 1e3 : 0;
