@@ -639,6 +639,45 @@ static void test_shared_caps(void)
 	workqueue_free(q);
 }
 
+/* Shared caps hold back a backlogged tenant only: one whose ready keys fit
+ * in its full cap (a victim's handful) keeps that cap while it shares, so
+ * its keys do not queue behind the shared cap either. */
+static void test_shared_caps_backlogged_only(void)
+{
+	struct workqueue *q = workqueue_new();
+	workqueue_set_caps(q, 4, 4);
+	workqueue_set_shared_caps(q, 2, 1, 100);
+	char key[32];
+	for (int i = 1; i <= 10; i++) {
+		snprintf(key, sizeof key, "a/%d", i);
+		workqueue_add(q, 0, key);
+	}
+	for (int i = 1; i <= 3; i++) {
+		snprintf(key, sizeof key, "b/%d", i);
+		workqueue_add(q, 0, key);
+	}
+	char *k[4];
+	for (int i = 0; i < 4; i++)
+		k[i] = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(k[0], "a/1");
+	CU_ASSERT_STRING_EQUAL(k[1], "b/1");
+	CU_ASSERT_STRING_EQUAL(k[2], "a/2");
+	CU_ASSERT_STRING_EQUAL(k[3], "b/2");
+	/* a (8 ready) is at its shared cap; b's third key goes all the same */
+	static struct getter g;
+	g.q = q;
+	atomic_store(&g.returned_null, 0);
+	pthread_t t;
+	pthread_create(&t, NULL, blocked_getter, &g);
+	ktime_sleep_ms(50);
+	CU_ASSERT_EQUAL(workqueue_len(q), 8);
+	workqueue_done(q, 0, k[0]); /* lets a blocked getter go, whatever it is */
+	pthread_join(t, NULL);
+	for (int i = 0; i < 4; i++)
+		free(k[i]);
+	workqueue_free(q);
+}
+
 /* FIFO order, the baseline: the victim waits behind the whole backlog. */
 static void test_fifo(void)
 {
@@ -795,6 +834,7 @@ void register_kube_workqueue_tests(void)
 		  { "fifo order: the baseline", test_fifo },
 		  { "fair: caps per namespace and per flow", test_fair_caps },
 		  { "fair: shared caps while another tenant has keys", test_shared_caps },
+		  { "fair: shared caps hold back a backlog only", test_shared_caps_backlogged_only },
 		  { "metrics per namespace bucket", test_ns_metrics },
 		  { "dedup and re-add while processing", test_dedup },
 		  { "typed items: one key of two kinds", test_kinds },
