@@ -53,6 +53,7 @@ struct flow {
 	char *name;
 	struct tenant *t;
 	struct node *head;	  /* utlist DL: head->prev is the tail */
+	size_t len;		  /* its ready keys */
 	int in_fresh;		  /* in t->fresh, else in the ring t->cur */
 	struct flow *prev, *next; /* t->fresh (utlist DL) or the ring (utlist CDL) */
 	UT_hash_handle hh;	  /* t->flows, by name */
@@ -65,6 +66,7 @@ struct tenant {
 	struct flow *flows;	    /* by name */
 	struct flow *fresh;	    /* fresh flows, oldest first */
 	struct flow *cur;	    /* the ring, at the flow served next */
+	size_t len;		    /* its ready keys */
 	int in_fresh;		    /* in l->fresh, else in the ring l->cur */
 	struct tenant *prev, *next; /* l->fresh (utlist DL) or the ring (utlist CDL) */
 	UT_hash_handle hh;	    /* l->tenants, by namespace */
@@ -399,14 +401,18 @@ static int cap_of(int cap, int shared_cap, int shared)
 
 /* 1 when a key of flow f of namespace t may be handed out under the caps:
  * the shared ones while another namespace (for t) or another flow of t (for
- * f) has keys ready, being processed or lingering. */
+ * f) has keys ready, being processed or lingering, and t (f) has a backlog,
+ * more keys ready than its full cap. A tenant whose keys fit in its cap (a
+ * victim's handful) keeps it: sharing holds back bursts, not small tenants
+ * (FQ-CoDel's sparse flows). */
 static int under_caps(struct workqueue *q, const struct tenant *t, const struct flow *f)
 {
 	if (q->fifo)
 		return 1;
 	struct active *na = active_find(&q->active_ns, t->ns);
 	int in_ord = t->l == &q->ord;
-	int ns_shared = q->shared_ns && (HASH_COUNT(q->ord.tenants) > (unsigned)in_ord ||
+	int ns_shared = q->shared_ns && (!q->cap_ns || t->len > (size_t)q->cap_ns) &&
+			(HASH_COUNT(q->ord.tenants) > (unsigned)in_ord ||
 					 HASH_COUNT(q->active_ns.by_id) > (unsigned)(na != NULL));
 	int cap = cap_of(q->cap_ns, q->shared_ns, ns_shared);
 	if (cap && na && na->n >= cap)
@@ -414,7 +420,8 @@ static int under_caps(struct workqueue *q, const struct tenant *t, const struct 
 	char id[512];
 	flow_id(t->ns, f->name, id, sizeof id);
 	struct active *fa = active_find(&q->active_flow, id);
-	int flow_shared = q->shared_flow && (HASH_COUNT(t->flows) > 1 || (na ? na->nflows : 0) - (fa != NULL) > 0);
+	int flow_shared = q->shared_flow && (!q->cap_flow || f->len > (size_t)q->cap_flow) &&
+			  (HASH_COUNT(t->flows) > 1 || (na ? na->nflows : 0) - (fa != NULL) > 0);
 	cap = cap_of(q->cap_flow, q->shared_flow, flow_shared);
 	return !cap || !fa || fa->n < cap;
 }
@@ -466,6 +473,8 @@ static struct node *push_locked(struct workqueue *q, const char *key, const char
 	n->key = xstrdup(key);
 	n->f = f;
 	DL_APPEND(f->head, n);
+	f->len++;
+	f->t->len++;
 	l->len++;
 	q->len++;
 	q->bucket_depth[t->bucket]++;
@@ -482,6 +491,8 @@ static void unlink_locked(struct workqueue *q, struct node *n)
 	struct tenant *t = f->t;
 	struct lane *l = t->l;
 	DL_DELETE(f->head, n);
+	f->len--;
+	f->t->len--;
 	l->len--;
 	q->len--;
 	q->bucket_depth[t->bucket]--;

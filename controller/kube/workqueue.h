@@ -65,10 +65,12 @@ void workqueue_set_fifo(struct workqueue *q, int fifo);
  * namespace keeps its place. */
 void workqueue_set_caps(struct workqueue *q, int per_namespace, int per_flow);
 /* Caps while a tenant shares the queue (0: the caps above, always): a
- * namespace's cap is at most per_namespace while another namespace has keys
- * ready or being processed, or had one done within linger_ms; a flow's cap
- * is at most per_flow while another flow of its namespace does. A tenant
- * alone keeps its full caps (its throughput); one that shares holds fewer
+ * namespace with more keys ready than its cap (a backlog) has a cap of at
+ * most per_namespace while another namespace has keys ready or being
+ * processed, or had one done within linger_ms; a flow with a backlog has at
+ * most per_flow while another flow of its namespace does. A tenant alone
+ * keeps its full caps (its throughput), and so does one whose keys fit in
+ * them (a victim's handful); a backlogged one that shares holds fewer
  * workers, so another's calls meet fewer of its own at the API server. The
  * linger spans the gaps between a victim's keys. */
 void workqueue_set_shared_caps(struct workqueue *q, int per_namespace, int per_flow, long linger_ms);
