@@ -67,8 +67,8 @@ struct options {
 	const char *owner_authz;
 	long warm_settle_s;
 	double warm_refill_qps;
-	const char *queue_order; /* "fair" or "fifo" */
-	int per_ns, per_owner;	 /* the queue's caps; -1: the default for the workers */
+	const char *queue_order;     /* "fair" or "fifo" */
+	int per_ns, per_owner;	     /* the queue's caps; -1: the default for the workers */
 	int shared_ns, shared_owner; /* its caps while tenants share it; -1: the same */
 };
 

@@ -413,7 +413,7 @@ static int under_caps(struct workqueue *q, const struct tenant *t, const struct 
 	int in_ord = t->l == &q->ord;
 	int ns_shared = q->shared_ns && (!q->cap_ns || t->len > (size_t)q->cap_ns) &&
 			(HASH_COUNT(q->ord.tenants) > (unsigned)in_ord ||
-					 HASH_COUNT(q->active_ns.by_id) > (unsigned)(na != NULL));
+			 HASH_COUNT(q->active_ns.by_id) > (unsigned)(na != NULL));
 	int cap = cap_of(q->cap_ns, q->shared_ns, ns_shared);
 	if (cap && na && na->n >= cap)
 		return 0;

@@ -497,7 +497,9 @@ void sbx_controller_set_shared_caps(struct sbx_controller *c, int per_namespace,
 /* A cap from the flags, or (< 0) workers / div, at least 1. */
 static int cap_or_default(int flag, int workers, int div)
 {
-	return flag >= 0 ? flag : workers / div > 1 ? workers / div : 1;
+	if (flag >= 0)
+		return flag;
+	return workers / div > 1 ? workers / div : 1;
 }
 
 void sbx_controller_set_webhook_config(struct sbx_controller *c, const char *name)

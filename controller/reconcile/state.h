@@ -40,8 +40,8 @@ struct sbx_controller {
 	const struct sbx_config *cfg;	       /* borrowed */
 	const struct sbx_seal_keys *seal_keys; /* borrowed; [0] signs, all verify */
 	int workers;
-	int fifo;	       /* the work queue's order: 1 FIFO, 0 fair */
-	int cap_ns, cap_owner; /* the fair queue's caps (< 0: from workers) */
+	int fifo;		     /* the work queue's order: 1 FIFO, 0 fair */
+	int cap_ns, cap_owner;	     /* the fair queue's caps (< 0: from workers) */
 	int shared_ns, shared_owner; /* its caps while tenants share it (< 0: from workers) */
 
 	pthread_mutex_t informers_mu; /* guards the informer pointers below (read by /readyz) */
