@@ -265,6 +265,16 @@ static void *blocked_getter(void *u)
 	return NULL;
 }
 
+/* Starts one blocked_getter on q with g (reset), its thread returned. */
+static pthread_t start_getter(struct getter *g, struct workqueue *q)
+{
+	g->q = q;
+	atomic_store(&g->returned_null, 0);
+	pthread_t t;
+	pthread_create(&t, NULL, blocked_getter, g);
+	return t;
+}
+
 /* SIGTERM with a deep backlog: once shut down the queue hands out no more
  * keys, so the workers stop after the keys they hold rather than after
  * reconciling the whole backlog (each reconcile makes API calls: 2,000
@@ -332,10 +342,7 @@ static void test_delayed_wakes_blocked_getter(void)
 	/* A getter already asleep on an empty queue wakes for a delayed add. */
 	struct workqueue *q = workqueue_new();
 	static struct getter g;
-	g.q = q;
-	atomic_store(&g.returned_null, 0);
-	pthread_t t;
-	pthread_create(&t, NULL, blocked_getter, &g);
+	pthread_t t = start_getter(&g, q);
 	ktime_sleep_ms(20);
 	workqueue_add_after(q, 0, "x", 30);
 	int64_t t0 = ktime_mono_ms();
@@ -557,10 +564,7 @@ static void test_fair_caps(void)
 	workqueue_add_flow(q, 0, "a/x4", "x");
 	char *x3 = workqueue_get(q, NULL);
 	static struct getter g;
-	g.q = q;
-	atomic_store(&g.returned_null, 0);
-	pthread_t t;
-	pthread_create(&t, NULL, blocked_getter, &g);
+	pthread_t t = start_getter(&g, q);
 	ktime_sleep_ms(30);
 	CU_ASSERT_EQUAL(workqueue_len(q), 1); /* still waiting */
 	workqueue_done(q, 0, x3);
@@ -618,10 +622,7 @@ static void test_shared_caps(void)
 	char *y1 = workqueue_get(q, NULL);
 	CU_ASSERT_STRING_EQUAL(y1, "n/y1");
 	static struct getter g;
-	g.q = q;
-	atomic_store(&g.returned_null, 0);
-	pthread_t t;
-	pthread_create(&t, NULL, blocked_getter, &g);
+	pthread_t t = start_getter(&g, q);
 	ktime_sleep_ms(30);
 	CU_ASSERT_EQUAL(workqueue_len(q), 5); /* x3 waits: x has 2, shared cap 1 */
 	workqueue_done(q, 0, y1);
@@ -665,10 +666,7 @@ static void test_shared_caps_backlogged_only(void)
 	CU_ASSERT_STRING_EQUAL(k[3], "b/2");
 	/* a (8 ready) is at its shared cap; b's third key goes all the same */
 	static struct getter g;
-	g.q = q;
-	atomic_store(&g.returned_null, 0);
-	pthread_t t;
-	pthread_create(&t, NULL, blocked_getter, &g);
+	pthread_t t = start_getter(&g, q);
 	ktime_sleep_ms(50);
 	CU_ASSERT_EQUAL(workqueue_len(q), 8);
 	workqueue_done(q, 0, k[0]); /* lets a blocked getter go, whatever it is */
