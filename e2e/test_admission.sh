@@ -17,7 +17,8 @@ setup() {
   new_namespace team-b
   webhook_certs
   WEBHOOK_PORT=$(free_port)
-  controller_start main --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
+  METRICS_PORT=$(free_port)
+  controller_start main --metrics-bind-address "127.0.0.1:$METRICS_PORT" --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
     --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
   MAIN_CTL=$CTL_PID
   install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
@@ -137,6 +138,30 @@ test_owner_is_authorized_by_identity() {
   # bob may use his own workspace
   sandbox_as "$BOB" team-a bob-1 $IMG task-1 bob >/dev/null || fail "bob for bob refused"
   wait_for 30 bound team-a bob-1 || fail "bob-1 not bound"
+}
+
+# The webhook's SubjectAccessReviews asked of the API server so far.
+reviews_asked() {
+  curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" |
+    awk '/^sandbox_admission_access_reviews_total\{/ && /source="asked"/ { n += $NF } END { printf "%d", n }'
+}
+
+# An identity granted `use` on every workspace of a namespace (no
+# resourceNames: an agent acting for many owners) costs one review for all
+# of them, not one per owner; a grant by name still holds only that name.
+test_agent_one_review_for_every_owner() {
+  local before after i out
+  before=$(reviews_asked)
+  for i in 1 2 3 4 5 6; do
+    sandbox_as "$AGENT" team-a "agent-many-$i" $IMG "many-$i" "owner-$i" >/dev/null || fail "agent for owner-$i refused"
+  done
+  after=$(reviews_asked)
+  [ $((after - before)) -le 1 ] || fail "6 owners for one agent asked $((after - before)) SubjectAccessReviews, want at most 1"
+  out=$(sandbox_as "$ALICE" team-a alice-for-owner-1 $IMG many-1 owner-1) && fail "alice's Sandbox for owner-1 was accepted"
+  expect_match "$out" 'owner-1' "refusal names the owner"
+  sandbox_as "$ALICE" team-a alice-2 $IMG task-2 alice >/dev/null || fail "alice for alice refused"
+  kubectl delete sandboxes -n team-a --ignore-not-found --timeout=60s alice-2 \
+    $(for i in 1 2 3 4 5 6; do echo "agent-many-$i"; done) >/dev/null 2>&1 || fail "Sandboxes not deleted"
 }
 
 test_key_conflict_refused_with_422() {
