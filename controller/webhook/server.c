@@ -62,6 +62,20 @@ static int review_use(struct wh_server *s, const cJSON *user_info, struct kube_a
 	return allowed;
 }
 
+/* review_use of a named object, asking first about every name: a grant
+ * without resourceNames (an agent acting for many owners) is one cached
+ * answer for all of them, not one review per name. A grant by name costs one
+ * more review (its "no" for every name is cached like any refusal). */
+static int review_use_named(struct wh_server *s, const cJSON *user_info, struct kube_access_attrs *a, char *why,
+			    size_t whylen)
+{
+	struct kube_access_attrs any = *a;
+	any.name = NULL;
+	if (review_use(s, user_info, &any, why, whylen) == 1)
+		return 1;
+	return review_use(s, user_info, a, why, whylen);
+}
+
 static int may_use_owner(void *ctx, const cJSON *user_info, const char *ns, const char *owner, char *why,
 			 size_t whylen)
 {
@@ -72,7 +86,7 @@ static int may_use_owner(void *ctx, const cJSON *user_info, const char *ns, cons
 		.resource = "workspaces",
 		.name = owner,
 	};
-	return review_use(ctx, user_info, &a, why, whylen);
+	return review_use_named(ctx, user_info, &a, why, whylen);
 }
 
 /* A profile is cluster-scoped: the review names no namespace. */
@@ -84,7 +98,7 @@ static int may_use_profile(void *ctx, const cJSON *user_info, const char *profil
 		.resource = SBX_PROFILE_PLURAL,
 		.name = profile,
 	};
-	return review_use(ctx, user_info, &a, why, whylen);
+	return review_use_named(ctx, user_info, &a, why, whylen);
 }
 
 /* Whether a profile exists, from the controller's cache of them. */
