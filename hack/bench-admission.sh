@@ -12,8 +12,8 @@
 #      product's webhook configurations and pod policy installed; Sandboxes
 #      created in adm-on-K.
 # The pair is run K times (--rounds, default 3), without then with, each
-# phase in a namespace of its own whose Sandboxes are deleted before the next
-# phase starts; the bound rates and ratio of each round are printed, and
+# phase in a namespace of its own whose Sandboxes and pods are deleted before
+# the next phase starts; the bound rates and ratio of each round are printed, and
 # their median: one pair on a 2-CPU machine moves by 0.3 between runs.
 # Printed: Sandboxes bound per second (first create to last Bound) and the
 # ratio with/without; create latency percentiles (POST sent -> answered: the
@@ -142,18 +142,19 @@ run_load() { # run_load NS OUT METRICS_PORT PID
     >"$2" 2>"$2.err" || say "sbx-bench reported missing Sandboxes (see $2.err)"
 }
 
-# empty NS: deletes a phase's Sandboxes while its controller still runs (it
-# removes their finalizers), so that the next phase's controller starts with
-# none of them to reconcile. One list a second, not `kubectl delete --wait`,
-# which waits on each object in turn (two minutes for 1,000).
+# empty NS: deletes a phase's Sandboxes and waits until their pods are gone too
+# (the garbage collector deletes them after their Sandboxes, about 90 s for
+# 1,000), so that no phase runs beside the last one's deletions. One list a
+# second, not `kubectl delete --wait`, which waits on each object in turn.
 empty() {
   local i
   kubectl delete sandboxes -n "$1" --all --wait=false >/dev/null 2>&1
-  for i in $(seq 600); do
-    [ -z "$(kubectl get sandboxes -n "$1" -o name 2>/dev/null | head -1)" ] && return 0
+  for i in $(seq 900); do
+    [ -z "$(kubectl get sandboxes -n "$1" -o name 2>/dev/null | head -1)" ] &&
+      [ -z "$(kubectl get pods -n "$1" -l sandbox.dev/scope-digest -o name 2>/dev/null | head -1)" ] && return 0
     sleep 1
   done
-  say "the Sandboxes of $1 were not all deleted"
+  say "the Sandboxes and pods of $1 were not all deleted"
 }
 
 # One round: phase 1 without admission, then phase 2 with it; the figures of
