@@ -63,21 +63,16 @@ done
 
 . "$ROOT/e2e/lib.sh"
 . "$ROOT/e2e/lib_admission.sh"
+# shellcheck source=bench-lib.sh
+. "$ROOT/hack/bench-lib.sh"
 BENCH_BIN=$BUILD_DIR/sbx-bench
 TARGETS=(sbx-bench)
 [ -n "${SBX_CONTROLLER_BIN:-}" ] || TARGETS+=(sandbox-controller)
-if [ "$BUILD" = 1 ]; then
-  say "building ${TARGETS[*]} in $BUILD_DIR"
-  { cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSBX_SANITIZE=OFF >/dev/null &&
-    cmake --build "$BUILD_DIR" -j2 --target "${TARGETS[@]}" >/dev/null; } || { echo "build failed" >&2; exit 1; }
-fi
+bench_build "${TARGETS[@]}"
 MANIFESTS=${SBX_WEBHOOK_MANIFESTS:-$ROOT/manifests/webhook}
 [ "$CAPTURE" = 0 ] || command -v tcpdump >/dev/null || { echo "--capture needs tcpdump" >&2; exit 1; }
 for b in "$CONTROLLER_BIN" "$BENCH_BIN"; do [ -x "$b" ] || { echo "missing $b" >&2; exit 1; }; done
 [ -f "$MANIFESTS/webhooks.yaml" ] || { echo "no webhooks.yaml in $MANIFESTS (SBX_WEBHOOK_MANIFESTS)" >&2; exit 1; }
-value() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0 && a != "") printf "%.2f", a / b; else print "n/a" }'; }
-load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # over NAME SELECTOR SECONDS < metrics: the share of a histogram's
 # observations (series matching SELECTOR, summed) above SECONDS, which must be
@@ -142,20 +137,8 @@ run_load() { # run_load NS OUT METRICS_PORT PID
     >"$2" 2>"$2.err" || say "sbx-bench reported missing Sandboxes (see $2.err)"
 }
 
-# empty NS: deletes a phase's Sandboxes and waits until their pods are gone too
-# (the garbage collector deletes them after their Sandboxes, about 90 s for
-# 1,000), so that no phase runs beside the last one's deletions. One list a
-# second, not `kubectl delete --wait`, which waits on each object in turn.
-empty() {
-  local i
-  kubectl delete sandboxes -n "$1" --all --wait=false >/dev/null 2>&1
-  for i in $(seq 900); do
-    [ -z "$(kubectl get sandboxes -n "$1" -o name 2>/dev/null | head -1)" ] &&
-      [ -z "$(kubectl get pods -n "$1" -l sandbox.dev/scope-digest -o name 2>/dev/null | head -1)" ] && return 0
-    sleep 1
-  done
-  say "the Sandboxes and pods of $1 were not all deleted"
-}
+APISERVER=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+apimetrics() { curl -s --cacert "$E2E_DIR/pki/ca.crt" --cert "$E2E_DIR/pki/admin.crt" --key "$E2E_DIR/pki/admin.key" "$APISERVER/metrics"; }
 
 # One round: phase 1 without admission, then phase 2 with it; the figures of
 # the last round's phase 2 are the ones detailed below.
@@ -172,7 +155,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   OFF_PID=$CTL_PID
   wait_for 60 curl -sf "http://127.0.0.1:$MP/metrics" || { say "controller did not start"; exit 1; }
   run_load "adm-off-$ROUND" "$E2E_DIR/off-$ROUND.out" "$MP" "$OFF_PID"
-  empty "adm-off-$ROUND"
+  delete_namespace "adm-off-$ROUND" # its pods gone before the next phase
   controller_stop "$OFF_PID"
 
   say "round $ROUND of $ROUNDS, phase 2: with admission"
@@ -184,8 +167,6 @@ for ROUND in $(seq 1 "$ROUNDS"); do
     --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
   ON_PID=$CTL_PID
   install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
-  APISERVER=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-  apimetrics() { curl -s --cacert "$E2E_DIR/pki/ca.crt" --cert "$E2E_DIR/pki/admin.crt" --key "$E2E_DIR/pki/admin.key" "$APISERVER/metrics"; }
   apimetrics >"$E2E_DIR/api-before.txt"
   curl -s "http://127.0.0.1:$MP/metrics" >"$E2E_DIR/ctl-before.txt"
   if [ "$CAPTURE" = 1 ]; then
@@ -211,12 +192,11 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   fi
   curl -s "http://127.0.0.1:$MP/metrics" >"$E2E_DIR/ctl-metrics.txt"
   apimetrics >"$E2E_DIR/api-after.txt"
-  empty "adm-on-$ROUND"
+  delete_namespace "adm-on-$ROUND"
   controller_stop "$ON_PID"
   # The API server's histogram over this phase only: after minus before.
-  awk 'NR == FNR { if ($1 ~ /^apiserver_admission_webhook_admission_duration_seconds_bucket/) b[$1] = $NF; next }
-       $1 ~ /^apiserver_admission_webhook_admission_duration_seconds_bucket/ { print $1, $NF - b[$1] }' \
-    "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" >"$E2E_DIR/api-delta.txt"
+  delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" '^apiserver_admission_webhook_admission_duration_seconds_bucket' \
+    >"$E2E_DIR/api-delta.txt"
   R_OFF+=("$(value "$E2E_DIR/off-$ROUND.out" rate)") R_ON+=("$(value "$E2E_DIR/on-$ROUND.out" rate)")
   R_WH+=("$(quantile 0.99 apiserver_admission_webhook_admission_duration_seconds 'name="mutate.sandboxes.sandbox.dev"' <"$E2E_DIR/api-delta.txt")")
 done
