@@ -10,6 +10,8 @@
 #   lane NAME CMD...       start CMD as suite NAME once a lane is free
 #   lane_after NAME        wait until suite NAME (started with lane) has ended
 #   lanes_wait             wait for every suite, report each as it ends
+#   bg_job NAME CMD...     start CMD in the background, outside the lanes
+#   bg_result NAME         wait for bg_job NAME; its exit status
 # A suite that needs a resource only one may hold at a time (the real node)
 # takes its lock itself; lanes only bound how many run at once.
 
@@ -85,4 +87,19 @@ lanes_wait() {
     wait -n 2>/dev/null || sleep 1
     lanes_reap
   done
+}
+
+# bg_job NAME CMD...: CMD in the background, not counted in the lanes and not
+# reported by them; its log and result go where a lane's do.
+declare -A BG_PIDS=()
+bg_job() {
+  local name=$1
+  shift
+  "$@" >"$(lane_file "$name").log" 2>&1 </dev/null &
+  BG_PIDS[$name]=$!
+}
+
+# bg_result NAME: waits for bg_job NAME to end; returns its exit status.
+bg_result() {
+  wait "${BG_PIDS[$1]}"
 }

@@ -29,16 +29,25 @@ bash hack/build-control-plane.sh >/dev/null || exit 1
 # (build-control-plane.sh and tools.sh hold a lock per build) rather than
 # building it a second time; the kubelet and kube-router come first, as the
 # real node's suites start early.
-tools_log=build/go-tools.log
-(for t in kubelet kube-router helm promtool codegen controller-gen; do
-  s=$SECONDS
-  case $t in
-    kubelet) nice -n 19 bash hack/build-control-plane.sh kubelet ;;
-    *) nice -n 19 bash hack/tools.sh "$t" ;;
-  esac >/dev/null || { echo "tools: $t failed"; exit 1; }
-  echo "tools: $t ready ($((SECONDS - s)) s)"
-done) >"$tools_log" 2>&1 &
-tools_pid=$!
+# Its log and result go where the suites' do (hack/lanes.sh).
+. hack/lanes.sh
+lanes_init "$ROOT/build/suites" "${SBX_TEST_LANES:-3}"
+go_tools() {
+  local t s
+  for t in kubelet kube-router helm promtool codegen controller-gen; do
+    s=$SECONDS
+    case $t in
+      kubelet) nice -n 19 bash hack/build-control-plane.sh kubelet ;;
+      *) nice -n 19 bash hack/tools.sh "$t" ;;
+    esac >/dev/null || { echo "tools: $t failed"; return 1; }
+    echo "tools: $t ready ($((SECONDS - s)) s)"
+  done
+}
+bg_job go-tools go_tools
+
+step "the test harness's own tests (hack/test-lanes.sh)"
+bash hack/test-lanes.sh
+record "test harness (hack/test-lanes.sh)" $?
 
 step "lint: include graph, clang-format, cppcheck (hack/lint.sh)"
 bash hack/lint.sh
@@ -79,8 +88,6 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSBX_TSAN=ON -DSBX_WERROR=ON 
 # (hack/lanes.sh; SBX_TEST_LANES, default 3), each with its own log printed
 # whole when it ends and its own time in the summary. Longest first, so the
 # run ends with the short ones.
-. hack/lanes.sh
-lanes_init "$ROOT/build/suites" "${SBX_TEST_LANES:-3}"
 valgrind_unit() {
   valgrind -q --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
     --error-exitcode=3 ./build/unit-tests >build/valgrind-unit.log 2>&1
@@ -177,10 +184,10 @@ for j in "${JOBS[@]}"; do
   esac
 done
 lanes_wait
-wait "$tools_pid"
+bg_result go-tools
 tools_rc=$?
 step "the Go binaries built in the background"
-cat "$tools_log"
+cat "$(lane_file go-tools).log"
 record "Go binaries (kubelet, kube-router, helm, promtool, generators)" $tools_rc
 
 step "summary (each suite's own time in brackets)"
