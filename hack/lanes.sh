@@ -11,7 +11,8 @@
 #   lane_after NAME        wait until suite NAME (started with lane) has ended
 #   lanes_wait             wait for every suite, report each as it ends
 #   bg_job NAME CMD...     start CMD in the background, outside the lanes
-#   bg_result NAME         wait for bg_job NAME; its exit status
+#   bg_result NAME         wait for bg_job NAME; its exit status (from its
+#                          result file, never from `wait` on a process ID)
 # A suite that needs a resource only one may hold at a time (the real node)
 # takes its lock itself; lanes only bound how many run at once.
 
@@ -91,15 +92,18 @@ lanes_wait() {
 
 # bg_job NAME CMD...: CMD in the background, not counted in the lanes and not
 # reported by them; its log and result go where a lane's do.
-declare -A BG_PIDS=()
 bg_job() {
-  local name=$1
-  shift
-  "$@" >"$(lane_file "$name").log" 2>&1 </dev/null &
-  BG_PIDS[$name]=$!
+  lane_job "$@" &
 }
 
-# bg_result NAME: waits for bg_job NAME to end; returns its exit status.
+# bg_result NAME: waits for bg_job NAME to end; returns its exit status. It
+# reads the result file rather than `wait`ing on the job's process ID: by the
+# end of a run the kernel may have given that ID to another child of this
+# shell, and `wait` would answer for that one (hack/test-lanes.sh).
 bg_result() {
-  wait "${BG_PIDS[$1]}"
+  local f rc _
+  f=$(lane_file "$1")
+  while [ ! -f "$f.rc" ]; do sleep 1; done
+  read -r rc _ <"$f.rc"
+  return "$rc"
 }
