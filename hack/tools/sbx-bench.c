@@ -41,7 +41,8 @@
  * With --pid and --metrics-url (controller mode) the controller's API request
  * counter, CPU time and peak RSS are read as well. Latency percentiles are
  * printed for create (until the POST is answered: the admission chain's
- * cost), bound and ready. Results go to stdout as
+ * cost), bound and ready, and the rate the creates were answered at
+ * (create_rate: below --rate, the client fell behind). Results go to stdout as
  * KEY=VALUE lines for the script to format; progress and errors go to stderr.
  * Credentials come from $KUBECONFIG. SBX_BENCH_TRACE=FILE writes each
  * Sandbox's due, answered and Bound times there (write_trace). */
@@ -116,7 +117,7 @@ struct bench {
 	double *bound;	/* when the informer first saw Bound=True on it */
 	double *ready;	/* ... and Ready=True */
 	long created, nbound, nready, adopted, warm, done_posting;
-	double last_bound, last_ready;
+	double last_posted, last_bound, last_ready;
 	/* baseline: pods found Ready, waiting for their Ready status write */
 	long *todo;
 	long ntodo;
@@ -594,6 +595,8 @@ static void *writer(void *arg)
 			pthread_mutex_lock(&b->mu);
 			b->sent[i] = ts;
 			b->posted[i] = t;
+			if (t > b->last_posted)
+				b->last_posted = t;
 			b->created++;
 			pthread_mutex_unlock(&b->mu);
 		}
@@ -798,7 +801,7 @@ static int run(struct bench *b)
 		pthread_cond_timedwait(&b->cv, &b->mu, &ts);
 	}
 	long created = b->created, nbound = b->nbound, nready = b->nready, adopted = b->adopted, warm = b->warm;
-	double t_bound = b->last_bound, t_ready = b->last_ready;
+	double t_posted = b->last_posted, t_bound = b->last_bound, t_ready = b->last_ready;
 	b->stopping = 1;
 	pthread_cond_broadcast(&b->cv);
 	pthread_mutex_unlock(&b->mu);
@@ -824,6 +827,11 @@ static int run(struct bench *b)
 	printf("count=%ld\ncreated=%ld\nbound=%ld\nready=%ld\nadopted=%ld\nwarm=%ld\nfailed=%ld\n", b->o.count,
 	       created, nbound, nready, adopted, warm, atomic_load(&b->failed));
 	printf("offered_rate=%.1f\n", b->o.rate);
+	/* What the writers delivered: a client whose creates take longer than
+	 * concurrency / rate falls behind the offered rate, and then it, not the
+	 * server, sets the pace of everything after the create. */
+	double sc = created ? (t_posted - t0) / 1e3 : 0;
+	printf("create_seconds=%.3f\ncreate_rate=%.1f\n", sc, sc > 0 ? (double)created / sc : 0.0);
 	printf("seconds=%.3f\nrate=%.1f\n", sb, sb > 0 ? (double)nbound / sb : 0.0);
 	printf("ready_seconds=%.3f\nready_rate=%.1f\n", sr, sr > 0 ? (double)nready / sr : 0.0);
 	long nc;
