@@ -223,14 +223,13 @@ for i in "${!R_ON[@]}"; do ratio "${R_ON[i]}" "${R_OFF[i]}"; echo; done | sort -
   awk '$1 != "n/a" { v[++n] = $1 } END { if (n) printf "  median ratio of %d rounds: %s\n", n, (n % 2 ? v[(n + 1) / 2] : sprintf("%.2f", (v[n / 2] + v[n / 2 + 1]) / 2)) }'
 echo "the last round in detail:"
 printf '%-40s %14s %14s %8s\n' "" "without" "with webhook" "ratio"
-for k in rate create_rate; do
-  printf '%-40s %14s %14s %8s\n' "$([ $k = rate ] && echo "Sandboxes bound per second" || echo "creates answered per second")" \
-    "$(value "$OFF" $k)" "$(value "$ON" $k)" "$(ratio "$(value "$ON" $k)" "$(value "$OFF" $k)")"
-done
-for k in create_p50_ms create_p99_ms bound_p50_ms bound_p99_ms; do
-  printf '%-40s %14s %14s %8s\n' "$k" "$(value "$OFF" $k)" "$(value "$ON" $k)" \
-    "$(ratio "$(value "$ON" $k)" "$(value "$OFF" $k)")"
-done
+row() { # row LABEL KEY: KEY without and with the webhook, and their ratio
+  printf '%-40s %14s %14s %8s\n' "$1" "$(value "$OFF" "$2")" "$(value "$ON" "$2")" \
+    "$(ratio "$(value "$ON" "$2")" "$(value "$OFF" "$2")")"
+}
+row "Sandboxes bound per second" rate
+row "creates answered per second" create_rate
+for k in create_p50_ms create_p99_ms bound_p50_ms bound_p99_ms; do row "$k" "$k"; done
 printf '%-40s %14s %14s\n' "bound / created" "$(value "$OFF" bound)/$(value "$OFF" created)" "$(value "$ON" bound)/$(value "$ON" created)"
 echo
 echo "webhook decision time (sandbox_admission_duration_seconds, from its buckets):"

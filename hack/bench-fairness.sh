@@ -20,11 +20,12 @@
 #      drains: its create -> Bound p50/p99, and the noisy owner's bound rate
 #      (from the first noisy create: it includes the time held).
 # --orders fair skips the FIFO baseline (for comparing settings of the fair
-# queue; the goal's figure needs both). Each phase uses namespaces of its own; the controller's queue is quiet again
-# before the next one starts. Latencies count from when each victim Sandbox
-# was due (sbx-bench --rate). The goal (issue 25): the victim's p99 during the
-# burst at most 1.5x its quiet p99 with the fair queue; FIFO gives about the
-# backlog over the bind rate.
+# queue; the goal's figure needs both). Each phase uses namespaces of its
+# own; the controller's queue is quiet again before the next one starts.
+# Latencies count from when each victim Sandbox was due (sbx-bench --rate).
+# The goal (issue 25): the victim's p99 during the burst at most 1.5x its
+# quiet p99 with the fair queue; FIFO gives about the backlog over the bind
+# rate.
 #
 # Environment: SBX_BUILD_DIR (default build/), SBX_BENCH_TIMEOUT (seconds per
 # phase, 900), SBX_BENCH_CTL_FLAGS (more controller flags, e.g.
