@@ -126,10 +126,17 @@ PY
   wait_dead "$pid" 30 || fail "$build controller did not exit within 30 s of SIGTERM"
   say "  SIGTERM with 16 keep-alive clients: $build controller exited in $((SECONDS - t0))s"
   kill "$kpid" 2>/dev/null; wait "$kpid" 2>/dev/null
-  grep -q '"msg":"stopped"' "$E2E_DIR/$name.log" || fail "no clean stop in the $build log"
+  clean_stop "$name" "SIGTERM ($build)"
+}
+
+# clean_stop NAME WHAT: the log NAME.log ends in a clean stop, with no
+# sanitizer report in it.
+clean_stop() {
+  local log="$E2E_DIR/$1.log"
+  grep -q '"msg":"stopped"' "$log" || fail "no clean stop in $1.log"
   local reports="ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|WARNING: ThreadSanitizer"
-  if grep -qE "$reports" "$E2E_DIR/$name.log"; then
-    fail "sanitizer report on SIGTERM ($build): $(grep -m1 -A3 -E "$reports" "$E2E_DIR/$name.log" | tr '\n' ' ')"
+  if grep -qE "$reports" "$log"; then
+    fail "sanitizer report on $2: $(grep -m1 -A3 -E "$reports" "$log" | tr '\n' ' ')"
   fi
 }
 
@@ -141,6 +148,38 @@ test_sigterm_with_keepalive_clients() {
     sigterm_with_keepalive "$b"; ran=1
   done
   [ $ran = 1 ] || sigterm_with_keepalive "$CONTROLLER_BIN"
+}
+
+# sigterm_while_writing BIN: a second controller (its own ports) gets SIGTERM
+# while one of its workers is inside a status write, held there 4 s by
+# SBX_FAULT_DELAYS just after it took the network probe's state. The shutdown
+# must wait for the worker before it frees what the worker reads: a sanitizer
+# build reports the read after the free (the TSan report of CI's run of
+# 2026-12-03, test_warm.sh).
+sigterm_while_writing() {
+  local bin=$1 build name n
+  build=$(basename "$(dirname "$bin")"); name="wstop-$build"
+  local main_m=$MPORT main_p=$PPORT
+  SBX_FAULT_DELAYS=netverify-condition=4000 start_limited "$name" "$bin"
+  local pid=$CTL_PID pport=$PPORT
+  MPORT=$main_m; PPORT=$main_p
+  wait_for 120 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" = 200 ]' || fail "$build controller not ready"
+  n=$(held "$name")
+  sandbox slow "w-$build" $IMG "key-w-$build" alice >/dev/null
+  wait_for 60 eval '[ "$(held "$name")" -gt "$n" ]' || fail "$build controller's worker never reached the held status write"
+  kill -TERM "$pid"
+  wait_dead "$pid" 30 || fail "$build controller did not exit within 30 s of SIGTERM during a status write"
+  clean_stop "$name" "SIGTERM during a status write ($build)"
+}
+held() { grep -c '"point":"netverify-condition"' "$E2E_DIR/$1.log"; }
+
+test_sigterm_during_a_status_write() {
+  local ran=0 b
+  for b in "$ASAN_BIN" "$TSAN_BIN"; do
+    [ -x "$b" ] || continue
+    sigterm_while_writing "$b"; ran=1
+  done
+  [ $ran = 1 ] || sigterm_while_writing "$CONTROLLER_BIN"
 }
 
 # mcert CN: a self-signed pair for 127.0.0.1 in $E2E_DIR/mcert (written aside

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/fault.h"
 #include "base/jsonget.h"
 #include "base/xmalloc.h"
 #include "kube/client.h"
@@ -303,6 +304,7 @@ void sbx_netverify_condition(struct sbx_controller *c, struct sbx_status_in *in)
 	struct sbx_netverify *v = c->netverify;
 	if (!v)
 		return;
+	fault_delay("netverify-condition"); /* tests: a shutdown while a worker holds v */
 	pthread_mutex_lock(&v->mu);
 	int r = v->result;
 	if (!v->rounds)
