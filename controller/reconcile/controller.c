@@ -693,14 +693,15 @@ void sbx_controller_release(struct sbx_controller *c)
 		informer_stop(c->slots);
 	if (c->profiles)
 		informer_stop(c->profiles);
-	sbx_netverify_stop(c);
-	sbx_netkeep_stop(c);
 	if (c->queue)
 		workqueue_shutdown(c->queue);
 	for (int i = 0; c->threads && i < c->workers; i++)
 		pthread_join(c->threads[i], NULL);
 	free(c->threads);
 	c->threads = NULL;
+	/* Only now: a worker reads both (a status write, a network floor). */
+	sbx_netverify_stop(c);
+	sbx_netkeep_stop(c);
 	if (c->events)
 		event_recorder_free(c->events);
 	pthread_mutex_lock(&c->informers_mu);
