@@ -30,6 +30,26 @@ SH
     --metrics-bind-address "127.0.0.1:$MPORT" --health-probe-bind-address "127.0.0.1:$PPORT" "$@"
 }
 
+# start_other NAME BIN [FLAGS...]: start_limited for a controller beside the
+# main one: its ports in OTHER_M / OTHER_P, MPORT / PPORT left the main's.
+start_other() {
+  local main_m=$MPORT main_p=$PPORT
+  start_limited "$@"
+  OTHER_M=$MPORT OTHER_P=$PPORT
+  MPORT=$main_m PPORT=$main_p
+}
+
+# each_build FN: FN BIN for each sanitizer build there is (hack/test.sh builds
+# both first), or for CONTROLLER_BIN when there is none.
+each_build() {
+  local ran=0 b
+  for b in "$ASAN_BIN" "$TSAN_BIN"; do
+    [ -x "$b" ] || continue
+    "$1" "$b"; ran=1
+  done
+  [ $ran = 1 ] || "$1" "$CONTROLLER_BIN"
+}
+
 code() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$1"; }
 ready() { [ "$(code "http://127.0.0.1:$PPORT/readyz")" = 200 ]; }
 
@@ -94,10 +114,8 @@ test_slow_b_1000_connections() { hold_slow 1000 30 s1000; }
 sigterm_with_keepalive() {
   local bin=$1 build name
   build=$(basename "$(dirname "$bin")"); name="term-$build"
-  local main_m=$MPORT main_p=$PPORT
-  start_limited "$name" "$bin"
-  local pid=$CTL_PID mport=$MPORT pport=$PPORT
-  MPORT=$main_m; PPORT=$main_p
+  start_other "$name" "$bin"
+  local pid=$CTL_PID mport=$OTHER_M pport=$OTHER_P
   wait_for 120 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" = 200 ]' || fail "$build controller not ready"
   python3 - "$mport" "$pport" >"$E2E_DIR/keepalive-$build.out" 2>&1 <<'PY' &
 import socket, sys, time
@@ -140,15 +158,7 @@ clean_stop() {
   fi
 }
 
-# With each sanitizer build there is (hack/test.sh builds both first).
-test_sigterm_with_keepalive_clients() {
-  local ran=0 b
-  for b in "$ASAN_BIN" "$TSAN_BIN"; do
-    [ -x "$b" ] || continue
-    sigterm_with_keepalive "$b"; ran=1
-  done
-  [ $ran = 1 ] || sigterm_with_keepalive "$CONTROLLER_BIN"
-}
+test_sigterm_with_keepalive_clients() { each_build sigterm_with_keepalive; }
 
 # sigterm_while_writing BIN: a second controller (its own ports) gets SIGTERM
 # while one of its workers is inside a status write, held there 4 s by
@@ -159,10 +169,8 @@ test_sigterm_with_keepalive_clients() {
 sigterm_while_writing() {
   local bin=$1 build name n
   build=$(basename "$(dirname "$bin")"); name="wstop-$build"
-  local main_m=$MPORT main_p=$PPORT
-  SBX_FAULT_DELAYS=netverify-condition=4000 start_limited "$name" "$bin"
-  local pid=$CTL_PID pport=$PPORT
-  MPORT=$main_m; PPORT=$main_p
+  SBX_FAULT_DELAYS=netverify-condition=4000 start_other "$name" "$bin"
+  local pid=$CTL_PID pport=$OTHER_P
   wait_for 120 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" = 200 ]' || fail "$build controller not ready"
   n=$(held "$name")
   sandbox slow "w-$build" $IMG "key-w-$build" alice >/dev/null
@@ -173,14 +181,7 @@ sigterm_while_writing() {
 }
 held() { grep -c '"point":"netverify-condition"' "$E2E_DIR/$1.log"; }
 
-test_sigterm_during_a_status_write() {
-  local ran=0 b
-  for b in "$ASAN_BIN" "$TSAN_BIN"; do
-    [ -x "$b" ] || continue
-    sigterm_while_writing "$b"; ran=1
-  done
-  [ $ran = 1 ] || sigterm_while_writing "$CONTROLLER_BIN"
-}
+test_sigterm_during_a_status_write() { each_build sigterm_while_writing; }
 
 # mcert CN: a self-signed pair for 127.0.0.1 in $E2E_DIR/mcert (written aside
 # and moved in, as a Secret volume update does).
@@ -200,10 +201,8 @@ served_cn() { # served_cn PORT: the CN of the certificate the listener presents
 # without a restart (issue 9 item 6, the TLS part).
 test_metrics_over_https() {
   mcert first
-  local main_m=$MPORT main_p=$PPORT
-  start_limited tls "$CONTROLLER_BIN" --metrics-cert-path "$E2E_DIR/mcert"
-  local pid=$CTL_PID mport=$MPORT
-  MPORT=$main_m; PPORT=$main_p
+  start_other tls "$CONTROLLER_BIN" --metrics-cert-path "$E2E_DIR/mcert"
+  local pid=$CTL_PID mport=$OTHER_M
   wait_for 30 eval '[ "$(curl -s -o /dev/null -w "%{http_code}" --cacert "$E2E_DIR/mcert/tls.crt" "https://127.0.0.1:$mport/metrics")" = 200 ]' ||
     fail "/metrics over HTTPS"
   expect_eq "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$mport/metrics")" 000 "plain HTTP on the HTTPS listener"
@@ -219,10 +218,8 @@ test_metrics_over_https() {
 # the controller at once, not after the 120 s sync timeout.
 test_sigterm_while_caches_sync() {
   sed -E 's#(server: https://[^:]+):[0-9]+#\1:1#' "$E2E_DIR/controller.kubeconfig" >"$E2E_DIR/dead.kubeconfig"
-  local main_m=$MPORT main_p=$PPORT
-  start_limited nosync "$CONTROLLER_BIN" --kubeconfig "$E2E_DIR/dead.kubeconfig"
-  local pid=$CTL_PID pport=$PPORT
-  MPORT=$main_m; PPORT=$main_p
+  start_other nosync "$CONTROLLER_BIN" --kubeconfig "$E2E_DIR/dead.kubeconfig"
+  local pid=$CTL_PID pport=$OTHER_P
   wait_for 10 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" = 503 ]' || fail "not serving /readyz 503 while unsynced"
   local t0=$SECONDS
   kill -TERM "$pid"

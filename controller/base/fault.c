@@ -46,9 +46,9 @@ void fault_delay(const char *name)
 {
 	const char *eq = entry(getenv("SBX_FAULT_DELAYS"), name, 1);
 	long ms = eq ? strtol(eq + 1, NULL, 10) : 0;
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 	if (ms <= 0)
 		return;
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 	fprintf(stderr, "{\"level\":\"info\",\"msg\":\"fault delay\",\"point\":\"%s\",\"ms\":%ld}\n", name, ms);
 	nanosleep(&ts, NULL);
 }
