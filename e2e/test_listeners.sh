@@ -3,7 +3,9 @@
 # items 4 and 6). The controller runs with `ulimit -n 256`; slow clients
 # (e2e/slowclients.py: one header byte every 5 s, reconnecting when dropped)
 # hold 300, then 1000 connections on the probe port while /healthz must keep
-# answering, the log must stay quiet and Sandboxes must still be bound. Each
+# answering (curl, and e2e/latewriters.py: clients that write their request
+# 50 ms after connecting, as a descheduled client does), the log must stay
+# quiet and Sandboxes must still be bound. Each
 # endpoint answers only on its own listener, and SIGTERM with keep-alive
 # clients connected exits cleanly, with no report from the ASan and the TSan
 # builds when they exist (SBX_ASAN_BIN, SBX_TSAN_BIN override their paths).
@@ -11,6 +13,7 @@
 
 IMG=registry.local/agent:1.0
 SLOW="$E2E_ROOT/e2e/slowclients.py"
+LATE="$E2E_ROOT/e2e/latewriters.py"
 ASAN_BIN=${SBX_ASAN_BIN:-$E2E_ROOT/build-asan/sandbox-controller}
 TSAN_BIN=${SBX_TSAN_BIN:-$E2E_ROOT/build-tsan/sandbox-controller}
 
@@ -73,12 +76,15 @@ test_each_endpoint_on_its_own_listener() {
 }
 
 # hold_slow N SECONDS LABEL: N slow clients on the probe port while /healthz
-# is timed every second and a Sandbox is created; prints the figures.
+# is timed every second, late writers ask it five times a second and a Sandbox
+# is created; prints the figures.
 hold_slow() {
   local n=$1 secs=$2 label=$3 log="$E2E_DIR/ctl.log"
   python3 "$SLOW" 127.0.0.1 "$PPORT" "$n" "$secs" 5 >"$E2E_DIR/slow-$n.out" 2>&1 &
   local spid=$!
   sleep 3 # let the clients connect
+  python3 "$LATE" 127.0.0.1 "$PPORT" /healthz $(((secs - 8) * 5)) 0.2 0.05 >"$E2E_DIR/late-$n.out" 2>&1 &
+  local lpid=$!
   local l0 t0 lat=() codes=() i
   l0=$(wc -l <"$log"); t0=$SECONDS
   sandbox slow "$label" $IMG "key-$label" alice >/dev/null
@@ -90,7 +96,7 @@ hold_slow() {
   done
   local l1 t1
   l1=$(wc -l <"$log"); t1=$SECONDS
-  wait "$spid"
+  wait "$spid"; wait "$lpid"
   local bad max p50 rate
   bad=$(printf '%s\n' "${codes[@]}" | grep -vc '^200$')
   max=$(printf '%s\n' "${lat[@]}" | sort -g | tail -1)
@@ -98,8 +104,10 @@ hold_slow() {
   rate=$(awk -v a="$l0" -v b="$l1" -v s=$((t1 - t0)) 'BEGIN {printf "%.2f", (b - a) / (s > 0 ? s : 1)}')
   say "  figures ($n slow connections, ulimit -n 256): /healthz ${#codes[@]} probes, $bad not 200," \
     "latency median ${p50}s max ${max}s; controller log $rate lines/s ($((l1 - l0)) lines in $((t1 - t0))s);" \
-    "slow clients: $(cat "$E2E_DIR/slow-$n.out")"
+    "slow clients: $(cat "$E2E_DIR/slow-$n.out"); late writers: $(cat "$E2E_DIR/late-$n.out")"
   expect_eq "$bad" 0 "/healthz answers while $n slow connections are held"
+  expect_eq "$(sed -n 's/.*failed=\([0-9]*\).*/\1/p' "$E2E_DIR/late-$n.out")" 0 \
+    "/healthz answers clients that write 50 ms after connecting while $n slow connections are held"
   awk -v m="$max" 'BEGIN {exit !(m < 1.0)}' || fail "/healthz max latency ${max}s with $n slow connections"
   awk -v r="$rate" 'BEGIN {exit !(r <= 3)}' || fail "controller log grows $rate lines/s"
   wait_for 60 bound slow "$label" || fail "$label not bound while $n slow connections are held"

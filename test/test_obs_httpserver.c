@@ -731,6 +731,31 @@ static void test_connection_cap_sheds_slow(void)
 	obs_http_free(s);
 }
 
+/* A quick client that writes its request a moment after connecting (its
+ * process descheduled on a busy node) is answered, not shed unread as the
+ * oldest waiting connection when another client queues behind the cap: the
+ * /healthz probe that e2e/test_listeners.sh lost once in 110 under a flood of
+ * slow clients (CI, 2026-12-03). */
+static void test_connection_cap_spares_late_writer(void)
+{
+	struct obs_http_server *s =
+	    start((struct obs_http_opts){ .threads = 1, .max_connections = 1, .request_timeout_s = 30 });
+	int port = obs_http_port(s);
+	char out[4096];
+	int late = dial(port, 0);
+	CU_ASSERT_FATAL(late >= 0);
+	usleep(50 * 1000);
+	CU_ASSERT_EQUAL(request(port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", out, sizeof out),
+			200);
+	send_str(late, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	CU_ASSERT(read_reply(late, out, sizeof out, 3000) > 0 && status_of(out) == 200);
+	struct obs_http_stats st;
+	obs_http_stats(s, &st);
+	CU_ASSERT_EQUAL(st.shed, 0);
+	close(late);
+	obs_http_free(s);
+}
+
 /* With shed_min_age_ms, at the cap, a connection that only just went idle, or
  * whose request only just started arriving, is not closed for a queued
  * client: its client (the API server reusing a kept-alive connection) may
@@ -1149,6 +1174,7 @@ void register_obs_httpserver_tests(void)
 		  { "in-flight request bytes cap", test_inflight_cap },
 		  { "connection cap: busy connections hold", test_connection_cap_busy },
 		  { "connection cap: slow senders make room", test_connection_cap_sheds_slow },
+		  { "connection cap: a client that writes late is answered", test_connection_cap_spares_late_writer },
 		  { "connection cap: a just-idle connection is spared", test_connection_cap_spares_just_idle },
 		  { "connection cap: a request arriving is spared", test_connection_cap_spares_request_arriving },
 		  { "connection cap: a busy server cuts no written request", test_connection_cap_busy_server_cuts_nothing },
