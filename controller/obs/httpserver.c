@@ -218,8 +218,8 @@ static void register_metrics(struct obs_http_server *s)
 	/* Fine below 100 ms, where a webhook call's budget is. */
 	static const double phase_buckets[] = { .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10 };
 	s->m_phase = obs_histogram("http_server_request_phase_seconds",
-				   "Where a request's time goes, by phase: handshake (accepted to the first request "
-				   "byte of a new connection, TLS handshake included), read (first byte to the whole "
+				   "Where a request's time goes, by phase: handshake (accepted, with its first bytes, "
+				   "to the first request byte of a new connection: the TLS handshake), read (first byte to the whole "
 				   "request), queue (waiting for a handler thread), handle (the handler), reply (handler "
 				   "done to the loop sending the answer), write (answer queued to written), total (first "
 				   "byte read to answer written).",
@@ -992,8 +992,14 @@ static int split_addr(const char *addr, char *host, size_t hostlen, char *port, 
 	return atoi(port) <= 65535 ? 0 : -1;
 }
 
-/* A listening socket on sa (port already set), one of the SO_REUSEPORT group. */
-static int listen_on(const struct sockaddr *sa, socklen_t salen, char *err, size_t errlen)
+/* A listening socket on sa (port already set), one of the SO_REUSEPORT group.
+ * With TCP_DEFER_ACCEPT the kernel hands a connection to accept() only once
+ * its first bytes arrived (or defer_s passed), so a client's request is
+ * already there when the loop accepts it and is read before anyone is shed.
+ * Without it, a client that wrote its request a few milliseconds after
+ * connecting (descheduled on a busy node) could be shed unread as the oldest
+ * waiting connection while a flood of new ones was accepted behind it. */
+static int listen_on(const struct sockaddr *sa, socklen_t salen, int defer_s, char *err, size_t errlen)
 {
 	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
@@ -1002,7 +1008,8 @@ static int listen_on(const struct sockaddr *sa, socklen_t salen, char *err, size
 	}
 	int one = 1;
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 || bind(fd, sa, salen) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof defer_s) < 0 || bind(fd, sa, salen) < 0 ||
 	    listen(fd, LISTEN_BACKLOG) < 0) {
 		snprintf(err, errlen, "%s", strerror(errno));
 		close(fd);
@@ -1192,7 +1199,7 @@ struct obs_http_server *obs_http_start(const struct obs_http_opts *o, char *err,
 	s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
 						 : ((struct sockaddr_in *)&ss)->sin_port);
 	for (int i = 0; i < s->nthreads; i++) {
-		int fd = listen_on((struct sockaddr *)&ss, sl, lerr, sizeof lerr);
+		int fd = listen_on((struct sockaddr *)&ss, sl, s->request_timeout_s, lerr, sizeof lerr);
 		if (fd < 0) {
 			snprintf(err, errlen, "cannot listen on %s: %s", o->addr, lerr);
 			goto fail;

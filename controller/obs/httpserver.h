@@ -4,6 +4,10 @@
  * Bounds, each one a defence against a slow or hostile client:
  * - `threads` event loops share the port (one SO_REUSEPORT socket each), so a
  *   slow handler holds up only its own loop;
+ * - a connection is accepted only once its first bytes arrived (or
+ *   request_timeout_s passed: TCP_DEFER_ACCEPT), so a client that connects
+ *   and sends nothing costs no slot, and a request is read as soon as its
+ *   connection is accepted, before any connection is shed for a queued one;
  * - at most max_connections open connections (split across the loops). At the
  *   cap a loop stops accepting; if someone is queued behind the cap, the
  *   connection that has waited longest without delivering a complete request
