@@ -3,7 +3,9 @@
 each connects to HOST:PORT, waits DELAY seconds (a client descheduled on a
 busy node), then asks GET PATH and reads the answer (5 s limit). Prints one
 line of figures: "answered=... failed=... worst=...s", where answered counts
-the 200s. Used by e2e/test_listeners.sh."""
+the 200s, then how each failure went ("closed unanswered", a status line, an
+OSError's name). Used by e2e/test_listeners.sh."""
+import collections
 import socket
 import sys
 import threading
@@ -11,7 +13,8 @@ import time
 
 
 def ask(host, port, path, delay):
-    """(answered with 200, seconds taken) for one late client."""
+    """(None when answered with 200, else how it failed; seconds taken) for
+    one late client."""
     t0 = time.time()
     try:
         with socket.create_connection((host, port), timeout=5) as s:
@@ -23,9 +26,12 @@ def ask(host, port, path, delay):
                 if not b:
                     break
                 reply += b
-        return reply.startswith(b"HTTP/1.1 200 "), time.time() - t0
-    except OSError:
-        return False, time.time() - t0
+        if reply.startswith(b"HTTP/1.1 200 "):
+            return None, time.time() - t0
+        line = reply.split(b"\r\n", 1)[0].decode("latin-1")
+        return line or "closed unanswered", time.time() - t0
+    except OSError as e:
+        return type(e).__name__, time.time() - t0
 
 
 def main():
@@ -47,9 +53,11 @@ def main():
         time.sleep(gap)
     for t in threads:
         t.join()
-    failed = sum(1 for ok, _ in results if not ok)
+    how = collections.Counter(why for why, _ in results if why is not None)
+    failed = sum(how.values())
     worst = max((d for _, d in results), default=0.0)
-    print("answered=%d failed=%d worst=%.3fs" % (len(results) - failed, failed, worst), flush=True)
+    print("answered=%d failed=%d worst=%.3fs%s" % (len(results) - failed, failed, worst,
+          "".join(" (%s: %d)" % kv for kv in sorted(how.items()))), flush=True)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,10 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000
 #define TLS_CHECK_MS 1000
-#define LISTEN_BACKLOG 511
+/* Connections still silent wait in the kernel's half-open queue, as long as
+ * this (TCP_DEFER_ACCEPT, see listen_on): 511 let a flood of 1,000 slow
+ * clients overflow into SYN cookies, which skip the deferral. */
+#define LISTEN_BACKLOG 4096 /* capped by net.core.somaxconn */
 /* TLS 1.2 suites offered: ECDHE key exchange with AEAD ciphers only (no CBC,
  * no SHA-1 MACs, no static RSA); TLS 1.3 keeps OpenSSL's suites, all AEAD. */
 #define TLS12_CIPHERS                                                                              \

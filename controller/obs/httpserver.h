@@ -7,7 +7,11 @@
  * - a connection is accepted only once its first bytes arrived (or
  *   request_timeout_s passed: TCP_DEFER_ACCEPT), so a client that connects
  *   and sends nothing costs no slot, and a request is read as soon as its
- *   connection is accepted, before any connection is shed for a queued one;
+ *   connection is accepted, before any connection is shed for a queued one.
+ *   Those silent connections wait in the kernel's queue of half-open ones,
+ *   as long as the listen backlog (4096, capped by net.core.somaxconn): past
+ *   it the kernel answers with SYN cookies, and a cookie's connection is
+ *   accepted without waiting for its bytes;
  * - at most max_connections open connections (split across the loops). At the
  *   cap a loop stops accepting; if someone is queued behind the cap, the
  *   connection that has waited longest without delivering a complete request
