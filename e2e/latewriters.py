@@ -20,12 +20,8 @@ def ask(host, port, path, delay):
         with socket.create_connection((host, port), timeout=5) as s:
             time.sleep(delay)
             s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path).encode())
-            reply = b""
-            while True:
-                b = s.recv(4096)
-                if not b:
-                    break
-                reply += b
+            with s.makefile("rb") as f:
+                reply = f.read()  # to the server's close (Connection: close)
         if reply.startswith(b"HTTP/1.1 200 "):
             return None, time.time() - t0
         line = reply.split(b"\r\n", 1)[0].decode("latin-1")

@@ -734,7 +734,7 @@ static void test_connection_cap_sheds_slow(void)
 /* A quick client that writes its request a moment after connecting (its
  * process descheduled on a busy node) is answered, not shed unread as the
  * oldest waiting connection when another client queues behind the cap: the
- * /healthz probe that e2e/test_listeners.sh lost once in 110 under a flood of
+ * /healthz probe that e2e/test_listeners.sh lost (one in 24) under a flood of
  * slow clients (CI, 2026-12-03). */
 static void test_connection_cap_spares_late_writer(void)
 {
