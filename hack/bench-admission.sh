@@ -5,12 +5,16 @@
 # and the figures are printed side by side.
 #
 #   hack/bench-admission.sh [--count N] [--rate R] [--concurrency C] [--rounds K] [--no-build] [--capture]
+#                            [--without-policies]
 #
 #   1. without: the controller in --owner-authorization namespace mode, no
 #      webhook configurations; Sandboxes created in adm-off-K;
 #   2. with: the controller serving the webhook (accessReview mode), the
 #      product's webhook configurations and pod policy installed; Sandboxes
-#      created in adm-on-K.
+#      created in adm-on-K. With --without-policies, the webhook
+#      configurations alone: the product's ValidatingAdmissionPolicies
+#      (manifests/webhook/*-policy.yaml) are deleted once installed, to
+#      tell their share of the cost from the webhook calls'.
 # The pair is run K times (--rounds, default 3), without then with, each
 # phase in a namespace of its own whose Sandboxes and pods are deleted before
 # the next phase starts; the bound rates and ratio of each round are printed, and
@@ -32,7 +36,10 @@
 # calls above each of its bucket bounds (exact) per webhook and operation,
 # its HTTP round trips alone (rest_client_request_duration_seconds of the
 # webhook's host), the listener's own phases
-# (http_server_request_phase_seconds), connections accepted, CPU seconds.
+# (http_server_request_phase_seconds), connections accepted, CPU seconds
+# over the phase, and over its busy part alone ("while binding": 0.5 s
+# samples from the first create to the last Bound, the machine's share busy
+# and the API server's and controller's seconds run and waited).
 # --capture (needs tcpdump, root): packet headers of the webhook port on lo
 # during phase 2, and each call's time between the API server's first request
 # byte entering the socket and the webhook's last answer byte leaving it (the
@@ -46,9 +53,12 @@
 # the pods an older controller builds). The load generator (sbx-bench), the
 # CRDs and the control plane stay this tree's, so only the controller and its
 # admission objects differ. Without SBX_CONTROLLER_BIN, this tree's is built.
+# SBX_BENCH_CTL_FLAGS: more controller flags for both phases, split on spaces
+# (e.g. "--max-reconciles-per-namespace 0": the one namespace of a phase is a
+# tenant alone, held to that cap, 8 by default).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-COUNT=1000 RATE=100 CONC=64 ROUNDS=3 BUILD=1 CAPTURE=0
+COUNT=1000 RATE=100 CONC=64 ROUNDS=3 BUILD=1 CAPTURE=0 POLICIES=1
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -58,6 +68,7 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=${2:-}; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --capture) CAPTURE=1; shift ;;
+    --without-policies) POLICIES=0 WITHOUT_POLICIES=" --without-policies"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -105,6 +116,28 @@ delta() {
 schedstat() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ r += $1; w += $2 } END { printf "%.3f %.3f", r / 1e9, w / 1e9 }'; }
 # cpu_ticks: busy and total jiffies of the machine (/proc/stat).
 cpu_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
+# sample_cpu OUT API_PID CTL_PID: every 0.5 s until killed, a line "epoch
+# busy-jiffies total-jiffies api-ran api-waited ctl-ran ctl-waited" in OUT.
+sample_cpu() {
+  while :; do
+    printf '%s %s %s %s\n' "$(date +%s.%N)" "$(cpu_ticks)" "$(schedstat "$2")" "$(schedstat "$3")" >>"$1"
+    sleep 0.5
+  done
+}
+# while_binding SAMPLES FROM SECONDS: the machine's share busy and the two
+# processes' seconds ran and waited from the last sample at or before FROM
+# to the first at or after FROM + SECONDS (the load's first create to its
+# last Bound). The phase's whole figures also hold the seconds after the
+# last Bound, while the controller settles and the machine is mostly idle.
+while_binding() {
+  awk -v a="$2" -v b="$(awk -v f="$2" -v s="$3" 'BEGIN { printf "%.3f", f + s }')" '
+    $1 <= a || !n { for (i = 1; i <= 7; i++) x[i] = $i; n = 1 }
+    !m { for (i = 1; i <= 7; i++) y[i] = $i; if ($1 >= b) m = 1 }
+    END {
+      if (!n || y[3] == x[3]) { print "no samples"; exit }
+      printf "%.1f s, the machine %.0f%% busy; kube-apiserver ran %.1f s, waited %.1f s; controller ran %.1f s, waited %.1f s",
+        y[1] - x[1], 100 * (y[2] - x[2]) / (y[3] - x[3]), y[4] - x[4], y[5] - x[5], y[6] - x[6], y[7] - x[7] }' "$1"
+}
 
 # quantile Q NAME SELECTOR < metrics: a histogram quantile (linear within the
 # bucket, as PromQL's histogram_quantile) over the series matching SELECTOR.
@@ -156,10 +189,19 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   say "round $ROUND of $ROUNDS, phase 1: without admission"
   LOAD_OFF=$(load)
   MP=$(free_port)
-  controller_start off --metrics-bind-address "127.0.0.1:$MP"
+  # shellcheck disable=SC2086 # SBX_BENCH_CTL_FLAGS: split on spaces
+  controller_start off --metrics-bind-address "127.0.0.1:$MP" ${SBX_BENCH_CTL_FLAGS:-}
   OFF_PID=$CTL_PID
   wait_for 60 curl -sf "http://127.0.0.1:$MP/metrics" || { say "controller did not start"; exit 1; }
+  API_PID=$(cat "$E2E_DIR/pids/kube-apiserver" 2>/dev/null)
+  : >"$E2E_DIR/off-$ROUND.cpu"
+  sample_cpu "$E2E_DIR/off-$ROUND.cpu" "$API_PID" "$OFF_PID" &
+  SAMPLER=$!
+  CTL_PIDS+=("$SAMPLER") # killed by the cleanup if we stop early
+  T0_OFF=$(date +%s.%N)
   run_load "adm-off-$ROUND" "$E2E_DIR/off-$ROUND.out" "$MP" "$OFF_PID"
+  kill "$SAMPLER" 2>/dev/null
+  wait "$SAMPLER" 2>/dev/null
   delete_namespace "adm-off-$ROUND" # its pods gone before the next phase
   controller_stop "$OFF_PID"
 
@@ -167,11 +209,17 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   LOAD_ON=$(load)
   MP=$(free_port)
   WEBHOOK_PORT=$(free_port)
+  # shellcheck disable=SC2086 # SBX_BENCH_CTL_FLAGS: split on spaces
   E2E_ADMISSION=1 controller_start on --metrics-bind-address "127.0.0.1:$MP" \
     --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
-    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
+    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt" ${SBX_BENCH_CTL_FLAGS:-}
   ON_PID=$CTL_PID
   install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
+  if [ "$POLICIES" = 0 ]; then
+    kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy \
+      -l app.kubernetes.io/name=sandbox-controller --ignore-not-found >/dev/null
+    sleep 2 # the API server's lag in dropping them
+  fi
   apimetrics >"$E2E_DIR/api-before.txt"
   curl -s "http://127.0.0.1:$MP/metrics" >"$E2E_DIR/ctl-before.txt"
   if [ "$CAPTURE" = 1 ]; then
@@ -181,12 +229,17 @@ for ROUND in $(seq 1 "$ROUNDS"); do
     sleep 1
   fi
   read -r BUSY0 TICKS0 < <(cpu_ticks)
-  API_PID=$(cat "$E2E_DIR/pids/kube-apiserver" 2>/dev/null)
   read -r ARUN0 AWAIT0 < <(schedstat "$API_PID")
   read -r CRUN0 CWAIT0 < <(schedstat "$ON_PID")
+  : >"$E2E_DIR/on-$ROUND.cpu"
+  sample_cpu "$E2E_DIR/on-$ROUND.cpu" "$API_PID" "$ON_PID" &
+  SAMPLER=$!
+  CTL_PIDS+=("$SAMPLER") # killed by the cleanup if we stop early
   T0=$(date +%s.%N)
   run_load "adm-on-$ROUND" "$E2E_DIR/on-$ROUND.out" "$MP" "$ON_PID"
   T1=$(date +%s.%N)
+  kill "$SAMPLER" 2>/dev/null
+  wait "$SAMPLER" 2>/dev/null
   read -r BUSY1 TICKS1 < <(cpu_ticks)
   read -r ARUN1 AWAIT1 < <(schedstat "$API_PID")
   read -r CRUN1 CWAIT1 < <(schedstat "$ON_PID")
@@ -210,7 +263,7 @@ done
 OFF=$E2E_DIR/off-$ROUNDS.out ON=$E2E_DIR/on-$ROUNDS.out
 echo
 echo "== admission cost: $(date -u +%FT%TZ), $(nproc) CPUs, load $(load) at the end"
-echo "== command: ${SBX_CONTROLLER_BIN:+SBX_CONTROLLER_BIN=$SBX_CONTROLLER_BIN }${SBX_WEBHOOK_MANIFESTS:+SBX_WEBHOOK_MANIFESTS=$SBX_WEBHOOK_MANIFESTS }hack/bench-admission.sh --count $COUNT --rate $RATE --concurrency $CONC --rounds $ROUNDS"
+echo "== command: ${SBX_BENCH_CTL_FLAGS:+SBX_BENCH_CTL_FLAGS=\"$SBX_BENCH_CTL_FLAGS\" }${SBX_CONTROLLER_BIN:+SBX_CONTROLLER_BIN=$SBX_CONTROLLER_BIN }${SBX_WEBHOOK_MANIFESTS:+SBX_WEBHOOK_MANIFESTS=$SBX_WEBHOOK_MANIFESTS }hack/bench-admission.sh --count $COUNT --rate $RATE --concurrency $CONC --rounds $ROUNDS${WITHOUT_POLICIES:-}"
 echo "== controller: $CONTROLLER_BIN (sha256 $(sha256sum "$CONTROLLER_BIN" | cut -c1-12)), admission objects of $MANIFESTS"
 echo "== load at the start of the last round's phases: without $LOAD_OFF; with $LOAD_ON"
 echo "Sandboxes bound per second, each round (without, with webhook, ratio; the API server's call to the mutating webhook, p99;"
@@ -307,6 +360,10 @@ awk -v ar="$ARUN0 $ARUN1" -v aw="$AWAIT0 $AWAIT1" -v cr="$CRUN0 $CRUN1" -v cw="$
     ra = a[2] - a[1]; wa = b[2] - b[1]; rc = c[2] - c[1]; wc = d[2] - d[1]
     printf "threads runnable but waiting for a CPU (kernel run queue), per second run: kube-apiserver %.2f s (%.1f s waited, %.1f s ran), controller %.2f s (%.1f s, %.1f s)\n",
       (ra > 0 ? wa / ra : 0), wa, ra, (rc > 0 ? wc / rc : 0), wc, rc }'
+secs() { awk -F= '$1 == "seconds" { print $2 }' "$1"; }
+echo "while binding (the load's first create to its last Bound; 0.5 s samples):"
+echo "  without: $(while_binding "$E2E_DIR/off-$ROUNDS.cpu" "$T0_OFF" "$(secs "$E2E_DIR/off-$ROUNDS.out")")"
+echo "  with:    $(while_binding "$E2E_DIR/on-$ROUNDS.cpu" "$T0" "$(secs "$E2E_DIR/on-$ROUNDS.out")")"
 if [ "$CAPTURE" = 1 ]; then
   echo "on the wire (tcpdump on lo, $(cat "$E2E_DIR/tcpdump.err" | grep -o '[0-9]* packets dropped by kernel' || echo '? dropped')):"
   tcpdump -r "$E2E_DIR/webhook.pcap" -n -tt 2>/dev/null | python3 -c '
