@@ -58,7 +58,7 @@
 # tenant alone, held to that cap, 8 by default).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-COUNT=1000 RATE=100 CONC=64 ROUNDS=3 BUILD=1 CAPTURE=0 POLICIES=1
+COUNT=1000 RATE=100 CONC=64 ROUNDS=3 BUILD=1 CAPTURE=0 WITHOUT_POLICIES=
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -68,7 +68,7 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=${2:-}; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --capture) CAPTURE=1; shift ;;
-    --without-policies) POLICIES=0 WITHOUT_POLICIES=" --without-policies"; shift ;;
+    --without-policies) WITHOUT_POLICIES=" --without-policies"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -116,21 +116,28 @@ delta() {
 schedstat() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ r += $1; w += $2 } END { printf "%.3f %.3f", r / 1e9, w / 1e9 }'; }
 # cpu_ticks: busy and total jiffies of the machine (/proc/stat).
 cpu_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
-# sample_cpu OUT API_PID CTL_PID: every 0.5 s until killed, a line "epoch
-# busy-jiffies total-jiffies api-ran api-waited ctl-ran ctl-waited" in OUT.
-sample_cpu() {
+# sampler_start OUT CTL_PID: every 0.5 s until sampler_stop, a line "epoch
+# busy-jiffies total-jiffies api-ran api-waited ctl-ran ctl-waited" in OUT
+# (the API server is $API_PID); its PID in SAMPLER, killed by the cleanup if
+# we stop early.
+sampler_start() {
+  : >"$1"
   while :; do
-    printf '%s %s %s %s\n' "$(date +%s.%N)" "$(cpu_ticks)" "$(schedstat "$2")" "$(schedstat "$3")" >>"$1"
+    printf '%s %s %s %s\n' "$(date +%s.%N)" "$(cpu_ticks)" "$(schedstat "$API_PID")" "$(schedstat "$2")" >>"$1"
     sleep 0.5
-  done
+  done &
+  SAMPLER=$!
+  CTL_PIDS+=("$SAMPLER")
 }
+sampler_stop() { kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null; }
 # while_binding SAMPLES FROM SECONDS: the machine's share busy and the two
 # processes' seconds ran and waited from the last sample at or before FROM
 # to the first at or after FROM + SECONDS (the load's first create to its
 # last Bound). The phase's whole figures also hold the seconds after the
 # last Bound, while the controller settles and the machine is mostly idle.
 while_binding() {
-  awk -v a="$2" -v b="$(awk -v f="$2" -v s="$3" 'BEGIN { printf "%.3f", f + s }')" '
+  awk -v a="$2" -v s="$3" '
+    BEGIN { b = a + s }
     $1 <= a || !n { for (i = 1; i <= 7; i++) x[i] = $i; n = 1 }
     !m { for (i = 1; i <= 7; i++) y[i] = $i; if ($1 >= b) m = 1 }
     END {
@@ -175,6 +182,7 @@ run_load() { # run_load NS OUT METRICS_PORT PID
     >"$2" 2>"$2.err" || say "sbx-bench reported missing Sandboxes (see $2.err)"
 }
 
+API_PID=$(cat "$E2E_DIR/pids/kube-apiserver" 2>/dev/null)
 APISERVER=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 apimetrics() { curl -s --cacert "$E2E_DIR/pki/ca.crt" --cert "$E2E_DIR/pki/admin.crt" --key "$E2E_DIR/pki/admin.key" "$APISERVER/metrics"; }
 
@@ -193,15 +201,10 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   controller_start off --metrics-bind-address "127.0.0.1:$MP" ${SBX_BENCH_CTL_FLAGS:-}
   OFF_PID=$CTL_PID
   wait_for 60 curl -sf "http://127.0.0.1:$MP/metrics" || { say "controller did not start"; exit 1; }
-  API_PID=$(cat "$E2E_DIR/pids/kube-apiserver" 2>/dev/null)
-  : >"$E2E_DIR/off-$ROUND.cpu"
-  sample_cpu "$E2E_DIR/off-$ROUND.cpu" "$API_PID" "$OFF_PID" &
-  SAMPLER=$!
-  CTL_PIDS+=("$SAMPLER") # killed by the cleanup if we stop early
+  sampler_start "$E2E_DIR/off-$ROUND.cpu" "$OFF_PID"
   T0_OFF=$(date +%s.%N)
   run_load "adm-off-$ROUND" "$E2E_DIR/off-$ROUND.out" "$MP" "$OFF_PID"
-  kill "$SAMPLER" 2>/dev/null
-  wait "$SAMPLER" 2>/dev/null
+  sampler_stop
   delete_namespace "adm-off-$ROUND" # its pods gone before the next phase
   controller_stop "$OFF_PID"
 
@@ -215,7 +218,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
     --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt" ${SBX_BENCH_CTL_FLAGS:-}
   ON_PID=$CTL_PID
   install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
-  if [ "$POLICIES" = 0 ]; then
+  if [ -n "$WITHOUT_POLICIES" ]; then
     kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy \
       -l app.kubernetes.io/name=sandbox-controller --ignore-not-found >/dev/null
     sleep 2 # the API server's lag in dropping them
@@ -231,15 +234,11 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   read -r BUSY0 TICKS0 < <(cpu_ticks)
   read -r ARUN0 AWAIT0 < <(schedstat "$API_PID")
   read -r CRUN0 CWAIT0 < <(schedstat "$ON_PID")
-  : >"$E2E_DIR/on-$ROUND.cpu"
-  sample_cpu "$E2E_DIR/on-$ROUND.cpu" "$API_PID" "$ON_PID" &
-  SAMPLER=$!
-  CTL_PIDS+=("$SAMPLER") # killed by the cleanup if we stop early
+  sampler_start "$E2E_DIR/on-$ROUND.cpu" "$ON_PID"
   T0=$(date +%s.%N)
   run_load "adm-on-$ROUND" "$E2E_DIR/on-$ROUND.out" "$MP" "$ON_PID"
   T1=$(date +%s.%N)
-  kill "$SAMPLER" 2>/dev/null
-  wait "$SAMPLER" 2>/dev/null
+  sampler_stop
   read -r BUSY1 TICKS1 < <(cpu_ticks)
   read -r ARUN1 AWAIT1 < <(schedstat "$API_PID")
   read -r CRUN1 CWAIT1 < <(schedstat "$ON_PID")
@@ -263,7 +262,7 @@ done
 OFF=$E2E_DIR/off-$ROUNDS.out ON=$E2E_DIR/on-$ROUNDS.out
 echo
 echo "== admission cost: $(date -u +%FT%TZ), $(nproc) CPUs, load $(load) at the end"
-echo "== command: ${SBX_BENCH_CTL_FLAGS:+SBX_BENCH_CTL_FLAGS=\"$SBX_BENCH_CTL_FLAGS\" }${SBX_CONTROLLER_BIN:+SBX_CONTROLLER_BIN=$SBX_CONTROLLER_BIN }${SBX_WEBHOOK_MANIFESTS:+SBX_WEBHOOK_MANIFESTS=$SBX_WEBHOOK_MANIFESTS }hack/bench-admission.sh --count $COUNT --rate $RATE --concurrency $CONC --rounds $ROUNDS${WITHOUT_POLICIES:-}"
+echo "== command: ${SBX_BENCH_CTL_FLAGS:+SBX_BENCH_CTL_FLAGS=\"$SBX_BENCH_CTL_FLAGS\" }${SBX_CONTROLLER_BIN:+SBX_CONTROLLER_BIN=$SBX_CONTROLLER_BIN }${SBX_WEBHOOK_MANIFESTS:+SBX_WEBHOOK_MANIFESTS=$SBX_WEBHOOK_MANIFESTS }hack/bench-admission.sh --count $COUNT --rate $RATE --concurrency $CONC --rounds $ROUNDS$WITHOUT_POLICIES"
 echo "== controller: $CONTROLLER_BIN (sha256 $(sha256sum "$CONTROLLER_BIN" | cut -c1-12)), admission objects of $MANIFESTS"
 echo "== load at the start of the last round's phases: without $LOAD_OFF; with $LOAD_ON"
 echo "Sandboxes bound per second, each round (without, with webhook, ratio; the API server's call to the mutating webhook, p99;"
