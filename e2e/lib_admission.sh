@@ -100,7 +100,7 @@ if pod:
     pod = json.loads(pod)
     doc = json.loads(out)
     for x in doc['items']:
-        for v in x.get('spec', {}).get('validations', []):
+        for v in x.get('spec', {}).get('validations', []) + x.get('spec', {}).get('matchConditions', []):
             for token, value in (('[{}].all(configuredNodeSelector,', pod.get('nodeSelector', {})),
                                  ('[[]].all(configuredTolerations,', [
                                      {'key': t.get('key', ''), 'operator': t.get('operator', 'Equal'),

@@ -663,5 +663,78 @@ CASES
   start_controller main "$E2E_DIR/config.yaml"
 }
 
+# gate_copies: the pod and confinement policies rendered for the user "gate",
+# renamed *-gate, bound in kube-system only (where no other copy of the pod
+# policy applies and the suite's confinement, rendered for the controller,
+# never matches "gate"), with validations that refuse whatever reaches them.
+gate_copies() {
+  render_policies gate | python3 -c '
+import json, sys
+doc = json.load(sys.stdin)
+out = []
+for x in doc["items"]:
+    if x["metadata"]["name"] not in ("sandbox-controller-pods", "sandbox-controller-confinement"):
+        continue
+    x["metadata"]["name"] += "-gate"
+    if x["kind"] == "ValidatingAdmissionPolicy":
+        x["spec"]["validations"] = [{"expression": "false", "message": "reached the validations"}]
+    else:
+        x["spec"]["policyName"] += "-gate"
+        x["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}
+    out.append(x)
+doc["items"] = out
+print(json.dumps(doc))'
+}
+gate_dry_run() { kubectl create --dry-run=server --as=gate --as-group=system:masters -f - 2>&1 <<<"$(sandbox_pod_json "$1" kube-system "${2:-}")"; }
+gate_enforced() { [[ "$(gate_dry_run sbx-gate-wait "p['spec']['hostNetwork'] = True")" == *"reached the validations"* ]]; }
+
+# The "breaks-a-rule" match condition (hack/policy-gate.py) of the pod and
+# confinement policies: a request that passes every rule stops at the match
+# conditions, so the API server builds the policy's CEL input once instead of
+# four times; a request that breaks a rule goes on to the validations. Shown
+# with copies whose validations refuse all they see: compliant requests are
+# admitted (they never reached the validations), others refused.
+test_9_c_compliant_requests_stop_at_the_match_conditions() {
+  local out
+  gate_copies | kubectl apply -f - >/dev/null || { fail "the gate copies"; return; }
+  wait_for 20 gate_enforced || { fail "the gate copies are not enforced: $(gate_dry_run sbx-gate-wait "p['spec']['hostNetwork'] = True")"; return; }
+  out=$(gate_dry_run sbx-gate-ok) || fail "a compliant sandbox pod reached the confinement's validations: $out"
+  out=$(gate_dry_run sbx-gate-pool "p['metadata']['labels'].pop('sandbox.dev/scope-digest'); p['metadata']['labels']['sandbox.dev/pool'] = 'warm'") ||
+    fail "a compliant warm-pool pod reached the confinement's validations: $out"
+  local what m i=0
+  while IFS='|' read -r what m; do
+    i=$((i + 1))
+    out=$(gate_dry_run "sbx-gate-bad-$i" "$m") && { fail "a pod with $what was admitted by the gate copy"; continue; }
+    [[ "$out" == *"sandbox-controller-confinement-gate"*"reached the validations"* ]] ||
+      fail "a pod with $what: not refused at the confinement's validations: $out"
+  done <<CASES
+a name not sbx-|p['metadata']['name'] = 'ordinary'
+no managed-by label|p['metadata']['labels'].pop('app.kubernetes.io/managed-by')
+another owner's folder|p['spec']['containers'][0]['volumeMounts'][0]['subPath'] = 'bob/workspace'
+root|p['spec']['securityContext']['runAsUser'] = 0; p['spec']['securityContext']['runAsNonRoot'] = False
+SYS_ADMIN|p['spec']['containers'][0]['securityContext']['capabilities']['add'] = ['SYS_ADMIN']
+a node selector|p['spec']['nodeSelector'] = {'kubernetes.io/hostname': 'kwok-node-0'}
+a Secret|p['spec']['volumes'].append({'name': 's', 'secret': {'secretName': 'x'}})
+CASES
+  # a real pod (not a dry run) for the updates and the delete below
+  kubectl create --as=gate --as-group=system:masters -f - >/dev/null 2>&1 <<<"$(sandbox_pod_json sbx-gate-live kube-system)" ||
+    { fail "the compliant pod sbx-gate-live was refused"; return; }
+  # someone else (the admin) updates it: the pod policy's rules
+  out=$(kubectl label pod -n kube-system sbx-gate-live team=platform --dry-run=server 2>&1) ||
+    fail "a compliant update of a sandbox pod reached the pod policy's validations: $out"
+  out=$(kubectl label pod -n kube-system sbx-gate-live sandbox.dev/scope-digest=forged --overwrite --dry-run=server 2>&1) &&
+    fail "a changed reserved label was admitted by the pod policy's gate copy"
+  [[ "$out" == *"sandbox-controller-pods-gate"*"reached the validations"* ]] ||
+    fail "a changed reserved label: not refused at the pod policy's validations: $out"
+  # the controller's identity (here "gate") changes its metadata and deletes it
+  out=$(kubectl label pod -n kube-system sbx-gate-live team=platform --as=gate --as-group=system:masters --dry-run=server 2>&1) ||
+    fail "the controller's compliant update reached the confinement's validations: $out"
+  out=$(kubectl delete pod -n kube-system sbx-gate-live --as=gate --as-group=system:masters --wait=false 2>&1) ||
+    fail "the controller's delete of its pod reached the confinement's validations: $out"
+  gate_copies | kubectl delete -f - >/dev/null 2>&1
+  kubectl delete pod -n kube-system sbx-gate-live --wait=false >/dev/null 2>&1
+  return 0
+}
+
 setup
 e2e_main
