@@ -7,6 +7,8 @@
 #                                   -> manifests/helm/sandbox-controller/files/
 #   manifests/monitoring/grafana-dashboard.json -> manifests/helm/sandbox-controller/files/
 #   manifests/webhook/*.yaml (but kustomization.yaml) -> manifests/helm/sandbox-controller/files/webhook/
+# and, inside manifests/webhook/, the "breaks-a-rule" match conditions that
+# hack/policy-gate.py writes from a policy's validations.
 #
 #   hack/manifests.sh generate   rewrite the copies
 #   hack/manifests.sh check      exit 1 (naming the files) when a copy differs
@@ -52,9 +54,11 @@ done
 
 case "${1:-}" in
   generate)
+    python3 hack/policy-gate.py generate
     for t in "${TARGETS[@]}"; do mkdir -p "$(dirname "$t")"; emit "$t" >"$t"; done ;;
   check)
     bad=0
+    python3 hack/policy-gate.py check || bad=1
     for t in "${TARGETS[@]}"; do
       if ! emit "$t" | cmp -s - "$t"; then echo "manifests: $t is not current (run hack/manifests.sh generate)" >&2; bad=1; fi
     done
