@@ -327,6 +327,19 @@ static cJSON *render(struct sbx_netkeep *k, const char *ns, const char *hash, co
 	return hash[0] ? render_set(k, ns, joined, hash) : sbx_netfloor_policy(ns, &k->c->cfg->net);
 }
 
+/* Notes that this process made the policy of (ns, hash) now: the cache
+ * may not show it for a moment. */
+static void set_made(struct sbx_netkeep *k, const char *ns, const char *hash)
+{
+	pthread_mutex_lock(&k->mu);
+	strmap_lock(k->namespaces);
+	struct ns_state *s = entry_of(k, ns, hash);
+	if (s)
+		s->made = now_s();
+	strmap_unlock(k->namespaces);
+	pthread_mutex_unlock(&k->mu);
+}
+
 /* sbx_netkeep_ensure for the floor of ns (hash "") or a set of ns. */
 static enum kube_err ensure_one(struct sbx_netkeep *k, const char *ns, const char *hash, const char *joined,
 				struct kube_error *err)
@@ -369,14 +382,8 @@ static enum kube_err ensure_one(struct sbx_netkeep *k, const char *ns, const cha
 		return KUBE_ERR_OTHER;
 	}
 	enum kube_err e = write_policy(k, ns, name, want, NULL, err);
-	if (e == KUBE_OK || e == KUBE_ERR_ALREADY_EXISTS) {
-		pthread_mutex_lock(&k->mu);
-		strmap_lock(k->namespaces);
-		if ((s = entry_of(k, ns, hash)))
-			s->made = now_s();
-		strmap_unlock(k->namespaces);
-		pthread_mutex_unlock(&k->mu);
-	}
+	if (e == KUBE_OK || e == KUBE_ERR_ALREADY_EXISTS)
+		set_made(k, ns, hash);
 	return e == KUBE_ERR_ALREADY_EXISTS ? KUBE_OK : e;
 }
 
@@ -431,6 +438,7 @@ struct todo {
 	char joined[SBX_PROFILES_JOINED_MAX];
 	int pods;
 	double last_pod;
+	double made; /* when this process last made its policy (0: never) */
 };
 
 /* Brings the floor's or a set's policy to what it should be. */
@@ -441,14 +449,24 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 	cJSON *have = informer_get(k->policies, t->ns, name);
 	struct kube_error err = { 0 };
 	enum kube_err e = KUBE_OK;
+	if (!have && t->made > 0 && now_s() - t->made < SBX_NETKEEP_GRACE_S) {
+		/* Made by this process a moment ago (sbx_netkeep_ensure) and not in
+		 * the cache yet: a POST now would only be answered 409. Looked at
+		 * again on the next round. */
+		mark(k, t->ns, t->hash);
+		return;
+	}
 	if (t->pods > 0 || now_s() - t->last_pod < SBX_NETKEEP_GRACE_S) {
 		/* Not renderable now (a set's before the API server's addresses
 		 * are known): marked again when they are. */
 		cJSON *want = render(k, t->ns, t->hash, t->joined);
-		if (want && !sbx_netfloor_as_rendered(have, want))
+		if (want && !sbx_netfloor_as_rendered(have, want)) {
 			e = write_policy(k, t->ns, name, want, have, &err);
-		else
+			if (e == KUBE_OK && !have)
+				set_made(k, t->ns, t->hash);
+		} else {
 			cJSON_Delete(want);
+		}
 	} else if (have) {
 		char path[512];
 		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies/%s", t->ns, name);
@@ -501,6 +519,7 @@ static int take_dirty(const void *value, void *ctx)
 		memcpy(t->joined, s->joined, sizeof t->joined);
 		t->pods = s->pods;
 		t->last_pod = s->last_pod;
+		t->made = s->made;
 		s->dirty = 0;
 		/* Still wanted until its grace is over: looked at again then. */
 		if (s->pods <= 0 && col->now - s->last_pod < SBX_NETKEEP_GRACE_S)
