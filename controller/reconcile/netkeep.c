@@ -327,6 +327,13 @@ static cJSON *render(struct sbx_netkeep *k, const char *ns, const char *hash, co
 	return hash[0] ? render_set(k, ns, joined, hash) : sbx_netfloor_policy(ns, &k->c->cfg->net);
 }
 
+/* Whether this process did something to a policy at when (0: never) less
+ * than SBX_NETKEEP_GRACE_S before now: its cache may not show it yet. */
+static int just_done(double when, double now)
+{
+	return when > 0 && now - when < SBX_NETKEEP_GRACE_S;
+}
+
 /* Notes that this process made the policy of (ns, hash) now: the cache
  * may not show it for a moment. */
 static void set_made(struct sbx_netkeep *k, const char *ns, const char *hash)
@@ -359,12 +366,12 @@ static enum kube_err ensure_one(struct sbx_netkeep *k, const char *ns, const cha
 	pthread_mutex_unlock(&k->mu);
 	/* Made by this process a moment ago: the cache may not show it yet
 	 * (a second POST would only be answered 409). */
-	if (made > 0 && t - made < SBX_NETKEEP_GRACE_S)
+	if (just_done(made, t))
 		return KUBE_OK;
 	char name[64];
 	policy_name(hash, name);
 	/* Removed by this process a moment ago: the cache may still show it. */
-	cJSON *have = removed > 0 && t - removed < SBX_NETKEEP_GRACE_S ? NULL : informer_get(k->policies, ns, name);
+	cJSON *have = just_done(removed, t) ? NULL : informer_get(k->policies, ns, name);
 	if (have) {
 		cJSON_Delete(have);
 		return KUBE_OK;
@@ -449,7 +456,7 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 	cJSON *have = informer_get(k->policies, t->ns, name);
 	struct kube_error err = { 0 };
 	enum kube_err e = KUBE_OK;
-	if (!have && t->made > 0 && now_s() - t->made < SBX_NETKEEP_GRACE_S) {
+	if (!have && just_done(t->made, now_s())) {
 		/* Made by this process a moment ago (sbx_netkeep_ensure) and not in
 		 * the cache yet: a POST now would only be answered 409. Looked at
 		 * again on the next round. */
