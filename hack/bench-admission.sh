@@ -271,8 +271,9 @@ for i in "${!R_ON[@]}"; do
   printf '  round %d: %10s %10s %8s   %-10s  creates/s %s / %s\n' $((i + 1)) "${R_OFF[i]}" "${R_ON[i]}" \
     "$(ratio "${R_ON[i]}" "${R_OFF[i]}")" "${R_WH[i]}" "${C_OFF[i]}" "${C_ON[i]}"
 done
-for i in "${!R_ON[@]}"; do ratio "${R_ON[i]}" "${R_OFF[i]}"; echo; done | sort -g |
-  awk '$1 != "n/a" { v[++n] = $1 } END { if (n) printf "  median ratio of %d rounds: %s\n", n, (n % 2 ? v[(n + 1) / 2] : sprintf("%.2f", (v[n / 2] + v[n / 2 + 1]) / 2)) }'
+RATIOS=$(for i in "${!R_ON[@]}"; do ratio "${R_ON[i]}" "${R_OFF[i]}"; echo; done)
+MEDIAN=$(median %.2f <<<"$RATIOS")
+[ -z "$MEDIAN" ] || printf '  median ratio of %d rounds: %s\n' "$(grep -vc n/a <<<"$RATIOS")" "$MEDIAN"
 echo "the last round in detail:"
 printf '%-40s %14s %14s %8s\n' "" "without" "with webhook" "ratio"
 row() { # row LABEL KEY: KEY without and with the webhook, and their ratio

@@ -15,6 +15,13 @@ value() { [ -f "$1" ] && sed -n "s/^$2=//p" "$1" | tail -n 1; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 # ratio A B [FORMAT]: A / B, or n/a.
 ratio() { awk -v a="$1" -v b="$2" -v f="${3:-%.2f}" 'BEGIN { if (b + 0 > 0 && a != "") printf f, a / b; else print "n/a" }'; }
+# median [FORMAT] < numbers, one a line: their median (the middle one as
+# given, or the mean of the middle two in FORMAT, default %.3f); lines that
+# are not numbers ("n/a") are left out; nothing for none.
+median() {
+  awk '$1 ~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/ { print $1 }' | sort -g |
+    awk -v f="${1:-%.3f}" '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : sprintf(f, (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
 mib() { awk -v k="$1" 'BEGIN { if (k > 0) printf "%.1f", k / 1024; else print "n/a" }'; }
 hwm_kib() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null; }
 rss_kib() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2>/dev/null; }

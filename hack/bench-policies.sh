@@ -42,6 +42,8 @@ done
 
 . "$ROOT/e2e/lib.sh"
 . "$ROOT/e2e/lib_admission.sh"
+# shellcheck source=bench-lib.sh
+. "$ROOT/hack/bench-lib.sh"
 NS=bench-policies
 
 # use VARIANT: only the ValidatingAdmissionPolicies of VARIANT (tree,
@@ -108,7 +110,6 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 echo
 echo "== policy cost: $(date -u +%FT%TZ), $(nproc) CPUs, $COUNT requests per kind and variant, $ROUNDS rounds"
 echo "== this tree: $ROOT/manifests/webhook${BASELINE:+; baseline: $BASELINE}"
@@ -118,7 +119,7 @@ for k in "${KINDS[@]}"; do
   for v in "${VARIANTS[@]}"; do
     vals=()
     for r in $(seq 1 "$ROUNDS"); do vals+=("${R[$k.$v.$r]}"); done
-    M[$k.$v]=$(median "${vals[@]}")
+    M[$k.$v]=$(printf '%s\n' "${vals[@]}" | median)
     printf '  %-7s %-9s %7.3f  (%s)\n' "$k" "$v" "${M[$k.$v]}" "${vals[*]}"
   done
 done

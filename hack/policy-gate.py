@@ -152,9 +152,8 @@ def wrap(expr, indent):
     return "\n".join(out)
 
 
-def render(path):
-    """The file's text with its generated conditions current."""
-    text = open(path).read()
+def render(path, text):
+    """The text of the file at path with its generated conditions current."""
     docs = [d for d in yaml.safe_load_all(text) if d and d.get("kind") == "ValidatingAdmissionPolicy"]
     lines = text.split("\n")
     out, i, n = [], 0, 0
@@ -192,14 +191,17 @@ def main():
         sys.exit(__doc__)
     bad = 0
     for path in sorted(glob.glob(os.path.join(ROOT, "manifests/webhook/*.yaml"))):
-        if MARKER not in open(path).read().split("\n"):
+        with open(path) as f:
+            have = f.read()
+        if MARKER not in have.split("\n"):
             continue
-        text = render(path)
+        text = render(path, have)
         verify(path, text)
-        if text == open(path).read():
+        if text == have:
             continue
         if sys.argv[1] == "generate":
-            open(path, "w").write(text)
+            with open(path, "w") as f:
+                f.write(text)
         else:
             print("policy-gate: %s is not current (run hack/policy-gate.py generate)"
                   % os.path.relpath(path, ROOT), file=sys.stderr)
