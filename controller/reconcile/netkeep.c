@@ -8,6 +8,7 @@
 
 #include <openssl/evp.h>
 
+#include "base/fault.h"
 #include "base/jsonget.h"
 #include "base/strmap.h"
 #include "base/xmalloc.h"
@@ -302,6 +303,7 @@ static enum kube_err write_policy(struct sbx_netkeep *k, const char *ns, const c
 		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies/%s", ns, name);
 	else
 		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies", ns);
+	fault_delay("policy-write"); /* tests: a slow answer, while others look */
 	enum kube_err e = kube_request(k->c->kc, have ? "PUT" : "POST", path, NULL, body, NULL, NULL, err);
 	free(body);
 	if (e == KUBE_OK && !strcmp(name, SBX_NETFLOOR_NAME))
