@@ -30,6 +30,7 @@ struct ns_state {
 	int pods;			      /* pods of sandboxes (of the set) in the pod caches */
 	int dirty;			      /* to be looked at */
 	double made;			      /* when this process last made its policy */
+	int writing;			      /* a thread of this process writes its policy now */
 	double removed;			      /* when it last removed it */
 	double last_pod;		      /* when it last had one (or one was ensured) */
 };
@@ -47,7 +48,8 @@ struct pod_ref {
 struct sbx_netkeep {
 	struct sbx_controller *c;
 	struct informer *policies;
-	pthread_mutex_t mu; /* guards both maps together, and the addresses */
+	pthread_mutex_t mu;	/* guards both maps together, and the addresses */
+	pthread_cond_t written; /* with mu: a policy's write ended (claim_write) */
 	struct strmap *namespaces, *pods;
 	/* The API server's addresses (the kubernetes Service of default and
 	 * its endpoints), read at start and on every resync; api_ok 0 until
@@ -336,17 +338,65 @@ static int just_done(double when, double now)
 	return when > 0 && now - when < SBX_NETKEEP_GRACE_S;
 }
 
-/* Notes that this process made the policy of (ns, hash) now: the cache
- * may not show it for a moment. */
-static void set_made(struct sbx_netkeep *k, const char *ns, const char *hash)
+/* Claims the write of the policy of (ns, hash) for this thread, waiting
+ * while another thread of this process has it: one POST goes out, and the
+ * threads that waited find it made rather than send their own, which would
+ * only be answered 409; nor is it deleted while a pod is ensured its floor.
+ * *now receives the entry as it is once claimed. Returns 1 when claimed
+ * (release_write then), 0 for a name that cannot be a namespace's. */
+static int claim_write(struct sbx_netkeep *k, const char *ns, const char *hash, struct ns_state *now)
+{
+	int claimed = 0;
+	memset(now, 0, sizeof *now);
+	pthread_mutex_lock(&k->mu);
+	for (;;) {
+		strmap_lock(k->namespaces);
+		struct ns_state *s = entry_of(k, ns, hash);
+		int busy = s && s->writing;
+		if (s && !busy) {
+			s->writing = 1;
+			*now = *s;
+			claimed = 1;
+		}
+		strmap_unlock(k->namespaces);
+		if (!busy)
+			break;
+		pthread_cond_wait(&k->written, &k->mu);
+	}
+	pthread_mutex_unlock(&k->mu);
+	return claimed;
+}
+
+/* Ends claim_write's claim; made_now: this thread made the policy (the
+ * cache may not show it for a moment). */
+static void release_write(struct sbx_netkeep *k, const char *ns, const char *hash, int made_now)
 {
 	pthread_mutex_lock(&k->mu);
 	strmap_lock(k->namespaces);
 	struct ns_state *s = entry_of(k, ns, hash);
-	if (s)
-		s->made = now_s();
+	if (s) {
+		s->writing = 0;
+		if (made_now)
+			s->made = now_s();
+	}
 	strmap_unlock(k->namespaces);
+	pthread_cond_broadcast(&k->written);
 	pthread_mutex_unlock(&k->mu);
+}
+
+/* Whether the policy name of ns is there, as this process knows at now:
+ * made by it a moment ago (the cache may not show it yet, and a second POST
+ * would only be answered 409), else in the cache unless this process
+ * removed it a moment ago (the cache may still show it). */
+static int present(struct sbx_netkeep *k, const char *ns, const char *name, double made, double removed, double now)
+{
+	if (just_done(made, now))
+		return 1;
+	if (just_done(removed, now))
+		return 0;
+	cJSON *have = informer_get(k->policies, ns, name);
+	cJSON_Delete(have);
+	return have != NULL;
 }
 
 /* sbx_netkeep_ensure for the floor of ns (hash "") or a set of ns. */
@@ -357,42 +407,44 @@ static enum kube_err ensure_one(struct sbx_netkeep *k, const char *ns, const cha
 	strmap_lock(k->namespaces);
 	struct ns_state *s = entry_of(k, ns, hash);
 	double t = now_s(), made = 0, removed = 0;
+	int writing = 0;
 	if (s) {
 		s->last_pod = t; /* not deleted under a pod about to be made */
 		made = s->made;
 		removed = s->removed;
+		writing = s->writing;
 		if (hash[0] && !s->joined[0])
 			snprintf(s->joined, sizeof s->joined, "%s", joined);
 	}
 	strmap_unlock(k->namespaces);
 	pthread_mutex_unlock(&k->mu);
-	/* Made by this process a moment ago: the cache may not show it yet
-	 * (a second POST would only be answered 409). */
-	if (just_done(made, t))
-		return KUBE_OK;
 	char name[64];
 	policy_name(hash, name);
-	/* Removed by this process a moment ago: the cache may still show it. */
-	cJSON *have = just_done(removed, t) ? NULL : informer_get(k->policies, ns, name);
-	if (have) {
-		cJSON_Delete(have);
+	if (!writing && present(k, ns, name, made, removed, t))
 		return KUBE_OK;
-	}
 	pthread_mutex_lock(&k->mu);
 	int api_ok = k->api_ok;
 	pthread_mutex_unlock(&k->mu);
 	if (hash[0] && !api_ok)
 		refresh_api(k); /* the first set: read them now rather than on the keeper's next round */
+	/* Written by another thread meanwhile (made, or removed: the keeper
+	 * had seen no pod): looked at again once it is done. */
+	struct ns_state now;
+	int claimed = claim_write(k, ns, hash, &now);
+	if (claimed && present(k, ns, name, now.made, now.removed, now_s())) {
+		release_write(k, ns, hash, 0);
+		return KUBE_OK;
+	}
 	cJSON *want = render(k, ns, hash, joined);
-	if (!want) {
+	enum kube_err e = KUBE_ERR_OTHER;
+	if (want)
+		e = write_policy(k, ns, name, want, NULL, err);
+	else
 		kube_error_set(err, KUBE_ERR_OTHER, "%s",
 			       "the network profiles' policy cannot be made yet: the API server's addresses (the "
 			       "kubernetes Service of default and its endpoints), which it must except, are not known");
-		return KUBE_ERR_OTHER;
-	}
-	enum kube_err e = write_policy(k, ns, name, want, NULL, err);
-	if (e == KUBE_OK || e == KUBE_ERR_ALREADY_EXISTS)
-		set_made(k, ns, hash);
+	if (claimed)
+		release_write(k, ns, hash, e == KUBE_OK || e == KUBE_ERR_ALREADY_EXISTS);
 	return e == KUBE_ERR_ALREADY_EXISTS ? KUBE_OK : e;
 }
 
@@ -447,7 +499,6 @@ struct todo {
 	char joined[SBX_PROFILES_JOINED_MAX];
 	int pods;
 	double last_pod;
-	double made; /* when this process last made its policy (0: never) */
 };
 
 /* Brings the floor's or a set's policy to what it should be. */
@@ -455,24 +506,31 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 {
 	char name[64];
 	policy_name(t->hash, name);
+	/* As it is now, not as collected: a reconcile may have ensured a pod
+	 * its floor (last_pod) or made the policy (made) since. */
+	struct ns_state now;
+	int claimed = claim_write(k, t->ns, t->hash, &now), made_now = 0;
+	int pods = claimed ? now.pods : t->pods;
+	double last_pod = claimed ? now.last_pod : t->last_pod;
 	cJSON *have = informer_get(k->policies, t->ns, name);
 	struct kube_error err = { 0 };
 	enum kube_err e = KUBE_OK;
-	if (!have && just_done(t->made, now_s())) {
+	if (!have && just_done(now.made, now_s())) {
 		/* Made by this process a moment ago (sbx_netkeep_ensure) and not in
 		 * the cache yet: a POST now would only be answered 409. Looked at
 		 * again on the next round. */
+		if (claimed)
+			release_write(k, t->ns, t->hash, 0);
 		mark(k, t->ns, t->hash);
 		return;
 	}
-	if (t->pods > 0 || now_s() - t->last_pod < SBX_NETKEEP_GRACE_S) {
+	if (pods > 0 || now_s() - last_pod < SBX_NETKEEP_GRACE_S) {
 		/* Not renderable now (a set's before the API server's addresses
 		 * are known): marked again when they are. */
 		cJSON *want = render(k, t->ns, t->hash, t->joined);
 		if (want && !sbx_netfloor_as_rendered(have, want)) {
 			e = write_policy(k, t->ns, name, want, have, &err);
-			if (e == KUBE_OK && !have)
-				set_made(k, t->ns, t->hash);
+			made_now = e == KUBE_OK && !have;
 		} else {
 			cJSON_Delete(want);
 		}
@@ -495,6 +553,8 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 			e = KUBE_OK;
 	}
 	cJSON_Delete(have);
+	if (claimed)
+		release_write(k, t->ns, t->hash, made_now);
 	if (e != KUBE_OK && e != KUBE_ERR_CONFLICT)
 		log_kv(LOG_WARN, "keeping the network floor failed", "namespace", t->ns, "policy", name, "error",
 		       err.message);
@@ -528,7 +588,6 @@ static int take_dirty(const void *value, void *ctx)
 		memcpy(t->joined, s->joined, sizeof t->joined);
 		t->pods = s->pods;
 		t->last_pod = s->last_pod;
-		t->made = s->made;
 		s->dirty = 0;
 		/* Still wanted until its grace is over: looked at again then. */
 		if (s->pods <= 0 && col->now - s->last_pod < SBX_NETKEEP_GRACE_S)
@@ -605,6 +664,7 @@ int sbx_netkeep_start(struct sbx_controller *c)
 	pthread_mutex_init(&k->mu, NULL);
 	pthread_mutex_init(&k->wake_mu, NULL);
 	pthread_cond_init(&k->wake, NULL);
+	pthread_cond_init(&k->written, NULL);
 	k->namespaces = strmap_new(sizeof(struct ns_state));
 	k->pods = strmap_new(sizeof(struct pod_ref));
 	k->policies = informer_new(c->kc, "/apis/networking.k8s.io/v1/networkpolicies", SBX_LABEL_NETFLOOR,
@@ -650,6 +710,7 @@ void sbx_netkeep_stop(struct sbx_controller *c)
 	pthread_mutex_destroy(&k->mu);
 	pthread_mutex_destroy(&k->wake_mu);
 	pthread_cond_destroy(&k->wake);
+	pthread_cond_destroy(&k->written);
 	free(k);
 	c->netkeep = NULL;
 }
