@@ -183,6 +183,31 @@ test_b_one_floor_write_per_namespace() {
   controller_stop "$fl_pid"
 }
 
+# An owner's folders are prepared by one pod, made once, however many of the
+# owner's first Sandboxes are reconciled at once: of the workers that find no
+# preparation pod at the same moment, one creates it and the others wait (CI,
+# test_a: 43 POSTs for 42). The moment between the look and the claim is
+# held 0.5 s (SBX_FAULT_DELAYS) so that the burst's workers all look at once.
+test_c_one_preparation_per_owner() {
+  local n=8 i
+  new_namespace pr
+  SBX_FAULT_DELAYS=prep-look=500 ctl pr
+  wait_for 30 readyz "$pr_probes" || fail "not ready"
+  wait_for 30 settled "$pr_metrics" || fail "the controller did not settle on the existing Sandboxes"
+  local c0 p0; c0=$(codes_by POST "$pr_metrics") p0=$(requests_by POST "$pr_metrics")
+  for i in $(seq 1 $n); do
+    printf -- '---\napiVersion: sandbox.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: p%d, namespace: pr}\n' "$i"
+    printf 'spec: {image: %s, workspaceOwner: bob}\n' $IMG
+  done | kubectl apply -f - >/dev/null
+  wait_for 60 ready_count_is pr $n || fail "not all $n Ready: $(count_ready pr)"
+  sleep 2
+  local c1 p; c1=$(codes_by POST "$pr_metrics") p=$(($(requests_by POST "$pr_metrics") - p0))
+  say "  $n of bob's first Sandboxes in a new namespace, looks held 0.5 s: POST $p (by answer before $c0, after $c1)"
+  expect_eq "$(($(answered 409 "$c1") - $(answered 409 "$c0")))" 0 "POSTs answered 409 (already exists)"
+  expect_eq "$p" $((2 * n + 2)) "POSTs (a pod and an event each, bob's folders' preparation pod, the namespace's network floor)"
+  controller_stop "$pr_pid"
+}
+
 # Item 5: a pod create that always fails with 500 (a webhook that cannot be
 # reached, failurePolicy Fail) is retried with a per-Sandbox backoff, counted,
 # logged and reported, and does not slow another namespace.

@@ -33,6 +33,7 @@
 
 #include "reconcile/wsgate.h"
 
+#include "base/fault.h"
 #include "base/jsonget.h"
 #include "base/ktime.h"
 #include "base/xmalloc.h"
@@ -278,6 +279,7 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 		 * event); the others wait for it. */
 		if (sbx_strset_has(c->prep_looked, name))
 			return 0;
+		fault_delay("prep-look"); /* tests: workers that looked at once */
 		sbx_strset_add_for(c->prep_looked, name, CREATING_MS);
 		if (create_prep(c, ns, owner, name, forobj, w) == 0)
 			return 0;
