@@ -1,6 +1,7 @@
 /* Unit tests for the controller's pool bookkeeping (reconcile/pool.h), the
  * refill budget's turns (reconcile/refill.h) and its sets of short strings
  * (reconcile/strset.h). */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -103,6 +104,58 @@ static void test_strset_timed_members(void)
 	sbx_strset_free(s);
 }
 
+/* A claim adds a key only when it is not a member (or its time is up), in
+ * one step: of threads that claim one key at once, one gets it (the
+ * workspace preparation's creator: wsgate.c). */
+struct claim_race {
+	struct sbx_strset *s;
+	pthread_barrier_t *start;
+	int got;
+};
+
+static void *claim_one(void *arg)
+{
+	struct claim_race *r = arg;
+	pthread_barrier_wait(r->start);
+	r->got = sbx_strset_claim_for(r->s, "prep", 10000);
+	return NULL;
+}
+
+static void test_strset_claim(void)
+{
+	struct sbx_strset *s = sbx_strset_new();
+	CU_ASSERT_EQUAL(sbx_strset_claim_for(s, "a", 100), 1);
+	CU_ASSERT_EQUAL(sbx_strset_claim_for(s, "a", 100), 0);
+	CU_ASSERT_TRUE(sbx_strset_has(s, "a"));
+	ktime_sleep_ms(250);
+	CU_ASSERT_EQUAL(sbx_strset_claim_for(s, "a", 5000), 1); /* its time was up */
+	CU_ASSERT_EQUAL(sbx_strset_add(s, "untimed"), 1);
+	CU_ASSERT_EQUAL(sbx_strset_claim_for(s, "untimed", 100), 0);
+	sbx_strset_del(s, "a");
+	CU_ASSERT_EQUAL(sbx_strset_claim_for(s, "a", 100), 1);
+	enum { N = 8,
+	       ROUNDS = 200 };
+	for (int round = 0; round < ROUNDS; round++) {
+		pthread_barrier_t start;
+		pthread_barrier_init(&start, NULL, N);
+		struct claim_race r[N];
+		pthread_t t[N];
+		for (int i = 0; i < N; i++) {
+			r[i] = (struct claim_race){ s, &start, 0 };
+			pthread_create(&t[i], NULL, claim_one, &r[i]);
+		}
+		int got = 0;
+		for (int i = 0; i < N; i++) {
+			pthread_join(t[i], NULL);
+			got += r[i].got;
+		}
+		pthread_barrier_destroy(&start);
+		CU_ASSERT_EQUAL(got, 1);
+		sbx_strset_del(s, "prep");
+	}
+	sbx_strset_free(s);
+}
+
 /* Every pool asks every 100 ms for 20 s (refill.h's time is passed in):
  * the grants of each namespace and of each pool of namespace "many". */
 struct refill_run {
@@ -201,6 +254,7 @@ void register_reconcile_pool_tests(void)
 	SBX_SUITE("reconcile/pool", { "pools gone", test_pool_gone },
 		  { "pools gone: after a restart", test_pool_gone_after_a_restart },
 		  { "pools settled on this process's clock", test_pool_settled_on_its_own_clock }, { "timed set members", test_strset_timed_members },
+		  { "set claims: one of racing threads", test_strset_claim },
 		  { "refill: fair turns", test_refill_fair_turns },
 		  { "refill: back at the turn", test_refill_comes_back_at_the_turn });
 }

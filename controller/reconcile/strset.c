@@ -56,16 +56,36 @@ static int expired(const void *value, void *now)
 	return m->until_ms && m->until_ms <= *(int64_t *)now;
 }
 
-void sbx_strset_add_for(struct sbx_strset *f, const char *key, long ttl_ms)
+/* Adds or renews key for ttl_ms at now (the map's lock held); only when
+ * it is not a member already if claim. Returns 1 when added or renewed. */
+static int put_for(struct sbx_strset *f, const char *key, long ttl_ms, int64_t now, int claim)
 {
 	char k[STRMAP_KEY_MAX + 1];
-	int64_t now = ktime_mono_ms();
-	strmap_lock(f->map);
 	if (++f->timed_adds % 1024 == 0 && strmap_count(f->map) >= 4096)
 		strmap_sweep(f->map, expired, &now);
-	struct member *m = strmap_put(f->map, cut(key, k), NULL);
+	int added = 0;
+	struct member *m = strmap_put(f->map, cut(key, k), &added);
+	if (claim && !added && !expired(m, &now))
+		return 0;
 	m->until_ms = now + (ttl_ms > 0 ? ttl_ms : 1);
+	return 1;
+}
+
+void sbx_strset_add_for(struct sbx_strset *f, const char *key, long ttl_ms)
+{
+	int64_t now = ktime_mono_ms();
+	strmap_lock(f->map);
+	put_for(f, key, ttl_ms, now, 0);
 	strmap_unlock(f->map);
+}
+
+int sbx_strset_claim_for(struct sbx_strset *f, const char *key, long ttl_ms)
+{
+	int64_t now = ktime_mono_ms();
+	strmap_lock(f->map);
+	int r = put_for(f, key, ttl_ms, now, 1);
+	strmap_unlock(f->map);
+	return r;
 }
 
 int sbx_strset_has(struct sbx_strset *f, const char *key)

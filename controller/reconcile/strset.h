@@ -18,6 +18,10 @@ int sbx_strset_add(struct sbx_strset *f, const char *key);
 /* Adds key (or renews it) for ttl_ms: it is a member until then. At 4,096
  * members and more, members whose time is up are swept every 1,024 adds. */
 void sbx_strset_add_for(struct sbx_strset *f, const char *key, long ttl_ms);
+/* Adds key for ttl_ms unless it is a member already (and its time, if any,
+ * not up), in one step: returns 1 when added (the caller now owns it), 0
+ * when it was there. Two threads that claim one key get 1 once. */
+int sbx_strset_claim_for(struct sbx_strset *f, const char *key, long ttl_ms);
 /* 1 when key is a member (and its time, if any, not up). */
 int sbx_strset_has(struct sbx_strset *f, const char *key);
 /* Removes key if present. */

@@ -276,11 +276,20 @@ int sbx_ws_prepared(struct sbx_controller *c, const char *ns, const char *owner,
 	cJSON *pod = informer_get(c->prep_pods, ns, name);
 	if (!pod) {
 		/* One worker creates it (held CREATING_MS, or until its watch
-		 * event); the others wait for it. */
-		if (sbx_strset_has(c->prep_looked, name))
-			return 0;
+		 * event); the others wait for it. The first Sandboxes of an
+		 * owner come in a burst: the claim is one step, and the cache is
+		 * read again under it, since the pod's event (which ends the
+		 * claim of the worker that made it) may have come after this
+		 * worker's look. Otherwise workers that looked at once each
+		 * create it (answered 409). */
 		fault_delay("prep-look"); /* tests: workers that looked at once */
-		sbx_strset_add_for(c->prep_looked, name, CREATING_MS);
+		if (!sbx_strset_claim_for(c->prep_looked, name, CREATING_MS))
+			return 0;
+		pod = informer_get(c->prep_pods, ns, name);
+		if (pod)
+			sbx_strset_del(c->prep_looked, name); /* made meanwhile: its event came */
+	}
+	if (!pod) {
 		if (create_prep(c, ns, owner, name, forobj, w) == 0)
 			return 0;
 		sbx_strset_del(c->prep_looked, name);
