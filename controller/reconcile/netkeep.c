@@ -367,17 +367,24 @@ static int claim_write(struct sbx_netkeep *k, const char *ns, const char *hash, 
 	return claimed;
 }
 
-/* Ends claim_write's claim; made_now: this thread made the policy (the
- * cache may not show it for a moment). */
-static void release_write(struct sbx_netkeep *k, const char *ns, const char *hash, int made_now)
+/* What a thread did to a policy under its claim: the cache may not show
+ * it for a moment (just_done). */
+enum written { WROTE_NOTHING,
+	       WROTE_MADE,
+	       WROTE_REMOVED };
+
+/* Ends claim_write's claim, noting what this thread did. */
+static void release_write(struct sbx_netkeep *k, const char *ns, const char *hash, enum written did)
 {
 	pthread_mutex_lock(&k->mu);
 	strmap_lock(k->namespaces);
 	struct ns_state *s = entry_of(k, ns, hash);
 	if (s) {
 		s->writing = 0;
-		if (made_now)
+		if (did == WROTE_MADE)
 			s->made = now_s();
+		else if (did == WROTE_REMOVED)
+			s->removed = now_s();
 	}
 	strmap_unlock(k->namespaces);
 	pthread_cond_broadcast(&k->written);
@@ -432,7 +439,7 @@ static enum kube_err ensure_one(struct sbx_netkeep *k, const char *ns, const cha
 	struct ns_state now;
 	int claimed = claim_write(k, ns, hash, &now);
 	if (claimed && present(k, ns, name, now.made, now.removed, now_s())) {
-		release_write(k, ns, hash, 0);
+		release_write(k, ns, hash, WROTE_NOTHING);
 		return KUBE_OK;
 	}
 	cJSON *want = render(k, ns, hash, joined);
@@ -444,7 +451,7 @@ static enum kube_err ensure_one(struct sbx_netkeep *k, const char *ns, const cha
 			       "the network profiles' policy cannot be made yet: the API server's addresses (the "
 			       "kubernetes Service of default and its endpoints), which it must except, are not known");
 	if (claimed)
-		release_write(k, ns, hash, e == KUBE_OK || e == KUBE_ERR_ALREADY_EXISTS);
+		release_write(k, ns, hash, e == KUBE_OK || e == KUBE_ERR_ALREADY_EXISTS ? WROTE_MADE : WROTE_NOTHING);
 	return e == KUBE_ERR_ALREADY_EXISTS ? KUBE_OK : e;
 }
 
@@ -496,9 +503,6 @@ void sbx_netkeep_profiles_changed(struct sbx_controller *c)
 struct todo {
 	char ns[64];
 	char hash[17];
-	char joined[SBX_PROFILES_JOINED_MAX];
-	int pods;
-	double last_pod;
 };
 
 /* Brings the floor's or a set's policy to what it should be. */
@@ -507,11 +511,12 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 	char name[64];
 	policy_name(t->hash, name);
 	/* As it is now, not as collected: a reconcile may have ensured a pod
-	 * its floor (last_pod) or made the policy (made) since. */
+	 * its floor (last_pod) or made the policy (made) since. Every entry
+	 * the keeper collects has a namespace's name: it is claimed. */
 	struct ns_state now;
-	int claimed = claim_write(k, t->ns, t->hash, &now), made_now = 0;
-	int pods = claimed ? now.pods : t->pods;
-	double last_pod = claimed ? now.last_pod : t->last_pod;
+	if (!claim_write(k, t->ns, t->hash, &now))
+		return;
+	enum written did = WROTE_NOTHING;
 	cJSON *have = informer_get(k->policies, t->ns, name);
 	struct kube_error err = { 0 };
 	enum kube_err e = KUBE_OK;
@@ -519,18 +524,17 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 		/* Made by this process a moment ago (sbx_netkeep_ensure) and not in
 		 * the cache yet: a POST now would only be answered 409. Looked at
 		 * again on the next round. */
-		if (claimed)
-			release_write(k, t->ns, t->hash, 0);
+		release_write(k, t->ns, t->hash, WROTE_NOTHING);
 		mark(k, t->ns, t->hash);
 		return;
 	}
-	if (pods > 0 || now_s() - last_pod < SBX_NETKEEP_GRACE_S) {
+	if (now.pods > 0 || now_s() - now.last_pod < SBX_NETKEEP_GRACE_S) {
 		/* Not renderable now (a set's before the API server's addresses
 		 * are known): marked again when they are. */
-		cJSON *want = render(k, t->ns, t->hash, t->joined);
+		cJSON *want = render(k, t->ns, t->hash, now.joined);
 		if (want && !sbx_netfloor_as_rendered(have, want)) {
 			e = write_policy(k, t->ns, name, want, have, &err);
-			made_now = e == KUBE_OK && !have;
+			did = e == KUBE_OK && !have ? WROTE_MADE : WROTE_NOTHING;
 		} else {
 			cJSON_Delete(want);
 		}
@@ -541,20 +545,13 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 		if (e == KUBE_OK) {
 			log_kv(LOG_INFO, t->hash[0] ? "profile policy removed: no sandbox pod of its profiles left" : "network floor removed: no sandbox pod left",
 			       "namespace", t->ns, "policy", name);
-			pthread_mutex_lock(&k->mu);
-			strmap_lock(k->namespaces);
-			struct ns_state *s = entry_of(k, t->ns, t->hash);
-			if (s)
-				s->removed = now_s();
-			strmap_unlock(k->namespaces);
-			pthread_mutex_unlock(&k->mu);
+			did = WROTE_REMOVED;
 		}
 		if (e == KUBE_ERR_NOT_FOUND)
 			e = KUBE_OK;
 	}
 	cJSON_Delete(have);
-	if (claimed)
-		release_write(k, t->ns, t->hash, made_now);
+	release_write(k, t->ns, t->hash, did);
 	if (e != KUBE_OK && e != KUBE_ERR_CONFLICT)
 		log_kv(LOG_WARN, "keeping the network floor failed", "namespace", t->ns, "policy", name, "error",
 		       err.message);
@@ -585,9 +582,6 @@ static int take_dirty(const void *value, void *ctx)
 		struct todo *t = &col->v[col->n++];
 		memcpy(t->ns, s->ns, sizeof t->ns);
 		memcpy(t->hash, s->hash, sizeof t->hash);
-		memcpy(t->joined, s->joined, sizeof t->joined);
-		t->pods = s->pods;
-		t->last_pod = s->last_pod;
 		s->dirty = 0;
 		/* Still wanted until its grace is over: looked at again then. */
 		if (s->pods <= 0 && col->now - s->last_pod < SBX_NETKEEP_GRACE_S)
