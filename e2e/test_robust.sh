@@ -157,55 +157,48 @@ test_a_requests_per_new_sandbox() {
 # answered CODE CODES: how many of CODES (codes_by's "201:40 409:1") were answered CODE.
 answered() { tr ' ' '\n' <<<"$2" | awk -F: -v c="$1" '$1 == c {n = $2} END {printf "%d\n", n}'; }
 
+# burst_posts NS DELAY OWNER WANT WHAT: a controller with the fault delay
+# DELAY (name=ms, SBX_FAULT_DELAYS) reconciles 8 Sandboxes of OWNER ("-":
+# ownerless) applied at once in the new namespace NS: no POST is answered 409
+# (already exists), and WANT POSTs in all (WHAT says which).
+burst_posts() {
+  local ns=$1 delay=$2 owner=$3 want=$4 what=$5 n=8 i
+  new_namespace "$ns"
+  SBX_FAULT_DELAYS=$delay ctl "$ns"
+  local mp=${ns}_metrics pp=${ns}_probes pid=${ns}_pid
+  wait_for 30 readyz "${!pp}" || fail "not ready"
+  wait_for 30 settled "${!mp}" || fail "the controller did not settle on the existing Sandboxes"
+  local c0 p0; c0=$(codes_by POST "${!mp}") p0=$(requests_by POST "${!mp}")
+  for i in $(seq 1 $n); do
+    printf -- '---\napiVersion: sandbox.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: %s%d, namespace: %s}\n' "$ns" "$i" "$ns"
+    if [ "$owner" = - ]; then printf 'spec: {image: %s}\n' $IMG; else printf 'spec: {image: %s, workspaceOwner: %s}\n' $IMG "$owner"; fi
+  done | kubectl apply -f - >/dev/null
+  wait_for 60 ready_count_is "$ns" $n || fail "not all $n Ready: $(count_ready "$ns")"
+  sleep 2
+  local c1 p; c1=$(codes_by POST "${!mp}") p=$(($(requests_by POST "${!mp}") - p0))
+  say "  $n Sandboxes of owner $owner at once in a new namespace, $delay: POST $p (by answer before $c0, after $c1)"
+  expect_eq "$(($(answered 409 "$c1") - $(answered 409 "$c0")))" 0 "POSTs answered 409 (already exists)"
+  expect_eq "$p" "$want" "POSTs ($what)"
+  controller_stop "${!pid}"
+}
+
 # A namespace's network floor is written once, however many of its first
 # Sandboxes are reconciled at once: a reconcile (or the keeper) that finds the
 # write under way in this process waits for it rather than sending its own,
 # which would only be answered 409 (CI, test_a: 43 POSTs for 42). The write is
-# held 1.5 s (SBX_FAULT_DELAYS) so that the burst's reconciles all find it
-# under way; ownerless Sandboxes wait for no folder preparation.
+# held 1.5 s so that the burst's reconciles all find it under way; ownerless
+# Sandboxes wait for no folder preparation.
 test_b_one_floor_write_per_namespace() {
-  local n=8 i
-  new_namespace fl
-  SBX_FAULT_DELAYS=policy-write=1500 ctl fl
-  wait_for 30 readyz "$fl_probes" || fail "not ready"
-  wait_for 30 settled "$fl_metrics" || fail "the controller did not settle on the existing Sandboxes"
-  local c0 p0; c0=$(codes_by POST "$fl_metrics") p0=$(requests_by POST "$fl_metrics")
-  for i in $(seq 1 $n); do
-    printf -- '---\napiVersion: sandbox.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: f%d, namespace: fl}\n' "$i"
-    printf 'spec: {image: %s}\n' $IMG
-  done | kubectl apply -f - >/dev/null
-  wait_for 60 ready_count_is fl $n || fail "not all $n Ready: $(count_ready fl)"
-  sleep 2
-  local c1 p; c1=$(codes_by POST "$fl_metrics") p=$(($(requests_by POST "$fl_metrics") - p0))
-  say "  $n ownerless Sandboxes in a new namespace, the floor's write held 1.5 s: POST $p (by answer before $c0, after $c1)"
-  expect_eq "$(($(answered 409 "$c1") - $(answered 409 "$c0")))" 0 "POSTs answered 409 (already exists)"
-  expect_eq "$p" $((2 * n + 1)) "POSTs (a pod and an event each, the namespace's network floor)"
-  controller_stop "$fl_pid"
+  burst_posts fl policy-write=1500 - 17 "a pod and an event each, the namespace's network floor"
 }
 
 # An owner's folders are prepared by one pod, made once, however many of the
 # owner's first Sandboxes are reconciled at once: of the workers that find no
 # preparation pod at the same moment, one creates it and the others wait (CI,
 # test_a: 43 POSTs for 42). The moment between the look and the claim is
-# held 0.5 s (SBX_FAULT_DELAYS) so that the burst's workers all look at once.
+# held 0.5 s so that the burst's workers all look at once.
 test_c_one_preparation_per_owner() {
-  local n=8 i
-  new_namespace pr
-  SBX_FAULT_DELAYS=prep-look=500 ctl pr
-  wait_for 30 readyz "$pr_probes" || fail "not ready"
-  wait_for 30 settled "$pr_metrics" || fail "the controller did not settle on the existing Sandboxes"
-  local c0 p0; c0=$(codes_by POST "$pr_metrics") p0=$(requests_by POST "$pr_metrics")
-  for i in $(seq 1 $n); do
-    printf -- '---\napiVersion: sandbox.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: p%d, namespace: pr}\n' "$i"
-    printf 'spec: {image: %s, workspaceOwner: bob}\n' $IMG
-  done | kubectl apply -f - >/dev/null
-  wait_for 60 ready_count_is pr $n || fail "not all $n Ready: $(count_ready pr)"
-  sleep 2
-  local c1 p; c1=$(codes_by POST "$pr_metrics") p=$(($(requests_by POST "$pr_metrics") - p0))
-  say "  $n of bob's first Sandboxes in a new namespace, looks held 0.5 s: POST $p (by answer before $c0, after $c1)"
-  expect_eq "$(($(answered 409 "$c1") - $(answered 409 "$c0")))" 0 "POSTs answered 409 (already exists)"
-  expect_eq "$p" $((2 * n + 2)) "POSTs (a pod and an event each, bob's folders' preparation pod, the namespace's network floor)"
-  controller_stop "$pr_pid"
+  burst_posts pr prep-look=500 bob 18 "a pod and an event each, bob's folders' preparation pod, the namespace's network floor"
 }
 
 # Item 5: a pod create that always fails with 500 (a webhook that cannot be
