@@ -676,6 +676,57 @@ static void test_shared_caps_backlogged_only(void)
 	workqueue_free(q);
 }
 
+/* A shared rate: while another tenant has work, a backlogged namespace
+ * starts at most one key per 1/rate seconds (its calls per second are what
+ * load the API server a victim shares, not how many it has at once); alone,
+ * it starts them back to back. */
+static void test_shared_rate(void)
+{
+	struct workqueue *q = workqueue_new();
+	workqueue_set_caps(q, 4, 4);
+	workqueue_set_shared_caps(q, 2, 1, 100);
+	workqueue_set_shared_rate(q, 20); /* one key per 50 ms while shared */
+	char key[32];
+	for (int i = 1; i <= 12; i++) {
+		snprintf(key, sizeof key, "a/%d", i);
+		workqueue_add(q, 0, key);
+	}
+	int64_t t0 = ktime_mono_ms();
+	for (int i = 0; i < 3; i++) { /* alone: no spacing */
+		char *k = workqueue_get(q, NULL);
+		workqueue_done(q, 0, k);
+		free(k);
+	}
+	CU_ASSERT(ktime_mono_ms() - t0 < 40);
+	workqueue_add(q, 0, "b/1");
+	char *b1 = workqueue_get(q, NULL);
+	CU_ASSERT_STRING_EQUAL(b1, "b/1");
+	int64_t prev = -1, least = -1;
+	for (int i = 0; i < 3; i++) { /* b has work: a's starts are 50 ms apart */
+		char *k = workqueue_get(q, NULL);
+		int64_t now = ktime_mono_ms();
+		CU_ASSERT_EQUAL(k[0], 'a');
+		if (prev >= 0 && (least < 0 || now - prev < least))
+			least = now - prev;
+		prev = now;
+		workqueue_done(q, 0, k);
+		free(k);
+	}
+	CU_ASSERT(least >= 45);
+	workqueue_done(q, 0, b1);
+	free(b1);
+	ktime_sleep_ms(160); /* b's linger is over: a is alone again */
+	t0 = ktime_mono_ms();
+	for (int i = 0; i < 3; i++) {
+		char *k = workqueue_get(q, NULL);
+		workqueue_done(q, 0, k);
+		free(k);
+	}
+	CU_ASSERT(ktime_mono_ms() - t0 < 40);
+	CU_ASSERT_EQUAL(workqueue_len(q), 3);
+	workqueue_free(q);
+}
+
 /* FIFO order, the baseline: the victim waits behind the whole backlog. */
 static void test_fifo(void)
 {
@@ -833,6 +884,7 @@ void register_kube_workqueue_tests(void)
 		  { "fair: caps per namespace and per flow", test_fair_caps },
 		  { "fair: shared caps while another tenant has keys", test_shared_caps },
 		  { "fair: shared caps hold back a backlog only", test_shared_caps_backlogged_only },
+		  { "fair: a shared rate spaces a backlog's starts", test_shared_rate },
 		  { "metrics per namespace bucket", test_ns_metrics },
 		  { "dedup and re-add while processing", test_dedup },
 		  { "typed items: one key of two kinds", test_kinds },

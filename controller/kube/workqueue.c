@@ -1065,3 +1065,9 @@ void workqueue_done(struct workqueue *q, int kind, const char *key)
 	done(q, k);
 	free(k);
 }
+
+void workqueue_set_shared_rate(struct workqueue *q, double per_second)
+{
+	(void)q;
+	(void)per_second;
+}

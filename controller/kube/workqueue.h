@@ -74,6 +74,13 @@ void workqueue_set_caps(struct workqueue *q, int per_namespace, int per_flow);
  * workers, so another's calls meet fewer of its own at the API server. The
  * linger spans the gaps between a victim's keys. */
 void workqueue_set_shared_caps(struct workqueue *q, int per_namespace, int per_flow, long linger_ms);
+/* A rate while a tenant shares the queue (0 or less: none, the default): a
+ * namespace or flow with a backlog, while it shares (as for the shared caps),
+ * starts at most per_second keys a second, one at a time after the last. What
+ * a victim meets at the API server is the busy tenant's calls per second,
+ * not how many of its reconciles are in flight: short reconciles at a cap of
+ * 2 still start a hundred a second. */
+void workqueue_set_shared_rate(struct workqueue *q, double per_second);
 /* Frees the queue; no thread may be inside a call on it. */
 void workqueue_free(struct workqueue *q);
 /* Queues key (copied) unless it is already waiting; after shutdown, ignored.
