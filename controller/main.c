@@ -67,6 +67,7 @@ struct options {
 	const char *owner_authz;
 	long warm_settle_s;
 	double warm_refill_qps;
+	double shared_rate;	     /* the fair queue's starts a second of a sharing backlog; 0: none */
 	const char *queue_order;     /* "fair" or "fifo" */
 	int per_ns, per_owner;	     /* the queue's caps; -1: the default for the workers */
 	int shared_ns, shared_owner; /* its caps while tenants share it; -1: the same */
@@ -97,6 +98,9 @@ static void usage(FILE *f)
 		"                                     0: the plain cap)\n"
 		"  --shared-reconciles-per-owner N    the same for an owner while another owner of its namespace has work\n"
 		"                                     (default workers/64; 0: the plain cap)\n"
+		"  --shared-reconcile-rate R          fair order: while it shares (as for the shared caps), a namespace\n"
+		"                                     or owner with a backlog starts at most R reconciles a second\n"
+		"                                     (default 0: none, as 0 or less; docs/operations.md weighs it)\n"
 		"  --kube-api-qps Q --kube-api-burst B client-side rate limit (default off: 0 or less = off,\n"
 		"                                     the server's API Priority and Fairness decides; burst 100)\n"
 		"  --metrics-bind-address ADDR        /metrics listener (default :8080; 0 disables)\n"
@@ -184,6 +188,7 @@ static const struct flag flags[] = {
 	{ .name = "max-reconciles-per-owner", .kind = F_INT, .off = OPT(per_owner), .min = 0, .max = 256, .refused = "--max-reconciles-per-owner must be between 0 (no cap) and 256" },
 	{ .name = "shared-reconciles-per-namespace", .kind = F_INT, .off = OPT(shared_ns), .min = 0, .max = 256, .refused = "--shared-reconciles-per-namespace must be between 0 (the plain cap) and 256" },
 	{ .name = "shared-reconciles-per-owner", .kind = F_INT, .off = OPT(shared_owner), .min = 0, .max = 256, .refused = "--shared-reconciles-per-owner must be between 0 (the plain cap) and 256" },
+	{ .name = "shared-reconcile-rate", .kind = F_NUMBER, .off = OPT(shared_rate), .refused = "--shared-reconcile-rate must be a number (0 or less: no rate)" },
 	{ .name = "workers", .kind = F_INT, .off = OPT(workers), .min = 1, .max = 256, .refused = "--workers must be between 1 and 256" },
 	{ .name = "kube-api-qps", .kind = F_NUMBER, .off = OPT(qps), .refused = "--kube-api-qps must be a number (0 or less: no client-side limit)" },
 	{ .name = "kube-api-burst", .kind = F_INT, .off = OPT(burst), .min = 1, .max = 2147483647, .refused = "--kube-api-burst must be positive" },
@@ -610,6 +615,7 @@ static int start_serving(struct app *a)
 	sbx_controller_set_fifo(&a->ctl, !strcmp(o->queue_order, "fifo"));
 	sbx_controller_set_caps(&a->ctl, o->per_ns, o->per_owner);
 	sbx_controller_set_shared_caps(&a->ctl, o->shared_ns, o->shared_owner);
+	sbx_controller_set_shared_rate(&a->ctl, o->shared_rate);
 	if ((a->cfg.prep_enabled || (a->cfg.net.policies && a->cfg.net.verify)) && !a->cfg.prep_image) {
 		/* Workspace preparation pods and the NetworkPolicy probe's pods run
 		 * this very image (sandbox/wsprep.h, sandbox/netprobe.h). */

@@ -111,6 +111,7 @@ struct active {
 	int n;
 	int nflows;		    /* a namespace's: its flows' entries */
 	int64_t done_ms;	    /* n 0: when its last key was done */
+	int64_t started_ms;	    /* when its last key was handed out */
 	struct active *prev, *next; /* the linger list (utlist DL) while n is 0 */
 	UT_hash_handle hh;
 };
@@ -133,6 +134,9 @@ struct workqueue {
 	 * (0: no cap; fair order only), and how many they have. */
 	int cap_ns, cap_flow;
 	int shared_ns, shared_flow; /* the caps while shared (0: the caps above) */
+	long shared_gap_ms;	    /* while shared, between two starts (0: none) */
+	int64_t gap_over;	    /* the earliest a key held by the gap may go (-1: none) */
+	int sparse_ns;		    /* with a gap: a namespace without a backlog has work */
 	long linger_ms;
 	struct active_set active_ns, active_flow;
 	struct member *dirty, *processing;
@@ -350,6 +354,8 @@ static void active_add(struct workqueue *q, struct active_set *set, const char *
 		DL_DELETE(set->linger, a);
 		a->done_ms = -1;
 	}
+	if (d > 0)
+		a->started_ms = now;
 	a->n += d;
 	if (a->n > 0)
 		return;
@@ -399,31 +405,88 @@ static int cap_of(int cap, int shared_cap, int shared)
 	return cap && cap < shared_cap ? cap : shared_cap;
 }
 
+/* 1 when entry a (shared) started a key less than the shared gap ago; notes
+ * when the gap is over, for get's wait. */
+static int in_gap(struct workqueue *q, const struct active *a, int shared, int64_t now)
+{
+	if (!shared || !q->shared_gap_ms || !a || now - a->started_ms >= q->shared_gap_ms)
+		return 0;
+	int64_t over = a->started_ms + q->shared_gap_ms;
+	if (q->gap_over < 0 || over < q->gap_over)
+		q->gap_over = over;
+	return 1;
+}
+
+/* With a shared rate: 1 when a namespace without a backlog (its ready keys
+ * fit in its cap) has work, ready, being processed or lingering: a victim's
+ * handful. Backlogs among themselves share by the caps alone: the rate is
+ * for the small tenants' calls, and would hold two bursts to it each. */
+static int sparse_ns_has_work(struct workqueue *q)
+{
+	struct tenant *t, *ttmp;
+	HASH_ITER(hh, q->ord.tenants, t, ttmp)
+	if (q->cap_ns && t->len <= (size_t)q->cap_ns)
+		return 1;
+	struct active *a, *atmp;
+	HASH_ITER(hh, q->active_ns.by_id, a, atmp)
+	{
+		HASH_FIND_STR(q->ord.tenants, a->id, t);
+		if (!t)
+			return 1; /* being processed or lingering, nothing ready */
+	}
+	return 0;
+}
+
+/* The same among the flows of namespace t other than f (f's entry fa, t's
+ * na): a ready flow that fits in its cap, or more other flows active than
+ * there are other backlogged flows (a backlogged flow is ready, so one
+ * active flow at least is not). */
+static int sparse_flow_has_work(const struct workqueue *q, const struct tenant *t, const struct flow *f,
+				const struct active *na, const struct active *fa)
+{
+	int backlogged = 0;
+	struct flow *g, *tmp;
+	HASH_ITER(hh, t->flows, g, tmp)
+	{
+		if (g == f)
+			continue;
+		if (q->cap_flow && g->len <= (size_t)q->cap_flow)
+			return 1;
+		backlogged++;
+	}
+	return (na ? na->nflows : 0) - (fa != NULL) > backlogged;
+}
+
 /* 1 when a key of flow f of namespace t may be handed out under the caps:
  * the shared ones while another namespace (for t) or another flow of t (for
  * f) has keys ready, being processed or lingering, and t (f) has a backlog,
- * more keys ready than its full cap. A tenant whose keys fit in its cap (a
- * victim's handful) keeps it: sharing holds back bursts, not small tenants
- * (FQ-CoDel's sparse flows). */
+ * more keys ready than its full cap; and, with a shared rate while a tenant
+ * without a backlog has work, only once its last start is the gap ago. A tenant whose keys fit in its cap (a victim's
+ * handful) keeps it: sharing holds back bursts, not small tenants (FQ-CoDel's
+ * sparse flows). */
 static int under_caps(struct workqueue *q, const struct tenant *t, const struct flow *f)
 {
 	if (q->fifo)
 		return 1;
 	struct active *na = active_find(&q->active_ns, t->ns);
 	int in_ord = t->l == &q->ord;
-	int ns_shared = q->shared_ns && (!q->cap_ns || t->len > (size_t)q->cap_ns) &&
+	int64_t now = ktime_mono_ms();
+	int ns_shared = (q->shared_ns || q->shared_gap_ms) && (!q->cap_ns || t->len > (size_t)q->cap_ns) &&
 			(HASH_COUNT(q->ord.tenants) > (unsigned)in_ord ||
 			 HASH_COUNT(q->active_ns.by_id) > (unsigned)(na != NULL));
 	int cap = cap_of(q->cap_ns, q->shared_ns, ns_shared);
-	if (cap && na && na->n >= cap)
+	if ((cap && na && na->n >= cap) || in_gap(q, na, ns_shared && q->sparse_ns, now))
 		return 0;
 	char id[512];
 	flow_id(t->ns, f->name, id, sizeof id);
 	struct active *fa = active_find(&q->active_flow, id);
-	int flow_shared = q->shared_flow && (!q->cap_flow || f->len > (size_t)q->cap_flow) &&
+	int flow_shared = (q->shared_flow || q->shared_gap_ms) && (!q->cap_flow || f->len > (size_t)q->cap_flow) &&
 			  (HASH_COUNT(t->flows) > 1 || (na ? na->nflows : 0) - (fa != NULL) > 0);
 	cap = cap_of(q->cap_flow, q->shared_flow, flow_shared);
-	return !cap || !fa || fa->n < cap;
+	if (cap && fa && fa->n >= cap)
+		return 0;
+	return !q->shared_gap_ms || !flow_shared || !sparse_flow_has_work(q, t, f, na, fa) ||
+	       !in_gap(q, fa, 1, now);
 }
 
 static void report_depth(struct workqueue *q, int bucket)
@@ -900,11 +963,15 @@ static char *get(struct workqueue *q)
 		int64_t now = ktime_mono_ms();
 		promote_due(q, now);
 		int64_t linger_over = active_expire(q, now);
+		q->gap_over = -1;
+		q->sparse_ns = q->shared_gap_ms && sparse_ns_has_work(q);
 		if ((n = pop_locked(q, &low, &bucket)))
 			break;
 		int64_t deadline = q->nheap ? q->heap[0]->ready_ms : -1;
 		if (q->len && linger_over >= 0 && (deadline < 0 || linger_over < deadline))
 			deadline = linger_over; /* a key held by a shared cap may go then */
+		if (q->len && q->gap_over >= 0 && (deadline < 0 || q->gap_over < deadline))
+			deadline = q->gap_over; /* ... or by the shared rate's gap */
 		ktime_cond_wait_until(&q->cv, &q->mu, deadline);
 	}
 	int64_t now = mono_us();
@@ -1068,6 +1135,9 @@ void workqueue_done(struct workqueue *q, int kind, const char *key)
 
 void workqueue_set_shared_rate(struct workqueue *q, double per_second)
 {
-	(void)q;
-	(void)per_second;
+	pthread_mutex_lock(&q->mu);
+	q->shared_gap_ms = per_second > 0 ? (long)(1000.0 / per_second + 0.5) : 0;
+	if (per_second > 0 && q->shared_gap_ms < 1)
+		q->shared_gap_ms = 1;
+	pthread_mutex_unlock(&q->mu);
 }

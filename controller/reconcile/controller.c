@@ -494,6 +494,11 @@ void sbx_controller_set_shared_caps(struct sbx_controller *c, int per_namespace,
 	c->shared_owner = per_owner;
 }
 
+void sbx_controller_set_shared_rate(struct sbx_controller *c, double per_second)
+{
+	c->shared_rate = per_second;
+}
+
 /* A cap from the flags, or (< 0) workers / div, at least 1. */
 static int cap_or_default(int flag, int workers, int div)
 {
@@ -529,6 +534,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 			   cap_or_default(c->cap_owner, c->workers, 16));
 	workqueue_set_shared_caps(c->queue, cap_or_default(c->shared_ns, c->workers, 32),
 				  cap_or_default(c->shared_owner, c->workers, 64), SBX_SHARED_LINGER_MS);
+	workqueue_set_shared_rate(c->queue, c->shared_rate);
 	obs_metric_set(sbx_m.wq_fair, NULL, c->fifo ? 0 : 1);
 	workqueue_set_low_limit(c->queue, c->workers / 8 > 1 ? c->workers / 8 : 1);
 	c->inflight = sbx_strset_new();

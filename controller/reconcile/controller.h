@@ -30,6 +30,9 @@ void sbx_controller_set_caps(struct sbx_controller *c, int per_namespace, int pe
  * 1; 0: none). */
 void sbx_controller_set_shared_caps(struct sbx_controller *c, int per_namespace, int per_owner);
 #define SBX_SHARED_LINGER_MS 1000
+/* The fair queue's rate while tenants share it (workqueue_set_shared_rate;
+ * 0, the default: none). */
+void sbx_controller_set_shared_rate(struct sbx_controller *c, double per_second);
 /* Starts the informers and waits for their first sync (up to timeout_ms;
  * 0 does not wait: poll sbx_controller_synced, e.g. between signal checks).
  * Every replica runs them (the admission webhook reads them, and readiness

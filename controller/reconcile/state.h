@@ -43,6 +43,7 @@ struct sbx_controller {
 	int fifo;		     /* the work queue's order: 1 FIFO, 0 fair */
 	int cap_ns, cap_owner;	     /* the fair queue's caps (< 0: from workers) */
 	int shared_ns, shared_owner; /* its caps while tenants share it (< 0: from workers) */
+	double shared_rate;	     /* a sharing backlog's starts a second (0: none) */
 
 	pthread_mutex_t informers_mu; /* guards the informer pointers below (read by /readyz) */
 	struct informer *sandboxes;   /* owned from here on */
