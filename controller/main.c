@@ -98,7 +98,7 @@ static void usage(FILE *f)
 		"                                     0: the plain cap)\n"
 		"  --shared-reconciles-per-owner N    the same for an owner while another owner of its namespace has work\n"
 		"                                     (default workers/64; 0: the plain cap)\n"
-		"  --shared-reconcile-rate R          fair order: while it shares (as for the shared caps), a namespace\n"
+		"  --shared-reconcile-rate R          fair order: while a tenant without a backlog has work, a namespace\n"
 		"                                     or owner with a backlog starts at most R reconciles a second\n"
 		"                                     (default 0: none, as 0 or less; docs/operations.md weighs it)\n"
 		"  --kube-api-qps Q --kube-api-burst B client-side rate limit (default off: 0 or less = off,\n"
