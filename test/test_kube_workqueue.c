@@ -434,15 +434,22 @@ static void test_retry_after_min(void)
 	workqueue_free(q);
 }
 
-/* Gets a key, marks it done and returns its namespace's first letter. */
-static char next_ns(struct workqueue *q)
+/* Gets a key, marks it done and returns its character at offset at ('\0'
+ * past its end). */
+static char next_char(struct workqueue *q, size_t at)
 {
 	char *k = workqueue_get(q, NULL);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(k);
-	char c = k[0];
+	char c = strlen(k) > at ? k[at] : '\0';
 	workqueue_done(q, 0, k);
 	free(k);
 	return c;
+}
+
+/* Gets a key, marks it done and returns its namespace's first letter. */
+static char next_ns(struct workqueue *q)
+{
+	return next_char(q, 0);
 }
 
 /* Fair across namespaces: another namespace's first key is served next,
@@ -694,15 +701,13 @@ static int64_t take_spaced(struct workqueue *q, int n, size_t at, char want, int
 {
 	int64_t t0 = ktime_mono_ms(), prev = -1, least = -1;
 	for (int i = 0; i < n; i++) {
-		char *k = workqueue_get(q, NULL);
+		char c = next_char(q, at);
 		int64_t now = ktime_mono_ms();
 		if (want)
-			CU_ASSERT(strlen(k) > at && k[at] == want);
+			CU_ASSERT_EQUAL(c, want);
 		if (prev >= 0 && (least < 0 || now - prev < least))
 			least = now - prev;
 		prev = now;
-		workqueue_done(q, 0, k);
-		free(k);
 	}
 	*took = ktime_mono_ms() - t0;
 	return least;

@@ -135,8 +135,10 @@ struct workqueue {
 	int cap_ns, cap_flow;
 	int shared_ns, shared_flow; /* the caps while shared (0: the caps above) */
 	long shared_gap_ms;	    /* while shared, between two starts (0: none) */
-	int64_t gap_over;	    /* the earliest a key held by the gap may go (-1: none) */
-	int sparse_ns;		    /* with a gap: a namespace without a backlog has work */
+	/* Set by get for each pass over the lanes: */
+	int64_t pass_ms;  /* its clock */
+	int64_t gap_over; /* the earliest a key held by the gap may go (-1: none) */
+	int sparse_ns;	  /* with a gap: a namespace without a backlog has work */
 	long linger_ms;
 	struct active_set active_ns, active_flow;
 	struct member *dirty, *processing;
@@ -407,9 +409,9 @@ static int cap_of(int cap, int shared_cap, int shared)
 
 /* 1 when entry a (shared) started a key less than the shared gap ago; notes
  * when the gap is over, for get's wait. */
-static int in_gap(struct workqueue *q, const struct active *a, int shared, int64_t now)
+static int in_gap(struct workqueue *q, const struct active *a, int shared)
 {
-	if (!shared || !q->shared_gap_ms || !a || now - a->started_ms >= q->shared_gap_ms)
+	if (!shared || !q->shared_gap_ms || !a || q->pass_ms - a->started_ms >= q->shared_gap_ms)
 		return 0;
 	int64_t over = a->started_ms + q->shared_gap_ms;
 	if (q->gap_over < 0 || over < q->gap_over)
@@ -425,8 +427,10 @@ static int sparse_ns_has_work(struct workqueue *q)
 {
 	struct tenant *t, *ttmp;
 	HASH_ITER(hh, q->ord.tenants, t, ttmp)
-	if (q->cap_ns && t->len <= (size_t)q->cap_ns)
-		return 1;
+	{
+		if (q->cap_ns && t->len <= (size_t)q->cap_ns)
+			return 1;
+	}
 	struct active *a, *atmp;
 	HASH_ITER(hh, q->active_ns.by_id, a, atmp)
 	{
@@ -461,21 +465,20 @@ static int sparse_flow_has_work(const struct workqueue *q, const struct tenant *
  * the shared ones while another namespace (for t) or another flow of t (for
  * f) has keys ready, being processed or lingering, and t (f) has a backlog,
  * more keys ready than its full cap; and, with a shared rate while a tenant
- * without a backlog has work, only once its last start is the gap ago. A tenant whose keys fit in its cap (a victim's
- * handful) keeps it: sharing holds back bursts, not small tenants (FQ-CoDel's
- * sparse flows). */
+ * without a backlog has work, only once its last start is the gap ago. A
+ * tenant whose keys fit in its cap (a victim's handful) keeps it: sharing
+ * holds back bursts, not small tenants (FQ-CoDel's sparse flows). */
 static int under_caps(struct workqueue *q, const struct tenant *t, const struct flow *f)
 {
 	if (q->fifo)
 		return 1;
 	struct active *na = active_find(&q->active_ns, t->ns);
 	int in_ord = t->l == &q->ord;
-	int64_t now = ktime_mono_ms();
 	int ns_shared = (q->shared_ns || q->shared_gap_ms) && (!q->cap_ns || t->len > (size_t)q->cap_ns) &&
 			(HASH_COUNT(q->ord.tenants) > (unsigned)in_ord ||
 			 HASH_COUNT(q->active_ns.by_id) > (unsigned)(na != NULL));
 	int cap = cap_of(q->cap_ns, q->shared_ns, ns_shared);
-	if ((cap && na && na->n >= cap) || in_gap(q, na, ns_shared && q->sparse_ns, now))
+	if ((cap && na && na->n >= cap) || in_gap(q, na, ns_shared && q->sparse_ns))
 		return 0;
 	char id[512];
 	flow_id(t->ns, f->name, id, sizeof id);
@@ -485,8 +488,7 @@ static int under_caps(struct workqueue *q, const struct tenant *t, const struct 
 	cap = cap_of(q->cap_flow, q->shared_flow, flow_shared);
 	if (cap && fa && fa->n >= cap)
 		return 0;
-	return !q->shared_gap_ms || !flow_shared || !sparse_flow_has_work(q, t, f, na, fa) ||
-	       !in_gap(q, fa, 1, now);
+	return !in_gap(q, fa, flow_shared && q->shared_gap_ms && sparse_flow_has_work(q, t, f, na, fa));
 }
 
 static void report_depth(struct workqueue *q, int bucket)
@@ -963,6 +965,7 @@ static char *get(struct workqueue *q)
 		int64_t now = ktime_mono_ms();
 		promote_due(q, now);
 		int64_t linger_over = active_expire(q, now);
+		q->pass_ms = now;
 		q->gap_over = -1;
 		q->sparse_ns = q->shared_gap_ms && sparse_ns_has_work(q);
 		if ((n = pop_locked(q, &low, &bucket)))

@@ -75,8 +75,10 @@ void workqueue_set_caps(struct workqueue *q, int per_namespace, int per_flow);
  * linger spans the gaps between a victim's keys. */
 void workqueue_set_shared_caps(struct workqueue *q, int per_namespace, int per_flow, long linger_ms);
 /* A rate while a tenant shares the queue (0 or less: none, the default): a
- * namespace or flow with a backlog, while it shares (as for the shared caps),
- * starts at most per_second keys a second, one at a time after the last. What
+ * namespace or flow with a backlog, while it shares (as for the shared caps)
+ * with one that has none (its ready keys fit in its cap: a victim's handful),
+ * starts at most per_second keys a second, one at a time after the last; two
+ * backlogs share by the caps alone. What
  * a victim meets at the API server is the busy tenant's calls per second,
  * not how many of its reconciles are in flight: short reconciles at a cap of
  * 2 still start a hundred a second. */
