@@ -78,6 +78,18 @@ codes_by() {
       c = $1; sub(/.*code="/, "", c); sub(/".*/, "", c); n[c] += $NF }
       END { for (c in n) printf "%s:%d ", c, n[c]; print "" }'
 }
+# by_code PORT: every "method code count" of the controller's requests so far.
+by_code() {
+  curl -s "http://127.0.0.1:$1/metrics" |
+    awk '$1 ~ /^rest_client_requests_total\{/ { m = $1; sub(/.*method="/, "", m); sub(/".*/, "", m)
+      c = $1; sub(/.*code="/, "", c); sub(/".*/, "", c); print m, c, $NF }'
+}
+# since BEFORE AFTER: the requests of AFTER (by_code) not in BEFORE, as
+# "GET 200:3 POST 500:12 ..." (for a figure to say what it counts).
+since() {
+  awk 'NR == FNR { n[$1 " " $2] = $3; next } { d = $3 - n[$1 " " $2]; if (d > 0) printf "%s %s:%d ", $1, $2, d }
+    END { print "" }' <(printf '%s\n' "$1") <(printf '%s\n' "$2")
+}
 count_ready() {
   kubectl get sbx -n "$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
     grep -c '^True$'
@@ -92,6 +104,14 @@ settled() {
     [ "$(metric "$1" controller_runtime_reconcile_total)" -eq "$r" ] && [ "$(metric "$1" workqueue_depth)" -eq 0 ]
 }
 ready_count_is() { [ "$(count_ready "$1")" -eq "$2" ]; }
+# verdict_count_is NS PREFIX N: N Sandboxes of NS carry a NetworkPolicyEnforced
+# message starting with PREFIX.
+verdict_count_is() {
+  [ "$(kubectl get sbx -n "$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="NetworkPolicyEnforced")].message}{"\n"}{end}' |
+    grep -c "^$2")" -eq "$3" ]
+}
+probed() { [ "$(metric "$1" sandbox_network_verifications_total)" -gt 0 ]; } # PORT: a probe round ended
+versions() { kubectl get sbx -n "$1" -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.resourceVersion} {end}'; }
 
 # Issue 10 item 2: a new Sandbox costs its pod, its event and two status
 # writes; no read of the API while the caches are current and the key lifetime
@@ -201,6 +221,36 @@ test_c_one_preparation_per_owner() {
   burst_posts pr prep-look=500 bob 18 "a pod and an event each, bob's folders' preparation pod, the namespace's network floor"
 }
 
+# A controller that starts (a restart, a new leader) on Sandboxes it finds
+# as they should be writes none of them: before its NetworkPolicy probe's
+# first round ends, a Sandbox keeps the verdict the last controller wrote
+# (not "not verified yet" and then the verdict again: two status writes per
+# Sandbox on every restart, 20,000 for 10,000 Sandboxes), and after it, the
+# same verdict writes nothing.
+test_d_restart_writes_no_status() {
+  local n=10 i
+  new_namespace rst
+  ctl rst1
+  wait_for 30 readyz "$rst1_probes" || fail "not ready"
+  for i in $(seq 1 $n); do
+    printf -- '---\napiVersion: sandbox.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: s%d, namespace: rst}\n' "$i"
+    printf 'spec: {image: %s, idempotencyKey: rst-key-%d, workspaceOwner: alice}\n' $IMG "$i"
+  done | kubectl apply -f - >/dev/null
+  wait_for 60 ready_count_is rst $n || fail "not all $n Ready: $(count_ready rst)"
+  wait_for 30 verdict_count_is rst "no verdict:" $n || fail "the probe's verdict is not on every Sandbox"
+  wait_for 30 settled "$rst1_metrics" || fail "the first controller did not settle"
+  local before after; before=$(versions rst)
+  controller_stop "$rst1_pid"
+  ctl rst2
+  wait_for 30 readyz "$rst2_probes" || fail "not ready after the restart"
+  wait_for 30 probed "$rst2_metrics" || fail "the restarted controller's probe ended no round"
+  wait_for 30 settled "$rst2_metrics" || fail "the restarted controller did not settle"
+  after=$(versions rst)
+  say "  a restart on $n Sandboxes: $(requests_by PATCH "$rst2_metrics") PATCHes in all (other namespaces' too)"
+  expect_eq "$after" "$before" "the Sandboxes' resourceVersions across a restart (a status write changes one)"
+  controller_stop "$rst2_pid"
+}
+
 # Item 5: a pod create that always fails with 500 (a webhook that cannot be
 # reached, failurePolicy Fail) is retried with a per-Sandbox backoff, counted,
 # logged and reported, and does not slow another namespace.
@@ -226,8 +276,11 @@ YAML
   sleep 2
   ctl storm
   wait_for 30 readyz "$storm_probes" || fail "controller not ready"
-  local r0 t0 r1 t1
-  r0=$(requests "$storm_metrics"); t0=$SECONDS
+  local s0; s0=$(by_code "$storm_metrics")
+  wait_for 30 settled "$storm_metrics" || fail "the controller did not settle on the existing Sandboxes"
+  say "  settling on what earlier tests left: $(since "$s0" "$(by_code "$storm_metrics")")"
+  local r0 t0 r1 t1 c0
+  r0=$(requests "$storm_metrics") c0=$(by_code "$storm_metrics"); t0=$SECONDS
   sandbox storm-a doomed $IMG storm-key alice >/dev/null
   wait_for 20 has_reason storm-a doomed Waiting || fail "no Bound=False/Waiting on the failing Sandbox"
   expect_match "$(bound_message storm-a doomed)" "failed calling webhook" "the API's message is on the Sandbox"
@@ -238,7 +291,7 @@ YAML
   r1=$(requests "$storm_metrics"); t1=$SECONDS
   local rate
   rate=$(python3 -c "print(round(($r1 - $r0) / ($t1 - $t0), 2))")
-  say "  API requests/s with one Sandbox whose pod create always fails, over the first minute: $rate ($((r1 - r0)) requests in $((t1 - t0)) s)"
+  say "  API requests/s with one Sandbox whose pod create always fails, over the first minute: $rate ($((r1 - r0)) requests in $((t1 - t0)) s: $(since "$c0" "$(by_code "$storm_metrics")"))"
   expect_ok python3 -c "import sys; sys.exit(0 if $rate < 2.0 else 1)"
   local errs; errs=$(metric "$storm_metrics" sandbox_reconcile_errors_total controller_runtime_reconcile_errors_total)
   expect_ok test "${errs:-0}" -gt 0
