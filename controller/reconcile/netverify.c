@@ -298,22 +298,45 @@ void sbx_netverify_stop(struct sbx_controller *c)
 	c->netverify = NULL;
 }
 
-void sbx_netverify_condition(struct sbx_controller *c, struct sbx_status_in *in)
+/* The longest NetworkPolicyEnforced message this controller writes, and keeps. */
+#define NETVERIFY_MSG_MAX 440
+
+/* The NetworkPolicyEnforced condition old_status carries, in in, when it
+ * is one this controller could have written; 0 when there is none. */
+static int keep_old(const cJSON *old_status, struct sbx_status_in *in)
 {
-	static _Thread_local char msg[440];
+	const cJSON *old = sbx_status_condition(old_status, "NetworkPolicyEnforced");
+	const char *st = jstr(old, "status"), *reason = jstr(old, "reason"), *message = jstr(old, "message");
+	if (!st || !reason || !message || strlen(message) >= NETVERIFY_MSG_MAX)
+		return 0;
+	if (!(!strcmp(st, "True") && !strcmp(reason, "Verified")) &&
+	    !(!strcmp(st, "False") && !strcmp(reason, "NotEnforced")) &&
+	    !(!strcmp(st, "Unknown") && !strcmp(reason, "NotVerified")))
+		return 0;
+	in->net_status = st;
+	in->net_reason = reason;
+	in->net_message = message;
+	return 1;
+}
+
+void sbx_netverify_condition(struct sbx_controller *c, const cJSON *old_status, struct sbx_status_in *in)
+{
+	static _Thread_local char msg[NETVERIFY_MSG_MAX];
 	struct sbx_netverify *v = c->netverify;
 	if (!v)
 		return;
 	fault_delay("netverify-condition"); /* tests: a shutdown while a worker holds v */
 	pthread_mutex_lock(&v->mu);
-	int r = v->result;
-	if (!v->rounds)
+	int r = v->result, first = !v->rounds;
+	if (first)
 		snprintf(msg, sizeof msg, "not verified yet: the probe's first round has not finished");
 	else if (r == SBX_NETPROBE_UNKNOWN)
 		snprintf(msg, sizeof msg, "no verdict: %s", v->why);
 	else
 		snprintf(msg, sizeof msg, "%s", v->why);
 	pthread_mutex_unlock(&v->mu);
+	if (first && keep_old(old_status, in))
+		return; /* the round's end queues this Sandbox again */
 	in->net_status = r == SBX_NETPROBE_ENFORCED ? "True" : r == SBX_NETPROBE_NOT_ENFORCED ? "False"
 											      : "Unknown";
 	in->net_reason = r == SBX_NETPROBE_ENFORCED ? "Verified" : r == SBX_NETPROBE_NOT_ENFORCED ? "NotEnforced"

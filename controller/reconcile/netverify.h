@@ -29,8 +29,12 @@ int sbx_netverify_start(struct sbx_controller *c, const char *image);
 void sbx_netverify_stop(struct sbx_controller *c);
 
 /* Fills in's NetworkPolicyEnforced fields (left NULL when nothing is
- * verified); the strings live until the next call on this thread. */
-void sbx_netverify_condition(struct sbx_controller *c, struct sbx_status_in *in);
+ * verified); the strings live until the next call on this thread, or as long
+ * as old_status (the Sandbox's cached .status, may be NULL): before the
+ * probe's first round ends, a condition old_status carries (the verdict of
+ * the controller before this one) is kept as it is, so a restart writes no
+ * status of its own; the first round's verdict then queues every Sandbox. */
+void sbx_netverify_condition(struct sbx_controller *c, const cJSON *old_status, struct sbx_status_in *in);
 
 /* 0 when a sandbox pod may be created; else -1 with why in why (size n):
  * network.requireEnforced and enforcement not verified. */

@@ -65,7 +65,7 @@ static char *status_patch(struct sbx_controller *c, const struct sbx_view *v, co
 	char now[32];
 	ktime_format_rfc3339(time(NULL), now);
 	struct sbx_status_in with = *in;
-	sbx_netverify_condition(c, &with);
+	sbx_netverify_condition(c, v->status, &with);
 	cJSON *st = sbx_status_build(&with, v->status, now);
 	if (v->status && sbx_status_same(st, v->status)) {
 		cJSON_Delete(st);
