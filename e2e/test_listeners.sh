@@ -171,7 +171,7 @@ test_sigterm_with_keepalive_clients() { each_build sigterm_with_keepalive; }
 # sigterm_idle BIN: a second controller, its caches synced and nothing
 # queued, gets SIGTERM and exits within 3 s. Each watch notices the stop at
 # its next progress callback (libcurl calls it about once a second on an idle
-# stream); stopped one after another, its ten watches took 4 to 6 s, most
+# stream); stopped one after another, its eleven watches took 4 to 6 s, most
 # of the 10 s controller_stop gives a controller before SIGKILL (which skips
 # LeakSanitizer's report too).
 sigterm_idle() {

@@ -805,12 +805,17 @@ size_t informer_size(struct informer *inf)
 	return n;
 }
 
-void informer_stop(struct informer *inf)
+void informer_request_stop(struct informer *inf)
 {
 	atomic_store(&inf->stop, 1);
 	pthread_mutex_lock(&inf->mu);
 	pthread_cond_broadcast(&inf->cv);
 	pthread_mutex_unlock(&inf->mu);
+}
+
+void informer_stop(struct informer *inf)
+{
+	informer_request_stop(inf);
 	if (inf->started) {
 		pthread_join(inf->thread, NULL);
 		inf->started = 0;

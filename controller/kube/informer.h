@@ -79,6 +79,11 @@ cJSON *informer_list_by_index_from(struct informer *inf, const char *value, size
 cJSON *informer_list(struct informer *inf);
 /* Number of cached objects. */
 size_t informer_size(struct informer *inf);
+/* Asks the thread to stop and returns at once: a blocked watch or list is
+ * aborted within about a second (libcurl's progress callback on an idle
+ * stream). Asking every informer first and then informer_stop on each waits
+ * that second once, not once per informer. */
+void informer_request_stop(struct informer *inf);
 /* Stops the thread and joins it; a blocked watch or list is aborted within
  * about a second. Safe to call more than once, or before start. */
 void informer_stop(struct informer *inf);

@@ -679,26 +679,19 @@ int sbx_controller_synced(struct sbx_controller *c)
 
 void sbx_controller_release(struct sbx_controller *c)
 {
-	if (c->sandboxes)
-		informer_stop(c->sandboxes);
-	if (c->pods)
-		informer_stop(c->pods);
-	if (c->webhooks)
-		informer_stop(c->webhooks);
-	if (c->claims)
-		informer_stop(c->claims);
-	if (c->pools)
-		informer_stop(c->pools);
-	if (c->pool_pods)
-		informer_stop(c->pool_pods);
-	if (c->prep_pods)
-		informer_stop(c->prep_pods);
-	if (c->quotas)
-		informer_stop(c->quotas);
-	if (c->slots)
-		informer_stop(c->slots);
-	if (c->profiles)
-		informer_stop(c->profiles);
+	/* Every watch asked to stop first (the network keeper's too), then each
+	 * joined: an idle watch notices within about a second, so the joins wait
+	 * that second once (one after another, eleven informers took 4 to 6 s). */
+	struct informer *all[] = { c->sandboxes, c->pods, c->webhooks, c->claims, c->pools,
+				   c->pool_pods, c->prep_pods, c->quotas, c->slots, c->profiles };
+	size_t n_all = sizeof all / sizeof all[0];
+	for (size_t i = 0; i < n_all; i++)
+		if (all[i])
+			informer_request_stop(all[i]);
+	sbx_netkeep_request_stop(c);
+	for (size_t i = 0; i < n_all; i++)
+		if (all[i])
+			informer_stop(all[i]);
 	if (c->queue)
 		workqueue_shutdown(c->queue);
 	for (int i = 0; c->threads && i < c->workers; i++)

@@ -687,6 +687,12 @@ int sbx_netkeep_synced(struct sbx_controller *c, long timeout_ms)
 	return !c->netkeep || informer_wait_synced(c->netkeep->policies, timeout_ms);
 }
 
+void sbx_netkeep_request_stop(struct sbx_controller *c)
+{
+	if (c->netkeep && c->netkeep->policies)
+		informer_request_stop(c->netkeep->policies);
+}
+
 void sbx_netkeep_stop(struct sbx_controller *c)
 {
 	struct sbx_netkeep *k = c->netkeep;

@@ -44,6 +44,9 @@ void sbx_netkeep_activate(struct sbx_controller *c);
 int sbx_netkeep_synced(struct sbx_controller *c, long timeout_ms);
 /* Stops the thread and the informer and frees them. */
 void sbx_netkeep_stop(struct sbx_controller *c);
+/* Asks the keeper's policy watch to stop without waiting (informer_request_stop),
+ * so that sbx_netkeep_stop does not wait a second of its own for it. */
+void sbx_netkeep_request_stop(struct sbx_controller *c);
 
 /* The namespace's floor policy exists (or was just made): KUBE_OK, or the
  * API's error in err (the caller creates no pod). */
