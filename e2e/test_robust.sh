@@ -65,30 +65,37 @@ test_generation_gap() {
   controller_stop "$gen_pid"
 }
 
-# requests METHOD PORT: the controller's requests with that method so far.
-requests_by() {
-  curl -s "http://127.0.0.1:$2/metrics" |
-    awk -v m="method=\"$1\"" '$1 ~ /^rest_client_requests_total\{/ && index($1, m) {s += $NF} END {printf "%d\n", s}'
-}
-# codes_by METHOD PORT: the controller's requests with that method so far, by
-# answer ("201:40 409:1"), for a failure message to say which were extra.
-codes_by() {
-  curl -s "http://127.0.0.1:$2/metrics" |
-    awk -v m="method=\"$1\"" '$1 ~ /^rest_client_requests_total\{/ && index($1, m) {
-      c = $1; sub(/.*code="/, "", c); sub(/".*/, "", c); n[c] += $NF }
-      END { for (c in n) printf "%s:%d ", c, n[c]; print "" }'
-}
 # by_code PORT: every "method code count" of the controller's requests so far.
 by_code() {
   curl -s "http://127.0.0.1:$1/metrics" |
     awk '$1 ~ /^rest_client_requests_total\{/ { m = $1; sub(/.*method="/, "", m); sub(/".*/, "", m)
       c = $1; sub(/.*code="/, "", c); sub(/".*/, "", c); print m, c, $NF }'
 }
+# requests_by METHOD PORT: the controller's requests with that method so far.
+requests_by() { by_code "$2" | awk -v m="$1" '$1 == m {s += $3} END {printf "%d\n", s}'; }
+# codes_by METHOD PORT: the controller's requests with that method so far, by
+# answer ("201:40 409:1"), for a failure message to say which were extra.
+codes_by() {
+  by_code "$2" | awk -v m="$1" '$1 == m {n[$2] += $3} END { for (c in n) printf "%s:%d ", c, n[c]; print "" }'
+}
 # since BEFORE AFTER: the requests of AFTER (by_code) not in BEFORE, as
 # "GET 200:3 POST 500:12 ..." (for a figure to say what it counts).
 since() {
   awk 'NR == FNR { n[$1 " " $2] = $3; next } { d = $3 - n[$1 " " $2]; if (d > 0) printf "%s %s:%d ", $1, $2, d }
     END { print "" }' <(printf '%s\n' "$1") <(printf '%s\n' "$2")
+}
+# apply_sandboxes NS N NAME OWNER KEY: Sandboxes NS/NAME1..NAMEN in one apply
+# (a burst, so pods and status writes race in the caches); OWNER and KEY
+# (the idempotency key's prefix) "-" for none.
+apply_sandboxes() {
+  local ns=$1 n=$2 name=$3 owner=$4 key=$5 i spec
+  for i in $(seq 1 "$n"); do
+    spec="image: $IMG"
+    [ "$key" = - ] || spec+=", idempotencyKey: $key$i"
+    [ "$owner" = - ] || spec+=", workspaceOwner: $owner"
+    printf -- '---\napiVersion: sandbox.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: %s%d, namespace: %s}\nspec: {%s}\n' \
+      "$name" "$i" "$ns" "$spec"
+  done | kubectl apply -f - >/dev/null
 }
 count_ready() {
   kubectl get sbx -n "$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
@@ -129,10 +136,7 @@ test_a_requests_per_new_sandbox() {
   local g0 p0 pa0 r0 c0; g0=$(requests_by GET "$rq_metrics") p0=$(requests_by POST "$rq_metrics") pa0=$(requests_by PATCH "$rq_metrics")
   c0=$(codes_by POST "$rq_metrics")
   r0=$(metric "$rq_metrics" controller_runtime_reconcile_total)
-  for i in $(seq 1 $n); do # one apply: a burst, so pods and status writes race in the caches
-    printf -- '---\napiVersion: sandbox.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: s%d, namespace: rq}\n' "$i"
-    printf 'spec: {image: %s, idempotencyKey: rq-key-%d, workspaceOwner: alice}\n' $IMG "$i"
-  done | kubectl apply -f - >/dev/null
+  apply_sandboxes rq $n s alice rq-key-
   wait_for 60 ready_count_is rq $n || fail "not all $n Ready: $(count_ready rq)"
   sleep 2
   local g p pa; g=$(($(requests_by GET "$rq_metrics") - g0)) p=$(($(requests_by POST "$rq_metrics") - p0))
@@ -182,17 +186,14 @@ answered() { tr ' ' '\n' <<<"$2" | awk -F: -v c="$1" '$1 == c {n = $2} END {prin
 # ownerless) applied at once in the new namespace NS: no POST is answered 409
 # (already exists), and WANT POSTs in all (WHAT says which).
 burst_posts() {
-  local ns=$1 delay=$2 owner=$3 want=$4 what=$5 n=8 i
+  local ns=$1 delay=$2 owner=$3 want=$4 what=$5 n=8
   new_namespace "$ns"
   SBX_FAULT_DELAYS=$delay ctl "$ns"
   local mp=${ns}_metrics pp=${ns}_probes pid=${ns}_pid
   wait_for 30 readyz "${!pp}" || fail "not ready"
   wait_for 30 settled "${!mp}" || fail "the controller did not settle on the existing Sandboxes"
   local c0 p0; c0=$(codes_by POST "${!mp}") p0=$(requests_by POST "${!mp}")
-  for i in $(seq 1 $n); do
-    printf -- '---\napiVersion: sandbox.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: %s%d, namespace: %s}\n' "$ns" "$i" "$ns"
-    if [ "$owner" = - ]; then printf 'spec: {image: %s}\n' $IMG; else printf 'spec: {image: %s, workspaceOwner: %s}\n' $IMG "$owner"; fi
-  done | kubectl apply -f - >/dev/null
+  apply_sandboxes "$ns" $n "$ns" "$owner" -
   wait_for 60 ready_count_is "$ns" $n || fail "not all $n Ready: $(count_ready "$ns")"
   sleep 2
   local c1 p; c1=$(codes_by POST "${!mp}") p=$(($(requests_by POST "${!mp}") - p0))
@@ -228,14 +229,11 @@ test_c_one_preparation_per_owner() {
 # Sandbox on every restart, 20,000 for 10,000 Sandboxes), and after it, the
 # same verdict writes nothing.
 test_d_restart_writes_no_status() {
-  local n=10 i
+  local n=10
   new_namespace rst
   ctl rst1
   wait_for 30 readyz "$rst1_probes" || fail "not ready"
-  for i in $(seq 1 $n); do
-    printf -- '---\napiVersion: sandbox.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: s%d, namespace: rst}\n' "$i"
-    printf 'spec: {image: %s, idempotencyKey: rst-key-%d, workspaceOwner: alice}\n' $IMG "$i"
-  done | kubectl apply -f - >/dev/null
+  apply_sandboxes rst $n s alice rst-key-
   wait_for 60 ready_count_is rst $n || fail "not all $n Ready: $(count_ready rst)"
   wait_for 30 verdict_count_is rst "no verdict:" $n || fail "the probe's verdict is not on every Sandbox"
   wait_for 30 settled "$rst1_metrics" || fail "the first controller did not settle"

@@ -301,6 +301,11 @@ void sbx_netverify_stop(struct sbx_controller *c)
 /* The longest NetworkPolicyEnforced message this controller writes, and keeps. */
 #define NETVERIFY_MSG_MAX 440
 
+/* The NetworkPolicyEnforced status and reason of each result, by result + 1. */
+static const struct {
+	const char *status, *reason;
+} verdicts[] = { { "Unknown", "NotVerified" }, { "False", "NotEnforced" }, { "True", "Verified" } };
+
 /* The NetworkPolicyEnforced condition old_status carries, in in, when it
  * is one this controller could have written; 0 when there is none. */
 static int keep_old(const cJSON *old_status, struct sbx_status_in *in)
@@ -309,14 +314,15 @@ static int keep_old(const cJSON *old_status, struct sbx_status_in *in)
 	const char *st = jstr(old, "status"), *reason = jstr(old, "reason"), *message = jstr(old, "message");
 	if (!st || !reason || !message || strlen(message) >= NETVERIFY_MSG_MAX)
 		return 0;
-	if (!(!strcmp(st, "True") && !strcmp(reason, "Verified")) &&
-	    !(!strcmp(st, "False") && !strcmp(reason, "NotEnforced")) &&
-	    !(!strcmp(st, "Unknown") && !strcmp(reason, "NotVerified")))
-		return 0;
-	in->net_status = st;
-	in->net_reason = reason;
-	in->net_message = message;
-	return 1;
+	for (size_t i = 0; i < sizeof verdicts / sizeof verdicts[0]; i++) {
+		if (!strcmp(st, verdicts[i].status) && !strcmp(reason, verdicts[i].reason)) {
+			in->net_status = verdicts[i].status;
+			in->net_reason = verdicts[i].reason;
+			in->net_message = message;
+			return 1;
+		}
+	}
+	return 0;
 }
 
 void sbx_netverify_condition(struct sbx_controller *c, const cJSON *old_status, struct sbx_status_in *in)
@@ -337,10 +343,8 @@ void sbx_netverify_condition(struct sbx_controller *c, const cJSON *old_status, 
 	pthread_mutex_unlock(&v->mu);
 	if (first && keep_old(old_status, in))
 		return; /* the round's end queues this Sandbox again */
-	in->net_status = r == SBX_NETPROBE_ENFORCED ? "True" : r == SBX_NETPROBE_NOT_ENFORCED ? "False"
-											      : "Unknown";
-	in->net_reason = r == SBX_NETPROBE_ENFORCED ? "Verified" : r == SBX_NETPROBE_NOT_ENFORCED ? "NotEnforced"
-												  : "NotVerified";
+	in->net_status = verdicts[r + 1].status;
+	in->net_reason = verdicts[r + 1].reason;
 	in->net_message = msg;
 }
 
