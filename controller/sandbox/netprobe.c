@@ -76,14 +76,8 @@ cJSON *sbx_netprobe_pod(const char *ns, const char *role, unsigned long round, c
 	jb_str(jb_add_obj(psc, "seccompProfile"), "type", "RuntimeDefault");
 	if (cfg->pod.runtime_default)
 		jb_str(ps, "runtimeClassName", cfg->pod.runtime_default);
-	cJSON *c = jb_obj();
-	jb_push(jb_add_arr(ps, "containers"), c);
-	jb_str(c, "name", "probe");
-	jb_str(c, "image", image);
-	jb_str(c, "imagePullPolicy", "IfNotPresent");
-	cJSON *cmd = jb_add_arr(c, "command");
-	jb_push_str(cmd, "/sandbox-controller");
-	jb_push_str(cmd, "net-probe");
+	cJSON *cmd, *sc;
+	jb_push(jb_add_arr(ps, "containers"), sbx_pod_tool_container("probe", image, "net-probe", "32Mi", &cmd, &sc));
 	if (client) {
 		jb_push_str(cmd, "connect");
 		jb_push_str(cmd, target_ip);
@@ -95,16 +89,6 @@ cJSON *sbx_netprobe_pod(const char *ns, const char *role, unsigned long round, c
 		push_num(cmd, SBX_NETPROBE_SHUT);
 		push_num(cmd, SBX_NETPROBE_OPEN);
 	}
-	jb_str(c, "terminationMessagePolicy", "FallbackToLogsOnError");
-	cJSON *res = jb_add_obj(c, "resources");
-	cJSON *rq = jb_add_obj(res, "requests"), *lim = jb_add_obj(res, "limits");
-	jb_str(rq, "cpu", "10m");
-	jb_str(rq, "memory", "16Mi");
-	jb_str(lim, "cpu", "100m");
-	jb_str(lim, "memory", "32Mi");
-	cJSON *sc = jb_add_obj(c, "securityContext");
-	jb_bool(sc, "allowPrivilegeEscalation", 0);
-	jb_bool(sc, "readOnlyRootFilesystem", 1);
 	jb_bool(sc, "runAsNonRoot", 1);
 	jb_push_str(jb_add_arr(jb_add_obj(sc, "capabilities"), "drop"), "ALL");
 	/* Where sandbox pods run: the operator's node selector, tolerations,

@@ -172,6 +172,29 @@ static cJSON *container_security(void)
 	return sc;
 }
 
+cJSON *sbx_pod_tool_container(const char *name, const char *image, const char *subcommand, const char *mem_limit,
+			      cJSON **cmd, cJSON **sc)
+{
+	cJSON *c = jb_obj();
+	jb_str(c, "name", name);
+	jb_str(c, "image", image);
+	jb_str(c, "imagePullPolicy", "IfNotPresent");
+	*cmd = jb_add_arr(c, "command");
+	jb_push_str(*cmd, "/sandbox-controller");
+	jb_push_str(*cmd, subcommand);
+	jb_str(c, "terminationMessagePolicy", "FallbackToLogsOnError");
+	cJSON *res = jb_add_obj(c, "resources");
+	cJSON *rq = jb_add_obj(res, "requests"), *lim = jb_add_obj(res, "limits");
+	jb_str(rq, "cpu", "10m");
+	jb_str(rq, "memory", "16Mi");
+	jb_str(lim, "cpu", "100m");
+	jb_str(lim, "memory", mem_limit);
+	*sc = jb_add_obj(c, "securityContext");
+	jb_bool(*sc, "allowPrivilegeEscalation", 0);
+	jb_bool(*sc, "readOnlyRootFilesystem", 1);
+	return c;
+}
+
 void sbx_pod_add_operator_settings(cJSON *pod, cJSON *ps, const struct sbx_pod_settings *s)
 {
 	cJSON *md = cJSON_GetObjectItemCaseSensitive(pod, "metadata");

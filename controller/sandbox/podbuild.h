@@ -83,6 +83,14 @@ int sbx_pod_config_usable(const struct sbx_config *cfg, const char *owner);
  * have passed sbx_owner_valid and sbx_pod_config_usable. */
 void sbx_pod_add_workspace(cJSON *ps, cJSON *c, const struct sbx_config *cfg, const char *ns, const char *owner,
 			   const char *mount_root);
+/* A container of the controller's own image for a pod it runs for itself
+ * (sandbox/wsprep.h, sandbox/netprobe.h): named name, running
+ * "/sandbox-controller <subcommand>" (*cmd: the command, for its arguments),
+ * requests of 10m CPU and 16Mi, limits of 100m and mem_limit, a failure's
+ * stderr as its termination message, no privilege escalation, a read-only
+ * root file system (*sc: its securityContext, for the rest). */
+cJSON *sbx_pod_tool_container(const char *name, const char *image, const char *subcommand, const char *mem_limit,
+			      cJSON **cmd, cJSON **sc);
 /* Adds the operator's settings (labels and annotations to pod's metadata;
  * nodeSelector, tolerations, priorityClassName, imagePullSecrets to pod spec
  * ps), as validated when the config was loaded. */

@@ -52,14 +52,9 @@ int sbx_wsprep_name(const char *ns, const char *owner, const struct sbx_config *
  * hand a folder over, on a read-only root file system. */
 static cJSON *container(const struct sbx_config *cfg, const char *image)
 {
-	cJSON *c = jb_obj();
-	jb_str(c, "name", SBX_WSPREP_CONTAINER);
-	jb_str(c, "image", image);
-	jb_str(c, "imagePullPolicy", "IfNotPresent");
-	cJSON *cmd = jb_add_arr(c, "command");
+	cJSON *cmd, *sc;
+	cJSON *c = sbx_pod_tool_container(SBX_WSPREP_CONTAINER, image, "workspace-init", "64Mi", &cmd, &sc);
 	char n[32];
-	jb_push_str(cmd, "/sandbox-controller");
-	jb_push_str(cmd, "workspace-init");
 	jb_push_str(cmd, "--uid");
 	snprintf(n, sizeof n, "%ld", cfg->pod.run_as_user);
 	jb_push_str(cmd, n);
@@ -70,17 +65,6 @@ static cJSON *container(const struct sbx_config *cfg, const char *image)
 		snprintf(n, sizeof n, SBX_WSPREP_MOUNT_ROOT "/%zu", i);
 		jb_push_str(cmd, n);
 	}
-	/* A failure's own words (stderr) become the termination message. */
-	jb_str(c, "terminationMessagePolicy", "FallbackToLogsOnError");
-	cJSON *res = jb_add_obj(c, "resources");
-	cJSON *rq = jb_add_obj(res, "requests"), *lim = jb_add_obj(res, "limits");
-	jb_str(rq, "cpu", "10m");
-	jb_str(rq, "memory", "16Mi");
-	jb_str(lim, "cpu", "100m");
-	jb_str(lim, "memory", "64Mi");
-	cJSON *sc = jb_add_obj(c, "securityContext");
-	jb_bool(sc, "allowPrivilegeEscalation", 0);
-	jb_bool(sc, "readOnlyRootFilesystem", 1);
 	jb_num(sc, "runAsUser", 0);
 	jb_num(sc, "runAsGroup", 0);
 	jb_bool(sc, "runAsNonRoot", 0);
