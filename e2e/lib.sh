@@ -364,3 +364,37 @@ count_bound() {
   kubectl get sbx -n "$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Bound")].status}{"\n"}{end}' |
     grep -c '^True$'
 }
+
+# refuse_pod_creates NS NAME EXPRESSION MESSAGE: a ValidatingAdmissionPolicy
+# NAME and its binding (Deny) refuse, with MESSAGE, each pod create in NS
+# (labelled e2e-refuse=NAME) for which the CEL EXPRESSION is false. The API
+# server takes a few seconds to enforce it: the caller waits.
+refuse_pod_creates() {
+  kubectl label namespace "$1" "e2e-refuse=$2" >/dev/null
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: $2}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  validations:
+  - expression: "$3"
+    message: "$4"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: $2}
+spec:
+  policyName: $2
+  validationActions: [Deny]
+  matchResources: {namespaceSelector: {matchLabels: {e2e-refuse: $2}}}
+YAML
+}
+
+# allow_pod_creates NAME: refuse_pod_creates' policy NAME and its binding gone.
+allow_pod_creates() {
+  kubectl delete validatingadmissionpolicybinding "$1" >/dev/null
+  kubectl delete validatingadmissionpolicy "$1" >/dev/null
+}

@@ -212,6 +212,26 @@ subjects: [{kind: User, name: $3}]
 YAML
 }
 
+# grant_editors NS USER...: each USER may edit Sandboxes in NS (Role
+# sandbox-editor, RoleBinding sandbox-editors).
+grant_editors() {
+  local ns=$1 u subjects=""; shift
+  for u; do subjects+="{kind: User, name: $u}, "; done
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: sandbox-editor, namespace: $ns}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [sandboxes], verbs: [get, list, watch, create, update, patch, delete]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: sandbox-editors, namespace: $ns}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: sandbox-editor}
+subjects: [${subjects%, }]
+YAML
+}
+
 # sandbox_pod_json NAME NS [PYTHON]: a pod (JSON) as sandbox-controller builds
 # one for owner alice (its labels and owner annotation, the claim
 # sandbox-workspaces mounted with alice's subPath, the restricted security

@@ -2,7 +2,7 @@
 # Helpers for the warm pool suites (test_warm.sh, test_isolation.sh): the
 # users' RBAC, pools and Sandboxes of the pools' template created as a user,
 # and what a test reads of them. Source after lib.sh and lib_admission.sh;
-# IMG is the pools' image.
+# IMG is the pools' image, SETTLE their settle time (--warm-pool-settle).
 
 # warm_rbac NS...: in each NS, alice and bob may edit Sandboxes and pools
 # (and scale pools); alice may use the owner alice, bob the owner bob.
@@ -22,32 +22,38 @@ kind: RoleBinding
 metadata: {name: sandbox-editors, namespace: $ns}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: sandbox-editor}
 subjects: [{kind: User, name: alice}, {kind: User, name: bob}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: workspace-alice, namespace: $ns}
-rules:
-  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [alice], verbs: [use]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: workspace-alice, namespace: $ns}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-alice}
-subjects: [{kind: User, name: alice}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: workspace-bob, namespace: $ns}
-rules:
-  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [bob], verbs: [use]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: workspace-bob, namespace: $ns}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-bob}
-subjects: [{kind: User, name: bob}]
 YAML
+    grant_owner "$ns" alice alice
+    grant_owner "$ns" bob bob
   done
+}
+
+# warm_setup: the control plane, namespaces team-a and team-b with warm_rbac,
+# the controller "main" serving the webhook (main_start), admission in force,
+# ALICE and BOB the users' kubeconfigs.
+warm_setup() {
+  cluster_up
+  grant_controller_rbac
+  new_namespace team-a
+  new_namespace team-b
+  webhook_certs
+  WEBHOOK_PORT=$(free_port)
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
+  ALICE=$(user_kubeconfig alice)
+  BOB=$(user_kubeconfig bob)
+  warm_rbac team-a team-b
+}
+
+# main_start [flags...]: the controller "main" serving the webhook on
+# WEBHOOK_PORT, pools settling after SETTLE, its metrics on MAIN_METRICS; the
+# environment (SBX_FAULT_DELAYS, ...) is the caller's.
+main_start() {
+  MAIN_METRICS=$(free_port)
+  controller_start "main" --metrics-bind-address "127.0.0.1:$MAIN_METRICS" --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" \
+    --webhook-cert-dir "$WEBHOOK_CERT_DIR" --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt" \
+    --warm-pool-settle "$SETTLE" "$@"
+  MAIN_CTL=$CTL_PID
 }
 
 as() { local kc=$1; shift; KUBECONFIG=$kc kubectl "$@"; }

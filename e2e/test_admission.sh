@@ -42,30 +42,6 @@ subjects:
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
-metadata: {name: workspace-alice, namespace: team-a}
-rules:
-  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [alice], verbs: [use]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: workspace-alice, namespace: team-a}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-alice}
-subjects: [{kind: User, name: alice}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: workspace-bob, namespace: team-a}
-rules:
-  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [bob], verbs: [use]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: workspace-bob, namespace: team-a}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-bob}
-subjects: [{kind: User, name: bob}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
 metadata: {name: workspace-any, namespace: team-a}
 rules:
   - {apiGroups: [sandbox.dev], resources: [workspaces], verbs: [use]}
@@ -88,6 +64,8 @@ metadata: {name: pod-editor-mallory, namespace: team-a}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-editor}
 subjects: [{kind: User, name: mallory}]
 YAML
+  grant_owner team-a alice alice
+  grant_owner team-a bob bob
 }
 
 as() { local kc=$1; shift; KUBECONFIG=$kc kubectl "$@"; }

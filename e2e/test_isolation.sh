@@ -17,30 +17,6 @@ IMG=registry.local/agent:1.0
 E2E_ADMISSION=1
 SETTLE=2s
 
-setup() {
-  cluster_up
-  grant_controller_rbac
-  new_namespace team-a
-  new_namespace team-b
-  webhook_certs
-  WEBHOOK_PORT=$(free_port)
-  main_start
-  install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
-  ALICE=$(user_kubeconfig alice)
-  BOB=$(user_kubeconfig bob)
-  warm_rbac team-a team-b
-}
-
-# main_start [flags...]: the controller "main" serving the webhook; the
-# environment (SBX_FAULT_DELAYS, ...) is the caller's.
-main_start() {
-  MAIN_METRICS=$(free_port)
-  controller_start "main" --metrics-bind-address "127.0.0.1:$MAIN_METRICS" --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" \
-    --webhook-cert-dir "$WEBHOOK_CERT_DIR" --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt" \
-    --warm-pool-settle "$SETTLE" "$@"
-  MAIN_CTL=$CTL_PID
-}
-
 # main_restart [flags...]: main stopped and started again, the webhook in force.
 main_restart() {
   controller_stop "$MAIN_CTL"
@@ -376,5 +352,5 @@ test_7_a_a_restart_keeps_the_network_floor() {
   main_restart
 }
 
-setup
+warm_setup
 e2e_main

@@ -26,31 +26,8 @@ setup() {
   install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
   ALICE=$(user_kubeconfig alice)
   BOB=$(user_kubeconfig bob)
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: sandbox-editor, namespace: team-a}
-rules:
-  - {apiGroups: [sandbox.dev], resources: [sandboxes], verbs: [get, list, watch, create, update, patch, delete]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: sandbox-editors, namespace: team-a}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: sandbox-editor}
-subjects: [{kind: User, name: alice}, {kind: User, name: bob}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: workspace-alice, namespace: team-a}
-rules:
-  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [alice], verbs: [use]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: workspace-alice, namespace: team-a}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-alice}
-subjects: [{kind: User, name: alice}]
-YAML
+  grant_editors team-a alice bob
+  grant_owner team-a alice alice
 }
 
 # restart_main: stops and starts it, and waits until its webhook is served.

@@ -305,27 +305,8 @@ test_i_crash_after_quota_writes() {
 # binds in the free slot instead of waiting behind it.
 test_j_a_sandbox_stuck_otherwise_holds_no_one_back() {
   new_namespace qj
-  kubectl label namespace qj quota-e2e=qj >/dev/null
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {name: quota-paused-image}
-spec:
-  failurePolicy: Fail
-  matchConstraints:
-    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
-  validations:
-  - expression: "object.spec.containers.all(c, c.image != 'registry.local/paused:1')"
-    message: "this image is paused"
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: {name: quota-paused-image}
-spec:
-  policyName: quota-paused-image
-  validationActions: [Deny]
-  matchResources: {namespaceSelector: {matchLabels: {quota-e2e: qj}}}
-YAML
+  refuse_pod_creates qj quota-paused-image "object.spec.containers.all(c, c.image != 'registry.local/paused:1')" \
+    "this image is paused"
   sleep 3
   quota qj alice alice 2 Queue
   controller_start quota-j
@@ -336,8 +317,7 @@ YAML
   sandbox qj next $IMG kj2 alice >/dev/null
   wait_for 20 bound qj next || fail "next waits behind a Sandbox that holds its slot: $(reason_of qj next)"
   expect_eq "$(slots qj)" 2 "slots: the stuck one's and next's"
-  kubectl delete validatingadmissionpolicybinding quota-paused-image >/dev/null
-  kubectl delete validatingadmissionpolicy quota-paused-image >/dev/null
+  allow_pod_creates quota-paused-image
   controller_stop "$pid"
 }
 

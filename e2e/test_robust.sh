@@ -303,35 +303,15 @@ YAML
 # is Waiting and retried, not Rejected for good; once the policy goes, it binds.
 test_policy_denial_is_waiting() {
   new_namespace vap
-  kubectl label namespace vap robust-e2e=vap >/dev/null
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {name: robust-no-sandboxes}
-spec:
-  failurePolicy: Fail
-  matchConstraints:
-    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
-  validations:
-  - expression: "!has(object.metadata.labels) || !('sandbox.dev/scope-digest' in object.metadata.labels)"
-    message: "sandbox pods are paused in this namespace"
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: {name: robust-no-sandboxes}
-spec:
-  policyName: robust-no-sandboxes
-  validationActions: [Deny]
-  matchResources: {namespaceSelector: {matchLabels: {robust-e2e: vap}}}
-YAML
+  refuse_pod_creates vap robust-no-sandboxes "!has(object.metadata.labels) || !('sandbox.dev/scope-digest' in object.metadata.labels)" \
+    "sandbox pods are paused in this namespace"
   sleep 3
   ctl vap
   sandbox vap held $IMG vap-key alice >/dev/null
   wait_for 30 has_reason vap held Waiting || fail "a policy denial is not Bound=False/Waiting (got '$(bound_reason vap held)')"
   expect_match "$(bound_message vap held)" "paused in this namespace" "the policy's message is on the Sandbox"
   expect_ne "$(jp vap sandbox held '{.status.phase}')" Rejected "a policy denial is not final"
-  kubectl delete validatingadmissionpolicybinding robust-no-sandboxes >/dev/null
-  kubectl delete validatingadmissionpolicy robust-no-sandboxes >/dev/null
+  allow_pod_creates robust-no-sandboxes
   wait_for 60 bound vap held || fail "the Sandbox did not bind after the policy was removed"
   wait_for 60 ready_count_is vap 1 || fail "the Sandbox did not become Ready after the policy was removed"
   controller_stop "$vap_pid"

@@ -29,31 +29,8 @@ setup() {
   OPEN_PID=$CTL_PID
   ALICE=$(user_kubeconfig alice)
   BOB=$(user_kubeconfig bob)
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: sandbox-editor, namespace: team-a}
-rules:
-  - {apiGroups: [sandbox.dev], resources: [sandboxes], verbs: [get, list, watch, create, update, patch, delete]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: sandbox-editors, namespace: team-a}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: sandbox-editor}
-subjects: [{kind: User, name: alice}, {kind: User, name: bob}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: workspace-alice, namespace: team-a}
-rules:
-  - {apiGroups: [sandbox.dev], resources: [workspaces], resourceNames: [alice], verbs: [use]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: workspace-alice, namespace: team-a}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-alice}
-subjects: [{kind: User, name: alice}]
-YAML
+  grant_editors team-a alice bob
+  grant_owner team-a alice alice
 }
 
 pod_of() { jp "$1" sandbox "$2" '{.status.podName}'; }

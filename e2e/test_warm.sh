@@ -16,27 +16,6 @@ IMG=registry.local/agent:1.0
 E2E_ADMISSION=1
 SETTLE=2s
 
-setup() {
-  cluster_up
-  grant_controller_rbac
-  new_namespace team-a
-  new_namespace team-b
-  webhook_certs
-  WEBHOOK_PORT=$(free_port)
-  main_start
-  install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
-  ALICE=$(user_kubeconfig alice)
-  BOB=$(user_kubeconfig bob)
-  warm_rbac team-a team-b
-}
-
-main_start() {
-  MAIN_METRICS=$(free_port)
-  controller_start "main" --metrics-bind-address "127.0.0.1:$MAIN_METRICS" --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
-    --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt" --warm-pool-settle "$SETTLE" "$@"
-  MAIN_CTL=$CTL_PID
-}
-
 metric() { curl -s "http://127.0.0.1:$MAIN_METRICS/metrics" | grep "^$1"; }
 
 test_a_pool_owner_is_authorized() {
@@ -416,5 +395,5 @@ YAML
   as "$ALICE" delete swp -n "$ns" web-pool web-pool2 web-pool3 plain-pool >/dev/null
 }
 
-setup
+warm_setup
 e2e_main
