@@ -212,6 +212,31 @@ subjects: [{kind: User, name: $3}]
 YAML
 }
 
+# admission_up NS...: the control plane with the controller's RBAC, the
+# namespaces NS, the webhook's certificates, the suite's main_start (the
+# controller "main" serving the webhook on WEBHOOK_PORT, as MAIN_CTL) and
+# admission in force; ALICE and BOB the users' kubeconfigs.
+admission_up() {
+  local ns
+  cluster_up
+  grant_controller_rbac
+  for ns; do new_namespace "$ns"; done
+  webhook_certs
+  WEBHOOK_PORT=$(free_port)
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
+  ALICE=$(user_kubeconfig alice)
+  BOB=$(user_kubeconfig bob)
+}
+
+# main_restart [flags...]: main stopped and started again (main_start), and
+# admission served by it again.
+main_restart() {
+  controller_stop "$MAIN_CTL"
+  main_start "$@"
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back after a restart"
+}
+
 # grant_editors NS USER...: each USER may edit Sandboxes in NS (Role
 # sandbox-editor, RoleBinding sandbox-editors).
 grant_editors() {

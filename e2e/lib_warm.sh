@@ -28,20 +28,10 @@ YAML
   done
 }
 
-# warm_setup: the control plane, namespaces team-a and team-b with warm_rbac,
-# the controller "main" serving the webhook (main_start), admission in force,
-# ALICE and BOB the users' kubeconfigs.
+# warm_setup: admission_up with namespaces team-a and team-b, and warm_rbac
+# in both.
 warm_setup() {
-  cluster_up
-  grant_controller_rbac
-  new_namespace team-a
-  new_namespace team-b
-  webhook_certs
-  WEBHOOK_PORT=$(free_port)
-  main_start
-  install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
-  ALICE=$(user_kubeconfig alice)
-  BOB=$(user_kubeconfig bob)
+  admission_up team-a team-b
   warm_rbac team-a team-b
 }
 

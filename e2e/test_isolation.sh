@@ -17,13 +17,6 @@ IMG=registry.local/agent:1.0
 E2E_ADMISSION=1
 SETTLE=2s
 
-# main_restart [flags...]: main stopped and started again, the webhook in force.
-main_restart() {
-  controller_stop "$MAIN_CTL"
-  main_start "$@"
-  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back after a restart"
-}
-
 binding_is() { [ "$(binding "$1" "$2")" = "$3" ]; }
 
 pool_reason() { jp "$1" swp "$2" '{.status.conditions[?(@.type=="Ready")].reason}'; }

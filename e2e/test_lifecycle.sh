@@ -17,24 +17,9 @@ E2E_ADMISSION=1
 PREVIOUS=c0ced9e
 
 setup() {
-  cluster_up
-  grant_controller_rbac
-  new_namespace team-a
-  webhook_certs
-  WEBHOOK_PORT=$(free_port)
-  main_start
-  install_admission "$WEBHOOK_PORT" sandbox-controller || { say "admission not installed"; exit 1; }
-  ALICE=$(user_kubeconfig alice)
-  BOB=$(user_kubeconfig bob)
+  admission_up team-a
   grant_editors team-a alice bob
   grant_owner team-a alice alice
-}
-
-# restart_main: stops and starts it, and waits until its webhook is served.
-restart_main() {
-  controller_stop "$MAIN_CTL"
-  main_start
-  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back after a restart"
 }
 
 # main_start [flags...]: the controller serving the webhook (the API server's
@@ -213,7 +198,7 @@ test_f_late_retry_after_expiry() {
   expect_match "$(bound_message team-a late-2)" "late-1" "late-2 names the Sandbox whose expiry it shares"
   sleep 2
   pod_gone team-a "$pod" || fail "a pod for a late retry of an expired key"
-  restart_main
+  main_restart
   lsbx "$ALICE" late-3 key-late >/dev/null || fail "create late-3 after the restart"
   wait_for 30 phase_is team-a late-3 Expired || fail "late-3 after a restart: $(phase team-a late-3)"
   expect_eq "$(phase team-a late-2)" Expired "late-2 after the restart"
@@ -326,7 +311,7 @@ test_l_late_retry_with_a_lagging_record_cache() {
   wait_for 20 phase_is team-a lag-2 Expired || fail "lag-2: $(phase team-a lag-2) $(bound_message team-a lag-2)"
   sleep 2
   expect_eq "$(pods_of_key team-a lag-2)" 0 "pods of the expired key"
-  restart_main
+  main_restart
 }
 
 # One release per expiry, even when the pod cache lags behind the Sandbox
@@ -352,7 +337,7 @@ test_m_one_release_per_expiry() {
   sleep 3
   expect_eq "$(( $(metric_sum "$port" rest_client_requests_total 'method="DELETE"') - d0 ))" 1 "DELETEs for one expiry"
   expect_eq "$(( $(metric_sum "$port" rest_client_requests_total 'code="409"') - c0 ))" 0 "requests answered 409 Conflict for one expiry"
-  restart_main
+  main_restart
 }
 
 test_k_upgrade_keeps_digest_and_pod() {
