@@ -34,109 +34,37 @@
 #include "sandbox/netfloor.h"
 #include "sandbox/netprobe.h"
 #include "sandbox/wsprep.h"
+#include "support.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define NS "team-a"
+#define NS FUZZ_NS
 #define UID "6f1c2a8e-0000-4000-8000-000000000001"
 #define CLAIMED "2026-01-01T00:00:00Z"
-#define TRIM_BOUND (96 * 1024) /* what README promises per cached object, with slack */
-
-static const unsigned char key[32] = "fuzz-seal-key-fuzz-seal-key-0123";
-
-static size_t printed_size(const cJSON *o)
-{
-	char *s = cJSON_PrintUnformatted(o);
-	assert(s != NULL);
-	size_t n = strlen(s);
-	free(s);
-	return n;
-}
-
-static const char *str(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* The mounts of pod obey the workspace invariant for owner under cfg. */
-static void check_mounts(const cJSON *pod, const struct sbx_config *cfg, const char *owner)
-{
-	const cJSON *ps = cJSON_GetObjectItemCaseSensitive(pod, "spec");
-	const cJSON *v;
-	cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(ps, "volumes"))
-	{
-		const cJSON *hp = cJSON_GetObjectItemCaseSensitive(v, "hostPath");
-		const cJSON *pvc = cJSON_GetObjectItemCaseSensitive(v, "persistentVolumeClaim");
-		if (hp) {
-			assert(owner && cfg->ws_mode == SBX_WS_HOSTPATH);
-			const char *path = str(hp, "path");
-			assert(path);
-			size_t rl = strlen(cfg->host_root);
-			assert(!strncmp(path, cfg->host_root, rl) && path[rl] == '/');
-			const char *rest = path + rl + 1;
-			size_t nl = strlen(NS), ol = strlen(owner);
-			assert(!strncmp(rest, NS, nl) && rest[nl] == '/');
-			rest += nl + 1;
-			assert(!strncmp(rest, owner, ol) && rest[ol] == '/');
-			assert(sbx_safe_segment(rest + ol + 1));
-		}
-		if (pvc)
-			assert(owner && cfg->ws_mode == SBX_WS_PVC);
-	}
-	const cJSON *c;
-	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(ps, "containers"))
-	{
-		const cJSON *m;
-		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(c, "volumeMounts"))
-		{
-			const char *sub = str(m, "subPath");
-			if (!sub)
-				continue;
-			assert(owner && cfg->ws_mode == SBX_WS_PVC);
-			size_t ol = strlen(owner);
-			assert(!strncmp(sub, owner, ol) && sub[ol] == '/' && sbx_safe_segment(sub + ol + 1));
-		}
-	}
-}
-
-/* The seal keys: a current and a previous one (rotation). */
-static const struct sbx_seal_keys *seal_keys(void)
-{
-	static struct sbx_seal_keys k;
-	if (!k.n) {
-		char err[128];
-		sbx_seal_keys_init(&k);
-		if (sbx_seal_keys_add(&k, key, sizeof key, 16, err, sizeof err) < 0 ||
-		    sbx_seal_keys_add(&k, (const unsigned char *)"previous-key-previous-key-012345", 32, 16, err,
-				      sizeof err) < 0)
-			abort();
-	}
-	return &k;
-}
+#define TRIM_BOUND FUZZ_TRIM_BOUND
 
 static void build_and_verify(const cJSON *spec, const struct sbx_scope *scope, const struct sbx_config *cfg)
 {
 	const char *owner = sbx_spec_owner(spec);
 	char pod_name[80], seal[65];
 	sbx_pod_name(scope, 0, pod_name, sizeof pod_name);
-	assert(sbx_seal_compute(key, sizeof key, NS, pod_name, scope->digest, owner, scope->fingerprint, CLAIMED,
+	assert(sbx_seal_compute(fuzz_seal_key, sizeof fuzz_seal_key, NS, pod_name, scope->digest, owner, scope->fingerprint, CLAIMED,
 				seal) == 0);
 	struct sbx_pod_params p = { NS, pod_name, "sbx", UID, spec, scope, CLAIMED, seal, cfg };
 	cJSON *pod = sbx_pod_build(&p);
 	if (!pod)
 		return;
-	check_mounts(pod, cfg, owner);
+	fuzz_check_mounts(pod, cfg, owner);
 	if (owner) {
 		const struct sbx_wsprep_for sb = { "sandbox.dev/v1alpha1", "Sandbox", "sbx", UID };
 		cJSON *prep = sbx_wsprep_pod(NS, owner, cfg, "img", &sb);
 		assert(prep);
-		check_mounts(prep, cfg, owner);
+		fuzz_check_mounts(prep, cfg, owner);
 		char why[512];
 		assert(sbx_wsprep_state(prep, NS, owner, cfg, why, sizeof why) == SBX_WSPREP_WAITING);
 		cJSON_Delete(prep);
 	}
-	struct sbx_verify_expect ex = { NS, owner, scope, seal_keys(), 1 };
+	struct sbx_verify_expect ex = { NS, owner, scope, fuzz_seal_keys(), 1 };
 	assert(sbx_pod_verify(pod, &ex) == SBX_VERIFY_OK);
 	struct sbx_certify cert = { pod, spec, cfg };
 	char why[256];
@@ -146,7 +74,7 @@ static void build_and_verify(const cJSON *spec, const struct sbx_scope *scope, c
 	}
 	assert(sbx_pod_tamper_check(pod, &cert, why, sizeof why) == SBX_VERIFY_OK);
 	cJSON *t = sbx_trim_pod(pod);
-	assert(printed_size(t) <= TRIM_BOUND);
+	assert(fuzz_printed_size(t) <= TRIM_BOUND);
 	/* the cache's copy still passes the tamper check of bound pods, unless
 	 * trimming marked it truncated (an image over the cache's 512 bytes, the
 	 * CRD allows 1,024): then follow_bound reads the live pod, checked above */
@@ -161,37 +89,28 @@ static void build_and_verify(const cJSON *spec, const struct sbx_scope *scope, c
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static struct sbx_config pvc, host;
-	static int ready;
-	if (!ready) {
-		char err[256];
-		static const char y[] = "workspace: {mode: hostPath, hostPathRoot: /srv/ws}\n";
-		sbx_config_init(&pvc);
-		sbx_config_init(&host);
-		if (sbx_config_parse(&host, y, sizeof y - 1, err, sizeof err) < 0)
-			abort();
-		ready = 1;
-	}
+	const struct sbx_config *pvc, *host;
+	fuzz_configs(&pvc, &host);
 	cJSON *obj = cJSON_ParseWithLength((const char *)data, size);
 	if (!obj)
 		return 0;
 	/* Whatever arrives is trimmed to a bounded copy, as a Sandbox and as a pod. */
 	cJSON *ts = sbx_trim_sandbox(obj);
-	assert(printed_size(ts) <= TRIM_BOUND);
+	assert(fuzz_printed_size(ts) <= TRIM_BOUND);
 	cJSON *tp = sbx_trim_pod(obj);
-	assert(printed_size(tp) <= TRIM_BOUND);
+	assert(fuzz_printed_size(tp) <= TRIM_BOUND);
 	char why_raw[512], why_kept[512];
 	sbx_pod_why(obj, SBX_CONTAINER, why_raw, sizeof why_raw);
 	sbx_pod_why(tp, SBX_CONTAINER, why_kept, sizeof why_kept);
 	assert(strlen(why_raw) < sizeof why_raw && !strcmp(why_raw, why_kept));
 	char why[512], why_t[512];
-	sbx_wsprep_state(obj, NS, "alice", &pvc, why, sizeof why);
+	sbx_wsprep_state(obj, NS, "alice", pvc, why, sizeof why);
 	assert(strlen(why) < sizeof why);
 	/* The preparation pods' cache copy: bounded, and it means the same. */
 	cJSON *tw = sbx_wsprep_trim(obj);
-	assert(printed_size(tw) <= 4096);
-	enum sbx_wsprep_state ws = sbx_wsprep_state(obj, NS, "alice", &pvc, why, sizeof why);
-	assert(sbx_wsprep_state(tw, NS, "alice", &pvc, why_t, sizeof why_t) == ws);
+	assert(fuzz_printed_size(tw) <= 4096);
+	enum sbx_wsprep_state ws = sbx_wsprep_state(obj, NS, "alice", pvc, why, sizeof why);
+	assert(sbx_wsprep_state(tw, NS, "alice", pvc, why_t, sizeof why_t) == ws);
 	assert(ws == SBX_WSPREP_FOREIGN || !strcmp(why, why_t)); /* a foreign one's name may be cut */
 	cJSON_Delete(tw);
 	/* The NetworkPolicy probe's client pod (sandbox/netprobe.h): a verdict
@@ -200,7 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	enum sbx_netprobe_result nr = sbx_netprobe_verdict(obj, &done, why, sizeof why);
 	assert(strlen(why) < sizeof why && (done || nr == SBX_NETPROBE_UNKNOWN));
 	cJSON *tn = sbx_netfloor_trim(obj);
-	assert(printed_size(tn) <= SBX_NETFLOOR_SPEC_MAX + 2048);
+	assert(fuzz_printed_size(tn) <= SBX_NETFLOOR_SPEC_MAX + 2048);
 	cJSON_Delete(tn);
 	cJSON_Delete(tp);
 	cJSON_Delete(obj);
@@ -221,8 +140,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(a);
 	free(b);
 	cJSON_Delete(again);
-	build_and_verify(spec, &scope, &pvc);
-	build_and_verify(spec, &scope, &host);
+	build_and_verify(spec, &scope, pvc);
+	build_and_verify(spec, &scope, host);
 	/* The status the reconcile writes for it. */
 	char pod_name[80];
 	sbx_pod_name(&scope, 3, pod_name, sizeof pod_name);

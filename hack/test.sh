@@ -127,7 +127,7 @@ JOBS=(
   "210 e2e test_idempotency"
   "201 e2e test_certs"
   "199 e2e test_agents"
-  "158 fuzz"
+  "180 fuzz"
   "145 e2e test_kube_client"
   "141 e2e test_conformance"
   "143 e2e test_admission"
