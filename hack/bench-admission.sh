@@ -101,16 +101,6 @@ over() {
     }
     END { if (!tot) print "n/a"; else printf "%.1f%%", 100 * (tot - below) / tot }'
 }
-# observations NAME SELECTOR < metrics: a histogram's count (matching series, summed).
-observations() {
-  awk -v n="$1" -v sel="$2" 'index($0, n "_bucket{") == 1 && index($0, sel) > 0 && /le="\+Inf"/ { t += $NF }
-    END { printf "%d", t }'
-}
-# delta BEFORE AFTER PATTERN: the series of AFTER matching PATTERN (a regex
-# on the series) minus their values in BEFORE: "series value" lines.
-delta() {
-  awk -v pat="$3" 'NR == FNR { if ($1 ~ pat) b[$1] = $NF; next } $1 ~ pat { print $1, $NF - b[$1] }' "$1" "$2"
-}
 # schedstat PID: seconds its threads ran and waited runnable for a CPU
 # (/proc/PID/task/*/schedstat: the kernel's run queue, threads alive now).
 schedstat() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ r += $1; w += $2 } END { printf "%.3f %.3f", r / 1e9, w / 1e9 }'; }
@@ -146,30 +136,6 @@ while_binding() {
         y[1] - x[1], 100 * (y[2] - x[2]) / (y[3] - x[3]), y[4] - x[4], y[5] - x[5], y[6] - x[6], y[7] - x[7] }' "$1"
 }
 
-# quantile Q NAME SELECTOR < metrics: a histogram quantile (linear within the
-# bucket, as PromQL's histogram_quantile) over the series matching SELECTOR.
-quantile() {
-  awk -v q="$1" -v n="$2" -v sel="$3" '
-    index($0, n "_bucket{") == 1 && index($0, sel) > 0 {
-      le = $0; sub(/.*le="/, "", le); sub(/".*/, "", le)
-      c[le] += $NF; if (!(le in seen)) { seen[le] = 1; les[++k] = le }
-    }
-    END {
-      if (!k) { print "n/a"; exit }
-      for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
-        if ((les[i] == "+Inf") || (les[j] != "+Inf" && les[j] + 0 < les[i] + 0)) { t = les[i]; les[i] = les[j]; les[j] = t }
-      total = c["+Inf"]; if (!total) { print "n/a"; exit }
-      want = q * total; prev = 0; pc = 0
-      for (i = 1; i <= k; i++) {
-        le = les[i]
-        if (c[le] >= want) {
-          if (le == "+Inf") { printf "> %.0f ms", prev * 1000; exit }
-          printf "%.1f ms", (prev + (le - prev) * (want - pc) / (c[le] - pc)) * 1000; exit
-        }
-        prev = le + 0; pc = c[le]
-      }
-    }'
-}
 
 cluster_up
 grant_controller_rbac
@@ -252,7 +218,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   delete_namespace "adm-on-$ROUND"
   controller_stop "$ON_PID"
   # The API server's histogram over this phase only: after minus before.
-  delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" '^apiserver_admission_webhook_admission_duration_seconds_bucket' \
+  series_delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" '^apiserver_admission_webhook_admission_duration_seconds_bucket' \
     >"$E2E_DIR/api-delta.txt"
   R_OFF+=("$(value "$E2E_DIR/off-$ROUND.out" rate)") R_ON+=("$(value "$E2E_DIR/on-$ROUND.out" rate)")
   C_OFF+=("$(value "$E2E_DIR/off-$ROUND.out" create_rate)") C_ON+=("$(value "$E2E_DIR/on-$ROUND.out" create_rate)")
@@ -314,25 +280,25 @@ sed -n 's/.*name="\([^"]*\)",operation="\([^"]*\)".*/\1 \2/p' "$E2E_DIR/api-delt
       "$(over $AH "$sel" 0.1 <"$E2E_DIR/api-delta.txt")" "$(over $AH "$sel" 0.5 <"$E2E_DIR/api-delta.txt")"
   done
 RC=rest_client_request_duration_seconds
-delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" "^${RC}_bucket" >"$E2E_DIR/api-rest-delta.txt"
+series_delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" "^${RC}_bucket" >"$E2E_DIR/api-rest-delta.txt"
 sel="host=\"127.0.0.1:$WEBHOOK_PORT\""
 printf '  its HTTP round trips (%s{%s}): n=%s >5ms %s >25ms %s >100ms %s\n' "$RC" "$sel" \
   "$(observations $RC "$sel" <"$E2E_DIR/api-rest-delta.txt")" "$(over $RC "$sel" 0.005 <"$E2E_DIR/api-rest-delta.txt")" \
   "$(over $RC "$sel" 0.025 <"$E2E_DIR/api-rest-delta.txt")" "$(over $RC "$sel" 0.1 <"$E2E_DIR/api-rest-delta.txt")"
 VAP='name="ValidatingAdmissionPolicy",operation="CREATE",rejected="false"'
 AC=apiserver_admission_controller_admission_duration_seconds
-delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" "^${AC}_bucket" >"$E2E_DIR/api-vap-delta.txt"
+series_delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" "^${AC}_bucket" >"$E2E_DIR/api-vap-delta.txt"
 printf '  for comparison, its in-process policies (%s{%s}): n=%s >5ms %s >25ms %s >100ms %s\n' "$AC" "$VAP" \
   "$(observations $AC "$VAP" <"$E2E_DIR/api-vap-delta.txt")" "$(over $AC "$VAP" 0.005 <"$E2E_DIR/api-vap-delta.txt")" \
   "$(over $AC "$VAP" 0.025 <"$E2E_DIR/api-vap-delta.txt")" "$(over $AC "$VAP" 0.1 <"$E2E_DIR/api-vap-delta.txt")"
 GS=go_sched_latencies_seconds
-delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" "^${GS}_bucket" >"$E2E_DIR/api-sched-delta.txt"
+series_delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" "^${GS}_bucket" >"$E2E_DIR/api-sched-delta.txt"
 printf '  its goroutines runnable, waiting for a CPU (%s): n=%s >10.5ms %s >117ms %s\n' "$GS" \
   "$(observations $GS "" <"$E2E_DIR/api-sched-delta.txt")" \
   "$(over $GS "" 0.010485759999999998 <"$E2E_DIR/api-sched-delta.txt")" \
   "$(over $GS "" 0.11744051199999998 <"$E2E_DIR/api-sched-delta.txt")"
 PH=http_server_request_phase_seconds
-delta "$E2E_DIR/ctl-before.txt" "$E2E_DIR/ctl-metrics.txt" "^${PH}_bucket" >"$E2E_DIR/ctl-delta.txt"
+series_delta "$E2E_DIR/ctl-before.txt" "$E2E_DIR/ctl-metrics.txt" "^${PH}_bucket" >"$E2E_DIR/ctl-delta.txt"
 echo "the webhook listener's phases, this phase ($PH{listener=\"webhook\"}):"
 for p in total handshake read queue handle reply write; do
   sel="listener=\"webhook\",phase=\"$p\""
@@ -343,11 +309,11 @@ for p in total handshake read queue handle reply write; do
     "$(over $PH "$sel" 0.1 <"$E2E_DIR/ctl-delta.txt")"
 done
 echo "owner authorizations this phase (sandbox_admission_access_reviews_total: cached, shared or asked of the API server):"
-delta "$E2E_DIR/ctl-before.txt" "$E2E_DIR/ctl-metrics.txt" '^sandbox_admission_access_reviews_total' |
+series_delta "$E2E_DIR/ctl-before.txt" "$E2E_DIR/ctl-metrics.txt" '^sandbox_admission_access_reviews_total' |
   awk '{ printf "  %s %d\n", $1, $2 }'
 ACC='http_server_connections_accepted_total{listener="webhook"}'
 printf 'webhook connections accepted this phase: %s\n' \
-  "$(delta "$E2E_DIR/ctl-before.txt" "$E2E_DIR/ctl-metrics.txt" '^http_server_connections_accepted_total' |
+  "$(series_delta "$E2E_DIR/ctl-before.txt" "$E2E_DIR/ctl-metrics.txt" '^http_server_connections_accepted_total' |
      awk -v k="$ACC" '$1 == k { printf "%d", $2 }')"
 cpu() { awk '$1 == "process_cpu_seconds_total" { print $2 + 0 }' "$1"; }
 awk -v t0="$T0" -v t1="$T1" -v a0="$(cpu "$E2E_DIR/api-before.txt")" -v a1="$(cpu "$E2E_DIR/api-after.txt")" \

@@ -26,6 +26,12 @@
 # The goal (issue 25): the victim's p99 during the burst at most 1.5x its
 # quiet p99 with the fair queue; FIFO gives about the backlog over the bind
 # rate.
+# Then the controller's own share: how long the keys of the victim's
+# namespace waited in the work queue while the victim ran, from the
+# controller's metrics (sandbox_workqueue_namespace_queue_duration_seconds of
+# the namespace's bucket, scraped before and after), beside the noisy
+# namespace's bucket. The other-namespace phases put the victim in a namespace
+# whose bucket is not the noisy one's; the same-namespace phases share one.
 #
 # Environment: SBX_BUILD_DIR (default build/), SBX_BENCH_TIMEOUT (seconds per
 # phase, 900), SBX_BENCH_CTL_FLAGS (more controller flags, e.g.
@@ -75,9 +81,27 @@ grant_controller_rbac
 
 # victim NS PREFIX OUT [START_AT]: the victim's V Sandboxes at R/s.
 victim() {
+  scrape "$METRICS_PORT" >"$3.m0"
   SBX_BENCH_TRACE="$3.trace" "$BENCH_BIN" controller --namespace "$1" --prefix "$2" --owner victim --count "$VICTIMS" --rate "$RATE" \
     --concurrency 4 --scopes "$VICTIMS" --wait bound --timeout "$TIMEOUT" >"$3" 2>"$3.err"
+  local rc=$?
+  scrape "$METRICS_PORT" >"$3.m1"
+  return $rc
 }
+
+# queue_wait OUT NS: "p50 p99 keys" of the work queue waits of NS's bucket
+# between OUT.m0 and OUT.m1 (victim's scrapes).
+WQ=sandbox_workqueue_namespace_queue_duration_seconds
+queue_wait() {
+  local sel
+  sel="bucket=\"$("$CONTROLLER_BIN" --work-queue-bucket "$2")\""
+  series_delta "$1.m0" "$1.m1" "^${WQ}_bucket" >"$1.wq"
+  printf '%s %s %s' "$(quantile 0.5 $WQ "$sel" <"$1.wq" | sed 's/ ms$//' | tr -d ' ')" \
+    "$(quantile 0.99 $WQ "$sel" <"$1.wq" | sed 's/ ms$//' | tr -d ' ')" \
+    "$(observations $WQ "$sel" <"$1.wq")"
+}
+# same_bucket NS1 NS2: true when the two namespaces share a metrics bucket.
+same_bucket() { [ "$("$CONTROLLER_BIN" --work-queue-bucket "$1")" = "$("$CONTROLLER_BIN" --work-queue-bucket "$2")" ]; }
 
 # backlog PORT: the Sandboxes the controller has not answered yet (no status).
 backlog() { msum "$(scrape "$1")" sandbox_sandboxes 'phase="None"'; }
@@ -92,6 +116,11 @@ burst() {
   local order=$1 where=$2 nns vns out=$E2E_DIR/$1-$2
   nns="noisy-$order-$where"
   vns=$([ "$where" = same ] && echo "$nns" || echo "victim-$order-$where")
+  # Another namespace: one whose metrics bucket is not the noisy one's, so
+  # that the queue waits of each can be told apart (see queue_wait).
+  local i=2
+  while [ "$where" != same ] && same_bucket "$vns" "$nns"; do vns="victim-$order-$where-$((i++))"; done
+  echo "$vns" >"$out.vns"
   bench_namespace "$nns"
   [ "$vns" = "$nns" ] || bench_namespace "$vns"
   settle "$METRICS_PORT"
@@ -174,6 +203,19 @@ for where in same other; do
   done
 done
 echo "  * the noisy owner's Sandboxes bound per second from the controller going on until all were bound"
+echo
+printf '%-44s %9s %9s %6s %18s\n' "work queue wait while the victim ran (ms)" p50 p99 keys "noisy bucket p99"
+read -r a b n <<<"$(queue_wait "$Q" quiet)"
+printf '%-44s %9s %9s %6s %18s\n' "quiet, the victim's namespace" "$a" "$b" "$n" ""
+for order in $ORDERS; do
+  f=$E2E_DIR/$order-other
+  label="noisy owner in another namespace, $([ "$order" = fair ] && echo fair || echo FIFO)"
+  read -r a b n <<<"$(queue_wait "$f.victim" "$(cat "$f.vns")")"
+  read -r _ nb _ <<<"$(queue_wait "$f.victim" "noisy-$order-other")"
+  printf '%-44s %9s %9s %6s %18s\n' "$label" "$a" "$b" "$n" "$nb"
+done
+echo "  the victim namespace's bucket of $WQ from when the victim started to its last Bound"
+echo "  (its keys alone unless another namespace with work shares the bucket), and the noisy namespace's bucket"
 echo
 for where in same other; do
   for order in $ORDERS; do

@@ -43,6 +43,40 @@ requests() { msum "$1" rest_client_requests_total ${2:+"method=\"$2\""}; }
 now_s() { date +%s.%N; }
 # since T0: seconds from T0 (a now_s) to now, 3 decimals.
 since() { awk -v a="$1" -v b="$(now_s)" 'BEGIN { printf "%.3f", b - a }'; }
+# series_delta BEFORE AFTER PATTERN: the series of AFTER matching PATTERN (a regex
+# on the series) minus their values in BEFORE: "series value" lines.
+series_delta() {
+  awk -v pat="$3" 'NR == FNR { if ($1 ~ pat) b[$1] = $NF; next } $1 ~ pat { print $1, $NF - b[$1] }' "$1" "$2"
+}
+# observations NAME SELECTOR < metrics: a histogram's count (matching series, summed).
+observations() {
+  awk -v n="$1" -v sel="$2" 'index($0, n "_bucket{") == 1 && index($0, sel) > 0 && /le="\+Inf"/ { t += $NF }
+    END { printf "%d", t }'
+}
+# quantile Q NAME SELECTOR < metrics: a histogram quantile (linear within the
+# bucket, as PromQL's histogram_quantile) over the series matching SELECTOR.
+quantile() {
+  awk -v q="$1" -v n="$2" -v sel="$3" '
+    index($0, n "_bucket{") == 1 && index($0, sel) > 0 {
+      le = $0; sub(/.*le="/, "", le); sub(/".*/, "", le)
+      c[le] += $NF; if (!(le in seen)) { seen[le] = 1; les[++k] = le }
+    }
+    END {
+      if (!k) { print "n/a"; exit }
+      for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
+        if ((les[i] == "+Inf") || (les[j] != "+Inf" && les[j] + 0 < les[i] + 0)) { t = les[i]; les[i] = les[j]; les[j] = t }
+      total = c["+Inf"]; if (!total) { print "n/a"; exit }
+      want = q * total; prev = 0; pc = 0
+      for (i = 1; i <= k; i++) {
+        le = les[i]
+        if (c[le] >= want) {
+          if (le == "+Inf") { printf "> %.0f ms", prev * 1000; exit }
+          printf "%.1f ms", (prev + (le - prev) * (want - pc) / (c[le] - pc)) * 1000; exit
+        }
+        prev = le + 0; pc = c[le]
+      }
+    }'
+}
 
 # bench_fail MESSAGE: keeps the logs (e2e_cleanup keeps them on failure) and exits.
 bench_fail() { say "$*"; E2E_FAILED=1; exit 1; }
