@@ -119,6 +119,7 @@ JOBS=(
   "374 e2e test_lifecycle asan"
   "262 e2e test_robust"
   "271 e2e test_quota"
+  "240 e2e test_quota tsan"
   "214 e2e test_warm tsan"
   "212 e2e test_warm"
   "210 e2e test_warm asan"

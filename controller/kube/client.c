@@ -139,6 +139,17 @@ out:
 	return rc;
 }
 
+/* 1 when TLS sessions may be shared between the client's handles (resumed
+ * by a handle other than the one that made them). */
+static int kube_client_shares_tls_sessions(void)
+{
+	/* Before 8.10.0 libcurl handed one OpenSSL SSL_SESSION to every handle
+	 * of a share, and OpenSSL changes it during a handshake: threads that
+	 * connect at once race on it (curl/curl#14751; ThreadSanitizer showed it
+	 * in e2e/test_quota.sh). 8.10.0 keeps a serialized copy instead. */
+	return curl_version_info(CURLVERSION_NOW)->version_num >= 0x080a00;
+}
+
 struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_client_opts *opts)
 {
 	pthread_once(&curl_once, curl_init);
@@ -179,8 +190,8 @@ struct kube_client *kube_client_new(struct kube_config *cfg, const struct kube_c
 	    curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
 	    curl_share_setopt(c->share, CURLSHOPT_USERDATA, c) != CURLSHE_OK ||
 	    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
-	    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) !=
-		CURLSHE_OK) {
+	    (kube_client_shares_tls_sessions() &&
+	     curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK)) {
 		log_kv(LOG_ERROR, "curl_share_init failed");
 		kube_client_free(c);
 		return NULL;
