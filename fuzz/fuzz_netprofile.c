@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/cidr.h"
+#include "base/jsonget.h"
 #include "sandbox/config.h"
 #include "sandbox/netprofile.h"
 #include "sandbox/spec.h"
@@ -37,7 +38,7 @@ static void check_policy(const cJSON *np, const struct sbx_cidr *floor, size_t n
 		{
 			const cJSON *block = cJSON_GetObjectItemCaseSensitive(peer, "ipBlock");
 			struct sbx_cidr c, e;
-			assert(sbx_cidr_parse(fuzz_str(block, "cidr"), &c) == 0);
+			assert(sbx_cidr_parse(jstr(block, "cidr"), &c) == 0);
 			for (size_t i = 0; i < nfloor; i++)
 				assert(!sbx_cidr_contains(&floor[i], &c));
 			cJSON_ArrayForEach(ex, cJSON_GetObjectItemCaseSensitive(block, "except"))
@@ -111,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		assert(m == (int)n);
 		assert(sbx_profiles_set(back, (size_t)m, j2, h2) == 0 && !strcmp(j2, joined) && !strcmp(h2, hash));
 	}
-	const char *ann = fuzz_str(in, "annotation");
+	const char *ann = jstr(in, "annotation");
 	int m = sbx_profiles_split(ann, buf, back);
 	assert(m == -1 || (m >= 1 && m <= SBX_PROFILES_MAX));
 	if (m > 0) {

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jsonget.h"
 #include "sandbox/authz.h"
 #include "sandbox/claimrec.h"
 #include "sandbox/poolspec.h"
@@ -37,11 +38,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define POOL_UID "6f1c2a8e-0000-4000-8000-0000000000aa"
 #define CLAIMED "2026-01-01T00:00:00Z"
 #define WARM_NAME "sbx-w-abcdefghij"
-
-static const cJSON *obj_of(const cJSON *o, const char *k)
-{
-	return cJSON_GetObjectItemCaseSensitive(o, k);
-}
 
 static void check_warm_pod(const cJSON *spec, const char *fp, const struct sbx_config *cfg)
 {
@@ -115,7 +111,7 @@ static void check_quota(const cJSON *obj, const char *owner)
 {
 	cJSON *t = sbx_quota_trim(obj);
 	assert(fuzz_printed_size(t) <= 16384 + 4096);
-	const cJSON *raw_owner = obj_of(obj_of(obj, "spec"), "owner");
+	const cJSON *raw_owner = jobj(jobj(obj, "spec"), "owner");
 	cJSON *one = cJSON_CreateArray();
 	cJSON_AddItemReferenceToArray(one, t);
 	const char *who[] = { owner, "alice", NULL };
@@ -148,11 +144,11 @@ static void check_quota(const cJSON *obj, const char *owner)
 	/* A slot name parses back to itself. */
 	char key[33], name[80];
 	assert(sbx_quota_owner_key(FUZZ_NS, owner, key) == 0 && strlen(key) == 32);
-	long slot = sbx_quota_slot_index(fuzz_str(obj_of(obj, "metadata"), "name"), key);
+	long slot = sbx_quota_slot_index(meta_str(obj, "name"), key);
 	assert(slot >= -1 && slot < SBX_QUOTA_MAX);
 	if (slot >= 0) {
 		sbx_quota_slot_name(key, slot, name, sizeof name);
-		assert(!strcmp(name, fuzz_str(obj_of(obj, "metadata"), "name")));
+		assert(!strcmp(name, meta_str(obj, "name")));
 	}
 	cJSON_Delete(slots);
 	cJSON_Delete(two);
@@ -164,7 +160,7 @@ static void check_quota(const cJSON *obj, const char *owner)
 /* Copies string member k of o (or dflt) into out, cut to n - 1 bytes. */
 static void field(char *out, size_t n, const cJSON *o, const char *k, const char *dflt)
 {
-	const char *v = fuzz_str(o, k);
+	const char *v = jstr(o, k);
 	snprintf(out, n, "%s", v ? v : dflt);
 }
 
@@ -180,15 +176,15 @@ static void check_claim(const cJSON *obj)
 	assert(sbx_claimrec_parse(t, FUZZ_NS, keys, &got, why, sizeof why) < 0);
 	cJSON_Delete(t);
 	/* One the controller builds from the input's fields. */
-	const cJSON *s = obj_of(obj, "spec"), *gen = obj_of(s, "generation");
+	const cJSON *s = jobj(obj, "spec"), *gen = jobj(s, "generation");
 	memset(&r, 0, sizeof r);
-	field(r.name, sizeof r.name, obj_of(obj, "metadata"), "name", "sbx-0123456789abcdef0123456789abcdef");
+	field(r.name, sizeof r.name, jobj(obj, "metadata"), "name", "sbx-0123456789abcdef0123456789abcdef");
 	field(r.digest, sizeof r.digest, s, "scopeDigest", "0123456789abcdef0123456789abcdef");
 	field(r.pod_name, sizeof r.pod_name, s, "podName", r.name);
 	field(r.claimed_at, sizeof r.claimed_at, s, "claimedAt", CLAIMED);
 	field(r.key_expires_at, sizeof r.key_expires_at, s, "keyExpiresAt", CLAIMED);
 	field(r.fingerprint, sizeof r.fingerprint, s, "specFingerprint", "f");
-	r.has_owner = fuzz_str(s, "workspaceOwner") != NULL;
+	r.has_owner = jstr(s, "workspaceOwner") != NULL;
 	field(r.owner, sizeof r.owner, s, "workspaceOwner", "");
 	field(r.sandbox, sizeof r.sandbox, s, "sandbox", "");
 	field(r.since, sizeof r.since, s, "since", "");
@@ -223,8 +219,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!obj)
 		return 0;
 	check_pool(obj);
-	const char *owner = fuzz_str(obj_of(obj, "spec"), "owner");
-	check_quota(obj, owner ? owner : fuzz_str(obj_of(obj, "spec"), "workspaceOwner"));
+	const char *owner = jstr(jobj(obj, "spec"), "owner");
+	check_quota(obj, owner ? owner : jstr(jobj(obj, "spec"), "workspaceOwner"));
 	check_claim(obj);
 	cJSON_Delete(obj);
 	return 0;

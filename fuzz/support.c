@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jsonget.h"
 #include "sandbox/spec.h"
 
 const unsigned char fuzz_seal_key[32] = "fuzz-seal-key-fuzz-seal-key-0123";
@@ -15,12 +16,6 @@ size_t fuzz_printed_size(const cJSON *o)
 	size_t n = strlen(s);
 	free(s);
 	return n;
-}
-
-const char *fuzz_str(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 const struct sbx_seal_keys *fuzz_seal_keys(void)
@@ -47,7 +42,7 @@ void fuzz_check_mounts(const cJSON *pod, const struct sbx_config *cfg, const cha
 		const cJSON *pvc = cJSON_GetObjectItemCaseSensitive(v, "persistentVolumeClaim");
 		if (hp) {
 			assert(owner && cfg->ws_mode == SBX_WS_HOSTPATH);
-			const char *path = fuzz_str(hp, "path");
+			const char *path = jstr(hp, "path");
 			assert(path);
 			size_t rl = strlen(cfg->host_root);
 			assert(!strncmp(path, cfg->host_root, rl) && path[rl] == '/');
@@ -67,7 +62,7 @@ void fuzz_check_mounts(const cJSON *pod, const struct sbx_config *cfg, const cha
 		const cJSON *m;
 		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(c, "volumeMounts"))
 		{
-			const char *sub = fuzz_str(m, "subPath");
+			const char *sub = jstr(m, "subPath");
 			if (!sub)
 				continue;
 			assert(owner && cfg->ws_mode == SBX_WS_PVC);

@@ -20,8 +20,6 @@ extern const unsigned char fuzz_seal_key[32];
 
 /* The length of o printed unformatted. */
 size_t fuzz_printed_size(const cJSON *o);
-/* String member k of o, or NULL. */
-const char *fuzz_str(const cJSON *o, const char *k);
 /* The seal keys: fuzz_seal_key and a previous one (rotation). */
 const struct sbx_seal_keys *fuzz_seal_keys(void);
 /* Asserts that every volume and mount of pod (in FUZZ_NS) stays inside
