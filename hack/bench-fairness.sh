@@ -79,6 +79,8 @@ grant_controller_rbac
 # Room for the pods (2 CPU each): kwok nodes of 2000 CPUs hold 1000 each.
 "$ROOT/hack/cluster.sh" nodes "$E2E_DIR" $(((4 * NOISY + 5 * VICTIMS + 999) / 1000 + 1)) || bench_fail "kwok nodes not Ready"
 
+# The work queue's waits per namespace bucket (the victim's scrapes keep their change).
+WQ=sandbox_workqueue_namespace_queue_duration_seconds
 # victim NS PREFIX OUT [START_AT]: the victim's V Sandboxes at R/s.
 victim() {
   scrape "$METRICS_PORT" >"$3.m0"
@@ -86,19 +88,17 @@ victim() {
     --concurrency 4 --scopes "$VICTIMS" --wait bound --timeout "$TIMEOUT" >"$3" 2>"$3.err"
   local rc=$?
   scrape "$METRICS_PORT" >"$3.m1"
+  series_delta "$3.m0" "$3.m1" "^${WQ}_bucket" >"$3.wq"
   return $rc
 }
 
 # queue_wait OUT NS: "p50 p99 keys" of the work queue waits of NS's bucket
-# between OUT.m0 and OUT.m1 (victim's scrapes).
-WQ=sandbox_workqueue_namespace_queue_duration_seconds
+# in OUT.wq (between the victim's two scrapes), in ms without the unit.
 queue_wait() {
-  local sel
+  local sel q
   sel="bucket=\"$("$CONTROLLER_BIN" --work-queue-bucket "$2")\""
-  series_delta "$1.m0" "$1.m1" "^${WQ}_bucket" >"$1.wq"
-  printf '%s %s %s' "$(quantile 0.5 $WQ "$sel" <"$1.wq" | sed 's/ ms$//' | tr -d ' ')" \
-    "$(quantile 0.99 $WQ "$sel" <"$1.wq" | sed 's/ ms$//' | tr -d ' ')" \
-    "$(observations $WQ "$sel" <"$1.wq")"
+  for q in 0.5 0.99; do quantile $q $WQ "$sel" <"$1.wq" | sed 's/ ms$//' | tr -d ' '; printf ' '; done
+  observations $WQ "$sel" <"$1.wq"
 }
 # same_bucket NS1 NS2: true when the two namespaces share a metrics bucket.
 same_bucket() { [ "$("$CONTROLLER_BIN" --work-queue-bucket "$1")" = "$("$CONTROLLER_BIN" --work-queue-bucket "$2")" ]; }
