@@ -7,8 +7,10 @@
 # are taken in arrival order; Reject mode's refusal is the stored outcome of
 # the key (a later retry is refused too, a new key is not); a resume counts;
 # Sandboxes of one intent count once; warm pods stop at maxWarm; the
-# controller's default quota; the quota's status; and, with the webhook,
-# admission refuses early naming the owner, the limit and the count.
+# controller's default quota; the quota's status; with the webhook,
+# admission refuses early naming the owner, the limit and the count; a
+# resume never runs in the slot of the pod it replaces (going with it); a
+# quota counts the pods that ran before it applied.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_admission.sh"
 
@@ -318,6 +320,62 @@ test_j_a_sandbox_stuck_otherwise_holds_no_one_back() {
   wait_for 20 bound qj next || fail "next waits behind a Sandbox that holds its slot: $(reason_of qj next)"
   expect_eq "$(slots qj)" 2 "slots: the stuck one's and next's"
   allow_pod_creates quota-paused-image
+  controller_stop "$pid"
+}
+
+# A resume must never count a slot that is going away with the pod before
+# it: its slot cache still shows the old pod's slot (the slot's deletion
+# reaches the controller late, SBX_FAULT_DELAYS), so the resume must wait for
+# a slot of its own rather than run in one the garbage collector removes.
+# Then a second Sandbox of the owner must wait: one pod at most, throughout.
+test_k_a_resume_never_takes_a_dying_slot() {
+  new_namespace qk
+  quota qk alice alice 1 Queue
+  SBX_FAULT_DELAYS=watch-delete:sandboxclaims=8000 controller_start quota-k
+  local pid=$CTL_PID
+  sandbox qk s1 $IMG kk1 alice >/dev/null
+  wait_for 60 bound qk s1 || fail "s1 not bound"
+  kubectl patch sbx s1 -n qk --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null
+  wait_for 60 eval '[ "$(phase_of qk s1)" = Suspended ] && [ "$(pods_live qk)" = 0 ] && [ "$(slots qk)" = 0 ]' ||
+    fail "s1 not suspended, or its slot not gone: $(phase_of qk s1), $(pods_live qk) pods, $(slots qk) slots"
+  watch_max qk 40 "$E2E_DIR/qk.max" &
+  local watcher=$!
+  kubectl patch sbx s1 -n qk --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null
+  wait_for 40 eval '[ "$(phase_of qk s1)" = Running ]' || fail "s1 not resumed: $(phase_of qk s1) $(reason_of qk s1)"
+  sandbox qk s2 $IMG kk2 alice >/dev/null
+  wait_for 30 eval '[ "$(reason_of qk s2)" = QuotaWaiting ]' || fail "s2 does not wait: $(reason_of qk s2)"
+  wait "$watcher"
+  expect_eq "$(cat "$E2E_DIR/qk.max")" 1 "the most pods seen at once"
+  expect_eq "$(pods_live qk)" 1 "pods"
+  expect_eq "$(slots qk)" 1 "quota slots held"
+  expect_eq "$(kubectl get sbxclaim -n qk -o jsonpath='{range .items[?(@.spec.state=="Slot")]}{.metadata.ownerReferences[0].uid}{end}')" \
+    "$(kubectl get pods -n qk -l app.kubernetes.io/managed-by=sandbox-controller -o jsonpath='{.items[0].metadata.uid}')" \
+    "the slot is owned by the running pod"
+  controller_stop "$pid"
+}
+
+# A quota applied to an owner whose sandboxes already run (made before it,
+# or by a controller without quotas: no slot holds them) counts them: no
+# new pod starts until the owner is below the limit, and its status says so.
+test_l_a_quota_counts_the_pods_made_before_it() {
+  new_namespace ql
+  controller_start quota-l
+  local pid=$CTL_PID i
+  for i in 1 2 3; do sandbox ql a$i $IMG kl$i alice >/dev/null; done
+  wait_for 60 bound_count_is ql 3 || fail "not 3 bound: $(count_bound ql)"
+  quota ql alice alice 2 Queue
+  wait_for 20 eval '[ "$(jp ql sandboxquota alice "{.status.active}")" = 3 ]' ||
+    fail "the quota's status does not count the 3 pods: $(jp ql sandboxquota alice '{.status}')"
+  sandbox ql a4 $IMG kl4 alice >/dev/null
+  wait_for 30 eval '[ "$(reason_of ql a4)" = QuotaWaiting ]' || fail "a4 does not wait: $(reason_of ql a4)"
+  expect_match "$(jp ql sandbox a4 '{.status.conditions[?(@.type=="Bound")].message}')" "alice holds 3 of 2" "a4's message"
+  kubectl delete sbx a1 -n ql >/dev/null
+  wait_for 30 eval '[ "$(pods_live ql)" = 2 ]' || fail "a1's pod not gone: $(pods_live ql)"
+  sleep 3
+  expect_eq "$(reason_of ql a4)" QuotaWaiting "a4 with 2 of 2 held"
+  kubectl delete sbx a2 -n ql >/dev/null
+  wait_for 30 bound ql a4 || fail "a4 not bound once alice held 1 of 2: $(reason_of ql a4)"
+  expect_eq "$(pods_live ql)" 2 "pods"
   controller_stop "$pid"
 }
 

@@ -479,6 +479,8 @@ static int on_event(void *u, enum watch_event_type t, const cJSON *obj)
 		return 1;
 	}
 	lag(inf, "watch"); /* tests: this cache lags behind the others */
+	if (t == WATCH_DELETED)
+		lag(inf, "watch-delete"); /* ... or only behind the deletions */
 	cJSON *now = NULL;
 	struct entry *e = entry_from(inf, obj, &now);
 	if (!e)

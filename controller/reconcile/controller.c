@@ -198,8 +198,10 @@ static int same_but_version(const cJSON *a, const cJSON *b)
 
 static void on_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 {
-	if (!same_but_version(old_obj, new_obj))
+	if (!same_but_version(old_obj, new_obj)) {
+		sbx_quota_on_pod(ctx, new_obj, 0);
 		enqueue_pod_owners(ctx, new_obj);
+	}
 }
 
 /* A pod appeared (or left) in the cache: it no longer lags behind our create. */
@@ -212,6 +214,7 @@ static void pod_changed(struct sbx_controller *c, const cJSON *pod)
 static void on_pod_add(void *ctx, const cJSON *pod)
 {
 	sbx_netkeep_pod(ctx, pod, 0);
+	sbx_quota_on_pod(ctx, pod, 0);
 	pod_changed(ctx, pod);
 }
 
@@ -224,6 +227,7 @@ static void on_pod_delete(void *ctx, const cJSON *pod)
 	if (d)
 		sbx_strset_add_for(c->pods_gone, d, PODS_GONE_MS);
 	sbx_quota_on_pod_gone(c, pod); /* its quota slot goes with it */
+	sbx_quota_on_pod(c, pod, 1);
 	sbx_netkeep_pod(c, pod, 1);
 	pod_changed(c, pod);
 }

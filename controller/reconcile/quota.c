@@ -25,6 +25,7 @@
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
 #include "sandbox/status.h"
+#include "sandbox/verify.h"
 
 /* Waiters woken when a slot frees or the order moves. */
 #define WAKE_FIRST 8
@@ -42,6 +43,14 @@ struct waiter {
 	char digest[33];
 };
 
+/* An active sandbox pod of the owner (its intent's digest): counted even
+ * when no slot holds it (made before the quota applied, or by a controller
+ * without quotas). */
+struct pod_ref {
+	char uid[64];
+	char digest[33];
+};
+
 struct owner_stat {
 	char key[33];
 	char ns[64];
@@ -50,6 +59,8 @@ struct owner_stat {
 	long active, warm, suspended;
 	struct waiter *w; /* wanting a slot, in arrival order */
 	size_t nw, capw;
+	struct pod_ref *p; /* active sandbox pods */
+	size_t np, capp;
 	UT_hash_handle hh;
 };
 
@@ -61,10 +72,18 @@ struct member {
 	UT_hash_handle hh;
 };
 
+/* A pod counted in an owner_stat's p, by uid. */
+struct pod_member {
+	char uid[64];
+	char key[33];
+	UT_hash_handle hh;
+};
+
 struct sbx_quota_state {
 	pthread_mutex_t mu;
 	struct owner_stat *owners; /* by key */
 	struct member *members;	   /* by uid */
+	struct pod_member *pods;   /* by uid */
 };
 
 struct sbx_quota_state *sbx_quota_state_new(void)
@@ -83,6 +102,7 @@ void sbx_quota_state_free(struct sbx_quota_state *s)
 	{
 		HASH_DEL(s->owners, o);
 		free(o->w);
+		free(o->p);
 		free(o);
 	}
 	struct member *m, *mt;
@@ -90,6 +110,12 @@ void sbx_quota_state_free(struct sbx_quota_state *s)
 	{
 		HASH_DEL(s->members, m);
 		free(m);
+	}
+	struct pod_member *pm, *pt;
+	HASH_ITER(hh, s->pods, pm, pt)
+	{
+		HASH_DEL(s->pods, pm);
+		free(pm);
 	}
 	pthread_mutex_destroy(&s->mu);
 	free(s);
@@ -114,9 +140,10 @@ static struct owner_stat *stat_get(struct sbx_quota_state *s, const char *key, c
 /* Drops the stat when it counts nothing (caller holds mu). */
 static void stat_trim(struct sbx_quota_state *s, struct owner_stat *o)
 {
-	if (o && !o->active && !o->warm && !o->suspended && !o->nw) {
+	if (o && !o->active && !o->warm && !o->suspended && !o->nw && !o->np) {
 		HASH_DEL(s->owners, o);
 		free(o->w);
+		free(o->p);
 		free(o);
 	}
 }
@@ -157,6 +184,35 @@ static int waiter_remove(struct owner_stat *o, const char *uid)
 static int key_of(const char *ns, const char *owner, char key[33])
 {
 	return ns ? sbx_quota_owner_key(ns, owner, key) : -1;
+}
+
+/* A set of intents' digests. */
+struct digest_set {
+	char d[33];
+	UT_hash_handle hh;
+};
+
+/* Adds d; 1 when it was not in the set yet. */
+static int digest_add(struct digest_set **set, const char *d)
+{
+	struct digest_set *e;
+	HASH_FIND_STR(*set, d, e);
+	if (e)
+		return 0;
+	e = xcalloc(1, sizeof *e);
+	snprintf(e->d, sizeof e->d, "%s", d);
+	HASH_ADD_STR(*set, d, e);
+	return 1;
+}
+
+static void digests_free(struct digest_set **set)
+{
+	struct digest_set *e, *t;
+	HASH_ITER(hh, *set, e, t)
+	{
+		HASH_DEL(*set, e);
+		free(e);
+	}
 }
 
 /* Queues the first n waiters of key (their reconciles look again). */
@@ -335,6 +391,80 @@ void sbx_quota_on_warm(struct sbx_controller *c, const cJSON *pod, int d)
 	touch_quotas(c, ns);
 }
 
+/* 1 when pod is an active sandbox pod this controller made: its seal
+ * verifies for its own digest and owner, it is not going nor finished. */
+static int active_sandbox_pod(const struct sbx_controller *c, const cJSON *pod)
+{
+	const char *d = jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_DIGEST);
+	const char *phase = jstr(jobj(pod, "status"), "phase");
+	struct sbx_scope sc = { 0 };
+	if (!c->seal_keys || !d || strlen(d) >= sizeof sc.digest ||
+	    (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+		return 0;
+	snprintf(sc.digest, sizeof sc.digest, "%s", d);
+	struct sbx_verify_expect ex = {
+		.ns = meta_str(pod, "namespace"), .owner = annotation(pod, SBX_ANN_OWNER), .scope = &sc, .keys = c->seal_keys
+	};
+	return sbx_pod_verify(pod, &ex) == SBX_VERIFY_OK;
+}
+
+/* Removes the pod uid from o's pods (caller holds mu). */
+static void pod_ref_remove(struct owner_stat *o, const char *uid)
+{
+	for (size_t i = 0; i < o->np; i++) {
+		if (!strcmp(o->p[i].uid, uid)) {
+			o->p[i] = o->p[--o->np];
+			return;
+		}
+	}
+}
+
+void sbx_quota_on_pod(struct sbx_controller *c, const cJSON *pod, int gone)
+{
+	struct sbx_quota_state *s = c->quota_state;
+	const char *uid = meta_str(pod, "uid"), *ns = meta_str(pod, "namespace"), *owner = annotation(pod, SBX_ANN_OWNER);
+	char key[33] = "", left[33] = "";
+	if (!s || !uid || strlen(uid) >= 64 || !ns || strlen(ns) >= 64)
+		return;
+	int active = !gone && key_of(ns, owner, key) == 0 && active_sandbox_pod(c, pod), changed = 0;
+	pthread_mutex_lock(&s->mu);
+	struct pod_member *pm;
+	HASH_FIND_STR(s->pods, uid, pm);
+	if (pm && (!active || strcmp(pm->key, key))) {
+		struct owner_stat *o;
+		HASH_FIND_STR(s->owners, pm->key, o);
+		if (o) {
+			pod_ref_remove(o, uid);
+			stat_trim(s, o);
+		}
+		snprintf(left, sizeof left, "%s", pm->key);
+		HASH_DEL(s->pods, pm);
+		free(pm);
+		pm = NULL;
+		changed = 1;
+	}
+	if (active && !pm) {
+		struct owner_stat *o = stat_get(s, key, ns, owner);
+		if (o->np == o->capp) {
+			o->capp = o->capp ? o->capp * 2 : 8;
+			o->p = xrealloc(o->p, o->capp * sizeof *o->p);
+		}
+		struct pod_ref *r = &o->p[o->np++];
+		snprintf(r->uid, sizeof r->uid, "%s", uid);
+		snprintf(r->digest, sizeof r->digest, "%s", jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_DIGEST));
+		pm = xcalloc(1, sizeof *pm);
+		snprintf(pm->uid, sizeof pm->uid, "%s", uid);
+		snprintf(pm->key, sizeof pm->key, "%s", key);
+		HASH_ADD_STR(s->pods, uid, pm);
+		changed = 1;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (left[0])
+		wake(c, left, WAKE_FIRST); /* a pod went: if no slot held it, a waiter may go */
+	if (changed)
+		touch_quotas(c, ns);
+}
+
 void sbx_quota_on_quota(struct sbx_controller *c, const cJSON *quota)
 {
 	const char *ns = meta_str(quota, "namespace"), *name = meta_str(quota, "name");
@@ -416,15 +546,40 @@ static int holds_slot(const cJSON *slots, const char *digest)
 	return 0;
 }
 
+/* How many active sandbox pods of key no slot of slots holds (their intent
+ * holds none: made before the quota applied, or by a controller without
+ * quotas): they count as held all the same. */
+static long unslotted(struct sbx_controller *c, const char *key, const cJSON *slots)
+{
+	struct sbx_quota_state *s = c->quota_state;
+	struct digest_set *held = NULL;
+	const cJSON *sl;
+	cJSON_ArrayForEach(sl, slots)
+	{
+		const char *d = jstr(jobj(sl, "spec"), "scopeDigest");
+		if (d && strlen(d) < sizeof held->d)
+			digest_add(&held, d);
+	}
+	long n = 0;
+	pthread_mutex_lock(&s->mu);
+	struct owner_stat *o;
+	HASH_FIND_STR(s->owners, key, o);
+	for (size_t i = 0; o && i < o->np; i++) {
+		struct digest_set *e;
+		HASH_FIND_STR(held, o->p[i].digest, e);
+		n += !e;
+	}
+	pthread_mutex_unlock(&s->mu);
+	digests_free(&held);
+	return n;
+}
+
 /* The number of distinct intents (digests) waiting ahead of v among its
  * owner's waiters, v's own intent and those holding one of slots aside. */
 static long rank_of(struct sbx_controller *c, const char *key, const struct sbx_view *v, const cJSON *slots)
 {
 	struct sbx_quota_state *s = c->quota_state;
-	struct seen {
-		char d[33];
-		UT_hash_handle hh;
-	} *seen = NULL, *e, *t;
+	struct digest_set *seen = NULL;
 	long ahead = 0;
 	pthread_mutex_lock(&s->mu);
 	struct owner_stat *o;
@@ -432,20 +587,10 @@ static long rank_of(struct sbx_controller *c, const char *key, const struct sbx_
 	for (size_t i = 0; o && i < o->nw && waiter_before(&o->w[i], v->created, v->name); i++) {
 		if (!strcmp(o->w[i].digest, v->scope.digest) || holds_slot(slots, o->w[i].digest))
 			continue; /* v's own intent, or one that holds a slot already (counted in held) */
-		HASH_FIND_STR(seen, o->w[i].digest, e);
-		if (e)
-			continue;
-		e = xcalloc(1, sizeof *e);
-		snprintf(e->d, sizeof e->d, "%s", o->w[i].digest);
-		HASH_ADD_STR(seen, d, e);
-		ahead++;
+		ahead += digest_add(&seen, o->w[i].digest);
 	}
 	pthread_mutex_unlock(&s->mu);
-	HASH_ITER(hh, seen, e, t)
-	{
-		HASH_DEL(seen, e);
-		free(e);
-	}
+	digests_free(&seen);
 	return ahead;
 }
 
@@ -524,6 +669,41 @@ static int live_held(struct sbx_controller *c, const struct sbx_view *v, const c
 	return r;
 }
 
+/* The owner reference of kind (NULL: a Sandbox, as the cache keeps it) in
+ * the cached slot, or NULL; ref_uid: its uid. */
+static const cJSON *ref_of(const cJSON *slot, const char *kind)
+{
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, jobj(jobj(slot, "metadata"), "ownerReferences"))
+	{
+		const char *k = jstr(ref, "kind");
+		if ((!kind && (!k || !strcmp(k, "Sandbox"))) || (kind && k && !strcmp(k, kind)))
+			return ref;
+	}
+	return NULL;
+}
+
+static const char *ref_uid(const cJSON *slot, const char *kind)
+{
+	return jstr(ref_of(slot, kind), "uid");
+}
+
+/* Whether the pod that owns the cached slot (none yet: the Sandbox's) is
+ * there, read live: 1 (or no pod owns it), 0 when that very pod is gone or
+ * going, -1 when it cannot be read. */
+static int slot_pod_live(struct sbx_controller *c, const char *ns, const cJSON *slot)
+{
+	const char *uid = ref_uid(slot, "Pod"), *name = jstr(ref_of(slot, "Pod"), "name");
+	if (!uid)
+		return 1;
+	cJSON *pod = NULL;
+	if (!name || sbx_rc_get_pod(c, ns, name, &pod) < 0)
+		return -1;
+	int live = pod && meta_str(pod, "uid") && !strcmp(meta_str(pod, "uid"), uid) && !meta_str(pod, "deletionTimestamp");
+	cJSON_Delete(pod);
+	return live;
+}
+
 enum sbx_quota_verdict sbx_quota_admit(struct sbx_controller *c, struct sbx_view *v, const char *claim, int resume,
 				       char *msg, size_t msglen)
 {
@@ -546,12 +726,26 @@ enum sbx_quota_verdict sbx_quota_admit(struct sbx_controller *c, struct sbx_view
 	long held;
 	unsigned char *used = xcalloc((size_t)q.max_active + 1, 1);
 	cJSON *slots = slots_of(c, v->ns, key, &held, used, q.max_active);
+	held += c->quota_state ? unslotted(c, key, slots) : 0;
 	const cJSON *sl;
 	enum sbx_quota_verdict verdict = SBX_QUOTA_WAIT;
 	cJSON_ArrayForEach(sl, slots)
 	{
-		if (held_by(c, sl, v, claim))
-			verdict = SBX_QUOTA_ADMIT; /* another Sandbox of the intent, or an earlier try, took it */
+		if (!held_by(c, sl, v, claim))
+			continue;
+		/* Another Sandbox of the intent, or an earlier try, took it; but a
+		 * slot of a pod gone before this one (a resume's, the cache
+		 * behind) goes with that pod: its number stays taken until then. */
+		int live = slot_pod_live(c, v->ns, sl);
+		if (live < 0)
+			verdict = SBX_QUOTA_ERROR;
+		else if (live && verdict == SBX_QUOTA_WAIT)
+			verdict = SBX_QUOTA_ADMIT;
+	}
+	if (verdict == SBX_QUOTA_ERROR) {
+		cJSON_Delete(slots);
+		free(used);
+		return verdict;
 	}
 	long ahead = q.reject || resume ? 0 : rank_of(c, key, v, slots);
 	for (long n = 0; verdict == SBX_QUOTA_WAIT && held < q.max_active && ahead < q.max_active - held &&
@@ -619,7 +813,9 @@ int sbx_quota_refusal_message(struct sbx_controller *c, const struct sbx_view *v
 	if (!applies || !q.has_active || key_of(v->ns, v->owner, key) < 0)
 		return -1;
 	long held;
-	cJSON_Delete(slots_of(c, v->ns, key, &held, NULL, 0));
+	cJSON *slots = slots_of(c, v->ns, key, &held, NULL, 0);
+	held += c->quota_state ? unslotted(c, key, slots) : 0;
+	cJSON_Delete(slots);
 	sbx_quota_full_message(&q, v->ns, v->owner, held, 1, msg, msglen);
 	return 0;
 }
@@ -645,26 +841,23 @@ int sbx_quota_reject(struct sbx_controller *c, struct sbx_view *v, const char *c
 
 /* ---- a slot's owner: the Sandbox until the pod exists, then the pod ---- */
 
-/* The owner reference of kind (NULL: a Sandbox, as the cache keeps it) in
- * the cached slot: its uid, or NULL. */
-static const char *ref_uid(const cJSON *slot, const char *kind)
-{
-	const cJSON *ref;
-	cJSON_ArrayForEach(ref, jobj(jobj(slot, "metadata"), "ownerReferences"))
-	{
-		const char *k = jstr(ref, "kind");
-		if ((!kind && (!k || !strcmp(k, "Sandbox"))) || (kind && k && !strcmp(k, kind)))
-			return jstr(ref, "uid");
-	}
-	return NULL;
-}
-
 static void delete_slot(struct sbx_controller *c, const char *ns, const cJSON *slot)
 {
 	char path[600];
 	sbx_rec_path(path, sizeof path, ns, meta_str(slot, "name"));
 	if (sbx_rc_delete(c, path, meta_str(slot, "uid"), NULL) < 0)
 		log_kv(LOG_WARN, "deleting a quota slot failed", "namespace", ns, "slot", meta_str(slot, "name"));
+}
+
+/* Which of a generation's slots its pod pod_uid keeps: its own (0), else one
+ * no pod holds yet (1), else one of a pod gone before it (2: that slot is
+ * going with that pod; kept only when there is no other). */
+static int slot_rank(const cJSON *slot, const char *pod_uid)
+{
+	const char *p = ref_uid(slot, "Pod");
+	if (!p)
+		return 1;
+	return strcmp(p, pod_uid) ? 2 : 0;
 }
 
 void sbx_quota_bound(struct sbx_controller *c, const struct sbx_view *v, const char *claim, const cJSON *pod)
@@ -679,7 +872,9 @@ void sbx_quota_bound(struct sbx_controller *c, const struct sbx_view *v, const c
 	cJSON_ArrayForEach(sl, slots)
 	{
 		if (held_by(c, sl, v, claim) &&
-		    (!keep || sbx_quota_slot_index(meta_str(sl, "name"), key) < sbx_quota_slot_index(meta_str(keep, "name"), key)))
+		    (!keep || slot_rank(sl, pod_uid) < slot_rank(keep, pod_uid) ||
+		     (slot_rank(sl, pod_uid) == slot_rank(keep, pod_uid) &&
+		      sbx_quota_slot_index(meta_str(sl, "name"), key) < sbx_quota_slot_index(meta_str(keep, "name"), key))))
 			keep = sl;
 	}
 	cJSON_ArrayForEach(sl, slots)
@@ -760,20 +955,15 @@ int sbx_quota_collect_slot(struct sbx_controller *c, const char *ns, const char 
 	if (p) {
 		/* The pod named in the reference, read live: the slot goes only
 		 * when that very pod is gone. */
-		const cJSON *ref;
-		const char *pod_name = NULL;
-		cJSON_ArrayForEach(ref, jobj(jobj(sl, "metadata"), "ownerReferences"))
-		{
-			if (jstr(ref, "kind") && !strcmp(jstr(ref, "kind"), "Pod"))
-				pod_name = jstr(ref, "name");
-		}
+		const char *pod_name = jstr(ref_of(sl, "Pod"), "name");
 		cJSON *pod = NULL;
 		if (!pod_name || sbx_rc_get_pod(c, ns, pod_name, &pod) < 0) {
 			r = -1;
 		} else if (!pod || !meta_str(pod, "uid") || strcmp(meta_str(pod, "uid"), p)) {
 			char path[600];
 			sbx_rec_path(path, sizeof path, ns, name);
-			r = sbx_rc_delete(c, path, meta_str(sl, "uid"), NULL);
+			/* As cached: one handed to a pod since is not this one to free. */
+			r = sbx_rc_delete(c, path, meta_str(sl, "uid"), meta_str(sl, "resourceVersion"));
 			if (r == 0)
 				log_kv(LOG_INFO, "quota slot freed", "namespace", ns, "slot", name, "pod", pod_name);
 		}
@@ -830,6 +1020,7 @@ int sbx_quota_warm_room(struct sbx_controller *c, const char *ns, const char *ow
 /* ---- a SandboxQuota's status ---- */
 
 struct tally {
+	char key[33];
 	char owner[64];
 	int has_owner;
 	long active, warm, suspended, waiting;
@@ -866,12 +1057,18 @@ int sbx_quota_reconcile(struct sbx_controller *c, const char *ns, const char *na
 		}
 		t[n] = (struct tally){ .active = o->active, .has_owner = o->has_owner, .suspended = o->suspended, .waiting = (long)o->nw };
 		snprintf(t[n].owner, sizeof t[n].owner, "%s", o->owner);
+		snprintf(t[n].key, sizeof t[n].key, "%s", o->key);
 		n++;
 	}
 	pthread_mutex_unlock(&s->mu);
 	cJSON_Delete(qs);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		t[i].warm = owner_warm(c, ns, t[i].has_owner ? t[i].owner : NULL);
+		long held;
+		cJSON *slots = slots_of(c, ns, t[i].key, &held, NULL, 0);
+		t[i].active += unslotted(c, t[i].key, slots);
+		cJSON_Delete(slots);
+	}
 	if (n)
 		qsort(t, n, sizeof *t, by_holding);
 	long active = 0, warm = 0, suspended = 0, waiting = 0;

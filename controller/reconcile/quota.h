@@ -48,6 +48,10 @@ void sbx_quota_on_sandbox(struct sbx_controller *c, const cJSON *obj, int gone);
 void sbx_quota_on_slot(struct sbx_controller *c, const cJSON *slot, int d);
 void sbx_quota_on_warm(struct sbx_controller *c, const cJSON *pod, int d);
 void sbx_quota_on_pod_gone(struct sbx_controller *c, const cJSON *pod);
+/* A sandbox pod added or changed (gone 0) or deleted (gone 1): the owner's
+ * active pods, which count whether a slot holds them or not (one made
+ * before its owner's quota applied holds none). */
+void sbx_quota_on_pod(struct sbx_controller *c, const cJSON *pod, int gone);
 void sbx_quota_on_quota(struct sbx_controller *c, const cJSON *quota);
 
 enum sbx_quota_verdict { SBX_QUOTA_ADMIT,  /* no limit, or the generation holds a slot */
