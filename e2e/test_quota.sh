@@ -10,7 +10,8 @@
 # controller's default quota; the quota's status; with the webhook,
 # admission refuses early naming the owner, the limit and the count; a
 # resume never runs in the slot of the pod it replaces (going with it); a
-# quota counts the pods that ran before it applied.
+# quota counts the pods that ran before it applied; a warm take a
+# crash cut short waits for a slot once its own was given back.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_admission.sh"
 
@@ -64,6 +65,16 @@ quota() {
   } | kubectl apply -f - >/dev/null
 }
 
+# warm_pool NS REPLICAS: alice's pool "pool" of the Sandboxes' template.
+warm_pool() {
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxWarmPool
+metadata: {name: pool, namespace: $1}
+spec: {replicas: $2, workspaceOwner: alice, template: {image: $IMG}}
+YAML
+}
+
 reason_of() { jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].reason}'; }
 phase_of() { jp "$1" sandbox "$2" '{.status.phase}'; }
 count_reason() {
@@ -77,11 +88,20 @@ pods_live() {
     -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.metadata.deletionTimestamp}{"\n"}{end}' |
     awk 'NF == 1' | wc -l
 }
-# watch_max NS SECONDS OUT: the most live pods seen, polled, into OUT.
+# sandbox_pods NS: pods that run for Sandboxes (the scope digest label: a
+# warm pod has it once taken), not being deleted.
+sandbox_pods() {
+  kubectl get pods -n "$1" -l sandbox.dev/scope-digest \
+    -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.metadata.deletionTimestamp}{"\n"}{end}' |
+    awk 'NF == 1' | wc -l
+}
+
+# watch_max NS SECONDS OUT [COUNT]: the most pods seen (COUNT NS, default
+# pods_live), polled, into OUT.
 watch_max() {
-  local end=$((SECONDS + $2)) max=0 n
+  local end=$((SECONDS + $2)) max=0 n count=${4:-pods_live}
   while [ $SECONDS -lt $end ]; do
-    n=$(pods_live "$1")
+    n=$("$count" "$1")
     [ "$n" -gt "$max" ] && max=$n
     sleep 0.2
   done
@@ -209,12 +229,7 @@ test_f_warm_pods_stop_at_max_warm() {
   new_namespace qf
   quota qf alice alice - Queue 2
   racing_controllers --warm-pool-settle 1s || return
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: sandbox.dev/v1alpha1
-kind: SandboxWarmPool
-metadata: {name: pool, namespace: qf}
-spec: {replicas: 4, workspaceOwner: alice, template: {image: $IMG}}
-YAML
+  warm_pool qf 4
   wait_for 60 eval '[ "$(kubectl get pods -n qf -l sandbox.dev/pool --no-headers 2>/dev/null | wc -l)" -ge 2 ]' ||
     fail "no warm pods"
   sleep 5
@@ -376,6 +391,41 @@ test_l_a_quota_counts_the_pods_made_before_it() {
   kubectl delete sbx a2 -n ql >/dev/null
   wait_for 30 bound ql a4 || fail "a4 not bound once alice held 1 of 2: $(reason_of ql a4)"
   expect_eq "$(pods_live ql)" 2 "pods"
+  controller_stop "$pid"
+}
+
+# A warm take cut short by a crash (the generation's claim written, the
+# take not made) and then suspended gives its slot back; resumed, the take
+# waits for a slot like any resume, never runs past the quota.
+test_m_an_unfinished_warm_take_waits_for_a_slot() {
+  new_namespace qm
+  quota qm alice alice 1 Queue
+  local point=after-warm-claim pid
+  rm -f "$E2E_DIR/once-$point"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" controller_start crash-m --warm-pool-settle 1s
+  pid=$CTL_PID
+  warm_pool qm 1
+  wait_for 60 eval '[ "$(jp qm sandboxwarmpool pool "{.status.readyReplicas}")" = 1 ]' || fail "the pool is not warm"
+  sleep 2
+  sandbox qm s1 $IMG km1 alice >/dev/null
+  wait_dead "$pid" 30 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
+  [ -f "$E2E_DIR/once-$point" ] || fail "$point: the controller died without reaching the point"
+  kubectl patch sbx s1 -n qm --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null
+  controller_start quota-m --warm-pool-settle 1s
+  pid=$CTL_PID
+  wait_for 30 eval '[ "$(phase_of qm s1)" = Suspended ] && [ "$(slots qm)" = 0 ]' ||
+    fail "s1 not suspended, or its slot kept: $(phase_of qm s1), $(slots qm) slots"
+  sandbox qm s2 registry.local/other:1 km2 alice >/dev/null # not the pool's template: a cold pod
+  wait_for 60 bound qm s2 || fail "s2 not bound: $(reason_of qm s2)"
+  watch_max qm 20 "$E2E_DIR/qm.max" sandbox_pods &
+  local watcher=$!
+  kubectl patch sbx s1 -n qm --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null
+  wait_for 30 eval '[ "$(reason_of qm s1)" = QuotaWaiting ]' || fail "the resumed s1 does not wait: $(reason_of qm s1)"
+  wait "$watcher"
+  expect_eq "$(cat "$E2E_DIR/qm.max")" 1 "the most sandbox pods seen at once"
+  kubectl delete sbx s2 -n qm >/dev/null
+  wait_for 60 bound qm s1 || fail "s1 not bound once s2 went: $(reason_of qm s1)"
+  expect_eq "$(sandbox_pods qm)" 1 "sandbox pods"
   controller_stop "$pid"
 }
 

@@ -18,6 +18,7 @@
 #include "reconcile/ctlmetrics.h"
 #include "reconcile/examine.h"
 #include "reconcile/pool.h"
+#include "reconcile/quota.h"
 #include "reconcile/records.h"
 #include "reconcile/state.h"
 #include "reconcile/strset.h"
@@ -353,6 +354,22 @@ enum sbx_warm sbx_warm_claim(struct sbx_controller *c, struct sbx_view *v, const
 	return res;
 }
 
+/* Whether v's generation claim may complete its take now: its owner's
+ * quota holds a slot for it (the one taken before the claim, or a new one:
+ * a suspend gave that back). Otherwise v waits, as a resume does, and *r is
+ * the reconcile's result. */
+static int take_within_quota(struct sbx_controller *c, struct sbx_view *v, const char *claim, int *r)
+{
+	char msg[700];
+	enum sbx_quota_verdict qv = sbx_quota_admit(c, v, claim, 1, msg, sizeof msg);
+	if (qv == SBX_QUOTA_ADMIT)
+		return 1;
+	*r = qv == SBX_QUOTA_ERROR							       ? -1
+	     : sbx_rc_report_unbound(c, v, "Pending", "QuotaWaiting", msg, "QuotaWaiting") < 0 ? -1
+											       : REQUEUE_QUOTA_MS;
+	return 0;
+}
+
 int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJSON *rec_obj, const char *claim,
 			  int *r)
 {
@@ -373,7 +390,13 @@ int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJ
 	const char *pool = pod ? label(pod, SBX_LABEL_POOL) : NULL;
 	if (pod && pool && sbx_pool_member(pod, c->seal_keys, pool, fp, v->owner) && reserve(c, pod)) {
 		/* The claim stands, the take did not happen (a crash between
-		 * them): complete it, whoever of the scope we are. */
+		 * them): complete it, whoever of the scope we are, once the
+		 * owner's quota has room for it. */
+		if (!take_within_quota(c, v, claim, r)) {
+			unreserve(c, pod);
+			cJSON_Delete(pod);
+			return 1;
+		}
 		enum take t = take(c, v, pod, claim, r);
 		unreserve(c, pod);
 		cJSON_Delete(pod);
