@@ -86,6 +86,35 @@ test_1_b_exited_members_back_off() {
   as "$ALICE" delete swp -n team-b exits >/dev/null
 }
 
+# A pool backing off (its creates refused: a policy here) is asked about its
+# author as often as any other (every 15 s): revoked, its members go within
+# the bound of test_1_a however long its backoff has grown. Seven refusals in
+# a row put the next create 64 s away.
+test_1_c_a_backing_off_pool_stops_for_a_revoked_author() {
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: bob-uses-alice, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-alice}
+subjects: [{kind: User, name: bob}]
+YAML
+  pool "$BOB" team-a bobs-slow 2 alice >/dev/null || fail "bob's pool for alice, while he may use her owner"
+  wait_for 60 ready_is team-a bobs-slow 2 || fail "bobs-slow not warm: $(pool_diag team-a bobs-slow)"
+  refuse_pod_creates team-a iso-no-more-warm "!has(object.metadata.labels) || !('sandbox.dev/pool' in object.metadata.labels)" \
+    "no more warm pods here"
+  sleep 3
+  as "$BOB" scale swp -n team-a bobs-slow --replicas=4 >/dev/null || fail "bob's scale to 4"
+  wait_for 120 eval "jp team-a swp bobs-slow '{.status.conditions[?(@.type==\"Ready\")].message}' | grep -q '7 failures in a row'" ||
+    fail "bobs-slow not backing off: $(jp team-a swp bobs-slow '{.status.conditions[?(@.type=="Ready")].message}')"
+  kubectl delete rolebinding bob-uses-alice -n team-a >/dev/null || fail "revoke bob's use of alice"
+  local t0=$SECONDS
+  wait_for 45 pool_gone_empty team-a bobs-slow OwnerNotAuthorized ||
+    fail "bobs-slow keeps members 45 s after the revocation: $(pool_diag team-a bobs-slow) $(pool_reason team-a bobs-slow)"
+  say "  a backing-off pool's members gone $((SECONDS - t0)) s after its author's revocation"
+  allow_pod_creates iso-no-more-warm
+  as "$BOB" delete swp -n team-a bobs-slow >/dev/null
+}
+
 # Finding 3: a pool acting on a stale member list (its pod watch 3 s behind)
 # must not delete the pod a warm bind has just taken. Bob, who may scale
 # alice's pool but not use her owner, scales it to 0 the moment the bind is

@@ -588,6 +588,24 @@ static int extra_first(const void *a, const void *b)
 	return cx && cy ? strcmp(cy, cx) : 0;
 }
 
+/* The reconcile's result r for pool p, so that its author's right (and the
+ * profiles') is asked about again within SBX_REAUTHZ_ALLOW_MS however long a
+ * backoff, a wait or an error (r -1: retried with the queue's growing
+ * backoff, so it is queued then too) would have it wait. */
+static int recheck_author(struct sbx_controller *c, const struct pool_view *p, int r)
+{
+	if (!(p->owner && c->cfg->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) && !jobj(jobj(p->spec, "network"), "profiles"))
+		return r;
+	if (r >= 0)
+		return merge_result(r, SBX_REAUTHZ_ALLOW_MS);
+	if (c->queue) {
+		char qkey[600];
+		snprintf(qkey, sizeof qkey, "%s/%s", p->ns, p->name);
+		workqueue_add_after(c->queue, SBX_WORK_POOL, qkey, SBX_REAUTHZ_ALLOW_MS);
+	}
+	return r;
+}
+
 int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *name)
 {
 	cJSON *obj = c->pools ? informer_get(c->pools, ns, name) : NULL;
@@ -657,7 +675,7 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		cJSON_Delete(current);
 		/* Looked at again when the answers it was given expire: a pool
 		 * whose author may use the owner again fills again. */
-		r = w < 0 || authorized < 0 ? -1 : merge_result(r, SBX_REAUTHZ_ALLOW_MS);
+		r = recheck_author(c, &p, w < 0 || authorized < 0 ? -1 : merge_result(r, SBX_REAUTHZ_ALLOW_MS));
 		goto out;
 	}
 	long inflight = pending(c->pool_state, p.uid);
@@ -742,9 +760,7 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		r = -1;
 	else if (r == 0 && (!full || inflight))
 		r = POOL_RECHECK_MS; /* pod events bring it back sooner */
-	else if (r == 0 && ((p.owner && c->cfg->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) ||
-			    jobj(jobj(p.spec, "network"), "profiles")))
-		r = SBX_REAUTHZ_ALLOW_MS; /* its author's right is asked about again then */
+	r = recheck_author(c, &p, r);
 	cJSON_Delete(current);
 out:
 	cJSON_Delete(members);
