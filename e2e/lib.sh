@@ -242,7 +242,7 @@ wait_for() {
 
 bound() { [ "$(jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].status}')" = "True" ]; }
 has_reason() { [ "$(jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].reason}')" = "$3" ]; }
-pod_count() { kubectl get pods -n "$1" -l app.kubernetes.io/managed-by=sandbox-controller --no-headers 2>/dev/null | wc -l; }
+pod_count() { kubectl get pods -n "$1" -l app.kubernetes.io/managed-by=sandbox-controller,app.kubernetes.io/name!=sandbox-workspace-init --no-headers 2>/dev/null | wc -l; }
 
 # Assertions record a failure for the current test and go on.
 fail() { say "  FAIL: $*"; [ "${E2E_TEST_OK:-}" = 1 ] && E2E_FIRST_FAIL=$*; E2E_TEST_OK=0; }

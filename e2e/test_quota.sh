@@ -84,7 +84,7 @@ count_reason() {
 slots() { kubectl get sbxclaim -n "$1" -o jsonpath='{range .items[*]}{.spec.state}{"\n"}{end}' | grep -cx Slot; }
 # pods_live NS: sandbox pods not being deleted.
 pods_live() {
-  kubectl get pods -n "$1" -l app.kubernetes.io/managed-by=sandbox-controller \
+  kubectl get pods -n "$1" -l app.kubernetes.io/managed-by=sandbox-controller,app.kubernetes.io/name!=sandbox-workspace-init \
     -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.metadata.deletionTimestamp}{"\n"}{end}' |
     awk 'NF == 1' | wc -l
 }
@@ -364,7 +364,7 @@ test_k_a_resume_never_takes_a_dying_slot() {
   expect_eq "$(pods_live qk)" 1 "pods"
   expect_eq "$(slots qk)" 1 "quota slots held"
   expect_eq "$(kubectl get sbxclaim -n qk -o jsonpath='{range .items[?(@.spec.state=="Slot")]}{.metadata.ownerReferences[0].uid}{end}')" \
-    "$(kubectl get pods -n qk -l app.kubernetes.io/managed-by=sandbox-controller -o jsonpath='{.items[0].metadata.uid}')" \
+    "$(kubectl get pods -n qk -l app.kubernetes.io/managed-by=sandbox-controller,app.kubernetes.io/name!=sandbox-workspace-init -o jsonpath='{.items[0].metadata.uid}')" \
     "the slot is owned by the running pod"
   controller_stop "$pid"
 }

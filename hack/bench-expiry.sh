@@ -87,7 +87,7 @@ say "expiring set: $COUNT Sandboxes with shutdownTime $SHUTDOWN ($POLICY), $CONC
   --shutdown-time "$SHUTDOWN" --shutdown-policy "$POLICY" --timeout "$((LEAD > TIMEOUT ? LEAD : TIMEOUT))" \
   --pid "$CTL_PID" --metrics-url "$METRICS_URL" >"$E" 2>"$E.err" ||
   bench_fail "the expiring set did not become Ready; see $E.err and $E2E_DIR/ctl.log"
-pods_before=$(kubectl get pods -n exp -l app.kubernetes.io/managed-by=sandbox-controller --no-headers 2>/dev/null | wc -l)
+pods_before=$(kubectl get pods -n exp -l app.kubernetes.io/managed-by=sandbox-controller,app.kubernetes.io/name!=sandbox-workspace-init --no-headers 2>/dev/null | wc -l)
 left=$((AT - $(date +%s)))
 say "expiring set Ready: $(value "$E" ready)/$COUNT, $pods_before pods, ${left} s before the shutdownTime"
 [ "$left" -gt $((DURATION + 40)) ] ||
@@ -127,7 +127,7 @@ printf '%s\n' "$mx1" >"$E2E_DIR/controller.metrics"
 kill -0 "$CTL_PID" 2>/dev/null || bench_fail "the controller exited; see $E2E_DIR/ctl.log"
 [ "$watch_rc" = 0 ] || bench_fail "the expiry did not finish within $TIMEOUT s; see $W.err and $E2E_DIR/ctl.log"
 [ "$load_rc" = 0 ] || bench_fail "the load during the expiry failed; see $X.err"
-pods_after=$(kubectl get pods -n exp -l app.kubernetes.io/managed-by=sandbox-controller --no-headers 2>/dev/null | wc -l)
+pods_after=$(kubectl get pods -n exp -l app.kubernetes.io/managed-by=sandbox-controller,app.kubernetes.io/name!=sandbox-workspace-init --no-headers 2>/dev/null | wc -l)
 expired=$(kubectl get sbx -n exp -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' 2>/dev/null | grep -c '^Expired$')
 sandboxes_left=$(kubectl get sbx -n exp --no-headers 2>/dev/null | wc -l)
 records=$(kubectl get sbxclaim -n exp --no-headers 2>/dev/null | wc -l)

@@ -188,7 +188,7 @@ printf '%s\n' "$m" >"$E2E_DIR/controller.metrics"
 ev_sent=$(kubectl get events -n sbx-bench --field-selector reason=PodCreated --no-headers 2>/dev/null | wc -l)
 ev_dropped=$(msum "$m" sandbox_events_dropped_total)
 controller_stop "$CTL_PID" || say "the controller did not stop on SIGTERM"
-pods=$(kubectl get pods -n sbx-bench -l app.kubernetes.io/managed-by=sandbox-controller --no-headers 2>/dev/null | wc -l)
+pods=$(kubectl get pods -n sbx-bench -l app.kubernetes.io/managed-by=sandbox-controller,app.kubernetes.io/name!=sandbox-workspace-init --no-headers 2>/dev/null | wc -l)
 netpols=$(kubectl get networkpolicies -n sbx-bench --no-headers 2>/dev/null | wc -l)
 
 if [ "$NOFLOOR" = 1 ]; then

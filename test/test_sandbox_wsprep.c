@@ -10,7 +10,9 @@
 #include <CUnit/CUnit.h>
 
 #include "sandbox/config.h"
+#include "sandbox/netfloor.h"
 #include "sandbox/podbuild.h"
+#include "sandbox/poolspec.h"
 #include "sandbox/podstate.h"
 #include "sandbox/scope.h"
 #include "sandbox/status.h"
@@ -134,9 +136,12 @@ static void test_pod_pvc(void)
 			       NAME_PVC + strlen(SBX_WSPREP_NAME_PREFIX));
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItemCaseSensitive(get(pod, "metadata.annotations"), SBX_ANN_OWNER)->valuestring,
 			       "alice");
-	/* Never a sandbox pod's labels: nothing can take it for one. */
+	/* Never a sandbox pod's labels: nothing can take it for one (managed
+	 * by the controller, as its every pod, but named apart). */
 	CU_ASSERT_PTR_NULL(cJSON_GetObjectItemCaseSensitive(get(pod, "metadata.labels"), SBX_LABEL_DIGEST));
-	CU_ASSERT_PTR_NULL(cJSON_GetObjectItemCaseSensitive(get(pod, "metadata.labels"), SBX_LABEL_MANAGED_BY));
+	CU_ASSERT_PTR_NULL(cJSON_GetObjectItemCaseSensitive(get(pod, "metadata.labels"), SBX_LABEL_POOL));
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItemCaseSensitive(get(pod, "metadata.labels"), SBX_LABEL_NAME)->valuestring,
+			       SBX_WSPREP_APP_NAME);
 	/* Owned by the Sandbox it was made for, as no controller: it goes with it. */
 	char *ref = cJSON_PrintUnformatted(get(pod, "metadata.ownerReferences"));
 	CU_ASSERT_STRING_EQUAL(ref, "[{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\",\"name\":\"s1\",\"uid\":\"uid-1\"}]");
@@ -185,6 +190,59 @@ static void test_pod_pvc(void)
 	CU_ASSERT_STRING_EQUAL(str(c, "volumeMounts[1].subPath"), "alice/claude");
 	cJSON_Delete(sp);
 	cJSON_Delete(pod);
+	sbx_config_release(&cfg);
+}
+
+/* Whether the label selector sel (matchLabels, matchExpressions with In,
+ * NotIn, Exists, DoesNotExist) selects labels, as the API server reads it. */
+static int selects(const cJSON *sel, const cJSON *labels)
+{
+	const cJSON *l, *e;
+	cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(sel, "matchLabels"))
+	{
+		const cJSON *have = cJSON_GetObjectItemCaseSensitive(labels, l->string);
+		if (!cJSON_IsString(have) || strcmp(have->valuestring, l->valuestring))
+			return 0;
+	}
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(sel, "matchExpressions"))
+	{
+		const char *op = cJSON_GetObjectItemCaseSensitive(e, "operator")->valuestring;
+		const cJSON *have = cJSON_GetObjectItemCaseSensitive(labels, cJSON_GetObjectItemCaseSensitive(e, "key")->valuestring);
+		int in = 0;
+		const cJSON *v;
+		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(e, "values"))
+		{
+			in |= cJSON_IsString(have) && !strcmp(v->valuestring, have->valuestring);
+		}
+		if ((!strcmp(op, "In") && !in) || (!strcmp(op, "NotIn") && in) || (!strcmp(op, "Exists") && !have) ||
+		    (!strcmp(op, "DoesNotExist") && have))
+			return 0;
+	}
+	return 1;
+}
+
+/* The network floor (sandbox/netfloor.h) selects every pod the controller
+ * runs for a sandbox: the preparation pod too, which runs as root over the
+ * owner's folders. */
+static void test_pod_under_the_floor(void)
+{
+	struct sbx_config cfg;
+	sbx_config_init(&cfg);
+	cJSON *floor = sbx_netfloor_policy("team-a", &cfg.net);
+	const cJSON *sel = get(floor, "spec.podSelector");
+	cJSON *prep = sbx_wsprep_pod("team-a", "alice", &cfg, "reg/sandbox-controller:1", &SB), *sb = sandbox_pod(&cfg);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(prep);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(sb);
+	CU_ASSERT_TRUE(selects(sel, get(sb, "metadata.labels")));
+	CU_ASSERT_TRUE(selects(sel, get(prep, "metadata.labels")));
+	/* ... and only those: a pod of the namespace without the labels is not. */
+	cJSON *other = cJSON_CreateObject();
+	cJSON_AddStringToObject(other, "app", "web");
+	CU_ASSERT_FALSE(selects(sel, other));
+	cJSON_Delete(other);
+	cJSON_Delete(prep);
+	cJSON_Delete(sb);
+	cJSON_Delete(floor);
 	sbx_config_release(&cfg);
 }
 
@@ -478,6 +536,7 @@ void register_sandbox_wsprep_tests(void)
 	SBX_SUITE("sandbox/wsprep", { "name: pinned, covers what it prepares", test_name },
 		  { "pod: pvc mode, the sandbox pod's folders, root with three capabilities", test_pod_pvc },
 		  { "pod: hostPath mode, refusals", test_pod_hostpath_and_refusals },
+		  { "pod: under the network floor, as sandbox pods are", test_pod_under_the_floor },
 		  { "state: done, waiting, failed, foreign", test_state },
 		  { "podstate: a pod's status in words, capped", test_pod_why },
 		  { "podstate: the pod cache keeps the words' sources, cut", test_pod_why_kept_by_the_cache },

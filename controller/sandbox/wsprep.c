@@ -94,6 +94,7 @@ cJSON *sbx_wsprep_pod(const char *ns, const char *owner, const struct sbx_config
 	cJSON *labels = jb_add_obj(md, "labels");
 	jb_str(labels, SBX_LABEL_WS_INIT, name + sizeof SBX_WSPREP_NAME_PREFIX - 1);
 	jb_str(labels, SBX_LABEL_NAME, SBX_WSPREP_APP_NAME);
+	jb_str(labels, SBX_LABEL_MANAGED_BY, SBX_MANAGED_BY); /* the network floor selects it (sandbox/netfloor.h) */
 	jb_str(jb_add_obj(md, "annotations"), SBX_ANN_OWNER, owner);
 	cJSON *ref = jb_obj();
 	jb_str(ref, "apiVersion", forobj->api_version);
