@@ -374,5 +374,31 @@ test_7_a_a_restart_keeps_the_network_floor() {
   main_restart
 }
 
+# Finding 8: a tenant who may write NetworkPolicies takes the floor's name
+# first, with a policy that allows nothing (admission lets it through: it
+# only narrows). The controller must not take that policy for its floor and
+# run the pod under it: it writes the floor over it.
+test_7_b_a_tenant_cannot_take_the_floor_name() {
+  wait_for 40 eval '[ -z "$(floor_uid team-b)" ]' || { fail "team-b keeps a floor from earlier tests"; return; }
+  kubectl create role np-writer -n team-b --verb=create,get,list,update,delete --resource=networkpolicies >/dev/null
+  kubectl create rolebinding alice-np-writer -n team-b --role=np-writer --user=alice >/dev/null
+  as "$ALICE" apply -f - >/dev/null <<YAML || fail "alice's policy named sandbox-floor"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: sandbox-floor, namespace: team-b}
+spec: {podSelector: {matchLabels: {app: nothing-here}}, policyTypes: [Ingress]}
+YAML
+  wsbx "$ALICE" team-b squat-1 key-squat-1 alice || fail "create squat-1"
+  wait_for 30 bound team-b squat-1 || fail "squat-1 not bound: $(phase team-b squat-1)"
+  expect_eq "$(kubectl get networkpolicy -n team-b sandbox-floor -o jsonpath='{.metadata.labels.sandbox\.dev/network-floor}')" \
+    true "the policy named sandbox-floor carries the floor's label"
+  expect_eq "$(kubectl get networkpolicy -n team-b sandbox-floor -o jsonpath='{.spec.podSelector.matchLabels.app\.kubernetes\.io/managed-by}')" \
+    sandbox-controller "the policy named sandbox-floor selects sandbox pods"
+  expect_match "$(grep 'had the network floor' "$E2E_DIR/main.log")" team-b "the controller says it wrote over another's policy"
+  kubectl delete sbx -n team-b squat-1 --wait=false >/dev/null
+  kubectl delete rolebinding alice-np-writer -n team-b >/dev/null
+  kubectl delete role np-writer -n team-b >/dev/null
+}
+
 warm_setup
 e2e_main

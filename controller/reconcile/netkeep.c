@@ -315,6 +315,39 @@ static enum kube_err write_policy(struct sbx_netkeep *k, const char *ns, const c
 	return e;
 }
 
+/* Makes want (taken) the policy name of ns: a POST; when the name is taken
+ * by a policy that is not the controller's (no sandbox.dev/network-floor
+ * label: a tenant's, which admission lets through while it allows nothing),
+ * a PUT over it. The name is the floor's: a pod must never be made under a
+ * policy that only has its name. KUBE_OK also when a policy of the
+ * controller had the name already (another replica's; the keeper renders
+ * it again if it must). */
+static enum kube_err make_policy(struct sbx_netkeep *k, const char *ns, const char *name, cJSON *want,
+				 struct kube_error *err)
+{
+	cJSON *again = cJSON_Duplicate(want, 1);
+	enum kube_err e = write_policy(k, ns, name, want, NULL, err);
+	if (e == KUBE_ERR_ALREADY_EXISTS) {
+		char path[512];
+		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies/%s", ns, name);
+		cJSON *have = NULL;
+		e = kube_request(k->c->kc, "GET", path, NULL, NULL, NULL, &have, err);
+		const char *l = jstr(jobj(jobj(have, "metadata"), "labels"), SBX_LABEL_NETFLOOR);
+		if (e == KUBE_OK && !(l && !strcmp(l, "true"))) {
+			log_kv(LOG_WARN, "a policy not the controller's had the network floor's name: written over",
+			       "namespace", ns, "policy", name);
+			e = write_policy(k, ns, name, again, have, err);
+			again = NULL;
+		} else if (e == KUBE_ERR_NOT_FOUND) {
+			e = KUBE_ERR_CONFLICT; /* gone meanwhile: made on the next try */
+			kube_error_set(err, e, "%s", "the policy's name was taken, then freed: trying again");
+		}
+		cJSON_Delete(have);
+	}
+	cJSON_Delete(again);
+	return e;
+}
+
 /* The name of the policy of the floor (hash "") or of a set. */
 static void policy_name(const char *hash, char out[64])
 {
@@ -445,14 +478,14 @@ static enum kube_err ensure_one(struct sbx_netkeep *k, const char *ns, const cha
 	cJSON *want = render(k, ns, hash, joined);
 	enum kube_err e = KUBE_ERR_OTHER;
 	if (want)
-		e = write_policy(k, ns, name, want, NULL, err);
+		e = make_policy(k, ns, name, want, err);
 	else
 		kube_error_set(err, KUBE_ERR_OTHER, "%s",
 			       "the network profiles' policy cannot be made yet: the API server's addresses (the "
 			       "kubernetes Service of default and its endpoints), which it must except, are not known");
 	if (claimed)
-		release_write(k, ns, hash, e == KUBE_OK || e == KUBE_ERR_ALREADY_EXISTS ? WROTE_MADE : WROTE_NOTHING);
-	return e == KUBE_ERR_ALREADY_EXISTS ? KUBE_OK : e;
+		release_write(k, ns, hash, e == KUBE_OK ? WROTE_MADE : WROTE_NOTHING);
+	return e;
 }
 
 enum kube_err sbx_netkeep_ensure(struct sbx_controller *c, const char *ns, struct kube_error *err)
@@ -533,7 +566,7 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 		 * are known): marked again when they are. */
 		cJSON *want = render(k, t->ns, t->hash, now.joined);
 		if (want && !sbx_netfloor_as_rendered(have, want)) {
-			e = write_policy(k, t->ns, name, want, have, &err);
+			e = have ? write_policy(k, t->ns, name, want, have, &err) : make_policy(k, t->ns, name, want, &err);
 			did = e == KUBE_OK && !have ? WROTE_MADE : WROTE_NOTHING;
 		} else {
 			cJSON_Delete(want);
