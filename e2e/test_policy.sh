@@ -446,6 +446,30 @@ test_7_status_and_binding_keep_reserved_metadata() {
   expect_eq "$(jp team-a pod own-1 '{.spec.nodeName}')" kwok-node-0 "own-1 bound"
 }
 
+# The network floor and a profile's policy select sandbox pods by
+# app.kubernetes.io/managed-by and app.kubernetes.io/name (docs/operations.md,
+# "The network floor"): a tenant who may label pods must not take a sandbox
+# pod out of them, through either door; an ordinary label still passes.
+test_7_b_floor_labels_of_sandbox_pods_are_the_controllers() {
+  sandbox_as_alice ws-7b task-ws7b alice || fail "ws-7b refused"
+  wait_for 60 bound team-a ws-7b || fail "ws-7b not bound"
+  local pod out
+  pod=$(pod_of team-a ws-7b)
+  out=$(as "$MALLORY" label pod -n team-a "$pod" app.kubernetes.io/name=web --overwrite 2>&1) &&
+    fail "mallory relabelled $pod out of its network floor"
+  refused_by sandbox-controller-pods "$out" || fail "name label change: $out"
+  out=$(as "$MALLORY" label pod -n team-a "$pod" app.kubernetes.io/managed-by- 2>&1) &&
+    fail "mallory removed the managed-by label of $pod"
+  refused_by sandbox-controller-pods "$out" || fail "managed-by label removal: $out"
+  out=$(as "$MALLORY" patch pod -n team-a "$pod" --subresource=status --type merge \
+    -p '{"metadata":{"labels":{"app.kubernetes.io/name":"web"}}}' 2>&1) &&
+    fail "mallory relabelled $pod through pods/status"
+  refused_by sandbox-controller-pods "$out" || fail "pods/status name label change: $out"
+  out=$(as "$MALLORY" label pod -n team-a "$pod" example.com/note=hi 2>&1) || fail "an ordinary label on $pod: $out"
+  expect_eq "$(jp team-a pod "$pod" '{.metadata.labels.app\.kubernetes\.io/name}/{.metadata.labels.app\.kubernetes\.io/managed-by}')" \
+    sandbox/sandbox-controller "the labels the floor selects $pod by"
+}
+
 # Updates of a Sandbox being deleted skip both webhooks (finalizer removals
 # must never wait for them): its reserved metadata is still the controller's,
 # and its finalizers and garbage collection still go through. The status
