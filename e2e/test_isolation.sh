@@ -379,25 +379,57 @@ test_7_a_a_restart_keeps_the_network_floor() {
 # only narrows). The controller must not take that policy for its floor and
 # run the pod under it: it writes the floor over it.
 test_7_b_a_tenant_cannot_take_the_floor_name() {
-  wait_for 40 eval '[ -z "$(floor_uid team-b)" ]' || { fail "team-b keeps a floor from earlier tests"; return; }
-  kubectl create role np-writer -n team-b --verb=create,get,list,update,delete --resource=networkpolicies >/dev/null
-  kubectl create rolebinding alice-np-writer -n team-b --role=np-writer --user=alice >/dev/null
+  new_namespace team-e
+  warm_rbac team-e
+  kubectl create role np-writer -n team-e --verb=create,get,list,update,delete --resource=networkpolicies >/dev/null
+  kubectl create rolebinding alice-np-writer -n team-e --role=np-writer --user=alice >/dev/null
   as "$ALICE" apply -f - >/dev/null <<YAML || fail "alice's policy named sandbox-floor"
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
-metadata: {name: sandbox-floor, namespace: team-b}
+metadata: {name: sandbox-floor, namespace: team-e}
 spec: {podSelector: {matchLabels: {app: nothing-here}}, policyTypes: [Ingress]}
 YAML
-  wsbx "$ALICE" team-b squat-1 key-squat-1 alice || fail "create squat-1"
-  wait_for 30 bound team-b squat-1 || fail "squat-1 not bound: $(phase team-b squat-1)"
-  expect_eq "$(kubectl get networkpolicy -n team-b sandbox-floor -o jsonpath='{.metadata.labels.sandbox\.dev/network-floor}')" \
+  wsbx "$ALICE" team-e squat-1 key-squat-1 alice || fail "create squat-1"
+  wait_for 30 bound team-e squat-1 || fail "squat-1 not bound: $(phase team-e squat-1)"
+  expect_eq "$(kubectl get networkpolicy -n team-e sandbox-floor -o jsonpath='{.metadata.labels.sandbox\.dev/network-floor}')" \
     true "the policy named sandbox-floor carries the floor's label"
-  expect_eq "$(kubectl get networkpolicy -n team-b sandbox-floor -o jsonpath='{.spec.podSelector.matchLabels.app\.kubernetes\.io/managed-by}')" \
+  expect_eq "$(kubectl get networkpolicy -n team-e sandbox-floor -o jsonpath='{.spec.podSelector.matchLabels.app\.kubernetes\.io/managed-by}')" \
     sandbox-controller "the policy named sandbox-floor selects sandbox pods"
-  expect_match "$(grep 'had the network floor' "$E2E_DIR/main.log")" team-b "the controller says it wrote over another's policy"
-  kubectl delete sbx -n team-b squat-1 --wait=false >/dev/null
-  kubectl delete rolebinding alice-np-writer -n team-b >/dev/null
-  kubectl delete role np-writer -n team-b >/dev/null
+  expect_match "$(grep 'had the network floor' "$E2E_DIR/main.log")" team-e "the controller says it wrote over another's policy"
+  kubectl delete sbx -n team-e squat-1 --wait=false >/dev/null
+  kubectl delete rolebinding alice-np-writer -n team-e >/dev/null
+  kubectl delete role np-writer -n team-e >/dev/null
+}
+
+# Finding 9: the keeper counts a namespace's pods from the pod caches; a pod
+# whose creation reaches them late (each pod addition held 15 s,
+# SBX_FAULT_DELAYS; no folder preparation, so the sandbox pod is the
+# namespace's first) must not have its floor removed meanwhile: never
+# removed, and, watched every moment, never a running pod without it.
+floorless() { # floorless NS: a pod of the controller runs there and no floor
+  [ -z "$(floor_uid "$1")" ] &&
+    [ -n "$(kubectl get pods -n "$1" -l app.kubernetes.io/managed-by=sandbox-controller \
+      -o jsonpath='{range .items[?(@.status.phase=="Running")]}{.metadata.name}{end}' 2>/dev/null)" ]
+}
+test_7_c_a_late_pod_cache_keeps_the_floor() {
+  echo "workspace: {prepare: {enabled: false}}" >"$E2E_DIR/noprepare.yaml"
+  SBX_FAULT_DELAYS=watch-add:pods=15000 main_restart --config "$E2E_DIR/noprepare.yaml"
+  new_namespace team-f
+  warm_rbac team-f
+  local removed
+  removed=$(grep -c '"network floor removed.*"team-f"' "$E2E_DIR/main.log")
+  wsbx "$ALICE" team-f late-1 key-late-1 alice || fail "create late-1"
+  local end=$((SECONDS + 45)) seen=0
+  while [ $SECONDS -lt $end ]; do
+    floorless team-f && seen=$((seen + 1))
+    sleep 0.3
+  done
+  wait_for 30 bound team-f late-1 || fail "late-1 not bound: $(phase team-f late-1)"
+  expect_eq "$seen" 0 "looks that found a running pod of team-f without its floor"
+  expect_eq "$(grep -c '"network floor removed.*"team-f"' "$E2E_DIR/main.log")" "$removed" \
+    "team-f's floor removals while late-1's pod was on its way to the caches"
+  kubectl delete sbx -n team-f late-1 --wait=false >/dev/null
+  main_restart
 }
 
 warm_setup

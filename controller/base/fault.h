@@ -11,9 +11,10 @@ void fault_point(const char *name);
 /* Delays that only tests switch on: SBX_FAULT_DELAYS is a comma list of
  * name=milliseconds; reaching a listed name sleeps that long (an informer's
  * list, "list:<resource>", or each of its watch events, "watch:<resource>",
- * or each of its deletions, "watch-delete:<resource>", arriving late). Each
- * delay logs a line naming its point to stderr first, so a test can tell the
- * process is held there. Unset, a no-op. */
+ * or each of its deletions or additions, "watch-delete:<resource>",
+ * "watch-add:<resource>", arriving late). Each delay logs a line naming its
+ * point to stderr first, so a test can tell the process is held there.
+ * Unset, a no-op. */
 void fault_delay(const char *name);
 
 #endif

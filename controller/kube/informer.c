@@ -481,6 +481,8 @@ static int on_event(void *u, enum watch_event_type t, const cJSON *obj)
 	lag(inf, "watch"); /* tests: this cache lags behind the others */
 	if (t == WATCH_DELETED)
 		lag(inf, "watch-delete"); /* ... or only behind the deletions */
+	else if (t == WATCH_ADDED)
+		lag(inf, "watch-add"); /* ... or the additions */
 	cJSON *now = NULL;
 	struct entry *e = entry_from(inf, obj, &now);
 	if (!e)

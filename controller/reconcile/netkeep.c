@@ -19,6 +19,7 @@
 #include "sandbox/mac.h"
 #include "sandbox/netfloor.h"
 #include "sandbox/netprofile.h"
+#include "sandbox/podbuild.h"
 
 /* What the keeper knows of one policy: a namespace's floor (key: the
  * namespace) or the policy of a set of profiles in a namespace (hash set;
@@ -124,7 +125,7 @@ static struct ns_state *entry_of(struct sbx_netkeep *k, const char *ns, const ch
 }
 
 /* Marks the floor of ns (hash NULL) or the set hash in ns to be looked at. */
-static void mark(struct sbx_netkeep *k, const char *ns, const char *hash)
+static void mark_quietly(struct sbx_netkeep *k, const char *ns, const char *hash)
 {
 	if (!ns)
 		return;
@@ -135,6 +136,11 @@ static void mark(struct sbx_netkeep *k, const char *ns, const char *hash)
 		s->dirty = 1;
 	strmap_unlock(k->namespaces);
 	pthread_mutex_unlock(&k->mu);
+}
+
+static void mark(struct sbx_netkeep *k, const char *ns, const char *hash)
+{
+	mark_quietly(k, ns, hash);
 	kick(k);
 }
 
@@ -538,6 +544,35 @@ struct todo {
 	char hash[17];
 };
 
+/* Whether ns has, read live, a pod the policy of (ns, hash) selects that is
+ * neither going nor finished: 1, 0, or -1 (err says why) when it cannot be
+ * read. The keeper counts pods from the pod caches, which may not have
+ * seen a pod made a moment ago; before a policy is removed the API server is
+ * asked. A page that ends with more to read counts as a pod (kept). */
+static int pods_live(struct sbx_netkeep *k, const char *ns, const char *hash, struct kube_error *err)
+{
+	char path[512], sel[128];
+	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", ns);
+	if (hash[0])
+		snprintf(sel, sizeof sel, "%s=%s", SBX_LABEL_NETPROFILES, hash);
+	else
+		snprintf(sel, sizeof sel, "%s=%s", SBX_LABEL_MANAGED_BY, SBX_MANAGED_BY);
+	const char *q[] = { "labelSelector", sel, "limit", "50", NULL };
+	cJSON *list = NULL;
+	if (kube_request(k->c->kc, "GET", path, q, NULL, NULL, &list, err) != KUBE_OK)
+		return -1;
+	int any = jstr(jobj(list, "metadata"), "continue") != NULL;
+	const cJSON *p;
+	cJSON_ArrayForEach(p, jobj(list, "items"))
+	{
+		const char *phase = jstr(jobj(p, "status"), "phase");
+		if (!meta_str(p, "deletionTimestamp") && !(phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+			any = 1;
+	}
+	cJSON_Delete(list);
+	return any;
+}
+
 /* Brings the floor's or a set's policy to what it should be. */
 static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 {
@@ -550,6 +585,7 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 	if (!claim_write(k, t->ns, t->hash, &now))
 		return;
 	enum written did = WROTE_NOTHING;
+	int live;
 	cJSON *have = informer_get(k->policies, t->ns, name);
 	struct kube_error err = { 0 };
 	enum kube_err e = KUBE_OK;
@@ -558,7 +594,7 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 		 * the cache yet: a POST now would only be answered 409. Looked at
 		 * again on the next round. */
 		release_write(k, t->ns, t->hash, WROTE_NOTHING);
-		mark(k, t->ns, t->hash);
+		mark_quietly(k, t->ns, t->hash);
 		return;
 	}
 	if (now.pods > 0 || now_s() - now.last_pod < SBX_NETKEEP_GRACE_S) {
@@ -571,6 +607,10 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 		} else {
 			cJSON_Delete(want);
 		}
+	} else if (have && (live = pods_live(k, t->ns, t->hash, &err)) != 0) {
+		/* The caches have not seen a pod the API server has (its
+		 * creation's event is on its way): kept, looked at again. */
+		e = live < 0 ? KUBE_ERR_OTHER : KUBE_ERR_CONFLICT;
 	} else if (have) {
 		char path[512];
 		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies/%s", t->ns, name);
@@ -589,7 +629,7 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 		log_kv(LOG_WARN, "keeping the network floor failed", "namespace", t->ns, "policy", name, "error",
 		       err.message);
 	if (e != KUBE_OK)
-		mark(k, t->ns, t->hash); /* again on the next round */
+		mark_quietly(k, t->ns, t->hash); /* again on the next round, a second away (a kick would be now) */
 }
 
 /* A namespace to look at, copied out of the map. */
