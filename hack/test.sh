@@ -114,12 +114,12 @@ want() { # want SUITE: whether E2E_FILES (if set) asks for it
 # rather than failing, so they may share the lanes like any other suite
 # (their times here were measured alone, the others' in a 3-lane run).
 JOBS=(
-  "456 e2e test_isolation"
+  "600 e2e test_isolation"
   "421 e2e test_lifecycle"
   "374 e2e test_lifecycle asan"
   "262 e2e test_robust"
-  "271 e2e test_quota"
-  "240 e2e test_quota tsan"
+  "346 e2e test_quota"
+  "320 e2e test_quota tsan"
   "214 e2e test_warm tsan"
   "212 e2e test_warm"
   "210 e2e test_warm asan"
