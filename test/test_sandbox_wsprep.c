@@ -349,6 +349,23 @@ static void test_state(void)
 	sbx_config_release(&cfg);
 }
 
+static void test_pod_finished(void)
+{
+	static const char *const cases[][2] = { { "{\"status\":{\"phase\":\"Succeeded\"}}", "1" },
+						{ "{\"status\":{\"phase\":\"Failed\"}}", "1" },
+						{ "{\"status\":{\"phase\":\"Running\"}}", "0" },
+						{ "{\"status\":{\"phase\":\"Pending\"}}", "0" },
+						{ "{\"status\":{\"phase\":7}}", "0" },
+						{ "{\"status\":{}}", "0" },
+						{ "{}", "0" } };
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		cJSON *pod = cJSON_Parse(cases[i][0]);
+		CU_ASSERT_EQUAL(sbx_pod_finished(pod), cases[i][1][0] - '0');
+		cJSON_Delete(pod);
+	}
+	CU_ASSERT_EQUAL(sbx_pod_finished(NULL), 0);
+}
+
 static void test_pod_why(void)
 {
 	char why[256];
@@ -538,6 +555,7 @@ void register_sandbox_wsprep_tests(void)
 		  { "pod: hostPath mode, refusals", test_pod_hostpath_and_refusals },
 		  { "pod: under the network floor, as sandbox pods are", test_pod_under_the_floor },
 		  { "state: done, waiting, failed, foreign", test_state },
+		  { "podstate: finished is Succeeded or Failed", test_pod_finished },
 		  { "podstate: a pod's status in words, capped", test_pod_why },
 		  { "podstate: the pod cache keeps the words' sources, cut", test_pod_why_kept_by_the_cache },
 		  { "status: Ready's message carries the why", test_status_ready_detail },

@@ -20,6 +20,7 @@
 #include "sandbox/netfloor.h"
 #include "sandbox/netprofile.h"
 #include "sandbox/podbuild.h"
+#include "sandbox/podstate.h"
 
 /* What the keeper knows of one policy: a namespace's floor (key: the
  * namespace) or the policy of a set of profiles in a namespace (hash set;
@@ -565,8 +566,7 @@ static int pods_live(struct sbx_netkeep *k, const char *ns, const char *hash, st
 	const cJSON *p;
 	cJSON_ArrayForEach(p, jobj(list, "items"))
 	{
-		const char *phase = jstr(jobj(p, "status"), "phase");
-		if (!meta_str(p, "deletionTimestamp") && !(phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+		if (!meta_str(p, "deletionTimestamp") && !sbx_pod_finished(p))
 			any = 1;
 	}
 	cJSON_Delete(list);

@@ -27,6 +27,7 @@
 #include "sandbox/authz.h"
 #include "sandbox/netprofile.h"
 #include "sandbox/podbuild.h"
+#include "sandbox/podstate.h"
 #include "sandbox/poolspec.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
@@ -658,8 +659,7 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		 * whose owner may not be mounted, or finished (a warm pod that
 		 * exited or failed never serves, and its template backs off):
 		 * not a member to keep. */
-		const char *phase = jstr(jobj(m, "status"), "phase");
-		int finished = phase && (!strcmp(phase, "Failed") || !strcmp(phase, "Succeeded"));
+		int finished = sbx_pod_finished(m);
 		if (finished)
 			member_exited(c->pool_state, p.uid, meta_str(m, "uid"), meta_str(m, "name"));
 		if (!authorized || !sbx_pool_member(m, c->seal_keys, p.uid, p.fp, p.owner) || finished)

@@ -21,6 +21,7 @@
 #include "reconcile/writes.h"
 #include "sandbox/claimrec.h"
 #include "sandbox/podbuild.h"
+#include "sandbox/podstate.h"
 #include "sandbox/quota.h"
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
@@ -396,10 +397,8 @@ void sbx_quota_on_warm(struct sbx_controller *c, const cJSON *pod, int d)
 static int active_sandbox_pod(const struct sbx_controller *c, const cJSON *pod)
 {
 	const char *d = jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_DIGEST);
-	const char *phase = jstr(jobj(pod, "status"), "phase");
 	struct sbx_scope sc = { 0 };
-	if (!c->seal_keys || !d || strlen(d) >= sizeof sc.digest ||
-	    (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+	if (!c->seal_keys || !d || strlen(d) >= sizeof sc.digest || sbx_pod_finished(pod))
 		return 0;
 	snprintf(sc.digest, sizeof sc.digest, "%s", d);
 	struct sbx_verify_expect ex = {
@@ -988,9 +987,9 @@ static long owner_warm(struct sbx_controller *c, const char *ns, const char *own
 		cJSON *pods = uid ? informer_list_by_index(c->pool_pods, uid) : NULL;
 		cJSON_ArrayForEach(m, pods)
 		{
-			const char *o = annotation(m, SBX_ANN_OWNER), *phase = jstr(jobj(m, "status"), "phase");
+			const char *o = annotation(m, SBX_ANN_OWNER);
 			if (!meta_str(m, "deletionTimestamp") && !o == !owner && (!o || !strcmp(o, owner)) &&
-			    (!phase || (strcmp(phase, "Failed") && strcmp(phase, "Succeeded"))))
+			    !sbx_pod_finished(m))
 				n++;
 		}
 		cJSON_Delete(pods);

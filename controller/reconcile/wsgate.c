@@ -43,6 +43,7 @@
 #include "reconcile/state.h"
 #include "reconcile/strset.h"
 #include "reconcile/writes.h"
+#include "sandbox/podstate.h"
 #include "sandbox/wsprep.h"
 
 /* An owner known prepared is looked at again after this long. */
@@ -151,11 +152,11 @@ static void wake(struct sbx_controller *c, const char *name)
 
 void sbx_ws_on_prep_pod(struct sbx_controller *c, const cJSON *pod, int deleted)
 {
-	const char *name = meta_str(pod, "name"), *phase = jstr(jobj(pod, "status"), "phase");
+	const char *name = meta_str(pod, "name");
 	if (!name)
 		return;
 	sbx_strset_del(c->prep_looked, name); /* its create is done: no longer held */
-	if (deleted || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+	if (deleted || sbx_pod_finished(pod))
 		wake(c, name);
 }
 

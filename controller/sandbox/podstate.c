@@ -58,6 +58,12 @@ static const char * or (const char *s, const char *dflt)
 	return s ? s : dflt;
 }
 
+int sbx_pod_finished(const cJSON *pod)
+{
+	const char *phase = jstr(jobj(pod, "status"), "phase");
+	return phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
+}
+
 const char *sbx_pod_why(const cJSON *pod, const char *container, char *out, size_t n)
 {
 	if (!n)

@@ -21,6 +21,10 @@
  * few hundred bytes; out is always terminated. Returns out. */
 const char *sbx_pod_why(const cJSON *pod, const char *container, char *out, size_t n);
 
+/* 1 when pod's phase is Succeeded or Failed: its containers ran and will
+ * not run again (restartPolicy), whatever else it says. */
+int sbx_pod_finished(const cJSON *pod);
+
 /* The longest part of a pod's status a phrase keeps (bytes). */
 #define SBX_POD_WHY_PART 300
 
