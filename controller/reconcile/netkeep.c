@@ -297,6 +297,16 @@ static cJSON *render_set(struct sbx_netkeep *k, const char *ns, const char *join
 	return want;
 }
 
+/* The API path of the NetworkPolicies of ns, or of the one named name
+ * (NULL: the collection), into out (n bytes). */
+static void policy_path(char *out, size_t n, const char *ns, const char *name)
+{
+	if (name)
+		snprintf(out, n, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies/%s", ns, name);
+	else
+		snprintf(out, n, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies", ns);
+}
+
 /* Writes want (the floor of ns, or a set's policy; taken) as the policy
  * name: POST when have is NULL, else PUT over have. */
 static enum kube_err write_policy(struct sbx_netkeep *k, const char *ns, const char *name, cJSON *want,
@@ -308,10 +318,7 @@ static enum kube_err write_policy(struct sbx_netkeep *k, const char *ns, const c
 		cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(want, "metadata"), "resourceVersion", rv);
 	char *body = cJSON_PrintUnformatted(want);
 	cJSON_Delete(want);
-	if (have)
-		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies/%s", ns, name);
-	else
-		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies", ns);
+	policy_path(path, sizeof path, ns, have ? name : NULL);
 	fault_delay("policy-write"); /* tests: a slow answer, while others look */
 	enum kube_err e = kube_request(k->c->kc, have ? "PUT" : "POST", path, NULL, body, NULL, NULL, err);
 	free(body);
@@ -336,7 +343,7 @@ static enum kube_err make_policy(struct sbx_netkeep *k, const char *ns, const ch
 	enum kube_err e = write_policy(k, ns, name, want, NULL, err);
 	if (e == KUBE_ERR_ALREADY_EXISTS) {
 		char path[512];
-		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies/%s", ns, name);
+		policy_path(path, sizeof path, ns, name);
 		cJSON *have = NULL;
 		e = kube_request(k->c->kc, "GET", path, NULL, NULL, NULL, &have, err);
 		const char *l = jstr(jobj(jobj(have, "metadata"), "labels"), SBX_LABEL_NETFLOOR);
@@ -613,7 +620,7 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 		e = live < 0 ? KUBE_ERR_OTHER : KUBE_ERR_CONFLICT;
 	} else if (have) {
 		char path[512];
-		snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies/%s", t->ns, name);
+		policy_path(path, sizeof path, t->ns, name);
 		e = kube_request(k->c->kc, "DELETE", path, NULL, NULL, NULL, NULL, &err);
 		if (e == KUBE_OK) {
 			log_kv(LOG_INFO, t->hash[0] ? "profile policy removed: no sandbox pod of its profiles left" : "network floor removed: no sandbox pod left",
