@@ -680,13 +680,10 @@ enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *
 		*delay = wr > 0 ? wr : 0;
 		return wr < 0 ? EX_RETRY : EX_DONE;
 	}
-	char qmsg[700];
-	enum sbx_quota_verdict qv = sbx_quota_admit(c, v, rec.name, 1, qmsg, sizeof qmsg);
-	if (qv == SBX_QUOTA_ERROR)
-		return EX_RETRY;
-	if (qv != SBX_QUOTA_ADMIT) {
-		*delay = REQUEUE_QUOTA_MS;
-		return sbx_rc_report_unbound(c, v, "Pending", "QuotaWaiting", qmsg, "QuotaWaiting") < 0 ? EX_RETRY : EX_DONE;
+	int qr = 0;
+	if (!sbx_quota_wait_for_slot(c, v, rec.name, &qr)) {
+		*delay = qr > 0 ? qr : 0;
+		return qr < 0 ? EX_RETRY : EX_DONE;
 	}
 	struct kube_error err;
 	enum kube_err e = sbx_rc_create_pod(c, v, rec.pod_name, rec.name, rec.claimed_at, &pod, &err);

@@ -791,6 +791,19 @@ enum sbx_quota_verdict sbx_quota_admit(struct sbx_controller *c, struct sbx_view
 	return SBX_QUOTA_WAIT;
 }
 
+int sbx_quota_wait_for_slot(struct sbx_controller *c, struct sbx_view *v, const char *claim, int *r)
+{
+	char msg[700];
+	enum sbx_quota_verdict qv = sbx_quota_admit(c, v, claim, 1, msg, sizeof msg);
+	if (qv == SBX_QUOTA_ADMIT)
+		return 1;
+	if (qv == SBX_QUOTA_ERROR)
+		*r = -1;
+	else
+		*r = sbx_rc_report_unbound(c, v, "Pending", "QuotaWaiting", msg, "QuotaWaiting") < 0 ? -1 : REQUEUE_QUOTA_MS;
+	return 0;
+}
+
 int sbx_quota_claims_through_record(struct sbx_controller *c, const struct sbx_view *v)
 {
 	if (!c->quotas)

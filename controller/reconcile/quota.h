@@ -67,6 +67,13 @@ enum sbx_quota_verdict { SBX_QUOTA_ADMIT,  /* no limit, or the generation holds 
 enum sbx_quota_verdict sbx_quota_admit(struct sbx_controller *c, struct sbx_view *v, const char *claim, int resume,
 				       char *msg, size_t msglen);
 
+/* sbx_quota_admit as a resume (v waits, never is rejected) for v's
+ * generation claim: 1 when admitted; else 0, v's status says it waits
+ * (phase Pending, Bound=False/QuotaWaiting) and *r is the reconcile's
+ * result (REQUEUE_QUOTA_MS, or -1 when the quota or the status could not be
+ * read or written). */
+int sbx_quota_wait_for_slot(struct sbx_controller *c, struct sbx_view *v, const char *claim, int *r);
+
 /* 1 when v's claims go through the generation's record (a Reject-mode quota
  * applies to its owner): a refusal's stored outcome and another replica's
  * claim of the same generation then exclude each other. */

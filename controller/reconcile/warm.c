@@ -354,22 +354,6 @@ enum sbx_warm sbx_warm_claim(struct sbx_controller *c, struct sbx_view *v, const
 	return res;
 }
 
-/* Whether v's generation claim may complete its take now: its owner's
- * quota holds a slot for it (the one taken before the claim, or a new one:
- * a suspend gave that back). Otherwise v waits, as a resume does, and *r is
- * the reconcile's result. */
-static int take_within_quota(struct sbx_controller *c, struct sbx_view *v, const char *claim, int *r)
-{
-	char msg[700];
-	enum sbx_quota_verdict qv = sbx_quota_admit(c, v, claim, 1, msg, sizeof msg);
-	if (qv == SBX_QUOTA_ADMIT)
-		return 1;
-	*r = qv == SBX_QUOTA_ERROR							       ? -1
-	     : sbx_rc_report_unbound(c, v, "Pending", "QuotaWaiting", msg, "QuotaWaiting") < 0 ? -1
-											       : REQUEUE_QUOTA_MS;
-	return 0;
-}
-
 int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJSON *rec_obj, const char *claim,
 			  int *r)
 {
@@ -391,8 +375,9 @@ int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJ
 	if (pod && pool && sbx_pool_member(pod, c->seal_keys, pool, fp, v->owner) && reserve(c, pod)) {
 		/* The claim stands, the take did not happen (a crash between
 		 * them): complete it, whoever of the scope we are, once the
-		 * owner's quota has room for it. */
-		if (!take_within_quota(c, v, claim, r)) {
+		 * owner's quota holds a slot for it (the one taken before the
+		 * claim, or a new one: a suspend gave that back). */
+		if (!sbx_quota_wait_for_slot(c, v, claim, r)) {
 			unreserve(c, pod);
 			cJSON_Delete(pod);
 			return 1;
