@@ -23,13 +23,9 @@ pool_reason() { jp "$1" swp "$2" '{.status.conditions[?(@.type=="Ready")].reason
 pool_reason_is() { [ "$(pool_reason "$1" "$2")" = "$3" ]; }
 pool_gone_empty() { pool_reason_is "$1" "$2" "$3" && [ "$(pool_pods "$1" "$2")" = 0 ]; }
 
-# Finding 1: bob may use alice's owner, makes a pool for it, then loses the
-# right. His Sandbox create is refused; scaling his pool (which needs no
-# right on the owner) must create no pod mounting alice's folders: the pool
-# stops, its members go, it says why. The controller caches
-# SubjectAccessReview answers for at most 15 s and looks at a pool with an
-# owner at least every 15 s (docs/api.md): 45 s is that bound with room.
-test_1_a_revoked_author_keeps_no_pool() {
+# bob_uses_alice: bob may use alice's owner in team-a (RoleBinding
+# bob-uses-alice; deleting it revokes that).
+bob_uses_alice() {
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -37,6 +33,16 @@ metadata: {name: bob-uses-alice, namespace: team-a}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-alice}
 subjects: [{kind: User, name: bob}]
 YAML
+}
+
+# Finding 1: bob may use alice's owner, makes a pool for it, then loses the
+# right. His Sandbox create is refused; scaling his pool (which needs no
+# right on the owner) must create no pod mounting alice's folders: the pool
+# stops, its members go, it says why. The controller caches
+# SubjectAccessReview answers for at most 15 s and looks at a pool with an
+# owner at least every 15 s (docs/api.md): 45 s is that bound with room.
+test_1_a_revoked_author_keeps_no_pool() {
+  bob_uses_alice
   pool "$BOB" team-a bobs-pool 1 alice >/dev/null || fail "bob's pool for alice, while he may use her owner"
   wait_for 60 ready_is team-a bobs-pool 1 || fail "bobs-pool not warm: $(pool_diag team-a bobs-pool)"
   kubectl delete rolebinding bob-uses-alice -n team-a >/dev/null || fail "revoke bob's use of alice"
@@ -91,13 +97,7 @@ test_1_b_exited_members_back_off() {
 # the bound of test_1_a however long its backoff has grown. Seven refusals in
 # a row put the next create 64 s away.
 test_1_c_a_backing_off_pool_stops_for_a_revoked_author() {
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: bob-uses-alice, namespace: team-a}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-alice}
-subjects: [{kind: User, name: bob}]
-YAML
+  bob_uses_alice
   pool "$BOB" team-a bobs-slow 2 alice >/dev/null || fail "bob's pool for alice, while he may use her owner"
   wait_for 60 ready_is team-a bobs-slow 2 || fail "bobs-slow not warm: $(pool_diag team-a bobs-slow)"
   refuse_pod_creates team-a iso-no-more-warm "!has(object.metadata.labels) || !('sandbox.dev/pool' in object.metadata.labels)" \
