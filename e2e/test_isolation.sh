@@ -2,7 +2,8 @@
 # End-to-end: isolation that lasts (issue 23), as real identities (alice,
 # bob with client certificates) with the admission webhook in force:
 # - a pool's author who loses "use" on its owner keeps no warm pod: scaling
-#   the pool creates none, its members go, the pool says why;
+#   the pool creates none, its members go, the pool says why; a warm take
+#   cut short by a crash is not completed after the revocation;
 # - a warm bind racing a scale-down of the pool, under a pod watch held 3 s
 #   behind (SBX_FAULT_DELAYS), keeps its pod;
 # - twenty quota-blocked pools of one namespace leave the refill budget to
@@ -113,6 +114,43 @@ test_1_c_a_backing_off_pool_stops_for_a_revoked_author() {
   say "  a backing-off pool's members gone $((SECONDS - t0)) s after its author's revocation"
   allow_pod_creates iso-no-more-warm
   as "$BOB" delete swp -n team-a bobs-slow >/dev/null
+}
+
+# A warm take cut short by a crash (after its claim, before the take) is
+# completed after the restart only while the pool's author may still use the
+# owner: bob's right revoked in between, alice's Sandbox goes cold and never
+# gets the pod bob's pool made. After the restart the pools are looked at
+# 20 s late (SBX_FAULT_DELAYS=pool-reconcile), so the pool cannot delete its
+# member before the take is resumed.
+test_1_d_a_resumed_warm_take_asks_about_the_author() {
+  local point=after-warm-claim warm pid
+  bob_uses_alice
+  pool "$BOB" team-a bobs-resume 1 alice >/dev/null || fail "bob's pool for alice, while he may use her owner"
+  wait_for 60 ready_is team-a bobs-resume 1 || fail "bobs-resume not warm: $(pool_diag team-a bobs-resume)"
+  expect_eq "$(kubectl get swp -n team-a --no-headers | grep -c .)" 1 "pools in team-a (bob's is the only warm pod there)"
+  warm=$(kubectl get pods -n team-a -l "sandbox.dev/pool=$(jp team-a swp bobs-resume '{.metadata.uid}')" -o jsonpath='{.items[0].metadata.name}')
+  controller_stop "$MAIN_CTL"
+  rm -f "$E2E_DIR/once-resume"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-resume" main_start
+  pid=$MAIN_CTL
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+  sleep 4 # bob's pool settles on this process's clock: the bind takes from it
+  wsbx "$ALICE" team-a resume-1 key-resume-1 alice || fail "alice's Sandbox"
+  wait_dead "$pid" 30 || { fail "$point never reached (no warm pod chosen)"; controller_stop "$pid"; }
+  [ -f "$E2E_DIR/once-resume" ] || fail "died without reaching $point"
+  kubectl delete rolebinding bob-uses-alice -n team-a >/dev/null || fail "revoke bob's use of alice"
+  wait_for 20 sh -c "! KUBECONFIG=$BOB kubectl auth can-i use workspaces.sandbox.dev/alice -n team-a >/dev/null" ||
+    fail "bob may still use alice"
+  SBX_FAULT_DELAYS=pool-reconcile=20000 main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back after the restart"
+  wait_for 40 phase_is team-a resume-1 Running || fail "resume-1 not Running after the restart: $(phase team-a resume-1)"
+  [ "$(pod_of team-a resume-1)" != "$warm" ] || fail "alice's Sandbox got $warm, made by bob's pool after bob lost the right"
+  expect_eq "$(binding team-a resume-1)" Created "resume-1's binding (cold)"
+  wait_for 60 pool_gone_empty team-a bobs-resume OwnerNotAuthorized ||
+    fail "bobs-resume keeps members: $(pool_diag team-a bobs-resume) $(pool_reason team-a bobs-resume)"
+  as "$ALICE" delete sandbox -n team-a resume-1 >/dev/null
+  as "$BOB" delete swp -n team-a bobs-resume >/dev/null
+  main_restart
 }
 
 # Finding 3: a pool acting on a stale member list (its pod watch 3 s behind)

@@ -133,6 +133,9 @@ crash_warm() {
   wait_for 40 phase_is team-a "c-$point" Running || fail "$point: not Running after the restart"
   wait_for 40 phase_is team-a "c2-$point" Running || fail "$point: the retry not Running"
   expect_eq "$(pod_of team-a "c2-$point")" "$(pod_of team-a "c-$point")" "$point: one pod for the scope"
+  # the warm pod chosen before the crash is the one bound (its pool's
+  # author, alice, may still use her owner)
+  expect_eq "$(binding team-a "c-$point")" Warm "$point: the take completed after the restart"
   expect_eq "$(pods_of_scope team-a "c-$point")" 1 "$point: pods with the scope's digest"
   wait_for 60 ready_is team-a "cp-$point" 2 || fail "$point: the pool not back to 2"
   sleep 2

@@ -609,6 +609,7 @@ static int recheck_author(struct sbx_controller *c, const struct pool_view *p, i
 
 int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *name)
 {
+	fault_delay("pool-reconcile"); /* tests: the pools look late */
 	cJSON *obj = c->pools ? informer_get(c->pools, ns, name) : NULL;
 	if (!obj || meta_str(obj, "deletionTimestamp")) {
 		cJSON_Delete(obj);

@@ -354,6 +354,40 @@ enum sbx_warm sbx_warm_claim(struct sbx_controller *c, struct sbx_view *v, const
 	return res;
 }
 
+/* Whether the pool that made warm pod `pod` (its pool label pool_uid) may
+ * still hand it to v's owner, asked as a bind's candidates are
+ * (sbx_pool_authorized) of the pool read live: 1 yes; 0 no (its author may
+ * no longer use the owner, or the pool is gone, going, or another); -1 when
+ * it cannot be told now. */
+static int pool_still_hands_out(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod,
+				const char *pool_uid, const char *fp)
+{
+	const char *name = NULL;
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
+	{
+		const char *kind = jstr(ref, "kind"), *uid = jstr(ref, "uid");
+		if (kind && uid && !strcmp(kind, SBX_POOL_KIND) && !strcmp(uid, pool_uid))
+			name = jstr(ref, "name");
+	}
+	if (!name)
+		return 0;
+	char path[600], why[512];
+	snprintf(path, sizeof path, "/apis/" SBX_API "/namespaces/%s/" SBX_POOL_PLURAL "/%s", v->ns, name);
+	cJSON *pool = NULL;
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &pool, &err);
+	int may = e == KUBE_ERR_NOT_FOUND ? 0 : -1;
+	if (e == KUBE_OK) {
+		const char *uid = meta_str(pool, "uid");
+		may = !uid || strcmp(uid, pool_uid) || meta_str(pool, "deletionTimestamp")
+			  ? 0
+			  : sbx_pool_authorized(c, pool, fp, v->owner, 0, why, sizeof why, NULL, NULL);
+	}
+	cJSON_Delete(pool);
+	return may;
+}
+
 int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJSON *rec_obj, const char *claim,
 			  int *r)
 {
@@ -372,11 +406,23 @@ int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJ
 		return 1;
 	}
 	const char *pool = pod ? label(pod, SBX_LABEL_POOL) : NULL;
+	int hands_out = 0;
 	if (pod && pool && sbx_pool_member(pod, c->seal_keys, pool, fp, v->owner) && reserve(c, pod)) {
 		/* The claim stands, the take did not happen (a crash between
-		 * them): complete it, whoever of the scope we are, once the
-		 * owner's quota holds a slot for it (the one taken before the
-		 * claim, or a new one: a suspend gave that back). */
+		 * them): complete it, whoever of the scope we are, while the
+		 * pool's author may still use the owner (the pool deletes the
+		 * pod otherwise: v goes cold) and once the owner's quota holds
+		 * a slot for it (the one taken before the claim, or a new one:
+		 * a suspend gave that back). */
+		hands_out = pool_still_hands_out(c, v, pod, pool, fp);
+		if (hands_out <= 0)
+			unreserve(c, pod);
+	}
+	if (hands_out < 0) {
+		cJSON_Delete(pod);
+		return 1; /* *r -1: asked again with the error backoff */
+	}
+	if (hands_out) {
 		if (!sbx_quota_wait_for_slot(c, v, claim, r)) {
 			unreserve(c, pod);
 			cJSON_Delete(pod);
