@@ -7,21 +7,34 @@
 
 #include <openssl/evp.h>
 
+#include "base/ktime.h"
+#include "base/strmap.h"
 #include "base/xmalloc.h"
 #include "kube/access.h"
-#include "reconcile/strset.h"
 #include "sandbox/authz.h"
 
-struct sbx_reauthz {
-	struct sbx_strset *allowed; /* answer keys, each for SBX_REAUTHZ_ALLOW_MS */
-	struct sbx_strset *refused; /* answer keys, each for SBX_REAUTHZ_DENY_MS */
+/* An answer kept: given to a question asked at asked_ms, it stands until
+ * until_ms (ktime_mono_ms). */
+struct answer {
+	int64_t asked_ms, until_ms;
+	int allowed;
 };
+
+struct sbx_reauthz {
+	struct strmap *answers; /* answer key -> struct answer */
+	unsigned long puts;	/* answers kept: every 1,024th sweeps a large map */
+};
+
+/* Past this many answers, those long expired go (every 1,024 kept). */
+#define ANSWERS_SWEEP_AT 4096
+/* An expired answer is forgotten this long after its time is up: past any
+ * question still on its way that was asked before it. */
+#define ANSWER_FORGET_MS 120000
 
 struct sbx_reauthz *sbx_reauthz_new(void)
 {
 	struct sbx_reauthz *ra = xcalloc(1, sizeof *ra);
-	ra->allowed = sbx_strset_new();
-	ra->refused = sbx_strset_new();
+	ra->answers = strmap_new(sizeof(struct answer));
 	return ra;
 }
 
@@ -29,9 +42,43 @@ void sbx_reauthz_free(struct sbx_reauthz *ra)
 {
 	if (!ra)
 		return;
-	sbx_strset_free(ra->allowed);
-	sbx_strset_free(ra->refused);
+	strmap_free(ra->answers);
 	free(ra);
+}
+
+static int forgotten(const void *value, void *ctx)
+{
+	const struct answer *a = value;
+	return a->until_ms + ANSWER_FORGET_MS < *(const int64_t *)ctx;
+}
+
+int sbx_reauthz_keep(struct sbx_reauthz *ra, const char *key, int allowed, int64_t asked_ms, int64_t now_ms)
+{
+	strmap_lock(ra->answers);
+	if (strmap_count(ra->answers) >= ANSWERS_SWEEP_AT && (++ra->puts & 1023) == 0)
+		strmap_sweep(ra->answers, forgotten, &now_ms);
+	int created = 0;
+	struct answer *a = strmap_put(ra->answers, key, &created);
+	/* An answer to a question asked before the one kept (answered late:
+	 * two checks at once) never replaces it: a grant taken away between
+	 * the two questions stays taken away. */
+	int kept = a && (created || a->asked_ms <= asked_ms);
+	if (kept) {
+		a->asked_ms = asked_ms;
+		a->until_ms = now_ms + (allowed ? SBX_REAUTHZ_ALLOW_MS : SBX_REAUTHZ_DENY_MS);
+		a->allowed = allowed;
+	}
+	strmap_unlock(ra->answers);
+	return kept;
+}
+
+int sbx_reauthz_kept(struct sbx_reauthz *ra, const char *key, int64_t now_ms)
+{
+	strmap_lock(ra->answers);
+	const struct answer *a = strmap_get(ra->answers, key);
+	int r = a && a->until_ms > now_ms ? a->allowed : -1;
+	strmap_unlock(ra->answers);
+	return r;
 }
 
 /* The key of a question: the first 32 hex digits of SHA-256 over the
@@ -73,12 +120,11 @@ static int check_use(struct sbx_reauthz *ra, struct kube_client *kc, const char 
 		snprintf(why, whylen, "no identity recorded to ask about");
 		return -1;
 	}
-	if (!fresh && sbx_strset_has(ra->allowed, key))
-		return 1;
-	if (!fresh && sbx_strset_has(ra->refused, key)) {
+	int kept = fresh ? -1 : sbx_reauthz_kept(ra, key, ktime_mono_ms());
+	if (kept == 0)
 		snprintf(why, whylen, "refused within the last %d s", SBX_REAUTHZ_DENY_MS / 1000);
-		return 0;
-	}
+	if (kept >= 0)
+		return kept;
 	cJSON *user = identity ? sbx_authz_identity_parse(identity) : cJSON_CreateObject();
 	if (!user) {
 		snprintf(why, whylen, "the recorded identity does not parse");
@@ -89,14 +135,19 @@ static int check_use(struct sbx_reauthz *ra, struct kube_client *kc, const char 
 	const struct kube_access_attrs attrs = { .ns = ns[0] ? ns : NULL, .verb = "use", .group = "sandbox.dev", .resource = resource, .name = owner };
 	int allowed = 0;
 	struct kube_error err;
+	int64_t asked = ktime_mono_ms();
 	enum kube_err e = kube_access_review(kc, user, &attrs, &allowed, why, whylen, &err);
 	cJSON_Delete(user);
 	if (e != KUBE_OK) {
 		snprintf(why, whylen, "SubjectAccessReview failed: %s", err.message);
 		return -1;
 	}
-	sbx_strset_del(allowed ? ra->refused : ra->allowed, key);
-	sbx_strset_add_for(allowed ? ra->allowed : ra->refused, key, allowed ? SBX_REAUTHZ_ALLOW_MS : SBX_REAUTHZ_DENY_MS);
+	int64_t now = ktime_mono_ms();
+	if (!sbx_reauthz_keep(ra, key, allowed, asked, now) && (kept = sbx_reauthz_kept(ra, key, now)) >= 0) {
+		if (!kept)
+			snprintf(why, whylen, "refused to a question asked after this one");
+		return kept; /* the answer to a later question stands */
+	}
 	return allowed;
 }
 

@@ -6,11 +6,14 @@
  * (username, uid, groups, extra; sandbox/authz.h), about `use` on
  * workspaces.sandbox.dev/<owner> in the namespace. An answer is kept for
  * SBX_REAUTHZ_ALLOW_MS when allowed and SBX_REAUTHZ_DENY_MS when refused;
- * an error is never kept and never means allowed. Thread-safe. */
+ * an error is never kept and never means allowed. Of two checks of one
+ * question at once, the answer to the later-asked stands, whichever comes
+ * back last. Thread-safe. */
 #ifndef SBX_RECONCILE_REAUTHZ_H
 #define SBX_RECONCILE_REAUTHZ_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kube/client.h"
 
@@ -39,5 +42,13 @@ int sbx_reauthz_check(struct sbx_reauthz *ra, struct kube_client *kc, const char
  * sandbox/netprofile.h), answers kept apart from the owners' and as long. */
 int sbx_reauthz_check_profile(struct sbx_reauthz *ra, struct kube_client *kc, const char *identity,
 			      const char *username, const char *profile, int fresh, char *why, size_t whylen);
+
+/* The answers kept, by the key of their question (the checks' own; tests):
+ * keeps `allowed` (1 or 0) as the answer to the question of key asked at
+ * asked_ms and answered at now_ms (ktime_mono_ms), for its time from now_ms.
+ * 1 kept, 0 not. */
+int sbx_reauthz_keep(struct sbx_reauthz *ra, const char *key, int allowed, int64_t asked_ms, int64_t now_ms);
+/* The answer kept for key at now_ms: 1, 0, or -1 (none, or its time is up). */
+int sbx_reauthz_kept(struct sbx_reauthz *ra, const char *key, int64_t now_ms);
 
 #endif

@@ -1,0 +1,54 @@
+/* Tests of reconcile/reauthz.h: the answers the controller keeps about
+ * whether a pool's author may still use an owner. */
+#include "reconcile/reauthz.h"
+#include "test_suites.h"
+
+void register_reconcile_reauthz_tests(void);
+
+static const char KEY[] = "0123456789abcdef0123456789abcdef";
+
+/* An answer is kept for its time (15 s allowed, 5 s refused), then is none. */
+static void test_kept_for_its_time(void)
+{
+	struct sbx_reauthz *ra = sbx_reauthz_new();
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 1000), -1);
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, 1000, 1010), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 1010 + SBX_REAUTHZ_ALLOW_MS - 1), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 1010 + SBX_REAUTHZ_ALLOW_MS), -1);
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 0, 20000, 20010), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 20010 + SBX_REAUTHZ_DENY_MS - 1), 0);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 20010 + SBX_REAUTHZ_DENY_MS), -1);
+	/* a later question's answer replaces it */
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, 30000, 30010), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 30020), 1);
+	sbx_reauthz_free(ra);
+}
+
+/* Two checks of one question at once (a pool's reconcile and a bind): the
+ * one asked before the grant was taken away is answered last. Its "allowed"
+ * must not replace the refusal given to the question asked after it, or the
+ * revoked author is taken as allowed for another 15 s. */
+static void test_an_older_question_answered_late_keeps_the_refusal(void)
+{
+	struct sbx_reauthz *ra = sbx_reauthz_new();
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 0, 2000, 2100), 1); /* asked at 2.0 s: refused */
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, 1000, 2500), 0); /* asked at 1.0 s, answered at 2.5 s: allowed */
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 2600), 0);
+	/* ... and after the refusal's time, no answer, not the late one */
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 2100 + SBX_REAUTHZ_DENY_MS), -1);
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, 1500, 9000), 0);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 9001), -1);
+	/* the same the other way round: a grant given back */
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, 12000, 12100), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 0, 11000, 12200), 0);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 12300), 1);
+	sbx_reauthz_free(ra);
+}
+
+void register_reconcile_reauthz_tests(void)
+{
+	CU_pSuite s = CU_add_suite("reconcile/reauthz", NULL, NULL);
+	CU_add_test(s, "answers: kept for their time", test_kept_for_its_time);
+	CU_add_test(s, "answers: an older question answered late keeps the refusal",
+		    test_an_older_question_answered_late_keeps_the_refusal);
+}
