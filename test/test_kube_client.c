@@ -702,8 +702,9 @@ static void test_list_pagination(void)
 struct inf_script {
 	atomic_int lists, watches;
 	atomic_int adds, updates, deletes;
-	atomic_int bad_query; /* the server saw an unexpected watch request */
-	atomic_int held;      /* the last watch is open */
+	atomic_int f_deleted_uf1; /* deletions of f delivered with its first uid */
+	atomic_int bad_query;	  /* the server saw an unexpected watch request */
+	atomic_int held;	  /* the last watch is open */
 };
 
 /* A namespaced object with a resourceVersion, a "grp" label and extra
@@ -718,7 +719,8 @@ struct inf_script {
  * (clang-format cannot lay out literals pasted with macros.) */
 /* clang-format off */
 static const char list1[] = "{\"metadata\":{\"resourceVersion\":\"20\"},\"items\":["
-	ITEM("a", "10", "g1", MANAGED) "," ITEM("b", "11", "g1", "") "," ITEM("c", "12", "g2", "") "]}";
+	ITEM("a", "10", "g1", MANAGED) "," ITEM("b", "11", "g1", "") "," ITEM("c", "12", "g2", "") ","
+	ITEM("f", "13", "g1", ",\"uid\":\"uf1\"") "]}";
 static const char watch1a[] = "{\"type\":\"ADDED\",\"object\":" ITEM("d", "21", "g2", "") "}\n"
 	"{\"type\":\"MODIFIED\",\"object\":" ITEM("a", "22", "g2", "") "}\n{\"type\":\"DEL";
 static const char watch1b[] = "ETED\",\"object\":" ITEM("b", "23", "g1", "") "}\n"
@@ -726,8 +728,12 @@ static const char watch1b[] = "ETED\",\"object\":" ITEM("b", "23", "g1", "") "}\
 static const char watch2[] = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\","
 			     "\"status\":\"Failure\",\"message\":\"too old resource version: 30 (45)\","
 			     "\"reason\":\"Expired\",\"code\":410}}\n";
+/* In the gap between the two watches, f was deleted and made again under
+ * its name (a new uid): the relist delivers the one's deletion and the
+ * other's addition, never an update of one into the other. */
 static const char list2[] = "{\"metadata\":{\"resourceVersion\":\"50\"},\"items\":["
-	ITEM("a", "40", "g2", "") "," ITEM("d", "41", "g2", "") "," ITEM("e", "42", "g1", "") "]}";
+	ITEM("a", "40", "g2", "") "," ITEM("d", "41", "g2", "") "," ITEM("e", "42", "g1", "") ","
+	ITEM("f", "43", "g1", ",\"uid\":\"uf2\"") "]}";
 /* clang-format on */
 
 static void h_informer(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
@@ -805,6 +811,9 @@ static void on_delete(void *u, const cJSON *o)
 {
 	struct inf_ctx *x = u;
 	atomic_fetch_add(&x->s->deletes, 1);
+	const cJSON *uid = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "uid");
+	if (cJSON_IsString(uid) && !strcmp(uid->valuestring, "uf1"))
+		atomic_fetch_add(&x->s->f_deleted_uf1, 1);
 }
 
 static const char *rv_of(const cJSON *o)
@@ -891,13 +900,15 @@ static void test_informer(void)
 	CU_ASSERT_EQUAL(atomic_load(&s.lists), 2);
 	CU_ASSERT_EQUAL(atomic_load(&s.watches), 3);
 	CU_ASSERT_EQUAL(atomic_load(&s.bad_query), 0);
-	/* list 1: +a +b +c; watch: +d ~a -b; relist: -c ~a ~d +e */
-	CU_ASSERT_EQUAL(atomic_load(&s.adds), 5);
+	/* list 1: +a +b +c +f; watch: +d ~a -b; relist: -c ~a ~d +e, f
+	 * replaced: -f(uf1) +f(uf2) */
+	CU_ASSERT_EQUAL(atomic_load(&s.adds), 7);
 	CU_ASSERT_EQUAL(atomic_load(&s.updates), 3);
-	CU_ASSERT_EQUAL(atomic_load(&s.deletes), 2);
-	CU_ASSERT_EQUAL(atomic_load(&x.get_in_handler_ok), 5);
-	CU_ASSERT_EQUAL(atomic_load(&x.nested_request_ok), 5);
-	CU_ASSERT_EQUAL(informer_size(inf), 3);
+	CU_ASSERT_EQUAL(atomic_load(&s.deletes), 3);
+	CU_ASSERT_EQUAL(atomic_load(&s.f_deleted_uf1), 1);
+	CU_ASSERT_EQUAL(atomic_load(&x.get_in_handler_ok), 7);
+	CU_ASSERT_EQUAL(atomic_load(&x.nested_request_ok), 7);
+	CU_ASSERT_EQUAL(informer_size(inf), 4);
 	cJSON *a = informer_get(inf, "ns1", "a");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(a);
 	CU_ASSERT_STRING_EQUAL(rv_of(a), "40");
@@ -909,7 +920,7 @@ static void test_informer(void)
 	CU_ASSERT_EQUAL(cJSON_GetArraySize(g2), 2); /* a and d */
 	cJSON_Delete(g2);
 	cJSON *g1 = informer_list_by_index(inf, "g1");
-	CU_ASSERT_EQUAL(cJSON_GetArraySize(g1), 1); /* e */
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(g1), 2); /* e and f */
 	cJSON_Delete(g1);
 	/* A few of an index from a member on, wrapping; keep filters. */
 	cJSON *one0 = informer_list_by_index_from(inf, "g2", 0, 1, NULL, NULL);
@@ -952,7 +963,7 @@ static void test_informer(void)
 	CU_ASSERT_EQUAL(cJSON_GetArraySize(none), 0);
 	cJSON_Delete(none);
 	cJSON *all = informer_list(inf);
-	CU_ASSERT_EQUAL(cJSON_GetArraySize(all), 3);
+	CU_ASSERT_EQUAL(cJSON_GetArraySize(all), 4);
 	cJSON_Delete(all);
 	/* Stopping aborts the open watch promptly. */
 	int64_t t0 = ktime_mono_ms();

@@ -364,6 +364,34 @@ static void lag(const struct informer *inf, const char *what)
 	fault_delay(point);
 }
 
+/* The uid of o, or NULL. */
+static const char *uid_of(const cJSON *o)
+{
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "metadata"), "uid");
+	return cJSON_IsString(u) ? u->valuestring : NULL;
+}
+
+/* Tells the handlers that now took old's place under its key (old NULL: an
+ * addition). Another uid under the same key (deleted and made again while
+ * no watch was open: a relist sees only the new one) is the one's deletion
+ * and the other's addition, as the two watch events would have said:
+ * handlers that count objects by uid lose none and keep none twice. */
+static void deliver(struct informer *inf, const cJSON *old, const cJSON *now)
+{
+	const char *ou = old ? uid_of(old) : NULL, *nu = uid_of(now);
+	if (ou && nu && strcmp(ou, nu)) {
+		if (inf->h.on_delete)
+			inf->h.on_delete(inf->ctx, old);
+		old = NULL;
+	}
+	if (old) {
+		if (inf->h.on_update)
+			inf->h.on_update(inf->ctx, old, now);
+	} else if (inf->h.on_add) {
+		inf->h.on_add(inf->ctx, now);
+	}
+}
+
 /* LISTs and replaces the store, delivering the differences. Returns 0 or -1
  * (with the error logged and *retry_after set). */
 static int relist(struct informer *inf, int *retry_after)
@@ -425,14 +453,10 @@ static int relist(struct informer *inf, int *retry_after)
 		entry_free(e);
 	}
 	for (size_t i = 0; i < nch; i++) {
-		if (ch[i].old && inf->h.on_update) {
-			cJSON *o = entry_obj(inf, ch[i].old), *now = entry_obj(inf, ch[i].now);
-			inf->h.on_update(inf->ctx, o, now);
+		if (inf->h.on_add || inf->h.on_update || inf->h.on_delete) {
+			cJSON *o = ch[i].old ? entry_obj(inf, ch[i].old) : NULL, *now = entry_obj(inf, ch[i].now);
+			deliver(inf, o, now);
 			cJSON_Delete(o);
-			cJSON_Delete(now);
-		} else if (!ch[i].old && inf->h.on_add) {
-			cJSON *now = entry_obj(inf, ch[i].now);
-			inf->h.on_add(inf->ctx, now);
 			cJSON_Delete(now);
 		}
 		entry_free(ch[i].old);
@@ -501,13 +525,10 @@ static int on_event(void *u, enum watch_event_type t, const cJSON *obj)
 	}
 	store_put(inf, e);
 	pthread_mutex_unlock(&inf->mu);
-	if (old && inf->h.on_update) {
-		cJSON *o = entry_obj(inf, old);
-		inf->h.on_update(inf->ctx, o, now);
-		cJSON_Delete(o);
-	} else if (!old && inf->h.on_add) {
-		inf->h.on_add(inf->ctx, now);
-	}
+	cJSON *o = old && (inf->h.on_update || inf->h.on_delete) ? entry_obj(inf, old) : NULL;
+	if (!old || o)
+		deliver(inf, o, now);
+	cJSON_Delete(o);
 	cJSON_Delete(now);
 	entry_free(old);
 	return 0;

@@ -19,8 +19,10 @@ typedef cJSON *(*informer_trim_fn)(const cJSON *obj);
 
 /* Objects are borrowed for the call. Handlers run on the informer thread,
  * without the store lock held (so they may call informer_get). After a relist,
- * on_update is called for every object still present (a resync). Any handler
- * may be NULL. */
+ * on_update is called for every object still present (a resync); one of
+ * another uid under the same name (made again while no watch was open) is
+ * the old one's on_delete and the new one's on_add. Any handler may be
+ * NULL. */
 struct informer_handlers {
 	void (*on_add)(void *ctx, const cJSON *obj);
 	void (*on_update)(void *ctx, const cJSON *old_obj, const cJSON *new_obj);
