@@ -31,9 +31,36 @@ cluster_up() {
   head -c 48 /dev/urandom | base64 >"$E2E_DIR/seal.key"
 }
 
+# track_pid PID: a process this suite started (a controller, a proxy),
+# stopped at the end of the suite. Its start time is kept with it: the PID
+# of one that ended (a crash test's, a restart's) may since have been given
+# to any process of the machine (the kernel wraps at kernel.pid_max, 32,768
+# here, every few minutes of a CI run), and that one is never signalled. One
+# suite's cleanup once killed another suite's kube-apiserver so.
+track_pid() { CTL_PIDS+=("$1:$(proc_start "$1")"); }
+# proc_start PID: the kernel's start time of PID (/proc/PID/stat, field 22).
+proc_start() { awk '{ sub(/.*\) /, ""); print $20 }' "/proc/$1/stat" 2>/dev/null; }
+# still_ours PID: PID is still the process tracked under it (a PID never
+# tracked: yes, as before).
+still_ours() {
+  local e found=0
+  for e in "${CTL_PIDS[@]:-}"; do
+    [ "${e%%:*}" = "$1" ] || continue
+    found=1
+    [ -n "${e#*:}" ] && [ "$(proc_start "$1")" = "${e#*:}" ] && return 0
+  done
+  [ $found = 0 ]
+}
+# tracked_pids: the PIDs of the processes tracked that still run.
+tracked_pids() {
+  local e
+  for e in "${CTL_PIDS[@]:-}"; do [ -n "$e" ] && still_ours "${e%%:*}" && echo "${e%%:*}"; done
+  return 0
+}
+
 e2e_cleanup() {
   local p
-  for p in "${CTL_PIDS[@]:-}"; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null; done
+  for p in $(tracked_pids); do kill -KILL "$p" 2>/dev/null; done
   "$E2E_ROOT/hack/cluster.sh" down "$E2E_DIR" >/dev/null 2>&1
   if [ "$E2E_FAILED" -eq 0 ] && [ -z "${SBX_E2E_KEEP:-}" ]; then rm -rf "$E2E_DIR"; else say "logs kept in $E2E_DIR"; fi
 }
@@ -57,10 +84,11 @@ controller_start() {
     >>"$E2E_DIR/$name.log" 2>&1 &
   CTL_PID=$!
   disown "$CTL_PID" 2>/dev/null || true
-  CTL_PIDS+=("$CTL_PID")
+  track_pid "$CTL_PID"
 }
 
 controller_stop() { # controller_stop PID
+  still_ours "$1" || return 0
   kill -TERM "$1" 2>/dev/null
   local i
   for i in $(seq 1 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
@@ -280,7 +308,7 @@ e2e_main() {
   # contract, and it lets LeakSanitizer run in a sanitizer build); any sanitizer
   # report (ASan, LSan, UBSan, TSan) in a controller log fails the run.
   local p
-  for p in "${CTL_PIDS[@]:-}"; do [ -n "$p" ] && controller_stop "$p"; done
+  for p in $(tracked_pids); do controller_stop "$p"; done
   local reports="ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|WARNING: ThreadSanitizer"
   if grep -lE "$reports" "$E2E_DIR"/*.log >/dev/null 2>&1; then
     E2E_FAILED=$((E2E_FAILED + 1)); E2E_FAILURES+=(sanitizer)

@@ -75,7 +75,7 @@ PY
     --metrics-bind-address "127.0.0.1:$mp" --metrics-cert-path "$c" --metrics-secure \
     --health-probe-bind-address 127.0.0.1:0 >"$E2E_DIR/certmount-$name.log" 2>&1 &
   local pid=$! want ok=0
-  CTL_PIDS+=("$pid")
+  track_pid "$pid"
   CERTMOUNT_PID=$pid
   want=$(openssl x509 -in "$c/tls.crt" -noout -fingerprint -sha256 | sed 's/.*=//')
   wait_for 60 sh -c "! kill -0 $pid || { $(declare -f served_fingerprint_is); served_fingerprint_is $wp $want; }"

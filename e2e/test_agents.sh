@@ -169,7 +169,7 @@ test_lost_responses_give_one_sandbox_and_one_pod() {
     >"$E2E_DIR/agents-proxy.log" 2>&1 &
   local proxy_pid=$!
   disown "$proxy_pid"
-  CTL_PIDS+=("$proxy_pid")
+  track_pid "$proxy_pid"
   wait_for 10 test -s "$E2E_DIR/agents-proxy.port"
   sed "s#https://127.0.0.1:$port#https://127.0.0.1:$(cat "$E2E_DIR/agents-proxy.port")#" "$ALICE" >"$E2E_DIR/alice-lossy.kubeconfig"
   py "$E2E_DIR/alice-lossy.kubeconfig" >"$E2E_DIR/lossy.out" 2>"$E2E_DIR/lossy.log" <<'PY'

@@ -156,7 +156,7 @@ rot_start() {
     --webhook-cert-ips 127.0.0.1 >>"$E2E_DIR/$1.log" 2>&1 &
   CTL_PID=$!
   disown "$CTL_PID" 2>/dev/null || true
-  CTL_PIDS+=("$CTL_PID")
+  track_pid "$CTL_PID"
 }
 writes() { cat "$E2E_DIR"/rot-*.log | grep -c '"webhook caBundle updated"'; }
 

@@ -66,7 +66,7 @@ YAML
     drop=0.5; [ "$d" = go ] && drop=0.3
     "$proxy" -upstream "127.0.0.1:$port" -drop "$drop" -seed 26 -port-file "$E2E_DIR/proxy-$d.port" \
       >"$E2E_DIR/proxy-$d.log" 2>&1 &
-    CTL_PIDS+=($!)
+    track_pid "$!"
     disown $!
     wait_for 10 test -s "$E2E_DIR/proxy-$d.port" || { say "fault proxy did not start"; exit 1; }
     sed "s#https://127.0.0.1:$port#https://127.0.0.1:$(cat "$E2E_DIR/proxy-$d.port")#" \

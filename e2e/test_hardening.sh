@@ -71,7 +71,7 @@ start_mutator() {
   [ -x "$MUTATOR_BIN" ] || { say "mutator not built ($MUTATOR_BIN)"; exit 1; }
   mkdir -p "$E2E_DIR/mutator"
   "$MUTATOR_BIN" -cert-dir "$E2E_DIR/mutator" -port-file "$E2E_DIR/mutator/port" >"$E2E_DIR/mutator.log" 2>&1 &
-  CTL_PIDS+=("$!")
+  track_pid "$!"
   wait_for 20 test -s "$E2E_DIR/mutator/port" || { say "mutator did not start"; exit 1; }
   local port ca
   port=$(cat "$E2E_DIR/mutator/port")

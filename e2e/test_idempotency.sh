@@ -250,7 +250,7 @@ test_lost_responses() {
   "$proxy" -upstream "127.0.0.1:$port" -drop 0.2 -seed 7 -port-file "$E2E_DIR/proxy.port" >"$E2E_DIR/proxy.log" 2>&1 &
   local proxy_pid=$!
   disown "$proxy_pid"
-  CTL_PIDS+=("$proxy_pid")
+  track_pid "$proxy_pid"
   wait_for 10 test -s "$E2E_DIR/proxy.port"
   SBX_E2E_APISERVER_PORT=$(cat "$E2E_DIR/proxy.port") controller_start lossy
   local c=$CTL_PID

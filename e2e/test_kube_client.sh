@@ -80,7 +80,7 @@ kit_start() { # kit_start PATH
   KUBE_IT_CONVERGE_S=90 "$KIT" cache-compare "$1" "$CTL" 2>"$KIT_LOG" &
   KIT_PID=$!
   disown "$KIT_PID" 2>/dev/null || true
-  CTL_PIDS+=("$KIT_PID")
+  track_pid "$KIT_PID"
   wait_for 60 test -f "$CTL/ready" || fail "kube-it did not sync: $(tail -n 3 "$KIT_LOG")"
 }
 kit_stop() {

@@ -22,7 +22,7 @@ le_start() {
     --leader-elect --leader-election-namespace ops --owner-authorization namespace >>"$E2E_DIR/$name.log" 2>&1 &
   CTL_PID=$!
   disown "$CTL_PID"
-  CTL_PIDS+=("$CTL_PID")
+  track_pid "$CTL_PID"
   eval "${name}_pid=$CTL_PID ${name}_metrics=$mp ${name}_probes=$pp"
 }
 

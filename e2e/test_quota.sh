@@ -34,7 +34,7 @@ racing_controllers() {
     >>"$E2E_DIR/proxy.log" 2>&1 &
   PROXY_PID=$!
   disown "$PROXY_PID"
-  CTL_PIDS+=("$PROXY_PID")
+  track_pid "$PROXY_PID"
   wait_for 10 test -s "$E2E_DIR/proxy.port" || { fail "faultproxy did not start"; return 1; }
   local pp
   pp=$(cat "$E2E_DIR/proxy.port")

@@ -409,7 +409,7 @@ test_10_chaos_one_process_per_intent() {
   "$proxy" -upstream "127.0.0.1:$port" -drop 0.3 -seed 21 -port-file "$E2E_DIR/chaos-proxy.port" >"$E2E_DIR/chaos-proxy.log" 2>&1 &
   local proxy_pid=$!
   disown "$proxy_pid"
-  CTL_PIDS+=("$proxy_pid")
+  track_pid "$proxy_pid"
   wait_for 10 test -s "$E2E_DIR/chaos-proxy.port" || { fail "faultproxy did not start"; return; }
   rm -f "$E2E_DIR/chaos-once"
   SBX_E2E_APISERVER_PORT=$(cat "$E2E_DIR/chaos-proxy.port") SBX_FAULT_POINTS=after-pod-create \

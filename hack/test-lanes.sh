@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Tests hack/lanes.sh, which hack/test.sh runs every suite with: a suite's or
+# Tests hack/lanes.sh, which hack/test.sh runs every suite with (and, last,
+# e2e/lib.sh's cleanup of the processes a suite started): a suite's or
 # a background job's result must be its own even when the kernel has since
 # given its process ID to another child of the shell. Process IDs wrap at
 # kernel.pid_max (32768 on Debian), and a CI run forks more than that, so
@@ -50,5 +51,32 @@ reused=$(echo "$BASHPID")
 check "a command substitution got the ended job's process ID" "$reused" "$pid"
 bg_result seven 2>/dev/null
 check "the job's exit status after its process ID was reused" $? 7
+
+# e2e/lib.sh: a suite's cleanup signals only the processes it started. A
+# controller that ended long ago leaves its PID in CTL_PIDS; the kernel may
+# have given it to another suite's process (a kube-apiserver, once), which
+# the cleanup and controller_stop must leave alone. A process still running
+# is stopped as before.
+E2E_DIR=$tmp
+. "$ROOT/e2e/lib.sh"
+sleep 0.3 &
+ended=$!
+track_pid "$ended"
+gone "$ended" || { echo "FAIL: the ended controller (pid $ended) did not end"; exit 1; }
+echo $((ended - 1)) >/proc/sys/kernel/ns_last_pid
+sleep 60 &
+other=$!
+check "another process got the ended controller's process ID" "$other" "$ended"
+sleep 60 &
+live=$!
+track_pid "$live"
+check "the processes a cleanup would signal" "$(tracked_pids | paste -sd' ')" "$live"
+controller_stop "$ended"
+disown "$live" # its end, reported by the shell, is not news
+for p in $(tracked_pids); do kill -KILL "$p" 2>/dev/null; done
+gone "$live"
+check "the running one, stopped" "$([ -d "/proc/$live" ] && echo running || echo stopped)" stopped
+check "the other process, left alone" "$(kill -0 "$other" 2>/dev/null && echo running || echo stopped)" running
+kill "$other" 2>/dev/null
 
 exit $failed
