@@ -19,7 +19,8 @@ cluster_up() {
   E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/sbx-e2e.XXXXXX")
   trap e2e_cleanup EXIT
   export KUBECONFIG
-  KUBECONFIG=$("$E2E_ROOT/hack/cluster.sh" up "$E2E_DIR") || { say "control plane failed to start"; exit 1; }
+  KUBECONFIG=$("$E2E_ROOT/hack/cluster.sh" up "$E2E_DIR") ||
+    { E2E_FAILED=1; say "control plane failed to start"; exit 1; } # its logs are kept
   BIN=$(sed -n 's/^BIN=//p' "$E2E_DIR/state")
   export PATH="$BIN:$PATH"
   kubectl apply -f "$E2E_ROOT/crd/sandbox.dev_sandboxes.yaml" -f "$E2E_ROOT/crd/sandbox.dev_sandboxclaims.yaml" \

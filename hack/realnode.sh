@@ -412,7 +412,7 @@ realnode_up() {
   rn_ctr version >/dev/null 2>&1 || { rn_log "containerd did not start; see $DIR/logs/realnode-containerd.log"; return 1; }
   rn_import "$images/pause.oci.tar" "$RN_PAUSE" && rn_import "$images/sandbox.oci.tar" sbx.local/sandbox:1 || return 1
   local k=("$BIN/kubectl" --kubeconfig="$DIR/kubeconfig")
-  "${k[@]}" apply -f - >/dev/null <<YAML
+  "${k[@]}" apply -f - >/dev/null <<YAML || { rn_log "cannot write the real node's RBAC; the API server's last lines:"; tail -n 20 "$DIR/logs/kube-apiserver.log" >&2; return 1; }
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {name: sbx-realnode-kubelet}
