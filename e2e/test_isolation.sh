@@ -334,30 +334,44 @@ PY
 # created 3 s before the key's end and seen 4 s later (the Sandbox watch
 # held behind, SBX_FAULT_DELAYS) gets the stored outcome, no new pod. Key
 # lifetime 40 s.
+# late_retry NS: the scenario of test_6_b in namespace NS. Returns 0 when it
+# ran (its checks made), 2 when e2's create landed after the key's end (a
+# loaded host: nothing shown, the caller runs it again once).
+late_retry() {
+  local ns=$1 until wait_s created
+  kubectl create namespace "$ns" >/dev/null
+  wsbx "$KUBECONFIG" "$ns" e1 key-6b - "{\"shutdownTime\":\"$(in_s 15)\",\"shutdownPolicy\":\"Delete\"}" ||
+    fail "create e1"
+  wait_for 60 sh -c "! kubectl get sbx -n $ns e1 >/dev/null 2>&1" || fail "e1 not expired and deleted"
+  until=$(kubectl get sbxclaim -n "$ns" -o jsonpath='{.items[0].spec.keyExpiresAt}')
+  [ -n "$until" ] || { fail "no claim record for e1's expiry"; return 0; }
+  wait_s=$(python3 -c "import datetime,time,sys; t=datetime.datetime.strptime(sys.argv[1],'%Y-%m-%dT%H:%M:%SZ').replace(tzinfo=datetime.timezone.utc).timestamp(); print(max(0.0, t - time.time() - 3))" "$until")
+  say "  the key ends at $until; e2 is created $(printf '%.1f' "$wait_s") s from now, 3 s before"
+  sleep "$wait_s"
+  wsbx "$KUBECONFIG" "$ns" e2 key-6b - || fail "create e2"
+  wait_for 40 sh -c "[ -n \"\$(kubectl get sbx -n $ns e2 -o jsonpath='{.status.phase}')\" ]" || fail "e2 never reconciled"
+  created=$(kubectl get sbx -n "$ns" e2 -o jsonpath='{.metadata.creationTimestamp}')
+  if [[ ! "$created" < "$until" ]]; then
+    say "  e2 was created at $created, not before the key's end $until (a loaded host): nothing shown"
+    kubectl delete namespace "$ns" --wait=false >/dev/null
+    return 2
+  fi
+  expect_eq "$(phase "$ns" e2)" Expired "e2, created within the key's lifetime"
+  expect_eq "$(kubectl get pods -n "$ns" --no-headers 2>/dev/null | grep -c .)" 0 "pods in $ns"
+  kubectl delete namespace "$ns" --wait=false >/dev/null
+  return 0
+}
+
 test_6_b_a_late_seen_retry_gets_the_stored_outcome() {
   # The held watch delivers one event per 4 s: test_6_a's 260 Sandboxes,
   # still being deleted with their namespace, would queue e1's events for
   # minutes behind theirs (seen once on a loaded host: e1 seen 56 s late)
   wait_for 180 sh -c '! kubectl get namespace team-d >/dev/null 2>&1' || fail "team-d not deleted"
   SBX_FAULT_DELAYS=watch:sandboxes=4000 main_restart --key-lifetime 40
-  kubectl create namespace team-e >/dev/null
-  wsbx "$KUBECONFIG" team-e e1 key-6b - "{\"shutdownTime\":\"$(in_s 15)\",\"shutdownPolicy\":\"Delete\"}" ||
-    fail "create e1"
-  wait_for 60 sh -c "! kubectl get sbx -n team-e e1 >/dev/null 2>&1" || fail "e1 not expired and deleted"
-  local until wait_s
-  until=$(kubectl get sbxclaim -n team-e -o jsonpath='{.items[0].spec.keyExpiresAt}')
-  [ -n "$until" ] || { fail "no claim record for e1's expiry"; main_restart; return; }
-  wait_s=$(python3 -c "import datetime,time,sys; t=datetime.datetime.strptime(sys.argv[1],'%Y-%m-%dT%H:%M:%SZ').replace(tzinfo=datetime.timezone.utc).timestamp(); print(max(0.0, t - time.time() - 3))" "$until")
-  say "  the key ends at $until; e2 is created $(printf '%.1f' "$wait_s") s from now, 3 s before"
-  sleep "$wait_s"
-  wsbx "$KUBECONFIG" team-e e2 key-6b - || fail "create e2"
-  wait_for 40 sh -c "[ -n \"\$(kubectl get sbx -n team-e e2 -o jsonpath='{.status.phase}')\" ]" || fail "e2 never reconciled"
-  local created
-  created=$(kubectl get sbx -n team-e e2 -o jsonpath='{.metadata.creationTimestamp}')
-  [[ "$created" < "$until" ]] || fail "e2 was created at $created, not before the key's end $until (a loaded host): nothing shown"
-  expect_eq "$(phase team-e e2)" Expired "e2, created within the key's lifetime"
-  expect_eq "$(kubectl get pods -n team-e --no-headers 2>/dev/null | grep -c .)" 0 "pods in team-e"
-  kubectl delete namespace team-e --wait=false >/dev/null
+  # e2's create must land within the 3 s before the key's end: on a loaded
+  # host it once took 8 s. Such a run shows nothing and is made again once.
+  late_retry team-e
+  [ $? = 2 ] && { late_retry team-e2; [ $? = 2 ] && fail "e2's create landed after the key's end twice (a loaded host)"; }
   main_restart
 }
 
