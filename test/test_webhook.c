@@ -266,17 +266,20 @@ static void test_authz_rotation(void)
 
 /* ---- AdmissionReview ---- */
 
+/* The groups of the reviews' userInfo (a test may set others for a while). */
+static const char *review_groups = "[\"system:authenticated\"]";
+
 static char *review_json(const char *op, const char *user, const char *object, const char *old)
 {
-	size_t n = strlen(object) + (old ? strlen(old) : 0) + 1024;
+	size_t n = strlen(object) + (old ? strlen(old) : 0) + strlen(review_groups) + 1024;
 	char *b = malloc(n);
 	snprintf(b, n,
 		 "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
 		 "\"uid\":\"req-1\",\"operation\":\"%s\",\"kind\":{\"group\":\"sandbox.dev\",\"version\":"
 		 "\"v1alpha1\",\"kind\":\"Sandbox\"},\"resource\":{\"group\":\"sandbox.dev\",\"resource\":"
 		 "\"sandboxes\"},\"namespace\":\"team-a\",\"name\":\"s1\",\"userInfo\":{\"username\":\"%s\","
-		 "\"groups\":[\"system:authenticated\"]},\"object\":%s%s%s}}",
-		 op, user, object, old ? ",\"oldObject\":" : "", old ? old : "");
+		 "\"groups\":%s},\"object\":%s%s%s}}",
+		 op, user, review_groups, object, old ? ",\"oldObject\":" : "", old ? old : "");
 	return b;
 }
 
@@ -633,11 +636,36 @@ static void test_mutate_then_validate(void)
 	CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ));
 	CU_ASSERT_EQUAL(strlen(cJSON_GetObjectItem(lab, SBX_LABEL_DIGEST)->valuestring), 32);
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(lab, "app")->valuestring, "x");
+	/* the whole identity is recorded, under the record's MAC (v3), for the
+	 * controller to ask about again if the pod comes late */
+	CU_ASSERT_EQUAL(strncmp(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)->valuestring, "v3.", 3), 0);
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_AUTHZ_IDENTITY)->valuestring,
+			       "{\"groups\":[\"system:authenticated\"],\"username\":\"alice\"}");
 	char *stamped = cJSON_PrintUnformatted(obj);
 	struct wh_verdict vv;
 	decide(&p, 0, "CREATE", "alice", stamped, NULL, &vv);
 	CU_ASSERT_TRUE(vv.allowed);
 	wh_verdict_release(&vv);
+	/* the same username in other groups is another identity: refused */
+	review_groups = "[\"system:authenticated\",\"system:masters\"]";
+	decide(&p, 0, "CREATE", "alice", stamped, NULL, &vv);
+	review_groups = "[\"system:authenticated\"]";
+	CU_ASSERT_FALSE(vv.allowed);
+	CU_ASSERT_EQUAL(vv.code, 403);
+	wh_verdict_release(&vv);
+	/* the recorded identity changed (a group added): the MAC no longer holds */
+	cJSON *forged = cJSON_Duplicate(obj, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(forged, "metadata"), "annotations"),
+				  SBX_ANN_AUTHZ_IDENTITY,
+				  cJSON_CreateString("{\"groups\":[\"system:masters\"],\"username\":\"alice\"}"));
+	char *forged_s = cJSON_PrintUnformatted(forged);
+	review_groups = "[\"system:masters\"]";
+	decide(&p, 0, "CREATE", "alice", forged_s, NULL, &vv);
+	review_groups = "[\"system:authenticated\"]";
+	CU_ASSERT_FALSE(vv.allowed);
+	wh_verdict_release(&vv);
+	free(forged_s);
+	cJSON_Delete(forged);
 	/* bob replays alice's stamped object under his own identity: refused */
 	decide(&p, 0, "CREATE", "bob", stamped, NULL, &vv);
 	CU_ASSERT_FALSE(vv.allowed);
@@ -1183,7 +1211,9 @@ static void test_update_lifecycle(void)
 	apply_patch(upd, patch);
 	const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "metadata"), "annotations");
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_RESUMED_BY)->valuestring, "alice");
-	CU_ASSERT_EQUAL(strncmp(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)->valuestring, "v2.1000.3.", 10), 0);
+	CU_ASSERT_EQUAL(strncmp(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)->valuestring, "v3.1000.3.", 10), 0);
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_AUTHZ_IDENTITY)->valuestring,
+			       "{\"groups\":[\"system:authenticated\"],\"username\":\"alice\"}");
 	wh_verdict_release(&v);
 	/* the API server bumps the generation before validating admission */
 	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "metadata"), "generation", cJSON_CreateNumber(3));

@@ -16,6 +16,7 @@
 #include "reconcile/examine.h"
 #include "reconcile/inforce.h"
 #include "reconcile/quota.h"
+#include "reconcile/reauthz.h"
 #include "reconcile/records.h"
 #include "reconcile/state.h"
 #include "reconcile/strset.h"
@@ -374,8 +375,9 @@ int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int ch
 	const cJSON *sg = jobj(v->status, "suspendedGeneration");
 	long long suspended = cJSON_IsNumber(sg) ? (long long)sg->valuedouble : 0;
 	/* A record of a run after the first names its resumer. */
-	int resumed = rec && !strncmp(rec, "v2.", 3) && strchr(rec + 3, '.') && strncmp(strchr(rec + 3, '.'), ".1.", 3);
-	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = v->owner, .fingerprint = v->scope.fingerprint, .username = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY) };
+	int resumed = rec && (!strncmp(rec, "v2.", 3) || !strncmp(rec, "v3.", 3)) && strchr(rec + 3, '.') &&
+		      strncmp(strchr(rec + 3, '.'), ".1.", 3);
+	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = v->owner, .fingerprint = v->scope.fingerprint, .username = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY), .identity = jstr(ann, SBX_ANN_AUTHZ_IDENTITY) };
 	struct sbx_authz_info info = { 0 };
 	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
 						   c->seal_keys->n, &s, v->created, rec, &info);
@@ -397,6 +399,9 @@ int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int ch
 		*r = sbx_rc_report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
 		return 0;
 	}
+	v->authz_issued = info.issued;
+	v->authz_run = info.run;
+	v->authz_identity = info.has_identity;
 	/* A record counts only when the API server's admission call made it:
 	 * anyone who reaches the webhook port can have one made, but only a
 	 * Sandbox the webhook saw created (or resumed) carries one it let
@@ -404,6 +409,32 @@ int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int ch
 	if (info.run == 1)
 		return !check_creation || webhook_in_force(c, v, "CREATE", v->created, r);
 	return webhook_in_force(c, v, "UPDATE", info.issued, r);
+}
+
+int sbx_lc_still_allowed(struct sbx_controller *c, const struct sbx_view *v, char *msg, size_t msglen)
+{
+	msg[0] = '\0';
+	if (!v->owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW || !v->authz_issued ||
+	    v->now - v->authz_issued <= SBX_AUTHZ_RECHECK_S)
+		return 1;
+	const cJSON *ann = jobj(jobj(v->obj, "metadata"), "annotations");
+	const char *who = jstr(ann, v->authz_run > 1 ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY);
+	char why[256] = "", uq[160];
+	int may = sbx_reauthz_check(c->reauthz, c->kc, v->authz_identity ? jstr(ann, SBX_ANN_AUTHZ_IDENTITY) : NULL, who,
+				    v->ns, v->owner, 0, why, sizeof why);
+	snprintf(uq, sizeof uq, "%s", who ? who : "");
+	if (may < 0)
+		snprintf(msg, msglen,
+			 "workspace owner %s: cannot check whether %s, who %s this Sandbox, may still use the owner "
+			 "(%s); no pod is made meanwhile",
+			 v->owner, uq, v->authz_run > 1 ? "resumed" : "created", why);
+	else if (!may)
+		snprintf(msg, msglen,
+			 "workspace owner %s: %s, who %s this Sandbox, may no longer use the owner (missing permission "
+			 "\"use\" on workspaces.sandbox.dev \"%s\"%s%s); no pod is made until they may again, or "
+			 "delete the Sandbox",
+			 v->owner, uq, v->authz_run > 1 ? "resumed" : "created", v->owner, why[0] ? ": " : "", why);
+	return may;
 }
 
 int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int check_creation, int *r)
@@ -479,6 +510,23 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 		char claim[80], qmsg[700];
 		if (claim_name_for(c, v, pod_name, claim, sizeof claim) < 0)
 			return REQUEUE_WAIT_MS; /* its record is not in the cache yet */
+		int may = sbx_lc_still_allowed(c, v, qmsg, sizeof qmsg);
+		if (may < 0) {
+			log_kv(LOG_WARN, "cannot check the resumer's right to the owner", "sandbox", v->name, "namespace",
+			       v->ns, "error", qmsg);
+			return -1;
+		}
+		if (!may) {
+			struct sbx_status_in in = not_holding(v, "Suspended", "OwnerNotAuthorized", qmsg);
+			in.bound = 0;
+			in.bound_reason = "OwnerNotAuthorized";
+			in.bound_message = qmsg;
+			int w = sbx_rc_write_status_guarded(c, v, &in);
+			if (w == 1)
+				sbx_rc_event(c, v, "Warning", "OwnerNotAuthorized", qmsg);
+			return w < 0 ? -1 : w == REQUEUE_BUSY_MS ? w
+								 : REQUEUE_REVOKED_MS;
+		}
 		if (!sbx_rc_workspace_ready(c, v, &r))
 			return r;
 		/* A resume counts: the generation needs one of its owner's quota

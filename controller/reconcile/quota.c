@@ -265,12 +265,13 @@ static int wants_slot(const cJSON *obj, const struct sbx_lifecycle *lc, time_t n
 	if (phase && (!strcmp(phase, "Rejected") || !strcmp(phase, "Expired")))
 		return 0;
 	int bound = jstr(st, "podName") && jstr(st, "podUID") && jstr(st, "binding");
+	const char *reason = jstr(sbx_status_condition(st, "Bound"), "reason");
+	/* A resume, unless its resumer may no longer use the owner. */
 	if (phase && !strcmp(phase, "Suspended"))
-		return 1; /* a resume */
+		return !reason || strcmp(reason, "OwnerNotAuthorized");
 	/* Unbound for another reason (its owner not authorized, a foreign pod,
 	 * the API refusing its pod while it holds a slot): not in the line, so
 	 * it never holds back those behind it. */
-	const char *reason = jstr(sbx_status_condition(st, "Bound"), "reason");
 	return !bound && (!reason || !strcmp(reason, "QuotaWaiting"));
 }
 

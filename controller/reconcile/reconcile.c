@@ -322,6 +322,26 @@ static int quota_gate(struct sbx_controller *c, struct sbx_view *v, const char *
  * read live too: the pods are read after the release deleted one, so the
  * record written before that delete is there, whatever the record cache
  * shows yet. */
+/* sbx_lc_still_allowed for a claim: 1, or 0 with *r the result (a refusal
+ * reported, Pending/OwnerNotAuthorized, looked at again later). */
+static int still_allowed(struct sbx_controller *c, struct sbx_view *v, int *r)
+{
+	char msg[900];
+	int may = sbx_lc_still_allowed(c, v, msg, sizeof msg);
+	if (may > 0)
+		return 1;
+	if (may < 0) {
+		log_kv(LOG_WARN, "cannot check the requester's right to the owner", "sandbox", v->name, "namespace", v->ns,
+		       "error", msg);
+		*r = -1;
+		return 0;
+	}
+	*r = sbx_rc_report_unbound(c, v, "Pending", "OwnerNotAuthorized", msg, "OwnerNotAuthorized") < 0
+		 ? -1
+		 : REQUEUE_REVOKED_MS;
+	return 0;
+}
+
 static int claim(struct sbx_controller *c, struct sbx_view *v)
 {
 	struct generations g = { .v = v, .pods = cJSON_CreateArray(), .newest = -1 };
@@ -394,8 +414,9 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 			goto out;
 		}
 		/* A pod for the generation is about to be made or taken: only
-		 * within its owner's quota. */
-		if (!pod && !quota_gate(c, v, pod_name, &r))
+		 * while its requester may still use the owner, and within the
+		 * owner's quota. */
+		if (!pod && (!still_allowed(c, v, &r) || !quota_gate(c, v, pod_name, &r)))
 			goto out;
 		/* A fresh generation where a warm pool may serve, or a Reject-mode
 		 * quota applies: the claim goes through the generation's record

@@ -21,6 +21,9 @@
 #define REQUEUE_QUOTA_MS 30000
 /* A Sandbox whose profile was deleted looks again this long after. */
 #define REQUEUE_PROFILE_MS 15000
+/* A Sandbox whose requester may no longer use its owner looks again this
+ * long after (reconcile/lifecycle.h, sbx_lc_still_allowed). */
+#define REQUEUE_REVOKED_MS 15000
 
 /* Everything one reconcile needs about its Sandbox, borrowed from `obj`. */
 struct sbx_view {
@@ -36,6 +39,12 @@ struct sbx_view {
 	time_t now;
 	long retry_after_ms; /* set by claim: the API's Retry-After for the next attempt */
 	int timer;	     /* the result is only the wait for the shutdownTime */
+	/* The owner authorization verified for this run (sbx_lc_owner_authorized):
+	 * when it was issued (0: none verified), the run it is of, and whether
+	 * it covers the requester's whole identity (a v3 record). */
+	time_t authz_issued;
+	long long authz_run;
+	int authz_identity;
 };
 
 /* What a pod or record found for a generation means for the claim: done

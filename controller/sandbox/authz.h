@@ -24,10 +24,11 @@
  * that minute counts only when the webhook was in force for that creation
  * (reconcile/inforce.h), and then the webhook refuses the replayed annotations.
  *
- * A record that must outlive the moment it was made (a SandboxWarmPool's:
- * its warm pods are made and bound for as long as the pool stands) names
- * the whole identity, so that the controller can ask again whether that
- * identity may still use the owner (issue 23): a third annotation
+ * A record that may be used long after it was made (a SandboxWarmPool's:
+ * its warm pods are made and bound for as long as the pool stands; a
+ * Sandbox's whose pod comes late, after a quota wait) names the whole
+ * identity, so that the controller can ask again whether that identity may
+ * still use the owner (issue 23): a third annotation
  *
  *   sandbox.dev/authorized-identity: <JCS of {username, uid, groups, extra}>
  *

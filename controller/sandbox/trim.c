@@ -58,10 +58,11 @@ cJSON *sbx_trim_sandbox(const cJSON *obj)
 	static const char *const meta[] = { "name", "namespace", "uid", "generation",
 					    "resourceVersion", "creationTimestamp", "deletionTimestamp", "generateName",
 					    NULL };
-	/* Of the annotations, only the owner authorization record and its
-	 * requester are read (a tenant may write 256 KiB of others). */
+	/* Of the annotations, only the owner authorization record, its
+	 * requester and identity are read (a tenant may write 256 KiB of
+	 * others; reserved ones only the webhook writes). */
 	static const char *const ann[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, SBX_ANN_RESUMED_BY,
-					   SBX_ANN_NET_AUTHZ, NULL };
+					   SBX_ANN_NET_AUTHZ, SBX_ANN_AUTHZ_IDENTITY, NULL };
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
 	copy_fields(m, jobj(obj, "metadata"), meta);
@@ -76,7 +77,7 @@ cJSON *sbx_trim_sandbox(const cJSON *obj)
 	cJSON *kept = NULL;
 	for (const char *const *k = ann; *k; k++) {
 		const char *val = jstr(a, *k);
-		if (val && strlen(val) <= SBX_AUTHZ_MAX_FIELD) {
+		if (val && strlen(val) <= (strcmp(*k, SBX_ANN_AUTHZ_IDENTITY) ? SBX_AUTHZ_MAX_FIELD : SBX_AUTHZ_IDENTITY_MAX)) {
 			if (!kept)
 				kept = cJSON_AddObjectToObject(m, "annotations");
 			cJSON_AddStringToObject(kept, *k, val);

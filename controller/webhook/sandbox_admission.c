@@ -184,7 +184,7 @@ static void patch_name(cJSON *patch, const char *name)
 }
 
 /* The reserved annotations a resume stamps anew. */
-static const char *const RESUME_KEYS[] = { SBX_ANN_OWNER_AUTHZ, SBX_ANN_RESUMED_BY, NULL };
+static const char *const RESUME_KEYS[] = { SBX_ANN_OWNER_AUTHZ, SBX_ANN_RESUMED_BY, SBX_ANN_AUTHZ_IDENTITY, NULL };
 
 /* 1 when an UPDATE resumes the Sandbox: spec.lifecycle.suspend was true and
  * is not any more. */
@@ -254,6 +254,22 @@ static int owner_allowed(const struct wh_sandbox_policy *p, const struct wh_revi
 		return 0;
 	}
 	return 1;
+}
+
+/* The requester's whole identity, recorded with a Sandbox's owner
+ * authorization: its pod may be made long after admission (a quota wait, a
+ * resume's), and the controller then asks again whether this identity may
+ * still use the owner (reconcile/lifecycle.h). Returns a new string (caller
+ * frees), or NULL with v filled as the refusal. */
+static char *record_identity(const struct wh_review *r, const char *what, struct wh_verdict *v)
+{
+	char *identity = sbx_authz_identity(r->user_info);
+	if (!identity)
+		wh_verdict_deny(v, 403, "Forbidden",
+				"the identity %s is too large to record for the owner authorization's later checks "
+				"(at most %d bytes of username, uid, groups and extra)",
+				what, SBX_AUTHZ_IDENTITY_MAX);
+	return identity;
 }
 
 /* Checks that the requester may use every profile the spec names (contract
@@ -342,10 +358,14 @@ static void mutate_resume(const struct wh_sandbox_policy *p, const struct wh_rev
 		return; /* nothing to authorize, or left to validation */
 	if (!owner_allowed(p, r, owner, " to resume this Sandbox", v))
 		return;
-	char record[SBX_AUTHZ_MAX];
+	char record[SBX_AUTHZ_MAX], *identity = record_identity(r, "resuming this Sandbox", v);
+	if (!identity)
+		return;
 	struct sbx_authz_subject s = request_subject(r, NULL, owner, sc.fingerprint);
 	s.run = (long long)g->valuedouble + 1;
+	s.identity = identity;
 	if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, record, sizeof record) < 0) {
+		free(identity);
 		wh_verdict_deny(v, 500, "InternalError", "cannot record the owner authorization of the resume");
 		return;
 	}
@@ -353,6 +373,8 @@ static void mutate_resume(const struct wh_sandbox_policy *p, const struct wh_rev
 	cJSON *ann = NULL;
 	patch_set(v->patch, r->object, "annotations", SBX_ANN_OWNER_AUTHZ, record, &ann);
 	patch_set(v->patch, r->object, "annotations", SBX_ANN_RESUMED_BY, r->username, &ann);
+	patch_set(v->patch, r->object, "annotations", SBX_ANN_AUTHZ_IDENTITY, identity, &ann);
+	free(identity);
 	v->outcome = "mutated";
 }
 
@@ -518,6 +540,19 @@ static void pool_mutate(const struct wh_sandbox_policy *p, const struct wh_revie
 		restore_reserved(r, v, POOL_AUTHZ_KEYS);
 }
 
+/* 1 when the identity a record covers (has_identity: a v3 record's,
+ * recorded) is this request's, whole; a record of an earlier version names
+ * none (a rolling upgrade). */
+static int same_identity(const struct wh_review *r, const char *recorded, int has_identity)
+{
+	if (!has_identity)
+		return 1;
+	char *mine = sbx_authz_identity(r->user_info);
+	int same = mine && recorded && !strcmp(mine, recorded);
+	free(mine);
+	return same;
+}
+
 /* The check of pool record `key` (issued to who) on a creation or a new
  * template: made by the mutating webhook for this request (run 1, or the
  * generation the update makes). */
@@ -595,10 +630,7 @@ static void pool_validate(const struct wh_sandbox_policy *p, const struct wh_rev
 		snprintf(what, sizeof what, "network profiles %s", joined);
 	/* The identity recorded must be this request's, whole. */
 	const char *recorded = jstr(jobj(meta, "annotations"), SBX_ANN_AUTHZ_IDENTITY);
-	char *mine = sbx_authz_identity(r->user_info);
-	int same_identity = mine && recorded && !strcmp(mine, recorded);
-	free(mine);
-	if (!same_identity) {
+	if (!same_identity(r, recorded, 1)) {
 		wh_verdict_deny(v, 403, "Forbidden",
 				"%s: the pool does not carry the identity of this request as the mutating webhook "
 				"sandbox-controller records it (is it installed, and did a later mutating webhook change "
@@ -677,9 +709,14 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 			return;
 		}
 	}
+	char *identity = NULL;
 	if (owner) {
 		struct sbx_authz_subject s = request_subject(r, picked[0] ? picked : NULL, owner, sc.fingerprint);
+		if (p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW &&
+		    !(s.identity = identity = record_identity(r, "creating this Sandbox", v)))
+			return;
 		if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, record, sizeof record) < 0) {
+			free(identity);
 			wh_verdict_deny(v, 500, "InternalError", "cannot record the owner authorization");
 			return;
 		}
@@ -687,6 +724,7 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 	if (netsubject[0]) {
 		struct sbx_authz_subject s = request_subject(r, picked[0] ? picked : NULL, netsubject, sc.fingerprint);
 		if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, netrecord, sizeof netrecord) < 0) {
+			free(identity);
 			wh_verdict_deny(v, 500, "InternalError", "cannot record the network profiles' authorization");
 			return;
 		}
@@ -698,6 +736,9 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 	patch_set(v->patch, r->object, "annotations", SBX_ANN_REQUESTED_BY, r->username, &ann);
 	if (owner)
 		patch_set(v->patch, r->object, "annotations", SBX_ANN_OWNER_AUTHZ, record, &ann);
+	if (identity)
+		patch_set(v->patch, r->object, "annotations", SBX_ANN_AUTHZ_IDENTITY, identity, &ann);
+	free(identity);
 	if (netsubject[0])
 		patch_set(v->patch, r->object, "annotations", SBX_ANN_NET_AUTHZ, netrecord, &ann);
 	if (key)
@@ -784,10 +825,11 @@ static int resume_record_valid(const struct wh_sandbox_policy *p, const struct w
 	if (!owner || !by || strcmp(by, r->username) || !cJSON_IsNumber(g) || request_scope(r, spec, &sc, msg, sizeof msg) < 0)
 		return 0;
 	struct sbx_authz_subject s = request_subject(r, NULL, owner, sc.fingerprint);
+	s.identity = jstr(jobj(meta, "annotations"), SBX_ANN_AUTHZ_IDENTITY);
 	struct sbx_authz_info info = { 0 };
 	return sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, 0, jstr(jobj(meta, "annotations"), SBX_ANN_OWNER_AUTHZ),
 				&info) == SBX_AUTHZ_OK &&
-	       info.run == (long long)g->valuedouble;
+	       info.run == (long long)g->valuedouble && same_identity(r, s.identity, info.has_identity);
 }
 
 /* CREATE of a Sandbox naming profiles: the mutating webhook's record of
@@ -903,7 +945,8 @@ void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_revi
 		return;
 	}
 	const char *owner = sbx_spec_owner(spec), *key = sbx_spec_key(spec);
-	static const char *const ann_ok[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, SBX_ANN_NET_AUTHZ, NULL };
+	static const char *const ann_ok[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, SBX_ANN_AUTHZ_IDENTITY,
+					      SBX_ANN_NET_AUTHZ, NULL };
 	static const char *const lab_ok[] = { SBX_LABEL_DIGEST, NULL };
 	const char *bad = unexpected_reserved(jobj(meta, "annotations"), ann_ok);
 	if (!bad)
@@ -923,13 +966,14 @@ void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_revi
 	}
 	if (owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) {
 		struct sbx_authz_subject s = request_subject(r, NULL, owner, sc.fingerprint);
+		s.identity = jstr(jobj(meta, "annotations"), SBX_ANN_AUTHZ_IDENTITY);
 		time_t created = now;
 		ktime_parse_rfc3339(jstr(meta, "creationTimestamp"), &created);
 		struct sbx_authz_info info = { 0 };
 		enum sbx_authz_check ac = sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, created,
 							   jstr(jobj(meta, "annotations"), SBX_ANN_OWNER_AUTHZ), &info);
-		if (ac == SBX_AUTHZ_OK && info.run != 1)
-			ac = SBX_AUTHZ_MISMATCH; /* a resume's record on a creation */
+		if (ac == SBX_AUTHZ_OK && (info.run != 1 || !same_identity(r, s.identity, info.has_identity)))
+			ac = SBX_AUTHZ_MISMATCH; /* a resume's record on a creation, or another's identity */
 		if (ac != SBX_AUTHZ_OK) {
 			wh_verdict_deny(v, 403, "Forbidden",
 					"workspace owner \"%s\": %s (is the mutating webhook sandbox-controller "
