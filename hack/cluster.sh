@@ -65,22 +65,38 @@ log() { echo "cluster: $*" >&2; }
 free_port() { python3 "$HACK/free-port.py" "$DIR/ports-given"; }
 
 # start NAME CMD...: runs CMD in its own session with its output in DIR/logs.
+# DIR/pids/NAME holds its process ID, DIR/pids/NAME.start that process's
+# start time (field 22 of /proc/PID/stat), so that stop_one never signals
+# another process given the ID after NAME ended early (a crashed kwok): the
+# kernel reuses IDs within minutes of a CI run.
 start() {
   local name=$1; shift
   setsid "$@" >"$DIR/logs/$name.log" 2>&1 </dev/null &
   echo $! >"$DIR/pids/$name"
+  proc_start $! >"$DIR/pids/$name.start"
 }
 
+# proc_start PID: its start time, nothing when it is gone (as e2e/lib.sh's).
+proc_start() { awk '{ sub(/.*\) /, ""); print $20 }' "/proc/$1/stat" 2>/dev/null || true; }
+
+# stop_one NAME: stops NAME's session, if NAME still runs under its ID.
 stop_one() {
-  local f="$DIR/pids/$1" pid
+  local f="$DIR/pids/$1" pid started
   [ -f "$f" ] || return 0
   pid=$(cat "$f")
+  started=$(cat "$f.start" 2>/dev/null || echo unknown)
+  # NAME ended and its ID was given to another process: not ours to stop.
+  # (unknown: a folder of an earlier version; as before.)
+  if [ "$started" != unknown ] && [ "$(proc_start "$pid")" != "$started" ]; then
+    rm -f "$f" "$f.start"
+    return 0
+  fi
   if kill -0 "$pid" 2>/dev/null; then
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
   fi
-  rm -f "$f"
+  rm -f "$f" "$f.start"
 }
 
 # The real node's functions (realnode_up, realnode_down, realnode_check).

@@ -11,7 +11,8 @@
 # The test makes that reuse happen at once instead of after 32,768 forks: it
 # runs in a PID namespace of its own (unshare, as root) and sets the
 # namespace's last ID (/proc/sys/kernel/ns_last_pid) to the one before the
-# job's. Exits non-zero when a check fails.
+# job's. The same reuse is made for e2e/lib.sh's cleanup and for
+# hack/cluster.sh down. Exits non-zero when a check fails.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -39,6 +40,16 @@ gone() {
   return 1
 }
 
+# reuse_pid PID WHAT: once PID (WHAT) ended, starts another process
+# (sleep 60) that gets PID; its ID in OTHER.
+reuse_pid() {
+  gone "$1" || { echo "FAIL: $2 (pid $1) did not end"; exit 1; }
+  echo $(($1 - 1)) >/proc/sys/kernel/ns_last_pid
+  sleep 60 &
+  OTHER=$!
+  check "another process got $2's process ID" "$OTHER" "$1"
+}
+
 bg_job three bash -c 'exit 3'
 bg_result three
 check "a background job's exit status" $? 3
@@ -62,11 +73,8 @@ E2E_DIR=$tmp
 sleep 0.3 &
 ended=$!
 track_pid "$ended"
-gone "$ended" || { echo "FAIL: the ended controller (pid $ended) did not end"; exit 1; }
-echo $((ended - 1)) >/proc/sys/kernel/ns_last_pid
-sleep 60 &
-other=$!
-check "another process got the ended controller's process ID" "$other" "$ended"
+reuse_pid "$ended" "the ended controller"
+other=$OTHER
 sleep 60 &
 live=$!
 track_pid "$live"
@@ -77,6 +85,27 @@ for p in $(tracked_pids); do kill -KILL "$p" 2>/dev/null; done
 gone "$live"
 check "the running one, stopped" "$([ -d "/proc/$live" ] && echo running || echo stopped)" stopped
 check "the other process, left alone" "$(kill -0 "$other" 2>/dev/null && echo running || echo stopped)" running
+kill "$other" 2>/dev/null
+
+# hack/cluster.sh down: the same for a control plane's processes. A kwok
+# that crashed early leaves its ID in DIR/pids; down must leave alone the
+# process given that ID since, and still stop a component that runs.
+mkdir -p "$tmp/cp/pids"
+sleep 0.3 &
+crashed=$!
+echo "$crashed" >"$tmp/cp/pids/kwok"
+proc_start "$crashed" >"$tmp/cp/pids/kwok.start"
+sleep 60 &
+running=$!
+echo "$running" >"$tmp/cp/pids/etcd"
+proc_start "$running" >"$tmp/cp/pids/etcd.start"
+disown "$running"
+reuse_pid "$crashed" "the crashed kwok"
+other=$OTHER
+"$ROOT/hack/cluster.sh" down "$tmp/cp" 2>/dev/null
+gone "$running"
+check "down: the running component, stopped" "$([ -d "/proc/$running" ] && echo running || echo stopped)" stopped
+check "down: the other process, left alone" "$(kill -0 "$other" 2>/dev/null && echo running || echo stopped)" running
 kill "$other" 2>/dev/null
 
 exit $failed
