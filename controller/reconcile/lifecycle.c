@@ -431,9 +431,12 @@ int sbx_lc_still_allowed(struct sbx_controller *c, const struct sbx_view *v, cha
 	else if (!may)
 		snprintf(msg, msglen,
 			 "workspace owner %s: %s, who %s this Sandbox, may no longer use the owner (missing permission "
-			 "\"use\" on workspaces.sandbox.dev \"%s\"%s%s); no pod is made until they may again, or "
+			 "\"use\" on workspaces.sandbox.dev \"%s\"%s%s)%s; no pod is made until they may again, or "
 			 "delete the Sandbox",
-			 v->owner, uq, v->authz_run > 1 ? "resumed" : "created", v->owner, why[0] ? ": " : "", why);
+			 v->owner, uq, v->authz_run > 1 ? "resumed" : "created", v->owner, why[0] ? ": " : "", why,
+			 v->authz_identity ? ""
+					   : " (asked as the username alone: this Sandbox was admitted by an earlier "
+					     "version, which recorded no groups; create it again to record them)");
 	return may;
 }
 
