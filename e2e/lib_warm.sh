@@ -47,6 +47,30 @@ main_start() {
 }
 
 as() { local kc=$1; shift; KUBECONFIG=$kc kubectl "$@"; }
+# usable_profile NAME USER: the allow profile NAME (TCP 8080 to 192.0.2.0/24,
+# a documentation range no test sends to) and USER's right to use it
+# (ClusterRole and ClusterRoleBinding profile-NAME-users); prints kubectl's errors.
+usable_profile() {
+  kubectl apply -f - 2>&1 >/dev/null <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxNetworkProfile
+metadata: {name: $1}
+spec:
+  egress: [{cidr: 192.0.2.0/24, ports: [{protocol: TCP, port: 8080}]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: profile-$1-users}
+rules:
+  - {apiGroups: [sandbox.dev], resources: [sandboxnetworkprofiles], resourceNames: [$1], verbs: [use]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: profile-$1-users}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: profile-$1-users}
+subjects: [{kind: User, name: $2}]
+YAML
+}
 pod_of() { jp "$1" sandbox "$2" '{.status.podName}'; }
 binding() { jp "$1" sandbox "$2" '{.status.binding}'; }
 phase() { jp "$1" sandbox "$2" '{.status.phase}'; }

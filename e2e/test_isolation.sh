@@ -5,8 +5,9 @@
 #   the pool creates none, its members go, the pool says why; a warm take
 #   cut short by a crash is not completed after the revocation;
 # - a Sandbox admitted (or resumed) while its requester could use the
-#   owner, whose pod comes late (a quota wait), gets none after the right
-#   was taken away, and holds back no one in the quota's line;
+#   owner (or an allow profile), whose pod comes late (a quota wait), gets
+#   none after the right was taken away, and holds back no one in the
+#   quota's line;
 # - a warm bind racing a scale-down of the pool, under a pod watch held 3 s
 #   behind (SBX_FAULT_DELAYS), keeps its pod;
 # - twenty quota-blocked pools of one namespace leave the refill budget to
@@ -235,6 +236,46 @@ test_1_f_a_late_resume_asks_about_the_resumer() {
   pods=$(kubectl get pods -n team-h -l app.kubernetes.io/managed-by=sandbox-controller -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' 2>/dev/null)
   expect_eq "$(grep -c "$(pod_of team-h sus)" <<<"$pods")" 0 "sus's pod after the revocation"
   kubectl delete namespace team-h --wait=false >/dev/null
+}
+
+# The same for an allow profile: bob's Sandbox naming profile web-late waits
+# for a slot (his quota of 1 held by his own first Sandbox); bob loses "use"
+# on the profile. When the slot frees, it gets no pod.
+test_1_g_a_late_bind_asks_about_the_profiles() {
+  new_namespace team-i
+  warm_rbac team-i
+  usable_profile web-late bob || fail "the profile web-late and bob's use of it"
+  kubectl apply -f - >/dev/null <<YAML || fail "bob's quota"
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxQuota
+metadata: {name: bob-one, namespace: team-i}
+spec: {owner: bob, maxActive: 1, mode: Queue}
+YAML
+  wsbx "$BOB" team-i holder key-holder bob || fail "create holder"
+  wait_for 30 bound team-i holder || fail "holder not bound: $(msg_of team-i holder)"
+  as "$BOB" create -f - >/dev/null <<YAML || fail "bob's Sandbox naming web-late, while he may use it"
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: late-net, namespace: team-i}
+spec: {image: $IMG, command: [sleep, infinity], idempotencyKey: key-late-net, workspaceOwner: bob,
+       network: {profiles: [web-late]}}
+YAML
+  wait_for 20 has_reason team-i late-net QuotaWaiting || fail "late-net does not wait for the quota: $(msg_of team-i late-net)"
+  kubectl delete clusterrolebinding profile-web-late-users >/dev/null || fail "revoke bob's use of web-late"
+  wait_for 20 sh -c "! KUBECONFIG=$BOB kubectl auth can-i use sandboxnetworkprofiles.sandbox.dev/web-late >/dev/null" ||
+    fail "bob may still use web-late"
+  sleep 16 # the record is older than 15 s when the slot frees
+  kubectl delete sbx -n team-i holder >/dev/null || fail "delete holder"
+  wait_for 45 has_reason team-i late-net NetworkProfileNotAuthorized ||
+    fail "late-net is not refused after the slot freed: $(phase team-i late-net) $(msg_of team-i late-net)"
+  sleep 3
+  expect_eq "$(pod_of team-i late-net)" "" "late-net's pod after the revocation"
+  expect_eq "$(pod_count team-i)" 0 "sandbox pods in team-i after the revocation"
+  expect_match "$(msg_of team-i late-net)" 'bob, who created this Sandbox, may no longer use it.*sandboxnetworkprofiles.sandbox.dev "web-late"' \
+    "the refusal names the requester and the profile"
+  kubectl delete namespace team-i --wait=false >/dev/null
+  kubectl delete sandboxnetworkprofile web-late >/dev/null
+  kubectl delete clusterrole profile-web-late-users >/dev/null
 }
 
 # Finding 3: a pool acting on a stale member list (its pod watch 3 s behind)

@@ -287,26 +287,7 @@ test_l_pools_naming_profiles() {
   local ns=team-p out uid pod hash plain
   new_namespace "$ns"
   warm_rbac "$ns"
-  out=$(kubectl apply -f - 2>&1 <<YAML
-apiVersion: sandbox.dev/v1alpha1
-kind: SandboxNetworkProfile
-metadata: {name: web}
-spec:
-  egress: [{cidr: 192.0.2.0/24, ports: [{protocol: TCP, port: 8080}]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: profile-web-users}
-rules:
-  - {apiGroups: [sandbox.dev], resources: [sandboxnetworkprofiles], resourceNames: [web], verbs: [use]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: profile-web-users}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: profile-web-users}
-subjects: [{kind: User, name: alice}]
-YAML
-)
+  out=$(usable_profile web alice)
   [ $? -eq 0 ] || { fail "the profile web and alice's right to use it: $out"; return; }
   # bob may not use web: his pool naming it is refused, naming the profile and the permission
   out=$(ppool "$BOB" "$ns" bob-web 1 web) && fail "bob created a pool naming web"

@@ -727,10 +727,19 @@ static void test_profiles(void)
 	const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "annotations");
 	CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(ann, SBX_ANN_NET_AUTHZ));
 	CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "name"));
+	/* the requester's whole identity, under the record's MAC, for a pod that comes late */
+	CU_ASSERT_EQUAL(strncmp(cJSON_GetObjectItem(ann, SBX_ANN_NET_AUTHZ)->valuestring, "v3.", 3), 0);
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_AUTHZ_IDENTITY)->valuestring,
+			       "{\"groups\":[\"system:authenticated\"],\"username\":\"bob\"}");
 	char *stamped = cJSON_PrintUnformatted(obj);
 	struct wh_verdict vv;
 	decide(&p, 0, "CREATE", "bob", stamped, NULL, &vv);
 	CU_ASSERT_TRUE(vv.allowed);
+	wh_verdict_release(&vv);
+	review_groups = "[\"system:masters\"]"; /* bob in other groups: another identity */
+	decide(&p, 0, "CREATE", "bob", stamped, NULL, &vv);
+	review_groups = "[\"system:authenticated\"]";
+	CU_ASSERT_FALSE(vv.allowed);
 	wh_verdict_release(&vv);
 	decide(&p, 0, "CREATE", "alice", stamped, NULL, &vv); /* another requester */
 	CU_ASSERT_FALSE(vv.allowed);
@@ -1212,7 +1221,7 @@ static void test_update_lifecycle(void)
 	const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "metadata"), "annotations");
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_RESUMED_BY)->valuestring, "alice");
 	CU_ASSERT_EQUAL(strncmp(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)->valuestring, "v3.1000.3.", 10), 0);
-	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_AUTHZ_IDENTITY)->valuestring,
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_RESUMED_IDENTITY)->valuestring,
 			       "{\"groups\":[\"system:authenticated\"],\"username\":\"alice\"}");
 	wh_verdict_release(&v);
 	/* the API server bumps the generation before validating admission */

@@ -377,7 +377,7 @@ int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int ch
 	/* A record of a run after the first names its resumer. */
 	int resumed = rec && (!strncmp(rec, "v2.", 3) || !strncmp(rec, "v3.", 3)) && strchr(rec + 3, '.') &&
 		      strncmp(strchr(rec + 3, '.'), ".1.", 3);
-	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = v->owner, .fingerprint = v->scope.fingerprint, .username = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY), .identity = jstr(ann, SBX_ANN_AUTHZ_IDENTITY) };
+	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = v->owner, .fingerprint = v->scope.fingerprint, .username = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY), .identity = jstr(ann, resumed ? SBX_ANN_RESUMED_IDENTITY : SBX_ANN_AUTHZ_IDENTITY) };
 	struct sbx_authz_info info = { 0 };
 	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
 						   c->seal_keys->n, &s, v->created, rec, &info);
@@ -411,33 +411,89 @@ int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int ch
 	return webhook_in_force(c, v, "UPDATE", info.issued, r);
 }
 
-int sbx_lc_still_allowed(struct sbx_controller *c, const struct sbx_view *v, char *msg, size_t msglen)
+/* Whether the identity that started v's run may still use its owner
+ * (sbx_lc_still_allowed). */
+static int owner_still_allowed(struct sbx_controller *c, const struct sbx_view *v, char *msg, size_t msglen)
 {
-	msg[0] = '\0';
 	if (!v->owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW || !v->authz_issued ||
 	    v->now - v->authz_issued <= SBX_AUTHZ_RECHECK_S)
 		return 1;
 	const cJSON *ann = jobj(jobj(v->obj, "metadata"), "annotations");
-	const char *who = jstr(ann, v->authz_run > 1 ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY);
+	int resumed = v->authz_run > 1;
+	const char *who = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY);
+	const char *identity = jstr(ann, resumed ? SBX_ANN_RESUMED_IDENTITY : SBX_ANN_AUTHZ_IDENTITY);
 	char why[256] = "", uq[160];
-	int may = sbx_reauthz_check(c->reauthz, c->kc, v->authz_identity ? jstr(ann, SBX_ANN_AUTHZ_IDENTITY) : NULL, who,
-				    v->ns, v->owner, 0, why, sizeof why);
+	int may = sbx_reauthz_check(c->reauthz, c->kc, v->authz_identity ? identity : NULL, who, v->ns, v->owner, 0, why,
+				    sizeof why);
 	snprintf(uq, sizeof uq, "%s", who ? who : "");
 	if (may < 0)
 		snprintf(msg, msglen,
 			 "workspace owner %s: cannot check whether %s, who %s this Sandbox, may still use the owner "
 			 "(%s); no pod is made meanwhile",
-			 v->owner, uq, v->authz_run > 1 ? "resumed" : "created", why);
+			 v->owner, uq, resumed ? "resumed" : "created", why);
 	else if (!may)
 		snprintf(msg, msglen,
 			 "workspace owner %s: %s, who %s this Sandbox, may no longer use the owner (missing permission "
 			 "\"use\" on workspaces.sandbox.dev \"%s\"%s%s)%s; no pod is made until they may again, or "
 			 "delete the Sandbox",
-			 v->owner, uq, v->authz_run > 1 ? "resumed" : "created", v->owner, why[0] ? ": " : "", why,
+			 v->owner, uq, resumed ? "resumed" : "created", v->owner, why[0] ? ": " : "", why,
 			 v->authz_identity ? ""
 					   : " (asked as the username alone: this Sandbox was admitted by an earlier "
 					     "version, which recorded no groups; create it again to record them)");
 	return may;
+}
+
+/* Whether the identity that started v's run may still use each allow
+ * profile v names (sbx_lc_still_allowed): for a creation, the creator the
+ * profiles' record names; for a resume, the resumer the owner's resume
+ * record names (a resume without an owner records no resumer: not asked). */
+static int profiles_still_allowed(struct sbx_controller *c, const struct sbx_view *v, int resume, char *msg,
+				  size_t msglen)
+{
+	const char *names[SBX_PROFILES_MAX];
+	size_t n = 0;
+	char why[256] = "", uq[160];
+	if (sbx_spec_profiles(v->spec, names, &n, why, sizeof why) < 0 || !n || (resume && v->authz_run <= 1))
+		return 1;
+	time_t issued = resume ? v->authz_issued : v->net_issued;
+	if (!issued || v->now - issued <= SBX_AUTHZ_RECHECK_S)
+		return 1;
+	const cJSON *ann = jobj(jobj(v->obj, "metadata"), "annotations");
+	const char *who = jstr(ann, resume ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY);
+	const char *identity = (resume ? v->authz_identity : v->net_identity)
+				   ? jstr(ann, resume ? SBX_ANN_RESUMED_IDENTITY : SBX_ANN_AUTHZ_IDENTITY)
+				   : NULL;
+	snprintf(uq, sizeof uq, "%s", who ? who : "");
+	for (size_t i = 0; i < n; i++) {
+		why[0] = '\0';
+		int may = sbx_reauthz_check_profile(c->reauthz, c->kc, identity, who, names[i], 0, why, sizeof why);
+		if (may < 0)
+			snprintf(msg, msglen,
+				 "network profile %s: cannot check whether %s, who %s this Sandbox, may still use it (%s); "
+				 "no pod is made meanwhile",
+				 names[i], uq, resume ? "resumed" : "created", why);
+		else if (!may)
+			snprintf(msg, msglen,
+				 "network profile %s: %s, who %s this Sandbox, may no longer use it (missing permission "
+				 "\"use\" on sandboxnetworkprofiles.sandbox.dev \"%s\"%s%s); no pod is made until they may "
+				 "again, or delete the Sandbox",
+				 names[i], uq, resume ? "resumed" : "created", names[i], why[0] ? ": " : "", why);
+		if (may != 1)
+			return may;
+	}
+	return 1;
+}
+
+int sbx_lc_still_allowed(struct sbx_controller *c, const struct sbx_view *v, int resume, const char **reason,
+			 char *msg, size_t msglen)
+{
+	msg[0] = '\0';
+	*reason = "OwnerNotAuthorized";
+	int may = owner_still_allowed(c, v, msg, msglen);
+	if (may != 1)
+		return may;
+	*reason = "NetworkProfileNotAuthorized";
+	return profiles_still_allowed(c, v, resume, msg, msglen);
 }
 
 int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int check_creation, int *r)
@@ -451,12 +507,14 @@ int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int 
 		return 1;
 	const cJSON *ann = jobj(jobj(v->obj, "metadata"), "annotations");
 	snprintf(subject, sizeof subject, SBX_NETPROFILE_AUTHZ_PREFIX "%s", joined);
-	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = subject, .fingerprint = v->scope.fingerprint, .username = jstr(ann, SBX_ANN_REQUESTED_BY) };
+	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = subject, .fingerprint = v->scope.fingerprint, .username = jstr(ann, SBX_ANN_REQUESTED_BY), .identity = jstr(ann, SBX_ANN_AUTHZ_IDENTITY) };
 	struct sbx_authz_info info = { 0 };
 	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
 						   c->seal_keys->n, &s, v->created, jstr(ann, SBX_ANN_NET_AUTHZ), &info);
 	if (ac == SBX_AUTHZ_OK && info.run != 1)
 		ac = SBX_AUTHZ_MISMATCH;
+	v->net_issued = ac == SBX_AUTHZ_OK ? info.issued : 0;
+	v->net_identity = info.has_identity;
 	if (ac != SBX_AUTHZ_OK) {
 		snprintf(msg, sizeof msg,
 			 "network profiles %s: %s; no pod is created (create the Sandbox with the admission webhook "
@@ -513,20 +571,21 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 		char claim[80], qmsg[700];
 		if (claim_name_for(c, v, pod_name, claim, sizeof claim) < 0)
 			return REQUEUE_WAIT_MS; /* its record is not in the cache yet */
-		int may = sbx_lc_still_allowed(c, v, qmsg, sizeof qmsg);
+		const char *reason;
+		int may = sbx_lc_still_allowed(c, v, 1, &reason, qmsg, sizeof qmsg);
 		if (may < 0) {
-			log_kv(LOG_WARN, "cannot check the resumer's right to the owner", "sandbox", v->name, "namespace",
-			       v->ns, "error", qmsg);
+			log_kv(LOG_WARN, "cannot check the resumer's rights", "sandbox", v->name, "namespace", v->ns,
+			       "error", qmsg);
 			return -1;
 		}
 		if (!may) {
-			struct sbx_status_in in = not_holding(v, "Suspended", "OwnerNotAuthorized", qmsg);
+			struct sbx_status_in in = not_holding(v, "Suspended", reason, qmsg);
 			in.bound = 0;
-			in.bound_reason = "OwnerNotAuthorized";
+			in.bound_reason = reason;
 			in.bound_message = qmsg;
 			int w = sbx_rc_write_status_guarded(c, v, &in);
 			if (w == 1)
-				sbx_rc_event(c, v, "Warning", "OwnerNotAuthorized", qmsg);
+				sbx_rc_event(c, v, "Warning", reason, qmsg);
 			return w < 0 ? -1 : w == REQUEUE_BUSY_MS ? w
 								 : REQUEUE_REVOKED_MS;
 		}

@@ -76,17 +76,20 @@ int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int ch
  * use of the owner without asking again: the webhook's own answer is up to
  * 10 s old when it issues the record (kube/accesscache.h). */
 #define SBX_AUTHZ_RECHECK_S 15
-/* Whether the identity that created (or last resumed) v, with a record
- * verified by sbx_lc_owner_authorized, may still use v's owner, now that
- * v's pod is about to be made (or its workspace prepared, or a warm pod
- * taken): asked again (reconcile/reauthz.h, answers kept 15 s / 5 s) when
- * that comes more than SBX_AUTHZ_RECHECK_S after the record was issued (a
- * quota wait, a slow folder preparation, the controller down), so that a
- * right taken away meanwhile makes no pod. A pod already made for the run is
- * never asked about (docs/api.md, "When the right to an owner is
- * revoked"). 1 yes (or nothing to ask); 0 no, -1 cannot tell now, each with
- * the message for the Sandbox in msg. */
-int sbx_lc_still_allowed(struct sbx_controller *c, const struct sbx_view *v, char *msg, size_t msglen);
+/* Whether the identity that created v (or, for a resume, resumed it), with
+ * records verified by sbx_lc_owner_authorized and
+ * sbx_lc_network_authorized, may still use v's owner and each allow profile
+ * v names, now that v's pod is about to be made (or its workspace prepared,
+ * or a warm pod taken): asked again (reconcile/reauthz.h, answers kept
+ * 15 s / 5 s) when that comes more than SBX_AUTHZ_RECHECK_S after the
+ * record was issued (a quota wait, a slow folder preparation, the controller
+ * down), so that a right taken away meanwhile makes no pod. A pod already
+ * made for the run is never asked about (docs/api.md, "When the right to an
+ * owner is revoked"). 1 yes (or nothing to ask); 0 no, -1 cannot tell now,
+ * each with the message for the Sandbox in msg and *reason
+ * (OwnerNotAuthorized, NetworkProfileNotAuthorized). */
+int sbx_lc_still_allowed(struct sbx_controller *c, const struct sbx_view *v, int resume, const char **reason,
+			 char *msg, size_t msglen);
 /* Whether v may get a pod with the allow profiles it names (none: 1): the
  * webhook's record of their `use` verifies (sandbox.dev/network-authorization
  * of the creation; made while the webhook was in force when check_creation

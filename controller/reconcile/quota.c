@@ -266,9 +266,9 @@ static int wants_slot(const cJSON *obj, const struct sbx_lifecycle *lc, time_t n
 		return 0;
 	int bound = jstr(st, "podName") && jstr(st, "podUID") && jstr(st, "binding");
 	const char *reason = jstr(sbx_status_condition(st, "Bound"), "reason");
-	/* A resume, unless its resumer may no longer use the owner. */
+	/* A resume, unless its resumer may no longer use the owner or a profile. */
 	if (phase && !strcmp(phase, "Suspended"))
-		return !reason || strcmp(reason, "OwnerNotAuthorized");
+		return !reason || (strcmp(reason, "OwnerNotAuthorized") && strcmp(reason, "NetworkProfileNotAuthorized"));
 	/* Unbound for another reason (its owner not authorized, a foreign pod,
 	 * the API refusing its pod while it holds a slot): not in the line, so
 	 * it never holds back those behind it. */

@@ -323,22 +323,22 @@ static int quota_gate(struct sbx_controller *c, struct sbx_view *v, const char *
  * record written before that delete is there, whatever the record cache
  * shows yet. */
 /* sbx_lc_still_allowed for a claim: 1, or 0 with *r the result (a refusal
- * reported, Pending/OwnerNotAuthorized, looked at again later). */
+ * reported, Pending/OwnerNotAuthorized or NetworkProfileNotAuthorized,
+ * looked at again later). */
 static int still_allowed(struct sbx_controller *c, struct sbx_view *v, int *r)
 {
 	char msg[900];
-	int may = sbx_lc_still_allowed(c, v, msg, sizeof msg);
+	const char *reason;
+	int may = sbx_lc_still_allowed(c, v, 0, &reason, msg, sizeof msg);
 	if (may > 0)
 		return 1;
 	if (may < 0) {
-		log_kv(LOG_WARN, "cannot check the requester's right to the owner", "sandbox", v->name, "namespace", v->ns,
-		       "error", msg);
+		log_kv(LOG_WARN, "cannot check the requester's rights", "sandbox", v->name, "namespace", v->ns, "error",
+		       msg);
 		*r = -1;
 		return 0;
 	}
-	*r = sbx_rc_report_unbound(c, v, "Pending", "OwnerNotAuthorized", msg, "OwnerNotAuthorized") < 0
-		 ? -1
-		 : REQUEUE_REVOKED_MS;
+	*r = sbx_rc_report_unbound(c, v, "Pending", reason, msg, reason) < 0 ? -1 : REQUEUE_REVOKED_MS;
 	return 0;
 }
 

@@ -45,6 +45,9 @@ struct sbx_view {
 	time_t authz_issued;
 	long long authz_run;
 	int authz_identity;
+	/* The same of the allow profiles' record (sbx_lc_network_authorized). */
+	time_t net_issued;
+	int net_identity;
 };
 
 /* What a pod or record found for a generation means for the claim: done

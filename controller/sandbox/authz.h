@@ -34,6 +34,9 @@
  *
  * and the record v3.<issued>.<run>.<mac>, whose MAC also covers
  * lp(identity) after lp(username) ("sandbox.dev/owner-authorization/v3").
+ * A Sandbox's resume record names the resumer's identity, kept apart in
+ * sandbox.dev/resumed-identity (the creator's stays: the profiles' record
+ * of the creation covers it).
  *
  * The same v2 record, in sandbox.dev/network-authorization, records a
  * Sandbox's right to use its allow profiles (sandbox/netprofile.h): owner
@@ -54,6 +57,8 @@
 #define SBX_ANN_RESUMED_BY "sandbox.dev/resumed-by"
 #define SBX_ANN_OWNER_AUTHZ "sandbox.dev/owner-authorization"
 #define SBX_ANN_AUTHZ_IDENTITY "sandbox.dev/authorized-identity"
+/* A resume's: the resumer's identity, beside the creator's. */
+#define SBX_ANN_RESUMED_IDENTITY "sandbox.dev/resumed-identity"
 /* Longest identity recorded (its JCS form): far above any authenticator's
  * (a username, a uid, dozens of groups), far below an object's 256 KiB of
  * annotations. */

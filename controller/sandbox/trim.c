@@ -62,7 +62,7 @@ cJSON *sbx_trim_sandbox(const cJSON *obj)
 	 * requester and identity are read (a tenant may write 256 KiB of
 	 * others; reserved ones only the webhook writes). */
 	static const char *const ann[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_OWNER_AUTHZ, SBX_ANN_RESUMED_BY,
-					   SBX_ANN_NET_AUTHZ, SBX_ANN_AUTHZ_IDENTITY, NULL };
+					   SBX_ANN_NET_AUTHZ, SBX_ANN_AUTHZ_IDENTITY, SBX_ANN_RESUMED_IDENTITY, NULL };
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");
 	copy_fields(m, jobj(obj, "metadata"), meta);
@@ -77,7 +77,8 @@ cJSON *sbx_trim_sandbox(const cJSON *obj)
 	cJSON *kept = NULL;
 	for (const char *const *k = ann; *k; k++) {
 		const char *val = jstr(a, *k);
-		if (val && strlen(val) <= (strcmp(*k, SBX_ANN_AUTHZ_IDENTITY) ? SBX_AUTHZ_MAX_FIELD : SBX_AUTHZ_IDENTITY_MAX)) {
+		int identity = !strcmp(*k, SBX_ANN_AUTHZ_IDENTITY) || !strcmp(*k, SBX_ANN_RESUMED_IDENTITY);
+		if (val && strlen(val) <= (identity ? SBX_AUTHZ_IDENTITY_MAX : SBX_AUTHZ_MAX_FIELD)) {
 			if (!kept)
 				kept = cJSON_AddObjectToObject(m, "annotations");
 			cJSON_AddStringToObject(kept, *k, val);

@@ -184,7 +184,7 @@ static void patch_name(cJSON *patch, const char *name)
 }
 
 /* The reserved annotations a resume stamps anew. */
-static const char *const RESUME_KEYS[] = { SBX_ANN_OWNER_AUTHZ, SBX_ANN_RESUMED_BY, SBX_ANN_AUTHZ_IDENTITY, NULL };
+static const char *const RESUME_KEYS[] = { SBX_ANN_OWNER_AUTHZ, SBX_ANN_RESUMED_BY, SBX_ANN_RESUMED_IDENTITY, NULL };
 
 /* 1 when an UPDATE resumes the Sandbox: spec.lifecycle.suspend was true and
  * is not any more. */
@@ -373,7 +373,7 @@ static void mutate_resume(const struct wh_sandbox_policy *p, const struct wh_rev
 	cJSON *ann = NULL;
 	patch_set(v->patch, r->object, "annotations", SBX_ANN_OWNER_AUTHZ, record, &ann);
 	patch_set(v->patch, r->object, "annotations", SBX_ANN_RESUMED_BY, r->username, &ann);
-	patch_set(v->patch, r->object, "annotations", SBX_ANN_AUTHZ_IDENTITY, identity, &ann);
+	patch_set(v->patch, r->object, "annotations", SBX_ANN_RESUMED_IDENTITY, identity, &ann);
 	free(identity);
 	v->outcome = "mutated";
 }
@@ -710,11 +710,13 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 		}
 	}
 	char *identity = NULL;
+	if (((owner && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW) || netsubject[0]) &&
+	    !(identity = record_identity(r, "creating this Sandbox", v)))
+		return;
 	if (owner) {
 		struct sbx_authz_subject s = request_subject(r, picked[0] ? picked : NULL, owner, sc.fingerprint);
-		if (p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW &&
-		    !(s.identity = identity = record_identity(r, "creating this Sandbox", v)))
-			return;
+		if (p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW)
+			s.identity = identity;
 		if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, record, sizeof record) < 0) {
 			free(identity);
 			wh_verdict_deny(v, 500, "InternalError", "cannot record the owner authorization");
@@ -723,6 +725,7 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 	}
 	if (netsubject[0]) {
 		struct sbx_authz_subject s = request_subject(r, picked[0] ? picked : NULL, netsubject, sc.fingerprint);
+		s.identity = identity;
 		if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, netrecord, sizeof netrecord) < 0) {
 			free(identity);
 			wh_verdict_deny(v, 500, "InternalError", "cannot record the network profiles' authorization");
@@ -825,7 +828,7 @@ static int resume_record_valid(const struct wh_sandbox_policy *p, const struct w
 	if (!owner || !by || strcmp(by, r->username) || !cJSON_IsNumber(g) || request_scope(r, spec, &sc, msg, sizeof msg) < 0)
 		return 0;
 	struct sbx_authz_subject s = request_subject(r, NULL, owner, sc.fingerprint);
-	s.identity = jstr(jobj(meta, "annotations"), SBX_ANN_AUTHZ_IDENTITY);
+	s.identity = jstr(jobj(meta, "annotations"), SBX_ANN_RESUMED_IDENTITY);
 	struct sbx_authz_info info = { 0 };
 	return sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, 0, jstr(jobj(meta, "annotations"), SBX_ANN_OWNER_AUTHZ),
 				&info) == SBX_AUTHZ_OK &&
@@ -850,11 +853,12 @@ static int net_record_valid(const struct wh_sandbox_policy *p, const struct wh_r
 	if (sbx_profiles_set(names, n, joined, hash) == 0 && request_scope(r, spec, &sc, msg, sizeof msg) == 0) {
 		snprintf(subject, sizeof subject, SBX_NETPROFILE_AUTHZ_PREFIX "%s", joined);
 		struct sbx_authz_subject s = request_subject(r, NULL, subject, sc.fingerprint);
+		s.identity = jstr(jobj(meta, "annotations"), SBX_ANN_AUTHZ_IDENTITY);
 		time_t created = now;
 		ktime_parse_rfc3339(jstr(meta, "creationTimestamp"), &created);
 		ac = sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, created,
 				      jstr(jobj(meta, "annotations"), SBX_ANN_NET_AUTHZ), &info);
-		if (ac == SBX_AUTHZ_OK && info.run != 1)
+		if (ac == SBX_AUTHZ_OK && (info.run != 1 || !same_identity(r, s.identity, info.has_identity)))
 			ac = SBX_AUTHZ_MISMATCH;
 	}
 	if (ac == SBX_AUTHZ_OK)
