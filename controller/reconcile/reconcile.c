@@ -315,13 +315,6 @@ static int quota_gate(struct sbx_controller *c, struct sbx_view *v, const char *
 	return 0;
 }
 
-/* Claims a pod for v. The newest generation of v's key decides, read live (a
- * LIST by the digest label) unless the cache shows none: an older generation,
- * or a gap a deleted one left, is never claimed while a later one exists.
- * When read live, a generation about to get its first pod has its record
- * read live too: the pods are read after the release deleted one, so the
- * record written before that delete is there, whatever the record cache
- * shows yet. */
 /* sbx_lc_still_allowed for a claim: 1, or 0 with *r the result (a refusal
  * reported, Pending/OwnerNotAuthorized or NetworkProfileNotAuthorized,
  * looked at again later). */
@@ -342,6 +335,13 @@ static int still_allowed(struct sbx_controller *c, struct sbx_view *v, int *r)
 	return 0;
 }
 
+/* Claims a pod for v. The newest generation of v's key decides, read live (a
+ * LIST by the digest label) unless the cache shows none: an older generation,
+ * or a gap a deleted one left, is never claimed while a later one exists.
+ * When read live, a generation about to get its first pod has its record
+ * read live too: the pods are read after the release deleted one, so the
+ * record written before that delete is there, whatever the record cache
+ * shows yet. */
 static int claim(struct sbx_controller *c, struct sbx_view *v)
 {
 	struct generations g = { .v = v, .pods = cJSON_CreateArray(), .newest = -1 };

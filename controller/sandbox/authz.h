@@ -38,8 +38,9 @@
  * sandbox.dev/resumed-identity (the creator's stays: the profiles' record
  * of the creation covers it).
  *
- * The same v2 record, in sandbox.dev/network-authorization, records a
- * Sandbox's right to use its allow profiles (sandbox/netprofile.h): owner
+ * The same record (v3 with the creator's identity), in
+ * sandbox.dev/network-authorization, records a Sandbox's right to use its
+ * allow profiles (sandbox/netprofile.h): owner
  * "network-profiles:<sorted names>", which no owner can be (':' is not in
  * an owner name), so neither record stands for the other.
  *

@@ -256,17 +256,17 @@ static int owner_allowed(const struct wh_sandbox_policy *p, const struct wh_revi
 	return 1;
 }
 
-/* The requester's whole identity, recorded with a Sandbox's owner
- * authorization: its pod may be made long after admission (a quota wait, a
- * resume's), and the controller then asks again whether this identity may
- * still use the owner (reconcile/lifecycle.h). Returns a new string (caller
- * frees), or NULL with v filled as the refusal. */
+/* The requester's whole identity, recorded with a Sandbox's owner or
+ * profiles' authorization: its pod may be made long after admission (a
+ * quota wait, a resume's), and the controller then asks again whether this
+ * identity may still use them (reconcile/lifecycle.h). Returns a new string
+ * (caller frees), or NULL with v filled as the refusal. */
 static char *record_identity(const struct wh_review *r, const char *what, struct wh_verdict *v)
 {
 	char *identity = sbx_authz_identity(r->user_info);
 	if (!identity)
 		wh_verdict_deny(v, 403, "Forbidden",
-				"the identity %s is too large to record for the owner authorization's later checks "
+				"the identity %s is too large to record for the authorization's later checks "
 				"(at most %d bytes of username, uid, groups and extra)",
 				what, SBX_AUTHZ_IDENTITY_MAX);
 	return identity;
