@@ -177,7 +177,9 @@ YAML
     fail "reserved annotation changed"
   local rec
   rec=$(kubectl get sbx -n team-a meta-1 -o jsonpath='{.metadata.annotations.sandbox\.dev/owner-authorization}')
-  expect_match "$rec" '^v2\.[0-9]+\.1\.[0-9a-f]{64}$' "record stamped (v2, run 1)"
+  expect_match "$rec" '^v3\.[0-9]+\.1\.[0-9a-f]{64}$' "record stamped (v3: with the identity, run 1)"
+  expect_match "$(kubectl get sbx -n team-a meta-1 -o jsonpath='{.metadata.annotations.sandbox\.dev/authorized-identity}')" \
+    '^\{.*"groups":\[.*"system:authenticated".*\],"username":"alice"\}$' "the creator's whole identity recorded"
   # removing a reserved entry (as a second server-side apply of the manifest does) puts it back
   as "$ALICE" annotate sbx -n team-a meta-1 sandbox.dev/owner-authorization- >/dev/null 2>&1
   expect_eq "$(kubectl get sbx -n team-a meta-1 -o jsonpath='{.metadata.annotations.sandbox\.dev/owner-authorization}')" \
