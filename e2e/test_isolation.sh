@@ -7,7 +7,7 @@
 # - a Sandbox admitted (or resumed) while its requester could use the
 #   owner (or an allow profile), whose pod comes late (a quota wait), gets
 #   none after the right was taken away, and holds back no one in the
-#   quota's line;
+#   quota's line; the same for the resume of a Sandbox without an owner;
 # - a warm bind racing a scale-down of the pool, under a pod watch held 3 s
 #   behind (SBX_FAULT_DELAYS), keeps its pod;
 # - twenty quota-blocked pools of one namespace leave the refill budget to
@@ -238,19 +238,32 @@ test_1_f_a_late_resume_asks_about_the_resumer() {
   kubectl delete namespace team-h --wait=false >/dev/null
 }
 
+# profile_namespace NS PROFILE OWNER: a namespace where bob may use allow
+# profile PROFILE, with a quota of 1 in Queue mode for OWNER ("-": the
+# namespace's quota, ownerless Sandboxes among those it counts).
+profile_namespace() {
+  new_namespace "$1"
+  warm_rbac "$1"
+  usable_profile "$2" bob || fail "the profile $2 and bob's use of it"
+  kubectl apply -f - >/dev/null <<YAML || fail "the quota in $1"
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxQuota
+metadata: {name: one, namespace: $1}
+spec: {$([ "$3" != - ] && echo "owner: $3, ")maxActive: 1, mode: Queue}
+YAML
+}
+# drop_profile_namespace NS PROFILE: profile_namespace's objects deleted.
+drop_profile_namespace() {
+  kubectl delete namespace "$1" --wait=false >/dev/null
+  kubectl delete sandboxnetworkprofile "$2" >/dev/null
+  kubectl delete clusterrole "profile-$2-users" >/dev/null
+}
+
 # The same for an allow profile: bob's Sandbox naming profile web-late waits
 # for a slot (his quota of 1 held by his own first Sandbox); bob loses "use"
 # on the profile. When the slot frees, it gets no pod.
 test_1_g_a_late_bind_asks_about_the_profiles() {
-  new_namespace team-i
-  warm_rbac team-i
-  usable_profile web-late bob || fail "the profile web-late and bob's use of it"
-  kubectl apply -f - >/dev/null <<YAML || fail "bob's quota"
-apiVersion: sandbox.dev/v1alpha1
-kind: SandboxQuota
-metadata: {name: bob-one, namespace: team-i}
-spec: {owner: bob, maxActive: 1, mode: Queue}
-YAML
+  profile_namespace team-i web-late bob
   wsbx "$BOB" team-i holder key-holder bob || fail "create holder"
   wait_for 30 bound team-i holder || fail "holder not bound: $(msg_of team-i holder)"
   as "$BOB" create -f - >/dev/null <<YAML || fail "bob's Sandbox naming web-late, while he may use it"
@@ -273,9 +286,44 @@ YAML
   expect_eq "$(pod_count team-i)" 0 "sandbox pods in team-i after the revocation"
   expect_match "$(msg_of team-i late-net)" 'bob, who created this Sandbox, may no longer use it.*sandboxnetworkprofiles.sandbox.dev "web-late"' \
     "the refusal names the requester and the profile"
-  kubectl delete namespace team-i --wait=false >/dev/null
-  kubectl delete sandboxnetworkprofile web-late >/dev/null
-  kubectl delete clusterrole profile-web-late-users >/dev/null
+  drop_profile_namespace team-i web-late
+}
+
+# The same for the resume of a Sandbox without an owner: no owner record is
+# made for it, so the profiles are what the resumer is asked about. Bob
+# resumes his ownerless Sandbox naming web-resume while the namespace's
+# quota for ownerless Sandboxes (1) is held by alice's; he loses "use" on
+# the profile. When the slot frees, the resume gets no pod.
+test_1_h_a_late_ownerless_resume_asks_about_the_profiles() {
+  profile_namespace team-j web-resume -
+  as "$BOB" create -f - >/dev/null <<YAML || fail "bob's ownerless Sandbox naming web-resume"
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: sus-net, namespace: team-j}
+spec: {image: $IMG, command: [sleep, infinity], idempotencyKey: key-sus-net, network: {profiles: [web-resume]}}
+YAML
+  wait_for 30 bound team-j sus-net || fail "sus-net not bound: $(msg_of team-j sus-net)"
+  as "$BOB" patch sbx sus-net -n team-j --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null || fail "suspend sus-net"
+  wait_for 45 eval '[ "$(phase team-j sus-net)" = Suspended ] && [ "$(pod_count team-j)" = 0 ]' ||
+    fail "sus-net not suspended: $(phase team-j sus-net)"
+  wsbx "$ALICE" team-j holder key-holder - || fail "create alice's ownerless holder"
+  wait_for 45 bound team-j holder || fail "holder not bound while sus-net is suspended: $(msg_of team-j holder)"
+  as "$BOB" patch sbx sus-net -n team-j --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null ||
+    fail "bob's resume of sus-net, while he may use web-resume"
+  wait_for 20 has_reason team-j sus-net QuotaWaiting || fail "sus-net's resume does not wait for the quota: $(msg_of team-j sus-net)"
+  kubectl delete clusterrolebinding profile-web-resume-users >/dev/null || fail "revoke bob's use of web-resume"
+  wait_for 20 sh -c "! KUBECONFIG=$BOB kubectl auth can-i use sandboxnetworkprofiles.sandbox.dev/web-resume >/dev/null" ||
+    fail "bob may still use web-resume"
+  sleep 16 # the resume's record is older than 15 s when the slot frees
+  kubectl delete sbx -n team-j holder >/dev/null || fail "delete holder"
+  wait_for 45 has_reason team-j sus-net NetworkProfileNotAuthorized ||
+    fail "sus-net's resume is not refused after the slot freed: $(phase team-j sus-net) $(msg_of team-j sus-net)"
+  sleep 3
+  expect_eq "$(phase team-j sus-net)" Suspended "sus-net's phase"
+  expect_eq "$(pod_count team-j)" 0 "sandbox pods in team-j after the revocation"
+  expect_match "$(msg_of team-j sus-net)" 'bob, who resumed this Sandbox, may no longer use it.*sandboxnetworkprofiles.sandbox.dev "web-resume"' \
+    "the refusal names the resumer and the profile"
+  drop_profile_namespace team-j web-resume
 }
 
 # Finding 3: a pool acting on a stale member list (its pod watch 3 s behind)

@@ -1157,6 +1157,103 @@ static void test_resume_profiles(void)
 	resume_with_profiles("{\"image\":\"img:1\",\"network\":{\"profiles\":[\"web\"]}}", "bob");
 }
 
+/* The resume of a Sandbox whose owner record does not cover it (no owner)
+ * but that names profiles: the profiles' record is made anew for the run,
+ * issued to the resumer, and validation holds the resume to it. */
+static void test_resume_profiles_record(void)
+{
+	struct fake f = { .sar_answer = 1, .profiles_usable = ",web,", .profiles_existing = ",web," };
+	struct wh_sandbox_policy p = policy(&f);
+	struct wh_verdict v;
+	cJSON *old = suspended_sandbox(&p, "{\"image\":\"img:1\",\"network\":{\"profiles\":[\"web\"]}}");
+	char *old_s = cJSON_PrintUnformatted(old);
+	const char *created = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(old, "metadata"), "annotations"),
+						  SBX_ANN_NET_AUTHZ)
+				  ->valuestring;
+	CU_ASSERT_EQUAL(strncmp(created, "v3.1000.1.", 10), 0);
+	cJSON *upd = cJSON_Duplicate(old, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "lifecycle", cJSON_Parse("{\"suspend\":false}"));
+	char *upd_s = cJSON_PrintUnformatted(upd);
+	/* without a record of this run, validation refuses the resume */
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "metadata"), "generation", cJSON_CreateNumber(3));
+	char *unstamped = cJSON_PrintUnformatted(upd);
+	decide(&p, 0, "UPDATE", "bob", unstamped, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 403);
+	CU_ASSERT_PTR_NOT_NULL(v.message ? strstr(v.message, "network profiles") : NULL);
+	wh_verdict_release(&v);
+	/* bob resumes: a record of run 3, issued to bob, with his identity */
+	decide(&p, 1, "UPDATE", "bob", upd_s, old_s, &v);
+	CU_ASSERT_TRUE_FATAL(v.allowed);
+	char *resp = wh_response_encode("r", &v);
+	cJSON *patch = decode_patch(resp);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(patch);
+	apply_patch(upd, patch);
+	wh_verdict_release(&v);
+	const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "metadata"), "annotations");
+	CU_ASSERT_EQUAL(strncmp(cJSON_GetObjectItem(ann, SBX_ANN_NET_AUTHZ)->valuestring, "v3.1000.3.", 10), 0);
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_RESUMED_BY)->valuestring, "bob");
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_RESUMED_IDENTITY)->valuestring,
+			       "{\"groups\":[\"system:authenticated\"],\"username\":\"bob\"}");
+	CU_ASSERT_PTR_NULL(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ));
+	/* the stamps pass validation as bob's, at the generation they name */
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "metadata"), "generation", cJSON_CreateNumber(3));
+	free(upd_s);
+	upd_s = cJSON_PrintUnformatted(upd);
+	decide(&p, 0, "UPDATE", "bob", upd_s, old_s, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	/* not as carol's, nor at a later generation */
+	decide(&p, 0, "UPDATE", "carol", upd_s, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "metadata"), "generation", cJSON_CreateNumber(4));
+	free(upd_s);
+	upd_s = cJSON_PrintUnformatted(upd);
+	decide(&p, 0, "UPDATE", "bob", upd_s, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	free(upd_s);
+	free(unstamped);
+	free(resp);
+	cJSON_Delete(patch);
+	cJSON_Delete(upd);
+	free(old_s);
+	cJSON_Delete(old);
+
+	/* With an owner, the owner's record covers the resume: the profiles'
+	 * record of the creation stays, and one put in its place is refused. */
+	old = suspended_sandbox(&p, "{\"image\":\"img:1\",\"workspaceOwner\":\"alice\",\"network\":{\"profiles\":[\"web\"]}}");
+	old_s = cJSON_PrintUnformatted(old);
+	upd = cJSON_Duplicate(old, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "lifecycle", cJSON_Parse("{\"suspend\":false}"));
+	upd_s = cJSON_PrintUnformatted(upd);
+	decide(&p, 1, "UPDATE", "alice", upd_s, old_s, &v);
+	CU_ASSERT_TRUE_FATAL(v.allowed);
+	resp = wh_response_encode("r", &v);
+	patch = decode_patch(resp);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(patch);
+	char *patch_s = cJSON_PrintUnformatted(patch);
+	CU_ASSERT_PTR_NULL(strstr(patch_s, "network-authorization"));
+	apply_patch(upd, patch);
+	wh_verdict_release(&v);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "metadata"), "generation", cJSON_CreateNumber(3));
+	cJSON *meta_ann = cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "metadata"), "annotations");
+	cJSON_ReplaceItemInObject(meta_ann, SBX_ANN_NET_AUTHZ, cJSON_CreateString("v3.1000.3.00"));
+	free(upd_s);
+	upd_s = cJSON_PrintUnformatted(upd);
+	decide(&p, 0, "UPDATE", "alice", upd_s, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	free(patch_s);
+	free(upd_s);
+	free(resp);
+	cJSON_Delete(patch);
+	cJSON_Delete(upd);
+	free(old_s);
+	cJSON_Delete(old);
+}
+
 /* UPDATEs (contract sections 2 and 5a): only spec.lifecycle changes; a resume
  * is authorized anew and stamped with a record of the new run; Expired is
  * final. */
@@ -1627,6 +1724,7 @@ void register_webhook_tests(void)
 		  { "exec gate: sandbox pods only for those who may use the owner", test_pod_connect_gate },
 		  { "updates: lifecycle only, resumes authorized anew, expired final", test_update_lifecycle },
 		  { "resumes: network profiles authorized anew", test_resume_profiles },
+		  { "resumes without an owner: the profiles' record of the run", test_resume_profiles_record },
 		  { "warm pools: owner authorized on create and on a new template", test_pool_admission },
 		  { "warm pools: network profiles authorized like an owner", test_pool_profiles });
 }

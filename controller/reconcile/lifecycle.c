@@ -366,17 +366,31 @@ static int webhook_in_force_for(struct sbx_controller *c, struct sbx_view *v, co
 	return 0;
 }
 
+/* The generation v was last suspended at (status.suspendedGeneration; 0:
+ * never): a record of that run or an earlier one authorizes no later run. */
+static long long suspended_generation(const struct sbx_view *v)
+{
+	const cJSON *sg = jobj(v->status, "suspendedGeneration");
+	return cJSON_IsNumber(sg) ? (long long)sg->valuedouble : 0;
+}
+
+/* 1 when record rec (not yet verified) is of a run after the first: a
+ * resume's, which names its resumer (sandbox.dev/resumed-by and
+ * resumed-identity) rather than the creator. */
+static int record_of_resume(const char *rec)
+{
+	return rec && (!strncmp(rec, "v2.", 3) || !strncmp(rec, "v3.", 3)) && strchr(rec + 3, '.') &&
+	       strncmp(strchr(rec + 3, '.'), ".1.", 3);
+}
+
 int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int check_creation, int *r)
 {
 	if (!v->owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW)
 		return 1;
 	const cJSON *ann = jobj(jobj(v->obj, "metadata"), "annotations");
 	const char *rec = jstr(ann, SBX_ANN_OWNER_AUTHZ);
-	const cJSON *sg = jobj(v->status, "suspendedGeneration");
-	long long suspended = cJSON_IsNumber(sg) ? (long long)sg->valuedouble : 0;
-	/* A record of a run after the first names its resumer. */
-	int resumed = rec && (!strncmp(rec, "v2.", 3) || !strncmp(rec, "v3.", 3)) && strchr(rec + 3, '.') &&
-		      strncmp(strchr(rec + 3, '.'), ".1.", 3);
+	long long suspended = suspended_generation(v);
+	int resumed = record_of_resume(rec);
 	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = v->owner, .fingerprint = v->scope.fingerprint, .username = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY), .identity = jstr(ann, resumed ? SBX_ANN_RESUMED_IDENTITY : SBX_ANN_AUTHZ_IDENTITY) };
 	struct sbx_authz_info info = { 0 };
 	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
@@ -411,73 +425,89 @@ int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int ch
 	return webhook_in_force(c, v, "UPDATE", info.issued, r);
 }
 
+/* Who started v's run, as the record verified for it names them: the
+ * owner's (of_profiles 0) or the profiles' (1). */
+struct run_starter {
+	const char *who;      /* the username: sandbox.dev/requested-by, or resumed-by */
+	const char *identity; /* the whole identity the record covers; NULL: none (an earlier version's) */
+	time_t issued;	      /* when the record was made; 0: none verified */
+	int resumed;	      /* the record is a resume's */
+};
+
+static struct run_starter run_starter(const struct sbx_view *v, int of_profiles)
+{
+	const cJSON *ann = jobj(jobj(v->obj, "metadata"), "annotations");
+	int resumed = (of_profiles ? v->net_run : v->authz_run) > 1;
+	struct run_starter s = {
+		.who = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY),
+		.identity = (of_profiles ? v->net_identity : v->authz_identity)
+				? jstr(ann, resumed ? SBX_ANN_RESUMED_IDENTITY : SBX_ANN_AUTHZ_IDENTITY)
+				: NULL,
+		.issued = of_profiles ? v->net_issued : v->authz_issued,
+		.resumed = resumed,
+	};
+	return s;
+}
+
 /* Whether the identity that started v's run may still use its owner
  * (sbx_lc_still_allowed). */
 static int owner_still_allowed(struct sbx_controller *c, const struct sbx_view *v, char *msg, size_t msglen)
 {
-	if (!v->owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW || !v->authz_issued ||
-	    v->now - v->authz_issued <= SBX_AUTHZ_RECHECK_S)
+	struct run_starter st = run_starter(v, 0);
+	if (!v->owner || c->cfg->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW || !st.issued ||
+	    v->now - st.issued <= SBX_AUTHZ_RECHECK_S)
 		return 1;
-	const cJSON *ann = jobj(jobj(v->obj, "metadata"), "annotations");
-	int resumed = v->authz_run > 1;
-	const char *who = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY);
-	const char *identity = jstr(ann, resumed ? SBX_ANN_RESUMED_IDENTITY : SBX_ANN_AUTHZ_IDENTITY);
 	char why[256] = "", uq[160];
-	int may = sbx_reauthz_check(c->reauthz, c->kc, v->authz_identity ? identity : NULL, who, v->ns, v->owner, 0, why,
-				    sizeof why);
-	snprintf(uq, sizeof uq, "%s", who ? who : "");
+	int may = sbx_reauthz_check(c->reauthz, c->kc, st.identity, st.who, v->ns, v->owner, 0, why, sizeof why);
+	snprintf(uq, sizeof uq, "%s", st.who ? st.who : "");
 	if (may < 0)
 		snprintf(msg, msglen,
 			 "workspace owner %s: cannot check whether %s, who %s this Sandbox, may still use the owner "
 			 "(%s); no pod is made meanwhile",
-			 v->owner, uq, resumed ? "resumed" : "created", why);
+			 v->owner, uq, st.resumed ? "resumed" : "created", why);
 	else if (!may)
 		snprintf(msg, msglen,
 			 "workspace owner %s: %s, who %s this Sandbox, may no longer use the owner (missing permission "
 			 "\"use\" on workspaces.sandbox.dev \"%s\"%s%s)%s; no pod is made until they may again, or "
 			 "delete the Sandbox",
-			 v->owner, uq, resumed ? "resumed" : "created", v->owner, why[0] ? ": " : "", why,
-			 v->authz_identity ? ""
-					   : " (asked as the username alone: this Sandbox was admitted by an earlier "
-					     "version, which recorded no groups; create it again to record them)");
+			 v->owner, uq, st.resumed ? "resumed" : "created", v->owner, why[0] ? ": " : "", why,
+			 st.identity ? ""
+				     : " (asked as the username alone: this Sandbox was admitted by an earlier "
+				       "version, which recorded no groups; create it again to record them)");
 	return may;
 }
 
 /* Whether the identity that started v's run may still use each allow
  * profile v names (sbx_lc_still_allowed): for a creation, the creator the
- * profiles' record names; for a resume, the resumer the owner's resume
- * record names (a resume without an owner records no resumer: not asked). */
+ * profiles' record names; for a resume, the resumer its record names (the
+ * owner's, or without an owner record the profiles' own; a resume recorded
+ * by an earlier version names none: not asked). */
 static int profiles_still_allowed(struct sbx_controller *c, const struct sbx_view *v, int resume, char *msg,
 				  size_t msglen)
 {
 	const char *names[SBX_PROFILES_MAX];
 	size_t n = 0;
 	char why[256] = "", uq[160];
-	if (sbx_spec_profiles(v->spec, names, &n, why, sizeof why) < 0 || !n || (resume && v->authz_run <= 1))
+	int of_profiles = !resume || v->net_run > 1;
+	struct run_starter st = run_starter(v, of_profiles);
+	if (!st.issued || (!of_profiles && !st.resumed) || v->now - st.issued <= SBX_AUTHZ_RECHECK_S ||
+	    sbx_spec_profiles(v->spec, names, &n, why, sizeof why) < 0 || !n)
 		return 1;
-	time_t issued = resume ? v->authz_issued : v->net_issued;
-	if (!issued || v->now - issued <= SBX_AUTHZ_RECHECK_S)
-		return 1;
-	const cJSON *ann = jobj(jobj(v->obj, "metadata"), "annotations");
-	const char *who = jstr(ann, resume ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY);
-	const char *identity = (resume ? v->authz_identity : v->net_identity)
-				   ? jstr(ann, resume ? SBX_ANN_RESUMED_IDENTITY : SBX_ANN_AUTHZ_IDENTITY)
-				   : NULL;
-	snprintf(uq, sizeof uq, "%s", who ? who : "");
+	snprintf(uq, sizeof uq, "%s", st.who ? st.who : "");
 	for (size_t i = 0; i < n; i++) {
 		why[0] = '\0';
-		int may = sbx_reauthz_check_profile(c->reauthz, c->kc, identity, who, names[i], 0, why, sizeof why);
+		int may = sbx_reauthz_check_profile(c->reauthz, c->kc, st.identity, st.who, names[i], 0, why, sizeof why);
 		if (may < 0)
 			snprintf(msg, msglen,
 				 "network profile %s: cannot check whether %s, who %s this Sandbox, may still use it (%s); "
 				 "no pod is made meanwhile",
-				 names[i], uq, resume ? "resumed" : "created", why);
+				 names[i], uq, st.resumed ? "resumed" : "created", why);
 		else if (!may)
 			snprintf(msg, msglen,
 				 "network profile %s: %s, who %s this Sandbox, may no longer use it (missing permission "
 				 "\"use\" on sandboxnetworkprofiles.sandbox.dev \"%s\"%s%s); no pod is made until they may "
 				 "again, or delete the Sandbox",
-				 names[i], uq, resume ? "resumed" : "created", names[i], why[0] ? ": " : "", why);
+				 names[i], uq, st.resumed ? "resumed" : "created", names[i], why[0] ? ": " : "", why);
 		if (may != 1)
 			return may;
 	}
@@ -506,15 +536,30 @@ int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int 
 	if (sbx_profiles_set(names, n, joined, hash) < 0)
 		return 1;
 	const cJSON *ann = jobj(jobj(v->obj, "metadata"), "annotations");
+	const char *rec = jstr(ann, SBX_ANN_NET_AUTHZ);
+	/* A resume is recorded here when no owner record covers it
+	 * (webhook/sandbox_admission.c, mutate_resume). */
+	int by_owner = v->owner && c->cfg->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW, resumed = record_of_resume(rec);
 	snprintf(subject, sizeof subject, SBX_NETPROFILE_AUTHZ_PREFIX "%s", joined);
-	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = subject, .fingerprint = v->scope.fingerprint, .username = jstr(ann, SBX_ANN_REQUESTED_BY), .identity = jstr(ann, SBX_ANN_AUTHZ_IDENTITY) };
+	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = subject, .fingerprint = v->scope.fingerprint, .username = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY), .identity = jstr(ann, resumed ? SBX_ANN_RESUMED_IDENTITY : SBX_ANN_AUTHZ_IDENTITY) };
 	struct sbx_authz_info info = { 0 };
 	enum sbx_authz_check ac = sbx_authz_verify((const unsigned char *const *)c->seal_keys->key, c->seal_keys->len,
-						   c->seal_keys->n, &s, v->created, jstr(ann, SBX_ANN_NET_AUTHZ), &info);
-	if (ac == SBX_AUTHZ_OK && info.run != 1)
+						   c->seal_keys->n, &s, v->created, rec, &info);
+	if (ac == SBX_AUTHZ_OK && info.run != 1 && by_owner)
 		ac = SBX_AUTHZ_MISMATCH;
 	v->net_issued = ac == SBX_AUTHZ_OK ? info.issued : 0;
+	v->net_run = ac == SBX_AUTHZ_OK ? info.run : 0;
 	v->net_identity = info.has_identity;
+	if (ac == SBX_AUTHZ_OK && !by_owner && info.run <= suspended_generation(v)) {
+		snprintf(msg, sizeof msg,
+			 "network profiles %s: the authorization to use them is of an earlier run (generation %lld; the "
+			 "Sandbox was suspended at generation %lld): resume it with the admission webhook in force, as "
+			 "an identity allowed to use these profiles; no pod is created",
+			 joined, info.run, suspended_generation(v));
+		*r = sbx_rc_report_unbound(c, v, "Rejected", "NetworkProfileNotAuthorized", msg,
+					   "NetworkProfileNotAuthorized");
+		return 0;
+	}
 	if (ac != SBX_AUTHZ_OK) {
 		snprintf(msg, sizeof msg,
 			 "network profiles %s: %s; no pod is created (create the Sandbox with the admission webhook "
@@ -530,8 +575,9 @@ int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int 
 	 * counts (with ownerAuthorization namespace the configuration is not
 	 * watched: docs/operations.md). */
 	snprintf(msg, sizeof msg, "network profiles %s", joined);
-	if (check_creation && c->webhooks &&
-	    !webhook_in_force_for(c, v, "CREATE", v->created, msg, "NetworkProfileNotAuthorized", r))
+	if (c->webhooks && (info.run == 1 ? check_creation : 1) &&
+	    !webhook_in_force_for(c, v, info.run == 1 ? "CREATE" : "UPDATE", info.run == 1 ? v->created : info.issued,
+				  msg, "NetworkProfileNotAuthorized", r))
 		return 0;
 	/* Each must still exist: one deleted since admission grants nothing,
 	 * and the Sandbox waits (looked at again) rather than run without it. */

@@ -45,8 +45,10 @@ struct sbx_view {
 	time_t authz_issued;
 	long long authz_run;
 	int authz_identity;
-	/* The same of the allow profiles' record (sbx_lc_network_authorized). */
+	/* The same of the allow profiles' record (sbx_lc_network_authorized):
+	 * a creation's, or a resume's where no owner record covers it. */
 	time_t net_issued;
+	long long net_run;
 	int net_identity;
 };
 

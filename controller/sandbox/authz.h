@@ -42,7 +42,10 @@
  * sandbox.dev/network-authorization, records a Sandbox's right to use its
  * allow profiles (sandbox/netprofile.h): owner
  * "network-profiles:<sorted names>", which no owner can be (':' is not in
- * an owner name), so neither record stands for the other.
+ * an owner name), so neither record stands for the other. A resume of a
+ * Sandbox that has no owner record (no owner, or owners not asked about)
+ * gets this record anew instead, of the resume's run and issued to the
+ * resumer.
  *
  * Records of the previous format (v1.<issued>.n.<mac>, run 1) still verify,
  * for a rolling upgrade; v1's generateName form (.g.) no longer does. */

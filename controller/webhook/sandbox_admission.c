@@ -183,8 +183,11 @@ static void patch_name(cJSON *patch, const char *name)
 	cJSON_AddItemToArray(patch, op);
 }
 
-/* The reserved annotations a resume stamps anew. */
+/* The reserved annotations a resume stamps anew: the owner's record, or for
+ * a Sandbox without one (no owner, or owners not asked about) that names
+ * allow profiles, the profiles' record (mutate_resume). */
 static const char *const RESUME_KEYS[] = { SBX_ANN_OWNER_AUTHZ, SBX_ANN_RESUMED_BY, SBX_ANN_RESUMED_IDENTITY, NULL };
+static const char *const NET_RESUME_KEYS[] = { SBX_ANN_NET_AUTHZ, SBX_ANN_RESUMED_BY, SBX_ANN_RESUMED_IDENTITY, NULL };
 
 /* 1 when an UPDATE resumes the Sandbox: spec.lifecycle.suspend was true and
  * is not any more. */
@@ -336,12 +339,22 @@ static int profiles_allowed(const struct wh_sandbox_policy *p, const struct wh_r
 	return 1;
 }
 
+/* Whether a resume of spec is recorded in the owner's record (1) or, the
+ * owner not being asked about, in the profiles' (0). */
+static int resume_owner_recorded(const struct wh_sandbox_policy *p, const cJSON *spec)
+{
+	return sbx_spec_owner(spec) && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW;
+}
+
 /* A resume (contract section 5a) is authorized anew: the resumer must be
  * allowed to use each of the Sandbox's network profiles (whatever the owner
  * mode, as at creation; one deleted since is the controller's to wait for,
- * NetworkProfileNotFound) and the owner; for the owner it gets a record for
- * this run, the generation the update makes (the old one + 1, the spec
- * changing), and sandbox.dev/resumed-by. */
+ * NetworkProfileNotFound) and the owner. It gets a record for this run, the
+ * generation the update makes (the old one + 1, the spec changing), issued
+ * to the resumer (sandbox.dev/resumed-by, resumed-identity): the owner's,
+ * or for a Sandbox whose owner is not asked about, the profiles' in place
+ * of the creation's (so that the controller can tell the webhook saw this
+ * run, and ask about the resumer when its pod comes late). */
 static void mutate_resume(const struct wh_sandbox_policy *p, const struct wh_review *r, time_t now,
 			  struct wh_verdict *v)
 {
@@ -353,25 +366,26 @@ static void mutate_resume(const struct wh_sandbox_policy *p, const struct wh_rev
 	if (!profiles_allowed(p, r, spec, "spec.network.profiles", " to resume this Sandbox", 0, netsubject,
 			      sizeof netsubject, v))
 		return;
-	if (!owner || p->owner_authz != SBX_OWNER_AUTHZ_ACCESS_REVIEW || !cJSON_IsNumber(g) ||
-	    request_scope(r, spec, &sc, msg, sizeof msg) < 0)
+	int by_owner = resume_owner_recorded(p, spec);
+	if ((!by_owner && !netsubject[0]) || !cJSON_IsNumber(g) || request_scope(r, spec, &sc, msg, sizeof msg) < 0)
 		return; /* nothing to authorize, or left to validation */
-	if (!owner_allowed(p, r, owner, " to resume this Sandbox", v))
+	if (by_owner && !owner_allowed(p, r, owner, " to resume this Sandbox", v))
 		return;
 	char record[SBX_AUTHZ_MAX], *identity = record_identity(r, "resuming this Sandbox", v);
 	if (!identity)
 		return;
-	struct sbx_authz_subject s = request_subject(r, NULL, owner, sc.fingerprint);
+	struct sbx_authz_subject s = request_subject(r, NULL, by_owner ? owner : netsubject, sc.fingerprint);
 	s.run = (long long)g->valuedouble + 1;
 	s.identity = identity;
 	if (!p->nkeys || sbx_authz_issue(p->keys[0], p->keylens[0], &s, now, record, sizeof record) < 0) {
 		free(identity);
-		wh_verdict_deny(v, 500, "InternalError", "cannot record the owner authorization of the resume");
+		wh_verdict_deny(v, 500, "InternalError", "cannot record the %s authorization of the resume",
+				by_owner ? "owner" : "network profiles'");
 		return;
 	}
 	v->patch = cJSON_CreateArray();
 	cJSON *ann = NULL;
-	patch_set(v->patch, r->object, "annotations", SBX_ANN_OWNER_AUTHZ, record, &ann);
+	patch_set(v->patch, r->object, "annotations", by_owner ? SBX_ANN_OWNER_AUTHZ : SBX_ANN_NET_AUTHZ, record, &ann);
 	patch_set(v->patch, r->object, "annotations", SBX_ANN_RESUMED_BY, r->username, &ann);
 	patch_set(v->patch, r->object, "annotations", SBX_ANN_RESUMED_IDENTITY, identity, &ann);
 	free(identity);
@@ -666,7 +680,8 @@ void wh_sandbox_mutate(const struct wh_sandbox_policy *p, const struct wh_review
 			mutate_resume(p, r, now, v);
 			if (!v->allowed)
 				return;
-			restore_reserved(r, v, RESUME_KEYS);
+			restore_reserved(r, v,
+					 resume_owner_recorded(p, jobj(r->object, "spec")) ? RESUME_KEYS : NET_RESUME_KEYS);
 		} else {
 			restore_reserved(r, v, NULL);
 		}
@@ -816,23 +831,40 @@ static void check_key_conflict(const struct wh_sandbox_policy *p, const struct w
 }
 
 /* A resume's stamps: a record of this run (the generation the update made)
- * issued to the resumer, with resumed-by naming the resumer. 1 when they
- * verify. */
-static int resume_record_valid(const struct wh_sandbox_policy *p, const struct wh_review *r)
+ * of subject (the owner, or the profiles' SBX_NETPROFILE_AUTHZ_PREFIX form)
+ * in annotation key, issued to the resumer, with resumed-by naming the
+ * resumer. 1 when they verify. */
+static int resume_record_valid(const struct wh_sandbox_policy *p, const struct wh_review *r, const char *subject,
+			       const char *key)
 {
 	const cJSON *spec = jobj(r->object, "spec"), *meta = jobj(r->object, "metadata");
-	const char *owner = sbx_spec_owner(spec), *by = jstr(jobj(meta, "annotations"), SBX_ANN_RESUMED_BY);
+	const char *by = jstr(jobj(meta, "annotations"), SBX_ANN_RESUMED_BY);
 	const cJSON *g = jobj(meta, "generation");
 	struct sbx_scope sc;
 	char msg[512];
-	if (!owner || !by || strcmp(by, r->username) || !cJSON_IsNumber(g) || request_scope(r, spec, &sc, msg, sizeof msg) < 0)
+	if (!subject || !by || strcmp(by, r->username) || !cJSON_IsNumber(g) ||
+	    request_scope(r, spec, &sc, msg, sizeof msg) < 0)
 		return 0;
-	struct sbx_authz_subject s = request_subject(r, NULL, owner, sc.fingerprint);
+	struct sbx_authz_subject s = request_subject(r, NULL, subject, sc.fingerprint);
 	s.identity = jstr(jobj(meta, "annotations"), SBX_ANN_RESUMED_IDENTITY);
 	struct sbx_authz_info info = { 0 };
-	return sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, 0, jstr(jobj(meta, "annotations"), SBX_ANN_OWNER_AUTHZ),
-				&info) == SBX_AUTHZ_OK &&
+	return sbx_authz_verify(p->keys, p->keylens, p->nkeys, &s, 0, jstr(jobj(meta, "annotations"), key), &info) ==
+		   SBX_AUTHZ_OK &&
 	       info.run == (long long)g->valuedouble && same_identity(r, s.identity, info.has_identity);
+}
+
+/* The profiles' record subject of spec into subject (size
+ * SBX_PROFILES_JOINED_MAX + 32): SBX_NETPROFILE_AUTHZ_PREFIX and the sorted
+ * names. Returns 1, or 0 when it names none or the list is invalid. */
+static int net_subject(const cJSON *spec, char *subject, size_t subjectlen)
+{
+	const char *names[SBX_PROFILES_MAX];
+	size_t n = 0;
+	char msg[256], joined[SBX_PROFILES_JOINED_MAX], hash[17];
+	if (sbx_spec_profiles(spec, names, &n, msg, sizeof msg) < 0 || !n || sbx_profiles_set(names, n, joined, hash) < 0)
+		return 0;
+	snprintf(subject, subjectlen, SBX_NETPROFILE_AUTHZ_PREFIX "%s", joined);
+	return 1;
 }
 
 /* CREATE of a Sandbox naming profiles: the mutating webhook's record of
@@ -843,15 +875,14 @@ static int net_record_valid(const struct wh_sandbox_policy *p, const struct wh_r
 {
 	const char *names[SBX_PROFILES_MAX];
 	size_t n = 0;
-	char msg[256], joined[SBX_PROFILES_JOINED_MAX], hash[17], subject[SBX_PROFILES_JOINED_MAX + 32];
+	char msg[256], subject[SBX_PROFILES_JOINED_MAX + 32];
 	struct sbx_scope sc;
 	if (sbx_spec_profiles(spec, names, &n, msg, sizeof msg) < 0 || !n)
 		return 1;
 	const cJSON *meta = jobj(r->object, "metadata");
 	struct sbx_authz_info info = { 0 };
 	enum sbx_authz_check ac = SBX_AUTHZ_MISMATCH;
-	if (sbx_profiles_set(names, n, joined, hash) == 0 && request_scope(r, spec, &sc, msg, sizeof msg) == 0) {
-		snprintf(subject, sizeof subject, SBX_NETPROFILE_AUTHZ_PREFIX "%s", joined);
+	if (net_subject(spec, subject, sizeof subject) && request_scope(r, spec, &sc, msg, sizeof msg) == 0) {
 		struct sbx_authz_subject s = request_subject(r, NULL, subject, sc.fingerprint);
 		s.identity = jstr(jobj(meta, "annotations"), SBX_ANN_AUTHZ_IDENTITY);
 		time_t created = now;
@@ -879,14 +910,24 @@ static void validate_update(const struct wh_sandbox_policy *p, const struct wh_r
 			    struct wh_verdict *v)
 {
 	const char *const *skip = NULL;
-	if (is_resume(r) && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW && sbx_spec_owner(jobj(r->object, "spec"))) {
-		if (!resume_record_valid(p, r)) {
+	const cJSON *spec = jobj(r->object, "spec");
+	char netsubject[SBX_PROFILES_JOINED_MAX + 32];
+	if (is_resume(r) && resume_owner_recorded(p, spec)) {
+		if (!resume_record_valid(p, r, sbx_spec_owner(spec), SBX_ANN_OWNER_AUTHZ)) {
 			wh_verdict_deny(v, 403, "Forbidden",
 					"the resume of a Sandbox with a workspace owner needs the owner authorization the "
 					"mutating webhook sandbox-controller records for it (is it installed?)");
 			return;
 		}
 		skip = RESUME_KEYS;
+	} else if (is_resume(r) && net_subject(spec, netsubject, sizeof netsubject)) {
+		if (!resume_record_valid(p, r, netsubject, SBX_ANN_NET_AUTHZ)) {
+			wh_verdict_deny(v, 403, "Forbidden",
+					"the resume of a Sandbox naming network profiles needs the authorization to use "
+					"them the mutating webhook sandbox-controller records for it (is it installed?)");
+			return;
+		}
+		skip = NET_RESUME_KEYS;
 	}
 	if (!reserved_same(r->object, r->old_object, "labels", NULL) ||
 	    !reserved_same(r->object, r->old_object, "annotations", skip)) {
@@ -895,7 +936,7 @@ static void validate_update(const struct wh_sandbox_policy *p, const struct wh_r
 				"and cannot be changed");
 		return;
 	}
-	const cJSON *a = jobj(r->object, "spec"), *b = jobj(r->old_object, "spec");
+	const cJSON *a = spec, *b = jobj(r->old_object, "spec");
 	if (!sbx_spec_same_intent(a, b)) {
 		wh_verdict_deny(v, 422, "Invalid",
 				"spec: Forbidden: spec is immutable after creation except spec.lifecycle; create a new "
