@@ -186,6 +186,25 @@ revoke_then_free() {
   sleep 16
   kubectl delete sbx -n "$1" "$2" >/dev/null || fail "delete $2"
 }
+# resume_unseen NS NAME REASON: bob's Sandbox NAME, whose resume was just
+# refused (its phase Suspended), is suspended again and resumed while the
+# webhook is not installed. The record of the refused run authorizes no
+# later one: refused (REASON, "earlier run"), no pod, however free the
+# quota is.
+resume_unseen() {
+  as "$BOB" patch sbx "$2" -n "$1" --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null || fail "suspend $2 again"
+  wait_for 20 eval "[ \"\$(jp $1 sandbox $2 '{.status.observedGeneration}')\" = \"\$(jp $1 sandbox $2 '{.metadata.generation}')\" ]" ||
+    fail "$2 not seen suspended again: $(phase "$1" "$2")"
+  uninstall_admission
+  sleep 1
+  as "$BOB" patch sbx "$2" -n "$1" --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null ||
+    fail "bob's resume of $2 without the webhook"
+  wait_for 20 eval "has_reason $1 $2 $3 && [[ \"\$(msg_of $1 $2)\" == *'earlier run'* ]]" ||
+    fail "a resume without its record: $(phase "$1" "$2") $(msg_of "$1" "$2")"
+  sleep 2
+  expect_eq "$(pods_of_scope "$1" "$2")" 0 "$2's pods after a resume the webhook did not see"
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+}
 test_1_e_a_late_bind_asks_about_the_requester() {
   late_namespace team-g
   wsbx "$ALICE" team-g holder key-holder alice || fail "create holder"
@@ -235,6 +254,7 @@ test_1_f_a_late_resume_asks_about_the_resumer() {
   local pods
   pods=$(kubectl get pods -n team-h -l app.kubernetes.io/managed-by=sandbox-controller -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' 2>/dev/null)
   expect_eq "$(grep -c "$(pod_of team-h sus)" <<<"$pods")" 0 "sus's pod after the revocation"
+  resume_unseen team-h sus OwnerNotAuthorized
   kubectl delete namespace team-h --wait=false >/dev/null
 }
 
@@ -293,7 +313,8 @@ YAML
 # made for it, so the profiles are what the resumer is asked about. Bob
 # resumes his ownerless Sandbox naming web-resume while the namespace's
 # quota for ownerless Sandboxes (1) is held by alice's; he loses "use" on
-# the profile. When the slot frees, the resume gets no pod.
+# the profile. When the slot frees, the resume gets no pod. Nor does a
+# resume made while the webhook is not installed.
 test_1_h_a_late_ownerless_resume_asks_about_the_profiles() {
   profile_namespace team-j web-resume -
   as "$BOB" create -f - >/dev/null <<YAML || fail "bob's ownerless Sandbox naming web-resume"
@@ -323,6 +344,7 @@ YAML
   expect_eq "$(pod_count team-j)" 0 "sandbox pods in team-j after the revocation"
   expect_match "$(msg_of team-j sus-net)" 'bob, who resumed this Sandbox, may no longer use it.*sandboxnetworkprofiles.sandbox.dev "web-resume"' \
     "the refusal names the resumer and the profile"
+  resume_unseen team-j sus-net NetworkProfileNotAuthorized
   drop_profile_namespace team-j web-resume
 }
 

@@ -256,8 +256,6 @@ int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v)
 
 int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound)
 {
-	const char *phase = jstr(v->status, "phase");
-	int already = phase && !strcmp(phase, "Suspended");
 	const char *msg = bound ? "suspended (spec.lifecycle.suspend): the pod is released once every Sandbox bound to it "
 				  "is suspended, expired or gone; the workspace stays"
 				: "suspended (spec.lifecycle.suspend) before it was bound: no pod until it is resumed";
@@ -274,7 +272,10 @@ int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound)
 					     .ready_reason = "Suspended",
 					     .ready_message = msg };
 	}
-	in.suspended_generation = already ? 0 : v->generation;
+	/* The latest generation seen suspended, also when it was Suspended
+	 * already (a resume refused, then suspended again): a record issued
+	 * for the refused run authorizes no later one. */
+	in.suspended_generation = v->generation;
 	int w = sbx_rc_write_status_guarded(c, v, &in);
 	if (w < 0 || w == REQUEUE_BUSY_MS)
 		return w;
