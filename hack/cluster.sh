@@ -256,7 +256,15 @@ spec:
       schema:
         openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
 CRD
-  "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" wait --for=condition=Established crd/execs.kwok.x-k8s.io --timeout=60s >/dev/null
+  # kubectl wait fails at once ("conditions accessor error: <nil>") when it
+  # reads the CRD before the API server wrote any status: asked again.
+  local i
+  for i in 1 2 3 4 5 6; do
+    "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" wait --for=condition=Established crd/execs.kwok.x-k8s.io \
+      --timeout=10s >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  "$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" wait --for=condition=Established crd/execs.kwok.x-k8s.io --timeout=10s >/dev/null
 }
 
 # write_pod_stages FILE DELAY_MS JITTER_MS: hack/kwok-pod-stages.yaml with
