@@ -1157,6 +1157,32 @@ static void test_resume_profiles(void)
 	resume_with_profiles("{\"image\":\"img:1\",\"network\":{\"profiles\":[\"web\"]}}", "bob");
 }
 
+/* upd, stamped by the mutating webhook for resumer's resume of a Sandbox
+ * suspended at generation 2: validation passes the stamps as resumer's at
+ * generation 3 (the API server bumps the generation before validating
+ * admission), and refuses them as other's and at generation 4. Leaves
+ * upd's generation at 4. */
+static void resume_stamps_hold(const struct wh_sandbox_policy *p, cJSON *upd, const char *old_s, const char *resumer,
+			       const char *other)
+{
+	struct wh_verdict v;
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "metadata"), "generation", cJSON_CreateNumber(3));
+	char *upd_s = cJSON_PrintUnformatted(upd);
+	decide(p, 0, "UPDATE", resumer, upd_s, old_s, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	decide(p, 0, "UPDATE", other, upd_s, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	free(upd_s);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "metadata"), "generation", cJSON_CreateNumber(4));
+	upd_s = cJSON_PrintUnformatted(upd);
+	decide(p, 0, "UPDATE", resumer, upd_s, old_s, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	free(upd_s);
+}
+
 /* The resume of a Sandbox whose owner record does not cover it (no owner)
  * but that names profiles: the profiles' record is made anew for the run,
  * issued to the resumer, and validation holds the resume to it. */
@@ -1196,23 +1222,9 @@ static void test_resume_profiles_record(void)
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_RESUMED_IDENTITY)->valuestring,
 			       "{\"groups\":[\"system:authenticated\"],\"username\":\"bob\"}");
 	CU_ASSERT_PTR_NULL(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ));
-	/* the stamps pass validation as bob's, at the generation they name */
-	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "metadata"), "generation", cJSON_CreateNumber(3));
-	free(upd_s);
-	upd_s = cJSON_PrintUnformatted(upd);
-	decide(&p, 0, "UPDATE", "bob", upd_s, old_s, &v);
-	CU_ASSERT_TRUE(v.allowed);
-	wh_verdict_release(&v);
-	/* not as carol's, nor at a later generation */
-	decide(&p, 0, "UPDATE", "carol", upd_s, old_s, &v);
-	CU_ASSERT_FALSE(v.allowed);
-	wh_verdict_release(&v);
-	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "metadata"), "generation", cJSON_CreateNumber(4));
-	free(upd_s);
-	upd_s = cJSON_PrintUnformatted(upd);
-	decide(&p, 0, "UPDATE", "bob", upd_s, old_s, &v);
-	CU_ASSERT_FALSE(v.allowed);
-	wh_verdict_release(&v);
+	/* the stamps pass validation as bob's, at the generation they name;
+	 * not as carol's, nor at a later generation */
+	resume_stamps_hold(&p, upd, old_s, "bob", "carol");
 	free(upd_s);
 	free(unstamped);
 	free(resp);
@@ -1321,23 +1333,9 @@ static void test_update_lifecycle(void)
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(ann, SBX_ANN_RESUMED_IDENTITY)->valuestring,
 			       "{\"groups\":[\"system:authenticated\"],\"username\":\"alice\"}");
 	wh_verdict_release(&v);
-	/* the API server bumps the generation before validating admission */
-	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "metadata"), "generation", cJSON_CreateNumber(3));
-	free(upd_s);
-	upd_s = cJSON_PrintUnformatted(upd);
-	decide(&p, 0, "UPDATE", "alice", upd_s, old_s, &v);
-	CU_ASSERT_TRUE(v.allowed);
-	wh_verdict_release(&v);
-	/* the same stamps are not bob's, nor a later generation's */
-	decide(&p, 0, "UPDATE", "bob", upd_s, old_s, &v);
-	CU_ASSERT_FALSE(v.allowed);
-	wh_verdict_release(&v);
-	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "metadata"), "generation", cJSON_CreateNumber(4));
-	free(upd_s);
-	upd_s = cJSON_PrintUnformatted(upd);
-	decide(&p, 0, "UPDATE", "alice", upd_s, old_s, &v);
-	CU_ASSERT_FALSE(v.allowed);
-	wh_verdict_release(&v);
+	/* the stamps pass validation as alice's, at generation 3; the same
+	 * stamps are not bob's, nor a later generation's */
+	resume_stamps_hold(&p, upd, old_s, "alice", "bob");
 	free(upd_s);
 	cJSON_Delete(upd);
 	cJSON_Delete(patch);
