@@ -551,12 +551,13 @@ int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int 
 	v->net_issued = ac == SBX_AUTHZ_OK ? info.issued : 0;
 	v->net_run = ac == SBX_AUTHZ_OK ? info.run : 0;
 	v->net_identity = info.has_identity;
-	if (ac == SBX_AUTHZ_OK && !by_owner && info.run <= suspended_generation(v)) {
+	long long suspended = suspended_generation(v);
+	if (ac == SBX_AUTHZ_OK && !by_owner && info.run <= suspended) {
 		snprintf(msg, sizeof msg,
 			 "network profiles %s: the authorization to use them is of an earlier run (generation %lld; the "
 			 "Sandbox was suspended at generation %lld): resume it with the admission webhook in force, as "
 			 "an identity allowed to use these profiles; no pod is created",
-			 joined, info.run, suspended_generation(v));
+			 joined, info.run, suspended);
 		*r = sbx_rc_report_unbound(c, v, "Rejected", "NetworkProfileNotAuthorized", msg,
 					   "NetworkProfileNotAuthorized");
 		return 0;

@@ -855,14 +855,17 @@ static int resume_record_valid(const struct wh_sandbox_policy *p, const struct w
 
 /* The profiles' record subject of spec into subject (size
  * SBX_PROFILES_JOINED_MAX + 32): SBX_NETPROFILE_AUTHZ_PREFIX and the sorted
- * names. Returns 1, or 0 when it names none or the list is invalid. */
+ * names. Returns 1; 0 when it names none (or the list does not parse: left
+ * to validation); -1 when the names make no set. */
 static int net_subject(const cJSON *spec, char *subject, size_t subjectlen)
 {
 	const char *names[SBX_PROFILES_MAX];
 	size_t n = 0;
 	char msg[256], joined[SBX_PROFILES_JOINED_MAX], hash[17];
-	if (sbx_spec_profiles(spec, names, &n, msg, sizeof msg) < 0 || !n || sbx_profiles_set(names, n, joined, hash) < 0)
+	if (sbx_spec_profiles(spec, names, &n, msg, sizeof msg) < 0 || !n)
 		return 0;
+	if (sbx_profiles_set(names, n, joined, hash) < 0)
+		return -1;
 	snprintf(subject, subjectlen, SBX_NETPROFILE_AUTHZ_PREFIX "%s", joined);
 	return 1;
 }
@@ -873,16 +876,15 @@ static int net_subject(const cJSON *spec, char *subject, size_t subjectlen)
 static int net_record_valid(const struct wh_sandbox_policy *p, const struct wh_review *r, const cJSON *spec, time_t now,
 			    struct wh_verdict *v)
 {
-	const char *names[SBX_PROFILES_MAX];
-	size_t n = 0;
 	char msg[256], subject[SBX_PROFILES_JOINED_MAX + 32];
 	struct sbx_scope sc;
-	if (sbx_spec_profiles(spec, names, &n, msg, sizeof msg) < 0 || !n)
+	int named = net_subject(spec, subject, sizeof subject);
+	if (!named)
 		return 1;
 	const cJSON *meta = jobj(r->object, "metadata");
 	struct sbx_authz_info info = { 0 };
 	enum sbx_authz_check ac = SBX_AUTHZ_MISMATCH;
-	if (net_subject(spec, subject, sizeof subject) && request_scope(r, spec, &sc, msg, sizeof msg) == 0) {
+	if (named > 0 && request_scope(r, spec, &sc, msg, sizeof msg) == 0) {
 		struct sbx_authz_subject s = request_subject(r, NULL, subject, sc.fingerprint);
 		s.identity = jstr(jobj(meta, "annotations"), SBX_ANN_AUTHZ_IDENTITY);
 		time_t created = now;
@@ -912,7 +914,8 @@ static void validate_update(const struct wh_sandbox_policy *p, const struct wh_r
 	const char *const *skip = NULL;
 	const cJSON *spec = jobj(r->object, "spec");
 	char netsubject[SBX_PROFILES_JOINED_MAX + 32];
-	if (is_resume(r) && resume_owner_recorded(p, spec)) {
+	int resume = is_resume(r);
+	if (resume && resume_owner_recorded(p, spec)) {
 		if (!resume_record_valid(p, r, sbx_spec_owner(spec), SBX_ANN_OWNER_AUTHZ)) {
 			wh_verdict_deny(v, 403, "Forbidden",
 					"the resume of a Sandbox with a workspace owner needs the owner authorization the "
@@ -920,7 +923,7 @@ static void validate_update(const struct wh_sandbox_policy *p, const struct wh_r
 			return;
 		}
 		skip = RESUME_KEYS;
-	} else if (is_resume(r) && net_subject(spec, netsubject, sizeof netsubject)) {
+	} else if (resume && net_subject(spec, netsubject, sizeof netsubject) > 0) {
 		if (!resume_record_valid(p, r, netsubject, SBX_ANN_NET_AUTHZ)) {
 			wh_verdict_deny(v, 403, "Forbidden",
 					"the resume of a Sandbox naming network profiles needs the authorization to use "
