@@ -269,6 +269,7 @@ wait_for() {
   "$@" >/dev/null 2>&1
 }
 
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; } # listening PORT: 127.0.0.1:PORT accepts
 bound() { [ "$(jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].status}')" = "True" ]; }
 has_reason() { [ "$(jp "$1" sandbox "$2" '{.status.conditions[?(@.type=="Bound")].reason}')" = "$3" ]; }
 pod_count() { kubectl get pods -n "$1" -l app.kubernetes.io/managed-by=sandbox-controller,app.kubernetes.io/name!=sandbox-workspace-init --no-headers 2>/dev/null | wc -l; }

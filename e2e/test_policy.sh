@@ -16,12 +16,17 @@ E2E_ADMISSION=1
 ROOT=/srv/sbx-policy-root
 E2E_WORKSPACE_ROOT=$ROOT
 
-# start_controller NAME CONFIG: the controller with the webhook, its pid in MAIN_CTL.
+# start_controller NAME CONFIG: the controller with the webhook, its pid in
+# MAIN_CTL; returns once the webhook listens.
 start_controller() {
   controller_start "$1" --config "$2" \
     --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" \
     --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt" --warm-pool-settle 2
   MAIN_CTL=$CTL_PID
+  # It serves the webhook once its caches synced: a create made before that
+  # is refused (failurePolicy Fail; the final CI at dd8a7fd failed test_9_b
+  # so, the create 5 ms ahead of the listener).
+  wait_for 30 listening "$WEBHOOK_PORT" || say "controller $1 does not serve the webhook on $WEBHOOK_PORT"
 }
 
 setup() {
