@@ -189,8 +189,8 @@ revoke_then_free() {
 # resume_unseen NS NAME REASON: bob's Sandbox NAME, whose resume was just
 # refused (its phase Suspended), is suspended again and resumed while the
 # webhook is not installed. The record of the refused run authorizes no
-# later one: refused (REASON, "earlier run"), no pod, however free the
-# quota is.
+# later one: refused (REASON, "earlier run"), still Suspended, no pod,
+# however free the quota is.
 resume_unseen() {
   as "$BOB" patch sbx "$2" -n "$1" --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null || fail "suspend $2 again"
   wait_for 20 eval "[ \"\$(jp $1 sandbox $2 '{.status.observedGeneration}')\" = \"\$(jp $1 sandbox $2 '{.metadata.generation}')\" ]" ||
@@ -201,9 +201,24 @@ resume_unseen() {
     fail "bob's resume of $2 without the webhook"
   wait_for 20 eval "has_reason $1 $2 $3 && [[ \"\$(msg_of $1 $2)\" == *'earlier run'* ]]" ||
     fail "a resume without its record: $(phase "$1" "$2") $(msg_of "$1" "$2")"
+  expect_eq "$(phase "$1" "$2")" Suspended "$2's phase after its resume was refused"
   sleep 2
   expect_eq "$(pods_of_scope "$1" "$2")" 0 "$2's pods after a resume the webhook did not see"
   install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+}
+# resume_again NS NAME: the way back from that refusal (docs/operations.md):
+# with the webhook in force and bob allowed again, NAME suspended and
+# resumed once more is bound, with one pod.
+resume_again() {
+  as "$BOB" patch sbx "$2" -n "$1" --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null || fail "suspend $2 once more"
+  wait_for 20 eval "[ \"\$(phase $1 $2)\" = Suspended ] && [ \"\$(jp $1 sandbox $2 '{.status.observedGeneration}')\" = \"\$(jp $1 sandbox $2 '{.metadata.generation}')\" ]" ||
+    fail "$2 not suspended once more: $(phase "$1" "$2") $(msg_of "$1" "$2")"
+  # the webhook keeps a refusal of bob for a few seconds
+  wait_for 20 as "$BOB" patch sbx "$2" -n "$1" --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' ||
+    fail "bob's resume of $2 with the webhook back"
+  wait_for 45 bound "$1" "$2" || fail "$2 not bound after the resume made again: $(phase "$1" "$2") $(msg_of "$1" "$2")"
+  expect_eq "$(phase "$1" "$2")" Running "$2's phase after the resume made again"
+  expect_eq "$(pods_of_scope "$1" "$2")" 1 "$2's pods after the resume made again"
 }
 test_1_e_a_late_bind_asks_about_the_requester() {
   late_namespace team-g
@@ -255,6 +270,9 @@ test_1_f_a_late_resume_asks_about_the_resumer() {
   pods=$(kubectl get pods -n team-h -l app.kubernetes.io/managed-by=sandbox-controller -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' 2>/dev/null)
   expect_eq "$(grep -c "$(pod_of team-h sus)" <<<"$pods")" 0 "sus's pod after the revocation"
   resume_unseen team-h sus OwnerNotAuthorized
+  bob_uses_alice team-h
+  kubectl delete sbx -n team-h next >/dev/null || fail "delete next"
+  resume_again team-h sus
   kubectl delete namespace team-h --wait=false >/dev/null
 }
 
@@ -345,6 +363,8 @@ YAML
   expect_match "$(msg_of team-j sus-net)" 'bob, who resumed this Sandbox, may no longer use it.*sandboxnetworkprofiles.sandbox.dev "web-resume"' \
     "the refusal names the resumer and the profile"
   resume_unseen team-j sus-net NetworkProfileNotAuthorized
+  usable_profile web-resume bob || fail "bob's use of web-resume given back"
+  resume_again team-j sus-net
   drop_profile_namespace team-j web-resume
 }
 
