@@ -201,6 +201,31 @@ static struct sbx_status_in not_holding(const struct sbx_view *v, const char *ph
 	return in;
 }
 
+/* Reports that v's run is not authorized (reason, and a Warning event named
+ * event when the reason is new): a resume (v bound here and Suspended)
+ * stays Suspended and bound to its generation, as one refused when its pod
+ * comes late does, out of its quota's line (quota.c, wants_slot); so
+ * suspending and resuming it again is taken up as a resume. Anything else
+ * is unbound in phase. 0, REQUEUE_BUSY_MS, or -1. */
+static int refuse_run(struct sbx_controller *c, const struct sbx_view *v, const char *phase, const char *reason,
+		      const char *msg, const char *event)
+{
+	const char *now = jstr(v->status, "phase");
+	if (!bound_here(v) || !now || strcmp(now, "Suspended"))
+		return sbx_rc_report_unbound(c, v, phase, reason, msg, event);
+	const char *old = jstr(sbx_status_condition(v->status, "Bound"), "reason");
+	int changed = !old || strcmp(old, reason);
+	struct sbx_status_in in = not_holding(v, "Suspended", reason, msg);
+	in.bound = 0;
+	in.bound_reason = reason;
+	in.bound_message = msg;
+	int w = sbx_rc_write_status_guarded(c, v, &in);
+	if (w == 1 && changed && event)
+		sbx_rc_event(c, v, "Warning", event, msg);
+	return w < 0 ? -1 : w == REQUEUE_BUSY_MS ? w
+						 : 0;
+}
+
 int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v)
 {
 	char at[32], msg[512];
@@ -363,7 +388,7 @@ static int webhook_in_force_for(struct sbx_controller *c, struct sbx_view *v, co
 		 "%s: the admission webhook was not in force for this Sandbox (%s), so its authorization cannot be "
 		 "trusted; no pod is created",
 		 what, why);
-	*r = sbx_rc_report_unbound(c, v, "Rejected", reason, msg, reason);
+	*r = refuse_run(c, v, "Rejected", reason, msg, reason);
 	return 0;
 }
 
@@ -403,7 +428,7 @@ int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int ch
 			 "was suspended at generation %lld): resume it with the admission webhook in force, as an "
 			 "identity allowed to use this owner; no pod is created",
 			 v->owner, info.run, suspended);
-		*r = sbx_rc_report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
+		*r = refuse_run(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
 		return 0;
 	}
 	if (ac != SBX_AUTHZ_OK) {
@@ -411,7 +436,7 @@ int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int ch
 			 "workspace owner %s: %s; no pod is created (create or resume the Sandbox with the admission "
 			 "webhook installed, as an identity allowed to use this owner)",
 			 v->owner, sbx_authz_str(ac));
-		*r = sbx_rc_report_unbound(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
+		*r = refuse_run(c, v, "Rejected", "OwnerNotAuthorized", msg, "OwnerNotAuthorized");
 		return 0;
 	}
 	v->authz_issued = info.issued;
@@ -558,8 +583,8 @@ int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int 
 			 "Sandbox was suspended at generation %lld): resume it with the admission webhook in force, as "
 			 "an identity allowed to use these profiles; no pod is created",
 			 joined, info.run, suspended);
-		*r = sbx_rc_report_unbound(c, v, "Rejected", "NetworkProfileNotAuthorized", msg,
-					   "NetworkProfileNotAuthorized");
+		*r = refuse_run(c, v, "Rejected", "NetworkProfileNotAuthorized", msg,
+				"NetworkProfileNotAuthorized");
 		return 0;
 	}
 	if (ac != SBX_AUTHZ_OK) {
@@ -569,8 +594,8 @@ int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int 
 			 joined,
 			 ac == SBX_AUTHZ_MISSING ? "no record of the authorization to use them"
 						 : "the record of the authorization to use them does not verify");
-		*r = sbx_rc_report_unbound(c, v, "Rejected", "NetworkProfileNotAuthorized", msg,
-					   "NetworkProfileNotAuthorized");
+		*r = refuse_run(c, v, "Rejected", "NetworkProfileNotAuthorized", msg,
+				"NetworkProfileNotAuthorized");
 		return 0;
 	}
 	/* As for an owner: only a record the API server's admission call made
