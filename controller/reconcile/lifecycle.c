@@ -565,7 +565,7 @@ int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int 
 	const char *rec = jstr(ann, SBX_ANN_NET_AUTHZ);
 	/* A resume is recorded here when no owner record covers it
 	 * (webhook/sandbox_admission.c, mutate_resume). */
-	int by_owner = v->owner && c->cfg->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW, resumed = record_of_resume(rec);
+	int by_owner = sbx_owner_recorded(v->owner, c->cfg->owner_authz), resumed = record_of_resume(rec);
 	snprintf(subject, sizeof subject, SBX_NETPROFILE_AUTHZ_PREFIX "%s", joined);
 	struct sbx_authz_subject s = { .ns = v->ns, .name = v->name, .owner = subject, .fingerprint = v->scope.fingerprint, .username = jstr(ann, resumed ? SBX_ANN_RESUMED_BY : SBX_ANN_REQUESTED_BY), .identity = jstr(ann, resumed ? SBX_ANN_RESUMED_IDENTITY : SBX_ANN_AUTHZ_IDENTITY) };
 	struct sbx_authz_info info = { 0 };

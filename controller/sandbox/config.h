@@ -86,6 +86,15 @@ enum sbx_ws_mode { SBX_WS_PVC,
 enum sbx_owner_authz { SBX_OWNER_AUTHZ_ACCESS_REVIEW,
 		       SBX_OWNER_AUTHZ_NAMESPACE };
 
+/* 1 when the runs of a Sandbox naming workspace owner `owner` (NULL: none)
+ * are authorized by the owner's record under mode, 0 when by the allow
+ * profiles' record alone: the rule the webhook records a resume by and the
+ * controller verifies it by. */
+static inline int sbx_owner_recorded(const char *owner, enum sbx_owner_authz mode)
+{
+	return owner && mode == SBX_OWNER_AUTHZ_ACCESS_REVIEW;
+}
+
 struct sbx_mount {
 	char *subdir; /* one safe path segment below <root>/<owner>/ */
 	char *path;   /* absolute mount path in the container */

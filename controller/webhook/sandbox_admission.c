@@ -340,10 +340,11 @@ static int profiles_allowed(const struct wh_sandbox_policy *p, const struct wh_r
 }
 
 /* Whether a resume of spec is recorded in the owner's record (1) or, the
- * owner not being asked about, in the profiles' (0). */
+ * owner not being asked about, in the profiles' (0); the controller holds
+ * it to the same rule (sandbox/config.h). */
 static int resume_owner_recorded(const struct wh_sandbox_policy *p, const cJSON *spec)
 {
-	return sbx_spec_owner(spec) && p->owner_authz == SBX_OWNER_AUTHZ_ACCESS_REVIEW;
+	return sbx_owner_recorded(sbx_spec_owner(spec), p->owner_authz);
 }
 
 /* A resume (contract section 5a) is authorized anew: the resumer must be
