@@ -429,5 +429,30 @@ test_m_an_unfinished_warm_take_waits_for_a_slot() {
   controller_stop "$pid"
 }
 
+# A slot that reaches the cache after its pod counts once: each event of
+# the sandboxclaims watch is held 15 s (SBX_FAULT_DELAYS), so when r2 comes
+# the cache has r1's pod but not r1's slot. r2 must take the second slot of
+# two. Counting r1's pod as holding none, and then r1's slot again when the
+# create of that slot's name conflicted, made r2 "2 of 2": in Reject mode a
+# stored refusal of its key with a slot free (test_c failed so under the
+# racing controllers in the CI at f02634c).
+test_n_a_slot_seen_late_counts_once() {
+  new_namespace qn
+  quota qn alice alice 2 Reject
+  SBX_FAULT_DELAYS=watch:sandboxclaims=15000 controller_start quota-n
+  local pid=$CTL_PID
+  sleep 2 # the quota in the cache, past its watch's first event
+  sandbox qn r1 $IMG kn1 alice >/dev/null
+  wait_for 90 eval '[ "$(pods_live qn)" = 1 ]' || fail "r1's pod not made: $(phase_of qn r1) $(reason_of qn r1)"
+  sandbox qn r2 $IMG kn2 alice >/dev/null
+  wait_for 90 eval '[ "$(pods_live qn)" = 2 ] || [ "$(phase_of qn r2)" = Rejected ]' ||
+    fail "r2 has no pod and is not refused: $(phase_of qn r2) $(reason_of qn r2)"
+  expect_ne "$(phase_of qn r2)" Rejected "r2's phase ($(reason_of qn r2): $(jp qn sandbox r2 '{.status.conditions[?(@.type=="Bound")].message}'))"
+  expect_eq "$(pods_live qn)" 2 "pods"
+  expect_eq "$(kubectl get sbxclaim -n qn -o jsonpath='{range .items[*]}{.spec.state}{"\n"}{end}' | grep -cx Rejected)" 0 \
+    "stored refusals"
+  controller_stop "$pid"
+}
+
 setup
 e2e_main
