@@ -548,8 +548,9 @@ static int holds_slot(const cJSON *slots, const char *digest)
 
 /* How many active sandbox pods of key no slot of slots holds (their intent
  * holds none: made before the quota applied, or by a controller without
- * quotas): they count as held all the same. */
-static long unslotted(struct sbx_controller *c, const char *key, const cJSON *slots)
+ * quotas; or its slot is not in the cache yet): they count as held all the
+ * same. Their intents are added to *counted (NULL: not wanted). */
+static long unslotted(struct sbx_controller *c, const char *key, const cJSON *slots, struct digest_set **counted)
 {
 	struct sbx_quota_state *s = c->quota_state;
 	struct digest_set *held = NULL;
@@ -567,7 +568,11 @@ static long unslotted(struct sbx_controller *c, const char *key, const cJSON *sl
 	for (size_t i = 0; o && i < o->np; i++) {
 		struct digest_set *e;
 		HASH_FIND_STR(held, o->p[i].digest, e);
-		n += !e;
+		if (!e) {
+			n++;
+			if (counted)
+				digest_add(counted, o->p[i].digest);
+		}
 	}
 	pthread_mutex_unlock(&s->mu);
 	digests_free(&held);
@@ -655,8 +660,10 @@ static enum kube_err create_slot(struct sbx_controller *c, const struct sbx_view
 }
 
 /* The live slot name: 1 when it is held by v's generation claim, 0 when it
- * is not (or is gone), -1 when it cannot be read. */
-static int live_held(struct sbx_controller *c, const struct sbx_view *v, const char *name, const char *claim)
+ * is not (or is gone), -1 when it cannot be read. holder (33 bytes): the
+ * intent that holds it, or "" (NULL: not wanted). */
+static int live_held(struct sbx_controller *c, const struct sbx_view *v, const char *name, const char *claim,
+		     char *holder)
 {
 	char path[600];
 	cJSON *o = NULL;
@@ -665,6 +672,13 @@ static int live_held(struct sbx_controller *c, const struct sbx_view *v, const c
 	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &o, &err);
 	int r = e == KUBE_OK ? held_by(c, o, v, claim) : e == KUBE_ERR_NOT_FOUND ? 0
 										 : -1;
+	struct sbx_claimrec rec;
+	char why[128];
+	if (holder)
+		holder[0] = '\0';
+	if (holder && e == KUBE_OK && sbx_claimrec_parse(o, v->ns, c->seal_keys, &rec, why, sizeof why) == 0 &&
+	    rec.state == SBX_CLAIM_SLOT && strlen(rec.digest) < 33)
+		snprintf(holder, 33, "%s", rec.digest);
 	cJSON_Delete(o);
 	return r;
 }
@@ -726,7 +740,8 @@ enum sbx_quota_verdict sbx_quota_admit(struct sbx_controller *c, struct sbx_view
 	long held;
 	unsigned char *used = xcalloc((size_t)q.max_active + 1, 1);
 	cJSON *slots = slots_of(c, v->ns, key, &held, used, q.max_active);
-	held += c->quota_state ? unslotted(c, key, slots) : 0;
+	struct digest_set *counted = NULL; /* intents held by a pod no cached slot holds */
+	held += c->quota_state ? unslotted(c, key, slots, &counted) : 0;
 	const cJSON *sl;
 	enum sbx_quota_verdict verdict = SBX_QUOTA_WAIT;
 	cJSON_ArrayForEach(sl, slots)
@@ -745,6 +760,7 @@ enum sbx_quota_verdict sbx_quota_admit(struct sbx_controller *c, struct sbx_view
 	if (verdict == SBX_QUOTA_ERROR) {
 		cJSON_Delete(slots);
 		free(used);
+		digests_free(&counted);
 		return verdict;
 	}
 	long ahead = q.reject || resume ? 0 : rank_of(c, key, v, slots);
@@ -771,18 +787,30 @@ enum sbx_quota_verdict sbx_quota_admit(struct sbx_controller *c, struct sbx_view
 		 * only if it holds this very intent. */
 		char name[80];
 		sbx_quota_slot_name(key, n, name, sizeof name);
-		int lh = live_held(c, v, name, claim);
+		char holder[33];
+		int lh = live_held(c, v, name, claim, holder);
 		if (lh > 0) {
 			verdict = SBX_QUOTA_ADMIT;
 		} else if (lh < 0 || (e != KUBE_ERR_ALREADY_EXISTS)) {
 			verdict = SBX_QUOTA_ERROR; /* cannot tell: look again, never guess */
 		} else {
 			used[n] = 1;
-			held++;
+			/* A slot the cache did not show yet, of an intent whose pod
+			 * was counted above as holding none: counted once. */
+			struct digest_set *d = NULL;
+			if (holder[0])
+				HASH_FIND_STR(counted, holder, d);
+			if (d) {
+				HASH_DEL(counted, d);
+				free(d);
+			} else {
+				held++;
+			}
 		}
 	}
 	cJSON_Delete(slots);
 	free(used);
+	digests_free(&counted);
 	if (verdict != SBX_QUOTA_WAIT)
 		return verdict;
 	int reject = q.reject && !resume;
@@ -827,7 +855,7 @@ int sbx_quota_refusal_message(struct sbx_controller *c, const struct sbx_view *v
 		return -1;
 	long held;
 	cJSON *slots = slots_of(c, v->ns, key, &held, NULL, 0);
-	held += c->quota_state ? unslotted(c, key, slots) : 0;
+	held += c->quota_state ? unslotted(c, key, slots, NULL) : 0;
 	cJSON_Delete(slots);
 	sbx_quota_full_message(&q, v->ns, v->owner, held, 1, msg, msglen);
 	return 0;
@@ -1079,7 +1107,7 @@ int sbx_quota_reconcile(struct sbx_controller *c, const char *ns, const char *na
 		t[i].warm = owner_warm(c, ns, t[i].has_owner ? t[i].owner : NULL);
 		long held;
 		cJSON *slots = slots_of(c, ns, t[i].key, &held, NULL, 0);
-		t[i].active += unslotted(c, t[i].key, slots);
+		t[i].active += unslotted(c, t[i].key, slots, NULL);
 		cJSON_Delete(slots);
 	}
 	if (n)
