@@ -492,6 +492,14 @@ void sbx_quota_on_quota(struct sbx_controller *c, const cJSON *quota)
 
 /* ---- the slots of an owner, from the cache ---- */
 
+/* 1 when obj (a SandboxClaim, its MAC verified) is a quota slot of ns, read
+ * into rec. */
+static int slot_rec(const struct sbx_controller *c, const cJSON *obj, const char *ns, struct sbx_claimrec *rec)
+{
+	char why[128];
+	return sbx_claimrec_parse(obj, ns, c->seal_keys, rec, why, sizeof why) == 0 && rec->state == SBX_CLAIM_SLOT;
+}
+
 /* The verified slots of key in ns from the cache: a new array of the cached
  * objects (caller frees); *held gets how many slot names are taken (those
  * that do not verify included: their names are taken all the same), used
@@ -515,12 +523,17 @@ static cJSON *slots_of(struct sbx_controller *c, const char *ns, const char *key
 		if (used && i < max)
 			used[i] = 1;
 		struct sbx_claimrec rec;
-		char why[128];
-		if (sbx_claimrec_parse(o, ns, c->seal_keys, &rec, why, sizeof why) == 0 && rec.state == SBX_CLAIM_SLOT)
+		if (slot_rec(c, o, ns, &rec))
 			cJSON_AddItemToArray(out, cJSON_Duplicate(o, 1));
 	}
 	cJSON_Delete(all);
 	return out;
+}
+
+/* 1 when the slot rec is held by v's generation of claim name claim. */
+static int rec_held_by(const struct sbx_claimrec *rec, const struct sbx_view *v, const char *claim)
+{
+	return !strcmp(rec->digest, v->scope.digest) && !strcmp(rec->pod_name, claim);
 }
 
 /* 1 when the slot (a cached object, verified) is held by v's generation of
@@ -528,9 +541,7 @@ static cJSON *slots_of(struct sbx_controller *c, const char *ns, const char *key
 static int held_by(const struct sbx_controller *c, const cJSON *slot, const struct sbx_view *v, const char *claim)
 {
 	struct sbx_claimrec rec;
-	char why[128];
-	return sbx_claimrec_parse(slot, v->ns, c->seal_keys, &rec, why, sizeof why) == 0 && rec.state == SBX_CLAIM_SLOT &&
-	       !strcmp(rec.digest, v->scope.digest) && !strcmp(rec.pod_name, claim);
+	return slot_rec(c, slot, v->ns, &rec) && rec_held_by(&rec, v, claim);
 }
 
 /* 1 when a slot of slots (verified) is held by the intent digest. */
@@ -661,26 +672,21 @@ static enum kube_err create_slot(struct sbx_controller *c, const struct sbx_view
 
 /* The live slot name: 1 when it is held by v's generation claim, 0 when it
  * is not (or is gone), -1 when it cannot be read. holder (33 bytes): the
- * intent that holds it, or "" (NULL: not wanted). */
+ * intent that holds it, or "". */
 static int live_held(struct sbx_controller *c, const struct sbx_view *v, const char *name, const char *claim,
 		     char *holder)
 {
 	char path[600];
 	cJSON *o = NULL;
 	struct kube_error err;
+	struct sbx_claimrec rec;
 	sbx_rec_path(path, sizeof path, v->ns, name);
 	enum kube_err e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &o, &err);
-	int r = e == KUBE_OK ? held_by(c, o, v, claim) : e == KUBE_ERR_NOT_FOUND ? 0
-										 : -1;
-	struct sbx_claimrec rec;
-	char why[128];
-	if (holder)
-		holder[0] = '\0';
-	if (holder && e == KUBE_OK && sbx_claimrec_parse(o, v->ns, c->seal_keys, &rec, why, sizeof why) == 0 &&
-	    rec.state == SBX_CLAIM_SLOT && strlen(rec.digest) < 33)
-		snprintf(holder, 33, "%s", rec.digest);
+	int slot = e == KUBE_OK && slot_rec(c, o, v->ns, &rec);
 	cJSON_Delete(o);
-	return r;
+	snprintf(holder, 33, "%s", slot ? rec.digest : "");
+	return e == KUBE_OK ? slot && rec_held_by(&rec, v, claim) : e == KUBE_ERR_NOT_FOUND ? 0
+											    : -1;
 }
 
 /* The owner reference of kind (NULL: a Sandbox, as the cache keeps it) in
