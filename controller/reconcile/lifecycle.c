@@ -201,6 +201,17 @@ static struct sbx_status_in not_holding(const struct sbx_view *v, const char *ph
 	return in;
 }
 
+/* not_holding, and Bound=False for reason (its message msg). */
+static struct sbx_status_in unbound_holding(const struct sbx_view *v, const char *phase, const char *reason,
+					    const char *msg)
+{
+	struct sbx_status_in in = not_holding(v, phase, reason, msg);
+	in.bound = 0;
+	in.bound_reason = reason;
+	in.bound_message = msg;
+	return in;
+}
+
 /* Reports that v's run is not authorized (reason, and a Warning event named
  * event when the reason is new): a resume (v bound here and Suspended)
  * stays Suspended and bound to its generation, as one refused when its pod
@@ -215,10 +226,7 @@ static int refuse_run(struct sbx_controller *c, const struct sbx_view *v, const 
 		return sbx_rc_report_unbound(c, v, phase, reason, msg, event);
 	const char *old = jstr(sbx_status_condition(v->status, "Bound"), "reason");
 	int changed = !old || strcmp(old, reason);
-	struct sbx_status_in in = not_holding(v, "Suspended", reason, msg);
-	in.bound = 0;
-	in.bound_reason = reason;
-	in.bound_message = msg;
+	struct sbx_status_in in = unbound_holding(v, "Suspended", reason, msg);
 	int w = sbx_rc_write_status_guarded(c, v, &in);
 	if (w == 1 && changed && event)
 		sbx_rc_event(c, v, "Warning", event, msg);
@@ -240,10 +248,7 @@ int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v)
 			 bound ? "; its use of pod " : "", bound ? jstr(v->status, "podName") : "");
 		struct sbx_status_in in;
 		if (bound) {
-			in = not_holding(v, "Expired", "Expired", msg);
-			in.bound = 0;
-			in.bound_reason = "Expired";
-			in.bound_message = msg;
+			in = unbound_holding(v, "Expired", "Expired", msg);
 		} else {
 			in = (struct sbx_status_in){ .phase = "Expired",
 						     .scope_digest = v->scope.digest,
@@ -652,10 +657,7 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 			return -1;
 		}
 		if (!may) {
-			struct sbx_status_in in = not_holding(v, "Suspended", reason, qmsg);
-			in.bound = 0;
-			in.bound_reason = reason;
-			in.bound_message = qmsg;
+			struct sbx_status_in in = unbound_holding(v, "Suspended", reason, qmsg);
 			int w = sbx_rc_write_status_guarded(c, v, &in);
 			if (w == 1)
 				sbx_rc_event(c, v, "Warning", reason, qmsg);
@@ -670,10 +672,7 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 		if (qv == SBX_QUOTA_ERROR)
 			return -1;
 		if (qv != SBX_QUOTA_ADMIT) {
-			struct sbx_status_in in = not_holding(v, "Suspended", "QuotaWaiting", qmsg);
-			in.bound = 0;
-			in.bound_reason = "QuotaWaiting";
-			in.bound_message = qmsg;
+			struct sbx_status_in in = unbound_holding(v, "Suspended", "QuotaWaiting", qmsg);
 			int w = sbx_rc_write_status_guarded(c, v, &in);
 			return w < 0 ? -1 : w == REQUEUE_BUSY_MS ? w
 								 : REQUEUE_QUOTA_MS;
