@@ -13,7 +13,9 @@
 # - twenty quota-blocked pools of one namespace leave the refill budget to
 #   another namespace's pool (its fill time printed, alone and beside them);
 # - pods/proxy into a sandbox pod is gated like exec, and a Service cannot
-#   select sandbox pods.
+#   select sandbox pods;
+# - the network floor outlives a restart, a squatted name and a late pod
+#   cache, and the keeper forgets a namespace once its pods and floor went.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_admission.sh"
 . "$(dirname "$0")/lib_warm.sh"
@@ -697,6 +699,37 @@ test_7_c_a_late_pod_cache_keeps_the_floor() {
     "team-f's floor removals while late-1's pod was on its way to the caches"
   kubectl delete sbx -n team-f late-1 --wait=false >/dev/null
   main_restart
+}
+
+# Finding 10: the keeper remembers each namespace (and set of profiles) it
+# keeps a policy for; one whose sandbox pods and policy are gone must be
+# forgotten, or a controller serving short-lived namespaces grows by an
+# entry for each it ever saw (sandbox_network_keeper_entries, kind floor).
+keeper_floors() { metric_sum "$MAIN_METRICS" sandbox_network_keeper_entries 'kind="floor"'; }
+floors_at_most() { [ "$(keeper_floors)" -le "$1" ]; }
+floors_at_least() { [ "$(keeper_floors)" -ge "$1" ]; }
+no_floor() { [ -z "$(floor_uid "$1")" ]; }
+test_7_d_the_keeper_forgets_gone_namespaces() {
+  local n ns before
+  for n in 1 2 3; do
+    ns=team-g$n
+    new_namespace $ns
+    warm_rbac $ns
+    wsbx "$ALICE" $ns short-1 key-short-1 alice || fail "create $ns/short-1"
+  done
+  for n in 1 2 3; do
+    wait_for 30 bound team-g$n short-1 || fail "team-g$n/short-1 not bound: $(phase team-g$n short-1)"
+    wait_for 30 floor_uid team-g$n || fail "no floor in team-g$n"
+  done
+  wait_for 10 floors_at_least 3 || fail "the keeper counts $(keeper_floors) floors with three namespaces' pods"
+  before=$(keeper_floors)
+  for n in 1 2 3; do kubectl delete sbx -n team-g$n short-1 --wait=false >/dev/null; done
+  for n in 1 2 3; do
+    wait_for 60 no_floor team-g$n || fail "team-g$n's floor stays without its pod"
+  done
+  # Forgotten a moment after each floor's removal (the keeper looks every second).
+  wait_for 15 floors_at_most $((before - 3)) ||
+    fail "the keeper still counts $(keeper_floors) floors, $before with the three namespaces' pods"
 }
 
 warm_setup

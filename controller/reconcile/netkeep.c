@@ -15,6 +15,7 @@
 #include "kube/errors.h"
 #include "kube/informer.h"
 #include "obs/log.h"
+#include "obs/metrics.h"
 #include "reconcile/state.h"
 #include "sandbox/mac.h"
 #include "sandbox/netfloor.h"
@@ -65,6 +66,7 @@ struct sbx_netkeep {
 	int stop, kick;
 	int active; /* writes policies: this process runs the workers (the leader) */
 	pthread_t thread;
+	struct obs_metric *entries; /* sandbox_network_keeper_entries{kind} */
 };
 
 static double now_s(void)
@@ -645,6 +647,7 @@ struct collect {
 	size_t n, cap;
 	int all; /* every namespace (a resync) */
 	double now;
+	long floors, sets; /* the entries, counted on the way */
 };
 
 /* strmap_sweep callback: takes the dirty entries (all of them on a
@@ -654,6 +657,10 @@ static int take_dirty(const void *value, void *ctx)
 {
 	struct ns_state *s = (struct ns_state *)value;
 	struct collect *col = ctx;
+	if (s->hash[0])
+		col->sets++;
+	else
+		col->floors++;
 	if (s->dirty || col->all) {
 		if (col->n == col->cap) {
 			col->cap = col->cap ? col->cap * 2 : 16;
@@ -703,7 +710,7 @@ static void *keeper_main(void *arg)
 			break;
 		if (!active || !informer_wait_synced(k->policies, 0) || !pods_told(k->c))
 			continue;
-		struct collect col = { NULL, 0, 0, 0, now_s() };
+		struct collect col = { NULL, 0, 0, 0, now_s(), 0, 0 };
 		if (col.now >= next_resync) {
 			col.all = 1;
 			next_resync = col.now + SBX_NETKEEP_RESYNC_S;
@@ -721,6 +728,8 @@ static void *keeper_main(void *arg)
 		strmap_sweep(k->namespaces, take_dirty, &col);
 		strmap_unlock(k->namespaces);
 		pthread_mutex_unlock(&k->mu);
+		obs_metric_set(k->entries, (const char *const[]){ "floor" }, (double)col.floors);
+		obs_metric_set(k->entries, (const char *const[]){ "profiles" }, (double)col.sets);
 		for (size_t i = 0; i < col.n; i++)
 			keep_one(k, &col.v[i]);
 		free(col.v);
@@ -741,6 +750,12 @@ int sbx_netkeep_start(struct sbx_controller *c)
 	pthread_cond_init(&k->written, NULL);
 	k->namespaces = strmap_new(sizeof(struct ns_state));
 	k->pods = strmap_new(sizeof(struct pod_ref));
+	k->entries = obs_gauge("sandbox_network_keeper_entries",
+			       "Policies the network keeper tracks (leader only): a floor per namespace, a policy per "
+			       "namespace and set of allow profiles, while it has sandbox pods or within their grace.",
+			       "kind");
+	obs_metric_set(k->entries, (const char *const[]){ "floor" }, 0);
+	obs_metric_set(k->entries, (const char *const[]){ "profiles" }, 0);
 	k->policies = informer_new(c->kc, "/apis/networking.k8s.io/v1/networkpolicies", SBX_LABEL_NETFLOOR,
 				   sbx_netfloor_trim, NULL, &h, k);
 	c->netkeep = k;
