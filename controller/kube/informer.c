@@ -516,6 +516,7 @@ static int on_event(void *u, enum watch_event_type t, const cJSON *obj)
 	struct entry *old = store_take(inf, e->key);
 	if (t == WATCH_DELETED) {
 		pthread_mutex_unlock(&inf->mu);
+		lag(inf, "gone"); /* tests: a deletion in the cache before its handler hears of it */
 		if (inf->h.on_delete)
 			inf->h.on_delete(inf->ctx, now);
 		cJSON_Delete(now);
