@@ -99,21 +99,29 @@ static void set_key(const char *ns, const char *hash, char out[34])
 	sbx_hex(md, 16, out + 1);
 }
 
+/* The map key of the floor of ns (hash NULL or "": ns itself) or of the
+ * set hash in ns, in key; NULL for a name that cannot be a namespace's. */
+static const char *entry_key(const char *ns, const char *hash, char key[34])
+{
+	if (strlen(ns) >= sizeof((struct ns_state *)0)->ns || (hash && strlen(hash) != 16 && *hash))
+		return NULL;
+	if (!hash || !*hash)
+		return ns;
+	set_key(ns, hash, key);
+	return key[0] ? key : NULL;
+}
+
 /* The entry of the floor of ns (hash NULL or "") or of the set hash in ns
  * (made when absent); k->mu and its map's lock held. NULL for a name that
  * cannot be a namespace's. */
 static struct ns_state *entry_of(struct sbx_netkeep *k, const char *ns, const char *hash)
 {
 	int created = 0;
-	char key[34];
-	if (strlen(ns) >= sizeof((struct ns_state *)0)->ns || (hash && strlen(hash) != 16 && *hash))
+	char buf[34];
+	const char *key = entry_key(ns, hash, buf);
+	if (!key)
 		return NULL;
-	if (hash && *hash) {
-		set_key(ns, hash, key);
-		if (!key[0])
-			return NULL;
-	}
-	struct ns_state *s = strmap_put(k->namespaces, hash && *hash ? key : ns, &created);
+	struct ns_state *s = strmap_put(k->namespaces, key, &created);
 	if (s && created) {
 		snprintf(s->ns, sizeof s->ns, "%s", ns);
 		snprintf(s->hash, sizeof s->hash, "%s", hash ? hash : "");
@@ -145,6 +153,28 @@ static void mark(struct sbx_netkeep *k, const char *ns, const char *hash)
 {
 	mark_quietly(k, ns, hash);
 	kick(k);
+}
+
+/* Marks the entry of (ns, hash) if the keeper has one: a policy that went
+ * is nothing to remember. (Made anew with a grace, the entry would have its
+ * policy made again and removed again after the grace, round after round.)
+ * A namespace with pods under the policy has its entry: it is kept while
+ * it counts any. */
+static void mark_known(struct sbx_netkeep *k, const char *ns, const char *hash)
+{
+	char buf[34];
+	const char *key = ns ? entry_key(ns, hash, buf) : NULL;
+	if (!key)
+		return;
+	pthread_mutex_lock(&k->mu);
+	strmap_lock(k->namespaces);
+	struct ns_state *s = strmap_get(k->namespaces, key);
+	if (s)
+		s->dirty = 1;
+	strmap_unlock(k->namespaces);
+	pthread_mutex_unlock(&k->mu);
+	if (s)
+		kick(k);
 }
 
 /* The set of profiles a pod carries: its label's hash when its annotation
@@ -208,21 +238,40 @@ void sbx_netkeep_pod(struct sbx_controller *c, const cJSON *pod, int gone)
 		kick(k);
 }
 
-/* A policy of the keeper's changed: its floor or set is looked at (a set
- * no pod names any more is removed). */
+/* The set hash of a policy of the keeper's (NULL for a floor) in *hash;
+ * -1 for one it does not render. */
+static int policy_set(const cJSON *obj, const char **hash)
+{
+	const char *floor = label(obj, SBX_LABEL_NETFLOOR), *h = label(obj, SBX_LABEL_NETPROFILES);
+	int is_set = floor && !strcmp(floor, SBX_NETFLOOR_PROFILES);
+	if (is_set && (!h || strlen(h) != 16 || strspn(h, "0123456789abcdef") != 16))
+		return -1;
+	*hash = is_set ? h : NULL;
+	return 0;
+}
+
+/* A policy of the keeper's came or changed: its floor or set is looked at
+ * (a set no pod names any more is removed). */
 static void on_policy(void *ctx, const cJSON *obj)
 {
-	const char *floor = label(obj, SBX_LABEL_NETFLOOR), *hash = label(obj, SBX_LABEL_NETPROFILES);
-	int is_set = floor && !strcmp(floor, SBX_NETFLOOR_PROFILES);
-	if (is_set && (!hash || strlen(hash) != 16 || strspn(hash, "0123456789abcdef") != 16))
-		return; /* not one the keeper renders */
-	mark(ctx, meta_str(obj, "namespace"), is_set ? hash : NULL);
+	const char *hash;
+	if (policy_set(obj, &hash) == 0)
+		mark(ctx, meta_str(obj, "namespace"), hash);
 }
 
 static void on_policy_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 {
 	(void)old_obj;
 	on_policy(ctx, new_obj);
+}
+
+/* A policy of the keeper's went: looked at if the keeper knows it (made
+ * again while its namespace has pods under it). */
+static void on_policy_gone(void *ctx, const cJSON *obj)
+{
+	const char *hash;
+	if (policy_set(obj, &hash) == 0)
+		mark_known(ctx, meta_str(obj, "namespace"), hash);
 }
 
 /* Reads the API server's addresses: the clusterIPs of default/kubernetes
@@ -643,25 +692,50 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 
 /* A namespace to look at, copied out of the map. */
 struct collect {
+	struct sbx_netkeep *k;
+	int active; /* this process writes policies: dirty entries are taken */
 	struct todo *v;
 	size_t n, cap;
 	int all; /* every namespace (a resync) */
 	double now;
-	long floors, sets; /* the entries, counted on the way */
+	long floors, sets; /* the entries kept, counted on the way */
 };
 
-/* strmap_sweep callback: takes the dirty entries (all of them on a
- * resync), and drops those with no pod, no policy to remove and no
- * recent pod. */
+/* Whether the keeper may forget s (k->mu and the map's lock held): no pod
+ * counted under it, none within its grace, no write of its policy by this
+ * process under way or just made, and its policy not in the cache (the
+ * leader removed it, or never made it). Everything else it holds is
+ * derived: a pod or a policy of it seen later makes the entry again, with
+ * a grace of its own (entry_of). So a controller serving short-lived
+ * namespaces does not grow by one for each it ever saw. */
+static int forgettable(struct sbx_netkeep *k, const struct ns_state *s, double now)
+{
+	if (s->pods > 0 || s->writing || now - s->last_pod < SBX_NETKEEP_GRACE_S || just_done(s->made, now))
+		return 0;
+	char name[64];
+	policy_name(s->hash, name);
+	cJSON *have = informer_get(k->policies, s->ns, name);
+	cJSON_Delete(have);
+	return have == NULL;
+}
+
+/* strmap_sweep callback: forgets the entries there is nothing left to do
+ * for (in every process: a standby counts pods too), then, in the leader,
+ * takes the dirty entries (all of them on a resync). */
 static int take_dirty(const void *value, void *ctx)
 {
 	struct ns_state *s = (struct ns_state *)value;
 	struct collect *col = ctx;
+	if (forgettable(col->k, s, col->now)) {
+		if (s->hash[0])
+			col->k->sets--;
+		return 1;
+	}
 	if (s->hash[0])
 		col->sets++;
 	else
 		col->floors++;
-	if (s->dirty || col->all) {
+	if (col->active && (s->dirty || col->all)) {
 		if (col->n == col->cap) {
 			col->cap = col->cap ? col->cap * 2 : 16;
 			col->v = xrealloc(col->v, col->cap * sizeof *col->v);
@@ -708,10 +782,10 @@ static void *keeper_main(void *arg)
 		pthread_mutex_unlock(&k->wake_mu);
 		if (stop)
 			break;
-		if (!active || !informer_wait_synced(k->policies, 0) || !pods_told(k->c))
+		if (!informer_wait_synced(k->policies, 0) || !pods_told(k->c))
 			continue;
-		struct collect col = { NULL, 0, 0, 0, now_s(), 0, 0 };
-		if (col.now >= next_resync) {
+		struct collect col = { k, active, NULL, 0, 0, 0, now_s(), 0, 0 };
+		if (active && col.now >= next_resync) {
 			col.all = 1;
 			next_resync = col.now + SBX_NETKEEP_RESYNC_S;
 		}
@@ -721,7 +795,7 @@ static void *keeper_main(void *arg)
 		pthread_mutex_lock(&k->mu);
 		int sets = k->sets;
 		pthread_mutex_unlock(&k->mu);
-		if (sets && col.now >= next_api)
+		if (active && sets && col.now >= next_api)
 			next_api = col.now + (refresh_api(k) == 0 ? SBX_NETKEEP_RESYNC_S : 10);
 		pthread_mutex_lock(&k->mu);
 		strmap_lock(k->namespaces);
@@ -739,7 +813,7 @@ static void *keeper_main(void *arg)
 
 int sbx_netkeep_start(struct sbx_controller *c)
 {
-	static const struct informer_handlers h = { on_policy, on_policy_update, on_policy };
+	static const struct informer_handlers h = { on_policy, on_policy_update, on_policy_gone };
 	if (!c->cfg->net.policies)
 		return 0;
 	struct sbx_netkeep *k = xcalloc(1, sizeof *k);

@@ -14,6 +14,10 @@
  *   changed, makes one that was deleted, and deletes it when the namespace
  *   has had no such pod for SBX_NETKEEP_GRACE_S (and none was ensured).
  *   Every namespace it knows is looked at again every SBX_NETKEEP_RESYNC_S.
+ * - It forgets a namespace (or set) with no pod counted, past its grace and
+ *   with no policy in the cache, in every process; a pod or a policy seen
+ *   later makes it known again. sandbox_network_keeper_entries{kind}
+ *   counts what it knows.
  * - The thread does nothing until this process runs the workers (the
  *   leader; a standby only counts, so two replicas never fight over a
  *   policy), the policy cache is current and every pod informer has
