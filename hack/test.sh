@@ -114,7 +114,7 @@ want() { # want SUITE: whether E2E_FILES (if set) asks for it
 # rather than failing, so they may share the lanes like any other suite
 # (their times here were measured alone, the others' in a 3-lane run).
 JOBS=(
-  "820 e2e test_isolation"
+  "870 e2e test_isolation"
   "421 e2e test_lifecycle"
   "374 e2e test_lifecycle asan"
   "262 e2e test_robust"
