@@ -340,6 +340,44 @@ test_m_one_release_per_expiry() {
   main_restart
 }
 
+# sandbox_resume_duration_seconds times each resume from when the controller
+# saw it. A resume suspended again before its pod was Ready (the nodes
+# cordoned: its pod is never scheduled; the owner's folders were prepared
+# before) must not start the clock of the next
+# one: that one took a second or two, not the minutes since the first.
+resume_seconds() { metric_sum "$1" sandbox_resume_duration_seconds_sum; }
+resume_count() { metric_sum "$1" sandbox_resume_duration_seconds_count; }
+resumes_above() { [ "$(resume_count "$1")" -gt "$2" ]; }
+has_pod_name() { [ -n "$(pod_of "$1" "$2")" ]; }
+test_n_each_resume_timed_from_its_own_start() {
+  local port; port=$(free_port)
+  main_restart --metrics-bind-address "127.0.0.1:$port"
+  lsbx "$ALICE" rt-1 key-rt >/dev/null || fail "create rt-1"
+  wait_for 30 phase_is team-a rt-1 Running || fail "rt-1 not Running: $(phase team-a rt-1)"
+  lifecycle_patch "$ALICE" rt-1 '{"suspend":true}' >/dev/null || fail "suspend rt-1"
+  wait_for 20 phase_is team-a rt-1 Suspended || fail "rt-1 not Suspended: $(phase team-a rt-1)"
+  kubectl cordon $(kubectl get nodes -o name) >/dev/null || fail "cordon the nodes"
+  lifecycle_patch "$ALICE" rt-1 '{"suspend":false}' >/dev/null || fail "resume rt-1"
+  local pod
+  wait_for 30 has_pod_name team-a rt-1 || fail "rt-1 has no pod name"
+  pod=$(pod_of team-a rt-1)
+  wait_for 30 pod_exists team-a "$pod" || fail "rt-1's pod not made: $(phase team-a rt-1) $(bound_message team-a rt-1)"
+  lifecycle_patch "$ALICE" rt-1 '{"suspend":true}' >/dev/null || fail "suspend rt-1 before its pod was Ready"
+  wait_for 20 phase_is team-a rt-1 Suspended || fail "rt-1 not Suspended again"
+  wait_for 30 pod_gone team-a "$pod" || fail "rt-1's unscheduled pod stays"
+  kubectl uncordon $(kubectl get nodes -o name) >/dev/null
+  sleep 8
+  local n0 s0
+  n0=$(resume_count "$port"); s0=$(resume_seconds "$port")
+  lifecycle_patch "$ALICE" rt-1 '{"suspend":false}' >/dev/null || fail "resume rt-1 again"
+  wait_for 30 phase_is team-a rt-1 Running || fail "rt-1 not Running: $(phase team-a rt-1) $(bound_message team-a rt-1)"
+  wait_for 10 resumes_above "$port" "$n0" || fail "no resume timed"
+  expect_eq "$(($(resume_count "$port") - n0))" 1 "resumes timed"
+  local took=$(($(resume_seconds "$port") - s0))
+  [ "$took" -lt 5 ] || fail "the second resume was timed $took s, from the first one's start (8 s and more before it)"
+  main_restart
+}
+
 test_k_upgrade_keeps_digest_and_pod() {
   local src=$E2E_DIR/previous
   mkdir -p "$src"
