@@ -130,6 +130,7 @@ static void on_sandbox_delete(void *ctx, const cJSON *obj)
 	sbx_quota_on_sandbox(c, obj, 1);
 	const char *uid = meta_str(obj, "uid");
 	sbx_written_lagging(c->written, uid, NULL);
+	sbx_lc_resume_forget(c, uid);
 	if (uid) {
 		static const char *const kinds[] = { "tampered", "expired", "suspended", "resumed" };
 		char key[96];

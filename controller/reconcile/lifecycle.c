@@ -262,6 +262,7 @@ int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v)
 		int w = sbx_rc_write_status_guarded(c, v, &in);
 		if (w < 0 || w == REQUEUE_BUSY_MS)
 			return w;
+		sbx_lc_resume_forget(c, v->uid);
 		if (!bound)
 			sbx_quota_release_pending(c, v);
 		if (once(c, v, "expired", NULL)) {
@@ -309,6 +310,7 @@ int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound)
 	int w = sbx_rc_write_status_guarded(c, v, &in);
 	if (w < 0 || w == REQUEUE_BUSY_MS)
 		return w;
+	sbx_lc_resume_forget(c, v->uid);
 	if (!bound)
 		sbx_quota_release_pending(c, v); /* a slot taken before its pod existed */
 	if (once(c, v, "suspended", "resumed")) {
@@ -353,6 +355,15 @@ void sbx_lc_ready(struct sbx_controller *c, const struct sbx_view *v)
 		obs_metric_observe(sbx_m.resume_seconds, NULL, mono_s() - *at);
 		strmap_del(c->resume_starts, v->uid);
 	}
+	strmap_unlock(c->resume_starts);
+}
+
+void sbx_lc_resume_forget(struct sbx_controller *c, const char *uid)
+{
+	if (!c->resume_starts || !uid)
+		return;
+	strmap_lock(c->resume_starts);
+	strmap_del(c->resume_starts, uid);
 	strmap_unlock(c->resume_starts);
 }
 

@@ -51,6 +51,11 @@ int sbx_lc_released(struct sbx_controller *c, const struct sbx_view *v, const ch
 int sbx_lc_pod_expired(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *expired, size_t n);
 /* Observes the resume latency once the resumed Sandbox is Ready. */
 void sbx_lc_ready(struct sbx_controller *c, const struct sbx_view *v);
+/* Forgets the resume of the Sandbox uid being timed, if any: it was
+ * suspended again, expired or deleted before it was Ready, so its next
+ * resume is timed from its own start (and a map of resumes never Ready does
+ * not grow to its cap). */
+void sbx_lc_resume_forget(struct sbx_controller *c, const char *uid);
 /* A generation of v's key with no pod seen but a verified claim record rec
  * (a SandboxClaim object): a key older than its lifetime goes on to the next
  * generation; another spec is IdempotencyKeyConflict; Expired is the stored
