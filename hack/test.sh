@@ -115,8 +115,8 @@ want() { # want SUITE: whether E2E_FILES (if set) asks for it
 # (their times here were measured alone, the others' in a 3-lane run).
 JOBS=(
   "870 e2e test_isolation"
-  "421 e2e test_lifecycle"
-  "374 e2e test_lifecycle asan"
+  "446 e2e test_lifecycle"
+  "399 e2e test_lifecycle asan"
   "262 e2e test_robust"
   "380 e2e test_quota"
   "355 e2e test_quota tsan"
