@@ -9,7 +9,8 @@
 # Sandboxes of one intent count once; warm pods stop at maxWarm; the
 # controller's default quota; the quota's status; with the webhook,
 # admission refuses early naming the owner, the limit and the count; a
-# resume never runs in the slot of the pod it replaces (going with it); a
+# resume never runs in the slot of the pod it replaces (going with it), and
+# waits behind those that waited before it was resumed; a
 # quota counts the pods that ran before it applied; a warm take a
 # crash cut short waits for a slot once its own was given back.
 . "$(dirname "$0")/lib.sh"
@@ -452,6 +453,36 @@ test_n_a_slot_seen_late_counts_once() {
   expect_eq "$(kubectl get sbxclaim -n qn -o jsonpath='{range .items[*]}{.spec.state}{"\n"}{end}' | grep -cx Rejected)" 0 \
     "stored refusals"
   controller_stop "$pid"
+}
+
+# A resume waits its turn: it arrived when it was resumed, so a Sandbox of
+# the owner that was already waiting (created after the resumed one, but
+# before its resume) takes the freed slot first; the resume takes the next.
+test_o_a_resume_waits_its_turn() {
+  new_namespace qo
+  quota qo alice alice 1 Queue
+  racing_controllers || return
+  sandbox qo s1 $IMG ko1 alice >/dev/null
+  wait_for 60 bound qo s1 || fail "s1 not bound"
+  kubectl patch sbx s1 -n qo --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null
+  wait_for 60 eval '[ "$(phase_of qo s1)" = Suspended ] && [ "$(pods_live qo)" = 0 ] && [ "$(slots qo)" = 0 ]' ||
+    fail "s1 not suspended, or its slot not gone: $(phase_of qo s1), $(pods_live qo) pods, $(slots qo) slots"
+  sandbox qo r1 $IMG ko2 alice >/dev/null
+  wait_for 60 bound qo r1 || fail "r1 not bound"
+  sandbox qo r2 $IMG ko3 alice >/dev/null
+  wait_for 60 eval '[ "$(reason_of qo r2)" = QuotaWaiting ]' || fail "r2 does not wait: $(reason_of qo r2)"
+  sleep 1.2 # the resume arrives in a later second than r2
+  kubectl patch sbx s1 -n qo --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null
+  wait_for 60 eval '[ "$(reason_of qo s1)" = QuotaWaiting ]' || fail "the resume of s1 does not wait: $(reason_of qo s1)"
+  kubectl delete sbx r1 -n qo >/dev/null
+  wait_for 60 bound qo r2 || fail "r2 (waiting before the resume) not bound after r1 went: r2 $(reason_of qo r2), s1 $(phase_of qo s1) $(reason_of qo s1)"
+  sleep 3
+  expect_eq "$(phase_of qo s1)/$(reason_of qo s1)" Suspended/QuotaWaiting "the resume still waits"
+  expect_eq "$(pods_live qo)" 1 "pods"
+  kubectl delete sbx r2 -n qo >/dev/null
+  wait_for 60 eval '[ "$(phase_of qo s1)" = Running ]' || fail "s1 not resumed after r2 went: $(phase_of qo s1) $(reason_of qo s1)"
+  expect_eq "$(pods_live qo)" 1 "pods"
+  stop_racing
 }
 
 setup
