@@ -297,8 +297,15 @@ void sbx_quota_on_sandbox(struct sbx_controller *c, const cJSON *obj, int gone)
 		if (key_of(ns, owner, key) < 0)
 			return;
 		if (waiting) {
+			/* Its arrival: a new Sandbox's creation; a resume arrives when
+			 * it is resumed, as this process first sees it wanting a slot
+			 * (kept while it waits: an unchanged member keeps its place). */
+			const char *phase = jstr(jobj(obj, "status"), "phase");
 			w.created = 0;
-			ktime_parse_rfc3339(meta_str(obj, "creationTimestamp"), &w.created);
+			if (phase && !strcmp(phase, "Suspended"))
+				w.created = time(NULL);
+			else
+				ktime_parse_rfc3339(meta_str(obj, "creationTimestamp"), &w.created);
 			snprintf(w.name, sizeof w.name, "%s", name);
 			snprintf(w.uid, sizeof w.uid, "%s", uid);
 			/* Its intent: Sandboxes of one scope wait as one. */
@@ -591,16 +598,26 @@ static long unslotted(struct sbx_controller *c, const char *key, const cJSON *sl
 }
 
 /* The number of distinct intents (digests) waiting ahead of v among its
- * owner's waiters, v's own intent and those holding one of slots aside. */
-static long rank_of(struct sbx_controller *c, const char *key, const struct sbx_view *v, const cJSON *slots)
+ * owner's waiters, v's own intent and those holding one of slots aside. v
+ * arrived as its own waiter says (a resume: when it was resumed); until the
+ * cache shows it waiting, at its creation, or now for a resume (last). */
+static long rank_of(struct sbx_controller *c, const char *key, const struct sbx_view *v, int resume,
+		    const cJSON *slots)
 {
 	struct sbx_quota_state *s = c->quota_state;
 	struct digest_set *seen = NULL;
 	long ahead = 0;
+	time_t at = resume ? time(NULL) : v->created;
 	pthread_mutex_lock(&s->mu);
 	struct owner_stat *o;
 	HASH_FIND_STR(s->owners, key, o);
-	for (size_t i = 0; o && i < o->nw && waiter_before(&o->w[i], v->created, v->name); i++) {
+	for (size_t i = 0; o && i < o->nw; i++) {
+		if (!strcmp(o->w[i].uid, v->uid)) {
+			at = o->w[i].created;
+			break;
+		}
+	}
+	for (size_t i = 0; o && i < o->nw && waiter_before(&o->w[i], at, v->name); i++) {
 		if (!strcmp(o->w[i].digest, v->scope.digest) || holds_slot(slots, o->w[i].digest))
 			continue; /* v's own intent, or one that holds a slot already (counted in held) */
 		ahead += digest_add(&seen, o->w[i].digest);
@@ -769,7 +786,7 @@ enum sbx_quota_verdict sbx_quota_admit(struct sbx_controller *c, struct sbx_view
 		digests_free(&counted);
 		return verdict;
 	}
-	long ahead = q.reject || resume ? 0 : rank_of(c, key, v, slots);
+	long ahead = q.reject ? 0 : rank_of(c, key, v, resume, slots);
 	for (long n = 0; verdict == SBX_QUOTA_WAIT && held < q.max_active && ahead < q.max_active - held &&
 			 n < q.max_active;
 	     n++) {
