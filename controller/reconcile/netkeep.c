@@ -825,8 +825,9 @@ int sbx_netkeep_start(struct sbx_controller *c)
 	k->namespaces = strmap_new(sizeof(struct ns_state));
 	k->pods = strmap_new(sizeof(struct pod_ref));
 	k->entries = obs_gauge("sandbox_network_keeper_entries",
-			       "Policies the network keeper tracks (leader only): a floor per namespace, a policy per "
-			       "namespace and set of allow profiles, while it has sandbox pods or within their grace.",
+			       "Policies the network keeper tracks (every replica; the leader writes them): a floor "
+			       "per namespace, a policy per namespace and set of allow profiles, while it has "
+			       "sandbox pods or within their grace.",
 			       "kind");
 	obs_metric_set(k->entries, (const char *const[]){ "floor" }, 0);
 	obs_metric_set(k->entries, (const char *const[]){ "profiles" }, 0);
