@@ -111,6 +111,15 @@ static const char *entry_key(const char *ns, const char *hash, char key[34])
 	return key[0] ? key : NULL;
 }
 
+/* The entry of the floor of ns (hash NULL or "") or of the set hash in ns,
+ * or NULL (none); k->mu and its map's lock held. */
+static struct ns_state *find_entry(struct sbx_netkeep *k, const char *ns, const char *hash)
+{
+	char buf[34];
+	const char *key = entry_key(ns, hash, buf);
+	return key ? strmap_get(k->namespaces, key) : NULL;
+}
+
 /* The entry of the floor of ns (hash NULL or "") or of the set hash in ns
  * (made when absent); k->mu and its map's lock held. NULL for a name that
  * cannot be a namespace's. */
@@ -135,18 +144,25 @@ static struct ns_state *entry_of(struct sbx_netkeep *k, const char *ns, const ch
 	return s;
 }
 
-/* Marks the floor of ns (hash NULL) or the set hash in ns to be looked at. */
-static void mark_quietly(struct sbx_netkeep *k, const char *ns, const char *hash)
+/* Marks the floor of ns (hash NULL) or the set hash in ns to be looked at,
+ * its entry made when absent if make; 1 when marked. */
+static int mark_entry(struct sbx_netkeep *k, const char *ns, const char *hash, int make)
 {
 	if (!ns)
-		return;
+		return 0;
 	pthread_mutex_lock(&k->mu);
 	strmap_lock(k->namespaces);
-	struct ns_state *s = entry_of(k, ns, hash);
+	struct ns_state *s = make ? entry_of(k, ns, hash) : find_entry(k, ns, hash);
 	if (s)
 		s->dirty = 1;
 	strmap_unlock(k->namespaces);
 	pthread_mutex_unlock(&k->mu);
+	return s != NULL;
+}
+
+static void mark_quietly(struct sbx_netkeep *k, const char *ns, const char *hash)
+{
+	mark_entry(k, ns, hash, 1);
 }
 
 static void mark(struct sbx_netkeep *k, const char *ns, const char *hash)
@@ -162,18 +178,7 @@ static void mark(struct sbx_netkeep *k, const char *ns, const char *hash)
  * it counts any. */
 static void mark_known(struct sbx_netkeep *k, const char *ns, const char *hash)
 {
-	char buf[34];
-	const char *key = ns ? entry_key(ns, hash, buf) : NULL;
-	if (!key)
-		return;
-	pthread_mutex_lock(&k->mu);
-	strmap_lock(k->namespaces);
-	struct ns_state *s = strmap_get(k->namespaces, key);
-	if (s)
-		s->dirty = 1;
-	strmap_unlock(k->namespaces);
-	pthread_mutex_unlock(&k->mu);
-	if (s)
+	if (mark_entry(k, ns, hash, 0))
 		kick(k);
 }
 
