@@ -97,6 +97,17 @@ sandbox_pods() {
     awk 'NF == 1' | wc -l
 }
 
+# set_suspend NS NAME true|false: suspends (or resumes) the Sandbox.
+set_suspend() { kubectl patch sbx "$2" -n "$1" --type merge -p "{\"spec\":{\"lifecycle\":{\"suspend\":$3}}}" >/dev/null; }
+# suspended_and_freed NS NAME: NAME is Suspended, and NS has no sandbox pod and no slot left.
+suspended_and_freed() { [ "$(phase_of "$1" "$2")" = Suspended ] && [ "$(pods_live "$1")" = 0 ] && [ "$(slots "$1")" = 0 ]; }
+# suspend_and_free NS NAME: suspends NAME and waits until its pod and slot went.
+suspend_and_free() {
+  set_suspend "$1" "$2" true
+  wait_for 60 suspended_and_freed "$1" "$2" ||
+    fail "$2 not suspended, or its slot not gone: $(phase_of "$1" "$2"), $(pods_live "$1") pods, $(slots "$1") slots"
+}
+
 # watch_max NS SECONDS OUT [COUNT]: the most pods seen (COUNT NS, default
 # pods_live), polled, into OUT.
 watch_max() {
@@ -198,12 +209,12 @@ test_d_a_resume_counts() {
   racing_controllers || return
   sandbox qd s1 $IMG ks1 alice >/dev/null
   wait_for 60 bound qd s1 || fail "s1 not bound"
-  kubectl patch sbx s1 -n qd --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null
+  set_suspend qd s1 true
   wait_for 60 eval '[ "$(phase_of qd s1)" = Suspended ] && [ "$(pods_live qd)" = 0 ]' || fail "s1 not suspended"
   wait_for 60 eval '[ "$(slots qd)" = 0 ]' || fail "the suspended s1 still holds a slot"
   sandbox qd s2 $IMG ks2 alice >/dev/null
   wait_for 60 bound qd s2 || fail "s2 not bound while s1 is suspended"
-  kubectl patch sbx s1 -n qd --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null
+  set_suspend qd s1 false
   wait_for 60 eval '[ "$(reason_of qd s1)" = QuotaWaiting ]' || fail "the resume of s1 does not wait: $(reason_of qd s1)"
   sleep 3
   expect_eq "$(pods_live qd)" 1 "one pod: the resume counts"
@@ -351,12 +362,10 @@ test_k_a_resume_never_takes_a_dying_slot() {
   local pid=$CTL_PID
   sandbox qk s1 $IMG kk1 alice >/dev/null
   wait_for 60 bound qk s1 || fail "s1 not bound"
-  kubectl patch sbx s1 -n qk --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null
-  wait_for 60 eval '[ "$(phase_of qk s1)" = Suspended ] && [ "$(pods_live qk)" = 0 ] && [ "$(slots qk)" = 0 ]' ||
-    fail "s1 not suspended, or its slot not gone: $(phase_of qk s1), $(pods_live qk) pods, $(slots qk) slots"
+  suspend_and_free qk s1
   watch_max qk 40 "$E2E_DIR/qk.max" &
   local watcher=$!
-  kubectl patch sbx s1 -n qk --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null
+  set_suspend qk s1 false
   wait_for 40 eval '[ "$(phase_of qk s1)" = Running ]' || fail "s1 not resumed: $(phase_of qk s1) $(reason_of qk s1)"
   sandbox qk s2 $IMG kk2 alice >/dev/null
   wait_for 30 eval '[ "$(reason_of qk s2)" = QuotaWaiting ]' || fail "s2 does not wait: $(reason_of qk s2)"
@@ -411,7 +420,7 @@ test_m_an_unfinished_warm_take_waits_for_a_slot() {
   sandbox qm s1 $IMG km1 alice >/dev/null
   wait_dead "$pid" 30 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
   [ -f "$E2E_DIR/once-$point" ] || fail "$point: the controller died without reaching the point"
-  kubectl patch sbx s1 -n qm --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null
+  set_suspend qm s1 true
   controller_start quota-m --warm-pool-settle 1s
   pid=$CTL_PID
   wait_for 30 eval '[ "$(phase_of qm s1)" = Suspended ] && [ "$(slots qm)" = 0 ]' ||
@@ -420,7 +429,7 @@ test_m_an_unfinished_warm_take_waits_for_a_slot() {
   wait_for 60 bound qm s2 || fail "s2 not bound: $(reason_of qm s2)"
   watch_max qm 20 "$E2E_DIR/qm.max" sandbox_pods &
   local watcher=$!
-  kubectl patch sbx s1 -n qm --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null
+  set_suspend qm s1 false
   wait_for 30 eval '[ "$(reason_of qm s1)" = QuotaWaiting ]' || fail "the resumed s1 does not wait: $(reason_of qm s1)"
   wait "$watcher"
   expect_eq "$(cat "$E2E_DIR/qm.max")" 1 "the most sandbox pods seen at once"
@@ -464,15 +473,13 @@ test_o_a_resume_waits_its_turn() {
   racing_controllers || return
   sandbox qo s1 $IMG ko1 alice >/dev/null
   wait_for 60 bound qo s1 || fail "s1 not bound"
-  kubectl patch sbx s1 -n qo --type merge -p '{"spec":{"lifecycle":{"suspend":true}}}' >/dev/null
-  wait_for 60 eval '[ "$(phase_of qo s1)" = Suspended ] && [ "$(pods_live qo)" = 0 ] && [ "$(slots qo)" = 0 ]' ||
-    fail "s1 not suspended, or its slot not gone: $(phase_of qo s1), $(pods_live qo) pods, $(slots qo) slots"
+  suspend_and_free qo s1
   sandbox qo r1 $IMG ko2 alice >/dev/null
   wait_for 60 bound qo r1 || fail "r1 not bound"
   sandbox qo r2 $IMG ko3 alice >/dev/null
   wait_for 60 eval '[ "$(reason_of qo r2)" = QuotaWaiting ]' || fail "r2 does not wait: $(reason_of qo r2)"
   sleep 1.2 # the resume arrives in a later second than r2
-  kubectl patch sbx s1 -n qo --type merge -p '{"spec":{"lifecycle":{"suspend":false}}}' >/dev/null
+  set_suspend qo s1 false
   wait_for 60 eval '[ "$(reason_of qo s1)" = QuotaWaiting ]' || fail "the resume of s1 does not wait: $(reason_of qo s1)"
   kubectl delete sbx r1 -n qo >/dev/null
   wait_for 60 bound qo r2 || fail "r2 (waiting before the resume) not bound after r1 went: r2 $(reason_of qo r2), s1 $(phase_of qo s1) $(reason_of qo s1)"
