@@ -367,6 +367,30 @@ static void test_bucket_per_namespace(void)
 	workqueue_free(q);
 }
 
+/* A namespace's overall bucket that filled up again is the same as a new
+ * one: it is forgotten, so a controller serving short-lived namespaces (one
+ * per agent session) does not keep one for each it ever retried in. One
+ * that is still drawn down is kept, with its debt. */
+static void test_buckets_forgotten_when_full(void)
+{
+	struct workqueue *q = workqueue_new();
+	char key[32];
+	for (int i = 0; i < 1000; i++) {
+		snprintf(key, sizeof key, "short-%d/s", i);
+		(void)workqueue_next_backoff_ms(q, 0, key); /* one token: full again in 100 ms */
+	}
+	for (int i = 0; i < 300; i++) {
+		snprintf(key, sizeof key, "noisy/s%d", i);
+		(void)workqueue_next_backoff_ms(q, 0, key); /* owes 200 tokens: 30 s to fill */
+	}
+	CU_ASSERT_EQUAL(workqueue_buckets(q), 1001);
+	usleep(1200 * 1000);
+	CU_ASSERT_EQUAL(workqueue_next_backoff_ms(q, 0, "quiet/s1"), 5);
+	CU_ASSERT_EQUAL(workqueue_buckets(q), 2);			 /* noisy (still owing) and quiet */
+	CU_ASSERT(workqueue_next_backoff_ms(q, 0, "noisy/s301") > 1000); /* noisy still waits */
+	workqueue_free(q);
+}
+
 /* The API's Retry-After is a floor under the backoff, and still counts. */
 static void test_rate_limited_min(void)
 {
@@ -936,6 +960,7 @@ void register_kube_workqueue_tests(void)
 		  { "shutdown hands out nothing of a backlog", test_shutdown_backlog },
 		  { "delayed add wakes a blocked getter", test_delayed_wakes_blocked_getter },
 		  { "overall bucket per namespace", test_bucket_per_namespace },
+		  { "overall buckets forgotten once full", test_buckets_forgotten_when_full },
 		  { "Retry-After is a floor", test_rate_limited_min },
 		  { "Retry-After floor, metrics callbacks", test_retry_after_min },
 		  { "per-key token buckets (spam filter)", test_bucket_set });

@@ -21,10 +21,30 @@ static void test_pool_gone(void)
 {
 	struct sbx_pool_state *s = sbx_pool_state_new(10);
 	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "team-a", 1000, 90));
-	sbx_pool_gone(s, "team-a", 1000);
+	sbx_pool_gone(s, "team-a", 1000, 90);
 	CU_ASSERT_TRUE(sbx_pool_gone_within(s, "team-a", 1089, 90));
 	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "team-a", 1090, 90));
 	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "team-b", 1000, 90));
+	sbx_pool_state_free(s);
+}
+
+/* A namespace whose pool left longer ago than anyone asks about is
+ * forgotten, so a controller serving short-lived namespaces (one pool per
+ * agent session) does not keep one entry for each it ever saw. */
+static void test_pool_gone_forgotten(void)
+{
+	struct sbx_pool_state *s = sbx_pool_state_new(10);
+	char ns[32];
+	for (int i = 0; i < 1000; i++) {
+		snprintf(ns, sizeof ns, "session-%d", i);
+		sbx_pool_gone(s, ns, 1000, 90);
+	}
+	sbx_pool_gone(s, "team-a", 1050, 90);
+	CU_ASSERT_EQUAL(sbx_pool_gone_held(s), 1001);
+	sbx_pool_gone(s, "team-b", 1090, 90);
+	CU_ASSERT_EQUAL(sbx_pool_gone_held(s), 2); /* team-a (40 s ago) and team-b */
+	CU_ASSERT_TRUE(sbx_pool_gone_within(s, "team-a", 1090, 90));
+	CU_ASSERT_FALSE(sbx_pool_gone_within(s, "session-1", 1090, 90));
 	sbx_pool_state_free(s);
 }
 
@@ -251,7 +271,7 @@ static void test_refill_comes_back_at_the_turn(void)
 
 void register_reconcile_pool_tests(void)
 {
-	SBX_SUITE("reconcile/pool", { "pools gone", test_pool_gone },
+	SBX_SUITE("reconcile/pool", { "pools gone", test_pool_gone }, { "pools gone: forgotten after keep_s", test_pool_gone_forgotten },
 		  { "pools gone: after a restart", test_pool_gone_after_a_restart },
 		  { "pools settled on this process's clock", test_pool_settled_on_its_own_clock }, { "timed set members", test_strset_timed_members },
 		  { "set claims: one of racing threads", test_strset_claim },

@@ -1103,6 +1103,14 @@ long workqueue_next_backoff_ms(struct workqueue *q, int kind, const char *key)
 	return d;
 }
 
+size_t workqueue_buckets(struct workqueue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	size_t n = HASH_COUNT(q->buckets);
+	pthread_mutex_unlock(&q->mu);
+	return n;
+}
+
 void workqueue_forget(struct workqueue *q, int kind, const char *key)
 {
 	char *k = item_key(kind, key);

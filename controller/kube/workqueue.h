@@ -118,6 +118,9 @@ void workqueue_add_rate_limited_min(struct workqueue *q, int kind, const char *k
 /* Computes and records the delay workqueue_add_rate_limited would use (the
  * failure count is incremented), in milliseconds. */
 long workqueue_next_backoff_ms(struct workqueue *q, int kind, const char *key);
+/* Number of overall buckets held (one per kind and namespace whose keys
+ * failed recently). */
+size_t workqueue_buckets(struct workqueue *q);
 /* Resets the key's backoff (call after a successful reconcile). */
 void workqueue_forget(struct workqueue *q, int kind, const char *key);
 /* Number of rate-limited requeues of key since the last forget. */

@@ -326,7 +326,7 @@ static void on_profile_update(void *ctx, const cJSON *old_obj, const cJSON *new_
 static void on_pool_delete(void *ctx, const cJSON *obj)
 {
 	struct sbx_controller *c = ctx;
-	sbx_pool_gone(c->pool_state, meta_str(obj, "namespace"), time(NULL));
+	sbx_pool_gone(c->pool_state, meta_str(obj, "namespace"), time(NULL), c->warm_settle_s);
 	sbx_pool_forget(c->pool_state, meta_str(obj, "uid"));
 }
 

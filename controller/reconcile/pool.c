@@ -238,8 +238,9 @@ int sbx_pool_settled(struct sbx_pool_state *s, const char *uid, const char *fp, 
 	return ok;
 }
 
-void sbx_pool_gone(struct sbx_pool_state *s, const char *ns, time_t now)
+void sbx_pool_gone(struct sbx_pool_state *s, const char *ns, time_t now, long keep_s)
 {
+	(void)keep_s;
 	if (!s || !ns)
 		return;
 	strmap_lock(s->gone);
@@ -247,6 +248,14 @@ void sbx_pool_gone(struct sbx_pool_state *s, const char *ns, time_t now)
 	if (at)
 		*at = now;
 	strmap_unlock(s->gone);
+}
+
+size_t sbx_pool_gone_held(struct sbx_pool_state *s)
+{
+	strmap_lock(s->gone);
+	size_t n = strmap_count(s->gone);
+	strmap_unlock(s->gone);
+	return n;
 }
 
 int sbx_pool_gone_within(struct sbx_pool_state *s, const char *ns, time_t now, long within_s)

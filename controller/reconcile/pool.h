@@ -42,8 +42,12 @@ void sbx_pool_seen(struct sbx_controller *c, const char *pool_uid);
 struct sbx_pool_state;
 struct sbx_pool_state *sbx_pool_state_new(double refill_qps);
 void sbx_pool_state_free(struct sbx_pool_state *s);
-/* A pool of namespace ns left the cache at now. */
-void sbx_pool_gone(struct sbx_pool_state *s, const char *ns, time_t now);
+/* A pool of namespace ns left the cache at now. Namespaces whose pool left
+ * keep_s or longer before now (keep_s: the longest within_s asked of
+ * sbx_pool_gone_within) are forgotten. */
+void sbx_pool_gone(struct sbx_pool_state *s, const char *ns, time_t now, long keep_s);
+/* Number of namespaces held as gone. */
+size_t sbx_pool_gone_held(struct sbx_pool_state *s);
 /* 1 when this process first saw pool uid with the template fingerprint fp
  * at least settle_ms ago on its own monotonic clock (the first call starts
  * that clock): then every replica's current cache has seen the pool with
