@@ -15,6 +15,23 @@
 #include "kube/workqueue.h"
 #include "test_suites.h"
 
+/* A token bucket is full once what was taken (and owed) came back. */
+static void test_token_bucket_full(void)
+{
+	struct token_bucket tb;
+	token_bucket_init(&tb, 10, 2);
+	CU_ASSERT_TRUE(token_bucket_full(&tb));
+	CU_ASSERT_EQUAL(token_bucket_reserve(&tb), 0);
+	CU_ASSERT_EQUAL(token_bucket_reserve(&tb), 0);
+	CU_ASSERT(token_bucket_reserve(&tb) > 0); /* owes one */
+	CU_ASSERT_FALSE(token_bucket_full(&tb));
+	usleep(150 * 1000); /* 1.5 of the 3 tokens back */
+	CU_ASSERT_FALSE(token_bucket_full(&tb));
+	usleep(200 * 1000);
+	CU_ASSERT_TRUE(token_bucket_full(&tb));
+	token_bucket_release(&tb);
+}
+
 void register_kube_workqueue_tests(void);
 
 /* Gets a key and compares it; frees it and marks it done. */
@@ -963,5 +980,6 @@ void register_kube_workqueue_tests(void)
 		  { "overall buckets forgotten once full", test_buckets_forgotten_when_full },
 		  { "Retry-After is a floor", test_rate_limited_min },
 		  { "Retry-After floor, metrics callbacks", test_retry_after_min },
+		  { "token bucket: full once all came back", test_token_bucket_full },
 		  { "per-key token buckets (spam filter)", test_bucket_set });
 }

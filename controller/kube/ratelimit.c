@@ -57,6 +57,17 @@ int token_bucket_try(struct token_bucket *tb)
 	return ok;
 }
 
+int token_bucket_full(struct token_bucket *tb)
+{
+	if (tb->rate <= 0)
+		return 1;
+	pthread_mutex_lock(&tb->mu);
+	refill(tb, ktime_mono_ms());
+	int full = tb->tokens >= tb->burst;
+	pthread_mutex_unlock(&tb->mu);
+	return full;
+}
+
 struct keyed {
 	char *key;
 	double tokens;

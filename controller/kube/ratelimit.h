@@ -26,6 +26,9 @@ int64_t token_bucket_reserve(struct token_bucket *tb);
 /* Takes one token only if one is available now; returns 1 if taken, else 0
  * (and nothing is changed). */
 int token_bucket_try(struct token_bucket *tb);
+/* 1 when the bucket holds its whole burst now (no debt, nothing taken that
+ * has not come back): it is then the same as a new one. */
+int token_bucket_full(struct token_bucket *tb);
 
 /* Token buckets by key (client-go's per-object spam filter): each key has
  * its own bucket, created full on first use; at most max_keys are kept, the

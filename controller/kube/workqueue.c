@@ -146,7 +146,8 @@ struct workqueue {
 	struct delayed **heap;	 /* min-heap on ready_ms */
 	size_t nheap, capheap;
 	struct failure *failures;  /* guarded by mu too */
-	struct ns_bucket *buckets; /* guarded by mu too; one per namespace seen failing */
+	struct ns_bucket *buckets; /* guarded by mu too; one per namespace that failed lately */
+	int64_t buckets_walked_ms; /* the last forget_full_buckets walk */
 	int shutting_down;
 	struct workqueue_metrics m;
 };
@@ -770,6 +771,14 @@ void workqueue_set_fifo(struct workqueue *q, int fifo)
 	pthread_mutex_unlock(&q->mu);
 }
 
+static void free_bucket(struct workqueue *q, struct ns_bucket *b)
+{
+	HASH_DEL(q->buckets, b);
+	token_bucket_release(&b->tb);
+	free(b->ns);
+	free(b);
+}
+
 void workqueue_free(struct workqueue *q)
 {
 	if (!q)
@@ -791,12 +800,7 @@ void workqueue_free(struct workqueue *q)
 	}
 	struct ns_bucket *b, *bt;
 	HASH_ITER(hh, q->buckets, b, bt)
-	{
-		HASH_DEL(q->buckets, b);
-		token_bucket_release(&b->tb);
-		free(b->ns);
-		free(b);
-	}
+	free_bucket(q, b);
 	pthread_cond_destroy(&q->cv);
 	pthread_mutex_destroy(&q->mu);
 	free(q);
@@ -853,6 +857,23 @@ static void add_after(struct workqueue *q, const char *key, const char *flow, lo
 	pthread_mutex_unlock(&q->mu);
 }
 
+/* Frees the buckets that filled up again (the same as new ones), at most
+ * once a second: one walk over the namespaces that retried in the last
+ * BUCKET_BURST / BUCKET_QPS seconds or so. Caller holds mu. */
+static void forget_full_buckets(struct workqueue *q)
+{
+	int64_t now = ktime_mono_ms();
+	if (now - q->buckets_walked_ms < 1000)
+		return;
+	q->buckets_walked_ms = now;
+	struct ns_bucket *b, *t;
+	HASH_ITER(hh, q->buckets, b, t)
+	{
+		if (token_bucket_full(&b->tb))
+			free_bucket(q, b);
+	}
+}
+
 static long next_backoff_ms(struct workqueue *q, const char *key)
 {
 	pthread_mutex_lock(&q->mu);
@@ -866,6 +887,7 @@ static long next_backoff_ms(struct workqueue *q, const char *key)
 	int exp = f->n++;
 	const char *slash = strchr(key, '/');
 	size_t nslen = slash ? (size_t)(slash - key) : 0;
+	forget_full_buckets(q);
 	struct ns_bucket *b;
 	HASH_FIND(hh, q->buckets, key, nslen, b);
 	if (!b) {
@@ -874,14 +896,14 @@ static long next_backoff_ms(struct workqueue *q, const char *key)
 		token_bucket_init(&b->tb, BUCKET_QPS, BUCKET_BURST);
 		HASH_ADD_KEYPTR(hh, q->buckets, b->ns, nslen, b);
 	}
-	struct token_bucket *tb = &b->tb; /* buckets live as long as the queue */
+	/* Under mu: the next walk may free the bucket. */
+	int64_t overall = token_bucket_reserve(&b->tb);
 	pthread_mutex_unlock(&q->mu);
 	long per = BACKOFF_MAX_MS;
 	if (exp < 30) {
 		int64_t d = (int64_t)BACKOFF_BASE_MS << exp;
 		per = d < BACKOFF_MAX_MS ? (long)d : BACKOFF_MAX_MS;
 	}
-	int64_t overall = token_bucket_reserve(tb);
 	return overall > per ? (long)overall : per;
 }
 

@@ -238,12 +238,22 @@ int sbx_pool_settled(struct sbx_pool_state *s, const char *uid, const char *fp, 
 	return ok;
 }
 
+/* An entry of the gone map that left before *(time_t *)before. */
+static int gone_before(const void *value, void *before)
+{
+	return *(const time_t *)value < *(time_t *)before;
+}
+
 void sbx_pool_gone(struct sbx_pool_state *s, const char *ns, time_t now, long keep_s)
 {
-	(void)keep_s;
 	if (!s || !ns)
 		return;
+	/* What left keep_s ago or earlier is no longer within anyone's
+	 * within_s: the same as never seen. The map holds only what left in
+	 * the last keep_s, so this walk is short. */
+	time_t before = now - keep_s + 1;
 	strmap_lock(s->gone);
+	strmap_sweep(s->gone, gone_before, &before);
 	time_t *at = strmap_put(s->gone, ns, NULL);
 	if (at)
 		*at = now;
