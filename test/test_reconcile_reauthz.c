@@ -1,5 +1,7 @@
 /* Tests of reconcile/reauthz.h: the answers the controller keeps about
  * whether a pool's author may still use an owner. */
+#include <string.h>
+
 #include "reconcile/reauthz.h"
 #include "test_suites.h"
 
@@ -11,16 +13,16 @@ static const char KEY[] = "0123456789abcdef0123456789abcdef";
 static void test_kept_for_its_time(void)
 {
 	struct sbx_reauthz *ra = sbx_reauthz_new();
-	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 1000), -1);
-	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, 1000, 1010), 1);
-	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 1010 + SBX_REAUTHZ_ALLOW_MS - 1), 1);
-	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 1010 + SBX_REAUTHZ_ALLOW_MS), -1);
-	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 0, 20000, 20010), 1);
-	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 20010 + SBX_REAUTHZ_DENY_MS - 1), 0);
-	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 20010 + SBX_REAUTHZ_DENY_MS), -1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 1000, NULL, 0), -1);
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, NULL, 1000, 1010), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 1010 + SBX_REAUTHZ_ALLOW_MS - 1, NULL, 0), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 1010 + SBX_REAUTHZ_ALLOW_MS, NULL, 0), -1);
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 0, NULL, 20000, 20010), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 20010 + SBX_REAUTHZ_DENY_MS - 1, NULL, 0), 0);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 20010 + SBX_REAUTHZ_DENY_MS, NULL, 0), -1);
 	/* a later question's answer replaces it */
-	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, 30000, 30010), 1);
-	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 30020), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, NULL, 30000, 30010), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 30020, NULL, 0), 1);
 	sbx_reauthz_free(ra);
 }
 
@@ -31,17 +33,42 @@ static void test_kept_for_its_time(void)
 static void test_an_older_question_answered_late_keeps_the_refusal(void)
 {
 	struct sbx_reauthz *ra = sbx_reauthz_new();
-	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 0, 2000, 2100), 1); /* asked at 2.0 s: refused */
-	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, 1000, 2500), 0); /* asked at 1.0 s, answered at 2.5 s: allowed */
-	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 2600), 0);
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 0, NULL, 2000, 2100), 1); /* asked at 2.0 s: refused */
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, NULL, 1000, 2500), 0); /* asked at 1.0 s, answered at 2.5 s: allowed */
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 2600, NULL, 0), 0);
 	/* ... and after the refusal's time, no answer, not the late one */
-	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 2100 + SBX_REAUTHZ_DENY_MS), -1);
-	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, 1500, 9000), 0);
-	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 9001), -1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 2100 + SBX_REAUTHZ_DENY_MS, NULL, 0), -1);
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, NULL, 1500, 9000), 0);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 9001, NULL, 0), -1);
 	/* the same the other way round: a grant given back */
-	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, 12000, 12100), 1);
-	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 0, 11000, 12200), 0);
-	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 12300), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 1, NULL, 12000, 12100), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 0, NULL, 11000, 12200), 0);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 12300, NULL, 0), 1);
+	sbx_reauthz_free(ra);
+}
+
+/* A kept refusal gives the authorizer's reason again: a status message
+ * built from it reads the same whether the answer was asked or kept, so
+ * reconciles a few seconds apart do not rewrite it (and send an event)
+ * with each other wording. A reason too long for its room is cut. */
+static void test_a_kept_refusal_keeps_its_reason(void)
+{
+	struct sbx_reauthz *ra = sbx_reauthz_new();
+	char why[64] = "stale", longer[400];
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 0, "RBAC: no rule grants use", 1000, 1010), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 1020, why, sizeof why), 0);
+	CU_ASSERT_STRING_EQUAL(why, "RBAC: no rule grants use");
+	/* a later question's answer replaces the reason too */
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 0, NULL, 2000, 2010), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 2020, why, sizeof why), 0);
+	CU_ASSERT_STRING_EQUAL(why, "");
+	memset(longer, 'r', sizeof longer - 1);
+	longer[sizeof longer - 1] = '\0';
+	CU_ASSERT_EQUAL(sbx_reauthz_keep(ra, KEY, 0, longer, 3000, 3010), 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 3020, why, sizeof why), 0);
+	CU_ASSERT_EQUAL(strlen(why), sizeof why - 1);
+	CU_ASSERT_EQUAL(sbx_reauthz_kept(ra, KEY, 3020 + SBX_REAUTHZ_DENY_MS, why, sizeof why), -1);
+	CU_ASSERT_STRING_EQUAL(why, "");
 	sbx_reauthz_free(ra);
 }
 
@@ -51,4 +78,5 @@ void register_reconcile_reauthz_tests(void)
 	CU_add_test(s, "answers: kept for their time", test_kept_for_its_time);
 	CU_add_test(s, "answers: an older question answered late keeps the refusal",
 		    test_an_older_question_answered_late_keeps_the_refusal);
+	CU_add_test(s, "answers: a kept refusal keeps its reason", test_a_kept_refusal_keeps_its_reason);
 }

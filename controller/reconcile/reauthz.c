@@ -52,8 +52,10 @@ static int forgotten(const void *value, void *ctx)
 	return a->until_ms + ANSWER_FORGET_MS < *(const int64_t *)ctx;
 }
 
-int sbx_reauthz_keep(struct sbx_reauthz *ra, const char *key, int allowed, int64_t asked_ms, int64_t now_ms)
+int sbx_reauthz_keep(struct sbx_reauthz *ra, const char *key, int allowed, const char *why, int64_t asked_ms,
+		     int64_t now_ms)
 {
+	(void)why;
 	strmap_lock(ra->answers);
 	if (strmap_count(ra->answers) >= ANSWERS_SWEEP_AT && (++ra->puts & 1023) == 0)
 		strmap_sweep(ra->answers, forgotten, &now_ms);
@@ -72,8 +74,10 @@ int sbx_reauthz_keep(struct sbx_reauthz *ra, const char *key, int allowed, int64
 	return kept;
 }
 
-int sbx_reauthz_kept(struct sbx_reauthz *ra, const char *key, int64_t now_ms)
+int sbx_reauthz_kept(struct sbx_reauthz *ra, const char *key, int64_t now_ms, char *why, size_t whylen)
 {
+	if (why && whylen)
+		why[0] = '\0';
 	strmap_lock(ra->answers);
 	const struct answer *a = strmap_get(ra->answers, key);
 	int r = a && a->until_ms > now_ms ? a->allowed : -1;
@@ -120,7 +124,7 @@ static int check_use(struct sbx_reauthz *ra, struct kube_client *kc, const char 
 		snprintf(why, whylen, "no identity recorded to ask about");
 		return -1;
 	}
-	int kept = fresh ? -1 : sbx_reauthz_kept(ra, key, ktime_mono_ms());
+	int kept = fresh ? -1 : sbx_reauthz_kept(ra, key, ktime_mono_ms(), NULL, 0);
 	if (kept == 0)
 		snprintf(why, whylen, "refused within the last %d s", SBX_REAUTHZ_DENY_MS / 1000);
 	if (kept >= 0)
@@ -143,7 +147,7 @@ static int check_use(struct sbx_reauthz *ra, struct kube_client *kc, const char 
 		return -1;
 	}
 	int64_t now = ktime_mono_ms();
-	if (!sbx_reauthz_keep(ra, key, allowed, asked, now) && (kept = sbx_reauthz_kept(ra, key, now)) >= 0) {
+	if (!sbx_reauthz_keep(ra, key, allowed, why, asked, now) && (kept = sbx_reauthz_kept(ra, key, now, NULL, 0)) >= 0) {
 		if (!kept)
 			snprintf(why, whylen, "refused to a question asked after this one");
 		return kept; /* the answer to a later question stands */

@@ -44,11 +44,13 @@ int sbx_reauthz_check_profile(struct sbx_reauthz *ra, struct kube_client *kc, co
 			      const char *username, const char *profile, int fresh, char *why, size_t whylen);
 
 /* The answers kept, by the key of their question (the checks' own; tests):
- * keeps `allowed` (1 or 0) as the answer to the question of key asked at
- * asked_ms and answered at now_ms (ktime_mono_ms), for its time from now_ms.
- * 1 kept, 0 not. */
-int sbx_reauthz_keep(struct sbx_reauthz *ra, const char *key, int allowed, int64_t asked_ms, int64_t now_ms);
-/* The answer kept for key at now_ms: 1, 0, or -1 (none, or its time is up). */
-int sbx_reauthz_kept(struct sbx_reauthz *ra, const char *key, int64_t now_ms);
+ * keeps `allowed` (1 or 0) and the authorizer's reason why (NULL: none) as
+ * the answer to the question of key asked at asked_ms and answered at
+ * now_ms (ktime_mono_ms), for its time from now_ms. 1 kept, 0 not. */
+int sbx_reauthz_keep(struct sbx_reauthz *ra, const char *key, int allowed, const char *why, int64_t asked_ms,
+		     int64_t now_ms);
+/* The answer kept for key at now_ms: 1, 0, or -1 (none, or its time is up);
+ * its reason into why (NULL: not asked; "" for none). */
+int sbx_reauthz_kept(struct sbx_reauthz *ra, const char *key, int64_t now_ms, char *why, size_t whylen);
 
 #endif
