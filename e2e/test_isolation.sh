@@ -227,10 +227,17 @@ test_1_e_a_late_bind_asks_about_the_requester() {
   wsbx "$ALICE" team-g holder key-holder alice || fail "create holder"
   wait_for 30 bound team-g holder || fail "holder not bound: $(msg_of team-g holder)"
   wsbx "$BOB" team-g late key-late alice || fail "bob's Sandbox for alice, while he may use her owner"
+  wsbx "$BOB" team-g late2 key-late2 alice || fail "bob's second Sandbox for alice"
   wait_for 20 has_reason team-g late QuotaWaiting || fail "bob's Sandbox does not wait for the quota: $(msg_of team-g late)"
+  wait_for 20 has_reason team-g late2 QuotaWaiting || fail "bob's second Sandbox does not wait: $(msg_of team-g late2)"
   revoke_then_free team-g holder
   wait_for 45 has_reason team-g late OwnerNotAuthorized ||
     fail "bob's Sandbox is not refused after the slot freed: $(phase team-g late) $(msg_of team-g late)"
+  wait_for 20 has_reason team-g late2 OwnerNotAuthorized ||
+    fail "bob's second Sandbox is not refused: $(phase team-g late2) $(msg_of team-g late2)"
+  # one refusal asked, the other kept (5 s): the same words (a message that
+  # changes with each recheck is a status write each time)
+  expect_eq "$(msg_of team-g late2)" "$(msg_of team-g late)" "the two refusals' messages"
   sleep 3
   expect_eq "$(pod_of team-g late)" "" "bob's Sandbox's pod after the revocation"
   expect_eq "$(pod_count team-g)" 0 "sandbox pods in team-g after the revocation"
@@ -238,6 +245,7 @@ test_1_e_a_late_bind_asks_about_the_requester() {
     "the refusal names the requester and the permission"
   expect_match "$(kubectl get events -n team-g --field-selector involvedObject.name=late -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}')" \
     OwnerNotAuthorized "an OwnerNotAuthorized event on bob's Sandbox"
+  kubectl delete sbx -n team-g late2 >/dev/null || fail "delete late2"
   # the right given back: looked at again within 15 s, a refusal kept 5 s
   bob_uses_alice team-g
   wait_for 45 bound team-g late || fail "bob's Sandbox not bound once he may use alice again: $(msg_of team-g late)"
