@@ -18,6 +18,7 @@
 struct answer {
 	int64_t asked_ms, until_ms;
 	int allowed;
+	char why[160]; /* the authorizer's reason, cut */
 };
 
 struct sbx_reauthz {
@@ -55,7 +56,6 @@ static int forgotten(const void *value, void *ctx)
 int sbx_reauthz_keep(struct sbx_reauthz *ra, const char *key, int allowed, const char *why, int64_t asked_ms,
 		     int64_t now_ms)
 {
-	(void)why;
 	strmap_lock(ra->answers);
 	if (strmap_count(ra->answers) >= ANSWERS_SWEEP_AT && (++ra->puts & 1023) == 0)
 		strmap_sweep(ra->answers, forgotten, &now_ms);
@@ -69,6 +69,7 @@ int sbx_reauthz_keep(struct sbx_reauthz *ra, const char *key, int allowed, const
 		a->asked_ms = asked_ms;
 		a->until_ms = now_ms + (allowed ? SBX_REAUTHZ_ALLOW_MS : SBX_REAUTHZ_DENY_MS);
 		a->allowed = allowed;
+		snprintf(a->why, sizeof a->why, "%s", why ? why : "");
 	}
 	strmap_unlock(ra->answers);
 	return kept;
@@ -81,6 +82,8 @@ int sbx_reauthz_kept(struct sbx_reauthz *ra, const char *key, int64_t now_ms, ch
 	strmap_lock(ra->answers);
 	const struct answer *a = strmap_get(ra->answers, key);
 	int r = a && a->until_ms > now_ms ? a->allowed : -1;
+	if (r >= 0 && why && whylen)
+		snprintf(why, whylen, "%s", a->why);
 	strmap_unlock(ra->answers);
 	return r;
 }
@@ -124,9 +127,9 @@ static int check_use(struct sbx_reauthz *ra, struct kube_client *kc, const char 
 		snprintf(why, whylen, "no identity recorded to ask about");
 		return -1;
 	}
-	int kept = fresh ? -1 : sbx_reauthz_kept(ra, key, ktime_mono_ms(), NULL, 0);
-	if (kept == 0)
-		snprintf(why, whylen, "refused within the last %d s", SBX_REAUTHZ_DENY_MS / 1000);
+	/* A kept answer gives its reason again, so a message built from it
+	 * reads the same as the one built from the question. */
+	int kept = fresh ? -1 : sbx_reauthz_kept(ra, key, ktime_mono_ms(), why, whylen);
 	if (kept >= 0)
 		return kept;
 	cJSON *user = identity ? sbx_authz_identity_parse(identity) : cJSON_CreateObject();
@@ -147,11 +150,8 @@ static int check_use(struct sbx_reauthz *ra, struct kube_client *kc, const char 
 		return -1;
 	}
 	int64_t now = ktime_mono_ms();
-	if (!sbx_reauthz_keep(ra, key, allowed, why, asked, now) && (kept = sbx_reauthz_kept(ra, key, now, NULL, 0)) >= 0) {
-		if (!kept)
-			snprintf(why, whylen, "refused to a question asked after this one");
-		return kept; /* the answer to a later question stands */
-	}
+	if (!sbx_reauthz_keep(ra, key, allowed, why, asked, now) && (kept = sbx_reauthz_kept(ra, key, now, why, whylen)) >= 0)
+		return kept; /* the answer to a later question stands, with its reason */
 	return allowed;
 }
 
