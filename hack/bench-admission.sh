@@ -117,7 +117,7 @@ sampler_start() {
     sleep 0.5
   done &
   SAMPLER=$!
-  CTL_PIDS+=("$SAMPLER")
+  track_pid "$SAMPLER"
 }
 sampler_stop() { kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null; }
 # while_binding SAMPLES FROM SECONDS: the machine's share busy and the two
@@ -194,7 +194,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   if [ "$CAPTURE" = 1 ]; then
     tcpdump -i lo -n -s 96 -w "$E2E_DIR/webhook.pcap" "tcp port $WEBHOOK_PORT" 2>"$E2E_DIR/tcpdump.err" &
     PCAP_PID=$!
-    CTL_PIDS+=("$PCAP_PID") # killed by the cleanup if we stop early
+    track_pid "$PCAP_PID" # killed by the cleanup if we stop early
     sleep 1
   fi
   read -r BUSY0 TICKS0 < <(cpu_ticks)

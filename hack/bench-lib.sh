@@ -168,7 +168,7 @@ peer_start() {
     --metrics-bind-address "127.0.0.1:$PEER_METRICS" --health-probe-bind-address "127.0.0.1:$probe" "$@" \
     >>"$E2E_DIR/peer.log" 2>&1 &
   PEER_PID=$!
-  CTL_PIDS+=("$PEER_PID")
+  track_pid "$PEER_PID"
   wait_ready_ms "$probe" >/dev/null
   [[ " $* " == *" --leader-elect=false "* ]] && return 0
   # It starts reconciling once it holds its Lease.
