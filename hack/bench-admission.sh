@@ -160,6 +160,7 @@ samplingRatePerMillion: 1000000
 YAML
   "$BUILD_DIR/otlpsink" --listen "127.0.0.1:$TRACE_PORT" --out "$TRACES" 2>"$TRACE_DIR/otlpsink.log" &
   track_pid "$!" # stopped with the control plane
+  disown "$!"    # quietly
   export SBX_APISERVER_FLAGS="${SBX_APISERVER_FLAGS:-} --tracing-config-file=$TRACE_DIR/tracing.yaml"
 fi
 # spans FROM TO [KIND] [OP] [RESOURCE]: lines FROM+1..TO of the trace sink's
