@@ -800,7 +800,9 @@ void workqueue_free(struct workqueue *q)
 	}
 	struct ns_bucket *b, *bt;
 	HASH_ITER(hh, q->buckets, b, bt)
-	free_bucket(q, b);
+	{
+		free_bucket(q, b);
+	}
 	pthread_cond_destroy(&q->cv);
 	pthread_mutex_destroy(&q->mu);
 	free(q);
