@@ -5,7 +5,7 @@
 # and the figures are printed side by side.
 #
 #   hack/bench-admission.sh [--count N] [--rate R] [--concurrency C] [--rounds K] [--no-build] [--capture]
-#                            [--without-policies] [--trace]
+#                            [--without-policies] [--trace] [--alternate]
 #
 #   1. without: the controller in --owner-authorization namespace mode, no
 #      webhook configurations; Sandboxes created in adm-off-K;
@@ -15,7 +15,8 @@
 #      configurations alone: the product's ValidatingAdmissionPolicies
 #      (manifests/webhook/*-policy.yaml) are deleted once installed, to
 #      tell their share of the cost from the webhook calls'.
-# The pair is run K times (--rounds, default 3), without then with, each
+# The pair is run K times (--rounds, default 3), without then with (with
+# --alternate: every second round with then without), each
 # phase in a namespace of its own whose Sandboxes and pods are deleted before
 # the next phase starts; the bound rates and ratio of each round are printed, and
 # their median: one pair on a 2-CPU machine moves by 0.3 between runs.
@@ -41,7 +42,7 @@
 # samples from the first create to the last Bound, the machine's share busy
 # and the API server's and controller's seconds run and waited).
 # --capture (needs tcpdump, root): packet headers of the webhook port on lo
-# during phase 2, and each call's time between the API server's first request
+# during the phase with admission, and each call's time between the API server's first request
 # byte entering the socket and the webhook's last answer byte leaving it (the
 # kernel timestamps both): what the API server measures beyond that is its
 # own (building and sending the review, reading and decoding the answer, its
@@ -66,7 +67,7 @@
 # tenant alone, held to that cap, 8 by default).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-COUNT=1000 RATE=100 CONC=64 ROUNDS=3 BUILD=1 CAPTURE=0 WITHOUT_POLICIES= TRACE=0 TRACE_ARG=
+COUNT=1000 RATE=100 CONC=64 ROUNDS=3 BUILD=1 CAPTURE=0 WITHOUT_POLICIES= TRACE=0 TRACE_ARG= ALTERNATE=0 ALT_ARG=
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -78,6 +79,7 @@ while [ $# -gt 0 ]; do
     --capture) CAPTURE=1; shift ;;
     --without-policies) WITHOUT_POLICIES=" --without-policies"; shift ;;
     --trace) TRACE=1 TRACE_ARG=" --trace"; shift ;;
+    --alternate) ALTERNATE=1 ALT_ARG=" --alternate"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -196,15 +198,16 @@ API_PID=$(cat "$E2E_DIR/pids/kube-apiserver" 2>/dev/null)
 APISERVER=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 apimetrics() { curl -s --cacert "$E2E_DIR/pki/ca.crt" --cert "$E2E_DIR/pki/admin.crt" --key "$E2E_DIR/pki/admin.key" "$APISERVER/metrics"; }
 
-# One round: phase 1 without admission, then phase 2 with it; the figures of
-# the last round's phase 2 are the ones detailed below.
-R_OFF=() R_ON=() R_WH=() R_TR=() C_OFF=() C_ON=()
-for ROUND in $(seq 1 "$ROUNDS"); do
-  new_namespace "adm-off-$ROUND"
-  new_namespace "adm-on-$ROUND"
+# A round runs both phases, without admission then with it; with
+# --alternate, every second round runs them the other way round, so what one
+# phase leaves the next (the API server and etcd still digesting a thousand
+# deletions) weighs on both alike. The figures of the last round's phase with
+# admission are the ones detailed below.
+R_OFF=() R_ON=() R_WH=() R_TR=() C_OFF=() C_ON=() ORDER=()
+phase_without() {
   uninstall_admission
   sleep 2 # the API server's lag in dropping a webhook configuration
-  say "round $ROUND of $ROUNDS, phase 1: without admission"
+  say "round $ROUND of $ROUNDS: without admission"
   LOAD_OFF=$(load)
   MP=$(free_port)
   # shellcheck disable=SC2086 # SBX_BENCH_CTL_FLAGS: split on spaces
@@ -217,8 +220,9 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   sampler_stop
   delete_namespace "adm-off-$ROUND" # its pods gone before the next phase
   controller_stop "$OFF_PID"
-
-  say "round $ROUND of $ROUNDS, phase 2: with admission"
+}
+phase_with() {
+  say "round $ROUND of $ROUNDS: with admission"
   LOAD_ON=$(load)
   MP=$(free_port)
   WEBHOOK_PORT=$(free_port)
@@ -265,27 +269,40 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   # The API server's histogram over this phase only: after minus before.
   series_delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" '^apiserver_admission_webhook_admission_duration_seconds_bucket' \
     >"$E2E_DIR/api-delta.txt"
-  R_OFF+=("$(value "$E2E_DIR/off-$ROUND.out" rate)") R_ON+=("$(value "$E2E_DIR/on-$ROUND.out" rate)")
-  C_OFF+=("$(value "$E2E_DIR/off-$ROUND.out" create_rate)") C_ON+=("$(value "$E2E_DIR/on-$ROUND.out" create_rate)")
   R_WH+=("$(quantile 0.99 apiserver_admission_webhook_admission_duration_seconds 'name="mutate.sandboxes.sandbox.dev"' <"$E2E_DIR/api-delta.txt")")
   if [ "$TRACE" = 1 ]; then
     sleep 6 # the API server exports its spans in batches, every 5 s
     TL1=$(trace_lines)
     R_TR+=("$(spans "$TL0" "$TL1" mutating CREATE Resource=sandboxes | span_figures 5)")
   fi
+}
+for ROUND in $(seq 1 "$ROUNDS"); do
+  new_namespace "adm-off-$ROUND"
+  new_namespace "adm-on-$ROUND"
+  if [ "$ALTERNATE" = 1 ] && [ $((ROUND % 2)) = 0 ]; then
+    phase_with
+    phase_without
+    ORDER+=("with first")
+  else
+    phase_without
+    phase_with
+    ORDER+=("")
+  fi
+  R_OFF+=("$(value "$E2E_DIR/off-$ROUND.out" rate)") R_ON+=("$(value "$E2E_DIR/on-$ROUND.out" rate)")
+  C_OFF+=("$(value "$E2E_DIR/off-$ROUND.out" create_rate)") C_ON+=("$(value "$E2E_DIR/on-$ROUND.out" create_rate)")
 done
 
 OFF=$E2E_DIR/off-$ROUNDS.out ON=$E2E_DIR/on-$ROUNDS.out
 echo
 echo "== admission cost: $(date -u +%FT%TZ), $(nproc) CPUs, load $(load) at the end"
-echo "== command: ${SBX_BENCH_CTL_FLAGS:+SBX_BENCH_CTL_FLAGS=\"$SBX_BENCH_CTL_FLAGS\" }${SBX_CONTROLLER_BIN:+SBX_CONTROLLER_BIN=$SBX_CONTROLLER_BIN }${SBX_WEBHOOK_MANIFESTS:+SBX_WEBHOOK_MANIFESTS=$SBX_WEBHOOK_MANIFESTS }hack/bench-admission.sh --count $COUNT --rate $RATE --concurrency $CONC --rounds $ROUNDS$WITHOUT_POLICIES$TRACE_ARG"
+echo "== command: ${SBX_BENCH_CTL_FLAGS:+SBX_BENCH_CTL_FLAGS=\"$SBX_BENCH_CTL_FLAGS\" }${SBX_CONTROLLER_BIN:+SBX_CONTROLLER_BIN=$SBX_CONTROLLER_BIN }${SBX_WEBHOOK_MANIFESTS:+SBX_WEBHOOK_MANIFESTS=$SBX_WEBHOOK_MANIFESTS }hack/bench-admission.sh --count $COUNT --rate $RATE --concurrency $CONC --rounds $ROUNDS$WITHOUT_POLICIES$TRACE_ARG$ALT_ARG"
 echo "== controller: $CONTROLLER_BIN (sha256 $(sha256sum "$CONTROLLER_BIN" | cut -c1-12)), admission objects of $MANIFESTS"
 echo "== load at the start of the last round's phases: without $LOAD_OFF; with $LOAD_ON"
 echo "Sandboxes bound per second, each round (without, with webhook, ratio; the API server's call to the mutating webhook, p99;"
 echo "creates answered per second without / with: below $RATE, the client's $CONC threads, not the server, set the pace):"
 for i in "${!R_ON[@]}"; do
-  printf '  round %d: %10s %10s %8s   %-10s  creates/s %s / %s\n' $((i + 1)) "${R_OFF[i]}" "${R_ON[i]}" \
-    "$(ratio "${R_ON[i]}" "${R_OFF[i]}")" "${R_WH[i]}" "${C_OFF[i]}" "${C_ON[i]}"
+  printf '  round %d: %10s %10s %8s   %-10s  creates/s %s / %s%s\n' $((i + 1)) "${R_OFF[i]}" "${R_ON[i]}" \
+    "$(ratio "${R_ON[i]}" "${R_OFF[i]}")" "${R_WH[i]}" "${C_OFF[i]}" "${C_ON[i]}" "${ORDER[i]:+  (${ORDER[i]})}"
 done
 if [ "$TRACE" = 1 ]; then
   echo "the API server's calls to the mutating webhook for Sandbox creates, traced (each call's span, exact):"
