@@ -15,23 +15,6 @@
 #include "kube/workqueue.h"
 #include "test_suites.h"
 
-/* A token bucket is full once what was taken (and owed) came back. */
-static void test_token_bucket_full(void)
-{
-	struct token_bucket tb;
-	token_bucket_init(&tb, 10, 2);
-	CU_ASSERT_TRUE(token_bucket_full(&tb));
-	CU_ASSERT_EQUAL(token_bucket_reserve(&tb), 0);
-	CU_ASSERT_EQUAL(token_bucket_reserve(&tb), 0);
-	CU_ASSERT(token_bucket_reserve(&tb) > 0); /* owes one */
-	CU_ASSERT_FALSE(token_bucket_full(&tb));
-	usleep(150 * 1000); /* 1.5 of the 3 tokens back */
-	CU_ASSERT_FALSE(token_bucket_full(&tb));
-	usleep(200 * 1000);
-	CU_ASSERT_TRUE(token_bucket_full(&tb));
-	token_bucket_release(&tb);
-}
-
 void register_kube_workqueue_tests(void);
 
 /* Gets a key and compares it; frees it and marks it done. */
@@ -935,6 +918,23 @@ static void test_low_lane(void)
 	workqueue_shutdown(q);
 	CU_ASSERT_PTR_NULL(workqueue_get(q, NULL));
 	workqueue_free(q);
+}
+
+/* A token bucket is full once what was taken (and owed) came back. */
+static void test_token_bucket_full(void)
+{
+	struct token_bucket tb;
+	token_bucket_init(&tb, 10, 2);
+	CU_ASSERT_TRUE(token_bucket_full(&tb));
+	CU_ASSERT_EQUAL(token_bucket_reserve(&tb), 0);
+	CU_ASSERT_EQUAL(token_bucket_reserve(&tb), 0);
+	CU_ASSERT(token_bucket_reserve(&tb) > 0); /* owes one */
+	CU_ASSERT_FALSE(token_bucket_full(&tb));
+	usleep(150 * 1000); /* 1.5 of the 3 tokens back */
+	CU_ASSERT_FALSE(token_bucket_full(&tb));
+	usleep(200 * 1000);
+	CU_ASSERT_TRUE(token_bucket_full(&tb));
+	token_bucket_release(&tb);
 }
 
 static void test_bucket_set(void)
