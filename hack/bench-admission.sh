@@ -42,11 +42,11 @@
 # samples from the first create to the last Bound, the machine's share busy
 # and the API server's and controller's seconds run and waited).
 # --capture (needs tcpdump, root): packet headers of the webhook port on lo
-# during the phase with admission, and each call's time between the API server's first request
-# byte entering the socket and the webhook's last answer byte leaving it (the
-# kernel timestamps both): what the API server measures beyond that is its
-# own (building and sending the review, reading and decoding the answer, its
-# goroutines waiting for a CPU).
+# during the phase with admission, and each call's time between the API
+# server's first request byte entering the socket and the webhook's last
+# answer byte leaving it (the kernel timestamps both): what the API server
+# measures beyond that is its own (building and sending the review, reading
+# and decoding the answer, its goroutines waiting for a CPU).
 # --trace: the API server traces every request (OpenTelemetry,
 # --tracing-config-file, every request sampled) to hack/otlpsink on
 # loopback, which keeps its spans of webhook calls: each call's own time as
@@ -339,8 +339,9 @@ if [ "$TRACE" = 1 ]; then
   echo "the same, traced (spans of the last round's phase; the HTTP round trip: the span's start to \"Request completed\"):"
   for k in mutating validating; do
     spans "$TL0" "$TL1" "$k" | awk '{ print $2, $3 }' | sort -u | while read -r w op; do
-      printf '  %-32s %-7s call:  %s\n' "$w" "$op" "$(spans "$TL0" "$TL1" "$k" "$op" | awk -v w="$w" '$2 == w' | span_figures 5)"
-      printf '  %-32s %-7s round trip: %s\n' "" "" "$(spans "$TL0" "$TL1" "$k" "$op" | awk -v w="$w" '$2 == w' | span_figures 6)"
+      calls=$(spans "$TL0" "$TL1" "$k" "$op" | awk -v w="$w" '$2 == w')
+      printf '  %-32s %-7s call:  %s\n' "$w" "$op" "$(span_figures 5 <<<"$calls")"
+      printf '  %-32s %-7s round trip: %s\n' "" "" "$(span_figures 6 <<<"$calls")"
     done
   done
 fi
