@@ -92,6 +92,37 @@ static void test_pool_settled_on_its_own_clock(void)
 	sbx_pool_state_free(s);
 }
 
+/* The settle clock is the present template's: a pool whose template goes
+ * back to one it had before starts over (fp1, fp2, fp1 again: fp1 has been
+ * in place since the last change, not since it was first seen), and a pool
+ * whose template changes often holds one entry, not one per template it
+ * ever had (a GitOps pipeline that sets a new image tag at each deploy). */
+static void test_pool_settled_present_template(void)
+{
+	static const char uid[] = "6f1c2a8e-0000-4000-8000-000000000002";
+	static const char fp1[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	static const char fp2[] = "f123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	struct sbx_pool_state *s = sbx_pool_state_new(10);
+	CU_ASSERT_FALSE(sbx_pool_settled(s, uid, fp1, 100));
+	ktime_sleep_ms(150);
+	CU_ASSERT_TRUE(sbx_pool_settled(s, uid, fp1, 100));
+	CU_ASSERT_FALSE(sbx_pool_settled(s, uid, fp2, 100));
+	CU_ASSERT_FALSE(sbx_pool_settled(s, uid, fp1, 100)); /* back to fp1: in place since now */
+	ktime_sleep_ms(150);
+	CU_ASSERT_TRUE(sbx_pool_settled(s, uid, fp1, 100));
+	char fp[65];
+	for (int i = 0; i < 1000; i++) {
+		snprintf(fp, sizeof fp, "%08x%056x", i, 0); /* apart in the first digits */
+		sbx_pool_settled(s, uid, fp, 100);
+	}
+	CU_ASSERT_EQUAL(sbx_pool_seen_held(s), 1);
+	sbx_pool_settled(s, "6f1c2a8e-0000-4000-8000-000000000003", fp1, 100);
+	CU_ASSERT_EQUAL(sbx_pool_seen_held(s), 2); /* one per pool */
+	sbx_pool_forget(s, uid);
+	CU_ASSERT_EQUAL(sbx_pool_seen_held(s), 1);
+	sbx_pool_state_free(s);
+}
+
 /* The timed members of a set (pods gone, pods released): a member until its
  * time is up, renewed by a second add, swept in bulk without touching the
  * untimed members. Each check has a margin far beyond a descheduled thread
@@ -273,7 +304,8 @@ void register_reconcile_pool_tests(void)
 {
 	SBX_SUITE("reconcile/pool", { "pools gone", test_pool_gone }, { "pools gone: forgotten after keep_s", test_pool_gone_forgotten },
 		  { "pools gone: after a restart", test_pool_gone_after_a_restart },
-		  { "pools settled on this process's clock", test_pool_settled_on_its_own_clock }, { "timed set members", test_strset_timed_members },
+		  { "pools settled on this process's clock", test_pool_settled_on_its_own_clock },
+		  { "pools settled: the present template", test_pool_settled_present_template }, { "timed set members", test_strset_timed_members },
 		  { "set claims: one of racing threads", test_strset_claim },
 		  { "refill: fair turns", test_refill_fair_turns },
 		  { "refill: back at the turn", test_refill_comes_back_at_the_turn });

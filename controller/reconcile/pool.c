@@ -238,6 +238,14 @@ int sbx_pool_settled(struct sbx_pool_state *s, const char *uid, const char *fp, 
 	return ok;
 }
 
+size_t sbx_pool_seen_held(struct sbx_pool_state *s)
+{
+	strmap_lock(s->seen);
+	size_t n = strmap_count(s->seen);
+	strmap_unlock(s->seen);
+	return n;
+}
+
 /* An entry of the gone map that left before *(time_t *)before. */
 static int gone_before(const void *value, void *before)
 {

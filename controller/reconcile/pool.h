@@ -54,6 +54,8 @@ size_t sbx_pool_gone_held(struct sbx_pool_state *s);
  * that template too, whatever the replicas' wall clocks say (docs/api.md,
  * "The atomic warm claim"). */
 int sbx_pool_settled(struct sbx_pool_state *s, const char *uid, const char *fp, long settle_ms);
+/* Number of settle clocks held. */
+size_t sbx_pool_seen_held(struct sbx_pool_state *s);
 /* A warm pod of namespace ns came into (d 1) or left (d -1) the cache of
  * pool members. */
 void sbx_pool_warm_pod(struct sbx_pool_state *s, const char *ns, int d);
