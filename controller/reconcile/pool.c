@@ -63,15 +63,15 @@ struct book {
 	char why[320];		/* the last failure */
 };
 
-/* When this process first saw a pool with a template. */
+/* Since when this process has seen a pool with its present template. */
 struct seen {
 	int64_t at_ms; /* monotonic */
-	char uid[64];  /* the pool's, to forget it with the pool */
+	char fp[27];   /* the template's fingerprint, cut (104 bits: never alike by chance) */
 };
 
 struct sbx_pool_state {
 	struct strmap *warm;	   /* int by namespace: its warm pods (pool members) in the cache */
-	struct strmap *seen;	   /* struct seen by "<pool uid>/<template fingerprint, cut>" */
+	struct strmap *seen;	   /* struct seen by pool uid */
 	struct strmap *book;	   /* struct book by pool uid */
 	struct strmap *gone;	   /* time_t by namespace: when its last pool left the cache */
 	struct sbx_strset *exited; /* uids of members counted as exited */
@@ -200,11 +200,6 @@ void sbx_pool_warm_pod(struct sbx_pool_state *s, const char *ns, int d)
 	strmap_unlock(s->warm);
 }
 
-static int seen_of(const void *value, void *uid)
-{
-	return !strcmp(((const struct seen *)value)->uid, uid);
-}
-
 void sbx_pool_forget(struct sbx_pool_state *s, const char *uid)
 {
 	if (!s || !uid)
@@ -213,25 +208,23 @@ void sbx_pool_forget(struct sbx_pool_state *s, const char *uid)
 	strmap_del(s->book, uid);
 	strmap_unlock(s->book);
 	strmap_lock(s->seen);
-	strmap_sweep(s->seen, seen_of, (void *)uid);
+	strmap_del(s->seen, uid);
 	strmap_unlock(s->seen);
 }
 
 int sbx_pool_settled(struct sbx_pool_state *s, const char *uid, const char *fp, long settle_ms)
 {
-	char key[STRMAP_KEY_MAX + 1];
-	if (!s || !uid || !fp || strlen(uid) >= sizeof((struct seen *)0)->uid)
+	if (!s || !uid || !fp || strlen(uid) > STRMAP_KEY_MAX)
 		return 0;
-	/* The uid and as much of the fingerprint as a key holds (26 hex digits
-	 * after a 36-character uid: 104 bits, never alike by chance). */
-	snprintf(key, sizeof key, "%.36s/%.26s", uid, fp);
 	int64_t now = ktime_mono_ms();
 	strmap_lock(s->seen);
 	int created = 0;
-	struct seen *e = strmap_put(s->seen, key, &created);
-	if (e && created) {
+	struct seen *e = strmap_put(s->seen, uid, &created);
+	/* A template other than the one held (a new one, or one the pool had
+	 * before) is in place from now: one clock per pool. */
+	if (e && (created || strncmp(e->fp, fp, sizeof e->fp - 1))) {
 		e->at_ms = now;
-		snprintf(e->uid, sizeof e->uid, "%s", uid);
+		snprintf(e->fp, sizeof e->fp, "%.26s", fp);
 	}
 	int ok = e && now - e->at_ms >= settle_ms;
 	strmap_unlock(s->seen);

@@ -48,13 +48,14 @@ void sbx_pool_state_free(struct sbx_pool_state *s);
 void sbx_pool_gone(struct sbx_pool_state *s, const char *ns, time_t now, long keep_s);
 /* Number of namespaces held as gone. */
 size_t sbx_pool_gone_held(struct sbx_pool_state *s);
-/* 1 when this process first saw pool uid with the template fingerprint fp
- * at least settle_ms ago on its own monotonic clock (the first call starts
- * that clock): then every replica's current cache has seen the pool with
- * that template too, whatever the replicas' wall clocks say (docs/api.md,
- * "The atomic warm claim"). */
+/* 1 when this process has seen pool uid with the template fingerprint fp,
+ * without another in between, for at least settle_ms on its own monotonic
+ * clock (a call with another fingerprint, or the first call, starts that
+ * clock; one clock per pool): then every replica's current cache has seen
+ * the pool with that template too, whatever the replicas' wall clocks say
+ * (docs/api.md, "The atomic warm claim"). */
 int sbx_pool_settled(struct sbx_pool_state *s, const char *uid, const char *fp, long settle_ms);
-/* Number of settle clocks held. */
+/* Number of settle clocks held (one per pool seen and not forgotten). */
 size_t sbx_pool_seen_held(struct sbx_pool_state *s);
 /* A warm pod of namespace ns came into (d 1) or left (d -1) the cache of
  * pool members. */
