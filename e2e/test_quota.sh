@@ -10,7 +10,8 @@
 # controller's default quota; the quota's status; with the webhook,
 # admission refuses early naming the owner, the limit and the count; a
 # resume never runs in the slot of the pod it replaces (going with it), and
-# waits behind those that waited before it was resumed; a
+# waits behind those that waited before it was resumed, and keeps its place
+# ahead of those that came after it across a restart; a
 # quota counts the pods that ran before it applied; a warm take a
 # crash cut short waits for a slot once its own was given back.
 . "$(dirname "$0")/lib.sh"
@@ -489,6 +490,36 @@ test_o_a_resume_waits_its_turn() {
   kubectl delete sbx r2 -n qo >/dev/null
   wait_for 60 eval '[ "$(phase_of qo s1)" = Running ]' || fail "s1 not resumed after r2 went: $(phase_of qo s1) $(reason_of qo s1)"
   expect_eq "$(pods_live qo)" 1 "pods"
+  stop_racing
+}
+
+# A resume keeps its place in the line across a restart of the controllers:
+# it was resumed (and waited) before r2 was created, so when r1 goes it is
+# bound first, though the controllers that bind it started after both.
+test_p_a_resume_keeps_its_turn_across_a_restart() {
+  new_namespace qp
+  quota qp alice alice 1 Queue
+  racing_controllers || return
+  sandbox qp s1 $IMG kp1 alice >/dev/null
+  wait_for 60 bound qp s1 || fail "s1 not bound"
+  suspend_and_free qp s1
+  sandbox qp r1 $IMG kp2 alice >/dev/null
+  wait_for 60 bound qp r1 || fail "r1 not bound"
+  set_suspend qp s1 false
+  wait_for 60 eval '[ "$(reason_of qp s1)" = QuotaWaiting ]' || fail "the resume of s1 does not wait: $(reason_of qp s1)"
+  sleep 1.2 # r2 arrives in a later second than the resume
+  sandbox qp r2 $IMG kp3 alice >/dev/null
+  wait_for 60 eval '[ "$(reason_of qp r2)" = QuotaWaiting ]' || fail "r2 does not wait: $(reason_of qp r2)"
+  stop_racing
+  sleep 1.2 # the new controllers start in a later second than r2's creation
+  racing_controllers || return
+  sleep 3 # both have listed the Sandboxes
+  kubectl delete sbx r1 -n qp >/dev/null
+  wait_for 60 eval '[ "$(phase_of qp s1)" = Running ]' ||
+    fail "s1 (resumed before r2 was created) not resumed after r1 went: s1 $(phase_of qp s1) $(reason_of qp s1), r2 $(reason_of qp r2)"
+  sleep 3
+  expect_eq "$(reason_of qp r2)" QuotaWaiting "r2 still waits"
+  expect_eq "$(pods_live qp)" 1 "pods"
   stop_racing
 }
 
