@@ -181,6 +181,39 @@ static int waiter_remove(struct owner_stat *o, const char *uid)
 	return 0;
 }
 
+/* Moves the waiter w->uid to its place for w->created, when it arrived at
+ * another time; 1 when it moved. */
+static int waiter_move(struct owner_stat *o, const struct waiter *w)
+{
+	for (size_t i = 0; i < o->nw; i++) {
+		if (!strcmp(o->w[i].uid, w->uid)) {
+			if (o->w[i].created == w->created)
+				return 0;
+			waiter_remove(o, w->uid);
+			waiter_insert(o, w);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* When a resume (a Sandbox of status st, Suspended and wanting a slot)
+ * arrived in its owner's line: the time a controller first wrote that it
+ * waits, which every replica reads alike and a restart keeps (its Bound
+ * condition turned False/QuotaWaiting from True then, and keeps its
+ * lastTransitionTime while it waits); until one has, now, when this process
+ * sees it wanting one. */
+static time_t resume_arrival(const cJSON *st, time_t now)
+{
+	const cJSON *b = sbx_status_condition(st, "Bound");
+	const char *cs = jstr(b, "status"), *reason = jstr(b, "reason");
+	time_t at;
+	if (cs && !strcmp(cs, "False") && reason && !strcmp(reason, "QuotaWaiting") &&
+	    ktime_parse_rfc3339(jstr(b, "lastTransitionTime"), &at) == 0)
+		return at;
+	return now;
+}
+
 /* The owner key of (ns, owner) into key; 0 or -1. */
 static int key_of(const char *ns, const char *owner, char key[33])
 {
@@ -297,13 +330,12 @@ void sbx_quota_on_sandbox(struct sbx_controller *c, const cJSON *obj, int gone)
 		if (key_of(ns, owner, key) < 0)
 			return;
 		if (waiting) {
-			/* Its arrival: a new Sandbox's creation; a resume arrives when
-			 * it is resumed, as this process first sees it wanting a slot
-			 * (kept while it waits: an unchanged member keeps its place). */
+			/* Its arrival: a new Sandbox's creation; a resume's when it
+			 * was resumed (resume_arrival). */
 			const char *phase = jstr(jobj(obj, "status"), "phase");
 			w.created = 0;
 			if (phase && !strcmp(phase, "Suspended"))
-				w.created = time(NULL);
+				w.created = resume_arrival(jobj(obj, "status"), time(NULL));
 			else
 				ktime_parse_rfc3339(meta_str(obj, "creationTimestamp"), &w.created);
 			snprintf(w.name, sizeof w.name, "%s", name);
@@ -336,6 +368,15 @@ void sbx_quota_on_sandbox(struct sbx_controller *c, const cJSON *obj, int gone)
 		m = NULL;
 		changed = 1;
 	}
+	if (m && waiting) {
+		/* An unchanged member keeps its place, unless its arrival is now
+		 * told otherwise (a resume's wait written, by this replica or
+		 * another, after it saw the resume first). */
+		struct owner_stat *o;
+		HASH_FIND_STR(s->owners, m->key, o);
+		if (o && waiter_move(o, &w))
+			snprintf(left, sizeof left, "%s", m->key); /* the first may be another now */
+	}
 	if (!m && (waiting || suspended)) {
 		m = xcalloc(1, sizeof *m);
 		snprintf(m->uid, sizeof m->uid, "%s", uid);
@@ -350,7 +391,8 @@ void sbx_quota_on_sandbox(struct sbx_controller *c, const cJSON *obj, int gone)
 		changed = 1;
 	}
 	pthread_mutex_unlock(&s->mu);
-	/* One left the order without (perhaps) taking a slot: the next may go. */
+	/* One left the order without (perhaps) taking a slot, or moved in it:
+	 * the next may go. */
 	if (left[0])
 		wake(c, left, 2);
 	if (changed)
@@ -600,14 +642,14 @@ static long unslotted(struct sbx_controller *c, const char *key, const cJSON *sl
 /* The number of distinct intents (digests) waiting ahead of v among its
  * owner's waiters, v's own intent and those holding one of slots aside. v
  * arrived as its own waiter says (a resume: when it was resumed); until the
- * cache shows it waiting, at its creation, or now for a resume (last). */
+ * cache shows it waiting, at its creation, or a resume's (resume_arrival). */
 static long rank_of(struct sbx_controller *c, const char *key, const struct sbx_view *v, int resume,
 		    const cJSON *slots)
 {
 	struct sbx_quota_state *s = c->quota_state;
 	struct digest_set *seen = NULL;
 	long ahead = 0;
-	time_t at = resume ? time(NULL) : v->created;
+	time_t at = resume ? resume_arrival(v->status, time(NULL)) : v->created;
 	pthread_mutex_lock(&s->mu);
 	struct owner_stat *o;
 	HASH_FIND_STR(s->owners, key, o);
