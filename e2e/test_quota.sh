@@ -11,7 +11,8 @@
 # admission refuses early naming the owner, the limit and the count; a
 # resume never runs in the slot of the pod it replaces (going with it), and
 # waits behind those that waited before it was resumed, and keeps its place
-# ahead of those that came after it across a restart; a
+# ahead of those that came after it across a restart, and gives back the
+# slot it took when it is suspended again before its pod was made; a
 # quota counts the pods that ran before it applied; a warm take a
 # crash cut short waits for a slot once its own was given back.
 . "$(dirname "$0")/lib.sh"
@@ -521,6 +522,37 @@ test_p_a_resume_keeps_its_turn_across_a_restart() {
   expect_eq "$(reason_of qp r2)" QuotaWaiting "r2 still waits"
   expect_eq "$(pods_live qp)" 1 "pods"
   stop_racing
+}
+
+# A resume that took a slot but made no pod (the controller died in
+# between) and is suspended again gives the slot back: a Suspended Sandbox
+# holds none, so the next Sandbox of its owner is bound, not left waiting.
+test_q_a_resume_suspended_before_its_pod_frees_its_slot() {
+  new_namespace qq
+  quota qq alice alice 1 Queue
+  local pid point=after-quota-slot
+  controller_start resume-slot
+  pid=$CTL_PID
+  sandbox qq s1 $IMG kq1 alice >/dev/null
+  wait_for 60 bound qq s1 || fail "s1 not bound"
+  suspend_and_free qq s1
+  controller_stop "$pid"
+  rm -f "$E2E_DIR/once-$point"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" controller_start "crash-resume-$point"
+  pid=$CTL_PID
+  set_suspend qq s1 false
+  wait_dead "$pid" 30 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
+  [ -f "$E2E_DIR/once-$point" ] || fail "$point: the controller died without reaching the point"
+  expect_eq "$(slots qq)/$(pods_live qq)" 1/0 "the resume's slot was taken, its pod not made"
+  set_suspend qq s1 true
+  controller_start after-resume-crash
+  pid=$CTL_PID
+  wait_for 30 suspended_and_freed qq s1 ||
+    fail "s1 suspended again still holds its slot: $(phase_of qq s1), $(slots qq) slots, $(pods_live qq) pods"
+  sandbox qq n1 $IMG kq2 alice >/dev/null
+  wait_for 30 bound qq n1 || fail "n1 not bound with no one active: $(reason_of qq n1)"
+  expect_eq "$(pods_live qq)" 1 "pods"
+  controller_stop "$pid"
 }
 
 setup
