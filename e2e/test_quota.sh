@@ -12,7 +12,8 @@
 # resume never runs in the slot of the pod it replaces (going with it), and
 # waits behind those that waited before it was resumed, and keeps its place
 # ahead of those that came after it across a restart, and gives back the
-# slot it took when it is suspended again before its pod was made; a
+# slot it took when it is suspended again (or expires) before its pod was
+# made; a
 # quota counts the pods that ran before it applied; a warm take a
 # crash cut short waits for a slot once its own was given back.
 . "$(dirname "$0")/lib.sh"
@@ -552,6 +553,37 @@ test_q_a_resume_suspended_before_its_pod_frees_its_slot() {
   sandbox qq n1 $IMG kq2 alice >/dev/null
   wait_for 30 bound qq n1 || fail "n1 not bound with no one active: $(reason_of qq n1)"
   expect_eq "$(pods_live qq)" 1 "pods"
+  controller_stop "$pid"
+}
+
+# The same, when the resume ends in its expiry instead (a shutdownTime set
+# in the past): an Expired Sandbox is final, so a slot it kept would be held
+# for good.
+test_r_a_resume_expired_before_its_pod_frees_its_slot() {
+  new_namespace qr
+  quota qr alice alice 1 Queue
+  local pid point=after-quota-slot
+  controller_start resume-slot-exp
+  pid=$CTL_PID
+  sandbox qr s1 $IMG kr1 alice >/dev/null
+  wait_for 60 bound qr s1 || fail "s1 not bound"
+  suspend_and_free qr s1
+  controller_stop "$pid"
+  rm -f "$E2E_DIR/once-$point"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" controller_start "crash-resume-exp-$point"
+  pid=$CTL_PID
+  set_suspend qr s1 false
+  wait_dead "$pid" 30 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
+  expect_eq "$(slots qr)/$(pods_live qr)" 1/0 "the resume's slot was taken, its pod not made"
+  kubectl patch sbx s1 -n qr --type merge \
+    -p "{\"spec\":{\"lifecycle\":{\"shutdownTime\":\"$(date -u -d '-1 min' +%Y-%m-%dT%H:%M:%SZ)\"}}}" >/dev/null ||
+    fail "setting s1's shutdownTime"
+  controller_start after-resume-crash-exp
+  pid=$CTL_PID
+  wait_for 30 eval '[ "$(phase_of qr s1)" = Expired ] && [ "$(slots qr)" = 0 ]' ||
+    fail "s1 expired still holds its slot: $(phase_of qr s1), $(slots qr) slots, $(pods_live qr) pods"
+  sandbox qr n1 $IMG kr2 alice >/dev/null
+  wait_for 30 bound qr n1 || fail "n1 not bound with no one active: $(reason_of qr n1)"
   controller_stop "$pid"
 }
 
