@@ -275,6 +275,7 @@ int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v)
 		int r = release(c, v, H_EXPIRED);
 		if (r)
 			return r;
+		sbx_quota_release_unused(c, v);
 	}
 	if (v->lc.delete_policy) {
 		char path[600];
@@ -318,7 +319,12 @@ int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound)
 		sbx_rc_event(c, v, "Normal", "SandboxSuspended", msg);
 		log_kv(LOG_INFO, "sandbox suspended", "sandbox", v->name, "namespace", v->ns);
 	}
-	return bound ? release(c, v, H_SUSPENDED) : 0;
+	if (!bound)
+		return 0;
+	int r = release(c, v, H_SUSPENDED);
+	if (r == 0)
+		sbx_quota_release_unused(c, v); /* a resume's slot whose pod was never made */
+	return r;
 }
 
 /* ---- resume latency: from the resume seen to Ready, per Sandbox uid ---- */

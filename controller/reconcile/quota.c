@@ -1032,6 +1032,55 @@ void sbx_quota_release_pending(struct sbx_controller *c, const struct sbx_view *
 	cJSON_Delete(slots);
 }
 
+/* 1 when the Sandbox v, read live, is still the one v saw and suspended or
+ * expired (then no resume of it is under way); 0 otherwise or unread. */
+static int live_at_rest(struct sbx_controller *c, const struct sbx_view *v)
+{
+	char path[600];
+	snprintf(path, sizeof path, "/apis/" SBX_API "/namespaces/%s/sandboxes/%s", v->ns, v->name);
+	cJSON *o = NULL;
+	struct kube_error err;
+	if (kube_request(c->kc, "GET", path, NULL, NULL, NULL, &o, &err) != KUBE_OK)
+		return 0;
+	struct sbx_lifecycle lc;
+	char msg[256];
+	const char *uid = meta_str(o, "uid"), *phase = jstr(jobj(o, "status"), "phase");
+	int r = uid && !strcmp(uid, v->uid) && sbx_lifecycle_parse(jobj(o, "spec"), &lc, msg, sizeof msg) == 0 &&
+		(lc.suspend || sbx_lifecycle_expired(&lc, time(NULL)) || (phase && !strcmp(phase, "Expired")));
+	cJSON_Delete(o);
+	return r;
+}
+
+void sbx_quota_release_unused(struct sbx_controller *c, const struct sbx_view *v)
+{
+	char key[33];
+	const char *pod_name = jstr(v->status, "podName");
+	if (!c->slots || !pod_name || key_of(v->ns, v->owner, key) < 0)
+		return;
+	long held;
+	int pending = 0;
+	cJSON *slots = slots_of(c, v->ns, key, &held, NULL, 0);
+	const cJSON *sl;
+	cJSON_ArrayForEach(sl, slots)
+	{
+		const char *sb = ref_uid(sl, NULL);
+		pending |= !ref_uid(sl, "Pod") && sb && !strcmp(sb, v->uid);
+	}
+	cJSON_Delete(slots);
+	if (!pending)
+		return; /* the usual case: nothing is read */
+	cJSON *pod = NULL;
+	if (sbx_rc_get_pod(c, v->ns, pod_name, &pod) < 0 || pod) {
+		cJSON_Delete(pod); /* its pod stands: the slot goes with it */
+		return;
+	}
+	if (live_at_rest(c, v)) {
+		log_kv(LOG_INFO, "giving back a quota slot taken for a pod never made", "sandbox", v->name, "namespace",
+		       v->ns, "pod", pod_name);
+		sbx_quota_release_pending(c, v);
+	}
+}
+
 void sbx_quota_on_pod_gone(struct sbx_controller *c, const cJSON *pod)
 {
 	char key[33];

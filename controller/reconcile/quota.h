@@ -101,6 +101,13 @@ void sbx_quota_bound(struct sbx_controller *c, const struct sbx_view *v, const c
 /* v will not get a pod for now (suspended or refused before one existed):
  * the slots v took and no pod owns yet are deleted. */
 void sbx_quota_release_pending(struct sbx_controller *c, const struct sbx_view *v);
+/* v, bound to a generation and now suspended or expired, holds a slot only
+ * through its pod: the slots it took for a resume whose pod was never made
+ * (the controller stopped in between, the create failed) are deleted, once
+ * the pod is read to be absent and v, read live, to be still suspended or
+ * expired (a resume started meanwhile keeps its slot). Reads nothing when
+ * the cache shows v no such slot. */
+void sbx_quota_release_unused(struct sbx_controller *c, const struct sbx_view *v);
 
 /* How many more warm pods owner (NULL: none) may have in ns, every pool of
  * the owner's counted (the caches' pods not being deleted): 1 with *room
