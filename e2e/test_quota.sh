@@ -11,7 +11,8 @@
 # admission refuses early naming the owner, the limit and the count; a
 # resume never runs in the slot of the pod it replaces (going with it), and
 # waits behind those that waited before it was resumed, and keeps its place
-# ahead of those that came after it across a restart, and gives back the
+# ahead of those that came after it across a restart or when something
+# else held it up first, and gives back the
 # slot it took when it is suspended again (or expires) before its pod was
 # made; a
 # quota counts the pods that ran before it applied; a warm take a
@@ -585,6 +586,57 @@ test_r_a_resume_expired_before_its_pod_frees_its_slot() {
   sandbox qr n1 $IMG kr2 alice >/dev/null
   wait_for 30 bound qr n1 || fail "n1 not bound with no one active: $(reason_of qr n1)"
   controller_stop "$pid"
+}
+
+# A resume that cannot run at first for another reason than the quota (here
+# its network profile was deleted: NetworkProfileNotFound; naming a profile
+# needs the webhook's record) and then waits
+# for a slot still arrives when it was resumed, not when it was created: r2,
+# waiting since before the resume, is bound first.
+test_s_a_resume_held_up_otherwise_arrives_when_resumed() {
+  new_namespace qs
+  quota qs alice alice 1 Queue
+  local pid
+  qs_profile() { kubectl apply -f - >/dev/null <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxNetworkProfile
+metadata: {name: qs-web}
+spec:
+  egress: [{cidr: 192.0.2.0/24, ports: [{protocol: TCP, port: 8080}]}]
+YAML
+  }
+  qs_profile || { fail "profile qs-web"; return; }
+  E2E_ADMISSION=1 controller_with_webhook
+  pid=$CTL_PID
+  install_admission "$WEBHOOK_PORT" || { fail "admission not installed"; controller_stop "$pid"; return; }
+  kubectl apply -f - >/dev/null <<YAML || fail "create s1"
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: s1, namespace: qs}
+spec: {image: $IMG, idempotencyKey: ks1, workspaceOwner: alice, network: {profiles: [qs-web]}}
+YAML
+  wait_for 60 bound qs s1 || fail "s1 not bound: $(reason_of qs s1)"
+  suspend_and_free qs s1
+  sandbox qs r1 $IMG ks2 alice >/dev/null
+  wait_for 60 bound qs r1 || fail "r1 not bound"
+  sandbox qs r2 $IMG ks3 alice >/dev/null
+  wait_for 60 eval '[ "$(reason_of qs r2)" = QuotaWaiting ]' || fail "r2 does not wait: $(reason_of qs r2)"
+  sleep 1.2 # the resume comes in a later second than r2
+  kubectl delete sandboxnetworkprofile qs-web >/dev/null
+  set_suspend qs s1 false
+  wait_for 60 eval '[ "$(reason_of qs s1)" = NetworkProfileNotFound ]' ||
+    fail "the resume of s1 is not held up by its missing profile: $(phase_of qs s1) $(reason_of qs s1)"
+  qs_profile || fail "profile qs-web again"
+  wait_for 60 eval '[ "$(reason_of qs s1)" = QuotaWaiting ]' || fail "the resume of s1 does not wait: $(reason_of qs s1)"
+  kubectl delete sbx r1 -n qs >/dev/null
+  wait_for 60 bound qs r2 ||
+    fail "r2 (waiting before s1 was resumed) not bound after r1 went: r2 $(reason_of qs r2), s1 $(phase_of qs s1) $(reason_of qs s1)"
+  sleep 3
+  expect_eq "$(reason_of qs s1)" QuotaWaiting "the resume still waits"
+  expect_eq "$(pods_live qs)" 1 "pods"
+  uninstall_admission
+  controller_stop "$pid"
+  kubectl delete sandboxnetworkprofile qs-web >/dev/null 2>&1
 }
 
 setup
