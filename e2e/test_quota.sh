@@ -9,14 +9,13 @@
 # Sandboxes of one intent count once; warm pods stop at maxWarm; the
 # controller's default quota; the quota's status; with the webhook,
 # admission refuses early naming the owner, the limit and the count; a
-# resume never runs in the slot of the pod it replaces (going with it), and
-# waits behind those that waited before it was resumed, and keeps its place
-# ahead of those that came after it across a restart or when something
-# else held it up first, and gives back the
-# slot it took when it is suspended again (or expires) before its pod was
-# made; a
-# quota counts the pods that ran before it applied; a warm take a
-# crash cut short waits for a slot once its own was given back.
+# resume never runs in the slot of the pod it replaces (going with it),
+# waits behind those that waited before it was resumed and keeps its place
+# ahead of those that came after it (across a restart, or when something
+# else held it up first), and gives back the slot it took when it is
+# suspended again (or expires) before its pod was made; a quota counts the
+# pods that ran before it applied; a warm take a crash cut short waits for
+# a slot once its own was given back.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_admission.sh"
 

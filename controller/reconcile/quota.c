@@ -197,12 +197,12 @@ static int waiter_move(struct owner_stat *o, const struct waiter *w)
 	return 0;
 }
 
-/* When a resume (a Sandbox of status st, Suspended and wanting a slot)
+/* When a resume (a Sandbox of status st, is_resume and wanting a slot)
  * arrived in its owner's line: the time a controller first wrote that it
  * waits, which every replica reads alike and a restart keeps (its Bound
- * condition turned False/QuotaWaiting from True then, and keeps its
- * lastTransitionTime while it waits); until one has, now, when this process
- * sees it wanting one. */
+ * condition turned False then, from True: QuotaWaiting, or first another
+ * reason that held it up; it keeps that lastTransitionTime while it waits);
+ * until one has, now, when this process sees it wanting one. */
 static time_t resume_arrival(const cJSON *st, time_t now)
 {
 	const cJSON *b = sbx_status_condition(st, "Bound");
@@ -212,6 +212,18 @@ static time_t resume_arrival(const cJSON *st, time_t now)
 	    ktime_parse_rfc3339(jstr(b, "lastTransitionTime"), &at) == 0)
 		return at;
 	return now;
+}
+
+/* 1 when a Sandbox of status st that wants a slot is a resume: phase
+ * Suspended, or suspended in an earlier generation (status.
+ * suspendedGeneration) and claimed again since (a resume held up first by
+ * something else than the quota, a missing network profile, is unbound and
+ * claimed as a new Sandbox is, phase Pending). */
+static int is_resume(const cJSON *st)
+{
+	const char *phase = jstr(st, "phase");
+	const cJSON *sg = jobj(st, "suspendedGeneration");
+	return (phase && !strcmp(phase, "Suspended")) || (cJSON_IsNumber(sg) && sg->valuedouble > 0);
 }
 
 /* The owner key of (ns, owner) into key; 0 or -1. */
@@ -332,9 +344,8 @@ void sbx_quota_on_sandbox(struct sbx_controller *c, const cJSON *obj, int gone)
 		if (waiting) {
 			/* Its arrival: a new Sandbox's creation; a resume's when it
 			 * was resumed (resume_arrival). */
-			const char *phase = jstr(jobj(obj, "status"), "phase");
 			w.created = 0;
-			if (phase && !strcmp(phase, "Suspended"))
+			if (is_resume(jobj(obj, "status")))
 				w.created = resume_arrival(jobj(obj, "status"), time(NULL));
 			else
 				ktime_parse_rfc3339(meta_str(obj, "creationTimestamp"), &w.created);
@@ -649,7 +660,7 @@ static long rank_of(struct sbx_controller *c, const char *key, const struct sbx_
 	struct sbx_quota_state *s = c->quota_state;
 	struct digest_set *seen = NULL;
 	long ahead = 0;
-	time_t at = resume ? resume_arrival(v->status, time(NULL)) : v->created;
+	time_t at = resume || is_resume(v->status) ? resume_arrival(v->status, time(NULL)) : v->created;
 	pthread_mutex_lock(&s->mu);
 	struct owner_stat *o;
 	HASH_FIND_STR(s->owners, key, o);
