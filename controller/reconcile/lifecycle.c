@@ -279,7 +279,7 @@ int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v)
 	}
 	if (v->lc.delete_policy) {
 		char path[600];
-		snprintf(path, sizeof path, "/apis/" SBX_API "/namespaces/%s/sandboxes/%s", v->ns, v->name);
+		sbx_rc_path(path, sizeof path, v);
 		fault_point("before-sandbox-delete");
 		return sbx_rc_delete(c, path, v->uid, NULL);
 	}

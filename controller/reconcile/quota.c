@@ -1022,6 +1022,13 @@ void sbx_quota_bound(struct sbx_controller *c, const struct sbx_view *v, const c
 	cJSON_Delete(slots);
 }
 
+/* 1 when the cached slot was taken by v and no pod owns it yet. */
+static int taken_unowned(const cJSON *slot, const struct sbx_view *v)
+{
+	const char *sb = ref_uid(slot, NULL);
+	return !ref_uid(slot, "Pod") && sb && !strcmp(sb, v->uid);
+}
+
 void sbx_quota_release_pending(struct sbx_controller *c, const struct sbx_view *v)
 {
 	char key[33];
@@ -1034,9 +1041,7 @@ void sbx_quota_release_pending(struct sbx_controller *c, const struct sbx_view *
 	{
 		struct sbx_claimrec rec;
 		char why[128];
-		const char *sb = ref_uid(sl, NULL);
-		if (!ref_uid(sl, "Pod") && sb && !strcmp(sb, v->uid) &&
-		    sbx_claimrec_parse(sl, v->ns, c->seal_keys, &rec, why, sizeof why) == 0 &&
+		if (taken_unowned(sl, v) && sbx_claimrec_parse(sl, v->ns, c->seal_keys, &rec, why, sizeof why) == 0 &&
 		    !strcmp(rec.digest, v->scope.digest))
 			delete_slot(c, v->ns, sl);
 	}
@@ -1048,7 +1053,7 @@ void sbx_quota_release_pending(struct sbx_controller *c, const struct sbx_view *
 static int live_at_rest(struct sbx_controller *c, const struct sbx_view *v)
 {
 	char path[600];
-	snprintf(path, sizeof path, "/apis/" SBX_API "/namespaces/%s/sandboxes/%s", v->ns, v->name);
+	sbx_rc_path(path, sizeof path, v);
 	cJSON *o = NULL;
 	struct kube_error err;
 	if (kube_request(c->kc, "GET", path, NULL, NULL, NULL, &o, &err) != KUBE_OK)
@@ -1074,8 +1079,7 @@ void sbx_quota_release_unused(struct sbx_controller *c, const struct sbx_view *v
 	const cJSON *sl;
 	cJSON_ArrayForEach(sl, slots)
 	{
-		const char *sb = ref_uid(sl, NULL);
-		pending |= !ref_uid(sl, "Pod") && sb && !strcmp(sb, v->uid);
+		pending |= taken_unowned(sl, v);
 	}
 	cJSON_Delete(slots);
 	if (!pending)

@@ -33,6 +33,11 @@ static double since(time_t t)
 	return d > 0 ? d : 0;
 }
 
+void sbx_rc_path(char *out, size_t n, const struct sbx_view *v)
+{
+	snprintf(out, n, "/apis/" SBX_API "/namespaces/%s/sandboxes/%s", v->ns, v->name);
+}
+
 void sbx_rc_path_status(char *out, size_t n, const struct sbx_view *v)
 {
 	snprintf(out, n, "/apis/" SBX_API "/namespaces/%s/sandboxes/%s/status", v->ns, v->name);

@@ -57,6 +57,8 @@ cJSON *sbx_rc_build_pod(struct sbx_controller *c, const struct sbx_view *v, cons
  * claimed_at (NULL: now). */
 enum kube_err sbx_rc_create_pod(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name,
 				const char *claim, const char *claimed_at, cJSON **out, struct kube_error *err);
+/* The path of the Sandbox v. */
+void sbx_rc_path(char *out, size_t n, const struct sbx_view *v);
 /* The Sandbox status subresource path of v. */
 void sbx_rc_path_status(char *out, size_t n, const struct sbx_view *v);
 /* The idempotency key lifetime, seconds. */
