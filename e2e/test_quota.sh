@@ -528,23 +528,31 @@ test_p_a_resume_keeps_its_turn_across_a_restart() {
 # A resume that took a slot but made no pod (the controller died in
 # between) and is suspended again gives the slot back: a Suspended Sandbox
 # holds none, so the next Sandbox of its owner is bound, not left waiting.
+# resume_dies_at_its_slot NS: in NS (a quota of 1 for alice), s1 bound and
+# suspended, then resumed by a controller that dies right after taking the
+# resume's slot, before its pod; no controller runs after it.
+resume_dies_at_its_slot() {
+  local ns=$1 pid point=after-quota-slot
+  controller_start "resume-slot-$ns"
+  pid=$CTL_PID
+  sandbox "$ns" s1 $IMG "k$ns" alice >/dev/null
+  wait_for 60 bound "$ns" s1 || fail "s1 not bound"
+  suspend_and_free "$ns" s1
+  controller_stop "$pid"
+  rm -f "$E2E_DIR/once-$point"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" controller_start "crash-resume-$ns"
+  pid=$CTL_PID
+  set_suspend "$ns" s1 false
+  wait_dead "$pid" 30 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
+  [ -f "$E2E_DIR/once-$point" ] || fail "$point: the controller died without reaching the point"
+  expect_eq "$(slots "$ns")/$(pods_live "$ns")" 1/0 "the resume's slot was taken, its pod not made"
+}
+
 test_q_a_resume_suspended_before_its_pod_frees_its_slot() {
   new_namespace qq
   quota qq alice alice 1 Queue
-  local pid point=after-quota-slot
-  controller_start resume-slot
-  pid=$CTL_PID
-  sandbox qq s1 $IMG kq1 alice >/dev/null
-  wait_for 60 bound qq s1 || fail "s1 not bound"
-  suspend_and_free qq s1
-  controller_stop "$pid"
-  rm -f "$E2E_DIR/once-$point"
-  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" controller_start "crash-resume-$point"
-  pid=$CTL_PID
-  set_suspend qq s1 false
-  wait_dead "$pid" 30 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
-  [ -f "$E2E_DIR/once-$point" ] || fail "$point: the controller died without reaching the point"
-  expect_eq "$(slots qq)/$(pods_live qq)" 1/0 "the resume's slot was taken, its pod not made"
+  local pid
+  resume_dies_at_its_slot qq
   set_suspend qq s1 true
   controller_start after-resume-crash
   pid=$CTL_PID
@@ -562,19 +570,8 @@ test_q_a_resume_suspended_before_its_pod_frees_its_slot() {
 test_r_a_resume_expired_before_its_pod_frees_its_slot() {
   new_namespace qr
   quota qr alice alice 1 Queue
-  local pid point=after-quota-slot
-  controller_start resume-slot-exp
-  pid=$CTL_PID
-  sandbox qr s1 $IMG kr1 alice >/dev/null
-  wait_for 60 bound qr s1 || fail "s1 not bound"
-  suspend_and_free qr s1
-  controller_stop "$pid"
-  rm -f "$E2E_DIR/once-$point"
-  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" controller_start "crash-resume-exp-$point"
-  pid=$CTL_PID
-  set_suspend qr s1 false
-  wait_dead "$pid" 30 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
-  expect_eq "$(slots qr)/$(pods_live qr)" 1/0 "the resume's slot was taken, its pod not made"
+  local pid
+  resume_dies_at_its_slot qr
   kubectl patch sbx s1 -n qr --type merge \
     -p "{\"spec\":{\"lifecycle\":{\"shutdownTime\":\"$(date -u -d '-1 min' +%Y-%m-%dT%H:%M:%SZ)\"}}}" >/dev/null ||
     fail "setting s1's shutdownTime"
@@ -589,9 +586,9 @@ test_r_a_resume_expired_before_its_pod_frees_its_slot() {
 
 # A resume that cannot run at first for another reason than the quota (here
 # its network profile was deleted: NetworkProfileNotFound; naming a profile
-# needs the webhook's record) and then waits
-# for a slot still arrives when it was resumed, not when it was created: r2,
-# waiting since before the resume, is bound first.
+# needs the webhook's record) and then waits for a slot still arrives when
+# it was resumed, not when it was created: r2, waiting since before the
+# resume, is bound first.
 test_s_a_resume_held_up_otherwise_arrives_when_resumed() {
   new_namespace qs
   quota qs alice alice 1 Queue
