@@ -378,6 +378,118 @@ test_n_each_resume_timed_from_its_own_start() {
   main_restart
 }
 
+# pod_owned_by NS UID: the pods whose owner references name the object UID.
+pod_owned_by() {
+  kubectl get pods -n "$1" -o json 2>/dev/null | python3 -c '
+import json, sys
+uid = sys.argv[1]
+print(" ".join(p["metadata"]["name"] for p in json.load(sys.stdin)["items"]
+               if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences", []))))' "$2"
+}
+sbx_uid() { jp team-a sandbox "$1" '{.metadata.uid}'; }
+
+# crash_at_pod_create KIND NAME KEY [LIFECYCLE-JSON] [FLAGS...]: a controller
+# (kept as CRASH_CTL, its log KIND.log) that dies right after it created a
+# pod, before the Sandbox's status names it; then NAME is created (by alice,
+# key KEY) and CRASH_POD is the pod it holds.
+crash_at_pod_create() {
+  local kind=$1 name=$2 key=$3 lc=${4:-}
+  shift 4
+  rm -f "$E2E_DIR/once-$kind"
+  SBX_FAULT_POINTS=after-pod-create SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$kind" controller_start "$kind" "$@"
+  CRASH_CTL=$CTL_PID
+}
+crash_pod_made() { # crash_pod_made KIND NAME: the crash came and left NAME a pod
+  wait_dead "$CRASH_CTL" 40 || { fail "$1: the controller never reached after-pod-create"; controller_stop "$CRASH_CTL"; }
+  [ -f "$E2E_DIR/once-$1" ] || fail "$1: the controller died without reaching after-pod-create"
+  CRASH_POD=$(pod_owned_by team-a "$(sbx_uid "$2")")
+  [ -n "$CRASH_POD" ] || fail "$1: no pod was made before the crash"
+  expect_eq "$(pod_of team-a "$2")" "" "$1: the status names no pod yet"
+}
+
+# The controller dies right after creating the pod, before the status names
+# it, and the Sandbox's shutdownTime passes while it is down: after the
+# restart the Sandbox is Expired, its pod released, and a retry of the key
+# gets the stored outcome.
+test_o_crash_after_pod_create_then_expiry() {
+  controller_stop "$MAIN_CTL"
+  crash_at_pod_create apc-e "" "" "" --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" \
+    --webhook-cert-dir "$WEBHOOK_CERT_DIR" --webhook-client-ca-file "$E2E_DIR/pki/webhook-client-ca.crt"
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+  local until=$(($(date +%s) + 12))
+  lsbx "$ALICE" apc-e key-apc-e "{\"shutdownTime\":\"$(date -u -d "@$until" +%Y-%m-%dT%H:%M:%SZ)\"}" >/dev/null || fail "create apc-e"
+  crash_pod_made apc-e apc-e
+  local wait=$((until + 2 - $(date +%s)))
+  [ "$wait" -gt 0 ] && sleep "$wait"
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back after the restart"
+  wait_for 30 phase_is team-a apc-e Expired || fail "apc-e not Expired after the restart: $(phase team-a apc-e)"
+  [ -n "$CRASH_POD" ] && { wait_for 30 pod_gone team-a "$CRASH_POD" || fail "the pod of the expired apc-e still runs: $CRASH_POD"; }
+  lsbx "$ALICE" apc-e2 key-apc-e >/dev/null || fail "create the retry"
+  wait_for 30 phase_is team-a apc-e2 Expired || fail "the retry of the expired key: $(phase team-a apc-e2)"
+}
+
+# The same crash, with two replicas under leader election: the Sandbox is
+# suspended before the standby takes the Lease; the standby releases the pod
+# the Sandbox holds though its status never named it.
+test_p_crash_after_pod_create_then_suspend() {
+  controller_stop "$MAIN_CTL"
+  crash_at_pod_create apc-s "" "" "" --leader-elect
+  wait_for 60 grep -q 'controller running' "$E2E_DIR/apc-s.log" || fail "the first replica never led"
+  main_start --leader-elect # the standby: it serves the webhook, reconciles once the Lease is free
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+  lsbx "$ALICE" apc-s key-apc-s >/dev/null || fail "create apc-s"
+  crash_pod_made apc-s apc-s
+  lifecycle_patch "$ALICE" apc-s '{"suspend":true}' >/dev/null || fail "suspend apc-s"
+  expect_eq "$(pod_of team-a apc-s)" "" "suspended before the standby led (no pod named)"
+  wait_for 60 phase_is team-a apc-s Suspended || fail "apc-s not Suspended: $(phase team-a apc-s)"
+  [ -n "$CRASH_POD" ] && { wait_for 30 pod_gone team-a "$CRASH_POD" || fail "the pod of the suspended apc-s still runs: $CRASH_POD"; }
+  main_restart # without leader election, as the other tests run
+}
+
+# A suspended generation whose Sandboxes then expire is expired: a new
+# Sandbox of the scope and key gets the stored outcome, with the Retain
+# policy (the record says so) and with Delete (after the Sandbox is gone).
+suspended_then_expired() {
+  local policy=$1 name=sx-$1 key=key-sx-$1 pod
+  lsbx "$ALICE" "$name" "$key" "{\"shutdownTime\":\"$(in_s 20)\",\"shutdownPolicy\":\"$policy\"}" >/dev/null || fail "$policy: create"
+  wait_for 30 phase_is team-a "$name" Running || fail "$policy: not Running"
+  pod=$(pod_of team-a "$name")
+  lifecycle_patch "$ALICE" "$name" '{"suspend":true}' >/dev/null || fail "$policy: suspend"
+  wait_for 30 pod_gone team-a "$pod" || fail "$policy: the pod stays suspended"
+  if [ "$policy" = Delete ]; then
+    wait_for 40 sbx_gone team-a "$name" || fail "$policy: not deleted at its shutdownTime"
+  else
+    wait_for 40 phase_is team-a "$name" Expired || fail "$policy: not Expired at its shutdownTime"
+  fi
+  lsbx "$ALICE" "$name-2" "$key" >/dev/null || fail "$policy: create the retry"
+  wait_for 30 phase_is team-a "$name-2" Expired ||
+    fail "$policy: a new Sandbox of the expired generation: $(phase team-a "$name-2") $(bound_message team-a "$name-2")"
+  sleep 2
+  pod_gone team-a "$pod" || fail "$policy: a pod for the intent of an expired generation"
+}
+test_q_suspended_generation_expires_retain() { suspended_then_expired Retain; }
+test_q_suspended_generation_expires_delete() { suspended_then_expired Delete; }
+
+# After a suspend and a resume, the pod deleted out of band is reported
+# (Failed, PodMissing), not silently re-created: the record of the earlier
+# release is not this pod's.
+test_r_pod_deleted_after_a_resume() {
+  lsbx "$ALICE" pm key-pm >/dev/null || fail "create pm"
+  wait_for 30 phase_is team-a pm Running || fail "pm not Running"
+  local pod
+  pod=$(pod_of team-a pm)
+  lifecycle_patch "$ALICE" pm '{"suspend":true}' >/dev/null || fail "suspend pm"
+  wait_for 30 pod_gone team-a "$pod" || fail "pm's pod not released"
+  lifecycle_patch "$ALICE" pm '{"suspend":false}' >/dev/null || fail "resume pm"
+  wait_for 30 phase_is team-a pm Running || fail "pm not resumed"
+  delete_pod team-a "$pod" 30 || fail "the resumed pod not deleted"
+  wait_for 30 phase_is team-a pm Failed || fail "pm after its pod was deleted: $(phase team-a pm) $(ready_reason team-a pm)"
+  expect_eq "$(ready_reason team-a pm)" PodMissing "pm's Ready reason"
+  sleep 3
+  pod_gone team-a "$pod" || fail "the pod deleted out of band was re-created"
+}
+
 test_k_upgrade_keeps_digest_and_pod() {
   local src=$E2E_DIR/previous
   mkdir -p "$src"
