@@ -378,9 +378,10 @@ test_n_each_resume_timed_from_its_own_start() {
   main_restart
 }
 
-# pod_owned_by NS UID: the pods whose owner references name the object UID.
+# pod_owned_by NS UID: the sandbox pods (those labelled with a scope digest,
+# not the workspace preparation's) whose owner references name the object UID.
 pod_owned_by() {
-  kubectl get pods -n "$1" -o json 2>/dev/null | python3 -c '
+  kubectl get pods -n "$1" -l sandbox.dev/scope-digest -o json 2>/dev/null | python3 -c '
 import json, sys
 uid = sys.argv[1]
 print(" ".join(p["metadata"]["name"] for p in json.load(sys.stdin)["items"]
@@ -404,6 +405,7 @@ crash_pod_made() { # crash_pod_made KIND NAME: the crash came and left NAME a po
   [ -f "$E2E_DIR/once-$1" ] || fail "$1: the controller died without reaching after-pod-create"
   CRASH_POD=$(pod_owned_by team-a "$(sbx_uid "$2")")
   [ -n "$CRASH_POD" ] || fail "$1: no pod was made before the crash"
+  [[ "$CRASH_POD" != *" "* ]] || fail "$1: more than one pod: $CRASH_POD"
   expect_eq "$(pod_of team-a "$2")" "" "$1: the status names no pod yet"
 }
 
@@ -434,9 +436,10 @@ test_o_crash_after_pod_create_then_expiry() {
 # the Sandbox holds though its status never named it.
 test_p_crash_after_pod_create_then_suspend() {
   controller_stop "$MAIN_CTL"
-  crash_at_pod_create apc-s "" "" "" --leader-elect
-  wait_for 60 grep -q 'controller running' "$E2E_DIR/apc-s.log" || fail "the first replica never led"
-  main_start --leader-elect # the standby: it serves the webhook, reconciles once the Lease is free
+  grant_controller_leases sandbox-system
+  crash_at_pod_create apc-s "" "" "" --leader-elect --leader-election-namespace sandbox-system
+  wait_for 60 grep -q '"became leader"' "$E2E_DIR/apc-s.log" || fail "the first replica never led"
+  main_start --leader-elect --leader-election-namespace sandbox-system # the standby: it serves the webhook, reconciles once the Lease is free
   install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
   lsbx "$ALICE" apc-s key-apc-s >/dev/null || fail "create apc-s"
   crash_pod_made apc-s apc-s
@@ -451,7 +454,7 @@ test_p_crash_after_pod_create_then_suspend() {
 # Sandbox of the scope and key gets the stored outcome, with the Retain
 # policy (the record says so) and with Delete (after the Sandbox is gone).
 suspended_then_expired() {
-  local policy=$1 name=sx-$1 key=key-sx-$1 pod
+  local policy=$1 name=sx-${1,,} key=key-sx-${1,,} pod
   lsbx "$ALICE" "$name" "$key" "{\"shutdownTime\":\"$(in_s 20)\",\"shutdownPolicy\":\"$policy\"}" >/dev/null || fail "$policy: create"
   wait_for 30 phase_is team-a "$name" Running || fail "$policy: not Running"
   pod=$(pod_of team-a "$name")
@@ -488,6 +491,39 @@ test_r_pod_deleted_after_a_resume() {
   expect_eq "$(ready_reason team-a pm)" PodMissing "pm's Ready reason"
   sleep 3
   pod_gone team-a "$pod" || fail "the pod deleted out of band was re-created"
+}
+
+# A Sandbox that joins a suspended generation makes its pod for its own
+# request: when that comes late (here: waiting for its owner's only quota
+# slot) after its requester lost `use` of the owner, no pod is made
+# (Pending, OwnerNotAuthorized), as for a new generation.
+test_s_join_of_a_suspended_generation_asks_again() {
+  grant_owner team-a jw bob
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxQuota
+metadata: {name: jw, namespace: team-a}
+spec: {owner: jw, maxActive: 1, mode: Queue}
+YAML
+  lsbx "$BOB" jw-a key-jw "" jw >/dev/null || fail "create jw-a"
+  wait_for 30 phase_is team-a jw-a Running || fail "jw-a not Running"
+  local pod
+  pod=$(pod_of team-a jw-a)
+  lifecycle_patch "$BOB" jw-a '{"suspend":true}' >/dev/null || fail "suspend jw-a"
+  wait_for 30 pod_gone team-a "$pod" || fail "jw-a's pod not released"
+  lsbx "$BOB" jw-z key-jw-z "" jw >/dev/null || fail "create jw-z"
+  wait_for 30 phase_is team-a jw-z Running || fail "jw-z (the owner's one slot) not Running"
+  lsbx "$BOB" jw-c key-jw "" jw >/dev/null || fail "create jw-c (joins jw-a's generation)"
+  wait_for 30 has_reason team-a jw-c QuotaWaiting || fail "jw-c not waiting for the slot: $(bound_reason team-a jw-c)"
+  kubectl delete rolebinding -n team-a workspace-jw >/dev/null || fail "revoke bob"
+  sleep 32 # past the record's 15 s and the kept answers (15 s)
+  kubectl delete sbx -n team-a jw-z --wait=false >/dev/null
+  wait_for 40 has_reason team-a jw-c OwnerNotAuthorized ||
+    fail "jw-c after its requester lost the owner: $(phase team-a jw-c) $(bound_reason team-a jw-c)"
+  sleep 2
+  pod_gone team-a "$pod" || fail "a pod of owner jw made for a requester who lost it"
+  kubectl delete sandboxquota -n team-a jw >/dev/null
+  kubectl delete sbx -n team-a jw-a jw-c --wait=false >/dev/null
 }
 
 test_k_upgrade_keeps_digest_and_pod() {
