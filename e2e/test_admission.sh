@@ -194,6 +194,66 @@ YAML
   expect_match "$out" "immutable" "spec change message"
 }
 
+phase() { jp "$1" sandbox "$2" '{.status.phase}'; }
+phase_is() { [ "$(phase "$1" "$2")" = "$3" ]; }
+ann_of() { jp team-a sandbox "$1" "{.metadata.annotations.sandbox\\.dev/$2}"; } # ann_of NAME KEY: team-a's sandbox.dev/KEY
+
+# ssa_sandbox NAME LIFECYCLE-JSON: alice's server-side apply (field manager
+# gitops) of Sandbox NAME in team-a, owner alice, key NAME, spec.lifecycle as
+# given ("": none), no labels or annotations. Prints kubectl's output.
+ssa_sandbox() {
+  printf '{"apiVersion":"sandbox.dev/v1alpha1","kind":"Sandbox","metadata":{"name":"%s","namespace":"team-a"},"spec":{"image":"%s","idempotencyKey":"%s","workspaceOwner":"alice"%s}}' \
+    "$1" "$IMG" "$1" "${2:+,\"lifecycle\":$2}" >"$E2E_DIR/$1.json"
+  as "$ALICE" apply --server-side --field-manager=gitops -f "$E2E_DIR/$1.json" 2>&1
+}
+
+# set_suspend HOW NAME true|false: alice sets NAME's spec.lifecycle.suspend,
+# HOW "merge" by a merge patch (a resume's also sets metadata.annotations
+# null), "ssa" by ssa_sandbox (whose manifest carries none).
+set_suspend() {
+  case $1 in
+    merge)
+      local ann=
+      [ "$3" = false ] && ann='"metadata":{"annotations":null},'
+      as "$ALICE" patch sbx -n team-a "$2" --type merge -p "{$ann\"spec\":{\"lifecycle\":{\"suspend\":$3}}}" 2>&1 ;;
+    ssa) ssa_sandbox "$2" "{\"suspend\":$3}" ;;
+  esac
+}
+
+# resume_unannotated HOW NAME: alice's Running Sandbox NAME suspended (its
+# pod gone), then resumed by set_suspend HOW with no annotations in the
+# request: admitted, Running again on the same pod name, the resumer
+# recorded and the requester put back.
+resume_unannotated() {
+  local how=$1 name=$2 pod out
+  wait_for 30 phase_is team-a "$name" Running || fail "$name not Running: $(phase team-a "$name")"
+  pod=$(pod_of team-a "$name")
+  out=$(set_suspend "$how" "$name" true) || fail "suspend $name ($how): $out"
+  wait_for 20 phase_is team-a "$name" Suspended || fail "$name not Suspended: $(phase team-a "$name")"
+  wait_for 30 pod_gone team-a "$pod" || fail "$name's pod $pod stays while it is suspended"
+  out=$(set_suspend "$how" "$name" false) || fail "resume of $name without annotations ($how) refused: $out"
+  wait_for 30 phase_is team-a "$name" Running || fail "$name not Running after the resume: $(phase team-a "$name")"
+  expect_eq "$(pod_of team-a "$name")" "$pod" "$name resumed on the same pod name"
+  expect_eq "$(ann_of "$name" resumed-by)" alice "$name's resumer recorded"
+  expect_eq "$(ann_of "$name" requested-by)" alice "$name's requester put back"
+}
+
+# A resume whose request carries no annotations at all is admitted: a merge
+# patch setting metadata.annotations null, and a server-side apply of a
+# manifest without any (its field manager, having created the Sandbox, owns
+# the webhook's stamps, so the apply drops them all). The resume's stamps and
+# the reserved entries put back were once two adds of the whole annotations
+# map, the second replacing the first, and validation refused the resume for
+# want of its record.
+test_resume_without_annotations() {
+  sandbox_as "$ALICE" team-a res-1 $IMG res-1 alice >/dev/null || fail "create res-1"
+  ssa_sandbox res-2 "" >/dev/null || fail "create res-2 (server-side apply)"
+  resume_unannotated merge res-1
+  resume_unannotated ssa res-2
+  kubectl delete sandboxes -n team-a --ignore-not-found --timeout=60s res-1 res-2 >/dev/null 2>&1 ||
+    fail "res-1 and res-2 not deleted"
+}
+
 test_pods_reserved_to_the_controller() {
   sandbox_as "$ALICE" team-a victim $IMG task-v alice >/dev/null || fail "create victim"
   wait_for 30 bound team-a victim || fail "victim not bound"

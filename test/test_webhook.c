@@ -1266,6 +1266,70 @@ static void test_resume_profiles_record(void)
 	cJSON_Delete(old);
 }
 
+/* resumer's resume of the suspended Sandbox of spec, sent without
+ * metadata.annotations (and, with no_labels, without metadata.labels): a
+ * merge patch setting annotations null, or a server-side apply of a
+ * manifest that carries none. Applied in order, the patch must leave both
+ * the resume's stamps (record_key of run 3, resumed-by, resumed-identity)
+ * and the reserved entries of the creation put back, and the result must
+ * validate as resumer's. */
+static void resume_unannotated(const char *spec, const char *resumer, const char *record_key, const char *other,
+			       int no_labels)
+{
+	struct fake f = { .sar_answer = 1, .profiles_usable = ",web,", .profiles_existing = ",web," };
+	struct wh_sandbox_policy p = policy(&f);
+	struct wh_verdict v;
+	cJSON *old = suspended_sandbox(&p, spec);
+	char *old_s = cJSON_PrintUnformatted(old);
+	const cJSON *old_meta = cJSON_GetObjectItem(old, "metadata");
+	const cJSON *old_ann = cJSON_GetObjectItem(old_meta, "annotations");
+	cJSON *upd = cJSON_Duplicate(old, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(upd, "spec"), "lifecycle", cJSON_Parse("{\"suspend\":false}"));
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(upd, "metadata"), "annotations");
+	if (no_labels)
+		cJSON_DeleteItemFromObject(cJSON_GetObjectItem(upd, "metadata"), "labels");
+	char *upd_s = cJSON_PrintUnformatted(upd);
+	decide(&p, 1, "UPDATE", resumer, upd_s, old_s, &v);
+	CU_ASSERT_TRUE_FATAL(v.allowed);
+	char *resp = wh_response_encode("r", &v);
+	cJSON *patch = decode_patch(resp);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(patch);
+	apply_patch(upd, patch);
+	wh_verdict_release(&v);
+	const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "metadata"), "annotations");
+	const cJSON *rec = cJSON_GetObjectItem(ann, record_key), *by = cJSON_GetObjectItem(ann, SBX_ANN_RESUMED_BY);
+	CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(ann, SBX_ANN_RESUMED_IDENTITY));
+	CU_ASSERT_TRUE(cJSON_IsString(rec) && !strncmp(rec->valuestring, "v3.1000.3.", 10));
+	CU_ASSERT_TRUE(cJSON_IsString(by) && !strcmp(by->valuestring, resumer));
+	/* the creation's reserved entries are back, as they were */
+	static const char *const kept[] = { SBX_ANN_REQUESTED_BY, SBX_ANN_AUTHZ_IDENTITY, NULL };
+	for (const char *const *k = kept; *k; k++) {
+		const cJSON *was = cJSON_GetObjectItem(old_ann, *k), *now = cJSON_GetObjectItem(ann, *k);
+		CU_ASSERT_TRUE(cJSON_IsString(was) && cJSON_IsString(now) && !strcmp(was->valuestring, now->valuestring));
+	}
+	const cJSON *lab = cJSON_GetObjectItem(cJSON_GetObjectItem(upd, "metadata"), "labels");
+	const cJSON *old_lab = cJSON_GetObjectItem(old_meta, "labels");
+	CU_ASSERT_TRUE((!lab && !old_lab) || cJSON_Compare(old_lab, lab, 1));
+	resume_stamps_hold(&p, upd, old_s, resumer, other);
+	free(resp);
+	cJSON_Delete(patch);
+	free(upd_s);
+	cJSON_Delete(upd);
+	free(old_s);
+	cJSON_Delete(old);
+}
+
+/* A resume that drops all annotations (and labels) is stamped and put
+ * back in one patch: the owner's record, and for a Sandbox without an
+ * owner that names profiles, the profiles'. */
+static void test_resume_unannotated(void)
+{
+	resume_unannotated(SPEC_ALICE, "alice", SBX_ANN_OWNER_AUTHZ, "bob", 0);
+	resume_unannotated(SPEC_ALICE, "alice", SBX_ANN_OWNER_AUTHZ, "bob", 1);
+	resume_unannotated("{\"image\":\"img:1\",\"network\":{\"profiles\":[\"web\"]}}", "bob", SBX_ANN_NET_AUTHZ,
+			   "carol", 0);
+}
+
 /* UPDATEs (contract sections 2 and 5a): only spec.lifecycle changes; a resume
  * is authorized anew and stamped with a record of the new run; Expired is
  * final. */
@@ -1564,6 +1628,20 @@ static void test_pool_admission(void)
 	decide_pool(&p, 0, "UPDATE", "bob", changed_s, stored, &v);
 	CU_ASSERT_FALSE(v.allowed);
 	wh_verdict_release(&v);
+	/* the same change sent without annotations (a server-side apply of a
+	 * manifest with none): its stamps made in one map, and valid */
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(upd, "metadata"), "annotations");
+	char *bare_s = cJSON_PrintUnformatted(upd);
+	cJSON *bare = stamped_pool(&p, "UPDATE", "alice", bare_s, stored);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(bare);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(bare, "metadata"), "generation", cJSON_CreateNumber(2));
+	free(bare_s);
+	bare_s = cJSON_PrintUnformatted(bare);
+	decide_pool(&p, 0, "UPDATE", "alice", bare_s, stored, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	free(bare_s);
+	cJSON_Delete(bare);
 	free(changed_s);
 	cJSON_Delete(changed);
 	free(upd_s);
@@ -1723,6 +1801,7 @@ void register_webhook_tests(void)
 		  { "updates: lifecycle only, resumes authorized anew, expired final", test_update_lifecycle },
 		  { "resumes: network profiles authorized anew", test_resume_profiles },
 		  { "resumes without an owner: the profiles' record of the run", test_resume_profiles_record },
+		  { "resumes without annotations: stamps and reserved entries in one patch", test_resume_unannotated },
 		  { "warm pools: owner authorized on create and on a new template", test_pool_admission },
 		  { "warm pools: network profiles authorized like an owner", test_pool_profiles });
 }
