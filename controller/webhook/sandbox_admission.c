@@ -199,16 +199,34 @@ static int is_resume(const struct wh_review *r)
 	       sbx_lifecycle_parse(jobj(r->object, "spec"), &now, msg, sizeof msg) == 0 && !now.suspend;
 }
 
+/* The map an op already in patch adds whole ("/metadata/<map>", the
+ * request having none), or NULL. Borrowed from patch. */
+static cJSON *patch_created_map(cJSON *patch, const char *map)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/metadata/%s", map);
+	cJSON *op;
+	cJSON_ArrayForEach(op, patch)
+	{
+		const char *at = jstr(op, "path");
+		if (at && !strcmp(at, path))
+			return cJSON_GetObjectItemCaseSensitive(op, "value");
+	}
+	return NULL;
+}
+
 /* On UPDATE, puts back reserved entries the request dropped (but those in
  * skip). Server-side apply attributes the webhook's stamps to the creating
  * field manager, so a second apply of the same manifest omits them; that is
  * no attempt to change them. Changed or added reserved entries are left for
- * validation to refuse. */
+ * validation to refuse. Entries go into a map an earlier op of v->patch
+ * creates (a resume's stamps, a pool's new record on a request without
+ * annotations): a second add of the whole map would replace the first. */
 static void restore_reserved(const struct wh_review *r, struct wh_verdict *v, const char *const *skip)
 {
 	static const char *const maps[] = { "labels", "annotations" };
 	for (size_t i = 0; i < 2; i++) {
-		cJSON *created = NULL;
+		cJSON *created = v->patch ? patch_created_map(v->patch, maps[i]) : NULL;
 		const cJSON *now_map = jobj(jobj(r->object, "metadata"), maps[i]);
 		const cJSON *kv;
 		cJSON_ArrayForEach(kv, jobj(jobj(r->old_object, "metadata"), maps[i]))
