@@ -2,11 +2,12 @@
 # End-to-end: the ValidatingAdmissionPolicies of manifests/webhook/ (contract
 # sections 4, 6 and 7) on a real control plane, through the real API server,
 # as real identities: mallory (a tenant who may create pods, Deployments and
-# Jobs in team-a), alice (Sandboxes and her own owner) and the controller's
-# own client certificate (user sandbox-controller, the identity the policies
-# are rendered for). The controller runs with the webhook and a hostPath
-# workspace root, and the policies are rendered with the same root (as the
-# Helm chart does from the controller config).
+# Jobs in team-a), eve (the built-in edit role in team-a), alice (Sandboxes
+# and her own owner) and the controller's own client certificate (user
+# sandbox-controller, the identity the policies are rendered for). The
+# controller runs with the webhook and a hostPath workspace root, and the
+# policies are rendered with the same root (as the Helm chart does from the
+# controller config).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_admission.sh"
 . "$(dirname "$0")/lib_warm.sh"
@@ -162,6 +163,99 @@ failed_create_by_policy() {
     -o jsonpath='{range .items[*]}{.involvedObject.name} {.message}{"\n"}{end}' 2>/dev/null |
     grep "^$1" | grep -q "ValidatingAdmissionPolicy 'sandbox-controller-workspace'"
 }
+
+# Contract 4, on the storage side: the workspace claim is neither copied (a
+# CSI clone through spec.dataSource or spec.dataSourceRef; a VolumeSnapshot)
+# nor swapped (deleted, or made under its name before the administrator
+# makes it) by eve, a tenant with the built-in edit role (which grants
+# PersistentVolumeClaim create and delete). Server dry runs throughout: a
+# missing refusal fails the test without taking the suite's claim away.
+# The snapshot policy was installed while this cluster had no VolumeSnapshot
+# CRD; a minimal one of the external-snapshotter's group, applied here,
+# is all it needs to apply.
+test_1_b_workspace_claim_neither_copied_nor_swapped() {
+  local out field
+  kubectl create namespace claimless >/dev/null 2>&1
+  kubectl create rolebinding eve-edit -n team-a --clusterrole=edit --user=eve >/dev/null 2>&1
+  kubectl create rolebinding eve-edit -n claimless --clusterrole=edit --user=eve >/dev/null 2>&1
+  EVE=$(user_kubeconfig eve)
+  wait_for 20 bash -c "[ \"\$(kubectl auth can-i delete persistentvolumeclaims -n claimless --as=eve)\" = yes ]" ||
+    { fail "edit grants eve no claims"; return; }
+  # (a) a clone of the workspace claim, through either field, is refused to
+  # eve and to the cluster admin alike (as a pod mounting it is)
+  for field in dataSource dataSourceRef; do
+    out=$(dry_run_as "$EVE" "$(pvc_json copy team-a "$field" sandbox-workspaces)") &&
+      fail "eve cloned the workspace claim through $field"
+    refused_by sandbox-controller-workspace-claim "$out" || fail "a clone through $field: not refused by the claim policy: $out"
+    expect_match "$out" "may not be cloned from the workspace claim" "the refusal of a clone through $field says why"
+  done
+  out=$(kubectl create --dry-run=server -f - 2>&1 <<<"$(pvc_json copy team-a dataSource sandbox-workspaces)") &&
+    fail "the cluster admin cloned the workspace claim"
+  refused_by sandbox-controller-workspace-claim "$out" || fail "the admin's clone: not refused by the claim policy: $out"
+  # (b) a clone of another claim, and a claim of her own: admitted
+  for field in dataSource dataSourceRef; do
+    out=$(dry_run_as "$EVE" "$(pvc_json copy team-a "$field" other-claim)") ||
+      fail "a clone of another claim through $field was refused: $out"
+  done
+  out=$(dry_run_as "$EVE" "$(pvc_json own team-a)") || fail "eve's own claim was refused: $out"
+  # (c) eve deletes the workspace claim: refused; the admin may
+  out=$(as "$EVE" delete pvc -n team-a sandbox-workspaces --dry-run=server 2>&1) && fail "eve deleted the workspace claim"
+  refused_by sandbox-controller-workspace-claim "$out" || fail "eve's delete: not refused by the claim policy: $out"
+  expect_match "$out" "deleted only by administrators" "the refusal of the delete says why"
+  out=$(kubectl delete pvc -n team-a sandbox-workspaces --dry-run=server 2>&1) ||
+    fail "the admin's delete of the workspace claim was refused: $out"
+  # ... nor makes it where the administrator has not yet (the install step is theirs)
+  out=$(dry_run_as "$EVE" "$(pvc_json sandbox-workspaces claimless)") && fail "eve made the workspace claim in claimless"
+  refused_by sandbox-controller-workspace-claim "$out" || fail "eve's workspace claim: not refused by the claim policy: $out"
+  expect_match "$out" "created only by administrators" "the refusal of the create says why"
+  out=$(kubectl create --dry-run=server -f - 2>&1 <<<"$(pvc_json sandbox-workspaces claimless)") ||
+    fail "the admin's create of the workspace claim was refused: $out"
+  expect_eq "$(jp team-a pvc sandbox-workspaces '{.status.phase}')" Bound "the suite's workspace claim"
+  # (d) VolumeSnapshots: the policy is there without the CRD, and applies once it is installed
+  kubectl get validatingadmissionpolicy sandbox-controller-workspace-snapshots >/dev/null 2>&1 ||
+    fail "the snapshot policy was not installed without its CRD"
+  kubectl get crd volumesnapshots.snapshot.storage.k8s.io >/dev/null 2>&1 &&
+    fail "the cluster had the VolumeSnapshot CRD already: the install without it is not shown"
+  crd_stub snapshot.storage.k8s.io VolumeSnapshot volumesnapshots || { fail "the VolumeSnapshot CRD"; return; }
+  kubectl apply -f - >/dev/null <<YAML || { fail "eve's snapshot rights"; return; }
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: snapshots, namespace: team-a}
+rules:
+  - {apiGroups: [snapshot.storage.k8s.io], resources: [volumesnapshots], verbs: [create]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: snapshots-eve, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: snapshots}
+subjects: [{kind: User, name: eve}]
+YAML
+  wait_for 20 snapshot_refused || fail "no snapshot refusal after 20 s: $(dry_run_as "$EVE" "$(snapshot_json snap-ws sandbox-workspaces)")"
+  out=$(dry_run_as "$EVE" "$(snapshot_json snap-ws sandbox-workspaces)") && fail "eve took a VolumeSnapshot of the workspace claim"
+  refused_by sandbox-controller-workspace-snapshots "$out" || fail "a snapshot of the claim: not refused by the snapshot policy: $out"
+  expect_match "$out" "VolumeSnapshot may not be taken of the workspace claim" "the refusal of the snapshot says why"
+  out=$(dry_run_as "$EVE" "$(snapshot_json snap-other other-claim)") || fail "a VolumeSnapshot of another claim was refused: $out"
+  kubectl delete crd volumesnapshots.snapshot.storage.k8s.io --wait=false >/dev/null 2>&1
+  kubectl delete namespace claimless --wait=false >/dev/null 2>&1
+  return 0
+}
+
+# dry_run_as KUBECONFIG JSON: a server dry run of creating JSON as someone; prints kubectl's output.
+dry_run_as() { as "$1" create --dry-run=server -f - 2>&1 <<<"$2"; }
+# pvc_json NAME NS [FIELD CLAIM]: a 1Gi claim (JSON) whose FIELD (dataSource or
+# dataSourceRef) names the claim CLAIM.
+pvc_json() {
+  local src=""
+  [ -n "${3:-}" ] && src=$(printf ',"%s":{"kind":"PersistentVolumeClaim","name":"%s"}' "$3" "$4")
+  printf '{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"%s","namespace":"%s"},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}%s}}' \
+    "$1" "$2" "$src"
+}
+# snapshot_json NAME CLAIM: a VolumeSnapshot (JSON, namespace team-a) of the claim CLAIM.
+snapshot_json() {
+  printf '{"apiVersion":"snapshot.storage.k8s.io/v1","kind":"VolumeSnapshot","metadata":{"name":"%s","namespace":"team-a"},"spec":{"source":{"persistentVolumeClaimName":"%s"}}}' \
+    "$1" "$2"
+}
+snapshot_refused() { refused_by sandbox-controller-workspace-snapshots "$(dry_run_as "$EVE" "$(snapshot_json snap-wait sandbox-workspaces)")"; }
 
 # The hostPath root: the root itself, anything under it, any ancestor, and any
 # path that cannot be checked lexically are refused; its siblings are not.
