@@ -137,18 +137,21 @@ install_policies() {
 # policies_enforced CONTROLLER_USERNAME: each installed pod policy refuses a
 # server-side dry run it is there to refuse (an API server loads policies a
 # moment after they are stored): a pod named sbx-... (sandbox-controller-pods),
-# a pod mounting the claim (sandbox-controller-workspace), a pod not named
-# sbx-... by the controller's identity (sandbox-controller-confinement; with
-# the group system:masters, so that RBAC cannot refuse it first), a Service
-# selecting a reserved label (sandbox-controller-services).
+# a pod mounting the claim (sandbox-controller-workspace), a clone of the
+# claim (sandbox-controller-workspace-claim: refused to administrators too), a
+# pod not named sbx-... by the controller's identity
+# (sandbox-controller-confinement; with the group system:masters, so that RBAC
+# cannot refuse it first), a Service selecting a reserved label
+# (sandbox-controller-services).
 policies_enforced() {
   local user=$1 name out
-  for name in sandbox-controller-pods sandbox-controller-workspace sandbox-controller-confinement \
-              sandbox-controller-services; do
+  for name in sandbox-controller-pods sandbox-controller-workspace sandbox-controller-workspace-claim \
+              sandbox-controller-confinement sandbox-controller-services; do
     kubectl get validatingadmissionpolicy "$name" >/dev/null 2>&1 || continue
     case $name in
       *-pods) out=$(kubectl run sbx-policy-probe -n default --image=probe --restart=Never --dry-run=server 2>&1) ;;
       *-workspace) out=$(kubectl create --dry-run=server -f - 2>&1 <<<'{"apiVersion":"v1","kind":"Pod","metadata":{"name":"policy-probe","namespace":"default"},"spec":{"containers":[{"name":"c","image":"probe"}],"volumes":[{"name":"v","persistentVolumeClaim":{"claimName":"sandbox-workspaces"}}]}}') ;;
+      *-workspace-claim) out=$(kubectl create --dry-run=server -f - 2>&1 <<<'{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"policy-probe","namespace":"default"},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}},"dataSource":{"kind":"PersistentVolumeClaim","name":"sandbox-workspaces"}}}') ;;
       *-confinement) out=$(kubectl run policy-probe -n default --image=probe --restart=Never --dry-run=server \
                              --as="$user" --as-group=system:masters 2>&1) ;;
       *-services) out=$(kubectl create --dry-run=server -f - 2>&1 <<<'{"apiVersion":"v1","kind":"Service","metadata":{"name":"policy-probe","namespace":"default"},"spec":{"selector":{"sandbox.dev/pool":"x"},"ports":[{"port":80}]}}') ;;
