@@ -117,8 +117,42 @@ static void test_slot_record(void)
 	sbx_seal_keys_release(&k);
 }
 
+static void test_released_pod_uid(void)
+{
+	struct sbx_seal_keys k;
+	char why[128];
+	load(&k, "0123456789abcdef0123456789abcdef-one");
+	/* a record of an earlier version (no podUID) still verifies, as before */
+	struct sbx_claimrec r = sample(), out;
+	r.state = SBX_CLAIM_SUSPENDED;
+	cJSON *o = sbx_claimrec_build(&r, "team-a", &k, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+	CU_ASSERT_PTR_NULL(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "spec"), "podUID"));
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(o, "team-a", &k, &out, why, sizeof why), 0);
+	CU_ASSERT_STRING_EQUAL(out.pod_uid, "");
+	/* the pod released is named, sealed and kept through the trim */
+	snprintf(r.pod_uid, sizeof r.pod_uid, "0b1e5b8c-3f7a-4d2e-9c61-5a0f3e2d1c4b");
+	cJSON *u = sbx_claimrec_build(&r, "team-a", &k, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(u);
+	cJSON *t = sbx_claimrec_trim(u);
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(t, "team-a", &k, &out, why, sizeof why), 0);
+	CU_ASSERT_STRING_EQUAL(out.pod_uid, r.pod_uid);
+	/* changed, added to a record without one, or removed: not believed */
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(t, "spec"), "podUID", cJSON_CreateString("another"));
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(t, "team-a", &k, &out, why, sizeof why), -1);
+	cJSON_AddStringToObject(cJSON_GetObjectItem(o, "spec"), "podUID", r.pod_uid);
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(o, "team-a", &k, &out, why, sizeof why), -1);
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(u, "spec"), "podUID");
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(u, "team-a", &k, &out, why, sizeof why), -1);
+	cJSON_Delete(t);
+	cJSON_Delete(u);
+	cJSON_Delete(o);
+	sbx_seal_keys_release(&k);
+}
+
 void register_sandbox_claimrec_tests(void)
 {
 	SBX_SUITE("sandbox/claimrec", { "built, sealed, trimmed, verified", test_roundtrip_and_seal },
-		  { "a quota slot: labelled by its owner key, its Pod owner kept", test_slot_record });
+		  { "a quota slot: labelled by its owner key, its Pod owner kept", test_slot_record },
+		  { "the pod released: sealed when named, records without it as before", test_released_pod_uid });
 }

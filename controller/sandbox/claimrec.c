@@ -67,7 +67,8 @@ static int claim_mac(const unsigned char *key, size_t keylen, const struct sbx_c
 		sbx_lp_str(&m, r->digest) | sbx_lp_str(&m, gen) | sbx_lp_str(&m, r->pod_name) |
 		sbx_lp_str(&m, r->claimed_at) | sbx_lp_str(&m, r->key_expires_at) | sbx_lp_str(&m, r->fingerprint) |
 		buf_append(&m, r->has_owner ? &present : &absent, 1) | (r->has_owner ? sbx_lp_str(&m, r->owner) : 0) |
-		sbx_lp_str(&m, sbx_claim_state_str(r->state)) | sbx_lp_str(&m, r->sandbox) | sbx_lp_str(&m, r->since);
+		sbx_lp_str(&m, sbx_claim_state_str(r->state)) | sbx_lp_str(&m, r->sandbox) | sbx_lp_str(&m, r->since) |
+		(r->pod_uid[0] ? sbx_lp_str(&m, r->pod_uid) : 0);
 	if (!e)
 		rc = sbx_mac_hex(key, keylen, &m, out);
 	buf_release(&m);
@@ -112,6 +113,8 @@ cJSON *sbx_claimrec_build(const struct sbx_claimrec *r, const char *ns, const st
 	cJSON_AddStringToObject(s, "state", sbx_claim_state_str(r->state));
 	cJSON_AddStringToObject(s, "sandbox", r->sandbox);
 	cJSON_AddStringToObject(s, "since", r->since);
+	if (r->pod_uid[0])
+		cJSON_AddStringToObject(s, "podUID", r->pod_uid);
 	cJSON_AddStringToObject(s, "seal", seal);
 	return o;
 }
@@ -146,6 +149,7 @@ int sbx_claimrec_parse(const cJSON *obj, const char *ns, const struct sbx_seal_k
 	    take(s, "specFingerprint", out->fingerprint, sizeof out->fingerprint, 1) ||
 	    take(s, "workspaceOwner", out->owner, sizeof out->owner, 0) ||
 	    take(s, "sandbox", out->sandbox, sizeof out->sandbox, 0) || take(s, "since", out->since, sizeof out->since, 0) ||
+	    take(s, "podUID", out->pod_uid, sizeof out->pod_uid, 0) ||
 	    !cJSON_IsNumber(gen) || gen->valuedouble < 0 || gen->valuedouble > 9999 || state_of(state, &out->state) < 0 ||
 	    !seal || !ns) {
 		snprintf(why, whylen, "malformed SandboxClaim");
@@ -171,7 +175,7 @@ cJSON *sbx_claimrec_trim(const cJSON *obj)
 {
 	static const char *const meta[] = { "name", "namespace", "uid", "resourceVersion", "deletionTimestamp", NULL };
 	static const char *const spec[] = { "scopeDigest", "podName", "claimedAt", "keyExpiresAt", "specFingerprint",
-					    "workspaceOwner", "state", "sandbox", "since", "seal", NULL };
+					    "workspaceOwner", "state", "sandbox", "since", "podUID", "seal", NULL };
 	const cJSON *om = jobj(obj, "metadata"), *os = jobj(obj, "spec");
 	cJSON *t = cJSON_CreateObject();
 	cJSON *m = cJSON_AddObjectToObject(t, "metadata");

@@ -67,6 +67,9 @@ struct sbx_claimrec {
 	enum sbx_claim_state state;
 	char sandbox[254]; /* the Sandbox whose suspension or expiry released the pod */
 	char since[32];
+	/* Suspended, Expired: the uid of the pod released ("" in records of
+	 * earlier versions, sealed only when set). */
+	char pod_uid[64];
 	/* From the stored object (parse only): */
 	char uid[64];
 	char resource_version[32];
