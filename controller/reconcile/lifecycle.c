@@ -67,21 +67,26 @@ static enum holder holder_state(struct sbx_controller *c, const char *ns, const 
 	return h;
 }
 
+static const cJSON *owner_refs(const cJSON *obj)
+{
+	return jobj(jobj(obj, "metadata"), "ownerReferences");
+}
+
 struct holders {
 	int active, suspended, expired;
 	char expired_name[254];
 	cJSON *refs; /* ownerReferences of the holders still there */
 };
 
-/* Counts the Sandboxes holding pod (its Sandbox owner references) by state;
- * v itself counts as self. */
-static void count_holders(struct sbx_controller *c, const struct sbx_view *v, enum holder self, const cJSON *pod,
+/* Counts the Sandboxes holding a pod or a record (refs: its owner
+ * references; the Sandbox ones count) by state; v itself counts as self. */
+static void count_holders(struct sbx_controller *c, const struct sbx_view *v, enum holder self, const cJSON *refs,
 			  struct holders *h)
 {
 	memset(h, 0, sizeof *h);
 	h->refs = cJSON_CreateArray();
 	const cJSON *ref;
-	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
+	cJSON_ArrayForEach(ref, refs)
 	{
 		const char *kind = jstr(ref, "kind"), *name = jstr(ref, "name"), *uid = jstr(ref, "uid");
 		if (!kind || strcmp(kind, "Sandbox") || !name || !uid)
@@ -104,13 +109,14 @@ static void count_holders(struct sbx_controller *c, const struct sbx_view *v, en
 	}
 }
 
-/* Releases v's pod when no active Sandbox holds it any more (v itself being
- * self): the claim record first (keyed Sandboxes: only they can be shared or
- * retried), then the delete, guarded by the pod's uid and resourceVersion so
- * that a Sandbox adopting it meanwhile keeps it. Returns 0, a delay, -1. */
-static int release(struct sbx_controller *c, struct sbx_view *v, enum holder self)
+/* Releases v's pod pod_name (uid pod_uid) when no active Sandbox holds it
+ * any more (v itself being self): the claim record first (keyed Sandboxes:
+ * only they can be shared or retried), then the delete, guarded by the pod's
+ * uid and resourceVersion so that a Sandbox adopting it meanwhile keeps it.
+ * Returns 0, a delay, -1. */
+static int release_pod(struct sbx_controller *c, struct sbx_view *v, enum holder self, const char *pod_name,
+		       const char *pod_uid)
 {
-	const char *pod_name = jstr(v->status, "podName"), *pod_uid = jstr(v->status, "podUID");
 	if (!pod_name || !pod_uid)
 		return 0;
 	cJSON *pod = informer_get(c->pods, v->ns, pod_name);
@@ -136,7 +142,7 @@ static int release(struct sbx_controller *c, struct sbx_view *v, enum holder sel
 		}
 	}
 	struct holders h;
-	count_holders(c, v, self, pod, &h);
+	count_holders(c, v, self, owner_refs(pod), &h);
 	int r = 0;
 	if (h.active) {
 		r = 0; /* another Sandbox still uses it */
@@ -163,6 +169,31 @@ static int release(struct sbx_controller *c, struct sbx_view *v, enum holder sel
 	}
 	cJSON_Delete(h.refs);
 	cJSON_Delete(pod);
+	return r;
+}
+
+/* release_pod for the pod v's status names. */
+static int release(struct sbx_controller *c, struct sbx_view *v, enum holder self)
+{
+	return release_pod(c, v, self, jstr(v->status, "podName"), jstr(v->status, "podUID"));
+}
+
+/* release_pod for a pod v holds though its status names none: the
+ * controller stopped between creating (or taking, or adopting) it and the
+ * status write, and v is now suspended or expired. The pod is a cached one
+ * of v's scope with v among its owners. */
+static int release_unreported(struct sbx_controller *c, struct sbx_view *v, enum holder self)
+{
+	cJSON *pods = informer_list_by_index(c->pods, v->scope.digest);
+	const cJSON *p;
+	int r = 0;
+	cJSON_ArrayForEach(p, pods)
+	{
+		const char *ns = meta_str(p, "namespace");
+		if (!r && ns && !strcmp(ns, v->ns) && sbx_rc_owned_by(p, v->uid, NULL))
+			r = release_pod(c, v, self, meta_str(p, "name"), meta_str(p, "uid"));
+	}
+	cJSON_Delete(pods);
 	return r;
 }
 
@@ -234,6 +265,46 @@ static int refuse_run(struct sbx_controller *c, const struct sbx_view *v, const 
 						 : 0;
 }
 
+/* v expired bound to a generation whose pod was released while it was
+ * suspended (its record Suspended): once none of the record's holders can
+ * resume it (each expired or gone) and no pod of it stands, the record turns
+ * Expired, the stored outcome for a new Sandbox of the scope and key, as a
+ * release at expiry writes it; ownerless, it outlives the Sandboxes. Returns
+ * 0, a delay, or -1. */
+static int expire_released(struct sbx_controller *c, struct sbx_view *v)
+{
+	const char *pod_name = jstr(v->status, "podName");
+	cJSON *recs = v->key && pod_name ? sbx_rec_cached(c, v) : NULL;
+	const cJSON *o, *obj = NULL;
+	struct sbx_claimrec rec;
+	cJSON_ArrayForEach(o, recs)
+	{
+		char why[128];
+		if (!obj && sbx_claimrec_parse(o, v->ns, c->seal_keys, &rec, why, sizeof why) == 0 &&
+		    rec.state == SBX_CLAIM_SUSPENDED && !strcmp(rec.pod_name, pod_name))
+			obj = o;
+	}
+	int r = 0;
+	if (obj) {
+		cJSON *refs = sbx_rec_refs(obj), *pod = NULL;
+		struct holders h;
+		count_holders(c, v, H_EXPIRED, refs, &h);
+		if (!h.active && !h.suspended) {
+			/* A Sandbox that joined the generation made its pod again:
+			 * the pod, not the record, says what the generation is. */
+			if (sbx_rc_get_pod(c, v->ns, pod_name, &pod) < 0)
+				r = -1;
+			else if (!pod || meta_str(pod, "deletionTimestamp"))
+				r = sbx_rec_put_expired(c, v, &rec, h.expired_name[0] ? h.expired_name : v->name);
+		}
+		cJSON_Delete(pod);
+		cJSON_Delete(h.refs);
+		cJSON_Delete(refs);
+	}
+	cJSON_Delete(recs);
+	return r;
+}
+
 int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v)
 {
 	char at[32], msg[512];
@@ -263,20 +334,21 @@ int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v)
 		if (w < 0 || w == REQUEUE_BUSY_MS)
 			return w;
 		sbx_lc_resume_forget(c, v->uid);
-		if (!bound)
-			sbx_quota_release_pending(c, v);
 		if (once(c, v, "expired", NULL)) {
 			obs_metric_add(sbx_m.expirations, NULL, 1);
 			sbx_rc_event(c, v, "Normal", "SandboxExpired", msg);
 			log_kv(LOG_INFO, "sandbox expired", "sandbox", v->name, "namespace", v->ns, "shutdownTime", at);
 		}
 	}
-	if (bound) {
-		int r = release(c, v, H_EXPIRED);
-		if (r)
-			return r;
+	int r = bound ? release(c, v, H_EXPIRED) : release_unreported(c, v, H_EXPIRED);
+	if (r == 0 && bound)
+		r = expire_released(c, v);
+	if (r)
+		return r;
+	if (bound)
 		sbx_quota_release_unused(c, v);
-	}
+	else
+		sbx_quota_release_pending(c, v); /* a slot taken before its pod existed */
 	if (v->lc.delete_policy) {
 		char path[600];
 		sbx_rc_path(path, sizeof path, v);
@@ -312,8 +384,12 @@ int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound)
 	if (w < 0 || w == REQUEUE_BUSY_MS)
 		return w;
 	sbx_lc_resume_forget(c, v->uid);
-	if (!bound)
+	if (!bound) {
+		int r = release_unreported(c, v, H_SUSPENDED);
+		if (r)
+			return r;
 		sbx_quota_release_pending(c, v); /* a slot taken before its pod existed */
+	}
 	if (once(c, v, "suspended", "resumed")) {
 		obs_metric_add(sbx_m.suspensions, NULL, 1);
 		sbx_rc_event(c, v, "Normal", "SandboxSuspended", msg);
@@ -574,6 +650,23 @@ int sbx_lc_still_allowed(struct sbx_controller *c, const struct sbx_view *v, int
 	return profiles_still_allowed(c, v, resume, msg, msglen);
 }
 
+int sbx_lc_claim_allowed(struct sbx_controller *c, const struct sbx_view *v, int *r)
+{
+	char msg[900];
+	const char *reason;
+	int may = sbx_lc_still_allowed(c, v, 0, &reason, msg, sizeof msg);
+	if (may > 0)
+		return 1;
+	if (may < 0) {
+		log_kv(LOG_WARN, "cannot check the requester's rights", "sandbox", v->name, "namespace", v->ns, "error",
+		       msg);
+		*r = -1;
+		return 0;
+	}
+	*r = sbx_rc_report_unbound(c, v, "Pending", reason, msg, reason) < 0 ? -1 : REQUEUE_REVOKED_MS;
+	return 0;
+}
+
 int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int check_creation, int *r)
 {
 	const char *names[SBX_PROFILES_MAX];
@@ -780,7 +873,7 @@ static int claim_name_for(struct sbx_controller *c, const struct sbx_view *v, co
 int sbx_lc_pod_expired(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, char *expired, size_t n)
 {
 	struct holders h;
-	count_holders(c, v, H_ACTIVE, pod, &h); /* v is new: not among its owners */
+	count_holders(c, v, H_ACTIVE, owner_refs(pod), &h); /* v is new: not among its owners */
 	int gone = !h.active && !h.suspended && h.expired;
 	if (gone)
 		snprintf(expired, n, "%s", h.expired_name);
@@ -872,10 +965,11 @@ enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *
 		return x;
 	}
 	/* Suspended: v joins the generation and, not suspended itself, resumes
-	 * it: once its owner's folders are prepared, and within its owner's
-	 * quota (a resume counts). */
+	 * it: while its requester may still use the owner (the pod is made for
+	 * v's request, as a new generation's), once its owner's folders are
+	 * prepared, and within its owner's quota (a resume counts). */
 	int wr = 0;
-	if (!sbx_rc_workspace_ready(c, v, &wr)) {
+	if (!sbx_lc_claim_allowed(c, v, &wr) || !sbx_rc_workspace_ready(c, v, &wr)) {
 		*delay = wr > 0 ? wr : 0;
 		return wr < 0 ? EX_RETRY : EX_DONE;
 	}

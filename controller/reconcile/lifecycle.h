@@ -95,6 +95,11 @@ int sbx_lc_owner_authorized(struct sbx_controller *c, struct sbx_view *v, int ch
  * (OwnerNotAuthorized, NetworkProfileNotAuthorized). */
 int sbx_lc_still_allowed(struct sbx_controller *c, const struct sbx_view *v, int resume, const char **reason,
 			 char *msg, size_t msglen);
+/* sbx_lc_still_allowed for a pod made for v's own request (a new generation,
+ * or a suspended one v joins): 1, or 0 with *r the result (a refusal
+ * reported, Pending/OwnerNotAuthorized or NetworkProfileNotAuthorized,
+ * looked at again later; -1 when it cannot be told now). */
+int sbx_lc_claim_allowed(struct sbx_controller *c, const struct sbx_view *v, int *r);
 /* Whether v may get a pod with the allow profiles it names (none: 1): the
  * webhook's record of their `use` verifies (sandbox.dev/network-authorization
  * of the creation; made while the webhook was in force when check_creation

@@ -89,8 +89,11 @@ static int follow_bound(struct sbx_controller *c, const struct sbx_view *v)
 		pod = NULL;
 	}
 	/* Gone because the controller released it (another holder's view of v
-	 * was older than v's resume): v resumes it, nothing went out of band. */
-	if (!pod && sbx_lc_released(c, v, pod_name, NULL))
+	 * was older than v's resume): v resumes it, nothing went out of band.
+	 * The record must be of this pod: one of an earlier release (before a
+	 * resume made this pod) says nothing of it. */
+	struct sbx_claimrec rel;
+	if (!pod && sbx_lc_released(c, v, pod_name, &rel) && (!rel.pod_uid[0] || !strcmp(rel.pod_uid, pod_uid)))
 		return sbx_lc_resume(c, (struct sbx_view *)v);
 	char why[256] = "", tmsg[400];
 	int tampered = pod && pod_tampered(c, v, pod, why, sizeof why);
@@ -315,26 +318,6 @@ static int quota_gate(struct sbx_controller *c, struct sbx_view *v, const char *
 	return 0;
 }
 
-/* sbx_lc_still_allowed for a claim: 1, or 0 with *r the result (a refusal
- * reported, Pending/OwnerNotAuthorized or NetworkProfileNotAuthorized,
- * looked at again later). */
-static int still_allowed(struct sbx_controller *c, struct sbx_view *v, int *r)
-{
-	char msg[900];
-	const char *reason;
-	int may = sbx_lc_still_allowed(c, v, 0, &reason, msg, sizeof msg);
-	if (may > 0)
-		return 1;
-	if (may < 0) {
-		log_kv(LOG_WARN, "cannot check the requester's rights", "sandbox", v->name, "namespace", v->ns, "error",
-		       msg);
-		*r = -1;
-		return 0;
-	}
-	*r = sbx_rc_report_unbound(c, v, "Pending", reason, msg, reason) < 0 ? -1 : REQUEUE_REVOKED_MS;
-	return 0;
-}
-
 /* Claims a pod for v. The newest generation of v's key decides, read live (a
  * LIST by the digest label) unless the cache shows none: an older generation,
  * or a gap a deleted one left, is never claimed while a later one exists.
@@ -416,7 +399,7 @@ static int claim(struct sbx_controller *c, struct sbx_view *v)
 		/* A pod for the generation is about to be made or taken: only
 		 * while its requester may still use the owner, and within the
 		 * owner's quota. */
-		if (!pod && (!still_allowed(c, v, &r) || !quota_gate(c, v, pod_name, &r)))
+		if (!pod && (!sbx_lc_claim_allowed(c, v, &r) || !quota_gate(c, v, pod_name, &r)))
 			goto out;
 		/* A fresh generation where a warm pool may serve, or a Reject-mode
 		 * quota applies: the claim goes through the generation's record

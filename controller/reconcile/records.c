@@ -65,9 +65,58 @@ int sbx_rec_live(struct sbx_controller *c, const struct sbx_view *v, const char 
 	return 0;
 }
 
-/* Writes the claim record of pod's generation: created, or the stored one
- * replaced when it says otherwise (or is not ours). Returns 0, a delay
- * (someone wrote it meanwhile), or -1. */
+/* Writes rec (owned by none's references; NULL: none): created, or the
+ * stored one replaced when it says otherwise (or is not ours). Returns 0, a
+ * delay (someone wrote it meanwhile), or -1. */
+static int put_record(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_claimrec *in,
+		      const cJSON *none)
+{
+	const struct sbx_claimrec rec = *in;
+	cJSON *obj = sbx_claimrec_build(&rec, v->ns, c->seal_keys, none);
+	if (!obj)
+		return -1;
+	char path[600], *body = cJSON_PrintUnformatted(obj);
+	sbx_rec_path(path, sizeof path, v->ns, NULL);
+	struct kube_error err;
+	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
+	free(body);
+	int r = 0;
+	if (e == KUBE_ERR_ALREADY_EXISTS) {
+		cJSON *cur = NULL;
+		sbx_rec_path(path, sizeof path, v->ns, rec.name);
+		e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &cur, &err);
+		struct sbx_claimrec old;
+		char why[128];
+		if (e == KUBE_ERR_NOT_FOUND) {
+			r = REQUEUE_BUSY_MS; /* just deleted: write it again soon */
+		} else if (e != KUBE_OK) {
+			r = -1;
+		} else if (sbx_claimrec_parse(cur, v->ns, c->seal_keys, &old, why, sizeof why) == 0 && old.state == rec.state &&
+			   !strcmp(old.pod_name, rec.pod_name) && !strcmp(old.claimed_at, rec.claimed_at) &&
+			   !strcmp(old.pod_uid, rec.pod_uid) &&
+			   cJSON_GetArraySize(jobj(jobj(cur, "metadata"), "ownerReferences")) ==
+			       cJSON_GetArraySize(none)) {
+			r = 0; /* it says so already */
+		} else {
+			cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion",
+						meta_str(cur, "resourceVersion") ? meta_str(cur, "resourceVersion") : "");
+			body = cJSON_PrintUnformatted(obj);
+			e = kube_request(c->kc, "PUT", path, NULL, body, NULL, NULL, &err);
+			free(body);
+			r = e == KUBE_OK ? 0 : e == KUBE_ERR_CONFLICT || e == KUBE_ERR_NOT_FOUND ? REQUEUE_BUSY_MS
+												 : -1;
+		}
+		cJSON_Delete(cur);
+	} else if (e != KUBE_OK) {
+		r = -1;
+	}
+	if (r < 0)
+		log_kv(LOG_WARN, "claim record write failed", "sandbox", v->name, "namespace", v->ns, "record", rec.name,
+		       "error", err.message);
+	cJSON_Delete(obj);
+	return r;
+}
+
 int sbx_rec_put_released(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, enum sbx_claim_state state,
 			 const char *sandbox, const cJSON *owner_refs)
 {
@@ -90,51 +139,21 @@ int sbx_rec_put_released(struct sbx_controller *c, const struct sbx_view *v, con
 	}
 	snprintf(rec.sandbox, sizeof rec.sandbox, "%s", sandbox);
 	ktime_format_rfc3339(v->now, rec.since);
+	snprintf(rec.pod_uid, sizeof rec.pod_uid, "%s", meta_str(pod, "uid") ? meta_str(pod, "uid") : "");
 	if (rec.generation < 0)
 		return -1;
-	const cJSON *none = state == SBX_CLAIM_EXPIRED ? NULL : owner_refs;
-	cJSON *obj = sbx_claimrec_build(&rec, v->ns, c->seal_keys, none);
-	if (!obj)
-		return -1;
-	char path[600], *body = cJSON_PrintUnformatted(obj);
-	sbx_rec_path(path, sizeof path, v->ns, NULL);
-	struct kube_error err;
-	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
-	free(body);
-	int r = 0;
-	if (e == KUBE_ERR_ALREADY_EXISTS) {
-		cJSON *cur = NULL;
-		sbx_rec_path(path, sizeof path, v->ns, rec.name);
-		e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &cur, &err);
-		struct sbx_claimrec old;
-		char why[128];
-		if (e == KUBE_ERR_NOT_FOUND) {
-			r = REQUEUE_BUSY_MS; /* just deleted: write it again soon */
-		} else if (e != KUBE_OK) {
-			r = -1;
-		} else if (sbx_claimrec_parse(cur, v->ns, c->seal_keys, &old, why, sizeof why) == 0 && old.state == state &&
-			   !strcmp(old.pod_name, rec.pod_name) && !strcmp(old.claimed_at, rec.claimed_at) &&
-			   cJSON_GetArraySize(jobj(jobj(cur, "metadata"), "ownerReferences")) ==
-			       cJSON_GetArraySize(none)) {
-			r = 0; /* it says so already */
-		} else {
-			cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion",
-						meta_str(cur, "resourceVersion") ? meta_str(cur, "resourceVersion") : "");
-			body = cJSON_PrintUnformatted(obj);
-			e = kube_request(c->kc, "PUT", path, NULL, body, NULL, NULL, &err);
-			free(body);
-			r = e == KUBE_OK ? 0 : e == KUBE_ERR_CONFLICT || e == KUBE_ERR_NOT_FOUND ? REQUEUE_BUSY_MS
-												 : -1;
-		}
-		cJSON_Delete(cur);
-	} else if (e != KUBE_OK) {
-		r = -1;
-	}
-	if (r < 0)
-		log_kv(LOG_WARN, "claim record write failed", "sandbox", v->name, "namespace", v->ns, "record", rec.name,
-		       "error", err.message);
-	cJSON_Delete(obj);
-	return r;
+	return put_record(c, v, &rec, state == SBX_CLAIM_EXPIRED ? NULL : owner_refs);
+}
+
+int sbx_rec_put_expired(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_claimrec *from,
+			const char *sandbox)
+{
+	struct sbx_claimrec rec = *from;
+	rec.state = SBX_CLAIM_EXPIRED;
+	snprintf(rec.sandbox, sizeof rec.sandbox, "%s", sandbox);
+	ktime_format_rfc3339(v->now, rec.since);
+	rec.uid[0] = rec.resource_version[0] = '\0';
+	return put_record(c, v, &rec, NULL);
 }
 
 /* The Bound record of v's generation `claim` naming pod_name, owned by v. */

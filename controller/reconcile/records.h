@@ -31,6 +31,10 @@ int sbx_rec_live(struct sbx_controller *c, const struct sbx_view *v, const char 
  * (someone wrote it meanwhile), or -1. */
 int sbx_rec_put_released(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, enum sbx_claim_state state,
 			 const char *sandbox, const cJSON *owner_refs);
+/* Writes the record from (a verified one of v's digest) in state, naming
+ * sandbox, owned by no one (Expired): as sbx_rec_put_released. */
+int sbx_rec_put_expired(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_claimrec *from,
+			const char *sandbox);
 /* The ownerReferences of a stored (or trimmed) record, whole again (a new
  * array; caller frees). */
 cJSON *sbx_rec_refs(const cJSON *obj);
