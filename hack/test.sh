@@ -115,8 +115,8 @@ want() { # want SUITE: whether E2E_FILES (if set) asks for it
 # (their times here were measured alone, the others' in a 3-lane run).
 JOBS=(
   "870 e2e test_isolation"
-  "446 e2e test_lifecycle"
-  "399 e2e test_lifecycle asan"
+  "596 e2e test_lifecycle"
+  "549 e2e test_lifecycle asan"
   "262 e2e test_robust"
   "480 e2e test_quota"
   "455 e2e test_quota tsan"
