@@ -335,13 +335,17 @@ user_kubeconfig() {
   echo "$E2E_DIR/$u.kubeconfig"
 }
 
-# crd_stub GROUP KIND PLURAL: a minimal CRD accepting any spec, standing in for
-# an operator (cert-manager, Prometheus Operator) this cluster does not run.
+# crd_stub GROUP KIND PLURAL [APPROVAL]: a minimal CRD accepting any spec,
+# standing in for an operator (cert-manager, Prometheus Operator) this cluster
+# does not run; APPROVAL: the api-approved.kubernetes.io annotation a CRD of a
+# *.k8s.io group must carry.
 crd_stub() {
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: $3.$1}
+metadata:
+  name: $3.$1
+  annotations: {${4:+api-approved.kubernetes.io: "$4"}}
 spec:
   group: $1
   names: {kind: $2, plural: $3, singular: $(echo "$2" | tr '[:upper:]' '[:lower:]'), listKind: ${2}List}

@@ -216,7 +216,9 @@ test_1_b_workspace_claim_neither_copied_nor_swapped() {
     fail "the snapshot policy was not installed without its CRD"
   kubectl get crd volumesnapshots.snapshot.storage.k8s.io >/dev/null 2>&1 &&
     fail "the cluster had the VolumeSnapshot CRD already: the install without it is not shown"
-  snapshot_crd || { fail "the VolumeSnapshot CRD"; return; }
+  # (a CRD of a *.k8s.io group carries its approval, as the external-snapshotter's does)
+  crd_stub snapshot.storage.k8s.io VolumeSnapshot volumesnapshots \
+    https://github.com/kubernetes-csi/external-snapshotter/pull/419 || { fail "the VolumeSnapshot CRD"; return; }
   kubectl apply -f - >/dev/null <<YAML || { fail "eve's snapshot rights"; return; }
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -240,29 +242,6 @@ YAML
   return 0
 }
 
-# snapshot_crd: a minimal VolumeSnapshot CRD (crd_stub's, with the approval
-# annotation a CRD of a *.k8s.io group must carry, as the external-snapshotter's
-# does).
-snapshot_crd() {
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: volumesnapshots.snapshot.storage.k8s.io
-  annotations: {api-approved.kubernetes.io: "https://github.com/kubernetes-csi/external-snapshotter/pull/419"}
-spec:
-  group: snapshot.storage.k8s.io
-  names: {kind: VolumeSnapshot, plural: volumesnapshots, singular: volumesnapshot, listKind: VolumeSnapshotList}
-  scope: Namespaced
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-YAML
-  kubectl wait --for=condition=Established crd/volumesnapshots.snapshot.storage.k8s.io --timeout=30s >/dev/null
-}
 # dry_run_as KUBECONFIG JSON: a server dry run of creating JSON as someone; prints kubectl's output.
 dry_run_as() { as "$1" create --dry-run=server -f - 2>&1 <<<"$2"; }
 # pvc_json NAME NS [FIELD CLAIM]: a 1Gi claim (JSON) whose FIELD (dataSource or
