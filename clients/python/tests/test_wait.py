@@ -75,6 +75,40 @@ def test_watch_expired_410_reads_afresh():
     assert w1.query["resourceVersion"] == ["1"] and w2.query["resourceVersion"] == ["50"]
 
 
+def test_a_wait_never_takes_another_sandbox_of_the_name():
+    """Read afresh (the watch too old), the name holds another Sandbox (this
+    one deleted, another made under its name): not this one's Ready, and
+    nothing is later written to the other one."""
+    other = sandbox_obj("s1", rv="50", uid="uid-other", spec={"idempotencyKey": "other"}, status=ready_status())
+    api = (FakeApi()
+           .on("GET", ONE, (200, sandbox_obj("s1", rv="1")), (200, other))
+           .on("GET", SANDBOXES, (200, [ev("ERROR", status(410, "Expired", "too old"))])))
+    sb = client(api).get("s1")
+    with pytest.raises(sbx.NotFound) as e:
+        sb.wait_ready()
+    assert "uid-other" in str(e.value) and sb.uid == "uid-s1"
+
+
+def test_a_watch_event_of_another_sandbox_of_the_name_is_not_this_one():
+    other = sandbox_obj("s1", rv="9", uid="uid-other", status=ready_status())
+    api = (FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2")))
+           .on("GET", SANDBOXES, (200, [ev("ADDED", other)])))
+    with pytest.raises(sbx.NotFound):
+        client(api).get("s1").wait_ready()
+
+
+def test_wait_ready_reads_the_sandbox_again():
+    """A copy read Ready earlier says nothing of now: it expired since."""
+    expired = {"phase": "Expired", "observedGeneration": 1,
+               "conditions": [cond("Ready", "False", "Expired", "shutdownTime passed")]}
+    api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", status=ready_status())),
+                       (200, sandbox_obj("s1", rv="20", status=expired)))
+    sb = client(api).get("s1")
+    assert sb.ready
+    with pytest.raises(sbx.Expired):
+        sb.wait_ready()
+
+
 def test_a_broken_watch_is_reopened():
     line = b'{"type":"MODIFIED","object":{"metadata":{"name":"s1","namespace":"team-a","generation":1,' \
            b'"resourceVersion":"3"}}}\n'
