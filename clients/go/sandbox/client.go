@@ -117,7 +117,8 @@ func (c *Client) object(r Request) (*v1alpha1.Sandbox, error) {
 // accounted for, lifecycle left out); it is then this request's own earlier
 // attempt and is returned. Another request's object is ErrIntentMismatch
 // (another key or owner) or ErrKeyConflict (same key and owner, another
-// spec), never a success. Refusals are typed: ErrOwnerNotAuthorized,
+// spec), never a success; this request's own object being deleted is
+// ErrFailed. Refusals are typed: ErrOwnerNotAuthorized,
 // ErrKeyConflict (the webhook's 422), ErrQuota, ErrRejected.
 func (c *Client) Create(ctx context.Context, r Request) (*v1alpha1.Sandbox, error) {
 	sent, err := c.object(r)
@@ -154,6 +155,9 @@ func (c *Client) Create(ctx context.Context, r Request) (*v1alpha1.Sandbox, erro
 	if why != "" {
 		return nil, &Error{Kind: ErrKeyConflict, Namespace: ns, Name: name, Status: 409, Reason: "AlreadyExists",
 			Message: fmt.Sprintf("Sandbox %s/%s already exists with this key and owner but another spec: %s", ns, name, why)}
+	}
+	if stored.DeletionTimestamp != nil {
+		return nil, newError(ErrFailed, ns, name, "Deleting", "Sandbox %s/%s exists but is being deleted", ns, name)
 	}
 	return stored, nil
 }
@@ -197,11 +201,17 @@ func (c *Client) retry(ctx context.Context, fn func() error) error {
 
 // retryAfter says whether err may hide a success and how long to wait at
 // least before trying again: 429 and 5xx answers (their Retry-After), and
-// failures of the connection itself. Other answers and TLS certificate
-// failures (no retry fixes those) are not retried.
+// failures of the connection itself, a request's own timeout among them
+// (rest.Config.Timeout ends each request with context.DeadlineExceeded while
+// the caller's ctx lives on; retry stops when that one ends). Other answers,
+// a cancelled call and TLS certificate failures (no retry fixes those) are
+// not retried.
 func retryAfter(err error) (time.Duration, bool) {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) {
 		return 0, false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return 0, true
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {

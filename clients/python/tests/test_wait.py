@@ -15,7 +15,7 @@ from fakeapi import (ONE, SANDBOXES, BrokenBody, Clock, FakeApi, client, cond, p
 
 def created(req):
     o = copy.deepcopy(req.body)
-    o["metadata"].update(uid="u1", generation=1, resourceVersion="5")
+    o["metadata"].update(uid=f"uid-{o['metadata']['name']}", generation=1, resourceVersion="5")
     return 201, o
 
 
@@ -51,22 +51,23 @@ def test_create_watches_from_the_created_version_without_polling():
 
 
 def test_wait_ready_watches_from_the_version_last_read():
-    api = (FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="6")))
+    api = (FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="6")), repeat_last=True)
            .on("GET", SANDBOXES, (200, [ev("MODIFIED", sandbox_obj("s1", rv="8", status=ready_status()))])))
     sb = client(api).get("s1").wait_ready()
-    assert sb.ready and len(api.of("GET", ONE)) == 1
+    assert sb.ready and len(api.of("GET", ONE)) == 2
     assert api.of("GET", SANDBOXES)[0].query["resourceVersion"] == ["6"]
 
 
 def test_a_ready_sandbox_needs_no_watch():
-    api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", status=ready_status())))
+    api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", status=ready_status())), repeat_last=True)
     sb = client(api).get("s1").wait_ready()
     assert sb.ready and not api.of("GET", SANDBOXES)
 
 
 def test_watch_expired_410_reads_afresh():
     api = (FakeApi()
-           .on("GET", ONE, (200, sandbox_obj("s1", rv="1")), (200, sandbox_obj("s1", rv="50")))
+           .on("GET", ONE, (200, sandbox_obj("s1", rv="1")), (200, sandbox_obj("s1", rv="1")),
+               (200, sandbox_obj("s1", rv="50")))
            .on("GET", SANDBOXES,
                (200, [ev("ERROR", status(410, "Expired", "too old resource version: 1 (40)"))]),
                (200, [ev("MODIFIED", sandbox_obj("s1", rv="51", status=ready_status()))])))
@@ -81,7 +82,7 @@ def test_a_wait_never_takes_another_sandbox_of_the_name():
     nothing is later written to the other one."""
     other = sandbox_obj("s1", rv="50", uid="uid-other", spec={"idempotencyKey": "other"}, status=ready_status())
     api = (FakeApi()
-           .on("GET", ONE, (200, sandbox_obj("s1", rv="1")), (200, other))
+           .on("GET", ONE, (200, sandbox_obj("s1", rv="1")), (200, sandbox_obj("s1", rv="1")), (200, other))
            .on("GET", SANDBOXES, (200, [ev("ERROR", status(410, "Expired", "too old"))])))
     sb = client(api).get("s1")
     with pytest.raises(sbx.NotFound) as e:
@@ -91,7 +92,7 @@ def test_a_wait_never_takes_another_sandbox_of_the_name():
 
 def test_a_watch_event_of_another_sandbox_of_the_name_is_not_this_one():
     other = sandbox_obj("s1", rv="9", uid="uid-other", status=ready_status())
-    api = (FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2")))
+    api = (FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2")), repeat_last=True)
            .on("GET", SANDBOXES, (200, [ev("ADDED", other)])))
     with pytest.raises(sbx.NotFound):
         client(api).get("s1").wait_ready()
@@ -113,7 +114,8 @@ def test_a_broken_watch_is_reopened():
     line = b'{"type":"MODIFIED","object":{"metadata":{"name":"s1","namespace":"team-a","generation":1,' \
            b'"resourceVersion":"3"}}}\n'
     api = (FakeApi()
-           .on("GET", ONE, (200, sandbox_obj("s1", rv="2")), (200, sandbox_obj("s1", rv="4")))
+           .on("GET", ONE, (200, sandbox_obj("s1", rv="2")), (200, sandbox_obj("s1", rv="2")),
+               (200, sandbox_obj("s1", rv="4")))
            .on("GET", SANDBOXES, (200, BrokenBody(line)),
                (200, [ev("MODIFIED", sandbox_obj("s1", rv="5", status=ready_status()))])))
     clock = Clock()
@@ -123,14 +125,14 @@ def test_a_broken_watch_is_reopened():
 
 def test_a_refused_watch_connection_is_retried():
     api = (FakeApi()
-           .on("GET", ONE, (200, sandbox_obj("s1", rv="2")), (200, sandbox_obj("s1", rv="2")))
+           .on("GET", ONE, (200, sandbox_obj("s1", rv="2")), repeat_last=True)
            .on("GET", SANDBOXES, urllib3.exceptions.NewConnectionError(None, "refused"),
                (200, [ev("MODIFIED", sandbox_obj("s1", rv="5", status=ready_status()))])))
     client(api).get("s1").wait_ready()
 
 
 def test_bookmarks_move_the_resume_version():
-    api = (FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2")))
+    api = (FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2")), repeat_last=True)
            .on("GET", SANDBOXES, (200, [ev("BOOKMARK", {"metadata": {"resourceVersion": "90"}})]),
                (200, [ev("MODIFIED", sandbox_obj("s1", rv="91", status=ready_status()))])))
     client(api).get("s1").wait_ready()
@@ -139,7 +141,7 @@ def test_bookmarks_move_the_resume_version():
 
 def test_a_status_older_than_the_generation_is_not_trusted():
     old = sandbox_obj("s1", generation=2, rv="2", status=ready_status(gen=1))
-    api = (FakeApi().on("GET", ONE, (200, old))
+    api = (FakeApi().on("GET", ONE, (200, old), repeat_last=True)
            .on("GET", SANDBOXES, (200, [ev("MODIFIED", sandbox_obj("s1", generation=2, rv="3",
                                                                     status=ready_status(gen=2)))])))
     client(api).get("s1").wait_ready()
@@ -147,7 +149,7 @@ def test_a_status_older_than_the_generation_is_not_trusted():
 
 
 def _terminal(st, cls, text):
-    api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2"))).on(
+    api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2")), repeat_last=True).on(
         "GET", SANDBOXES, (200, [ev("MODIFIED", sandbox_obj("s1", rv="3", status=st))]))
     with pytest.raises(cls) as e:
         client(api).get("s1").wait_ready()
@@ -197,7 +199,7 @@ def test_failed_pods(phase, reason):
 
 
 def test_waiting_is_not_an_error():
-    api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2"))).on(
+    api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2")), repeat_last=True).on(
         "GET", SANDBOXES, (200, [ev("MODIFIED", sandbox_obj("s1", rv="3", status={
             "phase": "Pending", "observedGeneration": 1,
             "conditions": [cond("Bound", "False", "Waiting", "pods is forbidden: exceeded quota")]}))]),
@@ -212,7 +214,7 @@ def test_waiting_is_not_an_error():
 
 
 def test_deleted_while_waiting():
-    api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2"))).on(
+    api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2")), repeat_last=True).on(
         "GET", SANDBOXES, (200, [ev("DELETED", sandbox_obj("s1", rv="3"))]))
     with pytest.raises(sbx.NotFound):
         client(api).get("s1").wait_ready()
@@ -220,14 +222,14 @@ def test_deleted_while_waiting():
 
 def test_a_suspended_sandbox_never_becomes_ready_by_waiting():
     api = FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2", spec={"lifecycle": {"suspend": True}},
-                                                     status={"phase": "Suspended", "observedGeneration": 1})))
+                                                     status={"phase": "Suspended", "observedGeneration": 1})), repeat_last=True)
     with pytest.raises(sbx.NotReady):
         client(api).get("s1").wait_ready()
 
 
 def test_create_wait_timeout_covers_retries_and_wait():
     api = (FakeApi().on("POST", SANDBOXES, created)
-           .on("GET", ONE, lambda req: (200, sandbox_obj(req.path.rsplit("/", 1)[1], rv="2")))
+           .on("GET", ONE, lambda req: (200, sandbox_obj(req.path.rsplit("/", 1)[1], rv="2")), repeat_last=True)
            .on("GET", SANDBOXES, (200, []), repeat_last=True))
     clock = Clock()
     c = client(api, clock)

@@ -43,12 +43,22 @@ class SandboxApi:
         return obj
 
     def wait(self, ns: str, name: str, want: str, deadline: Deadline, timeout: float,
-              obj: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-        """Waits by watch until the Sandbox is in state ``want``; raises the
-        typed error of a state it will never leave, or :class:`WaitTimeout`."""
+              obj: Optional[Dict[str, Any]] = None, uid: Optional[str] = None) -> Dict[str, Any]:
+        """Waits by watch until the Sandbox is in state ``want``, from ``obj``
+        (a fresh answer) or a read; raises the typed error of a state it will
+        never leave, :class:`NotFound` when the name holds another Sandbox than
+        the one of ``uid`` (or ``obj``, or the first read), or
+        :class:`WaitTimeout`."""
         last = obj
+        mine = [uid or _uid(obj)]
 
         def check(o: Dict[str, Any]) -> bool:
+            now = _uid(o)
+            if mine[0] is None:
+                mine[0] = now
+            elif now is not None and now != mine[0]:
+                raise NotFound(f"Sandbox {ns}/{name} was deleted while waiting for {want}: the name now holds "
+                               f"another Sandbox (uid {now})", namespace=ns, name=name, status=404)
             out = classify(o, want)
             if out.error:
                 raise out.error
@@ -193,3 +203,8 @@ class SandboxApi:
                 if _rest.retry_after(exc) is None:
                     raise typed_error(exc, ns, name) from None
                 self.retry.sleep(min(self.retry.initial, max(0.0, deadline.remaining())))
+
+
+def _uid(obj: Optional[Dict[str, Any]]) -> Optional[str]:
+    uid = ((obj or {}).get("metadata") or {}).get("uid")
+    return None if uid is None else str(uid)

@@ -113,16 +113,18 @@ class Sandbox:
         return self
 
     def wait_ready(self, timeout: float = 300.0) -> "Sandbox":
-        """Waits by watch until the pod is Ready (typed errors as
-        :meth:`Client.create`); returns self."""
+        """Reads this Sandbox again and waits by watch until the pod is
+        Ready (typed errors as :meth:`Client.create`; :class:`NotFound` once
+        the name holds another Sandbox); returns self."""
         d = Deadline(timeout, self._api.retry.clock)
-        self._obj = self._api.wait(self.namespace, self.name, READY, d, timeout, self._obj)
+        self._obj = self._api.wait(self.namespace, self.name, READY, d, timeout, uid=self.uid)
         return self
 
     def wait_suspended(self, timeout: float = 120.0) -> "Sandbox":
-        """Waits by watch until ``phase: Suspended``; returns self."""
+        """Reads this Sandbox again and waits by watch until ``phase:
+        Suspended``; returns self."""
         d = Deadline(timeout, self._api.retry.clock)
-        self._obj = self._api.wait(self.namespace, self.name, SUSPENDED, d, timeout, self._obj)
+        self._obj = self._api.wait(self.namespace, self.name, SUSPENDED, d, timeout, uid=self.uid)
         return self
 
     def __repr__(self) -> str:
