@@ -85,6 +85,12 @@ type SandboxClaimSpec struct {
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
 
+	// Suspended and Expired: the uid of the pod released (absent in records written by earlier
+	// versions). A bound Sandbox whose pod is gone resumes it only when the record is of that pod.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	PodUID string `json:"podUID,omitempty"`
+
 	// HMAC-SHA256 of the record under the controller's seal key.
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
 	Seal string `json:"seal"`
