@@ -65,14 +65,13 @@ int sbx_rec_live(struct sbx_controller *c, const struct sbx_view *v, const char 
 	return 0;
 }
 
-/* Writes rec (owned by none's references; NULL: none): created, or the
- * stored one replaced when it says otherwise (or is not ours). Returns 0, a
- * delay (someone wrote it meanwhile), or -1. */
-static int put_record(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_claimrec *in,
-		      const cJSON *none)
+/* Writes rec, owned by owners (ownerReferences; NULL: none): created, or
+ * the stored one replaced when it says otherwise (or is not ours). Returns
+ * 0, a delay (someone wrote it meanwhile), or -1. */
+static int put_record(struct sbx_controller *c, const struct sbx_view *v, const struct sbx_claimrec *rec,
+		      const cJSON *owners)
 {
-	const struct sbx_claimrec rec = *in;
-	cJSON *obj = sbx_claimrec_build(&rec, v->ns, c->seal_keys, none);
+	cJSON *obj = sbx_claimrec_build(rec, v->ns, c->seal_keys, owners);
 	if (!obj)
 		return -1;
 	char path[600], *body = cJSON_PrintUnformatted(obj);
@@ -83,7 +82,7 @@ static int put_record(struct sbx_controller *c, const struct sbx_view *v, const 
 	int r = 0;
 	if (e == KUBE_ERR_ALREADY_EXISTS) {
 		cJSON *cur = NULL;
-		sbx_rec_path(path, sizeof path, v->ns, rec.name);
+		sbx_rec_path(path, sizeof path, v->ns, rec->name);
 		e = kube_request(c->kc, "GET", path, NULL, NULL, NULL, &cur, &err);
 		struct sbx_claimrec old;
 		char why[128];
@@ -91,11 +90,11 @@ static int put_record(struct sbx_controller *c, const struct sbx_view *v, const 
 			r = REQUEUE_BUSY_MS; /* just deleted: write it again soon */
 		} else if (e != KUBE_OK) {
 			r = -1;
-		} else if (sbx_claimrec_parse(cur, v->ns, c->seal_keys, &old, why, sizeof why) == 0 && old.state == rec.state &&
-			   !strcmp(old.pod_name, rec.pod_name) && !strcmp(old.claimed_at, rec.claimed_at) &&
-			   !strcmp(old.pod_uid, rec.pod_uid) &&
+		} else if (sbx_claimrec_parse(cur, v->ns, c->seal_keys, &old, why, sizeof why) == 0 && old.state == rec->state &&
+			   !strcmp(old.pod_name, rec->pod_name) && !strcmp(old.claimed_at, rec->claimed_at) &&
+			   !strcmp(old.pod_uid, rec->pod_uid) &&
 			   cJSON_GetArraySize(jobj(jobj(cur, "metadata"), "ownerReferences")) ==
-			       cJSON_GetArraySize(none)) {
+			       cJSON_GetArraySize(owners)) {
 			r = 0; /* it says so already */
 		} else {
 			cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion",
@@ -111,7 +110,7 @@ static int put_record(struct sbx_controller *c, const struct sbx_view *v, const 
 		r = -1;
 	}
 	if (r < 0)
-		log_kv(LOG_WARN, "claim record write failed", "sandbox", v->name, "namespace", v->ns, "record", rec.name,
+		log_kv(LOG_WARN, "claim record write failed", "sandbox", v->name, "namespace", v->ns, "record", rec->name,
 		       "error", err.message);
 	cJSON_Delete(obj);
 	return r;
