@@ -432,7 +432,11 @@ static void test_tls_and_reload(void)
 /* A P-256 key and a certificate for CN=cn signed by ca/ca_key (self-signed
  * when ca is NULL); written to dir/<name>.crt and dir/<name>.key. Returns the
  * certificate and, in *key, the key (caller frees both). */
-static X509 *issue(const char *dir, const char *name, const char *cn, X509 *ca, EVP_PKEY *ca_key, EVP_PKEY **key)
+/* A certificate dir/<name>.crt (and .key) with subject CN cn (NULL: an
+ * empty subject) and, when san is set, that DNS subjectAltName; signed by ca
+ * (NULL: a self-signed CA). */
+static X509 *issue_san(const char *dir, const char *name, const char *cn, const char *san, X509 *ca, EVP_PKEY *ca_key,
+		       EVP_PKEY **key)
 {
 	EVP_PKEY *pk = EVP_EC_gen("P-256");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(pk);
@@ -443,8 +447,16 @@ static X509 *issue(const char *dir, const char *name, const char *cn, X509 *ca, 
 	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
 	X509_set_pubkey(x, pk);
 	X509_NAME *n = X509_get_subject_name(x);
-	X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
+	if (cn)
+		X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
 	X509_set_issuer_name(x, ca ? X509_get_subject_name(ca) : n);
+	if (san) {
+		char v[300];
+		snprintf(v, sizeof v, "DNS:%s", san);
+		X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, NULL, NID_subject_alt_name, v);
+		X509_add_ext(x, e, -1);
+		X509_EXTENSION_free(e);
+	}
 	if (!ca) { /* a CA */
 		X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, NULL, NID_basic_constraints, "critical,CA:TRUE");
 		X509_add_ext(x, e, -1);
@@ -462,6 +474,11 @@ static X509 *issue(const char *dir, const char *name, const char *cn, X509 *ca, 
 	fclose(f);
 	*key = pk;
 	return x;
+}
+
+static X509 *issue(const char *dir, const char *name, const char *cn, X509 *ca, EVP_PKEY *ca_key, EVP_PKEY **key)
+{
+	return issue_san(dir, name, cn, NULL, ca, ca_key, key);
 }
 
 static char seen_client[256];
@@ -520,6 +537,8 @@ static void test_client_certificates(void)
 	X509 *wrong_name = issue(dir, "alice", "alice", ca, ca_key, &k2);
 	X509 *wrong_ca = issue(dir, "forged", "kube-apiserver-admission", other, other_key, &k3);
 	X509 *server = issue(dir, "tls", "webhook", NULL, NULL, &sk);
+	EVP_PKEY *k4;
+	X509 *san_only = issue_san(dir, "san-only", NULL, "kube-apiserver-admission", ca, ca_key, &k4);
 	char cert[600], key[600], cafile[600];
 	snprintf(cert, sizeof cert, "%s/tls.crt", dir);
 	snprintf(key, sizeof key, "%s/tls.key", dir);
@@ -537,6 +556,12 @@ static void test_client_certificates(void)
 	seen_client[0] = '\0';
 	CU_ASSERT_EQUAL(tls_get_as(port, dir, "apiserver"), 200);
 	CU_ASSERT_STRING_EQUAL(seen_client, "kube-apiserver-admission");
+	/* A certificate naming it in a DNS subjectAltName alone (an empty
+	 * subject, as cert-manager issues by default): the name it matched
+	 * reaches the handler, so the caller counts as authenticated. */
+	seen_client[0] = '\0';
+	CU_ASSERT_EQUAL(tls_get_as(port, dir, "san-only"), 200);
+	CU_ASSERT_STRING_EQUAL(seen_client, "kube-apiserver-admission");
 	obs_http_free(s);
 	/* Without names, any certificate the CA signed. */
 	o.tls_client_names = NULL;
@@ -546,6 +571,9 @@ static void test_client_certificates(void)
 	CU_ASSERT_EQUAL(tls_get_as(port, dir, "alice"), 200);
 	CU_ASSERT_STRING_EQUAL(seen_client, "alice");
 	CU_ASSERT_EQUAL(tls_get_as(port, dir, "forged"), -1);
+	seen_client[0] = '\0';
+	CU_ASSERT_EQUAL(tls_get_as(port, dir, "san-only"), 200);
+	CU_ASSERT_STRING_EQUAL(seen_client, "kube-apiserver-admission");
 	obs_http_free(s);
 	/* A client CA without TLS is refused at start. */
 	o.tls_cert_file = o.tls_key_file = NULL;
@@ -556,6 +584,89 @@ static void test_client_certificates(void)
 		X509_free(all[i]);
 		EVP_PKEY_free(keys[i]);
 	}
+	X509_free(san_only);
+	EVP_PKEY_free(k4);
+	char cmd[700];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+/* A TLS 1.2 GET of /whoami as dir/<name>.crt offering *sess (NULL: none)
+ * for resumption; keeps the new session in *sess and whether the server
+ * resumed the one offered in *reused. The HTTP status, or -1. */
+static int tls12_get_resuming(int port, const char *dir, const char *name, SSL_SESSION **sess, int *reused)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+	char cert[600], key[600], out[4096];
+	snprintf(cert, sizeof cert, "%s/%s.crt", dir, name);
+	snprintf(key, sizeof key, "%s/%s.key", dir, name);
+	CU_ASSERT(SSL_CTX_use_certificate_file(ctx, cert, SSL_FILETYPE_PEM) == 1);
+	CU_ASSERT(SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) == 1);
+	SSL *ssl = SSL_new(ctx);
+	if (*sess)
+		SSL_set_session(ssl, *sess);
+	int fd = dial(port, 0), status = -1, len;
+	struct timeval tv = { 3, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	SSL_set_fd(ssl, fd);
+	/* Kept alive: the client ends it with a close_notify, as one that keeps
+	 * its session for later does (a session cut short is not offered). */
+	const char *req = "GET /whoami HTTP/1.1\r\nHost: x\r\n\r\n";
+	if (SSL_connect(ssl) == 1 && SSL_write(ssl, req, (int)strlen(req)) > 0 &&
+	    (len = SSL_read(ssl, out, (int)sizeof out - 1)) > 0) {
+		out[len] = '\0';
+		status = status_of(out);
+		*reused = SSL_session_reused(ssl);
+		SSL_shutdown(ssl);
+		SSL_SESSION_free(*sess);
+		*sess = SSL_get1_session(ssl);
+	}
+	close(fd);
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	ERR_clear_error();
+	return status;
+}
+
+/* With a client CA, a TLS 1.2 client that offers its last session again
+ * (curl, Go's session cache, proxies) is served, and its name still reaches
+ * the handler. */
+static void test_client_certificates_resumed(void)
+{
+	char dir[] = "/tmp/sbx-httpresume.XXXXXX";
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	EVP_PKEY *ca_key, *k1, *sk;
+	X509 *ca = issue(dir, "ca", "client-ca", NULL, NULL, &ca_key);
+	X509 *api = issue(dir, "apiserver", "kube-apiserver-admission", ca, ca_key, &k1);
+	X509 *server = issue(dir, "tls", "webhook", NULL, NULL, &sk);
+	char cert[600], key[600], cafile[600], err[256] = "";
+	snprintf(cert, sizeof cert, "%s/tls.crt", dir);
+	snprintf(key, sizeof key, "%s/tls.key", dir);
+	snprintf(cafile, sizeof cafile, "%s/ca.crt", dir);
+	static const char *const names[] = { "kube-apiserver-admission", NULL };
+	static const struct obs_http_route who[] = { { "/whoami", h_whoami, NULL } };
+	struct obs_http_opts o = { .addr = "127.0.0.1:0", .threads = 1, .tls_cert_file = cert, .tls_key_file = key, .tls_client_ca_file = cafile, .tls_client_names = names, .routes = who, .nroutes = 1, .name = "mtls-resume" };
+	struct obs_http_server *s = obs_http_start(&o, err, sizeof err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	int port = obs_http_port(s);
+	SSL_SESSION *sess = NULL;
+	int reused = -1;
+	CU_ASSERT_EQUAL(tls12_get_resuming(port, dir, "apiserver", &sess, &reused), 200);
+	CU_ASSERT_PTR_NOT_NULL(sess);
+	CU_ASSERT_EQUAL(reused, 0);
+	seen_client[0] = '\0';
+	CU_ASSERT_EQUAL(tls12_get_resuming(port, dir, "apiserver", &sess, &reused), 200);
+	CU_ASSERT_EQUAL(reused, 1);
+	CU_ASSERT_STRING_EQUAL(seen_client, "kube-apiserver-admission");
+	SSL_SESSION_free(sess);
+	obs_http_free(s);
+	X509_free(ca);
+	X509_free(api);
+	X509_free(server);
+	EVP_PKEY_free(ca_key);
+	EVP_PKEY_free(k1);
+	EVP_PKEY_free(sk);
 	char cmd[700];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	CU_ASSERT_EQUAL(system(cmd), 0);
@@ -1172,6 +1283,7 @@ void register_obs_httpserver_tests(void)
 		  { "TLS 1.2+, certificate reload", test_tls_and_reload },
 		  { "TLS 1.2 with AEAD suites only", test_tls12_aead_only },
 		  { "client certificates: CA and names", test_client_certificates },
+		  { "client certificates: a TLS 1.2 session resumed", test_client_certificates_resumed },
 		  { "in-flight request bytes cap", test_inflight_cap },
 		  { "connection cap: busy connections hold", test_connection_cap_busy },
 		  { "connection cap: slow senders make room", test_connection_cap_sheds_slow },
