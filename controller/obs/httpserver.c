@@ -303,23 +303,33 @@ static void ssl_error(char *err, size_t errlen, const char *what, const char *pa
 	snprintf(err, errlen, "%s %s: %s", what, path, detail);
 }
 
-/* 1 when the certificate's subject common name or one of its DNS
- * subjectAltNames is one of names. */
-static int cert_has_name(X509 *cert, char *const *names)
+/* The certificate's name for handlers into out: the first of its subject
+ * common name and its DNS subjectAltNames that is one of names (names NULL:
+ * the first of them that is not empty). 1 when one was found. */
+static int cert_name(X509 *cert, char *const *names, char *out, size_t n)
 {
 	char cn[256] = "";
 	X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof cn);
 	GENERAL_NAMES *sans = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
 	int found = 0;
-	for (char *const *n = names; *n && !found; n++) {
-		found = cn[0] && !strcmp(cn, *n);
-		for (int i = 0; sans && !found && i < sk_GENERAL_NAME_num(sans); i++) {
+	for (int i = -1; !found && i < (sans ? sk_GENERAL_NAME_num(sans) : 0); i++) {
+		const unsigned char *d = (const unsigned char *)cn;
+		size_t len = strlen(cn);
+		if (i >= 0) {
 			const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
-			if (g->type != GEN_DNS)
+			if (g->type != GEN_DNS || ASN1_STRING_length(g->d.dNSName) <= 0)
 				continue;
-			const unsigned char *d = ASN1_STRING_get0_data(g->d.dNSName);
-			int len = ASN1_STRING_length(g->d.dNSName);
-			found = len > 0 && (size_t)len == strlen(*n) && !memcmp(d, *n, (size_t)len);
+			d = ASN1_STRING_get0_data(g->d.dNSName);
+			len = (size_t)ASN1_STRING_length(g->d.dNSName);
+		}
+		if (!len || memchr(d, '\0', len) || len >= n)
+			continue;
+		for (char *const *w = names; w && *w && !found; w++)
+			found = len == strlen(*w) && !memcmp(d, *w, len);
+		if (found || !names) {
+			memcpy(out, d, len);
+			out[len] = '\0';
+			found = 1;
 		}
 	}
 	GENERAL_NAMES_free(sans);
@@ -335,7 +345,8 @@ static int verify_client(int ok, X509_STORE_CTX *x)
 	const struct obs_http_server *s = ssl ? SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)) : NULL;
 	if (!s || !s->client_names)
 		return ok;
-	if (cert_has_name(X509_STORE_CTX_get_current_cert(x), s->client_names))
+	char name[256];
+	if (cert_name(X509_STORE_CTX_get_current_cert(x), s->client_names, name, sizeof name))
 		return 1;
 	X509_STORE_CTX_set_error(x, X509_V_ERR_CERT_REJECTED);
 	return 0;
@@ -384,6 +395,11 @@ static SSL_CTX *tls_ctx_new(struct obs_http_server *s, char *err, size_t errlen)
 		SSL_CTX_set_app_data(ctx, s);
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_client);
 		SSL_CTX_set_verify_depth(ctx, 4);
+		/* A verifying server must name its sessions' context, or OpenSSL
+		 * refuses a TLS 1.2 client offering one again. A reload makes a new
+		 * context (new ticket keys): no session outlives a CA change. */
+		static const unsigned char sid_ctx[] = "sbx-http";
+		SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof sid_ctx - 1);
 	}
 	return ctx;
 fail:
@@ -910,9 +926,8 @@ static void on_request(struct evhttp_request *req, void *arg)
 		c->client_checked = 1;
 		SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
 		X509 *cert = ssl && SSL_get_verify_result(ssl) == X509_V_OK ? SSL_get1_peer_certificate(ssl) : NULL;
-		if (cert)
-			X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, c->client_name,
-						  sizeof c->client_name);
+		if (cert && !cert_name(cert, s->client_names, c->client_name, sizeof c->client_name))
+			c->client_name[0] = '\0';
 		X509_free(cert);
 	}
 	if (c && c->client_name[0])
