@@ -102,3 +102,28 @@ int sbx_written_arrived(struct sbx_written *w, const char *uid, const char *rv)
 	strmap_unlock(w->map);
 	return own;
 }
+
+/* Metadata less its resourceVersion (a copy; caller frees). */
+static cJSON *meta_sans_rv(const cJSON *o)
+{
+	cJSON *m = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(o, "metadata"), 1);
+	cJSON_DeleteItemFromObjectCaseSensitive(m, "resourceVersion");
+	return m;
+}
+
+int sbx_changed_beyond_status(const cJSON *a, const cJSON *b)
+{
+	cJSON *ma = meta_sans_rv(a), *mb = meta_sans_rv(b);
+	int same = cJSON_Compare(ma, mb, 1) &&
+		   cJSON_Compare(cJSON_GetObjectItemCaseSensitive(a, "spec"), cJSON_GetObjectItemCaseSensitive(b, "spec"), 1);
+	cJSON_Delete(ma);
+	cJSON_Delete(mb);
+	return !same;
+}
+
+int sbx_written_own_update(struct sbx_written *w, const cJSON *old_obj, const cJSON *new_obj)
+{
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(new_obj, "metadata");
+	return sbx_written_arrived(w, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "uid")),
+				   cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "resourceVersion")));
+}

@@ -11,6 +11,8 @@
 #ifndef SBX_RECONCILE_WRITTEN_H
 #define SBX_RECONCILE_WRITTEN_H
 
+#include <cjson/cJSON.h>
+
 /* How long a reconcile that waits for its own write's event waits before it
  * looks again anyway. */
 #define WRITTEN_RECHECK_MS 1000
@@ -34,5 +36,12 @@ int sbx_written_lagging(struct sbx_written *w, const char *uid, const char *rv);
  * (what changes later, a pod or another writer, brings its own event).
  * Otherwise forgets the entry as sbx_written_lagging does and returns 0. */
 int sbx_written_arrived(struct sbx_written *w, const char *uid, const char *rv);
+/* The cache went from old to new: 1 when new is exactly our last write (as
+ * sbx_written_arrived, which it calls) and differs from old in its status and
+ * resourceVersion alone. A relist hands over one update for several writes:
+ * another writer's change folded into ours is not ours. */
+int sbx_written_own_update(struct sbx_written *w, const cJSON *old_obj, const cJSON *new_obj);
+/* 1 when a and b differ in anything but their status and resourceVersion. */
+int sbx_changed_beyond_status(const cJSON *a, const cJSON *b);
 
 #endif
