@@ -111,7 +111,7 @@ static void on_sandbox_add(void *ctx, const cJSON *obj)
 static void on_sandbox_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 {
 	struct sbx_controller *c = ctx;
-	int own = sbx_written_arrived(c->written, meta_str(new_obj, "uid"), meta_str(new_obj, "resourceVersion"));
+	int own = sbx_written_own_update(c->written, old_obj, new_obj);
 	count_phase(old_obj, -1);
 	count_phase(new_obj, 1);
 	sbx_quota_on_sandbox(c, new_obj, 0);
@@ -285,25 +285,14 @@ static void on_pool(void *ctx, const cJSON *obj)
 			   jstr(jobj(obj, "spec"), "workspaceOwner"), 0);
 }
 
-/* 1 when the trimmed pool changed in what its reconcile acts on: its spec
- * or its metadata (generation, deletion, the authorization stamps), not the
+/* The trimmed pool changed in what its reconcile acts on: its spec or its
+ * metadata (generation, deletion, the authorization stamps), not the
  * resourceVersion alone or the status (the controller's own writes). A
  * tenant's label or annotation, which the trim does not keep, or our status
  * write, requeues nothing (issue 23: such updates requeued a pool at once). */
-static int pool_change_matters(const cJSON *a, const cJSON *b)
-{
-	cJSON *ma = cJSON_Duplicate(jobj(a, "metadata"), 1), *mb = cJSON_Duplicate(jobj(b, "metadata"), 1);
-	cJSON_DeleteItemFromObjectCaseSensitive(ma, "resourceVersion");
-	cJSON_DeleteItemFromObjectCaseSensitive(mb, "resourceVersion");
-	int same = cJSON_Compare(ma, mb, 1) && cJSON_Compare(jobj(a, "spec"), jobj(b, "spec"), 1);
-	cJSON_Delete(ma);
-	cJSON_Delete(mb);
-	return !same;
-}
-
 static void on_pool_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 {
-	if (pool_change_matters(old_obj, new_obj))
+	if (sbx_changed_beyond_status(old_obj, new_obj))
 		on_pool(ctx, new_obj);
 }
 

@@ -124,6 +124,7 @@ int sbx_changed_beyond_status(const cJSON *a, const cJSON *b)
 int sbx_written_own_update(struct sbx_written *w, const cJSON *old_obj, const cJSON *new_obj)
 {
 	const cJSON *m = cJSON_GetObjectItemCaseSensitive(new_obj, "metadata");
-	return sbx_written_arrived(w, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "uid")),
-				   cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "resourceVersion")));
+	int own = sbx_written_arrived(w, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "uid")),
+				      cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "resourceVersion")));
+	return own && !sbx_changed_beyond_status(old_obj, new_obj);
 }
