@@ -1,7 +1,10 @@
 /* Unit tests for kubeconfig loading: merged $KUBECONFIG, inline and file
  * credentials, relative paths, clear errors, exec plugins, in-cluster. All
  * files are written into a fresh temporary directory at test time. */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +18,7 @@
 #include "base/buf.h"
 #include "base/xmalloc.h"
 #include "kube/config.h"
+#include "kube/execcred.h"
 #include "base/ktime.h"
 #include "test_suites.h"
 
@@ -468,6 +472,169 @@ static void test_exec_plugin(void)
 	free(p);
 }
 
+/* A plugin that answers, closes its output and hangs on (with a child of its
+ * own), after writing its pid and its child's to $PIDS. */
+static const char hanging_plugin[] =
+    "#!/bin/sh\n"
+    "echo $$ > \"$PIDS\"\n"
+    "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+    "\"status\":{\"token\":\"tok-hung\"}}\\n'\n"
+    "exec >&- 2>&-\n"
+    "sleep 100000 &\n"
+    "echo $! >> \"$PIDS\"\n"
+    "wait\n";
+
+struct creds_call {
+	struct kube_config *c;
+	struct kube_creds *cr;
+	char err[512];
+};
+
+/* Calls kube_config_creds as the controller's threads do: SIGTERM and SIGINT
+ * blocked (main.c hands them to a signal thread), SIGPIPE ignored. */
+static void *creds_call(void *arg)
+{
+	struct creds_call *k = arg;
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &s, NULL);
+	k->cr = kube_config_creds(k->c, NULL, k->err, sizeof k->err);
+	return NULL;
+}
+
+/* 1 while pid runs (a zombie waiting for init to reap it does not). */
+static int running(pid_t pid)
+{
+	char path[64], st[512] = "";
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(st, 1, sizeof st - 1, f);
+	fclose(f);
+	st[n] = '\0';
+	const char *paren = strrchr(st, ')');
+	return !(paren && !strncmp(paren, ") Z", 3));
+}
+
+/* A plugin that closes its output but does not exit is killed, with its
+ * children, at the deadline: kube_config_creds holds the config's lock while
+ * it waits, so every API call would wait with it. */
+static void test_exec_plugin_hangs(void)
+{
+	const int timeout_ms = 1000;
+	char *script = put("exec/bin/hang.sh", "%s", hanging_plugin);
+	chmod(script, 0755);
+	char *pids = xasprintf("%s/exec/hang.pids", tmpdir);
+	char *p = put("exec/hang.yaml",
+		      "clusters:\n- name: c\n  cluster: {server: 'https://h'}\n"
+		      "users:\n- name: u\n  user:\n    exec:\n"
+		      "      apiVersion: client.authentication.k8s.io/v1\n"
+		      "      command: ./bin/hang.sh\n"
+		      "      env: [{name: PIDS, value: '%s'}]\n"
+		      "contexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+		      "current-context: x\n",
+		      pids);
+	struct creds_call k = { 0 };
+	k.c = kube_config_load(p, NULL, k.err, sizeof k.err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k.c);
+	kube_exec_set_timeout_ms(timeout_ms);
+	void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
+	int64_t t0 = ktime_mono_ms();
+	pthread_t th;
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, creds_call, &k), 0);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000 + 4;
+	int joined = pthread_timedjoin_np(th, NULL, &until) == 0;
+	int64_t took = ktime_mono_ms() - t0;
+	struct buf b;
+	buf_init(&b, 256);
+	CU_ASSERT_EQUAL(buf_read_file(&b, pids), 0);
+	int pid = 0, child = 0;
+	CU_ASSERT_EQUAL(b.data ? sscanf(b.data, "%d %d", &pid, &child) : 0, 2);
+	buf_release(&b);
+	if (!joined) {
+		fprintf(stderr, "\n    hung plugin: kube_config_creds still waiting after %lld ms\n",
+			(long long)took);
+		/* End the plugin here so the run goes on. */
+		if (child > 0)
+			kill(child, SIGKILL);
+		if (pid > 0)
+			kill(pid, SIGKILL);
+		pthread_join(th, NULL);
+	}
+	signal(SIGPIPE, old_pipe);
+	kube_exec_set_timeout_ms(0);
+	CU_ASSERT_TRUE(joined);
+	CU_ASSERT(took < timeout_ms + 3000);
+	/* The answer came too late to count. */
+	CU_ASSERT_PTR_NULL(k.cr);
+	CU_ASSERT_PTR_NOT_NULL(strstr(k.err, "no answer within 1 s"));
+	/* Killed and reaped, its child too. */
+	CU_ASSERT(pid > 0 && kill(pid, 0) == -1 && errno == ESRCH);
+	for (int i = 0; i < 100 && child > 0 && running(child); i++)
+		ktime_sleep_ms(10);
+	CU_ASSERT(child > 0 && !running(child));
+	kube_creds_put(k.cr);
+	kube_config_free(k.c);
+	free(p);
+	free(pids);
+	free(script);
+}
+
+/* The signal set named field ("SigBlk", "SigIgn") of a /proc/PID/status
+ * text, as a mask with bit n-1 for signal n. */
+static unsigned long long sig_field(const char *status, const char *field)
+{
+	const char *f = status ? strstr(status, field) : NULL;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	return strtoull(f + strlen(field) + 1, NULL, 16);
+}
+
+/* A plugin starts with the signals a plain process has, whatever the
+ * controller's threads block (SIGTERM, SIGINT) or ignore (SIGPIPE): else a
+ * plugin that writes to a closed pipe, or is told to stop, would not die.
+ * cp is the plugin because a shell clears its mask itself. */
+static void test_exec_plugin_signals(void)
+{
+	char *status = xasprintf("%s/exec/cp.status", tmpdir);
+	char *p = put("exec/cp.yaml",
+		      "clusters:\n- name: c\n  cluster: {server: 'https://h'}\n"
+		      "users:\n- name: u\n  user:\n    exec:\n"
+		      "      apiVersion: client.authentication.k8s.io/v1\n"
+		      "      command: cp\n"
+		      "      args: [/proc/self/status, '%s']\n"
+		      "contexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+		      "current-context: x\n",
+		      status);
+	struct creds_call k = { 0 };
+	k.c = kube_config_load(p, NULL, k.err, sizeof k.err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k.c);
+	void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
+	pthread_t th;
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, creds_call, &k), 0);
+	pthread_join(th, NULL);
+	signal(SIGPIPE, old_pipe);
+	CU_ASSERT_PTR_NULL(k.cr); /* cp prints no credential */
+	struct buf b;
+	buf_init(&b, 1 << 16);
+	CU_ASSERT_EQUAL(buf_read_file(&b, status), 0);
+	unsigned long long blocked = sig_field(b.data, "SigBlk:"), ignored = sig_field(b.data, "SigIgn:");
+	unsigned long long ours = 1ull << (SIGTERM - 1) | 1ull << (SIGINT - 1) | 1ull << (SIGPIPE - 1);
+	if (blocked || (ignored & ours))
+		fprintf(stderr, "\n    plugin's signals: blocked %llx, ignored %llx\n", blocked, ignored);
+	CU_ASSERT_EQUAL(blocked, 0);
+	CU_ASSERT_EQUAL(ignored & ours, 0);
+	buf_release(&b);
+	kube_creds_put(k.cr);
+	kube_config_free(k.c);
+	free(p);
+	free(status);
+}
+
 static void test_in_cluster(void)
 {
 	char *t = put("sa/token", "sa-token-1\n");
@@ -590,6 +757,8 @@ void register_kube_config_tests(void)
 			 test_relative_paths_and_token_file) ||
 	    !CU_add_test(s, "clear errors", test_errors) ||
 	    !CU_add_test(s, "exec plugin", test_exec_plugin) ||
+	    !CU_add_test(s, "exec plugin that hangs after answering", test_exec_plugin_hangs) ||
+	    !CU_add_test(s, "exec plugin: plain signals", test_exec_plugin_signals) ||
 	    !CU_add_test(s, "in-cluster", test_in_cluster) ||
 	    !CU_add_test(s, "RFC 3339", test_rfc3339) ||
 	    !CU_add_test(s, "in memory; server URLs checked", test_parse_server_urls))

@@ -36,6 +36,13 @@ struct kube_exec {
 	int provide_cluster_info;
 };
 
+static int exec_timeout_ms = EXEC_TIMEOUT_MS;
+
+void kube_exec_set_timeout_ms(int ms)
+{
+	exec_timeout_ms = ms > 0 ? ms : EXEC_TIMEOUT_MS;
+}
+
 static void free_strv(char **v)
 {
 	if (!v)
@@ -184,8 +191,35 @@ static char **exec_envp(const struct kube_exec *e, const char *info)
 	return envp;
 }
 
+/* Fills at, for a plugin: a process group of its own, so that a timeout
+ * kills whatever the plugin started too, and the signals a plain process
+ * starts with (the controller's threads block SIGTERM and SIGINT and it
+ * ignores SIGPIPE; a child would keep all three across exec). Caller
+ * destroys at. */
+static void exec_attr(posix_spawnattr_t *at)
+{
+	sigset_t none, dfl;
+	sigemptyset(&none);
+	sigemptyset(&dfl);
+	sigaddset(&dfl, SIGPIPE);
+	sigaddset(&dfl, SIGTERM);
+	sigaddset(&dfl, SIGINT);
+	posix_spawnattr_init(at);
+	posix_spawnattr_setflags(at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	posix_spawnattr_setpgroup(at, 0);
+	posix_spawnattr_setsigmask(at, &none);
+	posix_spawnattr_setsigdefault(at, &dfl);
+}
+
+/* The message for a plugin that outlived its deadline. */
+static void timed_out(const struct kube_exec *e, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "exec plugin %s: no answer within %g s", e->command, exec_timeout_ms / 1000.0);
+}
+
 /* Runs the plugin, collecting stdout and stderr (both capped) until it exits or
- * the timeout passes. Returns 0 with *status set, or -1 with a message. */
+ * the timeout passes; then it and its process group are killed. Returns 0
+ * with *status set, or -1 with a message. */
 static int exec_run(const struct kube_exec *e, const struct kube_exec_cluster *cl, struct buf *out, struct buf *errout, int *status,
 		    char *err, size_t errlen)
 {
@@ -208,9 +242,12 @@ static int exec_run(const struct kube_exec *e, const struct kube_exec_cluster *c
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, po[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
+	posix_spawnattr_t at;
+	exec_attr(&at);
 	pid_t pid;
-	int rc = posix_spawnp(&pid, e->command, &fa, NULL, e->argv, envp);
+	int rc = posix_spawnp(&pid, e->command, &fa, &at, e->argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
 	free_strv(envp);
 	close(po[1]);
 	close(pe[1]);
@@ -223,13 +260,12 @@ static int exec_run(const struct kube_exec *e, const struct kube_exec_cluster *c
 		return -1;
 	}
 	struct pollfd pfd[2] = { { .fd = po[0], .events = POLLIN }, { .fd = pe[0], .events = POLLIN } };
-	int64_t deadline = ktime_mono_ms() + EXEC_TIMEOUT_MS;
+	int64_t deadline = ktime_mono_ms() + exec_timeout_ms;
 	int open_fds = 2, failed = 0;
 	while (open_fds > 0) {
 		int64_t left = deadline - ktime_mono_ms();
 		if (left <= 0) {
-			snprintf(err, errlen, "exec plugin %s: no answer within %d s",
-				 e->command, EXEC_TIMEOUT_MS / 1000);
+			timed_out(e, err, errlen);
 			failed = 1;
 			break;
 		}
@@ -269,13 +305,31 @@ static int exec_run(const struct kube_exec *e, const struct kube_exec_cluster *c
 		if (pfd[i].fd >= 0)
 			close(pfd[i].fd);
 	if (failed)
-		kill(pid, SIGKILL);
-	while (waitpid(pid, status, 0) < 0) {
-		if (errno != EINTR) {
-			snprintf(err, errlen, "exec plugin %s: waitpid: %s", e->command,
-				 strerror(errno));
+		kill(-pid, SIGKILL);
+	/* Closed output is not an exit: a plugin may stay on, and a blocking
+	 * waitpid would hold the caller (and kube_config_creds its lock) for
+	 * good. So the exit too is awaited only until the deadline. */
+	int64_t nap = 1;
+	for (;;) {
+		pid_t w = waitpid(pid, status, failed ? 0 : WNOHANG);
+		if (w == pid)
+			break;
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			snprintf(err, errlen, "exec plugin %s: waitpid: %s", e->command, strerror(errno));
 			return -1;
 		}
+		int64_t left = deadline - ktime_mono_ms();
+		if (left <= 0) {
+			timed_out(e, err, errlen);
+			failed = 1;
+			kill(-pid, SIGKILL);
+			continue;
+		}
+		ktime_sleep_ms(nap < left ? nap : left);
+		if (nap < 50)
+			nap *= 2;
 	}
 	return failed ? -1 : 0;
 }

@@ -42,10 +42,15 @@ struct kube_exec *kube_exec_parse(const cJSON *ex, const char *dir, char *err, s
 /* Frees e; NULL ok. */
 void kube_exec_free(struct kube_exec *e);
 /* Runs the plugin (stdin /dev/null; stdout at most 1 MiB, stderr kept for
- * messages; 60 s) and reads its ExecCredential into *a. Returns 0, or -1
- * with a message naming the plugin (*a is then empty). */
+ * messages; in a process group of its own, with no signal blocked or
+ * ignored; 60 s to exit, then the group is killed) and reads its
+ * ExecCredential into *a. Returns 0, or -1 with a message naming the plugin
+ * (*a is then empty). */
 int kube_exec_fetch(const struct kube_exec *e, const struct kube_exec_cluster *cl, struct kube_exec_answer *a,
 		    char *err, size_t errlen);
+/* Sets how long a plugin may run before it is killed (60 s; ms <= 0 sets
+ * that back). For tests: call it while no plugin runs. */
+void kube_exec_set_timeout_ms(int ms);
 /* Wipes and frees what a holds; a is empty afterwards. */
 void kube_exec_answer_release(struct kube_exec_answer *a);
 
