@@ -167,6 +167,49 @@ static void test_eval_updates(void)
 	cJSON_Delete(t);
 }
 
+/* A CREATE is judged by the leading "request.operation != 'UPDATE' ||" only
+ * when nothing after it can bind looser: in CEL the ternary does, so
+ * "A || true ? false : false" is "(A || true) ? false : false", false for
+ * every request. Strings, parentheses and comments are read as CEL reads
+ * them, so a '?' inside them changes nothing. (JSON text: \" and \\.) */
+static void test_eval_creates(void)
+{
+	static const char *const skipping[] = {
+		"request.operation != 'UPDATE' || true ? false : false",
+		"request.operation != 'UPDATE' || (true) ? false : false",
+		"request.operation != 'UPDATE' || object.metadata.name == 'it\\\\'s' ? false : false",
+		"request.operation != 'UPDATE' || object.metadata.name == \\\"?\\\" ? false : false",
+		"request.operation != 'UPDATE' || object.metadata.name == '''a'b''' ? false : false",
+		"request.operation != 'UPDATE' || true // it's\\n ? false : false // '",
+		"request.operation != 'UPDATE' || true) || (false",
+		"request.operation != 'UPDATE' || object.metadata.name == 'unterminated ? false : false",
+	};
+	static const char *const sending[] = {
+		"request.operation != 'UPDATE' || !has(object.metadata.deletionTimestamp)", /* the product's */
+		"request.operation != 'UPDATE' || object.metadata.name != 'a?b:c'",
+		"request.operation != 'UPDATE' || object.metadata.name != \\\"it's ? x\\\" && true",
+		"request.operation != 'UPDATE' || object.metadata.name != 'it\\\\' ? : ' || false",
+		"request.operation != 'UPDATE' || (has(object.spec.image) ? object.spec.image != '' : true)",
+		"request.operation != 'UPDATE' || {'a': 1}['a'] == 1 // a comment? yes: it's one",
+	};
+	char why[256];
+	for (size_t i = 0; i < sizeof skipping / sizeof skipping[0] + sizeof sending / sizeof sending[0]; i++) {
+		int skips = i < sizeof skipping / sizeof skipping[0];
+		const char *expr = skips ? skipping[i] : sending[i - sizeof skipping / sizeof skipping[0]];
+		char to[256];
+		snprintf(to, sizeof to, "\"%s\"", expr);
+		cJSON *t = trimmed("\"request.operation != 'UPDATE' || !has(object.metadata.deletionTimestamp)\"", to);
+		why[0] = '\0';
+		int got = in_force(t, "CREATE", "team-a", why);
+		if (got == skips)
+			fprintf(stderr, "%s: in force %d, want %d (%s)\n", expr, got, !skips, why);
+		CU_ASSERT_EQUAL(got, !skips);
+		if (skips)
+			CU_ASSERT_PTR_NOT_NULL(strstr(why, "may skip a create"));
+		cJSON_Delete(t);
+	}
+}
+
 static void test_check_since_and_floor(void)
 {
 	char why[256];
@@ -204,5 +247,6 @@ void register_reconcile_inforce_tests(void)
 	SBX_SUITE("sandbox/inforce", { "trim drops caBundle and dates enforcement", test_trim_drops_ca_bundle_and_dates_enforcement },
 		  { "updates: only conditions that never skip one", test_eval_updates },
 		  { "eval: what counts as in force", test_eval },
+		  { "creates: nothing after the leading || binds looser", test_eval_creates },
 		  { "check: since, grace and what was seen", test_check_since_and_floor });
 }

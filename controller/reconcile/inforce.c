@@ -126,11 +126,60 @@ static int unblanked(const char *expr, char *out, size_t n)
 	return 0;
 }
 
+/* The end of the CEL string literal that starts at p (a quote; raw, without
+ * escapes, when r or R is just before it: in CEL that is only ever the raw
+ * prefix, as nothing else may touch a string), or NULL when it does not end. */
+static const char *string_end(const char *expr, const char *p)
+{
+	char q = *p;
+	int raw = p > expr && (p[-1] == 'r' || p[-1] == 'R');
+	int triple = p[1] == q && p[2] == q;
+	for (p += triple ? 3 : 1; *p; p++) {
+		if (*p == '\\' && !raw) {
+			if (!*++p)
+				return NULL;
+		} else if (*p == q && (!triple || (p[1] == q && p[2] == q))) {
+			return triple ? p + 2 : p;
+		}
+	}
+	return NULL;
+}
+
+/* 1 when nothing in expr binds looser than a || at its top level: CEL's one
+ * looser operator is the ternary, so no ? or : outside parentheses,
+ * brackets, braces, string literals and comments, which must all be closed.
+ * 0 when one does, or when expr is not read to its end. */
+static int or_is_loosest(const char *expr)
+{
+	int depth = 0;
+	for (const char *p = expr; *p; p++) {
+		if (*p == '\'' || *p == '"') {
+			p = string_end(expr, p);
+			if (!p)
+				return 0;
+		} else if (p[0] == '/' && p[1] == '/') {
+			p += strcspn(p, "\n");
+			if (!*p)
+				break;
+		} else if (*p == '(' || *p == '[' || *p == '{') {
+			depth++;
+		} else if (*p == ')' || *p == ']' || *p == '}') {
+			if (--depth < 0)
+				return 0;
+		} else if ((*p == '?' || *p == ':') && depth == 0) {
+			return 0;
+		}
+	}
+	return depth == 0;
+}
+
 /* 1 when the condition never skips operation: for CREATE, an expression that
  * starts with request.operation != 'UPDATE' || (blanks and quote style
- * aside), true for every create whatever follows; for UPDATE, only the
- * product's own, which skips an object being deleted (never resumed, never
- * given a new template). */
+ * aside), true for every create whatever follows, as long as what follows
+ * cannot take the || apart (a top-level ternary: "A || true ? false : false"
+ * is "(A || true) ? false : false", false for every request); for UPDATE,
+ * only the product's own, which skips an object being deleted (never
+ * resumed, never given a new template). */
 static int never_skips(const char *expr, const char *operation)
 {
 	static const char *const create[] = { "request.operation!='UPDATE'||", "request.operation!=\"UPDATE\"||" };
@@ -140,9 +189,12 @@ static int never_skips(const char *expr, const char *operation)
 	if (unblanked(expr, buf, sizeof buf) < 0)
 		return 0;
 	int upd = !strcmp(operation, "UPDATE");
-	for (size_t i = 0; i < 2; i++)
-		if (upd ? !strcmp(buf, update[i]) : !strncmp(buf, create[i], strlen(create[i])))
+	for (size_t i = 0; i < 2; i++) {
+		if (upd && !strcmp(buf, update[i]))
 			return 1;
+		if (!upd && !strncmp(buf, create[i], strlen(create[i])))
+			return or_is_loosest(expr);
+	}
 	return 0;
 }
 

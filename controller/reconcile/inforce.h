@@ -10,7 +10,9 @@
  *     sandbox.dev/v1alpha1 sandboxes to it;
  *   - no objectSelector (labels are the tenant's to set), and every
  *     matchCondition is of the form "request.operation != 'UPDATE' || ...",
- *     which can never leave out a CREATE, and for an UPDATE exactly the
+ *     with no ternary outside brackets and strings after it (CEL's ?: binds
+ *     looser than ||), which can never leave out a CREATE, and for an
+ *     UPDATE exactly the
  *     product's "request.operation != 'UPDATE' ||
  *     !has(object.metadata.deletionTimestamp)", which leaves out only an
  *     object being deleted (never resumed);
