@@ -21,7 +21,11 @@ struct lease_elector {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	atomic_int stop;
-	atomic_int leader;
+	/* While leader: when leadership ends unless renewed (monotonic ms: the
+	 * start of the last successful renewal plus the renew deadline); 0
+	 * otherwise. Readers compare it with the clock, so leadership ends at
+	 * the deadline even while the lease thread is inside a request. */
+	_Atomic int64_t leader_until_ms;
 	atomic_int lost;
 	/* The last record seen and when it was seen to change (monotonic ms). */
 	char *seen_record;
@@ -59,16 +63,39 @@ static char *path_of(const struct lease_elector *e, int item)
 		    : xasprintf("/apis/coordination.k8s.io/v1/namespaces/%s/leases", e->ns);
 }
 
-/* One attempt to acquire or renew. Returns 1 when we hold the lease now. */
-static int try_acquire_or_renew(struct lease_elector *e)
+/* kube_request that gives up at until_ms (monotonic), and at once when abort
+ * is set, so a hung connection cannot hold the lease thread past the renew
+ * deadline (client-go cancels its renewal requests at RenewDeadline the same
+ * way). At or past until_ms nothing is sent and KUBE_ERR_TRANSPORT returned. */
+static enum kube_err request_until(struct lease_elector *e, const char *method, const char *path,
+				   const char *body, int64_t until_ms, const atomic_int *abort,
+				   cJSON **out)
+{
+	int64_t left = until_ms - ktime_mono_ms();
+	if (left <= 0) {
+		if (out)
+			*out = NULL;
+		return KUBE_ERR_TRANSPORT;
+	}
+	struct kube_request_opts ro = { .timeout_ms = (long)left, .abort = abort };
+	return kube_request_ex(e->c, method, path, NULL, body, NULL, &ro, out, NULL);
+}
+
+enum attempt {
+	ATTEMPT_FAILED, /* no answer, an error, or a lost race: retry */
+	ATTEMPT_HELD,	/* we hold the lease now */
+	ATTEMPT_TAKEN,	/* another identity holds a lease that has not expired */
+};
+
+/* One attempt to acquire or renew, every request of it ending by until_ms. */
+static enum attempt try_acquire_or_renew(struct lease_elector *e, int64_t until_ms)
 {
 	char now[48];
 	micro_now(now, sizeof now);
 	char *item = path_of(e, 1);
 	cJSON *lease = NULL;
-	struct kube_error err;
-	enum kube_err r = kube_request(e->c, "GET", item, NULL, NULL, NULL, &lease, &err);
-	int ok = 0;
+	enum kube_err r = request_until(e, "GET", item, NULL, until_ms, &e->stop, &lease);
+	enum attempt res = ATTEMPT_FAILED;
 	if (r == KUBE_ERR_NOT_FOUND) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "apiVersion", "coordination.k8s.io/v1");
@@ -85,7 +112,8 @@ static int try_acquire_or_renew(struct lease_elector *e)
 		char *body = cJSON_PrintUnformatted(o);
 		cJSON_Delete(o);
 		char *coll = path_of(e, 0);
-		ok = kube_request(e->c, "POST", coll, NULL, body, NULL, NULL, &err) == KUBE_OK;
+		if (request_until(e, "POST", coll, body, until_ms, &e->stop, NULL) == KUBE_OK)
+			res = ATTEMPT_HELD;
 		free(coll);
 		free(body);
 		goto out;
@@ -110,8 +138,10 @@ static int try_acquire_or_renew(struct lease_elector *e)
 	const char *holder = jstr(spec, "holderIdentity");
 	const cJSON *dur = cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds");
 	int duration = cJSON_IsNumber(dur) && dur->valueint > 0 ? dur->valueint : e->duration_s;
-	if (!lease_can_take(holder, e->identity, (long long)(t - e->seen_at_ms), duration))
+	if (!lease_can_take(holder, e->identity, (long long)(t - e->seen_at_ms), duration)) {
+		res = ATTEMPT_TAKEN;
 		goto out;
+	}
 	int changing_hands = !holder || strcmp(holder, e->identity);
 	cJSON_ReplaceItemInObjectCaseSensitive(spec, "holderIdentity", cJSON_CreateString(e->identity));
 	cJSON_ReplaceItemInObjectCaseSensitive(spec, "leaseDurationSeconds", cJSON_CreateNumber(e->duration_s));
@@ -124,12 +154,13 @@ static int try_acquire_or_renew(struct lease_elector *e)
 	}
 	/* The PUT carries the resourceVersion we read: a racing replica gets a Conflict. */
 	char *body = cJSON_PrintUnformatted(lease);
-	ok = kube_request(e->c, "PUT", item, NULL, body, NULL, NULL, &err) == KUBE_OK;
+	if (request_until(e, "PUT", item, body, until_ms, &e->stop, NULL) == KUBE_OK)
+		res = ATTEMPT_HELD;
 	free(body);
 out:
 	cJSON_Delete(lease);
 	free(item);
-	return ok;
+	return res;
 }
 
 /* Sleeps up to ms; returns 1 when asked to stop. */
@@ -143,24 +174,49 @@ static int nap(struct lease_elector *e, int64_t ms)
 	return atomic_load(&e->stop);
 }
 
+/* Ends leadership for good. lost is set first, so lease_lost never reads 0
+ * for a leader that is one no more. */
+static void step_down(struct lease_elector *e, const char *why)
+{
+	atomic_store(&e->lost, 1);
+	atomic_store(&e->leader_until_ms, 0);
+	log_kv(LOG_ERROR, "leadership lost", "lease", e->name, "reason", why);
+}
+
 static void *campaign(void *arg)
 {
 	struct lease_elector *e = arg;
-	int64_t last_renew = 0;
+	const int64_t deadline_ms = (int64_t)e->deadline_s * 1000;
+	const int64_t retry_ms = (int64_t)e->retry_s * 1000;
 	while (!atomic_load(&e->stop)) {
-		int ok = try_acquire_or_renew(e);
-		int64_t t = ktime_mono_ms();
-		if (ok) {
-			last_renew = t;
-			if (!atomic_exchange(&e->leader, 1))
-				log_kv(LOG_INFO, "became leader", "lease", e->name, "identity", e->identity);
-		} else if (atomic_load(&e->leader) && t - last_renew >= (int64_t)e->deadline_s * 1000) {
-			atomic_store(&e->leader, 0);
-			atomic_store(&e->lost, 1);
-			log_kv(LOG_ERROR, "leadership lost: no renewal within the renew deadline", "lease", e->name);
+		int64_t start = ktime_mono_ms();
+		int64_t until = atomic_load(&e->leader_until_ms);
+		if (until && start >= until) {
+			step_down(e, "no renewal within the renew deadline");
 			break;
 		}
-		if (nap(e, (int64_t)e->retry_s * 1000))
+		/* A standby's attempt has the same budget, so a lease it wins has
+		 * not half gone stale on the way. */
+		enum attempt a = try_acquire_or_renew(e, until ? until : start + deadline_ms);
+		if (a == ATTEMPT_HELD) {
+			/* From the start: the lease's renewTime, and the standbys'
+			 * clocks, may date from the moment the request left. */
+			atomic_store(&e->leader_until_ms, start + deadline_ms);
+			if (!until)
+				log_kv(LOG_INFO, "became leader", "lease", e->name, "identity", e->identity);
+			until = start + deadline_ms;
+		} else if (until && a == ATTEMPT_TAKEN) {
+			step_down(e, "the lease is held by another identity");
+			break;
+		}
+		/* A failed renewal is retried, but the step-down comes at the
+		 * deadline, not a retry period later; a renewal so slow that the
+		 * next one would start past the deadline is tried again at once. */
+		int64_t t = ktime_mono_ms();
+		int64_t next = t + retry_ms;
+		if (until && next > until)
+			next = a == ATTEMPT_HELD ? t : until;
+		if (nap(e, next - t))
 			break;
 	}
 	return NULL;
@@ -199,20 +255,26 @@ struct lease_elector *lease_elector_start(struct kube_client *c, const struct le
 
 int lease_is_leader(struct lease_elector *e)
 {
-	return atomic_load(&e->leader);
+	int64_t until = atomic_load(&e->leader_until_ms);
+	return until && ktime_mono_ms() < until;
 }
 
 int lease_lost(struct lease_elector *e)
 {
-	return atomic_load(&e->lost);
+	if (atomic_load(&e->lost))
+		return 1;
+	int64_t until = atomic_load(&e->leader_until_ms);
+	return until && ktime_mono_ms() >= until;
 }
 
-/* Gives the lease up (empty holder, 1 s duration) if we still hold it. */
+/* Gives the lease up (empty holder, 1 s duration) if we still hold it, within
+ * one renew deadline: shutdown must not wait out a hung connection. */
 static void release(struct lease_elector *e)
 {
+	int64_t until = ktime_mono_ms() + (int64_t)e->deadline_s * 1000;
 	char *item = path_of(e, 1);
 	cJSON *lease = NULL;
-	if (kube_request(e->c, "GET", item, NULL, NULL, NULL, &lease, NULL) == KUBE_OK) {
+	if (request_until(e, "GET", item, NULL, until, NULL, &lease) == KUBE_OK) {
 		cJSON *spec = cJSON_GetObjectItemCaseSensitive(lease, "spec");
 		const char *holder = jstr(spec, "holderIdentity");
 		if (holder && !strcmp(holder, e->identity)) {
@@ -222,7 +284,7 @@ static void release(struct lease_elector *e)
 			cJSON_ReplaceItemInObjectCaseSensitive(spec, "leaseDurationSeconds", cJSON_CreateNumber(1));
 			cJSON_ReplaceItemInObjectCaseSensitive(spec, "renewTime", cJSON_CreateString(now));
 			char *body = cJSON_PrintUnformatted(lease);
-			if (kube_request(e->c, "PUT", item, NULL, body, NULL, NULL, NULL) == KUBE_OK)
+			if (request_until(e, "PUT", item, body, until, NULL, NULL) == KUBE_OK)
 				log_kv(LOG_INFO, "released leadership", "lease", e->name);
 			free(body);
 		}
@@ -240,7 +302,9 @@ void lease_elector_free(struct lease_elector *e)
 	pthread_cond_broadcast(&e->cv);
 	pthread_mutex_unlock(&e->mu);
 	pthread_join(e->thread, NULL);
-	if (atomic_load(&e->leader))
+	/* Past the deadline leadership is lost already, even if the thread did
+	 * not get to say so: as after a step-down, nothing is released. */
+	if (lease_is_leader(e))
 		release(e);
 	elector_destroy(e);
 }

@@ -1,9 +1,14 @@
 /* Leader election on a coordination.k8s.io/v1 Lease, with client-go's
  * semantics: a lease held by another identity counts as expired only once its
  * record has not changed for leaseDuration as observed by this process (local
- * monotonic time; remote clocks are never trusted), renewals retry every
- * retry period, and leadership is lost when no renewal succeeded within the
- * renew deadline. Knows nothing about what the leader does. */
+ * monotonic time; remote clocks are never trusted), and renewals retry every
+ * retry period. Leadership is lost when no renewal succeeded within the renew
+ * deadline, counted from the start of the last successful one: each request
+ * of an attempt times out when the deadline comes (a hung connection cannot
+ * stretch it), and lease_is_leader turns 0 at the deadline itself, even while
+ * a request is in flight. A read that shows another identity holding a lease
+ * that has not expired ends leadership at once. Knows nothing about what the
+ * leader does. */
 #ifndef SBX_KUBE_LEASE_H
 #define SBX_KUBE_LEASE_H
 
@@ -23,12 +28,14 @@ struct lease_elector;
 /* Starts campaigning on a thread of its own. Returns the elector (caller frees
  * with lease_elector_free), or NULL when the thread cannot start. */
 struct lease_elector *lease_elector_start(struct kube_client *c, const struct lease_opts *o);
-/* 1 while this process holds the lease. */
+/* 1 while this process holds the lease: 0 from the renew deadline on. */
 int lease_is_leader(struct lease_elector *e);
-/* 1 once leadership was held and then lost (the process should exit). */
+/* 1 once leadership was held and then lost (the process should exit), from
+ * the renew deadline on even before the lease thread has noticed. */
 int lease_lost(struct lease_elector *e);
-/* Stops campaigning; when leader, releases the lease (empty holder) so another
- * replica takes over at once. Then frees e. */
+/* Stops campaigning (abandoning a request in flight); when leader, releases
+ * the lease (empty holder) so another replica takes over at once, giving up
+ * on that after one renew deadline. Then frees e. */
 void lease_elector_free(struct lease_elector *e);
 
 /* Pure decision, exposed for tests: may identity take the lease described by
