@@ -1131,6 +1131,55 @@ static void test_informer_unsynced_on_failed_relist(void)
 	fake_stop(f);
 }
 
+/* LIST answers at once (an empty list); every watch is refused with 429 and
+ * a Retry-After of an hour, as a proxy or load balancer in front of the API
+ * server might answer. ctx is the struct inf_script that counts both. */
+static void h_watch_refused(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	struct inf_script *s = f->ctx;
+	if (!q(r, "watch")) {
+		atomic_fetch_add(&s->lists, 1);
+		reply(req, 200, "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[]}", NULL,
+		      NULL);
+		return;
+	}
+	atomic_fetch_add(&s->watches, 1);
+	char *st = status_json(429, "TooManyRequests", "slow down");
+	reply(req, 429, st, "Retry-After", "3600");
+	free(st);
+}
+
+/* A watch that cannot be re-established ends "synced" once the stale
+ * threshold has passed, even while a long Retry-After is waited out: the
+ * pause wakes at the threshold rather than holding readiness for an hour.
+ * The Retry-After is still waited out (capped), not answered by a storm of
+ * watches, and the pause still ends at once when the informer stops. */
+static void test_informer_unsynced_during_retry_after(void)
+{
+	static struct inf_script s;
+	memset(&s, 0, sizeof s);
+	informer_set_stale_after_ms(2000);
+	struct fake *f = fake_start(h_watch_refused, &s);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct informer *inf = informer_new(c, "/api/v1/pods", NULL, NULL, NULL, NULL, NULL);
+	CU_ASSERT_EQUAL_FATAL(informer_start(inf), 0);
+	CU_ASSERT_EQUAL(informer_wait_synced(inf, 5000), 1);
+	int64_t synced_at = ktime_mono_ms();
+	CU_ASSERT_TRUE(wait_for(&s.watches, 1, 5000)); /* refused: Retry-After 3600 */
+	int64_t deadline = synced_at + 2000 + 3000;
+	while (informer_wait_synced(inf, 0) && ktime_mono_ms() < deadline)
+		ktime_sleep_ms(10);
+	CU_ASSERT_EQUAL(informer_wait_synced(inf, 0), 0);
+	CU_ASSERT_EQUAL(atomic_load(&s.lists), 1);
+	CU_ASSERT_EQUAL(atomic_load(&s.watches), 1);
+	int64_t t0 = ktime_mono_ms();
+	informer_free(inf);
+	CU_ASSERT(ktime_mono_ms() - t0 < 2000);
+	informer_set_stale_after_ms(0);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
 /* ---- events ---- */
 
 static void h_events(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
@@ -1751,6 +1800,8 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "LIST adapts its page size to the body cap", test_list_adapts_page_size) ||
 	    !CU_add_test(s, "informer unsynced while relists fail",
 			 test_informer_unsynced_on_failed_relist) ||
+	    !CU_add_test(s, "informer unsynced while a long Retry-After is waited out",
+			 test_informer_unsynced_during_retry_after) ||
 	    !CU_add_test(s, "events: per-object spam filter", test_events_spam_filter) ||
 	    !CU_add_test(s, "events: 1,000 at once keep up", test_events_keep_up))
 		abort();

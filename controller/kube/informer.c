@@ -33,6 +33,15 @@
  * relist succeeds. */
 #define STALE_AFTER_MS 60000
 
+/* informer_set_stale_after_ms (tests): 0 means STALE_AFTER_MS. */
+static atomic_int stale_after_override_ms;
+
+static int64_t stale_after_ms(void)
+{
+	int ms = atomic_load(&stale_after_override_ms);
+	return ms > 0 ? ms : STALE_AFTER_MS;
+}
+
 /* Objects are kept as their compact JSON text, deflated (base/zpack.h): a
  * trimmed object takes 4-5 KB as a cJSON tree, about 1 KB as text and 200-300
  * bytes deflated against the informer's dictionary; every reader gets a copy
@@ -291,10 +300,10 @@ static uint64_t rnd(struct informer *inf)
 	return inf->rng * 2685821657736338717ull;
 }
 
-/* Sleeps up to ms, returning early (1) when stop is requested. */
-static int pause_ms(struct informer *inf, int64_t ms)
+/* Sleeps until deadline (ktime_mono_ms), returning early (1) when stop is
+ * requested. */
+static int pause_until(struct informer *inf, int64_t deadline)
 {
-	int64_t deadline = ktime_mono_ms() + ms;
 	pthread_mutex_lock(&inf->mu);
 	while (!atomic_load(&inf->stop)) {
 		if (ktime_cond_wait_until(&inf->cv, &inf->mu, deadline) == ETIMEDOUT)
@@ -304,16 +313,41 @@ static int pause_ms(struct informer *inf, int64_t ms)
 	return atomic_load(&inf->stop);
 }
 
+static void unsync(struct informer *inf, const char *why);
+
 /* Waits out the current backoff (with jitter: between half and all of it, or
- * at least retry_after_s) and doubles it. Returns 1 if stop was requested. */
+ * at least retry_after_s) and doubles it. Returns 1 if stop was requested.
+ *
+ * Retry-After is honoured only up to BACKOFF_MAX_MS: a proxy may ask for up to
+ * a day (kube/errors.c), and a reconnect that late leaves the cache frozen
+ * that long. Nor does a cache that still counts as synced sleep past its stale
+ * deadline: the pause wakes then to unsync it (and mark a relist), and waits
+ * out the rest, so readiness drops on time rather than after the pause. */
 static int back_off(struct informer *inf, int retry_after_s)
 {
 	int64_t b = inf->backoff_ms;
 	int64_t d = b / 2 + (int64_t)(rnd(inf) % (uint64_t)(b / 2 + 1));
-	if (retry_after_s > 0 && d < (int64_t)retry_after_s * 1000)
-		d = (int64_t)retry_after_s * 1000;
+	int64_t ra = retry_after_s > 0 ? (int64_t)retry_after_s * 1000 : 0;
+	if (ra > BACKOFF_MAX_MS)
+		ra = BACKOFF_MAX_MS;
+	if (d < ra)
+		d = ra;
 	inf->backoff_ms = b * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b * 2;
-	return pause_ms(inf, d);
+	int64_t end = ktime_mono_ms() + d;
+	/* synced is set only on this thread, so reading it once is enough. */
+	pthread_mutex_lock(&inf->mu);
+	int synced = inf->synced;
+	pthread_mutex_unlock(&inf->mu);
+	int64_t stale_at = inf->current_ms + stale_after_ms();
+	if (synced && stale_at < end) {
+		if (pause_until(inf, stale_at))
+			return 1;
+		/* Events may have been missed for too long: only a relist makes
+		 * the cache trustworthy again. */
+		unsync(inf, "watch cannot be re-established");
+		inf->relist = 1;
+	}
+	return pause_until(inf, end);
 }
 
 /* ---- list ---- */
@@ -636,7 +670,7 @@ static void *informer_main(void *u)
 			inf->relist = 0;
 		}
 		if (watch_once(inf, &ra) < 0) {
-			if (ktime_mono_ms() - inf->current_ms > STALE_AFTER_MS) {
+			if (ktime_mono_ms() - inf->current_ms > stale_after_ms()) {
 				/* Events may have been missed for a minute: only a
 				 * relist makes the cache trustworthy again. */
 				unsync(inf, "watch cannot be re-established");
@@ -829,6 +863,11 @@ size_t informer_size(struct informer *inf)
 	size_t n = inf->count;
 	pthread_mutex_unlock(&inf->mu);
 	return n;
+}
+
+void informer_set_stale_after_ms(int ms)
+{
+	atomic_store(&stale_after_override_ms, ms > 0 ? ms : 0);
 }
 
 void informer_request_stop(struct informer *inf)

@@ -3,7 +3,8 @@
  * objects and telling handlers what changed. Watches carry bookmarks and a
  * randomised server timeout; an expired resourceVersion (410 / ERROR event) or a
  * broken stream leads to a relist whose differences are delivered as adds,
- * updates and deletes; reconnects back off exponentially with jitter. */
+ * updates and deletes; reconnects back off exponentially with jitter (at
+ * least any Retry-After the API answered, but never more than 30 s). */
 #ifndef SBX_KUBE_INFORMER_H
 #define SBX_KUBE_INFORMER_H
 
@@ -91,5 +92,10 @@ void informer_request_stop(struct informer *inf);
 void informer_stop(struct informer *inf);
 /* Stops (if needed) and frees the informer and its cache. */
 void informer_free(struct informer *inf);
+/* For tests: sets how long (ms) every informer's cache may go without a
+ * successful LIST or healthy watch before it stops counting as synced
+ * (default a minute); ms <= 0 restores the default. The controller never
+ * calls it. */
+void informer_set_stale_after_ms(int ms);
 
 #endif
