@@ -19,6 +19,8 @@
 #define BACKOFF_MAX_MS (1000L * 1000)
 #define BUCKET_QPS 10.0
 #define BUCKET_BURST 100
+/* The longest a ready low-lane key waits behind ordinary ones (pop_locked). */
+#define LOW_FLOOR_MS 250
 
 struct node;
 
@@ -77,6 +79,7 @@ struct lane {
 	struct tenant *fresh;	/* fresh namespaces, oldest first */
 	struct tenant *cur;	/* the ring, at the namespace served next */
 	size_t len, nflows;
+	int64_t since_ms; /* when len last went from 0 to 1 */
 };
 
 struct delayed {
@@ -130,6 +133,7 @@ struct workqueue {
 	size_t bucket_depth[WORKQUEUE_NS_BUCKETS];
 	int fifo;
 	int low_active, low_max; /* low keys being processed, and the cap (0: none) */
+	int64_t low_served_ms;	 /* when the low lane last had a key */
 	/* Keys one namespace, and one flow of it, may have processed at once
 	 * (0: no cap; fair order only), and how many they have. */
 	int cap_ns, cap_flow;
@@ -541,7 +545,8 @@ static struct node *push_locked(struct workqueue *q, const char *key, const char
 	DL_APPEND(f->head, n);
 	f->len++;
 	f->t->len++;
-	l->len++;
+	if (l->len++ == 0)
+		l->since_ms = ktime_mono_ms();
 	q->len++;
 	q->bucket_depth[t->bucket]++;
 	report_depth(q, t->bucket);
@@ -951,15 +956,29 @@ static int num_requeues(struct workqueue *q, const char *key)
 
 /* Takes the next key a getter may have (caller holds mu; NULL: none): the
  * ordinary lane first, the low lane while under its cap. *low tells which,
- * *bucket its namespace's bucket. */
+ * *bucket its namespace's bucket. So that a steady backlog of ordinary keys
+ * (workers that always find one ready) never holds the low lane back for
+ * good, it gets one key ahead of them each LOW_FLOOR_MS. */
 static struct node *pop_locked(struct workqueue *q, int *low, int *bucket)
 {
-	*low = 0;
-	struct node *n = pop_lane(q, &q->ord, bucket);
-	if (n || (q->low_max && q->low_active >= q->low_max))
-		return n;
+	int room = !q->low_max || q->low_active < q->low_max;
+	int64_t now = ktime_mono_ms();
+	struct node *n = NULL;
 	*low = 1;
-	return pop_lane(q, &q->low, bucket);
+	int64_t waited = now - (q->low_served_ms > q->low.since_ms ? q->low_served_ms : q->low.since_ms);
+	if (room && q->low.len && waited >= LOW_FLOOR_MS)
+		n = pop_lane(q, &q->low, bucket);
+	if (!n) {
+		*low = 0;
+		n = pop_lane(q, &q->ord, bucket);
+	}
+	if (!n && room) {
+		*low = 1;
+		n = pop_lane(q, &q->low, bucket);
+	}
+	if (n && *low)
+		q->low_served_ms = now;
+	return n;
 }
 
 /* Counts the processed key m in (d 1) or out (d -1) of its namespace's and
