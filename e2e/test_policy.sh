@@ -571,6 +571,36 @@ test_7_b_floor_labels_of_sandbox_pods_are_the_controllers() {
     sandbox/sandbox-controller "the labels the floor selects $pod by"
 }
 
+# The controller counts a pod's Sandbox owner references as the Sandboxes
+# holding it (contract 5a: the pod goes when none of them is active; a new
+# Sandbox of an expired generation gets the stored outcome). A tenant who may
+# patch pods must not add or change them: naming a Sandbox of hers would keep
+# alice's pod (and workspace) running past alice's suspend, or make alice's
+# retries Expired. Removing one passes, as the garbage collector does.
+test_7_c_owner_references_of_sandbox_pods_are_the_controllers() {
+  sandbox_as_alice ws-7c task-ws7c alice || fail "ws-7c refused"
+  wait_for 60 bound team-a ws-7c || fail "ws-7c not bound"
+  local pod out forged
+  pod=$(pod_of team-a ws-7c)
+  forged='{"apiVersion":"sandbox.dev/v1alpha1","kind":"Sandbox","name":"m-old","uid":"00000000-0000-4000-8000-000000000001"}'
+  out=$(as "$MALLORY" patch pod -n team-a "$pod" --type json --dry-run=server \
+    -p "[{\"op\":\"add\",\"path\":\"/metadata/ownerReferences/-\",\"value\":$forged}]" 2>&1) &&
+    fail "mallory added an owner reference to $pod"
+  refused_by sandbox-controller-pods "$out" || fail "owner reference added: $out"
+  out=$(as "$MALLORY" patch pod -n team-a "$pod" --type json --dry-run=server \
+    -p "[{\"op\":\"replace\",\"path\":\"/metadata/ownerReferences\",\"value\":[$forged]}]" 2>&1) &&
+    fail "mallory replaced the owner references of $pod"
+  refused_by sandbox-controller-pods "$out" || fail "owner references replaced: $out"
+  out=$(as "$MALLORY" patch pod -n team-a "$pod" --type json --dry-run=server \
+    -p '[{"op":"replace","path":"/metadata/ownerReferences/0/controller","value":false}]' 2>&1) &&
+    fail "mallory changed the controller flag of $pod's owner reference"
+  refused_by sandbox-controller-pods "$out" || fail "owner reference changed: $out"
+  out=$(as "$MALLORY" patch pod -n team-a "$pod" --type json --dry-run=server \
+    -p '[{"op":"remove","path":"/metadata/ownerReferences/0"}]' 2>&1) ||
+    fail "removing an owner reference (as the garbage collector does) was refused: $out"
+  expect_eq "$(jp team-a pod "$pod" '{.metadata.ownerReferences[*].name}')" ws-7c "the owner references of $pod"
+}
+
 # Updates of a Sandbox being deleted skip both webhooks (finalizer removals
 # must never wait for them): its reserved metadata is still the controller's,
 # and its finalizers and garbage collection still go through. The status
