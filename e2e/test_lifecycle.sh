@@ -526,6 +526,45 @@ YAML
   kubectl delete sbx -n team-a jw-a jw-c --wait=false >/dev/null
 }
 
+# The holders of a pod are its Sandbox owner references, and a reference
+# counts only when that Sandbox is of the pod's scope: owner references
+# written by someone else (the pod policy refuses them to everyone but the
+# controller; here the controller's own identity, as a stolen token or a
+# cluster without the policies would) never keep a pod running past its
+# Sandboxes' suspend, nor make a retry of the key Expired.
+test_t_holders_of_another_scope_do_not_count() {
+  local ctl=$E2E_DIR/controller.kubeconfig pod pod2 ref
+  lsbx "$ALICE" fh-other key-fh-other >/dev/null || fail "create fh-other"
+  lsbx "$ALICE" fh-old key-fh-old "{\"shutdownTime\":\"$(in_s 1)\",\"shutdownPolicy\":\"Retain\"}" >/dev/null ||
+    fail "create fh-old"
+  lsbx "$ALICE" fh-a key-fh-a >/dev/null || fail "create fh-a"
+  lsbx "$ALICE" fh-b key-fh-b >/dev/null || fail "create fh-b"
+  wait_for 30 phase_is team-a fh-other Running || fail "fh-other not Running"
+  wait_for 30 phase_is team-a fh-old Expired || fail "fh-old not Expired"
+  wait_for 30 phase_is team-a fh-a Running || fail "fh-a not Running"
+  wait_for 30 phase_is team-a fh-b Running || fail "fh-b not Running"
+  # fh-a's pod also names fh-other (active, another key) as an owner.
+  pod=$(pod_of team-a fh-a)
+  ref="{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\",\"name\":\"fh-other\",\"uid\":\"$(jp team-a sandbox fh-other '{.metadata.uid}')\"}"
+  as "$ctl" patch pod -n team-a "$pod" --type json \
+    -p "[{\"op\":\"add\",\"path\":\"/metadata/ownerReferences/-\",\"value\":$ref}]" >/dev/null ||
+    fail "add fh-other to $pod's owners"
+  lifecycle_patch "$ALICE" fh-a '{"suspend":true}' >/dev/null || fail "suspend fh-a"
+  wait_for 30 pod_gone team-a "$pod" || fail "fh-a's pod runs after its only Sandbox was suspended (a holder of another scope counted)"
+  # fh-b's pod names only fh-old (expired, another key): a retry of fh-b's
+  # key is not that generation's stored outcome.
+  pod2=$(pod_of team-a fh-b)
+  ref="{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"Sandbox\",\"name\":\"fh-old\",\"uid\":\"$(jp team-a sandbox fh-old '{.metadata.uid}')\"}"
+  as "$ctl" patch pod -n team-a "$pod2" --type json \
+    -p "[{\"op\":\"replace\",\"path\":\"/metadata/ownerReferences\",\"value\":[$ref]}]" >/dev/null ||
+    fail "make fh-old $pod2's only owner"
+  lsbx "$ALICE" fh-b2 key-fh-b >/dev/null || fail "create fh-b2 (a retry of fh-b's key)"
+  wait_for 30 phase_is team-a fh-b2 Running ||
+    fail "fh-b2 (a retry of a live key): $(phase team-a fh-b2) $(ready_reason team-a fh-b2) $(bound_message team-a fh-b2)"
+  expect_eq "$(pod_of team-a fh-b2)" "$pod2" "fh-b2's pod"
+  kubectl delete sbx -n team-a fh-other fh-old fh-a fh-b fh-b2 --wait=false >/dev/null
+}
+
 test_k_upgrade_keeps_digest_and_pod() {
   local src=$E2E_DIR/previous
   mkdir -p "$src"
