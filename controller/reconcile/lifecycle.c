@@ -28,6 +28,7 @@
 #include "sandbox/config.h"
 #include "sandbox/netprofile.h"
 #include "sandbox/podbuild.h"
+#include "sandbox/scope.h"
 #include "sandbox/spec.h"
 #include "sandbox/trim.h"
 
@@ -45,14 +46,21 @@ enum holder { H_ACTIVE,
 static int claim_name_for(struct sbx_controller *c, const struct sbx_view *v, const char *pod_name, char *out,
 			  size_t n);
 
-/* What the cached Sandbox ns/name (it must be uid) is to the pod it holds. */
-static enum holder holder_state(struct sbx_controller *c, const char *ns, const char *name, const char *uid, time_t now)
+/* What the cached Sandbox ns/name (it must be uid) is to the pod of scope
+ * digest it holds. A Sandbox of another scope holds no pod of this one,
+ * whatever the pod's owner references say: only Sandboxes of one scope share
+ * a pod, and references someone else wrote must neither keep a pod running
+ * nor make its generation expired. */
+static enum holder holder_state(struct sbx_controller *c, const char *ns, const char *name, const char *uid, time_t now,
+				const char *digest)
 {
 	cJSON *o = informer_get(c->sandboxes, ns, name);
 	enum holder h = H_GONE;
-	if (o && meta_str(o, "uid") && !strcmp(meta_str(o, "uid"), uid) && !meta_str(o, "deletionTimestamp")) {
+	struct sbx_scope sc;
+	char msg[256];
+	if (o && meta_str(o, "uid") && !strcmp(meta_str(o, "uid"), uid) && !meta_str(o, "deletionTimestamp") &&
+	    sbx_scope_compute(ns, uid, jobj(o, "spec"), &sc, msg, sizeof msg) == 0 && !strcmp(sc.digest, digest)) {
 		struct sbx_lifecycle l;
-		char msg[256];
 		const char *phase = jstr(jobj(o, "status"), "phase");
 		if (sbx_lifecycle_parse(jobj(o, "spec"), &l, msg, sizeof msg) < 0)
 			h = H_ACTIVE; /* cannot tell: keep the pod */
@@ -91,7 +99,7 @@ static void count_holders(struct sbx_controller *c, const struct sbx_view *v, en
 		const char *kind = jstr(ref, "kind"), *name = jstr(ref, "name"), *uid = jstr(ref, "uid");
 		if (!kind || strcmp(kind, "Sandbox") || !name || !uid)
 			continue;
-		enum holder s = !strcmp(uid, v->uid) ? self : holder_state(c, v->ns, name, uid, v->now);
+		enum holder s = !strcmp(uid, v->uid) ? self : holder_state(c, v->ns, name, uid, v->now, v->scope.digest);
 		if (s == H_ACTIVE)
 			h->active++;
 		else if (s == H_SUSPENDED)
