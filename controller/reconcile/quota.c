@@ -694,20 +694,9 @@ static enum kube_err post_record(struct sbx_controller *c, const struct sbx_view
 				 const char *name, const char *claim, const cJSON *owner_refs, struct kube_error *err)
 {
 	struct sbx_claimrec r = { .state = state };
-	snprintf(r.name, sizeof r.name, "%s", name);
-	snprintf(r.digest, sizeof r.digest, "%s", v->scope.digest);
-	long g = sbx_claim_generation(claim, v->scope.digest);
-	r.generation = g > 0 ? g : 0;
-	snprintf(r.pod_name, sizeof r.pod_name, "%s", claim);
 	time_t now = time(NULL);
-	ktime_format_rfc3339(now, r.claimed_at);
-	ktime_format_rfc3339(now + sbx_rc_key_lifetime(c), r.key_expires_at);
-	snprintf(r.fingerprint, sizeof r.fingerprint, "%s", v->scope.fingerprint);
-	if (v->owner) {
-		r.has_owner = 1;
-		snprintf(r.owner, sizeof r.owner, "%s", v->owner);
-	}
-	snprintf(r.sandbox, sizeof r.sandbox, "%s", v->name);
+	if (sbx_rec_fill(c, v, &r, name, claim, claim, now, v->name) < 0)
+		r.generation = 0;
 	ktime_format_rfc3339(now, r.since);
 	cJSON *obj = sbx_claimrec_build(&r, v->ns, c->seal_keys, owner_refs);
 	if (!obj) {

@@ -116,6 +116,23 @@ static int put_record(struct sbx_controller *c, const struct sbx_view *v, const 
 	return r;
 }
 
+int sbx_rec_fill(struct sbx_controller *c, const struct sbx_view *v, struct sbx_claimrec *rec, const char *name,
+		 const char *claim, const char *pod_name, time_t claimed, const char *sandbox)
+{
+	snprintf(rec->name, sizeof rec->name, "%s", name);
+	snprintf(rec->digest, sizeof rec->digest, "%s", v->scope.digest);
+	rec->generation = sbx_claim_generation(claim, v->scope.digest);
+	snprintf(rec->pod_name, sizeof rec->pod_name, "%s", pod_name);
+	ktime_format_rfc3339(claimed, rec->claimed_at);
+	ktime_format_rfc3339(claimed + sbx_rc_key_lifetime(c), rec->key_expires_at);
+	snprintf(rec->fingerprint, sizeof rec->fingerprint, "%s", v->scope.fingerprint);
+	rec->has_owner = v->owner != NULL;
+	snprintf(rec->owner, sizeof rec->owner, "%s", v->owner ? v->owner : "");
+	snprintf(rec->sandbox, sizeof rec->sandbox, "%s", sandbox);
+	ktime_format_rfc3339(v->now, rec->since);
+	return rec->generation < 0 ? -1 : 0;
+}
+
 int sbx_rec_put_released(struct sbx_controller *c, const struct sbx_view *v, const cJSON *pod, enum sbx_claim_state state,
 			 const char *sandbox, const cJSON *owner_refs)
 {
@@ -123,24 +140,10 @@ int sbx_rec_put_released(struct sbx_controller *c, const struct sbx_view *v, con
 	const char *pod_name = meta_str(pod, "name"), *claimed = annotation(pod, SBX_ANN_CLAIMED_AT);
 	const char *claim = sbx_rc_claim_of(pod); /* the record is the generation's, named like its claim */
 	time_t t;
-	if (!pod_name || !claim || ktime_parse_rfc3339(claimed, &t) < 0)
+	if (!pod_name || !claim || ktime_parse_rfc3339(claimed, &t) < 0 ||
+	    sbx_rec_fill(c, v, &rec, claim, claim, pod_name, t, sandbox) < 0)
 		return -1;
-	snprintf(rec.name, sizeof rec.name, "%s", claim);
-	snprintf(rec.digest, sizeof rec.digest, "%s", v->scope.digest);
-	rec.generation = sbx_claim_generation(claim, v->scope.digest);
-	snprintf(rec.pod_name, sizeof rec.pod_name, "%s", pod_name);
-	ktime_format_rfc3339(t, rec.claimed_at);
-	ktime_format_rfc3339(t + sbx_rc_key_lifetime(c), rec.key_expires_at);
-	snprintf(rec.fingerprint, sizeof rec.fingerprint, "%s", v->scope.fingerprint);
-	if (v->owner) {
-		rec.has_owner = 1;
-		snprintf(rec.owner, sizeof rec.owner, "%s", v->owner);
-	}
-	snprintf(rec.sandbox, sizeof rec.sandbox, "%s", sandbox);
-	ktime_format_rfc3339(v->now, rec.since);
 	snprintf(rec.pod_uid, sizeof rec.pod_uid, "%s", meta_str(pod, "uid") ? meta_str(pod, "uid") : "");
-	if (rec.generation < 0)
-		return -1;
 	return put_record(c, v, &rec, state == SBX_CLAIM_EXPIRED ? NULL : owner_refs);
 }
 
@@ -161,22 +164,7 @@ static cJSON *bound_record(struct sbx_controller *c, const struct sbx_view *v, c
 {
 	struct sbx_claimrec rec = { .state = SBX_CLAIM_BOUND };
 	time_t t;
-	if (ktime_parse_rfc3339(claimed_at, &t) < 0)
-		return NULL;
-	snprintf(rec.name, sizeof rec.name, "%s", claim);
-	snprintf(rec.digest, sizeof rec.digest, "%s", v->scope.digest);
-	rec.generation = sbx_claim_generation(claim, v->scope.digest);
-	snprintf(rec.pod_name, sizeof rec.pod_name, "%s", pod_name);
-	snprintf(rec.claimed_at, sizeof rec.claimed_at, "%s", claimed_at);
-	ktime_format_rfc3339(t + sbx_rc_key_lifetime(c), rec.key_expires_at);
-	snprintf(rec.fingerprint, sizeof rec.fingerprint, "%s", v->scope.fingerprint);
-	if (v->owner) {
-		rec.has_owner = 1;
-		snprintf(rec.owner, sizeof rec.owner, "%s", v->owner);
-	}
-	snprintf(rec.sandbox, sizeof rec.sandbox, "%s", v->name);
-	ktime_format_rfc3339(v->now, rec.since);
-	if (rec.generation < 0)
+	if (ktime_parse_rfc3339(claimed_at, &t) < 0 || sbx_rec_fill(c, v, &rec, claim, claim, pod_name, t, v->name) < 0)
 		return NULL;
 	cJSON *refs = NULL;
 	if (!owner_refs) {

@@ -7,6 +7,7 @@
 #define SBX_RECONCILE_RECORDS_H
 
 #include <stddef.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -26,6 +27,11 @@ cJSON *sbx_rec_cached(struct sbx_controller *c, const struct sbx_view *v);
  * none, or one that does not verify, which counts for nothing). 0, 1 when
  * one stands that does not verify, or -1 when it cannot be read. */
 int sbx_rec_live(struct sbx_controller *c, const struct sbx_view *v, const char *name, cJSON **out);
+/* Fills rec (its state aside) as a record of v's generation claim named
+ * name (the claim's, or a quota slot's) naming pod_name, claimed at claimed,
+ * held by sandbox since v's now; -1 when claim is not of v's scope. */
+int sbx_rec_fill(struct sbx_controller *c, const struct sbx_view *v, struct sbx_claimrec *rec, const char *name,
+		 const char *claim, const char *pod_name, time_t claimed, const char *sandbox);
 /* Writes the claim record of pod's generation: created, or the stored one
  * replaced when it says otherwise (or is not ours). Returns 0, a delay
  * (someone wrote it meanwhile), or -1. */
