@@ -258,7 +258,8 @@ static void test_config_pod_settings(void)
 			"    injectedContainers:\n"
 			"      - {name: istio-proxy, image: \"docker.io/istio/proxyv2:*\", volumes: [istio-envoy]}\n"
 			"      - {name: istio-init, image: docker.io/istio/proxyv2:1.22, init: true}\n"
-			"    labels: [security.istio.io/tlsMode]\n";
+			"    labels: [security.istio.io/tlsMode]\n"
+			"    resourceDefaults: [ephemeral-storage, hugepages-2Mi, example.com/foo]\n";
 	struct sbx_config c;
 	char err[256];
 	sbx_config_init(&c);
@@ -285,6 +286,10 @@ static void test_config_pod_settings(void)
 	CU_ASSERT_EQUAL(c.mutations.injected[0].nvolumes, 1);
 	CU_ASSERT_EQUAL(c.mutations.injected[1].init, 1);
 	CU_ASSERT_EQUAL(c.mutations.nlabels, 1);
+	CU_ASSERT_EQUAL_FATAL(c.mutations.nresource_defaults, 3);
+	CU_ASSERT_STRING_EQUAL(c.mutations.resource_defaults[0], "ephemeral-storage");
+	CU_ASSERT_STRING_EQUAL(c.mutations.resource_defaults[1], "hugepages-2Mi");
+	CU_ASSERT_STRING_EQUAL(c.mutations.resource_defaults[2], "example.com/foo");
 	CU_ASSERT(sbx_image_pattern_match("docker.io/istio/proxyv2:*", "docker.io/istio/proxyv2:1.2"));
 	CU_ASSERT(!sbx_image_pattern_match("docker.io/istio/proxyv2:*", "docker.io/istio/other:1"));
 	CU_ASSERT(sbx_image_pattern_match("a:1", "a:1"));
@@ -293,6 +298,14 @@ static void test_config_pod_settings(void)
 	CU_ASSERT_EQUAL(parse(&c, "pod: {runAsUser: 0}\n", err, sizeof err), -1);
 	CU_ASSERT_EQUAL(c.pod.run_as_user, 2000);
 	CU_ASSERT_EQUAL(c.mutations.ninjected, 2);
+	CU_ASSERT_EQUAL_FATAL(c.mutations.nresource_defaults, 3);
+	CU_ASSERT_STRING_EQUAL(c.mutations.resource_defaults[2], "example.com/foo");
+	/* A later overlay replaces the list; an empty one declares nothing. */
+	CU_ASSERT_EQUAL(parse(&c, "adoption: {allowedMutations: {resourceDefaults: [cpu]}}\n", err, sizeof err), 0);
+	CU_ASSERT_EQUAL_FATAL(c.mutations.nresource_defaults, 1);
+	CU_ASSERT_STRING_EQUAL(c.mutations.resource_defaults[0], "cpu");
+	CU_ASSERT_EQUAL(parse(&c, "adoption: {allowedMutations: {resourceDefaults: []}}\n", err, sizeof err), 0);
+	CU_ASSERT_EQUAL(c.mutations.nresource_defaults, 0);
 	sbx_config_release(&c);
 }
 
@@ -334,6 +347,19 @@ static void test_config_pod_refusals(void)
 	check_error("adoption: {allowedMutations: {injectedContainers: [{name: s, image: x, "
 		    "volumes: [ws-0]}]}}\n",
 		    "invalid entry \"ws-0\"");
+	check_error("adoption: {allowedMutations: {resourceDefaults: [\"ephemeral storage\"]}}\n",
+		    "adoption.allowedMutations.resourceDefaults: \"ephemeral storage\" is not a resource name");
+	check_error("adoption: {allowedMutations: {resourceDefaults: [ephemeral_storage]}}\n",
+		    "\"ephemeral_storage\" is not a resource name (cpu, memory, ephemeral-storage, hugepages-<size>");
+	check_error("adoption: {allowedMutations: {resourceDefaults: [example.com/a/b]}}\n",
+		    "\"example.com/a/b\" is not a resource name");
+	check_error("adoption: {allowedMutations: {resourceDefaults: [hugepages-]}}\n",
+		    "\"hugepages-\" is not a resource name");
+	check_error("adoption: {allowedMutations: {resourceDefaults: [\"\"]}}\n", "is not a resource name");
+	check_error("adoption: {allowedMutations: {resourceDefaults: ephemeral-storage}}\n",
+		    "adoption.allowedMutations.resourceDefaults must be a list of strings");
+	check_error("adoption: {allowedMutations: {resourceDefaults: [{name: cpu}]}}\n",
+		    "adoption.allowedMutations.resourceDefaults has an invalid entry");
 	check_error("adoption: {allowedMutations: {sidecars: []}}\n", "unknown key \"sidecars\"");
 	check_error("adoption: {trustEverything: true}\n", "unknown key \"trustEverything\"");
 	/* Caps on sizes. */
@@ -346,6 +372,10 @@ static void test_config_pod_refusals(void)
 	for (int i = 0; i <= SBX_CONFIG_MAX_ITEMS; i++)
 		n += snprintf(y + n, sizeof y - (size_t)n, "    - s%d\n", i);
 	check_error(y, "has more than 32 entries");
+	n = snprintf(y, sizeof y, "adoption:\n  allowedMutations:\n    resourceDefaults:\n");
+	for (int i = 0; i <= SBX_CONFIG_MAX_ITEMS; i++)
+		n += snprintf(y + n, sizeof y - (size_t)n, "      - example.com/r%d\n", i);
+	check_error(y, "adoption.allowedMutations.resourceDefaults has more than 32 entries");
 }
 
 /* The shipped manifest documents every key with its default: it must load
@@ -363,6 +393,7 @@ static void test_config_shipped_manifest(void)
 	CU_ASSERT_EQUAL(c.pod.nruntime_allowed, 0);
 	CU_ASSERT_EQUAL(c.mutations.digest_pinning, 0);
 	CU_ASSERT_EQUAL(c.mutations.ninjected, 0);
+	CU_ASSERT_EQUAL(c.mutations.nresource_defaults, 0);
 	CU_ASSERT_STRING_EQUAL(c.seal_key_file, "/var/run/sandbox-controller/seal/key");
 	sbx_config_release(&c);
 }

@@ -714,6 +714,15 @@ static void edit_runtime_class(cJSON *spec)
 	cJSON_DeleteItemFromObjectCaseSensitive(spec, "runtimeClassName");
 }
 
+/* What a namespace's LimitRange with ephemeral-storage defaults does to the
+ * sandbox container (whose spec sets cpu and memory only). */
+static void edit_limitrange_storage(cJSON *spec)
+{
+	cJSON *res = cJSON_GetObjectItemCaseSensitive(container0(spec), "resources");
+	cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(res, "limits"), "ephemeral-storage", "1Gi");
+	cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(res, "requests"), "ephemeral-storage", "1Gi");
+}
+
 static void test_verify_payload(void)
 {
 	struct fixture f;
@@ -1140,6 +1149,119 @@ static void test_verify_declared_mutations(void)
 	fixture_release(&strict);
 }
 
+/* Certifies f's pod after edits under f's config and returns the verdict;
+ * prints the reason when the verdict is not the one wanted (want_ok), or
+ * always with SBX_TEST_VERBOSE. */
+static enum sbx_verify resources_after(const struct fixture *f, const struct edit *edits, int want_ok)
+{
+	char why[256] = "";
+	enum sbx_verify v = certify_after(f, NULL, edits, why, sizeof why);
+	if ((v == SBX_VERIFY_OK) != want_ok || getenv("SBX_TEST_VERBOSE"))
+		fprintf(stderr, "\n  %s=%s: %s", edits[0].path, edits[0].val ? edits[0].val : "(removed)",
+			why[0] ? why : "certified");
+	return v;
+}
+
+/* adoption.allowedMutations.resourceDefaults: what the namespace's
+ * LimitRange fills in where the Sandbox (or the controller's default) sets
+ * nothing is accepted for the declared names only; what the Sandbox sets
+ * stays exact. */
+static void test_verify_resource_defaults(void)
+{
+	static const char declared_yaml[] =
+	    "adoption: {allowedMutations: {resourceDefaults: [ephemeral-storage, cpu]}}\n";
+	static const struct edit storage[] = {
+		{ C0 "resources/limits/ephemeral-storage", "\"1Gi\"" },
+		{ C0 "resources/requests/ephemeral-storage", "\"1Gi\"" },
+		{ NULL, NULL },
+	};
+	struct fixture strict, f;
+	char why[256] = "";
+
+	/* Undeclared: refused as before, and the reason names the resource and
+	 * the key that would declare it. */
+	fixture_init(&strict, ALICE_SPEC, NULL);
+	CU_ASSERT_EQUAL(payload_after(&strict, edit_limitrange_storage), SBX_VERIFY_PAYLOAD_MISMATCH);
+	CU_ASSERT_EQUAL(certify_after(&strict, NULL, storage, why, sizeof why), SBX_VERIFY_PAYLOAD_MISMATCH);
+	if (!strstr(why, "limits.ephemeral-storage") || !strstr(why, "resourceDefaults"))
+		fprintf(stderr, "\n  undeclared ephemeral-storage refused as: %s\n", why);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "limits.ephemeral-storage"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "adoption.allowedMutations.resourceDefaults"));
+	fixture_release(&strict);
+
+	/* Declared: the controller's own pod stays bindable, whatever quantity
+	 * the LimitRange gives, in limits, requests or both. */
+	fixture_init(&f, ALICE_SPEC, declared_yaml);
+	CU_ASSERT_EQUAL(payload_after(&f, edit_limitrange_storage), SBX_VERIFY_OK);
+	static const struct edit filled[][3] = {
+		{ { C0 "resources/limits/ephemeral-storage", "\"1Gi\"" },
+		  { C0 "resources/requests/ephemeral-storage", "\"512Mi\"" } },
+		{ { C0 "resources/requests/ephemeral-storage", "\"2Gi\"" } },
+		{ { C0 "resources/limits/ephemeral-storage", "\"1Gi\"" } },
+	};
+	for (size_t i = 0; i < sizeof filled / sizeof filled[0]; i++)
+		CU_ASSERT_EQUAL(resources_after(&f, filled[i], 1), SBX_VERIFY_OK);
+
+	/* Nothing else loosens: a declared resource the Sandbox sets (cpu, from
+	 * the controller's default) is compared exactly, and an undeclared one
+	 * is still foreign. */
+	static const struct edit beyond[][3] = {
+		{ { C0 "resources/limits/cpu", "\"64\"" } },
+		{ { C0 "resources/requests/cpu", "\"100m\"" } },
+		{ { C0 "resources/limits/cpu", NULL } },
+		{ { C0 "resources/requests/cpu", NULL } },
+		{ { C0 "resources/limits/memory", "\"64Gi\"" } },
+		{ { C0 "resources/limits/nvidia.com~gpu", "\"1\"" } },
+		{ { C0 "resources/limits/ephemeral-storage", "\"1Gi\"" },
+		  { C0 "resources/requests/example.com~foo", "\"1\"" } },
+		{ { C0 "resources/claims", "[{\"name\":\"gpu\"}]" } },
+	};
+	for (size_t i = 0; i < sizeof beyond / sizeof beyond[0]; i++)
+		CU_ASSERT_EQUAL(resources_after(&f, beyond[i], 0), SBX_VERIFY_PAYLOAD_MISMATCH);
+	CU_ASSERT_EQUAL(certify_after(&f, NULL, beyond[5], why, sizeof why), SBX_VERIFY_PAYLOAD_MISMATCH);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "nvidia.com/gpu"));
+	fixture_release(&f);
+
+	/* A Sandbox that sets only requests: the LimitRange's limits, and its
+	 * request of another resource, are accepted when declared; the
+	 * Sandbox's own request is not overridden. */
+	static const char decl_cpu_mem[] = "adoption: {allowedMutations: {resourceDefaults: [cpu, memory]}}\n";
+	fixture_init(&f, "{\"image\":\"img:1\",\"resources\":{\"requests\":{\"cpu\":\"500m\"}}}",
+		     decl_cpu_mem);
+	static const struct edit req_filled[] = {
+		{ C0 "resources/limits", "{\"cpu\":\"1\",\"memory\":\"1Gi\"}" },
+		{ C0 "resources/requests/memory", "\"512Mi\"" },
+		{ NULL, NULL },
+	};
+	CU_ASSERT_EQUAL(resources_after(&f, req_filled, 1), SBX_VERIFY_OK);
+	static const struct edit req_overridden[] = {
+		{ C0 "resources/limits", "{\"cpu\":\"1\"}" },
+		{ C0 "resources/requests/cpu", "\"1\"" },
+		{ NULL, NULL },
+	};
+	CU_ASSERT_EQUAL(resources_after(&f, req_overridden, 0), SBX_VERIFY_PAYLOAD_MISMATCH);
+	fixture_release(&f);
+
+	/* Only a cpu limit: the apiserver copies it into requests before any
+	 * LimitRange looks, so that request is the limit's even though cpu is
+	 * declared; memory, which the Sandbox does not set, is filled in. */
+	fixture_init(&f, "{\"image\":\"img:1\",\"resources\":{\"limits\":{\"cpu\":\"1\"}}}", decl_cpu_mem);
+	static const struct edit lim_filled[] = {
+		{ C0 "resources/requests/cpu", "\"1\"" },
+		{ C0 "resources/limits/memory", "\"1Gi\"" },
+		{ C0 "resources/requests/memory", "\"512Mi\"" },
+		{ NULL, NULL },
+	};
+	CU_ASSERT_EQUAL(resources_after(&f, lim_filled, 1), SBX_VERIFY_OK);
+	static const struct edit lim_request_other[] = {
+		{ C0 "resources/requests/cpu", "\"500m\"" },
+		{ C0 "resources/limits/memory", "\"1Gi\"" },
+		{ NULL, NULL },
+	};
+	CU_ASSERT_EQUAL(resources_after(&f, lim_request_other, 0), SBX_VERIFY_PAYLOAD_MISMATCH);
+	fixture_release(&f);
+}
+
 /* A pod built under an older configuration (other uid, node selector,
  * tolerations, priority class, pull secrets, mount table, runtime default)
  * is not foreign; other storage is. */
@@ -1448,6 +1570,7 @@ void register_sandbox_pod_tests(void)
 		  { "each isolation field", test_verify_each_isolation_field },
 		  { "apiserver defaults accepted", test_verify_apiserver_defaults },
 		  { "declared mutations", test_verify_declared_mutations },
+		  { "declared resource defaults", test_verify_resource_defaults },
 		  { "older configuration", test_verify_older_config },
 		  { "hostPath confined", test_verify_hostpath_confined },
 		  { "bound pod tampering", test_tamper_check });

@@ -120,6 +120,7 @@ void sbx_config_release(struct sbx_config *c)
 	pod_settings_release(&c->pod);
 	free_injected(c->mutations.injected, c->mutations.ninjected);
 	free_strv(c->mutations.labels, c->mutations.nlabels);
+	free_strv(c->mutations.resource_defaults, c->mutations.nresource_defaults);
 	free_strv(c->net.dns, c->net.ndns);
 	free_strv(c->net.ingress, c->net.ningress);
 	free_strv(c->net.cluster, c->net.ncluster);
@@ -153,6 +154,7 @@ static void config_copy(struct sbx_config *dst, const struct sbx_config *src)
 	const struct sbx_mutations *sm = &src->mutations;
 	struct sbx_mutations *dm = &dst->mutations;
 	dm->labels = dup_strv(sm->labels, sm->nlabels);
+	dm->resource_defaults = dup_strv(sm->resource_defaults, sm->nresource_defaults);
 	dst->net.dns = dup_strv(src->net.dns, src->net.ndns);
 	dst->net.ingress = dup_strv(src->net.ingress, src->net.ningress);
 	dst->net.cluster = dup_strv(src->net.cluster, src->net.ncluster);
@@ -875,12 +877,50 @@ out:
 	return rc;
 }
 
+/* Returns 1 iff s is a resource name a container's limits and requests may
+ * carry (Kubernetes' rule): a qualified name, and without a domain prefix
+ * one of the standard container resources, so that a typo such as
+ * "ephemeral_storage" is refused rather than declaring nothing. */
+static int resource_name_ok(const char *s)
+{
+	static const char *const standard[] = { "cpu", "memory", "ephemeral-storage", NULL };
+	if (!qualified_name(s))
+		return 0;
+	if (strchr(s, '/'))
+		return 1;
+	for (const char *const *n = standard; *n; n++)
+		if (!strcmp(s, *n))
+			return 1;
+	return !strncmp(s, "hugepages-", 10) && s[10];
+}
+
+/* Applies adoption.allowedMutations.resourceDefaults (what a LimitRange may
+ * fill in): resource names, at most SBX_CONFIG_MAX_ITEMS. */
+static int apply_resource_defaults(struct sbx_mutations *m, const cJSON *l, char *err, size_t errlen)
+{
+	const char *what = "adoption.allowedMutations.resourceDefaults";
+	const cJSON *e;
+	/* A clearer message than apply_string_list's for a wrong name. */
+	if (cJSON_IsArray(l) && cJSON_GetArraySize(l) <= SBX_CONFIG_MAX_ITEMS) {
+		cJSON_ArrayForEach(e, l)
+		{
+			if (cJSON_IsString(e) && !resource_name_ok(e->valuestring))
+				return cfail(err, errlen,
+					     "%s: \"%.64s\" is not a resource name (cpu, memory, ephemeral-storage, "
+					     "hugepages-<size>, or a name with a domain prefix such as example.com/gpu)",
+					     what, e->valuestring);
+		}
+	}
+	return apply_string_list(&m->resource_defaults, &m->nresource_defaults, l, what, resource_name_ok, err,
+				 errlen);
+}
+
 /* Applies the adoption section to t. */
 static int apply_adoption(struct sbx_config *t, const cJSON *ad, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "allowedMutations", NULL };
 	static const char *const mkeys[] = { "imageDigestPinning", "injectedContainers", "labels",
-					     NULL };
+					     "resourceDefaults", NULL };
 	const cJSON *am;
 	if (only_keys(ad, "adoption", keys, err, errlen) < 0 ||
 	    section(ad, "allowedMutations", &am, err, errlen) < 0)
@@ -902,6 +942,9 @@ static int apply_adoption(struct sbx_config *t, const cJSON *ad, char *err, size
 	if ((v = cJSON_GetObjectItemCaseSensitive(am, "labels")) &&
 	    apply_string_list(&t->mutations.labels, &t->mutations.nlabels, v,
 			      "adoption.allowedMutations.labels", qualified_name_ok, err, errlen) < 0)
+		return -1;
+	if ((v = cJSON_GetObjectItemCaseSensitive(am, "resourceDefaults")) &&
+	    apply_resource_defaults(&t->mutations, v, err, errlen) < 0)
 		return -1;
 	return 0;
 }

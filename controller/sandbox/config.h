@@ -35,6 +35,9 @@
  *         - {name: istio-proxy, image: "docker.io/istio/proxyv2:*", init: false,
  *            volumes: [istio-envoy]}     # image: exact, or a prefix ending in "*"
  *       labels: [security.istio.io/tlsMode]   # label keys admission may add
+ *       resourceDefaults: [ephemeral-storage] # resources a LimitRange may fill into the
+ *                                       # sandbox container's limits and requests where
+ *                                       # the Sandbox (or the default) sets none
  *   ownerAuthorization: accessReview     # or namespace (contract section 2a)
  *   quota:                              # the default per-owner quota of every namespace
  *     maxActive: 20                     # (a SandboxQuota there replaces it; sandbox/quota.h)
@@ -67,7 +70,8 @@
 /* Most mounts accepted. */
 #define SBX_CONFIG_MAX_MOUNTS 32
 /* Most entries in any pod settings map or list (node selector, tolerations,
- * pull secrets, labels, annotations, runtime classes, injected containers). */
+ * pull secrets, labels, annotations, runtime classes, injected containers,
+ * resource defaults). */
 #define SBX_CONFIG_MAX_ITEMS 32
 /* Longest label/annotation value, toleration value or image pattern. */
 #define SBX_CONFIG_MAX_VALUE 4096
@@ -128,6 +132,11 @@ struct sbx_mutations {
 	size_t ninjected;
 	char **labels; /* label keys admission may add */
 	size_t nlabels;
+	/* Resource names (cpu, ephemeral-storage, example.com/gpu) admission
+	 * (a LimitRange) may fill into the sandbox container's limits and
+	 * requests where the Sandbox sets none (sandbox/verify.h). */
+	char **resource_defaults;
+	size_t nresource_defaults;
 };
 
 /* The default per-owner quota (absent limits: none). */

@@ -207,9 +207,22 @@ static int same_quantity(const cJSON *a, const cJSON *b)
 	return fabs(x - y) <= 1e-9 * fmax(1.0, fmax(fabs(x), fabs(y)));
 }
 
+/* 1 iff name is declared in adoption.allowedMutations.resourceDefaults:
+ * admission may fill it in where the Sandbox sets none. */
+static int resource_declared(const struct cert *c, const char *name)
+{
+	for (size_t i = 0; i < c->cfg->mutations.nresource_defaults; i++)
+		if (!strcmp(c->cfg->mutations.resource_defaults[i], name))
+			return 1;
+	return 0;
+}
+
 /* Resources: the spec's (or the defaults), compared as quantities. The
  * apiserver copies a limit into requests when a resource has a limit and
- * no request; nothing else may be added. */
+ * no request (before any admission plugin runs, so that request is the
+ * limit's). A resource the spec sets in neither way may have been filled in
+ * by a LimitRange: accepted, at any quantity, when declared in
+ * adoption.allowedMutations.resourceDefaults. Nothing else may be added. */
 static int check_resources(struct cert *c, const cJSON *live, const cJSON *want)
 {
 	static const char *const parts[] = { "limits", "requests", "claims", NULL };
@@ -220,12 +233,23 @@ static int check_resources(struct cert *c, const cJSON *live, const cJSON *want)
 	const cJSON *wl = field(want, "limits"), *wr = field(want, "requests");
 	const cJSON *ll = field(live, "limits"), *lr = field(live, "requests");
 	const cJSON *e;
-	if (cJSON_GetArraySize(ll) != cJSON_GetArraySize(wl))
-		return refuse(c, "container.resources.limits differ from the Sandbox's");
+	if ((ll && !cJSON_IsObject(ll)) || (lr && !cJSON_IsObject(lr)))
+		return refuse(c, "container.resources is malformed");
 	cJSON_ArrayForEach(e, wl)
 	{
-		if (!same_quantity(field(ll, e->string), e))
-			return refuse(c, "container.resources.limits.%.32s differs from the Sandbox's",
+		const cJSON *l = field(ll, e->string);
+		if (!l)
+			return refuse(c, "container.resources.limits.%.64s is missing", e->string);
+		if (!same_quantity(l, e))
+			return refuse(c, "container.resources.limits.%.64s differs from the Sandbox's",
+				      e->string);
+	}
+	cJSON_ArrayForEach(e, ll)
+	{
+		if (!field(wl, e->string) && !resource_declared(c, e->string))
+			return refuse(c,
+				      "container.resources.limits.%.64s is not set by the Sandbox nor declared in "
+				      "adoption.allowedMutations.resourceDefaults",
 				      e->string);
 	}
 	cJSON_ArrayForEach(e, lr)
@@ -233,14 +257,21 @@ static int check_resources(struct cert *c, const cJSON *live, const cJSON *want)
 		const cJSON *w = field(wr, e->string);
 		if (!w)
 			w = field(wl, e->string); /* defaulted from the limit */
-		if (!w || !same_quantity(e, w))
-			return refuse(c, "container.resources.requests.%.32s differs from the Sandbox's",
+		if (!w && resource_declared(c, e->string))
+			continue;
+		if (!w)
+			return refuse(c,
+				      "container.resources.requests.%.64s is not set by the Sandbox nor declared in "
+				      "adoption.allowedMutations.resourceDefaults",
+				      e->string);
+		if (!same_quantity(e, w))
+			return refuse(c, "container.resources.requests.%.64s differs from the Sandbox's",
 				      e->string);
 	}
 	cJSON_ArrayForEach(e, wr)
 	{
 		if (!field(lr, e->string))
-			return refuse(c, "container.resources.requests.%.32s is missing", e->string);
+			return refuse(c, "container.resources.requests.%.64s is missing", e->string);
 	}
 	return 1;
 }

@@ -62,7 +62,10 @@ enum sbx_verify sbx_pod_verify(const cJSON *pod, const struct sbx_verify_expect 
  *     adoption.allowedMutations.imageDigestPinning, the same image or its
  *     repository + "@sha256:<64 hex>"), command, args, env (name/value only,
  *     in order; no envFrom), resources (quantities compared by value; a
- *     request the apiserver copied from a limit is accepted);
+ *     request the apiserver copied from a limit is accepted; a limit or
+ *     request of a resource the Sandbox sets in neither way, at any
+ *     quantity, only when declared in
+ *     adoption.allowedMutations.resourceDefaults: a LimitRange's defaults);
  *   - runtimeClassName: the one the Sandbox names (and it must be allowed);
  *     for a Sandbox that names none, today's default or any class still in
  *     the allow-list (a pod made under an older default); no class only when
