@@ -120,6 +120,65 @@ YAML
   wait_for 120 bound small s1 || fail "not bound after the limit was lifted"
 }
 
+# A namespace's LimitRange fills ephemeral-storage into the limits and
+# requests of every container, the controller's own sandbox pod among them
+# (README "Troubleshooting"). Without adoption.allowedMutations.resourceDefaults
+# (the suite's controller) the Sandbox is refused its own pod,
+# ForeignPodConflict naming the resource; a controller whose config declares
+# [ephemeral-storage] binds that same pod, and creates and binds new ones.
+# Controllers have no namespace filter, so the suite's controller (setup's, the
+# first process tracked) is stopped while the declaring one runs and started
+# again after, on a new metrics port. The Sandboxes have no owner: kwok's
+# nodes have no ephemeral-storage, so an owner's workspace preparation pod
+# (filled in too) would never be scheduled, and with no owner there is none.
+test_limitrange_defaults_declared() {
+  local ns=lr-defaults
+  new_namespace $ns
+  kubectl apply -n $ns -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: LimitRange
+metadata: {name: storage-defaults}
+spec:
+  limits: [{type: Container, default: {ephemeral-storage: 1Gi}, defaultRequest: {ephemeral-storage: 1Gi}}]
+YAML
+  sandbox $ns refused $IMG lr-refused >/dev/null
+  wait_for 30 has_reason $ns refused ForeignPodConflict ||
+    fail "refused: no ForeignPodConflict without the declaration: $(jp $ns sandbox refused '{.status.conditions}')"
+  expect_match "$(jp $ns sandbox refused '{.status.conditions[?(@.type=="Bound")].message}')" \
+    'container\.resources\.limits\.ephemeral-storage is not set by the Sandbox nor declared in adoption\.allowedMutations\.resourceDefaults' \
+    "the refusal names the resource and the declaration"
+  local p
+  p=$(kubectl get pods -n $ns -l app.kubernetes.io/name=sandbox -o jsonpath='{.items[*].metadata.name}')
+  expect_match "$p" '^sbx-[0-9a-f]{32}$' "the one pod the suite's controller made"
+  expect_eq "$(jp $ns pod "$p" '{.spec.containers[0].resources.limits.ephemeral-storage}/{.spec.containers[0].resources.requests.ephemeral-storage}')" \
+    1Gi/1Gi "what the LimitRange filled in"
+
+  local suite=${CTL_PIDS[0]%%:*}
+  controller_stop "$suite"
+  printf 'adoption:\n  allowedMutations:\n    resourceDefaults: [ephemeral-storage]\n' >"$E2E_DIR/resource-defaults.yaml"
+  controller_start ctl-resource-defaults --config "$E2E_DIR/resource-defaults.yaml"
+  local pid=$CTL_PID
+  wait_for 60 bound $ns refused ||
+    fail "refused: its own pod not bound once declared: $(jp $ns sandbox refused '{.status.conditions}')"
+  expect_eq "$(jp $ns sandbox refused '{.status.podName}')" "$p" "refused is bound to the pod it was refused"
+  sandbox $ns declared $IMG lr-declared >/dev/null
+  wait_for 30 bound $ns declared ||
+    fail "declared: not bound: $(jp $ns sandbox declared '{.status.conditions}')"
+  expect_eq "$(jp $ns sandbox declared '{.status.binding}')" Created "declared's binding"
+  local q
+  q=$(jp $ns sandbox declared '{.status.podName}')
+  expect_eq "$(jp $ns pod "$q" '{.spec.containers[0].resources.limits.ephemeral-storage}/{.spec.containers[0].resources.requests.ephemeral-storage}')" \
+    1Gi/1Gi "declared's pod as the LimitRange filled it in"
+  expect_eq "$(jp $ns pod "$q" '{.spec.containers[0].resources.limits.cpu}/{.spec.containers[0].resources.limits.memory}')" \
+    2/4Gi "declared's pod keeps the controller's own cpu and memory"
+
+  # The suite's controller again, without these Sandboxes to refuse.
+  kubectl delete sandbox -n $ns --all --wait=false >/dev/null
+  controller_stop "$pid"
+  MPORT=$(free_port)
+  controller_start ctl --metrics-bind-address "127.0.0.1:$MPORT"
+}
+
 # Enforcement is verified, not assumed (issue 24 item 4): a controller with no
 # network.verify in its config (here none at all) probes NetworkPolicy
 # enforcement. On kwok the probe gives no verdict (here its namespace,
