@@ -159,6 +159,44 @@ test_1_d_a_resumed_warm_take_asks_about_the_author() {
   main_restart
 }
 
+# The other side (stop 49): alice's pool may hand out its pods, bob may use
+# alice's owner and creates a Sandbox the pool serves; the controller dies
+# after the warm claim's record, before the take, and bob loses the right.
+# Finishing the take after the restart, more than 15 s after the webhook's
+# record, asks again about bob (docs/api.md, "When the right to an owner is
+# revoked": "or a warm pod taken"): refused, no pod, the warm pod stays the
+# pool's.
+test_1_d_b_resumed_warm_take_asks_about_the_requester() {
+  local point=after-warm-claim warm pid
+  bob_uses_alice
+  pool "$ALICE" team-a alices-resume 1 alice >/dev/null || fail "alice's pool"
+  wait_for 60 ready_is team-a alices-resume 1 || fail "alices-resume not warm: $(pool_diag team-a alices-resume)"
+  expect_eq "$(kubectl get swp -n team-a --no-headers | grep -c .)" 1 "pools in team-a (alice's is the only warm pod there)"
+  warm=$(kubectl get pods -n team-a -l "sandbox.dev/pool=$(jp team-a swp alices-resume '{.metadata.uid}')" -o jsonpath='{.items[0].metadata.name}')
+  controller_stop "$MAIN_CTL"
+  rm -f "$E2E_DIR/once-take"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-take" main_start
+  pid=$MAIN_CTL
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+  sleep 4 # alice's pool settles on this process's clock: the bind takes from it
+  wsbx "$BOB" team-a bobs-take key-bobs-take alice || fail "bob's Sandbox for alice's owner"
+  wait_dead "$pid" 30 || { fail "$point never reached (no warm pod chosen)"; controller_stop "$pid"; }
+  [ -f "$E2E_DIR/once-take" ] || fail "died without reaching $point"
+  kubectl delete rolebinding bob-uses-alice -n team-a >/dev/null || fail "revoke bob's use of alice"
+  wait_for 20 sh -c "! KUBECONFIG=$BOB kubectl auth can-i use workspaces.sandbox.dev/alice -n team-a >/dev/null" ||
+    fail "bob may still use alice"
+  sleep 20 # past the webhook record's 15 s
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back after the restart"
+  wait_for 40 has_reason team-a bobs-take OwnerNotAuthorized ||
+    fail "bobs-take after bob lost alice's owner: $(phase team-a bobs-take) $(jp team-a sandbox bobs-take '{.status.conditions[?(@.type=="Bound")].reason}') pod '$(pod_of team-a bobs-take)'"
+  expect_eq "$(pod_of team-a bobs-take)" "" "bobs-take's pod"
+  expect_ne "$(jp team-a pod "$warm" '{.metadata.labels.sandbox\.dev/pool}')" "" "$warm still a member of alice's pool"
+  as "$BOB" delete sandbox -n team-a bobs-take --wait=false >/dev/null 2>&1 || kubectl delete sandbox -n team-a bobs-take --wait=false >/dev/null
+  as "$ALICE" delete swp -n team-a alices-resume >/dev/null
+  main_restart
+}
+
 # Finding (stop 42): bob may use alice's owner and creates a Sandbox for
 # it, which waits for a slot (alice's quota of 1 is held); bob then loses
 # the right. When the slot frees, the Sandbox must get no pod mounting
