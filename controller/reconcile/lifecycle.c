@@ -959,7 +959,7 @@ enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *
 		 * cold name: the pod is read live; missing, the caller creates it. */
 		if (strcmp(rec.pod_name, rec.name)) {
 			int r = 0;
-			if (!sbx_warm_resume_claim(c, v, obj, rec.name, &r))
+			if (!sbx_warm_resume_claim(c, v, obj, rec.name, sbx_lc_claim_allowed, &r))
 				return EX_CREATE;
 			*delay = r > 0 ? r : 0;
 			return r < 0 ? EX_RETRY : EX_DONE;

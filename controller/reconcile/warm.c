@@ -389,7 +389,7 @@ static int pool_still_hands_out(struct sbx_controller *c, const struct sbx_view 
 }
 
 int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJSON *rec_obj, const char *claim,
-			  int *r)
+			  sbx_warm_allowed_fn allowed, int *r)
 {
 	struct sbx_claimrec rec;
 	char why[128], fp[65], rv[32];
@@ -402,6 +402,13 @@ int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJ
 		return 1;
 	if (pod && taken_for(v, pod, claim)) {
 		bind_taken(c, v, pod, r); /* the take went through (a crash after it) */
+		cJSON_Delete(pod);
+		return 1;
+	}
+	/* The take did not happen: the pod would be v's now, so v's requester
+	 * is asked again as for a cold create (docs/api.md, "When the right to
+	 * an owner is revoked": a warm pod taken late). */
+	if (!allowed(c, v, r)) {
 		cJSON_Delete(pod);
 		return 1;
 	}

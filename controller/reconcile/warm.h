@@ -41,11 +41,19 @@ enum sbx_warm {
  * warm bind never calls back into the lifecycle that calls it). */
 enum sbx_warm sbx_warm_claim(struct sbx_controller *c, struct sbx_view *v, const char *claim, int *r);
 
+/* Whether v's requester may still have a pod made for it now: 1, or 0 with
+ * *r set (the refusal reported). The lifecycle's sbx_lc_claim_allowed,
+ * passed in so that warm binds never call back into the lifecycle. */
+typedef int (*sbx_warm_allowed_fn)(struct sbx_controller *c, const struct sbx_view *v, int *r);
+
 /* A Bound claim record rec (the cached object, verified) of v's generation
  * claim whose pod is not bound to the scope: completes the take of a warm
  * pod that is still a pool member, or points the record at the cold name.
- * Returns 1 when v is done with (*r set), 0 when the caller creates the cold
- * pod `claim`. */
-int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJSON *rec, const char *claim, int *r);
+ * A take that did not happen yet is made for v's requester now: allowed is
+ * asked first (a take that went through, the run begun, is not). Returns 1
+ * when v is done with (*r set), 0 when the caller creates the cold pod
+ * `claim`. */
+int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJSON *rec, const char *claim,
+			  sbx_warm_allowed_fn allowed, int *r);
 
 #endif
