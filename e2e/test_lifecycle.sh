@@ -565,6 +565,46 @@ test_t_holders_of_another_scope_do_not_count() {
   kubectl delete sbx -n team-a fh-other fh-old fh-a fh-b fh-b2 --wait=false >/dev/null
 }
 
+# A Sandbox that took its owner's only quota slot and is refused before its
+# pod could be made (its requester lost the owner meanwhile) holds no slot
+# and no place in the line (docs/api.md, "When the right to an owner is
+# revoked"): another requester's Sandbox of that owner is bound.
+test_u_refused_requester_holds_no_slot() {
+  grant_owner team-a jq bob
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: workspace-jq-alice, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: workspace-jq}
+subjects: [{kind: User, name: alice}]
+---
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxQuota
+metadata: {name: jq, namespace: team-a}
+spec: {owner: jq, maxActive: 1, mode: Queue}
+YAML
+  # jq's pods are refused for now: jq-a takes the slot and waits.
+  refuse_pod_creates team-a jq-paused \
+    "!('sandbox.dev/workspace-owner' in (has(object.metadata.annotations) ? object.metadata.annotations : {})) || object.metadata.annotations['sandbox.dev/workspace-owner'] != 'jq'" \
+    "jq's pods are paused"
+  sleep 3 # the API server enforces the policy within a few seconds
+  lsbx "$BOB" jq-a key-jq-a "" jq >/dev/null || fail "create jq-a"
+  wait_for 30 eval '[ "$(jp team-a sandboxquota jq "{.status.active}")" = 1 ]' ||
+    fail "jq-a took no slot: $(jp team-a sandboxquota jq '{.status}') $(bound_reason team-a jq-a)"
+  kubectl delete rolebinding -n team-a workspace-jq >/dev/null || fail "revoke bob"
+  sleep 32 # past the record's 15 s and the kept answers (15 s)
+  wait_for 40 has_reason team-a jq-a OwnerNotAuthorized ||
+    fail "jq-a after its requester lost the owner: $(phase team-a jq-a) $(bound_reason team-a jq-a)"
+  allow_pod_creates jq-paused
+  lsbx "$ALICE" jq-b key-jq-b "" jq >/dev/null || fail "create jq-b"
+  wait_for 30 phase_is team-a jq-b Running ||
+    fail "jq-b behind the slot of a refused Sandbox: $(phase team-a jq-b) $(bound_reason team-a jq-b) quota $(jp team-a sandboxquota jq '{.status}')"
+  expect_eq "$(pod_of team-a jq-a)" "" "jq-a's pod"
+  kubectl delete sandboxquota -n team-a jq >/dev/null
+  kubectl delete rolebinding -n team-a workspace-jq-alice >/dev/null
+  kubectl delete sbx -n team-a jq-a jq-b --wait=false >/dev/null
+}
+
 test_k_upgrade_keeps_digest_and_pod() {
   local src=$E2E_DIR/previous
   mkdir -p "$src"
