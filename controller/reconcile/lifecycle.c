@@ -671,6 +671,10 @@ int sbx_lc_claim_allowed(struct sbx_controller *c, const struct sbx_view *v, int
 		*r = -1;
 		return 0;
 	}
+	/* No pod for now: a slot v took before it was refused (its create
+	 * failed, or the controller stopped) is not held meanwhile, nor its
+	 * place in the line (docs/api.md). */
+	sbx_quota_release_pending(c, v);
 	*r = sbx_rc_report_unbound(c, v, "Pending", reason, msg, reason) < 0 ? -1 : REQUEUE_REVOKED_MS;
 	return 0;
 }
@@ -775,6 +779,7 @@ int sbx_lc_resume(struct sbx_controller *c, struct sbx_view *v)
 			return -1;
 		}
 		if (!may) {
+			sbx_quota_release_pending(c, v); /* as sbx_lc_claim_allowed */
 			struct sbx_status_in in = unbound_holding(v, "Suspended", reason, qmsg);
 			int w = sbx_rc_write_status_guarded(c, v, &in);
 			if (w == 1)
