@@ -32,6 +32,13 @@ test_helm_chart() {
   out=$("$helm" lint --strict "$CHART" "${SEALED[@]}" --set certificates.mode=cert-manager,serviceMonitor.enabled=true,prometheusRule.enabled=true 2>&1) ||
     fail "helm lint (cert-manager, monitoring): $out"
   expect_fail "$helm" template x "$CHART" "${SEALED[@]}" --set certificates.mode=bogus
+  # Plain /metrics only on loopback (contract 7), and then no ServiceMonitor.
+  out=$("$helm" template x "$CHART" "${SEALED[@]}" --set metrics.secure=false | grep -o -- '--metrics-bind-address=[^ ]*')
+  expect_eq "$out" "--metrics-bind-address=127.0.0.1:8443" "plain metrics' bind address"
+  expect_fail "$helm" template x "$CHART" "${SEALED[@]}" --set metrics.secure=false,serviceMonitor.enabled=true
+  # webhook.timeoutSeconds reaches all three webhooks.
+  out=$("$helm" template x "$CHART" "${SEALED[@]}" --set webhook.timeoutSeconds=7 --show-only templates/webhook.yaml | grep -o 'timeoutSeconds: [0-9]*' | sort | uniq -c | tr -s ' ')
+  expect_eq "$out" " 3 timeoutSeconds: 7" "the webhooks' timeoutSeconds"
   # API Priority and Fairness: the controller's ServiceAccount of the release namespace, or nothing
   out=$("$helm" template x "$CHART" -n sandbox-helm "${SEALED[@]}" |
         python3 -c 'import sys, yaml; print(" ".join(sorted(x["kind"] + ":" + (x["spec"]["rules"][0]["subjects"][0]["serviceAccount"]["namespace"] if x["kind"] == "FlowSchema" else "-") for x in yaml.safe_load_all(sys.stdin) if x and x["kind"] in ("FlowSchema", "PriorityLevelConfiguration"))))')
@@ -61,6 +68,8 @@ test_helm_chart() {
   expect_eq "$(kubectl auth can-i --as=$sa patch mutatingwebhookconfigurations/sandbox-controller 2>/dev/null)" yes
   expect_eq "$(kubectl auth can-i --as=$sa patch validatingwebhookconfigurations/other 2>/dev/null)" no "another webhook configuration"
   expect_eq "$(kubectl auth can-i --as=$sa list mutatingwebhookconfigurations 2>/dev/null)" no "list webhook configurations"
+  expect_eq "$(kubectl auth can-i --as=$sa get secrets/sandbox-controller-seal -n sandbox-helm 2>/dev/null)" no "the seal Secret through the API"
+  expect_eq "$(kubectl auth can-i --as=$sa update sandboxwarmpools.sandbox.dev --subresource=finalizers -n default 2>/dev/null)" yes "pools' finalizers"
   kubectl run helm-victim -n default --image=busybox --restart=Never >/dev/null || fail "create helm-victim"
   # The API server loads a new policy a moment after it is stored: wait until a
   # dry run is refused (it fails if the policy never takes hold), then the real delete.
@@ -262,7 +271,8 @@ test_helm_seal_key_never_invented() {
   out=$("$helm" template sbx "$CHART" -n sandbox-helm --set seal.existingSecret=my-seal 2>&1) || fail "existingSecret: $out"
   expect_eq "$(grep -c 'kind: Secret$' <<<"$out")" 0 "a Secret rendered with existingSecret"
   expect_match "$out" 'secretName: my-seal' "my-seal mounted"
-  expect_match "$out" 'resourceNames: \[my-seal\]|- my-seal' "my-seal granted"
+  # mounted only: the controller never reads it through the API, so no grant
+  grep -Eq 'resourceNames: \[my-seal\]|- my-seal' <<<"$out" && fail "my-seal granted through the API"
   # an explicit key: rendered as is, the same on every render
   local key
   key=$(head -c 48 /dev/urandom | base64 -w0)
