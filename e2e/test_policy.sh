@@ -726,6 +726,74 @@ a second container|p['spec']['containers'].append({'name': 'side', 'image': 'x',
 an init container|p['spec']['initContainers'] = [{'name': 'i', 'image': 'x', 'securityContext': p['spec']['containers'][0]['securityContext']}]
 CASES
 }
+
+# netpol_json NAME NS LABELS SPEC: a NetworkPolicy (JSON; LABELS and SPEC are JSON objects).
+netpol_json() {
+  printf '{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":"%s","namespace":"%s","labels":%s},"spec":%s}' \
+    "$1" "$2" "$3" "$4"
+}
+# The floor as the controller renders it with this suite's config (no
+# network section: DNS to kube-system's kube-dns pods, nothing in), and a
+# policy that allows everything to every pod.
+NETPOL_FLOOR_LABELS='{"app.kubernetes.io/managed-by":"sandbox-controller","sandbox.dev/network-floor":"true"}'
+NETPOL_FLOOR_SPEC='{"podSelector":{"matchLabels":{"app.kubernetes.io/managed-by":"sandbox-controller"},"matchExpressions":[{"key":"app.kubernetes.io/name","operator":"In","values":["sandbox","sandbox-workspace-init"]}]},"policyTypes":["Ingress","Egress"],"egress":[{"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kube-system"}},"podSelector":{"matchLabels":{"k8s-app":"kube-dns"}}}],"ports":[{"protocol":"UDP","port":53},{"protocol":"TCP","port":53}]}]}'
+NETPOL_ALLOW_ALL='{"podSelector":{},"policyTypes":["Ingress","Egress"],"ingress":[{}],"egress":[{}]}'
+# ctl_netpol VERB JSON: kubectl VERB (create, replace) --dry-run=server of JSON
+# as the controller's identity; prints kubectl's output.
+ctl_netpol() { as "$CONTROLLER" "$1" --dry-run=server -f - 2>&1 <<<"$2"; }
+netpol_refused() { refused_by sandbox-controller-network-confinement "$1"; }
+allow_all_refused() { netpol_refused "$(ctl_netpol create "$(netpol_json allow-all team-a '{}' "$NETPOL_ALLOW_ALL")")"; }
+
+# Threat T36: RBAC lets the controller write NetworkPolicies in every
+# namespace and the tenants' policy (sandbox-controller-network) lets it
+# through; sandbox-controller-network-confinement confines its identity to
+# the policies it keeps. As that identity, server dry runs: an
+# allow-everything policy under another name, or under the floor's name and
+# labels, in team-a and kube-system, refused; deleting or rewriting a
+# tenant's policy (and kube-system's) refused; a policy named, labelled and
+# shaped like the floor, or like a set of profiles' policy, admitted, and so
+# is deleting the namespace's real floor when there is one.
+test_9_d_controller_network_policies_are_its_own() {
+  local out tenant system profiles
+  tenant=$(netpol_json team-default-deny team-a '{}' '{"podSelector":{},"policyTypes":["Ingress","Egress"]}')
+  system=$(netpol_json sbx-e2e-deny kube-system '{}' '{"podSelector":{"matchLabels":{"sbx-e2e":"none"}},"policyTypes":["Ingress"]}')
+  kubectl apply -f - >/dev/null <<<"$tenant" || { fail "the admin's policy in team-a"; return; }
+  kubectl apply -f - >/dev/null <<<"$system" || { fail "the admin's policy in kube-system"; return; }
+  # The API server loads a policy a moment after it is stored.
+  wait_for 20 allow_all_refused ||
+    fail "an allow-everything policy of the controller's identity in team-a: $(ctl_netpol create "$(netpol_json allow-all team-a '{}' "$NETPOL_ALLOW_ALL")")"
+  out=$(ctl_netpol create "$(netpol_json allow-all kube-system '{}' "$NETPOL_ALLOW_ALL")") &&
+    fail "the controller's identity created an allow-everything policy in kube-system"
+  netpol_refused "$out" || fail "allow-everything in kube-system: $out"
+  out=$(ctl_netpol create "$(netpol_json sandbox-floor team-a "$NETPOL_FLOOR_LABELS" "$NETPOL_ALLOW_ALL")")
+  netpol_refused "$out" || fail "an allow-everything policy under the floor's name and labels: $out"
+  out=$(as "$CONTROLLER" delete networkpolicy -n team-a team-default-deny --dry-run=server 2>&1) &&
+    fail "the controller's identity deleted a tenant's policy"
+  netpol_refused "$out" || fail "delete of a tenant's policy: $out"
+  out=$(as "$CONTROLLER" delete networkpolicy -n kube-system sbx-e2e-deny --dry-run=server 2>&1) &&
+    fail "the controller's identity deleted a policy of kube-system"
+  netpol_refused "$out" || fail "delete of a policy of kube-system: $out"
+  out=$(ctl_netpol replace "$(netpol_json team-default-deny team-a "$NETPOL_FLOOR_LABELS" '{"podSelector":{},"policyTypes":["Ingress","Egress"],"egress":[{}]}')") &&
+    fail "the controller's identity rewrote a tenant's policy"
+  netpol_refused "$out" || fail "rewrite of a tenant's policy: $out"
+  # Its own: the floor (AlreadyExists when the namespace has one: admission
+  # let it through, the store refused the name) and a set's policy.
+  out=$(ctl_netpol create "$(netpol_json sandbox-floor team-a "$NETPOL_FLOOR_LABELS" "$NETPOL_FLOOR_SPEC")") ||
+    [[ "$out" == *AlreadyExists* || "$out" == *"already exists"* ]] || fail "the floor's create refused: $out"
+  profiles=$(netpol_json sandbox-profiles-0123456789abcdef team-a \
+    '{"app.kubernetes.io/managed-by":"sandbox-controller","sandbox.dev/network-floor":"profiles","sandbox.dev/network-profiles":"0123456789abcdef"}' \
+    '{"podSelector":{"matchLabels":{"app.kubernetes.io/managed-by":"sandbox-controller","app.kubernetes.io/name":"sandbox","sandbox.dev/network-profiles":"0123456789abcdef"}},"policyTypes":["Egress"],"egress":[{"to":[{"ipBlock":{"cidr":"192.0.2.0/24"}}],"ports":[{"protocol":"TCP","port":8080}]}]}')
+  out=$(ctl_netpol create "$profiles") || fail "a set of profiles' policy refused: $out"
+  if kubectl get networkpolicy -n team-a sandbox-floor >/dev/null 2>&1; then
+    out=$(as "$CONTROLLER" delete networkpolicy -n team-a sandbox-floor --dry-run=server 2>&1) ||
+      fail "the controller's delete of its floor refused: $out"
+  else
+    say "  no floor in team-a now: its delete not tried"
+  fi
+  kubectl delete networkpolicy -n team-a team-default-deny --ignore-not-found >/dev/null 2>&1
+  kubectl delete networkpolicy -n kube-system sbx-e2e-deny --ignore-not-found >/dev/null 2>&1
+  return 0
+}
 # opts_config MODE: the controller config (JSON, a subset of YAML) of test_9_b in workspace MODE.
 opts_config() {
   python3 - "$1" "$ROOT" "$POD_SETTINGS" <<'PY'
