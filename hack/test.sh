@@ -114,9 +114,9 @@ want() { # want SUITE: whether E2E_FILES (if set) asks for it
 # rather than failing, so they may share the lanes like any other suite
 # (their times here were measured alone, the others' in a 3-lane run).
 JOBS=(
-  "870 e2e test_isolation"
-  "596 e2e test_lifecycle"
-  "549 e2e test_lifecycle asan"
+  "920 e2e test_isolation"
+  "700 e2e test_lifecycle"
+  "650 e2e test_lifecycle asan"
   "262 e2e test_robust"
   "480 e2e test_quota"
   "455 e2e test_quota tsan"
@@ -137,11 +137,11 @@ JOBS=(
   "109 e2e test_policy"
   "99 valgrind"
   "95 e2e test_trust"
-  "86 e2e test_foundation asan"
+  "125 e2e test_foundation asan"
   "73 e2e test_helm"
   "72 e2e test_install"
-  "71 e2e test_foundation"
-  "60 e2e test_foundation tsan"
+  "110 e2e test_foundation"
+  "100 e2e test_foundation tsan"
   "65 e2e test_demo"
   "59 e2e test_operation"
   "56 e2e test_ha"
