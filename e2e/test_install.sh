@@ -99,7 +99,7 @@ test_4_rbac_least_privilege() {
   expect_eq "$(can update leases -n sandbox-system)" yes
   expect_eq "$(can update leases -n kube-system)" no "update Leases in kube-system"
   expect_eq "$(can update leases -n kube-node-lease)" no "update node heartbeats"
-  expect_eq "$(can get secrets/sandbox-controller-seal -n sandbox-system)" yes
+  expect_eq "$(can get secrets/sandbox-controller-seal -n sandbox-system)" no "the seal Secret through the API (kubelet mounts it)"
   expect_eq "$(can get secrets/other -n sandbox-system)" no "read another Secret"
   expect_eq "$(can list secrets -n sandbox-system)" no "list Secrets"
   expect_eq "$(can get secrets -n default)" no
