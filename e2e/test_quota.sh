@@ -635,5 +635,48 @@ YAML
   kubectl delete sandboxnetworkprofile qs-web >/dev/null 2>&1
 }
 
+# A Sandbox that took its owner's only slot and is then held up before its
+# pod could be made by something else than its requester's rights (here its
+# network profile was deleted: NetworkProfileNotFound) holds no slot
+# meanwhile (docs/api.md, "Quota slots"): another Sandbox of the owner is
+# bound rather than wait behind it.
+test_t_a_sandbox_missing_its_profile_holds_no_slot() {
+  new_namespace qt
+  quota qt alice alice 1 Queue
+  local pid
+  kubectl apply -f - >/dev/null <<YAML || { fail "profile qt-web"; return; }
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxNetworkProfile
+metadata: {name: qt-web}
+spec:
+  egress: [{cidr: 192.0.2.0/24, ports: [{protocol: TCP, port: 8080}]}]
+YAML
+  refuse_pod_creates qt quota-paused-qt "object.spec.containers.all(c, c.image != 'registry.local/paused:1')" \
+    "this image is paused"
+  E2E_ADMISSION=1 controller_with_webhook
+  pid=$CTL_PID
+  install_admission "$WEBHOOK_PORT" || { fail "admission not installed"; controller_stop "$pid"; return; }
+  sleep 3 # the API server enforces the test policy within a few seconds
+  kubectl apply -f - >/dev/null <<YAML || fail "create t1"
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: t1, namespace: qt}
+spec: {image: registry.local/paused:1, idempotencyKey: kt1, workspaceOwner: alice, network: {profiles: [qt-web]}}
+YAML
+  wait_for 30 eval '[ "$(slots qt)" = 1 ] && [ "$(reason_of qt t1)" = Waiting ]' ||
+    fail "t1 took no slot: $(slots qt) slots, $(reason_of qt t1)"
+  kubectl delete sandboxnetworkprofile qt-web >/dev/null
+  wait_for 60 eval '[ "$(reason_of qt t1)" = NetworkProfileNotFound ]' ||
+    fail "t1 not held up by its missing profile: $(reason_of qt t1)"
+  sandbox qt t2 $IMG kt2 alice >/dev/null
+  wait_for 30 bound qt t2 ||
+    fail "t2 behind the slot of a Sandbox missing its profile: $(reason_of qt t2), $(slots qt) slots, quota $(jp qt sandboxquota alice '{.status}')"
+  expect_eq "$(pods_live qt)" 1 "pods (t2's)"
+  expect_eq "$(slots qt)" 1 "slots (t2's)"
+  allow_pod_creates quota-paused-qt
+  uninstall_admission
+  controller_stop "$pid"
+}
+
 setup
 e2e_main
