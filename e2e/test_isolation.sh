@@ -689,21 +689,30 @@ test_7_a_a_restart_keeps_the_network_floor() {
   main_restart
 }
 
-# Finding 8: a tenant who may write NetworkPolicies takes the floor's name
-# first, with a policy that allows nothing (admission lets it through: it
-# only narrows). The controller must not take that policy for its floor and
-# run the pod under it: it writes the floor over it.
+# Finding 8: a policy of someone else takes the floor's name first, one that
+# allows nothing. A tenant who may write NetworkPolicies may not (the names
+# sandbox-floor and sandbox-profiles-* are the controller's, even for a
+# policy that only narrows); one made before the policies were installed,
+# or by an administrator, stands in for hers. The controller must not take
+# that policy for its floor and run the pod under it: it writes the floor
+# over it.
+squat_json() { # squat_json NS NAME: a deny-only policy named NAME that selects nothing of ours
+  printf '{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":"%s","namespace":"%s"},"spec":{"podSelector":{"matchLabels":{"app":"nothing-here"}},"policyTypes":["Ingress"]}}' "$2" "$1"
+}
 test_7_b_a_tenant_cannot_take_the_floor_name() {
   new_namespace team-e
   warm_rbac team-e
   kubectl create role np-writer -n team-e --verb=create,get,list,update,delete --resource=networkpolicies >/dev/null
   kubectl create rolebinding alice-np-writer -n team-e --role=np-writer --user=alice >/dev/null
-  as "$ALICE" apply -f - >/dev/null <<YAML || fail "alice's policy named sandbox-floor"
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: sandbox-floor, namespace: team-e}
-spec: {podSelector: {matchLabels: {app: nothing-here}}, policyTypes: [Ingress]}
-YAML
+  local out name
+  for name in sandbox-floor sandbox-profiles-0123456789abcdef; do
+    out=$(as "$ALICE" create --dry-run=server -f - 2>&1 <<<"$(squat_json team-e "$name")") &&
+      fail "alice may create a policy named $name"
+    [[ "$out" == *sandbox-controller* ]] || fail "alice's policy named $name: $out"
+  done
+  out=$(as "$ALICE" create --dry-run=server -f - 2>&1 <<<"$(squat_json team-e alice-deny)") ||
+    fail "alice's deny-only policy of another name refused: $out"
+  kubectl create -f - >/dev/null <<<"$(squat_json team-e sandbox-floor)" || fail "the admin's policy named sandbox-floor"
   wsbx "$ALICE" team-e squat-1 key-squat-1 alice || fail "create squat-1"
   wait_for 30 bound team-e squat-1 || fail "squat-1 not bound: $(phase team-e squat-1)"
   expect_eq "$(kubectl get networkpolicy -n team-e sandbox-floor -o jsonpath='{.metadata.labels.sandbox\.dev/network-floor}')" \
@@ -714,6 +723,31 @@ YAML
   kubectl delete sbx -n team-e squat-1 --wait=false >/dev/null
   kubectl delete rolebinding alice-np-writer -n team-e >/dev/null
   kubectl delete role np-writer -n team-e >/dev/null
+}
+
+# A policy under the floor's name that is being deleted (held by a
+# finalizer) is no floor, and writing over it would delete it (the API
+# server deletes an object whose update leaves it without finalizers while
+# it is being deleted): no sandbox pod is made in the namespace until the
+# name is free and the floor written; then the floor stands.
+test_7_e_a_floor_name_being_deleted_is_waited_out() {
+  new_namespace team-k
+  warm_rbac team-k
+  local j
+  j=$(squat_json team-k sandbox-floor | python3 -c 'import json,sys; o=json.load(sys.stdin); o["metadata"]["finalizers"]=["example.com/hold"]; print(json.dumps(o))')
+  kubectl create -f - >/dev/null <<<"$j" || { fail "the admin's held policy named sandbox-floor"; return; }
+  kubectl delete networkpolicy -n team-k sandbox-floor --wait=false >/dev/null
+  wsbx "$ALICE" team-k held-1 key-held-1 alice || fail "create held-1"
+  sleep 8
+  expect_eq "$(pod_of team-k held-1)" "" "held-1's pod while the floor's name is being deleted"
+  expect_eq "$(kubectl get networkpolicy -n team-k sandbox-floor -o jsonpath='{.metadata.finalizers}')" '["example.com/hold"]' \
+    "the held policy (not written over)"
+  kubectl patch networkpolicy -n team-k sandbox-floor --type json -p '[{"op":"remove","path":"/metadata/finalizers"}]' >/dev/null ||
+    fail "release the held policy"
+  wait_for 60 bound team-k held-1 || fail "held-1 not bound once the name was free: $(phase team-k held-1)"
+  expect_eq "$(kubectl get networkpolicy -n team-k sandbox-floor -o jsonpath='{.metadata.labels.sandbox\.dev/network-floor}')" \
+    true "team-k's floor once held-1 is bound"
+  kubectl delete sbx -n team-k held-1 --wait=false >/dev/null
 }
 
 # Finding 9: the keeper counts a namespace's pods from the pod caches; a pod
