@@ -256,10 +256,12 @@ static struct sbx_status_in unbound_holding(const struct sbx_view *v, const char
  * stays Suspended and bound to its generation, as one refused when its pod
  * comes late does, out of its quota's line (quota.c, wants_slot); so
  * suspending and resuming it again is taken up as a resume. Anything else
- * is unbound in phase. 0, REQUEUE_BUSY_MS, or -1. */
+ * is unbound in phase. Either way a quota slot v took for a pod not made
+ * yet is given back. 0, REQUEUE_BUSY_MS, or -1. */
 static int refuse_run(struct sbx_controller *c, const struct sbx_view *v, const char *phase, const char *reason,
 		      const char *msg, const char *event)
 {
+	sbx_quota_release_pending(c, v); /* as sbx_lc_claim_allowed */
 	const char *now = jstr(v->status, "phase");
 	if (!bound_here(v) || !now || strcmp(now, "Suspended"))
 		return sbx_rc_report_unbound(c, v, phase, reason, msg, event);
@@ -748,6 +750,9 @@ int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int 
 			 "network profile %s does not exist (deleted after this Sandbox was admitted); no pod is created "
 			 "until it is defined again",
 			 names[i]);
+		/* It waits out of its quota's line (quota.c, wants_slot), so it
+		 * holds no slot meanwhile either. */
+		sbx_quota_release_pending(c, v);
 		*r = sbx_rc_report_unbound(c, v, "Pending", "NetworkProfileNotFound", msg, "NetworkProfileNotFound") < 0
 			 ? -1
 			 : REQUEUE_PROFILE_MS;
