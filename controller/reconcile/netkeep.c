@@ -385,13 +385,22 @@ static enum kube_err write_policy(struct sbx_netkeep *k, const char *ns, const c
 	return e;
 }
 
+/* 1 when the policy p (as cached or read) is being deleted: it is no floor,
+ * and a write over it that leaves it without finalizers deletes it. */
+static int going(const cJSON *p)
+{
+	return jstr(jobj(p, "metadata"), "deletionTimestamp") != NULL;
+}
+
 /* Makes want (taken) the policy name of ns: a POST; when the name is taken
  * by a policy that is not the controller's (no sandbox.dev/network-floor
- * label: a tenant's, which admission lets through while it allows nothing),
- * a PUT over it. The name is the floor's: a pod must never be made under a
- * policy that only has its name. KUBE_OK also when a policy of the
- * controller had the name already (another replica's; the keeper renders
- * it again if it must). */
+ * label: one made before admission refused tenants the name, or by an
+ * administrator), a PUT over it. The name is the floor's: a pod must never
+ * be made under a policy that only has its name. KUBE_OK also when a policy
+ * of the controller had the name already (another replica's; the keeper
+ * renders it again if it must); KUBE_ERR_CONFLICT while the policy under
+ * the name is being deleted (held by a finalizer: a write over it would
+ * complete its deletion and leave the namespace without its floor). */
 static enum kube_err make_policy(struct sbx_netkeep *k, const char *ns, const char *name, cJSON *want,
 				 struct kube_error *err)
 {
@@ -403,7 +412,13 @@ static enum kube_err make_policy(struct sbx_netkeep *k, const char *ns, const ch
 		cJSON *have = NULL;
 		e = kube_request(k->c->kc, "GET", path, NULL, NULL, NULL, &have, err);
 		const char *l = jstr(jobj(jobj(have, "metadata"), "labels"), SBX_LABEL_NETFLOOR);
-		if (e == KUBE_OK && !(l && !strcmp(l, "true"))) {
+		if (e == KUBE_OK && going(have)) {
+			e = KUBE_ERR_CONFLICT;
+			kube_error_set(err, e,
+				       "the NetworkPolicy %s of namespace %s is being deleted (held by its finalizers): "
+				       "written once it is gone",
+				       name, ns);
+		} else if (e == KUBE_OK && !(l && !strcmp(l, "true"))) {
 			log_kv(LOG_WARN, "a policy not the controller's had the network floor's name: written over",
 			       "namespace", ns, "policy", name);
 			e = write_policy(k, ns, name, again, have, err);
@@ -505,8 +520,9 @@ static int present(struct sbx_netkeep *k, const char *ns, const char *name, doub
 	if (just_done(removed, now))
 		return 0;
 	cJSON *have = informer_get(k->policies, ns, name);
+	int there = have && !going(have);
 	cJSON_Delete(have);
-	return have != NULL;
+	return there;
 }
 
 /* sbx_netkeep_ensure for the floor of ns (hash "") or a set of ns. */
@@ -663,13 +679,17 @@ static void keep_one(struct sbx_netkeep *k, const struct todo *t)
 	if (now.pods > 0 || now_s() - now.last_pod < SBX_NETKEEP_GRACE_S) {
 		/* Not renderable now (a set's before the API server's addresses
 		 * are known): marked again when they are. */
-		cJSON *want = render(k, t->ns, t->hash, now.joined);
-		if (want && !sbx_netfloor_as_rendered(have, want)) {
+		cJSON *want = have && going(have) ? NULL : render(k, t->ns, t->hash, now.joined);
+		if (have && going(have)) {
+			e = KUBE_ERR_CONFLICT; /* made once it is gone (make_policy) */
+		} else if (want && !sbx_netfloor_as_rendered(have, want)) {
 			e = have ? write_policy(k, t->ns, name, want, have, &err) : make_policy(k, t->ns, name, want, &err);
 			did = e == KUBE_OK && !have ? WROTE_MADE : WROTE_NOTHING;
 		} else {
 			cJSON_Delete(want);
 		}
+	} else if (have && going(have)) {
+		e = KUBE_OK; /* on its way already */
 	} else if (have && (live = pods_live(k, t->ns, t->hash, &err)) != 0) {
 		/* The caches have not seen a pod the API server has (its
 		 * creation's event is on its way): kept, looked at again. */

@@ -132,7 +132,7 @@ int sbx_netfloor_as_rendered(const cJSON *have, const cJSON *want)
 
 cJSON *sbx_netfloor_trim(const cJSON *obj)
 {
-	static const char *const meta[] = { "name", "namespace", "uid", "resourceVersion", NULL };
+	static const char *const meta[] = { "name", "namespace", "uid", "resourceVersion", "deletionTimestamp", NULL };
 	static const char *const keep[] = { SBX_LABEL_MANAGED_BY, SBX_LABEL_NETFLOOR, SBX_LABEL_NETPROFILES, NULL };
 	cJSON *t = jb_obj();
 	const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
