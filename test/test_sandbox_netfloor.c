@@ -132,7 +132,10 @@ static void test_cidr_ok(void)
 	static const char *const bad[] = { "10.0.0.1/8", "10.0.0.0", "10.0.0.0/33", "10.0.0.0/", "/8",
 					   "10.0.0.0/08", "10.0.0.0/8x", "fc00::/129", "fc01::/7", "a/1",
 					   "10.0.0.0/-1", "", "1.2.3.4/32/1",
-					   "2001:0db8:0000:0000:0000:0000:0000:0001/128x" };
+					   "2001:0db8:0000:0000:0000:0000:0000:0001/128x",
+					   /* IPv4-mapped IPv6: read as IPv4 by some enforcers, where no
+					    * floor range excepts it */
+					   "::ffff:0.0.0.0/96", "::ffff:169.254.0.0/112", "::ffff:a9fe:a9fe/128" };
 	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
 		CU_ASSERT_TRUE(sbx_cidr_ok(good[i]));
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)

@@ -195,6 +195,8 @@ static void test_policy_shape_and_check(void)
 		"\"endPort\":79}]}]}}",
 		"{\"spec\":{\"egress\":[{\"cidr\":\"10.0.0.0/8\",\"domain\":\"example.com\"}]}}",
 		"{\"spec\":{}}",
+		"{\"spec\":{\"egress\":[{\"cidr\":\"::ffff:0.0.0.0/96\"}]}}",
+		"{\"spec\":{\"egress\":[{\"cidr\":\"::ffff:169.254.0.0/112\"}]}}",
 	};
 	char msg[160];
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
