@@ -17,6 +17,11 @@ int sbx_cidr_parse(const char *s, struct sbx_cidr *out)
 	int v6 = strchr(addr, ':') != NULL;
 	if (inet_pton(v6 ? AF_INET6 : AF_INET, addr, bytes) != 1)
 		return -1;
+	/* IPv4-mapped (::ffff:0:0/96): some enforcers read it as IPv4, where no
+	 * IPv6 range excepts anything; refused, as the API server's cidr() does. */
+	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	if (v6 && !memcmp(bytes, mapped, sizeof mapped))
+		return -1;
 	const char *p = slash + 1;
 	int max = v6 ? 128 : 32, prefix = 0;
 	if (!*p || strlen(p) > 3 || (p[0] == '0' && p[1]))
