@@ -37,12 +37,14 @@ func (c *Client) Suspend(ctx context.Context, name string) (*v1alpha1.Sandbox, e
 }
 
 // Resume asks for the Sandbox's pod again (the same name, spec and mounts),
-// authorized anew for the caller, and waits until it is Ready.
+// authorized anew for the caller, and waits until it is Ready (the Sandbox
+// of the uid the patch answered with: WaitReadyUID).
 func (c *Client) Resume(ctx context.Context, name string) (*v1alpha1.Sandbox, error) {
-	if _, err := c.patchLifecycle(ctx, name, map[string]any{"suspend": false}); err != nil {
+	sb, err := c.patchLifecycle(ctx, name, map[string]any{"suspend": false})
+	if err != nil {
 		return nil, err
 	}
-	return c.WaitReady(ctx, name)
+	return c.WaitReadyUID(ctx, name, sb.UID)
 }
 
 // Extend moves spec.lifecycle.shutdownTime to d from now.

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	k8stesting "k8s.io/client-go/testing"
 
 	v1alpha1 "sandbox.dev/api/v1alpha1"
@@ -243,8 +242,8 @@ func TestCreateAlreadyExistsIsVerified(t *testing.T) {
 			Spec: v1alpha1.SandboxSpec{Image: "registry.local/agent:1.0", Command: []string{"sleep", "infinity"},
 				IdempotencyKey: "task-42", WorkspaceOwner: "alice",
 				Resources: &v1alpha1.ResourceRequirements{
-					Requests: v1alpha1.ResourceList{"cpu": intstr.FromString("2"), "memory": intstr.FromString("4Gi")},
-					Limits:   v1alpha1.ResourceList{"cpu": intstr.FromString("2"), "memory": intstr.FromString("4Gi")}}}}
+					Requests: v1alpha1.ResourceList{"cpu": v1alpha1.QuantityFromString("2"), "memory": v1alpha1.QuantityFromString("4Gi")},
+					Limits:   v1alpha1.ResourceList{"cpu": v1alpha1.QuantityFromString("2"), "memory": v1alpha1.QuantityFromString("4Gi")}}}}
 		mutate(&sb.Spec)
 		return sb
 	}
@@ -260,9 +259,9 @@ func TestCreateAlreadyExistsIsVerified(t *testing.T) {
 		{"lifecycle changed since", func(s *v1alpha1.SandboxSpec) { s.Lifecycle = &v1alpha1.SandboxLifecycle{Suspend: &yes} },
 			func(*Request) {}, nil, ""},
 		{"quantity as a number", func(s *v1alpha1.SandboxSpec) {
-			s.Resources = &v1alpha1.ResourceRequirements{Requests: v1alpha1.ResourceList{"cpu": intstr.FromInt32(1)}}
+			s.Resources = &v1alpha1.ResourceRequirements{Requests: v1alpha1.ResourceList{"cpu": v1alpha1.QuantityFromInt64(1)}}
 		}, func(r *Request) {
-			r.Resources = &v1alpha1.ResourceRequirements{Requests: v1alpha1.ResourceList{"cpu": intstr.FromString("1")}}
+			r.Resources = &v1alpha1.ResourceRequirements{Requests: v1alpha1.ResourceList{"cpu": v1alpha1.QuantityFromString("1")}}
 		}, nil, ""},
 		{"other key", func(s *v1alpha1.SandboxSpec) { s.IdempotencyKey = "other" }, func(*Request) {}, ErrIntentMismatch,
 			`its idempotency key is "other", not "task-42"`},
@@ -271,7 +270,7 @@ func TestCreateAlreadyExistsIsVerified(t *testing.T) {
 		{"other spec", func(s *v1alpha1.SandboxSpec) { s.Command = []string{"sleep", "1"} }, func(*Request) {}, ErrKeyConflict,
 			"spec.command differs"},
 		{"other resources", func(*v1alpha1.SandboxSpec) {}, func(r *Request) {
-			r.Resources = &v1alpha1.ResourceRequirements{Requests: v1alpha1.ResourceList{"cpu": intstr.FromString("1")}}
+			r.Resources = &v1alpha1.ResourceRequirements{Requests: v1alpha1.ResourceList{"cpu": v1alpha1.QuantityFromString("1")}}
 		}, ErrKeyConflict, "spec.resources differs"},
 	}
 	for _, tc := range cases {

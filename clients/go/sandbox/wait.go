@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	v1alpha1 "sandbox.dev/api/v1alpha1"
@@ -52,14 +55,11 @@ func classify(sb *v1alpha1.Sandbox, want state) outcome {
 	}
 	switch st.Phase {
 	case v1alpha1.PhaseRejected:
-		switch r := reasonOf(bound); r {
-		case v1alpha1.ReasonIdempotencyKeyConflict:
-			return fail(ErrKeyConflict, bound, r, "idempotency key conflict")
-		case v1alpha1.ReasonQuotaExceeded:
-			return fail(ErrQuota, bound, r, "quota exceeded")
-		default:
-			return fail(ErrRejected, bound, r, "rejected")
+		r := reasonOf(bound)
+		if fallback, kind := refusal(r); kind != nil {
+			return fail(kind, bound, r, fallback)
 		}
+		return fail(ErrRejected, bound, r, "rejected")
 	case v1alpha1.PhaseExpired:
 		return fail(ErrExpired, readyC, v1alpha1.ReasonExpired, "expired (its shutdownTime has passed)")
 	}
@@ -73,17 +73,8 @@ func classify(sb *v1alpha1.Sandbox, want state) outcome {
 		return outcome{done: st.Phase == v1alpha1.PhaseSuspended}
 	}
 	if bound != nil && bound.Status == metav1.ConditionFalse {
-		switch bound.Reason {
-		case v1alpha1.ReasonOwnerNotAuthorized:
-			return fail(ErrOwnerNotAuthorized, bound, bound.Reason, "the workspace owner is not authorized")
-		case v1alpha1.ReasonForeignPodConflict:
-			return fail(ErrForeignPod, bound, bound.Reason, "a foreign pod holds the sandbox's pod name")
-		case v1alpha1.ReasonIdempotencyKeyConflict:
-			return fail(ErrKeyConflict, bound, bound.Reason, "idempotency key conflict")
-		case v1alpha1.ReasonQuotaExceeded:
-			return fail(ErrQuota, bound, bound.Reason, "quota exceeded")
-		case v1alpha1.ReasonInvalidSpec:
-			return fail(ErrRejected, bound, bound.Reason, "invalid spec")
+		if fallback, kind := refusal(bound.Reason); kind != nil {
+			return fail(kind, bound, bound.Reason, fallback)
 		}
 	}
 	if readyC != nil && readyC.Status == metav1.ConditionTrue {
@@ -104,6 +95,27 @@ func classify(sb *v1alpha1.Sandbox, want state) outcome {
 		return fail(ErrFailed, readyC, r, "the pod is "+strings.ToLower(string(st.Phase)))
 	}
 	return outcome{}
+}
+
+// refusal is the kind of error a Bound=False reason ends a wait with, and
+// its message for a condition that has none; a nil kind for a reason that
+// does not. The reason decides in phase Rejected too: the controller refuses
+// a run it cannot authorize (OwnerNotAuthorized) and a SandboxQuota in
+// Reject mode refuses (QuotaExceeded) with that phase.
+func refusal(reason string) (string, error) {
+	switch reason {
+	case v1alpha1.ReasonOwnerNotAuthorized:
+		return "the workspace owner is not authorized", ErrOwnerNotAuthorized
+	case v1alpha1.ReasonForeignPodConflict:
+		return "a foreign pod holds the sandbox's pod name", ErrForeignPod
+	case v1alpha1.ReasonIdempotencyKeyConflict:
+		return "idempotency key conflict", ErrKeyConflict
+	case v1alpha1.ReasonQuotaExceeded:
+		return "quota exceeded", ErrQuota
+	case v1alpha1.ReasonInvalidSpec:
+		return "invalid spec", ErrRejected
+	}
+	return "", nil
 }
 
 // describe is "phase Pending; Bound=False/Waiting: ...; Ready=False/NotBound"
@@ -130,21 +142,52 @@ func describe(sb *v1alpha1.Sandbox) string {
 
 // WaitReady waits until the Sandbox's pod is Ready and returns the Sandbox
 // as it was then. It reads the Sandbox once and then follows a watch from
-// that resourceVersion (re-opened after a break, read afresh after a 410),
-// never polling. It returns early with a typed error when the Sandbox can
-// never be Ready (ErrRejected, ErrKeyConflict, ErrExpired,
-// ErrOwnerNotAuthorized, ErrForeignPod, ErrQuota, ErrFailed, ErrSuspended),
-// and with ctx's error, naming the last status seen, when ctx ends first.
+// that resourceVersion (re-opened after a break or an error event the retry
+// policy retries, such as a 500 or a 429, after a backoff; read afresh after
+// a 410), never polling. It follows the Sandbox of the uid it first read:
+// once the name holds another Sandbox (this one deleted, another made under
+// its name), it ends with a NotFound error naming the other uid
+// (apierrors.IsNotFound), never with another request's Sandbox. It returns
+// early with a typed error when the Sandbox can never be Ready (ErrRejected,
+// ErrKeyConflict, ErrExpired, ErrOwnerNotAuthorized, ErrForeignPod, ErrQuota,
+// ErrFailed, ErrSuspended), and with ctx's error, naming the last status
+// seen, when ctx ends first.
 func (c *Client) WaitReady(ctx context.Context, name string) (*v1alpha1.Sandbox, error) {
-	return c.wait(ctx, name, ready)
+	return c.wait(ctx, name, "", ready)
+}
+
+// WaitReadyUID is WaitReady for the Sandbox of that uid only, such as the
+// one Create returned: a Sandbox of another uid under the name, from the
+// first read on, ends the wait with NotFound.
+func (c *Client) WaitReadyUID(ctx context.Context, name string, uid types.UID) (*v1alpha1.Sandbox, error) {
+	return c.wait(ctx, name, uid, ready)
 }
 
 // WaitSuspended waits until the Sandbox is Suspended.
 func (c *Client) WaitSuspended(ctx context.Context, name string) (*v1alpha1.Sandbox, error) {
-	return c.wait(ctx, name, suspended)
+	return c.wait(ctx, name, "", suspended)
 }
 
-func (c *Client) wait(ctx context.Context, name string, want state) (*v1alpha1.Sandbox, error) {
+// WaitSuspendedUID is WaitSuspended for the Sandbox of that uid only.
+func (c *Client) WaitSuspendedUID(ctx context.Context, name string, uid types.UID) (*v1alpha1.Sandbox, error) {
+	return c.wait(ctx, name, uid, suspended)
+}
+
+// replaced is the error of a wait whose name holds another Sandbox than the
+// one of the uid it follows: NotFound, as Python's client raises it.
+func replaced(ns, name string, uid types.UID) error {
+	err := apierrors.NewNotFound(v1alpha1.Resource("sandboxes"), name)
+	err.ErrStatus.Message = fmt.Sprintf("Sandbox %s/%s was deleted while waiting: the name now holds another "+
+		"Sandbox (uid %s)", ns, name, uid)
+	return err
+}
+
+// retryWatch is a watch ended by an error event the retry policy retries.
+type retryWatch struct{ err error }
+
+func (e *retryWatch) Error() string { return e.err.Error() }
+
+func (c *Client) wait(ctx context.Context, name string, uid types.UID, want state) (*v1alpha1.Sandbox, error) {
 	var last *v1alpha1.Sandbox
 	timedOut := func(err error) error {
 		seen := "no status yet"
@@ -153,6 +196,7 @@ func (c *Client) wait(ctx context.Context, name string, want state) (*v1alpha1.S
 		}
 		return fmt.Errorf("waiting for Sandbox %s/%s: %w (last seen: %s)", c.namespace, name, err, seen)
 	}
+	delay := c.Initial
 	for {
 		sb, err := c.Get(ctx, name)
 		if err != nil {
@@ -161,6 +205,11 @@ func (c *Client) wait(ctx context.Context, name string, want state) (*v1alpha1.S
 			}
 			return last, err
 		}
+		if uid == "" {
+			uid = sb.UID
+		} else if sb.UID != uid {
+			return last, replaced(c.namespace, name, sb.UID)
+		}
 		last = sb
 		for {
 			if o := classify(last, want); o.done || o.err != nil {
@@ -168,12 +217,23 @@ func (c *Client) wait(ctx context.Context, name string, want state) (*v1alpha1.S
 			}
 			var again bool
 			last, again, err = c.follow(ctx, last, want)
-			if err != nil || ctx.Err() != nil {
-				if ctx.Err() != nil {
+			var rw *retryWatch
+			switch {
+			case ctx.Err() != nil:
+				return last, timedOut(ctx.Err())
+			case errors.As(err, &rw):
+				// Back off (never sooner than a Retry-After), then watch again from last.
+				wait, _ := retryAfter(rw.err)
+				wait = max(wait, time.Duration(float64(delay)*(1+0.25*mrand.Float64())))
+				if c.sleep(ctx, wait) != nil {
 					return last, timedOut(ctx.Err())
 				}
+				delay = min(delay*2, c.Maximum)
+				continue
+			case err != nil:
 				return last, err
 			}
+			delay = c.Initial
 			if again {
 				break // read afresh: the watch's version is too old
 			}
@@ -183,7 +243,8 @@ func (c *Client) wait(ctx context.Context, name string, want state) (*v1alpha1.S
 
 // follow reads one watch from last's resourceVersion until a state that ends
 // the wait; it returns the newest object seen, and again when the Sandbox
-// must be read afresh (410 Gone).
+// must be read afresh (410 Gone). An error event the retry policy retries is
+// a *retryWatch; an object of another uid than last's ends it with NotFound.
 func (c *Client) follow(ctx context.Context, last *v1alpha1.Sandbox, want state) (*v1alpha1.Sandbox, bool, error) {
 	var w watch.Interface
 	err := c.retry(ctx, func() error {
@@ -215,6 +276,9 @@ func (c *Client) follow(ctx context.Context, last *v1alpha1.Sandbox, want state)
 				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
 					return last, true, nil
 				}
+				if _, ok := retryAfter(err); ok {
+					return last, false, &retryWatch{err}
+				}
 				return last, false, err
 			case watch.Deleted:
 				return last, false, apierrors.NewNotFound(v1alpha1.Resource("sandboxes"), last.Name)
@@ -230,6 +294,9 @@ func (c *Client) follow(ctx context.Context, last *v1alpha1.Sandbox, want state)
 				}
 				if sb.Name != last.Name {
 					continue // a server (or fake) that ignores the field selector
+				}
+				if last.UID != "" && sb.UID != last.UID {
+					return last, false, replaced(last.Namespace, last.Name, sb.UID)
 				}
 				last = sb
 				if o := classify(last, want); o.done || o.err != nil {

@@ -55,6 +55,9 @@ func TestClassify(t *testing.T) {
 		{"quota exceeded", withStatus(v1alpha1.PhaseRejected, 1, cond("Bound", "False", "QuotaExceeded", "alice has 3 of 3")), ready, false, ErrQuota, "alice has 3 of 3"},
 		{"expired", withStatus(v1alpha1.PhaseExpired, 1, cond("Ready", "False", "Expired", "expired with team-a/first")), ready, false, ErrExpired, "expired with team-a/first"},
 		{"owner", withStatus(v1alpha1.PhasePending, 1, cond("Bound", "False", "OwnerNotAuthorized", "no record")), ready, false, ErrOwnerNotAuthorized, "no record"},
+		// The controller refuses a run it cannot authorize as Rejected: the Bound reason names the refusal.
+		{"owner refused at run", withStatus(v1alpha1.PhaseRejected, 1, cond("Bound", "False", "OwnerNotAuthorized", "workspace owner alice: no record")), ready, false, ErrOwnerNotAuthorized, "workspace owner alice: no record"},
+		{"network profile refused at run", withStatus(v1alpha1.PhaseRejected, 1, cond("Bound", "False", "NetworkProfileNotAuthorized", "network profiles web: no record")), ready, false, ErrRejected, "network profiles web: no record"},
 		{"foreign pod", withStatus(v1alpha1.PhasePending, 1, cond("Bound", "False", "ForeignPodConflict", "seal")), ready, false, ErrForeignPod, "seal"},
 		{"invalid spec", withStatus(v1alpha1.PhasePending, 1, cond("Bound", "False", "InvalidSpec", "image")), ready, false, ErrRejected, "image"},
 		{"pod missing", withStatus(v1alpha1.PhaseFailed, 1, cond("Ready", "False", "PodMissing", "gone")), ready, false, ErrFailed, "gone"},
@@ -184,6 +187,115 @@ func TestWaitReadyGoneDeletedAndTimeout(t *testing.T) {
 	_, err := c.WaitReady(short, "task")
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "Bound=False/Waiting: the API refused the pod") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// A wait follows one Sandbox, the one of the uid it first read: read afresh
+// after a 410, the name holds another Sandbox (this one deleted, another
+// request made under its name, Ready): not this one's Ready but NotFound
+// naming the other uid. An event of another uid ends the wait the same way.
+func TestWaitReadyNeverTakesAnotherSandboxOfTheName(t *testing.T) {
+	gvr := v1alpha1.SchemeGroupVersion.WithResource("sandboxes")
+	other := func() *v1alpha1.Sandbox {
+		b := withStatus(v1alpha1.PhaseRunning, 1, cond("Bound", "True", "PodCreated", ""), cond("Ready", "True", "PodReady", ""))
+		b.UID, b.Spec.IdempotencyKey, b.Spec.WorkspaceOwner = "uid-b", "someone-else", "bob"
+		return b
+	}
+	a := withStatus(v1alpha1.PhasePending, 1)
+	a.UID = "uid-a"
+	c, cs, _ := newClient(a)
+	first := true
+	cs.PrependWatchReactor("sandboxes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		if !first {
+			return false, nil, nil
+		}
+		first = false
+		// While this watch is too old, the name changes hands.
+		_ = cs.Tracker().Delete(gvr, ns, "task")
+		_ = cs.Tracker().Create(gvr, other(), ns)
+		w := watch.NewFake()
+		go w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
+		return true, w, nil
+	})
+	got, err := c.WaitReady(ctx(t), "task")
+	if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "another Sandbox (uid uid-b)") {
+		t.Fatalf("after the 410: got %v (uid %v), want NotFound naming uid-b", err, uidOf(got))
+	}
+	if got == nil || got.UID != "uid-a" {
+		t.Fatalf("returned Sandbox uid %v, want the one waited for (uid-a)", uidOf(got))
+	}
+
+	c, cs, _ = newClient(a.DeepCopy())
+	cs.PrependWatchReactor("sandboxes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFake()
+		go w.Add(other())
+		return true, w, nil
+	})
+	if _, err := c.WaitReady(ctx(t), "task"); !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "uid-b") {
+		t.Fatalf("an event of another uid: got %v, want NotFound naming uid-b", err)
+	}
+
+	// WaitReadyUID: the uid Create returned, not the one the first read finds.
+	c, _, _ = newClient(other())
+	if _, err := c.WaitReadyUID(ctx(t), "task", "uid-a"); !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "uid-b") {
+		t.Fatalf("WaitReadyUID of uid-a on uid-b: got %v, want NotFound naming uid-b", err)
+	}
+	c, _, _ = newClient(other())
+	if sb, err := c.WaitReadyUID(ctx(t), "task", "uid-b"); err != nil || sb.UID != "uid-b" {
+		t.Fatalf("WaitReadyUID of the uid there: %v %v", uidOf(sb), err)
+	}
+}
+
+func uidOf(sb *v1alpha1.Sandbox) any {
+	if sb == nil {
+		return nil
+	}
+	return sb.UID
+}
+
+// An error event that may pass (a 500 from a broken stream, an etcd
+// timeout, a 429) re-opens the watch after a backoff, and the wait goes on;
+// one that will not (403) ends it with that error.
+func TestWaitReadyReopensTheWatchAfterATransientErrorEvent(t *testing.T) {
+	c, cs, slept := newClient(withStatus(v1alpha1.PhasePending, 1))
+	opened := watched(cs) // the second watch only: the reactor below goes first
+	first := true
+	cs.PrependWatchReactor("sandboxes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		if !first {
+			return false, nil, nil
+		}
+		first = false
+		w := watch.NewFake()
+		go w.Error(&apierrors.NewInternalError(errors.New("unable to decode an event from the watch stream: " +
+			"stream error: stream ID 5; INTERNAL_ERROR; received from peer")).ErrStatus)
+		return true, w, nil
+	})
+	done := make(chan error, 1)
+	go func() { _, err := c.WaitReady(ctx(t), "task"); done <- err }()
+	select {
+	case <-opened:
+	case err := <-done:
+		t.Fatalf("a 500 error event ended the wait: %v", err)
+	}
+	ready := withStatus(v1alpha1.PhaseRunning, 1, cond("Bound", "True", "PodCreated", ""), cond("Ready", "True", "PodReady", ""))
+	if _, err := cs.SandboxV1alpha1().Sandboxes(ns).UpdateStatus(context.Background(), ready, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("got %v, want Ready", err)
+	}
+	if len(*slept) != 1 {
+		t.Fatalf("slept %v, want one backoff before the watch was opened again", *slept)
+	}
+
+	c, cs, _ = newClient(withStatus(v1alpha1.PhasePending, 1))
+	cs.PrependWatchReactor("sandboxes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFake()
+		go w.Error(&apierrors.NewForbidden(v1alpha1.Resource("sandboxes"), "task", errors.New("no watch for you")).ErrStatus)
+		return true, w, nil
+	})
+	if _, err := c.WaitReady(ctx(t), "task"); !apierrors.IsForbidden(err) {
+		t.Fatalf("a 403 error event: got %v, want Forbidden", err)
 	}
 }
 

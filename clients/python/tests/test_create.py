@@ -156,6 +156,16 @@ def test_rbac_refusal_is_forbidden():
     assert not isinstance(e.value, sbx.OwnerNotAuthorized)
 
 
+def test_a_quota_refusal_is_quota_exceeded():
+    msg = ('admission webhook "validate.sandboxes.sandbox.dev" denied the request: exceeded quota: workspace '
+           'owner alice holds 3 of 3 active sandboxes in namespace team-a (SandboxQuota team-a/alice, mode Reject)')
+    api = FakeApi().on("POST", SANDBOXES, (403, status(403, "Forbidden", msg)))
+    with pytest.raises(sbx.QuotaExceeded) as e:
+        client(api).create("img:1", owner="alice", wait=False)
+    assert e.value.message == msg and e.value.status == 403 and isinstance(e.value, sbx.Forbidden)
+    assert len(api.of("POST")) == 1
+
+
 def test_key_held_by_another_spec_is_idempotency_key_conflict():
     msg = ('admission webhook "validate.sandboxes.sandbox.dev" denied the request: spec.idempotencyKey: '
            'Invalid value: "task-43": the key is held by Sandbox team-a/conflict-a of workspace owner alice '
@@ -243,9 +253,9 @@ def test_explicit_default_resources_match_a_stored_default():
 
 def test_an_existing_object_being_deleted_is_not_returned():
     api = _exists_then(sandbox_obj("mine", spec={"idempotencyKey": "k"}, deletionTimestamp="2026-05-01T10:00:00Z"))
-    with pytest.raises(sbx.SandboxError) as e:
+    with pytest.raises(sbx.SandboxFailed) as e:
         client(api).create("img:1", key="k", name="mine", wait=False)
-    assert "being deleted" in str(e.value)
+    assert "being deleted" in str(e.value) and e.value.reason == "Deleting"
 
 
 def test_the_read_after_already_exists_is_retried_too():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import pathlib
 
 import pytest
 
@@ -88,6 +89,18 @@ def test_create_refusals_map_to_exit_codes(answer, code):
     api = FakeApi().on("POST", SANDBOXES, answer)
     got, _, err, _ = run(api, ["create", "x", "--image", "img:1", "--owner", "alice"])
     assert got == code and err.startswith("error: ") and answer[1]["message"] in err
+
+
+def test_quota_refusals_exit_with_the_quota_code():
+    msg = "exceeded quota: workspace owner alice holds 3 of 3 active sandboxes (SandboxQuota team-a/alice, mode Reject)"
+    api = FakeApi().on("POST", SANDBOXES, (403, status(403, "Forbidden", msg)))
+    code, _, err, _ = run(api, ["create", "x", "--image", "img:1", "--owner", "alice"])
+    assert code == plugin.EXIT_QUOTA and msg in err
+    refused = {"phase": "Rejected", "observedGeneration": 1,
+               "conditions": [cond("Bound", "False", "QuotaExceeded", "alice holds 3 of 3")]}
+    api = FakeApi().on("GET", ONE, (200, sandbox_obj("x", status=refused)), repeat_last=True)
+    code, _, err, _ = run(api, ["wait", "x"])
+    assert code == plugin.EXIT_QUOTA and "3 of 3" in err
 
 
 def test_create_of_a_name_held_by_another_request_is_a_conflict():
@@ -184,6 +197,12 @@ def test_wait_for_ready_suspended_and_the_states_that_never_come():
     assert code == plugin.EXIT_UNAVAILABLE and "expired with team-a/first" in err
     api = FakeApi().on("GET", ONE, (404, status(404, "NotFound", "nf")), repeat_last=True)
     assert run(api, ["wait", "x"])[0] == plugin.EXIT_NOT_FOUND
+    # the controller's refusal of an owner it cannot verify (phase Rejected): forbidden, as documented
+    refused = {"phase": "Rejected", "observedGeneration": 1,
+               "conditions": [cond("Bound", "False", "OwnerNotAuthorized", "no valid authorization record")]}
+    api = FakeApi().on("GET", ONE, (200, sandbox_obj("x", status=refused)), repeat_last=True)
+    code, _, err, _ = run(api, ["wait", "x"])
+    assert code == plugin.EXIT_FORBIDDEN and "authorization record" in err
 
 
 def test_delete_ignore_not_found():
@@ -197,4 +216,19 @@ def test_exit_code_table():
     assert plugin.exit_code_for(sbx.Expired("e")) == plugin.EXIT_UNAVAILABLE
     assert plugin.exit_code_for(sbx.ForeignPodConflict("f")) == plugin.EXIT_CONFLICT
     assert plugin.exit_code_for(sbx.OwnerNotAuthorized("o")) == plugin.EXIT_FORBIDDEN
+    assert plugin.exit_code_for(sbx.QuotaExceeded("q")) == plugin.EXIT_QUOTA
     assert plugin.exit_code_for(sbx.TransportError("x")) == plugin.EXIT_ERROR
+
+
+def test_the_conformance_table_names_these_errors_and_exit_codes():
+    """Every error kind of clients/conformance.yaml is an exported error of
+    this package, and the plugin exits with the table's code for it."""
+    yaml = pytest.importorskip("yaml")
+    table = pathlib.Path(__file__).resolve().parents[2] / "conformance.yaml"
+    if not table.is_file():
+        pytest.skip("not inside the repository")
+    for kind, names in yaml.safe_load(table.read_text())["errors"].items():
+        cls = getattr(sbx, names["python"], None)
+        assert isinstance(cls, type) and issubclass(cls, sbx.SandboxError), kind
+        assert plugin.exit_code_for(cls("x")) == names["plugin"], kind
+        assert f"  {names['plugin']}  " in plugin.EXIT_CODES, kind

@@ -123,6 +123,24 @@ def test_a_broken_watch_is_reopened():
     assert len(api.of("GET", SANDBOXES)) == 2 and clock.sleeps
 
 
+@pytest.mark.parametrize("code,reason", [(500, "InternalError"), (504, "Timeout"), (429, "TooManyRequests")])
+def test_a_transient_error_event_reopens_the_watch(code, reason):
+    api = (FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2")), repeat_last=True)
+           .on("GET", SANDBOXES, (200, [ev("ERROR", status(code, reason, "etcdserver: request timed out"))]),
+               (200, [ev("MODIFIED", sandbox_obj("s1", rv="3", status=ready_status()))])))
+    clock = Clock()
+    assert client(api, clock).get("s1").wait_ready().ready
+    assert len(api.of("GET", SANDBOXES)) == 2 and clock.sleeps
+
+
+def test_a_refusing_error_event_ends_the_wait():
+    api = (FakeApi().on("GET", ONE, (200, sandbox_obj("s1", rv="2")), repeat_last=True)
+           .on("GET", SANDBOXES, (200, [ev("ERROR", status(403, "Forbidden", "no watch for you"))])))
+    with pytest.raises(sbx.Forbidden) as e:
+        client(api).get("s1").wait_ready()
+    assert "no watch for you" in str(e.value) and e.value.status == 403
+
+
 def test_a_refused_watch_connection_is_retried():
     api = (FakeApi()
            .on("GET", ONE, (200, sandbox_obj("s1", rv="2")), repeat_last=True)
@@ -171,11 +189,26 @@ def test_invalid_spec_is_rejected():
               sbx.Rejected, "runtime class kata")
 
 
-def test_owner_not_authorized_from_the_controller():
-    e = _terminal({"phase": "Pending", "observedGeneration": 1,
+@pytest.mark.parametrize("phase", ["Pending", "Rejected"])  # Rejected: a run the controller refused
+def test_owner_not_authorized_from_the_controller(phase):
+    e = _terminal({"phase": phase, "observedGeneration": 1,
                    "conditions": [cond("Bound", "False", "OwnerNotAuthorized", "no valid authorization record")]},
                   sbx.OwnerNotAuthorized, "authorization record")
-    assert e.status is None
+    assert e.status is None and e.reason == "OwnerNotAuthorized"
+
+
+def test_network_profile_refused_by_the_controller_is_rejected():
+    e = _terminal({"phase": "Rejected", "observedGeneration": 1,
+                   "conditions": [cond("Bound", "False", "NetworkProfileNotAuthorized", "network profiles web: no record")]},
+                  sbx.Rejected, "network profiles web")
+    assert e.reason == "NetworkProfileNotAuthorized"
+
+
+def test_quota_exceeded_from_the_controller():
+    e = _terminal({"phase": "Rejected", "observedGeneration": 1,
+                   "conditions": [cond("Bound", "False", "QuotaExceeded", "alice holds 3 of 3 active sandboxes")]},
+                  sbx.QuotaExceeded, "3 of 3")
+    assert e.reason == "QuotaExceeded" and e.status is None
 
 
 def test_foreign_pod_conflict():

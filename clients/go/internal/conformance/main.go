@@ -62,7 +62,7 @@ var kinds = map[string]error{
 	"ErrKeyConflict": sandbox.ErrKeyConflict, "ErrIntentMismatch": sandbox.ErrIntentMismatch,
 	"ErrOwnerNotAuthorized": sandbox.ErrOwnerNotAuthorized, "ErrExpired": sandbox.ErrExpired,
 	"ErrRejected": sandbox.ErrRejected, "ErrSuspended": sandbox.ErrSuspended, "ErrForeignPod": sandbox.ErrForeignPod,
-	"ErrQuota": sandbox.ErrQuota,
+	"ErrQuota": sandbox.ErrQuota, "ErrFailed": sandbox.ErrFailed,
 }
 
 type runner struct {
@@ -218,14 +218,15 @@ func (r *runner) do(kind string, s step) (string, error) {
 		}
 		uid := string(sb.UID)
 		if wait {
-			_, err = c.WaitReady(ctx, s.Name)
+			_, err = c.WaitReadyUID(ctx, s.Name, sb.UID)
 		}
 		return uid, err
 	case "suspend":
-		if _, err := c.Suspend(ctx, s.Name); err != nil || !wait {
+		sb, err := c.Suspend(ctx, s.Name)
+		if err != nil || !wait {
 			return "", err
 		}
-		_, err = c.WaitSuspended(ctx, s.Name)
+		_, err = c.WaitSuspendedUID(ctx, s.Name, sb.UID)
 		return "", err
 	case "resume":
 		_, err = c.Resume(ctx, s.Name)

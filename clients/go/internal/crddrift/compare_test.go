@@ -35,6 +35,9 @@ spec:
               image: {type: string, maxLength: 1024, pattern: '^[^\x00]*$', description: The image.}
               size: {type: integer, format: int32, minimum: 0, maximum: 10}
               policy: {type: string, enum: [Retain, Delete]}
+              quantities:
+                type: object
+                additionalProperties: {anyOf: [{type: integer}, {type: string}], x-kubernetes-int-or-string: true}
               env:
                 type: array
                 maxItems: 4
@@ -71,6 +74,9 @@ func TestCompareFindsEveryDifference(t *testing.T) {
 		{"printer column", "jsonPath: .status.phase", "jsonPath: .status.state", "additionalPrinterColumns[0].jsonPath"},
 		{"scope", "scope: Namespaced", "scope: Cluster", "spec.scope"},
 		{"type meta", "description: APIVersion defines the versioned schema.", "description: Something else.", "does not begin metav1.TypeMeta's"},
+		{"int or string", "{anyOf: [{type: integer}, {type: string}], x-kubernetes-int-or-string: true}", "{type: string}", "properties.quantities.additionalProperties.anyOf: in crd/"},
+		{"int or string flag", "{anyOf: [{type: integer}, {type: string}], x-kubernetes-int-or-string: true}", "{anyOf: [{type: integer}, {type: string}]}", "additionalProperties.x-kubernetes-int-or-string: in crd/"},
+		{"int or string anyOf", "{anyOf: [{type: integer}, {type: string}], x-kubernetes-int-or-string: true}", "{anyOf: [{type: integer}, {type: number}], x-kubernetes-int-or-string: true}", "additionalProperties.anyOf[1].type"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -96,6 +102,8 @@ func TestCompareIgnoresLayout(t *testing.T) {
 		"items: {type: object, properties: {name: {type: string}}}", "items: {type: object, description: Go doc of the item type., properties: {name: {type: string}}}",
 		"APIVersion defines the versioned schema.", "APIVersion defines the versioned schema. Servers should convert.",
 		"  scope: Namespaced", "  scope: Namespaced\n  extra: {}",
+		// the int-or-string flag alone (a type of our own, as controller-gen writes it)
+		"{anyOf: [{type: integer}, {type: string}], x-kubernetes-int-or-string: true}", "{x-kubernetes-int-or-string: true}",
 	).Replace(base)
 	if same == base {
 		t.Fatal("the replacements changed nothing")

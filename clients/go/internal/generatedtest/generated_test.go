@@ -5,13 +5,13 @@ package generatedtest
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "sandbox.dev/api/v1alpha1"
@@ -50,7 +50,7 @@ func TestDecodeAsStored(t *testing.T) {
 		t.Fatalf("decoded %T %v", obj, gvk)
 	}
 	s := sb.Spec
-	if s.Resources.Requests["cpu"] != intstr.FromInt32(2) || s.Resources.Limits["cpu"] != intstr.FromString("lots") ||
+	if s.Resources.Requests["cpu"] != v1alpha1.QuantityFromInt64(2) || s.Resources.Limits["cpu"] != v1alpha1.QuantityFromString("lots") ||
 		s.Env[1].Value != "" || s.Lifecycle.ShutdownPolicy != v1alpha1.ShutdownDelete || *s.Lifecycle.Suspend ||
 		!s.Lifecycle.ShutdownTime.Equal(&metav1.Time{Time: time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)}) {
 		t.Fatalf("spec decoded as %+v", s)
@@ -65,12 +65,47 @@ func TestDecodeAsStored(t *testing.T) {
 	// Deepcopy shares nothing.
 	cp := sb.DeepCopy()
 	cp.Spec.Command[0] = "changed"
-	cp.Spec.Resources.Requests["cpu"] = intstr.FromString("9")
+	cp.Spec.Resources.Requests["cpu"] = v1alpha1.QuantityFromString("9")
 	*cp.Spec.Lifecycle.Suspend = true
 	cp.Status.Conditions[0].Reason = "changed"
-	if sb.Spec.Command[0] != "sleep" || sb.Spec.Resources.Requests["cpu"] != intstr.FromInt32(2) ||
+	if sb.Spec.Command[0] != "sleep" || sb.Spec.Resources.Requests["cpu"] != v1alpha1.QuantityFromInt64(2) ||
 		*sb.Spec.Lifecycle.Suspend || sb.Status.Conditions[0].Reason != "PodReady" {
 		t.Fatal("the deep copy shares memory with the original")
+	}
+}
+
+// A valid quantity of any size decodes, in a list with other Sandboxes, and is
+// written back as it came: an integer beyond int32 (bytes of memory) stays
+// that integer, a string stays a string.
+func TestDecodeLargeIntegerQuantity(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	list := `{"apiVersion": "sandbox.dev/v1alpha1", "kind": "SandboxList", "metadata": {}, "items": [
+	  {"metadata": {"name": "big", "namespace": "team-a"},
+	   "spec": {"image": "img", "resources": {"requests": {"cpu": 2, "memory": 4294967296},
+	                                          "limits": {"cpu": "2", "memory": 99999999999999999999999}}}},
+	  {"metadata": {"name": "small", "namespace": "team-a"}, "spec": {"image": "img"}}]}`
+	obj, _, err := serializer.NewCodecFactory(scheme).UniversalDeserializer().Decode([]byte(list), nil, nil)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	l, ok := obj.(*v1alpha1.SandboxList)
+	if !ok || len(l.Items) != 2 {
+		t.Fatalf("decoded %T %+v", obj, obj)
+	}
+	r := l.Items[0].Spec.Resources
+	if m := r.Requests["memory"]; m.String() != "4294967296" {
+		t.Fatalf("memory decoded as %q", m.String())
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"limits":{"cpu":"2","memory":99999999999999999999999},"requests":{"cpu":2,"memory":4294967296}}`
+	if string(data) != want {
+		t.Fatalf("written back as %s, want %s", data, want)
 	}
 }
 

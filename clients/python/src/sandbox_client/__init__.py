@@ -29,6 +29,7 @@ from .errors import (
     NotFound,
     NotReady,
     OwnerNotAuthorized,
+    QuotaExceeded,
     Rejected,
     SandboxError,
     SandboxFailed,
@@ -42,7 +43,7 @@ __version__ = "0.2.0"
 __all__ = [
     "ApiError", "Client", "DirEntry", "ExecError", "ExecResult", "ExecTimeout", "Expired", "FileError",
     "Forbidden", "ForeignPodConflict", "IdempotencyKeyConflict", "IntentMismatch", "LimitExceeded",
-    "NotFound", "NotReady", "OwnerNotAuthorized", "Rejected", "RetryPolicy", "Sandbox", "SandboxError",
+    "NotFound", "NotReady", "OwnerNotAuthorized", "QuotaExceeded", "Rejected", "RetryPolicy", "Sandbox", "SandboxError",
     "SandboxFailed", "TransportError", "WaitTimeout", "__version__", "create", "default_client", "get",
     "list_sandboxes",
 ]

@@ -7,6 +7,7 @@ that ``client`` and ``sandbox`` never import each other."""
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from typing import Any, Dict, Optional, Tuple, cast
 
@@ -90,6 +91,7 @@ class SandboxApi:
             except SandboxError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a broken watch is re-opened
+                # (a connection that broke, or an ERROR event the retry policy retries)
                 if _rest.retry_after(exc) is None:
                     raise typed_error(exc, ns, name) from None
                 log.info("watch Sandbox %s/%s: %s; re-reading", ns, name, _rest.describe(exc))
@@ -109,8 +111,10 @@ class SandboxApi:
             if t == "ERROR":
                 if o.get("code") == 410:  # too old: read afresh
                     return last, False, True
-                raise ApiError(f"watching Sandbox {ns}/{name}: {o.get('message')}", namespace=ns,
-                               name=name, status=o.get("code"), reason=o.get("reason"))
+                # As the answer it stands for: one the retry policy retries
+                # (5xx such as a broken stream or an etcd timeout, 429) reopens
+                # the watch; any other ends the wait, typed.
+                raise _event_error(o)
             if t == "BOOKMARK":
                 rv = (o.get("metadata") or {}).get("resourceVersion") or rv
                 last.setdefault("metadata", {})["resourceVersion"] = rv
@@ -203,6 +207,14 @@ class SandboxApi:
                 if _rest.retry_after(exc) is None:
                     raise typed_error(exc, ns, name) from None
                 self.retry.sleep(min(self.retry.initial, max(0.0, deadline.remaining())))
+
+
+def _event_error(st: Dict[str, Any]) -> ApiException:
+    """A watch's ERROR event (a ``metav1.Status``) as the API error it reports."""
+    code = st.get("code")
+    exc = ApiException(status=code if isinstance(code, int) else None, reason=st.get("reason"))
+    exc.body = json.dumps(st)
+    return exc
 
 
 def _uid(obj: Optional[Dict[str, Any]]) -> Optional[str]:

@@ -30,6 +30,7 @@ from .errors import (
     IdempotencyKeyConflict,
     NotFound,
     OwnerNotAuthorized,
+    QuotaExceeded,
     Rejected,
     SandboxError,
     TransportError,
@@ -186,7 +187,10 @@ def is_transport(exc: BaseException) -> bool:
 def typed_error(exc: BaseException, namespace: Optional[str] = None, name: Optional[str] = None,
                 creating: bool = False) -> BaseException:
     """The typed error for an API answer or a transport failure; any other
-    exception (a bug, an interrupt) comes back as it is. With ``creating``,
+    exception (a bug, an interrupt) comes back as it is. A 403 is
+    :class:`OwnerNotAuthorized` when it names the permission on
+    ``workspaces.sandbox.dev``, :class:`QuotaExceeded` for ``exceeded quota``,
+    else :class:`Forbidden`. With ``creating``,
     422 and 400 answers are the create's refusals: a key held by another spec
     is :class:`IdempotencyKeyConflict`, anything else about the object is
     :class:`Rejected`."""
@@ -205,6 +209,8 @@ def typed_error(exc: BaseException, namespace: Optional[str] = None, name: Optio
     if exc.status == 403:
         if "workspaces.sandbox.dev" in msg:
             return OwnerNotAuthorized(msg, **kw)
+        if "exceeded quota" in msg:  # a SandboxQuota in Reject mode, or a ResourceQuota
+            return QuotaExceeded(msg, **kw)
         return Forbidden(msg, **kw)
     if creating and exc.status == 422 and "spec.idempotencyKey" in msg and "held by" in msg:
         return IdempotencyKeyConflict(msg, **kw)

@@ -4,7 +4,7 @@ way, or never going to get there (a typed error)? Pure functions."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .errors import (
     Expired,
@@ -12,6 +12,7 @@ from .errors import (
     IdempotencyKeyConflict,
     NotReady,
     OwnerNotAuthorized,
+    QuotaExceeded,
     Rejected,
     SandboxError,
     SandboxFailed,
@@ -19,6 +20,18 @@ from .errors import (
 
 READY = "Ready"
 SUSPENDED = "Suspended"
+
+# The Bound=False reasons that end a wait, with the error each is and its
+# message when the condition has none. The reason decides in phase Rejected
+# too: the controller refuses a run it cannot authorize (OwnerNotAuthorized)
+# or a quota in Reject mode refuses (QuotaExceeded) with that phase.
+_REFUSALS: Dict[str, Tuple[type, str]] = {
+    "OwnerNotAuthorized": (OwnerNotAuthorized, "the workspace owner is not authorized"),
+    "ForeignPodConflict": (ForeignPodConflict, "a foreign pod holds the sandbox's pod name"),
+    "IdempotencyKeyConflict": (IdempotencyKeyConflict, "idempotency key conflict"),
+    "QuotaExceeded": (QuotaExceeded, "quota exceeded"),
+    "InvalidSpec": (Rejected, "invalid spec"),
+}
 
 
 @dataclass
@@ -84,10 +97,10 @@ def classify(obj: Mapping[str, Any], want: str = READY) -> Outcome:
         msg = c.get("message") or default
         return Outcome(error=cls(f"Sandbox {ns}/{name}: {msg}", reason=reason, **kw), message=text)
 
+    br = bound.get("reason")
     if phase == "Rejected":
-        if bound.get("reason") == "IdempotencyKeyConflict":
-            return err(IdempotencyKeyConflict, "IdempotencyKeyConflict", "idempotency key conflict")
-        return err(Rejected, bound.get("reason") or "Rejected", "rejected")
+        cls, default = _REFUSALS.get(br or "", (Rejected, "rejected"))
+        return err(cls, br or "Rejected", default)
     if phase == "Expired":
         return err(Expired, ready.get("reason") or "Expired", "expired (its shutdownTime has passed)")
     if md.get("deletionTimestamp"):
@@ -100,16 +113,9 @@ def classify(obj: Mapping[str, Any], want: str = READY) -> Outcome:
             return Outcome(done=True, message=text)
         return Outcome(message=text)
 
-    br = bound.get("reason")
-    if bound.get("status") == "False":
-        if br == "OwnerNotAuthorized":
-            return err(OwnerNotAuthorized, br, "the workspace owner is not authorized")
-        if br == "ForeignPodConflict":
-            return err(ForeignPodConflict, br, "a foreign pod holds the sandbox's pod name")
-        if br == "IdempotencyKeyConflict":
-            return err(IdempotencyKeyConflict, br, "idempotency key conflict")
-        if br == "InvalidSpec":
-            return err(Rejected, br, "invalid spec")
+    if bound.get("status") == "False" and br in _REFUSALS:
+        cls, default = _REFUSALS[br]
+        return err(cls, br, default)
     if ready.get("status") == "True":
         return Outcome(done=True, message=text)
     lifecycle = (obj.get("spec") or {}).get("lifecycle") or {}

@@ -23,7 +23,7 @@ from ._state import READY
 from .errors import (
     IdempotencyKeyConflict,
     IntentMismatch,
-    SandboxError,
+    SandboxFailed,
 )
 from .sandbox import Sandbox
 
@@ -135,7 +135,8 @@ class Client:
         Sandbox is read and checked to be this request (same key, owner and
         spec as sent; the server's defaults are accounted for). Another
         request's object raises :class:`IntentMismatch` or
-        :class:`IdempotencyKeyConflict`, never returns.
+        :class:`IdempotencyKeyConflict`, never returns; this request's own
+        object being deleted raises :class:`SandboxFailed`.
 
         ``owner`` mounts that owner's workspace (the caller must be allowed
         to ``use`` it: :class:`OwnerNotAuthorized` otherwise). ``resources``
@@ -151,8 +152,8 @@ class Client:
         ``timeout`` bounds the whole call, retries and wait included
         (:class:`WaitTimeout`). Errors carry the server's message:
         :class:`OwnerNotAuthorized`, :class:`IdempotencyKeyConflict`,
-        :class:`ForeignPodConflict`, :class:`Rejected`, :class:`Expired`,
-        :class:`SandboxFailed`. A Sandbox that was created is never deleted
+        :class:`ForeignPodConflict`, :class:`QuotaExceeded`, :class:`Rejected`,
+        :class:`Expired`, :class:`SandboxFailed`. A Sandbox that was created is never deleted
         on an error; the error names it."""
         ns = namespace or self.namespace
         lifecycle: Dict[str, Any] = {}
@@ -211,7 +212,8 @@ class Client:
                 f"Sandbox {ns}/{name} already exists with the same key and owner but another spec: {why}",
                 namespace=ns, name=name, status=409, reason="AlreadyExists")
         if (stored.get("metadata") or {}).get("deletionTimestamp"):
-            raise SandboxError(f"Sandbox {ns}/{name} exists but is being deleted", namespace=ns, name=name)
+            raise SandboxFailed(f"Sandbox {ns}/{name} exists but is being deleted", namespace=ns, name=name,
+                                reason="Deleting")
         log.info("%s: exists already and is this request (attempt %d)", what, attempts[0])
         return stored
 

@@ -59,6 +59,14 @@ class OwnerNotAuthorized(Forbidden):
     (a ``status`` of ``None`` then)."""
 
 
+class QuotaExceeded(Forbidden):
+    """A quota refused the Sandbox: a ``SandboxQuota`` in Reject mode (403
+    ``exceeded quota`` at create, or ``phase: Rejected`` with
+    ``Bound=False/QuotaExceeded``, a ``status`` of ``None`` then) or the API
+    server's ResourceQuota (403 ``exceeded quota``). A Sandbox waiting for a
+    slot (``QuotaWaiting``) is still waited for."""
+
+
 class IdempotencyKeyConflict(SandboxError):
     """The key is held by another Sandbox with a different spec in the same
     scope: refused at create (HTTP 422 naming the holder) or reported as

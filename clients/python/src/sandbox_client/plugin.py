@@ -26,6 +26,7 @@ from .errors import (
     LimitExceeded,
     NotFound,
     NotReady,
+    QuotaExceeded,
     Rejected,
     SandboxError,
     SandboxFailed,
@@ -40,6 +41,7 @@ EXIT_NOT_FOUND = 3
 EXIT_CONFLICT = 4
 EXIT_FORBIDDEN = 5
 EXIT_UNAVAILABLE = 6
+EXIT_QUOTA = 7
 EXIT_TIMEOUT = 124
 
 EXIT_CODES = f"""exit codes:
@@ -51,6 +53,7 @@ EXIT_CODES = f"""exit codes:
        or a foreign pod holds the sandbox's pod name
   {EXIT_FORBIDDEN}    forbidden: RBAC, or the owner may not be used by you (create, exec)
   {EXIT_UNAVAILABLE}    the sandbox cannot run: rejected, expired, failed, suspended
+  {EXIT_QUOTA}    a quota refused it: a SandboxQuota in Reject mode, or a ResourceQuota
   {EXIT_TIMEOUT}  timed out (--wait, exec --timeout)"""
 
 
@@ -60,6 +63,8 @@ def exit_code_for(err: SandboxError) -> int:
         return EXIT_TIMEOUT
     if isinstance(err, NotFound):
         return EXIT_NOT_FOUND
+    if isinstance(err, QuotaExceeded):  # a Forbidden too: the more specific first
+        return EXIT_QUOTA
     if isinstance(err, Forbidden):
         return EXIT_FORBIDDEN
     if isinstance(err, (IdempotencyKeyConflict, IntentMismatch, ForeignPodConflict)):
@@ -147,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = cmd("wait", "Wait by watch until a Sandbox is Ready (or, with --for suspended, Suspended).",
             "A Sandbox that can never get there ends the wait at once with its exit code\n"
-            "(rejected, expired: 6; another request's key: 4; owner not authorized: 5).")
+            "(rejected, expired: 6; another request's key: 4; owner not authorized: 5; quota: 7).")
     c.add_argument("name", metavar="NAME")
     c.add_argument("--for", dest="state", choices=["ready", "suspended"], default="ready",
                    help="the state to wait for (default ready)")
