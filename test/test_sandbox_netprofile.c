@@ -7,7 +7,9 @@
 #include <CUnit/CUnit.h>
 
 #include "base/cidr.h"
+#include "base/jbuild.h"
 #include "sandbox/config.h"
+#include "sandbox/netfloor.h"
 #include "sandbox/netprofile.h"
 #include "test_suites.h"
 
@@ -231,9 +233,64 @@ static void test_policy_shape_and_check(void)
 	cJSON_Delete(p);
 }
 
+/* The largest set a profile check allows (8 profiles of 32 rules of 16
+ * ports) renders to far more than the informer keeps of a spec; its cached
+ * copy must still count as rendered, or the keeper writes it again on each
+ * look (every resync, for ever). A copy that differs does not. */
+static void test_policy_large_set_as_rendered(void)
+{
+	struct sbx_cidr floor[SBX_NETPROFILE_FLOOR_MAX];
+	const char *api[] = { "10.0.0.1", "2001:db8::5" };
+	size_t n = floor_of("network: {clusterCIDRs: [10.213.0.0/24, fd00:10::/64]}", api, 2, floor);
+	cJSON *ps[SBX_PROFILES_MAX];
+	for (int i = 0; i < SBX_PROFILES_MAX; i++) {
+		cJSON *p = jb_obj(), *egress = jb_add_arr(jb_add_obj(p, "spec"), "egress");
+		for (int r = 0; r < SBX_PROFILE_RULES_MAX; r++) {
+			cJSON *rule = jb_obj(), *ports = jb_add_arr(rule, "ports");
+			jb_str(rule, "cidr", r % 2 ? "0.0.0.0/0" : "::/0");
+			for (int k = 0; k < SBX_PROFILE_PORTS_MAX; k++) {
+				cJSON *port = jb_obj();
+				jb_str(port, "protocol", "TCP");
+				jb_num(port, "port", 1000 + 100 * i + k);
+				jb_num(port, "endPort", 1050 + 100 * i + k);
+				jb_push(ports, port);
+			}
+			jb_push(egress, rule);
+		}
+		char msg[160];
+		CU_ASSERT_EQUAL(sbx_netprofile_check(p, msg, sizeof msg), 0);
+		ps[i] = p;
+	}
+	cJSON *np = sbx_netprofile_policy("team-a", "p0,p1,p2,p3,p4,p5,p6,p7", "0123456789abcdef",
+					  (const cJSON *const *)ps, SBX_PROFILES_MAX, floor, n);
+	char *text = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(np, "spec"));
+	CU_ASSERT_TRUE(strlen(text) > SBX_NETFLOOR_SPEC_MAX);
+	free(text);
+	cJSON *cached = sbx_netfloor_trim(np);
+	CU_ASSERT_TRUE(sbx_netfloor_as_rendered(cached, np));
+	cJSON_Delete(cached);
+	/* One port changed (as a stolen token might): not as rendered. */
+	cJSON *changed = jb_must(cJSON_Duplicate(np, 1));
+	cJSON *port = cJSON_GetArrayItem(
+	    cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(changed, "spec"), "egress"),
+				   7),
+		"ports"),
+	    3);
+	cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(port, "port"), 9);
+	cached = sbx_netfloor_trim(changed);
+	CU_ASSERT_FALSE(sbx_netfloor_as_rendered(cached, np));
+	cJSON_Delete(cached);
+	cJSON_Delete(changed);
+	cJSON_Delete(np);
+	for (int i = 0; i < SBX_PROFILES_MAX; i++)
+		cJSON_Delete(ps[i]);
+}
+
 void register_sandbox_netprofile_tests(void)
 {
 	SBX_SUITE("sandbox_netprofile", { "cidr_contains", test_cidr_contains }, { "spec_profiles", test_spec_profiles },
 		  { "profiles_set", test_profiles_set }, { "policy_everything", test_policy_everything },
-		  { "policy_nesting", test_policy_nesting }, { "policy_shape_and_check", test_policy_shape_and_check });
+		  { "policy_nesting", test_policy_nesting }, { "policy_shape_and_check", test_policy_shape_and_check },
+		  { "policy_large_set_as_rendered", test_policy_large_set_as_rendered });
 }
