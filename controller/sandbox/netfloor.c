@@ -3,11 +3,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "base/jbuild.h"
+#include "sandbox/jcs.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/wsprep.h"
 
 const char *const sbx_netfloor_never[] = { "169.254.0.0/16", "100.64.0.0/10", "fc00::/7", "fe80::/10", NULL };
+
+/* The key of a cached policy's spec digest (sbx_netfloor_trim), outside
+ * the API's fields. */
+#define SPEC_DIGEST "sandbox.dev/specDigest"
 
 /* A new object appended to array a. */
 static cJSON *push_obj(cJSON *a)
@@ -107,6 +114,23 @@ static cJSON *pruned(const cJSON *o)
 	return c;
 }
 
+/* The SHA-256 (hex, 65 bytes) of spec without its empty arrays, in JCS
+ * form: equal for specs sbx_netfloor_as_rendered counts as the same. 0 or
+ * -1. */
+static int spec_digest(const cJSON *spec, char hex[65])
+{
+	cJSON *p = pruned(spec);
+	char *canon = jcs_string(p);
+	cJSON_Delete(p);
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	int rc = canon && EVP_Digest(canon, strlen(canon), md, &mdlen, EVP_sha256(), NULL) == 1 && mdlen == 32 ? 0 : -1;
+	free(canon);
+	for (size_t i = 0; rc == 0 && i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	return rc;
+}
+
 int sbx_netfloor_as_rendered(const cJSON *have, const cJSON *want)
 {
 	if (!have)
@@ -119,6 +143,13 @@ int sbx_netfloor_as_rendered(const cJSON *have, const cJSON *want)
 		const cJSON *h = cJSON_GetObjectItemCaseSensitive(hl, l->string);
 		if (!cJSON_IsString(h) || strcmp(h->valuestring, l->valuestring))
 			return 0;
+	}
+	/* A spec too large to cache is compared by its digest. */
+	const cJSON *hd = cJSON_GetObjectItemCaseSensitive(have, SPEC_DIGEST);
+	if (cJSON_IsString(hd)) {
+		char wd[65];
+		return spec_digest(cJSON_GetObjectItemCaseSensitive(want, "spec"), wd) == 0 &&
+		       !strcmp(wd, hd->valuestring);
 	}
 	/* The API server stores a spec as sent but for empty lists, which it
 	 * drops: those are compared as absent. */
@@ -150,10 +181,17 @@ cJSON *sbx_netfloor_trim(const cJSON *obj)
 		if (cJSON_IsString(v) && strlen(v->valuestring) <= 63)
 			jb_str(tl, keep[i], v->valuestring);
 	}
+	/* The spec, or past SBX_NETFLOOR_SPEC_MAX (a large set of profiles) its
+	 * digest alone: the keeper compares either with what it renders. */
 	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
-	char *text = spec ? cJSON_PrintUnformatted(spec) : NULL;
-	if (spec)
-		jb_add(t, "spec", text && strlen(text) <= SBX_NETFLOOR_SPEC_MAX ? jb_must(cJSON_Duplicate(spec, 1)) : jb_obj());
+	char *text = spec ? cJSON_PrintUnformatted(spec) : NULL, hex[65];
+	if (spec && text && strlen(text) <= SBX_NETFLOOR_SPEC_MAX) {
+		jb_add(t, "spec", jb_must(cJSON_Duplicate(spec, 1)));
+	} else if (spec) {
+		jb_add(t, "spec", jb_obj());
+		if (text && spec_digest(spec, hex) == 0)
+			jb_str(t, SPEC_DIGEST, hex);
+	}
 	free(text);
 	return t;
 }

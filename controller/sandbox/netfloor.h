@@ -45,8 +45,10 @@ cJSON *sbx_netfloor_policy(const char *ns, const struct sbx_net_settings *n);
 int sbx_netfloor_as_rendered(const cJSON *have, const cJSON *want);
 
 /* The informer's copy of a policy (the floor's or a set of profiles',
- * sandbox/netprofile.h): name, namespace, uid, resourceVersion, the labels
- * the keeper reads and spec (new; caller frees). */
+ * sandbox/netprofile.h): name, namespace, uid, resourceVersion,
+ * deletionTimestamp, the labels the keeper reads and spec; a spec over
+ * SBX_NETFLOOR_SPEC_MAX as its SHA-256 alone, which sbx_netfloor_as_rendered
+ * compares (new; caller frees). */
 cJSON *sbx_netfloor_trim(const cJSON *obj);
 
 #endif
