@@ -3,7 +3,7 @@
 and by `kubectl sandbox`, and the harness steps every driver shares.
 
     conformance.py run python|plugin TABLE NAMESPACE
-    conformance.py harness TABLE NAMESPACE precreate|check STEP_JSON   (for the Go driver)
+    conformance.py harness TABLE NAMESPACE precreate|check|quota STEP_JSON   (for the Go driver)
 
 Identities come from the environment: CONFORMANCE_KUBECONFIG_<as> (with "-"
 as "_") is the kubeconfig of identity <as>; KUBECONFIG is the admin's (the
@@ -123,10 +123,26 @@ def check(ns: str, c: Dict[str, Any]) -> None:
         time.sleep(0.5)
 
 
+def quota(ns: str, step: Dict[str, Any]) -> None:
+    """Applies the SandboxQuota quota-OWNER of the owner, as the operator would."""
+    spec = {"owner": step["owner"], "maxActive": step["maxActive"], "mode": step.get("mode", "Queue")}
+    body = {"apiVersion": "sandbox.dev/v1alpha1", "kind": "SandboxQuota",
+            "metadata": {"name": f"quota-{step['owner']}", "namespace": ns}, "spec": spec}
+    code, _, err = kubectl(["apply", "-f", "-"], None, json.dumps(body))
+    if code != 0:
+        raise AssertionError(f"quota of {step['owner']}: {err.strip()}")
+
+
+HARNESS_STEPS = ("precreate", "check", "quota")
+
+
 def harness(ns: str, kind: str, step: Dict[str, Any], defaults: Dict[str, Any]) -> str:
-    """Runs a harness step; returns the precreated uid ("" for a check)."""
+    """Runs a harness step; returns the precreated uid ("" for the others)."""
     if kind == "precreate":
         return precreate(ns, step, defaults)
+    if kind == "quota":
+        quota(ns, step)
+        return ""
     check(ns, step)
     return ""
 
@@ -241,7 +257,7 @@ def run_case(driver: Any, case: Dict[str, Any], table: Dict[str, Any], ns: str) 
     for i, step in enumerate(case["steps"]):
         (kind, body), = [(k, v) for k, v in step.items() if k != "expect"]
         where = f"step {i + 1} ({kind} {body.get('name', '')})"
-        if kind in ("precreate", "check"):
+        if kind in HARNESS_STEPS:
             try:
                 uid = harness(ns, kind, body, defaults)
             except AssertionError as e:

@@ -1,13 +1,13 @@
 // Command conformance runs the conformance table (clients/conformance.yaml)
 // with the Go helper (sandbox.dev/client-go/sandbox): the client steps
 // (create, suspend, resume, wait) through the helper, the harness steps
-// (precreate, check) through the suite's shared harness command, so every
+// (precreate, check, quota) through the suite's shared harness command, so every
 // driver is judged by the same checks (e2e/test_conformance.sh).
 //
 // Usage: conformance TABLE NAMESPACE HARNESS...
 //
-// HARNESS... is the command that runs a harness step, given "precreate" or
-// "check" and the step as JSON (e2e/conformance.py harness TABLE NAMESPACE).
+// HARNESS... is the command that runs a harness step, given "precreate",
+// "check" or "quota" and the step as JSON (e2e/conformance.py harness TABLE NAMESPACE).
 // The kubeconfig of identity <as> is $CONFORMANCE_KUBECONFIG_<as> ("-" as
 // "_"). Prints "PASS go case" / "FAIL go case: why" and "go: N passed, N
 // failed"; exits 1 when a case failed.
@@ -137,7 +137,7 @@ func (r *runner) runCase(steps []map[string]any) error {
 			}
 		}
 		where := fmt.Sprintf("step %d (%s %v)", i+1, kind, body["name"])
-		if kind == "precreate" || kind == "check" {
+		if kind == "precreate" || kind == "check" || kind == "quota" {
 			js, _ := json.Marshal(body)
 			cmd := exec.Command(r.harness[0], append(r.harness[1:], kind, string(js))...)
 			var stderr strings.Builder
