@@ -701,6 +701,7 @@ static int start_webhook(struct app *a)
 		.slots = a->ctl.slots,
 		.pool_pods = a->ctl.pool_pods,
 		.profiles = a->ctl.profiles,
+		.claims = a->ctl.claims,
 		.client_ca_file = o->webhook_client_ca,
 		.client_names = a->client_names[0] ? (const char *const *)a->client_names : NULL,
 	};

@@ -293,6 +293,42 @@ test_h_admission_refuses_early() {
   controller_stop "$c"
 }
 
+# The early refusal is for a new intent that takes a slot now (contract
+# sections 5a, 10): alice's a is bound, then suspended (its slot freed), and
+# c takes the only slot; b, with a's key and spec, joins a's suspended
+# generation and waits for a slot as a resume does (in either mode):
+# admitted, QuotaWaiting, bound once c goes. A Sandbox created suspended
+# takes no slot: admitted too.
+test_h_admission_admits_what_takes_no_new_slot() {
+  new_namespace qhb
+  E2E_ADMISSION=1 controller_with_webhook
+  local c=$CTL_PID out
+  install_admission "$WEBHOOK_PORT" || { fail "admission not installed"; controller_stop "$c"; return; }
+  quota qhb alice alice 1 Reject
+  sandbox qhb a $IMG kha alice >/dev/null
+  wait_for 60 bound qhb a || fail "a not bound: $(reason_of qhb a)"
+  suspend_and_free qhb a
+  sandbox qhb c $IMG khc alice >/dev/null
+  wait_for 60 bound qhb c || fail "c not bound: $(reason_of qhb c)"
+  out=$(sandbox qhb b $IMG kha alice) || fail "b (a's intent, its generation suspended) was refused: $out"
+  wait_for 60 eval '[ "$(reason_of qhb b)" = QuotaWaiting ]' || fail "b does not wait for a slot: $(phase_of qhb b) $(reason_of qhb b)"
+  out=$(kubectl apply -f - 2>&1 <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: s, namespace: qhb}
+spec: {image: $IMG, idempotencyKey: khs, workspaceOwner: alice, lifecycle: {suspend: true}}
+YAML
+  ) || fail "a Sandbox created suspended was refused: $out"
+  wait_for 30 eval '[ "$(phase_of qhb s)" = Suspended ]' || fail "s not Suspended: $(phase_of qhb s)"
+  sleep 2
+  expect_eq "$(pods_live qhb)/$(slots qhb)" 1/1 "pods/slots (c's)"
+  kubectl delete sbx c -n qhb >/dev/null
+  wait_for 60 bound qhb b || fail "b not bound after c went: $(phase_of qhb b) $(reason_of qhb b)"
+  expect_eq "$(pods_live qhb)" 1 "pods"
+  uninstall_admission
+  controller_stop "$c"
+}
+
 # The controller SIGKILLed right after it took a quota slot (before the
 # pod) and right after it stored a Reject outcome (before the status): after
 # a restart, one pod per intent, the slot it took is the pod's (no second

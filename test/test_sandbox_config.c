@@ -395,7 +395,26 @@ static void test_config_shipped_manifest(void)
 	CU_ASSERT_EQUAL(c.mutations.ninjected, 0);
 	CU_ASSERT_EQUAL(c.mutations.nresource_defaults, 0);
 	CU_ASSERT_STRING_EQUAL(c.seal_key_file, "/var/run/sandbox-controller/seal/key");
+	CU_ASSERT_EQUAL(c.ask_every_name_first, 0);
 	sbx_config_release(&c);
+}
+
+/* admission.askEveryNameFirst: off by default (contract section 2a: every
+ * owner as the authorizer answers for its name), a boolean. */
+static void test_config_admission(void)
+{
+	struct sbx_config c;
+	char err[256];
+	sbx_config_init(&c);
+	CU_ASSERT_EQUAL(c.ask_every_name_first, 0);
+	CU_ASSERT_EQUAL(parse(&c, "admission: {askEveryNameFirst: true}\n", err, sizeof err), 0);
+	CU_ASSERT_EQUAL(c.ask_every_name_first, 1);
+	CU_ASSERT_EQUAL(parse(&c, "admission:\n  askEveryNameFirst: false\n", err, sizeof err), 0);
+	CU_ASSERT_EQUAL(c.ask_every_name_first, 0);
+	sbx_config_release(&c);
+	check_error("admission: {askEveryNameFirst: yes please}\n", "admission.askEveryNameFirst must be true or false");
+	check_error("admission: {askEveryOwnerFirst: true}\n", "unknown key \"askEveryOwnerFirst\" in admission");
+	check_error("admission: true\n", "admission must be a mapping");
 }
 
 void register_sandbox_config_tests(void)
@@ -406,5 +425,5 @@ void register_sandbox_config_tests(void)
 		  { "shipped manifest", test_config_shipped_manifest },
 		  { "full YAML", test_config_full }, { "unknown keys", test_config_unknown_keys },
 		  { "bad values", test_config_bad_values }, { "durations", test_config_durations },
-		  { "load from file", test_config_load_file });
+		  { "load from file", test_config_load_file }, { "admission settings", test_config_admission });
 }

@@ -11,8 +11,11 @@
 #include <openssl/hmac.h>
 
 #include "sandbox/authz.h"
+#include "sandbox/claimrec.h"
 #include "sandbox/netprofile.h"
 #include "sandbox/podbuild.h"
+#include "sandbox/poolspec.h"
+#include "sandbox/scope.h"
 #include "webhook/admission.h"
 #include "webhook/pod_admission.h"
 #include "webhook/sandbox_admission.h"
@@ -438,6 +441,8 @@ struct fake {
 	const char *profiles_usable;   /* ",a,b,": the profiles the requester may use */
 	const char *profiles_existing; /* ",a,b,": those that exist; NULL: the cache cannot tell */
 	int profile_sar_calls;
+	cJSON *records;	   /* array of claim records returned for any digest */
+	int unnamed_calls; /* may_use_owner asked about every owner (NULL) */
 };
 
 static int fake_may_use_profile(void *ctx, const cJSON *ui, const char *profile, char *why, size_t n)
@@ -473,6 +478,27 @@ static cJSON *fake_by_digest(void *ctx, const char *digest)
 	return f->cache ? cJSON_Duplicate(f->cache, 1) : cJSON_CreateArray();
 }
 
+static cJSON *fake_records_by_digest(void *ctx, const char *digest)
+{
+	struct fake *f = ctx;
+	return f->records ? cJSON_Duplicate(f->records, 1) : cJSON_CreateArray();
+}
+
+/* An authorizer that denies by name: every owner (no name) allowed, as
+ * RBAC grants it, but "ceo" denied (a webhook authorizer before RBAC). */
+static int fake_may_use_by_name(void *ctx, const cJSON *ui, const char *ns, const char *owner, char *why, size_t n)
+{
+	struct fake *f = ctx;
+	snprintf(why, n, "%s", "");
+	if (!owner) {
+		f->unnamed_calls++;
+		return 1;
+	}
+	f->sar_calls++;
+	snprintf(f->last_owner, sizeof f->last_owner, "%s", owner);
+	return strcmp(owner, "ceo") != 0;
+}
+
 static int fake_pod_owner(void *ctx, const char *ns, const char *name, char *owner, size_t n)
 {
 	struct fake *f = ctx;
@@ -501,7 +527,7 @@ static struct wh_sandbox_policy policy(struct fake *f)
 {
 	struct wh_sandbox_policy p = { POLICY_KEYS, POLICY_LENS, 1, SBX_OWNER_AUTHZ_ACCESS_REVIEW, 86400,
 				       fake_may_use, fake_by_digest, fake_pod_owner, NULL, f, fake_may_use_profile,
-				       fake_profile_exists };
+				       fake_profile_exists, NULL, 0 };
 	return p;
 }
 
@@ -995,6 +1021,237 @@ static void test_validate_key_conflict_unauthenticated(void)
 	wh_verdict_release(&v);
 	free(mine);
 	free(held);
+	cJSON_Delete(f.cache);
+}
+
+#define SPEC_ALICE_SUSPENDED                                                                                           \
+	"{\"image\":\"img:1\",\"idempotencyKey\":\"task-43\",\"workspaceOwner\":\"alice\",\"lifecycle\":{\"suspend\":" \
+	"true}}"
+
+/* alice's Sandbox name of spec as the cache holds it: phase, and claimedAt
+ * (NULL: not bound yet). */
+static cJSON *cached_sandbox(struct wh_sandbox_policy *p, const char *name, const char *spec, const char *phase,
+			     const char *claimed)
+{
+	char *s = stamped_object(p, "alice", name, spec);
+	cJSON *h = cJSON_Parse(s);
+	free(s);
+	cJSON *st = cJSON_AddObjectToObject(h, "status");
+	cJSON_AddStringToObject(st, "phase", phase);
+	if (claimed)
+		cJSON_AddStringToObject(st, "claimedAt", claimed);
+	return h;
+}
+
+static void connect_as(const struct wh_sandbox_policy *p, const char *user, const char *pod, const char *sub,
+		       struct wh_verdict *v);
+
+/* The claim record of generation 0 of alice's spec_s in team-a (sealed
+ * with key), claimed at 990, its key living until a day later, state,
+ * naming sandbox. A new object. */
+static cJSON *claim_record(const char *spec_s, enum sbx_claim_state state, const char *sandbox,
+			   const unsigned char *key, size_t keylen)
+{
+	cJSON *spec = cJSON_Parse(spec_s);
+	struct sbx_scope sc;
+	char msg[256];
+	CU_ASSERT_EQUAL_FATAL(sbx_scope_compute("team-a", "x", spec, &sc, msg, sizeof msg), 0);
+	cJSON_Delete(spec);
+	struct sbx_claimrec r = { .generation = 0, .has_owner = 1, .state = state };
+	sbx_pod_name(&sc, 0, r.name, sizeof r.name);
+	snprintf(r.digest, sizeof r.digest, "%s", sc.digest);
+	snprintf(r.pod_name, sizeof r.pod_name, "%s", r.name);
+	snprintf(r.claimed_at, sizeof r.claimed_at, "1970-01-01T00:16:30Z");
+	snprintf(r.key_expires_at, sizeof r.key_expires_at, "1970-01-02T00:16:30Z");
+	snprintf(r.fingerprint, sizeof r.fingerprint, "%s", sc.fingerprint);
+	snprintf(r.owner, sizeof r.owner, "alice");
+	snprintf(r.sandbox, sizeof r.sandbox, "%s", sandbox);
+	snprintf(r.since, sizeof r.since, "1970-01-01T00:16:35Z");
+	struct sbx_seal_keys k;
+	sbx_seal_keys_init(&k);
+	CU_ASSERT_EQUAL_FATAL(sbx_seal_keys_add(&k, key, keylen, 32, msg, sizeof msg), 0);
+	cJSON *o = sbx_claimrec_build(&r, "team-a", &k, NULL);
+	sbx_seal_keys_release(&k);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+	return o;
+}
+
+/* A key reused with another spec after its holders were deleted: the
+ * generation's claim record (Expired, Rejected, Suspended) holds it until
+ * the key's lifetime ends, as the controller holds it
+ * (Rejected/IdempotencyKeyConflict), so the create is refused with 422
+ * naming what holds it (contract section 5). */
+static void test_validate_key_conflict_record(void)
+{
+	struct fake f = { .sar_answer = 1 };
+	struct wh_sandbox_policy p = policy(&f);
+	p.records_by_digest = fake_records_by_digest;
+	char *mine = stamped_object(&p, "alice", "alice-second", SPEC_ALICE);
+	struct wh_verdict v;
+	static const enum sbx_claim_state states[] = { SBX_CLAIM_EXPIRED, SBX_CLAIM_REJECTED, SBX_CLAIM_SUSPENDED };
+	for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
+		f.records = cJSON_CreateArray();
+		cJSON_AddItemToArray(f.records, claim_record(SPEC_ALICE2, states[i], "alice-first", KEY1, sizeof KEY1 - 1));
+		decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+		CU_ASSERT_FALSE(v.allowed);
+		CU_ASSERT_EQUAL(v.code, 422);
+		CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "task-43"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "alice-first"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "1970-01-02T00:16:30Z"));
+		wh_verdict_release(&v);
+		cJSON_Delete(f.records);
+	}
+	f.records = cJSON_CreateArray();
+	cJSON *rec = claim_record(SPEC_ALICE2, SBX_CLAIM_EXPIRED, "alice-first", KEY1, sizeof KEY1 - 1);
+	cJSON_AddItemToArray(f.records, rec);
+	/* only the API server learns who holds it */
+	decide_authenticated = 0;
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	decide_authenticated = 1;
+	CU_ASSERT_EQUAL(v.code, 422);
+	CU_ASSERT_PTR_NULL(strstr(v.message, "alice-first"));
+	wh_verdict_release(&v);
+	/* the key's lifetime ended: a new intent */
+	p.key_lifetime_s = 5;
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	p.key_lifetime_s = 86400;
+	/* the same spec: no conflict (the controller's stored outcome) */
+	char *same = stamped_object(&p, "alice", "alice-third", SPEC_ALICE2);
+	decide(&p, 0, "CREATE", "alice", same, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	/* a record this controller did not seal counts for nothing */
+	cJSON_Delete(f.records);
+	f.records = cJSON_CreateArray();
+	cJSON_AddItemToArray(f.records, claim_record(SPEC_ALICE2, SBX_CLAIM_EXPIRED, "alice-first", KEY2, sizeof KEY2 - 1));
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	/* nor does one of another namespace */
+	cJSON_Delete(f.records);
+	f.records = cJSON_CreateArray();
+	rec = claim_record(SPEC_ALICE2, SBX_CLAIM_EXPIRED, "alice-first", KEY1, sizeof KEY1 - 1);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(rec, "metadata"), "namespace", cJSON_CreateString("team-b"));
+	cJSON_AddItemToArray(f.records, rec);
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	cJSON_Delete(f.records);
+	free(same);
+	free(mine);
+}
+
+/* The quota's early refusal and the records: an intent whose generation is
+ * recorded Expired gets the stored outcome from the controller (no pod, no
+ * slot), so it is not refused for the quota; one recorded Rejected is the
+ * quota's stored refusal and stays refused. */
+static void test_validate_quota_record_generation(void)
+{
+	struct fake f = { .sar_answer = 1, .quota_full = 1 };
+	struct wh_sandbox_policy p = policy(&f);
+	p.quota_refuses = fake_quota_refuses;
+	p.records_by_digest = fake_records_by_digest;
+	char *mine = stamped_object(&p, "alice", "alice-second", SPEC_ALICE);
+	struct wh_verdict v;
+	f.records = cJSON_CreateArray();
+	cJSON_AddItemToArray(f.records, claim_record(SPEC_ALICE, SBX_CLAIM_EXPIRED, "alice-first", KEY1, sizeof KEY1 - 1));
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	cJSON_Delete(f.records);
+	f.records = cJSON_CreateArray();
+	cJSON_AddItemToArray(f.records, claim_record(SPEC_ALICE, SBX_CLAIM_REJECTED, "alice-first", KEY1, sizeof KEY1 - 1));
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 403);
+	wh_verdict_release(&v);
+	cJSON_Delete(f.records);
+	f.records = NULL;
+	free(mine);
+}
+
+/* Contract section 2a: an owner is allowed only as the API server answers
+ * for the workspaces named X. An authorizer may deny a name that the
+ * unnamed question allows; asking about every owner first is an option
+ * (admission.askEveryNameFirst), off by default. */
+static void test_owner_review_by_name(void)
+{
+	struct fake f = { .sar_answer = 1, .pod_owner = "ceo" };
+	struct wh_sandbox_policy p = policy(&f);
+	p.may_use_owner = fake_may_use_by_name;
+	const char *ceo = "{\"metadata\":{\"name\":\"s1\",\"namespace\":\"team-a\"},\"spec\":{\"image\":\"i\","
+			  "\"workspaceOwner\":\"ceo\"}}";
+	struct wh_verdict v;
+	decide(&p, 1, "CREATE", "bob", ceo, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 403);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "\"ceo\""));
+	wh_verdict_release(&v);
+	CU_ASSERT_EQUAL(f.unnamed_calls, 0);
+	connect_as(&p, "bob", "sbx-0123", "exec", &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	CU_ASSERT_EQUAL(f.unnamed_calls, 0);
+	/* the option on: one unnamed yes covers every owner */
+	p.ask_every_name_first = 1;
+	f.sar_calls = 0;
+	decide(&p, 1, "CREATE", "bob", ceo, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	connect_as(&p, "bob", "sbx-0123", "exec", &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	CU_ASSERT_EQUAL(f.unnamed_calls, 2);
+	CU_ASSERT_EQUAL(f.sar_calls, 0);
+}
+
+/* The early quota refusal is for a new intent that would take a slot now
+ * (contract sections 5a and 10): a Sandbox created suspended takes none,
+ * and one whose intent already has a generation joins it (a resume waits
+ * for a slot in either mode; retries count once). */
+static void test_validate_quota_spares_joiners(void)
+{
+	struct fake f = { .sar_answer = 1, .quota_full = 1 };
+	struct wh_sandbox_policy p = policy(&f);
+	p.quota_refuses = fake_quota_refuses;
+	struct wh_verdict v;
+	/* (A) created suspended: no pod, no slot */
+	char *susp = stamped_object(&p, "alice", "alice-later", SPEC_ALICE_SUSPENDED);
+	decide(&p, 0, "CREATE", "alice", susp, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	/* (B) alice-first holds the intent's generation, suspended (its slot
+	 * freed, taken since by another intent): alice-second joins it */
+	f.cache = cJSON_CreateArray();
+	cJSON *first = cached_sandbox(&p, "alice-first", SPEC_ALICE, "Suspended", "1970-01-01T00:16:30Z");
+	cJSON_AddItemToArray(f.cache, first);
+	char *mine = stamped_object(&p, "alice", "alice-second", SPEC_ALICE);
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_TRUE(v.allowed);
+	wh_verdict_release(&v);
+	/* the generation's key has ended: a new intent, refused */
+	p.key_lifetime_s = 5;
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_EQUAL(v.code, 403);
+	wh_verdict_release(&v);
+	p.key_lifetime_s = 86400;
+	/* a rejected Sandbox holds no generation */
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(first, "status"), "phase", cJSON_CreateString("Rejected"));
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	wh_verdict_release(&v);
+	/* nor does one of another owner (the fake ignores the digest) */
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(first, "status"), "phase", cJSON_CreateString("Suspended"));
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(first, "spec"), "workspaceOwner", cJSON_CreateString("bob"));
+	decide(&p, 0, "CREATE", "alice", mine, NULL, &v);
+	CU_ASSERT_FALSE(v.allowed);
+	CU_ASSERT_PTR_NOT_NULL(strstr(v.message, "exceeded quota"));
+	wh_verdict_release(&v);
+	free(mine);
+	free(susp);
 	cJSON_Delete(f.cache);
 }
 
@@ -1655,6 +1912,51 @@ static void test_pool_admission(void)
 	"{\"metadata\":{\"name\":\"pool-n\",\"namespace\":\"team-a\"},\"spec\":{\"replicas\":2,%s\"template\":{" \
 	"\"image\":\"img:1\",\"network\":{\"profiles\":[%s]}}}}"
 
+/* A pool's name may be as long as the API allows (253): its record names
+ * "pool:" and the whole name, as the controller verifies it (finding: an
+ * 80-byte subject cut names of 75 and more). */
+static void test_pool_long_name(void)
+{
+	struct fake f = { .sar_answer = 1 };
+	struct wh_sandbox_policy p = policy(&f);
+	static const size_t lens[] = { 100, 253 };
+	for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+		char name[254], obj_s[1024], fp[65], subject[300];
+		memset(name, 'p', lens[i]);
+		name[lens[i]] = '\0';
+		snprintf(obj_s, sizeof obj_s,
+			 "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"team-a\"},\"spec\":{\"replicas\":1,"
+			 "\"workspaceOwner\":\"alice\",\"template\":{\"image\":\"img:1\"}}}",
+			 name);
+		cJSON *pool = stamped_pool(&p, "CREATE", "alice", obj_s, NULL);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(pool);
+		cJSON *tmpl = sbx_pool_spec(pool);
+		CU_ASSERT_EQUAL_FATAL(sbx_template_fingerprint(tmpl, fp), 0);
+		cJSON_Delete(tmpl);
+		snprintf(subject, sizeof subject, SBX_POOL_AUTHZ_PREFIX "%s", name);
+		const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(pool, "metadata"), "annotations");
+		struct sbx_authz_subject s = {
+			.ns = "team-a",
+			.name = subject,
+			.owner = "alice",
+			.fingerprint = fp,
+			.username = "alice",
+			.identity = cJSON_GetStringValue(cJSON_GetObjectItem(ann, SBX_ANN_AUTHZ_IDENTITY)),
+		};
+		CU_ASSERT_EQUAL(sbx_authz_verify(POLICY_KEYS, POLICY_LENS, 1, &s, 1000,
+						 cJSON_GetStringValue(cJSON_GetObjectItem(ann, SBX_ANN_OWNER_AUTHZ)), NULL),
+				SBX_AUTHZ_OK);
+		/* and validation holds it to the same subject */
+		char *stamped = cJSON_PrintUnformatted(pool);
+		struct wh_verdict v;
+		decide_pool(&p, 0, "CREATE", "alice", stamped, NULL, &v);
+		CU_ASSERT_TRUE(v.allowed);
+		wh_verdict_release(&v);
+		free(stamped);
+		cJSON_Delete(pool);
+	}
+}
+
 /* A warm pool naming allow profiles (issue 24 item 2): whoever creates it or
  * sets its template needs `use` on each, as for a Sandbox, and the profiles
  * must exist; a record of it, with the whole identity, is stamped whether
@@ -1795,13 +2097,18 @@ void register_webhook_tests(void)
 		  { "update guards", test_validate_update_guards },
 		  { "key conflict 422", test_validate_key_conflict },
 		  { "a full Reject quota refuses a new intent early", test_validate_quota_full },
+		  { "a full Reject quota spares a suspended create and a joiner", test_validate_quota_spares_joiners },
 		  { "generateName: the webhook names the Sandbox", test_mutate_names_generate_name },
 		  { "key conflict: the holder only for the API server", test_validate_key_conflict_unauthenticated },
+		  { "key conflict 422: a claim record holds the key", test_validate_key_conflict_record },
+		  { "a full Reject quota and the generation's record", test_validate_quota_record_generation },
+		  { "owners asked about by name; every name first only as configured", test_owner_review_by_name },
 		  { "exec gate: sandbox pods only for those who may use the owner", test_pod_connect_gate },
 		  { "updates: lifecycle only, resumes authorized anew, expired final", test_update_lifecycle },
 		  { "resumes: network profiles authorized anew", test_resume_profiles },
 		  { "resumes without an owner: the profiles' record of the run", test_resume_profiles_record },
 		  { "resumes without annotations: stamps and reserved entries in one patch", test_resume_unannotated },
 		  { "warm pools: owner authorized on create and on a new template", test_pool_admission },
-		  { "warm pools: network profiles authorized like an owner", test_pool_profiles });
+		  { "warm pools: network profiles authorized like an owner", test_pool_profiles },
+		  { "warm pools: a name of 253 characters recorded whole", test_pool_long_name });
 }

@@ -1013,12 +1013,26 @@ static int apply_network(struct sbx_config *t, const cJSON *n, char *err, size_t
 	return 0;
 }
 
+/* The admission section: how the webhook asks about owners and profiles. */
+static int apply_admission(struct sbx_config *t, const cJSON *a, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "askEveryNameFirst", NULL };
+	if (only_keys(a, "admission", keys, err, errlen) < 0)
+		return -1;
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(a, "askEveryNameFirst");
+	if (v && !cJSON_IsBool(v))
+		return cfail(err, errlen, "admission.askEveryNameFirst must be true or false");
+	if (v)
+		t->ask_every_name_first = cJSON_IsTrue(v);
+	return 0;
+}
+
 /* Applies the document root to t and checks the result as a whole. */
 static int apply(struct sbx_config *t, const cJSON *root, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "workspace", "idempotency", "seal", "pod", "adoption",
-					    "ownerAuthorization", "quota", "network", NULL };
-	const cJSON *ws, *idem, *seal, *pod, *ad, *quota, *net;
+					    "ownerAuthorization", "quota", "network", "admission", NULL };
+	const cJSON *ws, *idem, *seal, *pod, *ad, *quota, *net, *adm;
 	const char *oa;
 	if (!cJSON_IsObject(root))
 		return cfail(err, errlen, "the document must be a mapping");
@@ -1028,7 +1042,7 @@ static int apply(struct sbx_config *t, const cJSON *root, char *err, size_t errl
 	    section(root, "seal", &seal, err, errlen) < 0 ||
 	    section(root, "pod", &pod, err, errlen) < 0 ||
 	    section(root, "adoption", &ad, err, errlen) < 0 || section(root, "quota", &quota, err, errlen) < 0 ||
-	    section(root, "network", &net, err, errlen) < 0 ||
+	    section(root, "network", &net, err, errlen) < 0 || section(root, "admission", &adm, err, errlen) < 0 ||
 	    string_field(root, "the top level", "ownerAuthorization", &oa, err, errlen) < 0)
 		return -1;
 	if (oa && !strcmp(oa, "accessReview"))
@@ -1042,7 +1056,7 @@ static int apply(struct sbx_config *t, const cJSON *root, char *err, size_t errl
 	    (seal && apply_seal(t, seal, err, errlen) < 0) ||
 	    (pod && apply_pod(t, pod, err, errlen) < 0) ||
 	    (ad && apply_adoption(t, ad, err, errlen) < 0) || (quota && apply_quota(t, quota, err, errlen) < 0) ||
-	    (net && apply_network(t, net, err, errlen) < 0))
+	    (net && apply_network(t, net, err, errlen) < 0) || (adm && apply_admission(t, adm, err, errlen) < 0))
 		return -1;
 	if (t->pod.runtime_default && !sbx_runtime_allowed(t, t->pod.runtime_default))
 		return cfail(err, errlen,

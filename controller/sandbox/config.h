@@ -54,6 +54,10 @@
  *     verifyNamespace: sandbox-system   # where the probe's pods run (default: the controller's)
  *     verifyInterval: 10m               # how often (a duration as keyLifetime)
  *     requireEnforced: false            # true: no sandbox pod until enforcement is verified
+ *   admission:                          # the webhook (webhook/sandbox_admission.h)
+ *     askEveryNameFirst: false          # true: ask whether the creator may use every owner
+ *                                       # (or profile) first, and take a yes for all; safe
+ *                                       # only where no authorizer refuses by name
  *
  * Unknown keys are errors, so a typo never silently leaves a default. The
  * map- and list-valued pod settings are kept as validated cJSON trees owned
@@ -183,6 +187,10 @@ struct sbx_config {
 	enum sbx_owner_authz owner_authz; /* default SBX_OWNER_AUTHZ_ACCESS_REVIEW */
 	struct sbx_quota_default quota;	  /* default none */
 	struct sbx_net_settings net;
+	/* admission.askEveryNameFirst (default 0): the webhook asks whether
+	 * the requester may use every owner (or profile) before the one named,
+	 * and takes a yes for all (webhook/sandbox_admission.h). */
+	int ask_every_name_first;
 };
 
 /* Fills a caller-owned config with the defaults; all strings are owned by c. */

@@ -84,7 +84,7 @@ void wh_pod_connect(const struct wh_sandbox_policy *p, const struct wh_review *r
 				owner, why);
 		return;
 	}
-	int ok = p->may_use_owner(p->ctx, r->user_info, r->ns, owner, why, sizeof why);
+	int ok = wh_may_use_owner(p, r->user_info, r->ns, owner, why, sizeof why);
 	char uq[200];
 	wh_quote(r->username, uq, sizeof uq);
 	if (ok < 0) {

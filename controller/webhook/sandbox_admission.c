@@ -8,6 +8,7 @@
 
 #include "base/ktime.h"
 #include "sandbox/authz.h"
+#include "sandbox/claimrec.h"
 #include "sandbox/netprofile.h"
 #include "sandbox/podbuild.h"
 #include "sandbox/poolspec.h"
@@ -15,6 +16,10 @@
 #include "sandbox/spec.h"
 
 #define RESERVED_PREFIX "sandbox.dev/"
+/* The subject a pool's records name: SBX_POOL_AUTHZ_PREFIX and the pool's
+ * whole name (up to 253 characters, the API's limit), as the controller
+ * verifies it (reconcile/pool.c, sandbox/poolspec.c, which allow 300). */
+#define POOL_SUBJECT_MAX (sizeof SBX_POOL_AUTHZ_PREFIX + 253)
 
 static const char *jstr(const cJSON *o, const char *k)
 {
@@ -247,6 +252,26 @@ static void restore_reserved(const struct wh_review *r, struct wh_verdict *v, co
 		v->outcome = "mutated";
 }
 
+int wh_may_use_owner(const struct wh_sandbox_policy *p, const cJSON *user_info, const char *ns, const char *owner,
+		     char *why, size_t whylen)
+{
+	if (p->ask_every_name_first && p->may_use_owner(p->ctx, user_info, ns, NULL, why, whylen) == 1)
+		return 1;
+	return p->may_use_owner(p->ctx, user_info, ns, owner, why, whylen);
+}
+
+/* As wh_may_use_owner, for the cluster-scoped allow profile: 0 when the
+ * policy has no way to ask. */
+static int may_use_profile(const struct wh_sandbox_policy *p, const cJSON *user_info, const char *profile, char *why,
+			   size_t whylen)
+{
+	if (!p->may_use_profile)
+		return 0;
+	if (p->ask_every_name_first && p->may_use_profile(p->ctx, user_info, NULL, why, whylen) == 1)
+		return 1;
+	return p->may_use_profile(p->ctx, user_info, profile, why, whylen);
+}
+
 /* Checks that the requester may use the owner (SubjectAccessReview, the
  * identity capped first). Returns 1, or 0 with v filled as the refusal; what
  * ("" or " to resume this Sandbox") says for what in the message. */
@@ -259,7 +284,7 @@ static int owner_allowed(const struct wh_sandbox_policy *p, const struct wh_revi
 				owner, why);
 		return 0;
 	}
-	int ok = p->may_use_owner(p->ctx, r->user_info, r->ns, owner, why, sizeof why);
+	int ok = wh_may_use_owner(p, r->user_info, r->ns, owner, why, sizeof why);
 	wh_quote(r->username, uq, sizeof uq);
 	if (ok < 0) {
 		wh_verdict_deny(v, 500, "InternalError", "cannot check whether %s may use workspace owner \"%s\": %s", uq,
@@ -323,7 +348,7 @@ static int profiles_allowed(const struct wh_sandbox_policy *p, const struct wh_r
 	/* Whether it may be used first: who may not learns nothing of which
 	 * profiles exist. */
 	for (size_t i = 0; i < n; i++) {
-		int ok = p->may_use_profile ? p->may_use_profile(p->ctx, r->user_info, names[i], why, sizeof why) : 0;
+		int ok = may_use_profile(p, r->user_info, names[i], why, sizeof why);
 		if (ok < 0) {
 			wh_verdict_deny(v, 500, "InternalError", "cannot check whether %s may use network profile \"%s\": %s",
 					uq, names[i], why);
@@ -463,13 +488,13 @@ static const cJSON *pool_template(const cJSON *pool)
 }
 
 /* Writes the subject of pool's records (sandbox/authz.h) into s: the
- * namespace, "pool:<name>" (into name, 80 bytes), who (the owner, or the
+ * namespace, "pool:<name>" (into name, POOL_SUBJECT_MAX bytes), who (the owner, or the
  * profiles' SBX_NETPROFILE_AUTHZ_PREFIX subject), the template fingerprint,
  * the requester and identity. */
 static void pool_subject(const struct wh_review *r, const char *pool_name, const char *who, const char *fp,
-			 const char *identity, char name[80], struct sbx_authz_subject *s)
+			 const char *identity, char name[POOL_SUBJECT_MAX], struct sbx_authz_subject *s)
 {
-	snprintf(name, 80, SBX_POOL_AUTHZ_PREFIX "%s", pool_name ? pool_name : "");
+	snprintf(name, POOL_SUBJECT_MAX, SBX_POOL_AUTHZ_PREFIX "%s", pool_name ? pool_name : "");
 	*s = request_subject(r, name, who, fp);
 	s->identity = identity;
 }
@@ -513,7 +538,7 @@ static void pool_mutate(const struct wh_sandbox_policy *p, const struct wh_revie
 	int net = netsubject[0] != '\0';
 	const cJSON *meta = jobj(r->object, "metadata");
 	const char *name = jstr(meta, "name"), *gen = jstr(meta, "generateName");
-	char picked[64] = "", subject[80], record[SBX_AUTHZ_MAX] = "", netrecord[SBX_AUTHZ_MAX] = "";
+	char picked[64] = "", subject[POOL_SUBJECT_MAX], record[SBX_AUTHZ_MAX] = "", netrecord[SBX_AUTHZ_MAX] = "";
 	if ((authz || net) && !update && (!name || !*name)) {
 		if (!gen || !*gen || generated_name(gen, picked) < 0) {
 			wh_verdict_deny(v, 500, "InternalError", "cannot name the pool its authorization is for");
@@ -593,7 +618,7 @@ static enum sbx_authz_check pool_record_check(const struct wh_sandbox_policy *p,
 					      const char *who, const char *fp, const char *key, int update, time_t now)
 {
 	const cJSON *meta = jobj(r->object, "metadata");
-	char subject[80];
+	char subject[POOL_SUBJECT_MAX];
 	struct sbx_authz_subject s;
 	pool_subject(r, jstr(meta, "name"), who, fp, jstr(jobj(meta, "annotations"), SBX_ANN_AUTHZ_IDENTITY), subject,
 		     &s);
@@ -800,15 +825,79 @@ static int holds_key(const cJSON *cand, long lifetime, time_t now)
 	return 1;
 }
 
-/* Refuses a key held in the same scope by a live Sandbox with another spec. */
-static void check_key_conflict(const struct wh_sandbox_policy *p, const struct wh_review *r,
-			       const struct sbx_scope *sc, time_t now, struct wh_verdict *v)
+/* What the controller's claim would find for a new Sandbox's intent (its
+ * scope digest and key) in the caches: */
+enum intent_found {
+	INTENT_NEW,	 /* no generation yet, or only one whose key has ended */
+	INTENT_JOINS,	 /* a generation of this spec: the Sandbox joins it */
+	INTENT_CONFLICT, /* the key is held with another spec */
+};
+
+struct intent {
+	enum intent_found found;
+	char holder[600]; /* CONFLICT: what holds the key, for the API server */
+	char until[32];	  /* CONFLICT: the end of the key's lifetime, or "" */
+};
+
+/* The seal keys of p as the claim records' parser takes them: borrowed
+ * pointers, never written or freed (the list is never released). */
+static void policy_seal_keys(const struct wh_sandbox_policy *p, struct sbx_seal_keys *k)
+{
+	memset(k, 0, sizeof *k);
+	for (size_t i = 0; i < p->nkeys && i < SBX_SEAL_MAX_KEYS; i++) {
+		k->key[i] = (unsigned char *)p->keys[i];
+		k->len[i] = p->keylens[i];
+		k->n = i + 1;
+	}
+}
+
+/* The newest generation's record of digest in ns among recs (cached claim
+ * records of the digest): verified as the controller verifies them (sealed
+ * by one of p's keys, of this namespace and digest, not a quota slot), into
+ * out. 1 when there is one, else 0. */
+static int newest_record(const struct wh_sandbox_policy *p, const cJSON *recs, const char *ns, const char *digest,
+			 struct sbx_claimrec *out)
+{
+	struct sbx_seal_keys keys;
+	policy_seal_keys(p, &keys);
+	long newest = -1;
+	const cJSON *o;
+	cJSON_ArrayForEach(o, recs)
+	{
+		struct sbx_claimrec rec;
+		char why[128];
+		const char *rns = jstr(jobj(o, "metadata"), "namespace");
+		long n = sbx_claim_generation(jstr(jobj(o, "metadata"), "name"), digest);
+		if (!rns || strcmp(rns, ns) || n <= newest ||
+		    sbx_claimrec_parse(o, ns, &keys, &rec, why, sizeof why) < 0 || strcmp(rec.digest, digest) ||
+		    rec.state == SBX_CLAIM_SLOT)
+			continue;
+		newest = n;
+		*out = rec;
+	}
+	return newest >= 0;
+}
+
+/* Finds what holds the request's key in its scope (contract section 5):
+ * a live Sandbox that holds it (holds_key), and the record of the key's
+ * newest generation (sandbox/claimrec.h), which outlives its Sandboxes
+ * (Expired, Rejected) until the key's lifetime ends. The controller's rule
+ * (reconcile/lifecycle.c, sbx_lc_claim_record): a record whose claim is
+ * older than the key lifetime is a new intent's; one of another spec
+ * fingerprint, whatever its state, is a conflict; one of this spec is the
+ * generation the Sandbox joins, but a Rejected one (the quota's stored
+ * refusal, no generation to join). Without a key every Sandbox is an
+ * intent of its own. */
+static void find_intent(const struct wh_sandbox_policy *p, const struct wh_review *r, const struct sbx_scope *sc,
+			time_t now, struct intent *out)
 {
 	const cJSON *spec = jobj(r->object, "spec");
 	const char *key = sbx_spec_key(spec), *owner = sbx_spec_owner(spec);
-	if (!key || !p->by_digest)
+	memset(out, 0, sizeof *out);
+	out->found = INTENT_NEW;
+	if (!key)
 		return;
-	cJSON *cands = p->by_digest(p->ctx, sc->digest);
+	cJSON *cands = p->by_digest ? p->by_digest(p->ctx, sc->digest) : NULL;
 	const cJSON *c;
 	const char *name = jstr(jobj(r->object, "metadata"), "name");
 	cJSON_ArrayForEach(c, cands)
@@ -822,31 +911,72 @@ static void check_key_conflict(const struct wh_sandbox_policy *p, const struct w
 		struct sbx_scope other;
 		char msg[256];
 		if (!cJSON_IsObject(cs) || sbx_scope_compute(cns, "x", cs, &other, msg, sizeof msg) < 0 ||
-		    !strcmp(other.fingerprint, sc->fingerprint) || !holds_key(c, p->key_lifetime_s, now))
+		    !holds_key(c, p->key_lifetime_s, now))
 			continue;
-		char kq[300], until[32] = "";
-		wh_quote(key, kq, sizeof kq);
-		if (!r->authenticated) {
-			/* Whoever reaches the port could ask: tell the holder and its
-			 * expiry only to the API server (it tells its caller). */
-			wh_verdict_deny(v, 422, "Invalid",
-					"spec.idempotencyKey: Invalid value: \"%s\": the key is held by another Sandbox "
-					"of this scope with a different spec; use another key, or the same spec to share "
-					"its sandbox",
-					kq);
-			break;
+		if (!strcmp(other.fingerprint, sc->fingerprint)) {
+			out->found = INTENT_JOINS;
+			continue;
 		}
+		out->found = INTENT_CONFLICT;
+		snprintf(out->holder, sizeof out->holder, "Sandbox %s/%s%s%s", cns, cname,
+			 owner ? " of workspace owner " : "", owner ? owner : "");
 		time_t t;
 		if (ktime_parse_rfc3339(jstr(jobj(c, "status"), "keyExpiresAt"), &t) == 0)
-			ktime_format_rfc3339(t, until);
-		wh_verdict_deny(v, 422, "Invalid",
-				"spec.idempotencyKey: Invalid value: \"%s\": the key is held by Sandbox %s/%s%s%s "
-				"with a different spec%s%s; use another key, or the same spec to share its sandbox",
-				kq, cns, cname, owner ? " of workspace owner " : "", owner ? owner : "",
-				until[0] ? " until " : "", until);
-		break;
+			ktime_format_rfc3339(t, out->until);
+		cJSON_Delete(cands);
+		return;
 	}
 	cJSON_Delete(cands);
+	cJSON *recs = p->records_by_digest ? p->records_by_digest(p->ctx, sc->digest) : NULL;
+	struct sbx_claimrec rec;
+	time_t claimed;
+	if (newest_record(p, recs, r->ns, sc->digest, &rec) && ktime_parse_rfc3339(rec.claimed_at, &claimed) == 0 &&
+	    claimed + p->key_lifetime_s > now) {
+		if (strcmp(rec.fingerprint, sc->fingerprint)) {
+			out->found = INTENT_CONFLICT;
+			snprintf(out->holder, sizeof out->holder, "the generation of pod %s (%s, with Sandbox %s)",
+				 rec.pod_name, sbx_claim_state_str(rec.state), rec.sandbox[0] ? rec.sandbox : "(none)");
+			snprintf(out->until, sizeof out->until, "%s", rec.key_expires_at);
+		} else if (rec.state != SBX_CLAIM_REJECTED) {
+			out->found = INTENT_JOINS;
+		}
+	}
+	cJSON_Delete(recs);
+}
+
+/* Refuses a key held in the same scope with another spec (find_intent's
+ * CONFLICT), naming the holder and until when to the API server alone.
+ * Returns 1 when it refused. */
+static int refuse_key_conflict(const struct wh_review *r, const struct intent *in, struct wh_verdict *v)
+{
+	if (in->found != INTENT_CONFLICT)
+		return 0;
+	char kq[300];
+	wh_quote(sbx_spec_key(jobj(r->object, "spec")), kq, sizeof kq);
+	if (!r->authenticated) {
+		/* Whoever reaches the port could ask: tell the holder and its
+		 * expiry only to the API server (it tells its caller). */
+		wh_verdict_deny(v, 422, "Invalid",
+				"spec.idempotencyKey: Invalid value: \"%s\": the key is held by another Sandbox "
+				"of this scope with a different spec; use another key, or the same spec to share "
+				"its sandbox",
+				kq);
+		return 1;
+	}
+	wh_verdict_deny(v, 422, "Invalid",
+			"spec.idempotencyKey: Invalid value: \"%s\": the key is held by %s with a different spec%s%s; "
+			"use another key, or the same spec to share its sandbox",
+			kq, in->holder, in->until[0] ? " until " : "", in->until);
+	return 1;
+}
+
+/* 1 when a Sandbox of spec takes no pod (and no quota slot) when it is
+ * created: suspended, or past its shutdownTime (contract section 5a). */
+static int created_idle(const cJSON *spec, time_t now)
+{
+	struct sbx_lifecycle lc;
+	char msg[256];
+	return sbx_lifecycle_parse(spec, &lc, msg, sizeof msg) == 0 && (lc.suspend || sbx_lifecycle_expired(&lc, now));
 }
 
 /* A resume's stamps: a record of this run (the generation the update made)
@@ -1051,8 +1181,15 @@ void wh_sandbox_validate(const struct wh_sandbox_policy *p, const struct wh_revi
 	}
 	if (!net_record_valid(p, r, spec, now, v))
 		return;
-	check_key_conflict(p, r, &sc, now, v);
-	if (v->allowed && p->quota_refuses && p->quota_refuses(p->ctx, r->ns, owner, sc.digest, msg, sizeof msg) == 1)
+	struct intent in;
+	find_intent(p, r, &sc, now, &in);
+	if (refuse_key_conflict(r, &in, v))
+		return;
+	/* The early quota answer is for a new intent that takes a slot now: a
+	 * Sandbox created suspended takes none, and one that joins its intent's
+	 * generation waits for a slot (a resume) or shares it, in either mode. */
+	if (in.found == INTENT_NEW && !created_idle(spec, now) && p->quota_refuses &&
+	    p->quota_refuses(p->ctx, r->ns, owner, sc.digest, msg, sizeof msg) == 1)
 		wh_verdict_deny(v, 403, "Forbidden", "exceeded quota: %s",
 				r->authenticated ? msg : "the workspace owner's quota of active sandboxes is full");
 }

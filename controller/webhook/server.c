@@ -30,7 +30,7 @@ struct wh_server {
 	struct obs_http_server *http;
 	struct wh_sandbox_policy policy;
 	struct kube_client *kc;
-	struct informer *sandboxes, *pods, *quotas, *slots, *pool_pods, *profiles;
+	struct informer *sandboxes, *pods, *quotas, *slots, *pool_pods, *profiles, *claims;
 	const struct sbx_config *cfg;
 	struct obs_metric *requests, *duration, *shed, *reviews;
 	struct kube_accesscache *answers; /* SubjectAccessReview answers, briefly */
@@ -62,20 +62,8 @@ static int review_use(struct wh_server *s, const cJSON *user_info, struct kube_a
 	return allowed;
 }
 
-/* review_use of a named object, asking first about every name: a grant
- * without resourceNames (an agent acting for many owners) is one cached
- * answer for all of them, not one review per name. A grant by name costs one
- * more review (its "no" for every name is cached like any refusal). */
-static int review_use_named(struct wh_server *s, const cJSON *user_info, struct kube_access_attrs *a, char *why,
-			    size_t whylen)
-{
-	struct kube_access_attrs any = *a;
-	any.name = NULL;
-	if (review_use(s, user_info, &any, why, whylen) == 1)
-		return 1;
-	return review_use(s, user_info, a, why, whylen);
-}
-
+/* owner NULL asks about every owner of ns (no resource name): the policy
+ * asks it first only when configured (admission.askEveryNameFirst). */
 static int may_use_owner(void *ctx, const cJSON *user_info, const char *ns, const char *owner, char *why,
 			 size_t whylen)
 {
@@ -86,10 +74,11 @@ static int may_use_owner(void *ctx, const cJSON *user_info, const char *ns, cons
 		.resource = "workspaces",
 		.name = owner,
 	};
-	return review_use_named(ctx, user_info, &a, why, whylen);
+	return review_use(ctx, user_info, &a, why, whylen);
 }
 
-/* A profile is cluster-scoped: the review names no namespace. */
+/* A profile is cluster-scoped: the review names no namespace (profile
+ * NULL: every profile). */
 static int may_use_profile(void *ctx, const cJSON *user_info, const char *profile, char *why, size_t whylen)
 {
 	struct kube_access_attrs a = {
@@ -98,7 +87,7 @@ static int may_use_profile(void *ctx, const cJSON *user_info, const char *profil
 		.resource = SBX_PROFILE_PLURAL,
 		.name = profile,
 	};
-	return review_use_named(ctx, user_info, &a, why, whylen);
+	return review_use(ctx, user_info, &a, why, whylen);
 }
 
 /* Whether a profile exists, from the controller's cache of them. */
@@ -137,6 +126,16 @@ static cJSON *by_digest(void *ctx, const char *digest)
 {
 	struct wh_server *s = ctx;
 	return informer_list_by_index(s->sandboxes, digest);
+}
+
+/* The cached claim records of a scope digest (NULL: no record cache, or
+ * not synced yet: the controller's claim decides). */
+static cJSON *records_by_digest(void *ctx, const char *digest)
+{
+	struct wh_server *s = ctx;
+	if (!s->claims || !informer_wait_synced(s->claims, 0))
+		return NULL;
+	return informer_list_by_index(s->claims, digest);
 }
 
 /* The early quota answer from the controller's caches (sandbox/quota.h). */
@@ -328,6 +327,7 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 	s->cfg = o->cfg;
 	s->pool_pods = o->pool_pods;
 	s->profiles = o->profiles;
+	s->claims = o->claims;
 	s->policy = (struct wh_sandbox_policy){
 		.keys = o->keys,
 		.keylens = o->keylens,
@@ -341,6 +341,8 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 		.pod_owner = pod_owner,
 		.quota_refuses = quota_refuses,
 		.ctx = s,
+		.records_by_digest = records_by_digest,
+		.ask_every_name_first = o->cfg->ask_every_name_first,
 	};
 	s->requests = obs_counter("sandbox_admission_requests_total",
 				  "Admission reviews answered, by webhook and outcome (allowed, mutated, denied, "

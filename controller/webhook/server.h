@@ -15,7 +15,8 @@
  * Owner authorizations (SubjectAccessReviews) are answered through a cache
  * (kube/accesscache.h): an allowed answer holds 10 s, a refusal 2 s, so a
  * revoked grant takes effect within 10 s; concurrent reviews of one question
- * share one call.
+ * share one call. Each names the owner (or profile); the question about
+ * every name first is cfg->ask_every_name_first's (off by default).
  *
  * Bounds on what a caller costs (contract section 6), before a body is
  * parsed: a body over WH_REVIEW_MAX is refused unread (413); the bytes of
@@ -61,6 +62,7 @@ struct wh_server_opts {
 	struct informer *slots;	    /* borrowed: quota slots by owner key */
 	struct informer *pool_pods; /* borrowed: warm pods (the pool label); NULL: none */
 	struct informer *profiles;  /* borrowed: SandboxNetworkProfiles (NULL: no Sandbox may name one) */
+	struct informer *claims;    /* borrowed: claim records by scope digest (NULL: not consulted) */
 };
 
 /* Reviews decided at once: each may wait on a SubjectAccessReview (at most
