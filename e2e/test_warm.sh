@@ -204,6 +204,27 @@ test_j_finished_warm_pod_replaced() {
   as "$ALICE" delete swp -n team-b fin >/dev/null
 }
 
+# A pool deleted with its dependents orphaned (the garbage collector removes
+# the pool's owner reference from each warm pod and leaves it running) takes
+# its warm pods with it all the same: a warm pod runs its author's command
+# over its owner's folders, and its author may have lost the owner since
+# (contract section 8); nor may orphans hold warm pods past maxWarm.
+# Running, not Ready: only their pool would ever delete them.
+live_pool_pods() { # live_pool_pods NS UID: pods labelled with the pool uid UID, not terminating
+  kubectl get pods -n "$1" -l "sandbox.dev/pool=$2" \
+    -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null |
+    awk 'NF == 1' | grep -c .
+}
+test_m_an_orphaned_pool_takes_its_warm_pods() {
+  pool "$ALICE" team-b orph 2 alice >/dev/null || fail "create orph"
+  wait_for 60 ready_is team-b orph 2 || { fail "orph not warm: $(pool_diag team-b orph)"; return; }
+  local uid
+  uid=$(kubectl get swp -n team-b orph -o jsonpath='{.metadata.uid}')
+  as "$ALICE" delete swp -n team-b orph --cascade=orphan --wait=true >/dev/null || fail "alice's orphaning delete of orph"
+  wait_for 60 eval '[ "$(live_pool_pods team-b "$uid")" = 0 ]' ||
+    fail "orph's warm pods outlive it: $(kubectl get pods -n team-b -l "sandbox.dev/pool=$uid" -o jsonpath='{range .items[*]}{.metadata.name}:{.status.phase} owners {.metadata.ownerReferences} {end}')"
+}
+
 # A pool refills as soon as a member goes, also when the pod's watch event
 # arrives before the create's response (SBX_FAULT_DELAYS holds every warm
 # pod create's response 1.5 s). Before: that create was counted as in flight
