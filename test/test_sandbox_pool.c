@@ -352,11 +352,44 @@ static void test_pool_pod_names(void)
 	CU_ASSERT_STRING_NOT_EQUAL(a, b);
 }
 
+/* A warm pod whose pool's owner reference is gone (the pool deleted with
+ * its dependents orphaned, or the reference removed) is an orphan: nothing
+ * but the controller would ever delete it. A member, a taken pod, a pod of
+ * another name and one already going are not. */
+static void test_orphaned_warm_pod(void)
+{
+	struct pool_fixture f;
+	pool_init(&f);
+	cJSON *pod = sbx_pool_pod_build(&f.cfg, &f.keys, "team-a", "agents", POOL_UID, WARM, f.spec, f.fp, CREATED);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(pod);
+	CU_ASSERT_FALSE(sbx_pool_orphaned(pod));
+	cJSON *md = cJSON_GetObjectItem(pod, "metadata");
+	cJSON_DeleteItemFromObject(md, "ownerReferences");
+	CU_ASSERT_TRUE(sbx_pool_orphaned(pod));
+	cJSON_AddItemToObject(md, "ownerReferences", cJSON_CreateArray()); /* emptied */
+	CU_ASSERT_TRUE(sbx_pool_orphaned(pod));
+	cJSON *other = cJSON_Parse("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"name\":\"x\",\"uid\":\"u\"}");
+	cJSON_AddItemToArray(cJSON_GetObjectItem(md, "ownerReferences"), other);
+	CU_ASSERT_TRUE(sbx_pool_orphaned(pod)); /* no pool among its owners */
+	cJSON_AddStringToObject(md, "deletionTimestamp", "2026-12-07T00:00:00Z");
+	CU_ASSERT_FALSE(sbx_pool_orphaned(pod));
+	cJSON_DeleteItemFromObject(md, "deletionTimestamp");
+	cJSON_ReplaceItemInObject(md, "name", cJSON_CreateString("sbx-0123456789abcdef0123456789abcdef"));
+	CU_ASSERT_FALSE(sbx_pool_orphaned(pod)); /* not a warm pod's name */
+	cJSON_ReplaceItemInObject(md, "name", cJSON_CreateString(WARM));
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(md, "labels"), SBX_LABEL_POOL);
+	CU_ASSERT_FALSE(sbx_pool_orphaned(pod)); /* taken: no pool's any more */
+	CU_ASSERT_FALSE(sbx_pool_orphaned(NULL));
+	cJSON_Delete(pod);
+	pool_release(&f);
+}
+
 void register_sandbox_pool_tests(void)
 {
 	SBX_SUITE("sandbox/pool", { "template fingerprint", test_template_fingerprint },
 		  { "warm pods and who is a member", test_warm_pod_and_member },
 		  { "a warm-bound pod's claim is sealed", test_warm_bound_claim_sealed },
 		  { "the pool cache's trim", test_pool_trim }, { "warm pod names", test_pool_pod_names },
-		  { "a pool naming network profiles: its pods, fingerprint and record", test_pool_profiles });
+		  { "a pool naming network profiles: its pods, fingerprint and record", test_pool_profiles },
+		  { "an orphaned warm pod", test_orphaned_warm_pod });
 }

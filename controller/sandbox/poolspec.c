@@ -187,3 +187,8 @@ int sbx_pool_pod_ready(const cJSON *pod)
 	}
 	return 0;
 }
+
+int sbx_pool_orphaned(const cJSON *pod)
+{
+	return 0;
+}

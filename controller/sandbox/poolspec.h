@@ -82,6 +82,12 @@ enum sbx_authz_check sbx_pool_profiles_verify(const unsigned char *const *keys, 
 					      const cJSON *pool, const char *fp, char joined[SBX_PROFILES_JOINED_MAX],
 					      size_t *n, struct sbx_authz_info *info);
 
+/* 1 when pod (full or trimmed) is an untaken warm pod (named SBX_WARM_PREFIX,
+ * labelled SBX_LABEL_POOL, not being deleted) that no pool owns: no owner
+ * reference of kind SBX_POOL_KIND (its pool was deleted with its dependents
+ * orphaned, or the reference removed). Only the controller deletes it. */
+int sbx_pool_orphaned(const cJSON *pod);
+
 /* 1 when pod (full or trimmed) is Running and Ready. */
 int sbx_pool_pod_ready(const cJSON *pod);
 
