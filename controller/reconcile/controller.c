@@ -319,9 +319,18 @@ static void on_pool_delete(void *ctx, const cJSON *obj)
 	sbx_pool_forget(c->pool_state, meta_str(obj, "uid"));
 }
 
-/* A warm pod changed: its pool (the owner reference) looks again. */
+/* A warm pod changed: its pool (the owner reference) looks again; one no
+ * pool owns is deleted (sbx_pool_collect_orphan). */
 static void enqueue_pod_pool(struct sbx_controller *c, const cJSON *pod)
 {
+	if (sbx_pool_orphaned(pod)) {
+		char item[600];
+		const char *owner = annotation(pod, SBX_ANN_OWNER);
+		snprintf(item, sizeof item, "%s/%s", meta_str(pod, "namespace"), meta_str(pod, "name"));
+		if (c->queue)
+			workqueue_add_flow(c->queue, SBX_WORK_ORPHAN, item, owner ? owner : "");
+		return;
+	}
 	const cJSON *ref;
 	cJSON_ArrayForEach(ref, jobj(jobj(pod, "metadata"), "ownerReferences"))
 	{
@@ -412,10 +421,11 @@ static int work(struct sbx_controller *c, int kind, const char *key, struct sbx_
 		return 0;
 	char *ns = xstrndup(key, (size_t)(slash - key));
 	res->timer = kind == SBX_WORK_CLAIM; /* collections wait for a key's expiry: never before other work */
-	int r = kind == SBX_WORK_CLAIM	 ? sbx_rec_collect(c, ns, slash + 1)
-		: kind == SBX_WORK_QUOTA ? sbx_quota_reconcile(c, ns, slash + 1)
-		: kind == SBX_WORK_SLOT	 ? sbx_quota_collect_slot(c, ns, slash + 1)
-					 : sbx_pool_reconcile(c, ns, slash + 1);
+	int r = kind == SBX_WORK_CLAIM	  ? sbx_rec_collect(c, ns, slash + 1)
+		: kind == SBX_WORK_QUOTA  ? sbx_quota_reconcile(c, ns, slash + 1)
+		: kind == SBX_WORK_SLOT	  ? sbx_quota_collect_slot(c, ns, slash + 1)
+		: kind == SBX_WORK_ORPHAN ? sbx_pool_collect_orphan(c, ns, slash + 1)
+					  : sbx_pool_reconcile(c, ns, slash + 1);
 	free(ns);
 	return r;
 }

@@ -627,6 +627,25 @@ static int recheck_author(struct sbx_controller *c, const struct pool_view *p, i
 	return r;
 }
 
+int sbx_pool_collect_orphan(struct sbx_controller *c, const char *ns, const char *name)
+{
+	cJSON *pod = NULL;
+	if (sbx_rc_get_pod(c, ns, name, &pod) < 0)
+		return -1;
+	int r = 0;
+	if (pod && sbx_pool_orphaned(pod)) {
+		/* It runs its pool author's command over its owner's folders, and
+		 * nothing else would ever delete it: not the garbage collector (no
+		 * owner), not a pool (none counts it), not a revocation. */
+		r = delete_member(c, ns, pod);
+		if (r == 0)
+			log_kv(LOG_INFO, "warm pod without its pool deleted", "namespace", ns, "pod", name, "pool",
+			       jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_POOL));
+	}
+	cJSON_Delete(pod);
+	return r;
+}
+
 int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *name)
 {
 	fault_delay("pool-reconcile"); /* tests: the pools look late */

@@ -15,6 +15,11 @@ struct sbx_controller;
  * than replicas in flight, at the controller's refill rate) and writes its
  * status. Returns 0, a delay, or -1. */
 int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *name);
+/* The queue's orphan items: deletes the warm pod name of ns when, read
+ * live, no pool owns it any more (sbx_pool_orphaned: its pool deleted with
+ * its dependents orphaned), guarded by its uid and resourceVersion, so a
+ * pod a warm bind took meanwhile is never deleted. 0, a delay, or -1. */
+int sbx_pool_collect_orphan(struct sbx_controller *c, const char *ns, const char *name);
 /* Whether the owner of pool (a cached SandboxWarmPool) whose template
  * fingerprint is fp may be mounted now: its owner authorization record
  * verifies (a record of the template and owner as they are now, by the

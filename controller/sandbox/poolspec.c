@@ -190,5 +190,16 @@ int sbx_pool_pod_ready(const cJSON *pod)
 
 int sbx_pool_orphaned(const cJSON *pod)
 {
-	return 0;
+	const cJSON *md = jobj(pod, "metadata"), *ref;
+	const char *name = jstr(md, "name");
+	if (!name || strncmp(name, SBX_WARM_PREFIX, strlen(SBX_WARM_PREFIX)) || !jstr(jobj(md, "labels"), SBX_LABEL_POOL) ||
+	    jstr(md, "deletionTimestamp"))
+		return 0;
+	cJSON_ArrayForEach(ref, jobj(md, "ownerReferences"))
+	{
+		const char *kind = jstr(ref, "kind"), *api = jstr(ref, "apiVersion");
+		if (kind && api && !strcmp(kind, SBX_POOL_KIND) && !strncmp(api, "sandbox.dev/", 12))
+			return 0;
+	}
+	return 1;
 }
