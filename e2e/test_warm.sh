@@ -145,6 +145,39 @@ crash_warm() {
   orphans=$(kubectl get pods -n team-a -o json | python3 -c 'import json,sys; print(sum(1 for p in json.load(sys.stdin)["items"] if not p["metadata"].get("ownerReferences")))')
   expect_eq "$orphans" 0 "$point: pods without an owner"
 }
+# A crash after the warm claim, and the chosen warm pod (every member) ends
+# while the controller is down: the restarted controller must not complete
+# the take on a finished pod (contract 8: only a Ready warm pod is bound; a
+# Sandbox bound to it would be Failed for good). The pools look late
+# (SBX_FAULT_DELAYS), so the take's completion sees the pod first.
+test_f_crash_after_warm_claim_member_finished() {
+  local point=after-warm-claim uid p
+  pool "$ALICE" team-a cp-fin 2 alice >/dev/null || fail "create pool cp-fin"
+  wait_for 60 ready_is team-a cp-fin 2 || { fail "cp-fin not warm"; return; }
+  sleep 3
+  controller_stop "$MAIN_CTL"
+  rm -f "$E2E_DIR/once-fin"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-fin" main_start
+  local pid=$MAIN_CTL
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+  wsbx "$ALICE" team-a c-fin key-fin alice || fail "create c-fin"
+  wait_dead "$pid" 30 || { fail "fault point never reached"; controller_stop "$pid"; return; }
+  uid=$(kubectl get swp -n team-a cp-fin -o jsonpath='{.metadata.uid}')
+  for p in $(kubectl get pods -n team-a -l "sandbox.dev/pool=$uid" -o jsonpath='{.items[*].metadata.name}'); do
+    kubectl patch pod -n team-a "$p" --subresource=status --type merge \
+      -p '{"status":{"phase":"Failed","conditions":[{"type":"Ready","status":"False"}]}}' >/dev/null || fail "mark $p Failed"
+  done
+  SBX_FAULT_DELAYS=pool-reconcile=10000 main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back after the restart"
+  wait_for 40 phase_is team-a c-fin Running ||
+    fail "c-fin after its warm pod finished: $(phase team-a c-fin) $(binding team-a c-fin) $(jp team-a sandbox c-fin '{.status.conditions[?(@.type=="Ready")].reason}')"
+  expect_eq "$(binding team-a c-fin)" Created "c-fin's binding (its warm pod had finished)"
+  controller_stop "$MAIN_CTL"
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+  as "$ALICE" delete swp -n team-a cp-fin >/dev/null
+  kubectl delete sbx -n team-a c-fin --wait=false >/dev/null
+}
 test_f_crash_after_warm_claim() { crash_warm after-warm-claim; }
 test_f_crash_after_warm_patch() { crash_warm after-warm-patch; }
 
