@@ -108,7 +108,7 @@ static enum take bind_taken(struct sbx_controller *c, struct sbx_view *v, const 
 static enum take take(struct sbx_controller *c, struct sbx_view *v, const cJSON *warm, const char *claim, int *r)
 {
 	const char *name = meta_str(warm, "name");
-	char claimed[32], seal[65], sealed[600], path[600], why[256];
+	char claimed[32], seal[65], sealed[600], path[600], why[256] = "";
 	ktime_format_rfc3339(time(NULL), claimed);
 	sbx_seal_pod_name(name, claim, sealed, sizeof sealed);
 	*r = -1;
@@ -175,12 +175,13 @@ static enum take take(struct sbx_controller *c, struct sbx_view *v, const cJSON 
 			break;
 		}
 		const char *pool = label(live, SBX_LABEL_POOL), *wpool = label(cur, SBX_LABEL_POOL);
-		if (!pool || !wpool || strcmp(pool, wpool) || meta_str(live, "deletionTimestamp")) {
+		if (!pool || !wpool || strcmp(pool, wpool) || meta_str(live, "deletionTimestamp") ||
+		    !sbx_pool_pod_ready(live)) {
 			cJSON_Delete(live);
-			t = LOST; /* taken by another scope, or going */
+			t = LOST; /* taken by another scope, going, or no more Ready (its container ended) */
 			break;
 		}
-		cJSON_Delete(cur); /* still a member (its status changed): once more */
+		cJSON_Delete(cur); /* still a Ready member (its status changed): once more */
 		cur = live;
 		t = LOST;
 	}
@@ -414,9 +415,12 @@ int sbx_warm_resume_claim(struct sbx_controller *c, struct sbx_view *v, const cJ
 	}
 	const char *pool = pod ? label(pod, SBX_LABEL_POOL) : NULL;
 	int hands_out = 0;
-	if (pod && pool && sbx_pool_member(pod, c->seal_keys, pool, fp, v->owner) && reserve(c, pod)) {
+	if (pod && pool && sbx_pool_member(pod, c->seal_keys, pool, fp, v->owner) && sbx_pool_pod_ready(pod) &&
+	    reserve(c, pod)) {
 		/* The claim stands, the take did not happen (a crash between
-		 * them): complete it, whoever of the scope we are, while the
+		 * them), and the pod is still a Ready member (one that ended
+		 * meanwhile serves no one: v goes cold): complete it, whoever of
+		 * the scope we are, while the
 		 * pool's author may still use the owner (the pool deletes the
 		 * pod otherwise: v goes cold) and once the owner's quota holds
 		 * a slot for it (the one taken before the claim, or a new one:
