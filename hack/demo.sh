@@ -52,14 +52,16 @@ else
   fi
 fi
 
-export KUBECONFIG
-KUBECONFIG=$(bash hack/cluster.sh up "$DIR")
-export PATH="$BIN:$PATH"
+# Set before up: an up that fails half way leaves processes (etcd,
+# kube-apiserver) that down stops.
 cleanup() {
   [ -n "${CTL:-}" ] && kill -TERM "$CTL" 2>/dev/null && wait "$CTL" 2>/dev/null
   bash hack/cluster.sh down "$DIR"
 }
 trap cleanup EXIT
+export KUBECONFIG
+KUBECONFIG=$(bash hack/cluster.sh up "$DIR")
+export PATH="$BIN:$PATH"
 
 # e2e/lib.sh's helpers (wait_for, free_port, the real node's controller
 # image, ...) and lib_admission.sh's (the webhook, the policies, RBAC).
@@ -174,11 +176,19 @@ write='echo hello from alice > /workspace/hello.txt'
 echo "\$ kubectl --as=alice exec $POD -- sh -c '$write'"
 kubectl --as=alice exec "$POD" -- sh -c "$write"
 f=$DIR/workspaces/alice/workspace/hello.txt
-echo "on disk: $f (owner $(stat -c %u:%g "$f")): $(cat "$f")"
+[ -f "$f" ] || { echo "demo: alice's file is not on this machine's disk at $f" >&2; exit 1; }
+owner=$(stat -c %u:%g "$f")
+content=$(cat "$f")
+echo "on disk: $f (owner $owner): $content"
 echo
 echo "Admission: user bob, who may create Sandboxes but not use alice's workspace, asks for one:"
-sed -e 's/name: demo$/name: demo-bob/' e2e/demo-sandbox.yaml |
-  kubectl --as=bob apply -f - 2>&1 | sed 's/^/  /' || true
+if out=$(sed -e 's/name: demo$/name: demo-bob/' e2e/demo-sandbox.yaml | kubectl --as=bob apply -f - 2>&1); then
+  echo "$out" | sed 's/^/  /'
+  echo "bob's Sandbox for alice's workspace: NOT refused" >&2
+  exit 1
+fi
+echo "$out" | sed 's/^/  /'
+echo "bob's Sandbox for alice's workspace: refused"
 echo
 echo "Exec gate: bob, who may exec into pods of the namespace, runs a command in alice's sandbox:"
 if out=$(kubectl --as=bob exec "$POD" -- cat /workspace/hello.txt 2>&1); then

@@ -14,6 +14,9 @@
 # Writes OCI archives to a cache folder keyed by their inputs (this script,
 # pause.c, the busybox-static version) and prints that folder; a second run
 # with the same inputs is a no-op. Nothing else on the machine changes.
+# One build per folder at a time (a lock in it; suites side by side wait for
+# the first build), and an archive gets its name only once both are built
+# and the smoke test passed, so a half-written one is never taken as cached.
 #
 #   hack/realnode-images.sh          build if needed, print the folder
 #   SBX_REALNODE_IMAGES=DIR          use DIR instead of the cache
@@ -37,30 +40,40 @@ file_is_static "$busybox_bin" || { log "$busybox_bin is not static: install busy
 key=$( { cat "$0" "$HACK/realnode/pause.c"; dpkg-query -W -f='${Version}' busybox-static 2>/dev/null || sha256sum "$busybox_bin"; } |
   sha256sum | cut -c1-16)
 OUT=${SBX_REALNODE_IMAGES:-$CACHE_ROOT/realnode-images/$key}
-if [ -s "$OUT/pause.oci.tar" ] && [ -s "$OUT/sandbox.oci.tar" ]; then
+cached() { [ -s "$OUT/pause.oci.tar" ] && [ -s "$OUT/sandbox.oci.tar" ]; }
+if cached; then
   echo "$OUT"
   exit 0
 fi
 mkdir -p "$OUT"
+# Held on fd 9 until this script exits (as hack/tools.sh's builds).
+exec 9>"$OUT/.lock"
+flock 9
+if cached; then # built by the run we waited for
+  echo "$OUT"
+  exit 0
+fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/sbx-realnode-images.XXXXXX")
+# The archives are written here, beside their final names (a rename within
+# one file system is atomic).
+part=$(mktemp -d "$OUT/.part.XXXXXX")
 B=(buildah --root "$work/store/root" --runroot "$work/store/run" --storage-driver vfs)
 ctrs=()
 cleanup() {
   local c
   for c in "${ctrs[@]:-}"; do [ -n "$c" ] && "${B[@]}" rm "$c" >/dev/null 2>&1; done
   "${B[@]}" rmi -a -f >/dev/null 2>&1 || true
-  rm -rf "$work"
+  rm -rf "$work" "$part"
 }
 trap cleanup EXIT
 
 # commit CTR NAME ARCHIVE: commits the working container as NAME and writes
-# it as an OCI archive whose reference is NAME.
+# it as an OCI archive whose reference is NAME, as part/ARCHIVE (the end of
+# this script moves it to OUT).
 commit() {
   "${B[@]}" commit --quiet --format oci --rm "$1" "$2" >/dev/null
   ctrs=()
-  rm -f "$3.tmp"
-  "${B[@]}" push --quiet "$2" "oci-archive:$3.tmp:$2" >/dev/null
-  mv -f "$3.tmp" "$3"
+  "${B[@]}" push --quiet "$2" "oci-archive:$part/$3:$2" >/dev/null
 }
 
 log "pause image $PAUSE_IMAGE"
@@ -70,7 +83,7 @@ ctr=$("${B[@]}" from --isolation chroot scratch); ctrs=("$ctr")
 "${B[@]}" copy "$ctr" "$work/pause/pause" /pause >/dev/null
 "${B[@]}" config --entrypoint '["/pause"]' --cmd '' --user 65535:65535 \
   --label org.opencontainers.image.title=sbx-pause "$ctr"
-commit "$ctr" "$PAUSE_IMAGE" "$OUT/pause.oci.tar"
+commit "$ctr" "$PAUSE_IMAGE" pause.oci.tar
 
 log "sandbox image $SANDBOX_IMAGE (busybox-static $(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null || echo '?'))"
 r=$work/sandbox
@@ -90,7 +103,7 @@ ctr=$("${B[@]}" from --isolation chroot scratch); ctrs=("$ctr")
 "${B[@]}" config --user 1000:1000 --workingdir /workspace --cmd '["sleep","infinity"]' --entrypoint '' \
   --env PATH=/bin --env HOME=/home/agent \
   --label org.opencontainers.image.title=sbx-sandbox "$ctr"
-commit "$ctr" "$SANDBOX_IMAGE" "$OUT/sandbox.oci.tar"
+commit "$ctr" "$SANDBOX_IMAGE" sandbox.oci.tar
 
 # Smoke test: the sandbox image's shell and the programs the Python client's
 # file methods run (clients/python/src/sandbox_client/_exec.py).
@@ -103,5 +116,9 @@ case "$got" in
   *"uid=1000(agent) gid=1000(agent)"*2) ;;
   *) log "smoke test of $SANDBOX_IMAGE failed: $got"; exit 1 ;;
 esac
+# Each rename is atomic; the cache check wants both, so the sandbox archive,
+# whose name ends the build, goes last.
+mv -f "$part/pause.oci.tar" "$OUT/pause.oci.tar"
+mv -f "$part/sandbox.oci.tar" "$OUT/sandbox.oci.tar"
 log "images in $OUT: $(cd "$OUT" && du -b ./*.oci.tar | awk '{printf "%s %.1f MiB  ", $2, $1/1048576}')"
 echo "$OUT"

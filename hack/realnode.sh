@@ -94,6 +94,14 @@ rn_log() { echo "realnode: $*" >&2; }
 # returns 1, or returns 0 quietly.
 realnode_check() {
   local why=() c
+  # A stock Debian kernel has overlay and br_netfilter as modules (this
+  # project's VM has them built in): load what the node needs, quietly; the
+  # checks below then decide. br_netfilter only for the enforcer: loading it
+  # makes every bridge of the machine pass iptables, and it is not unloaded.
+  if [ "$(id -u)" -eq 0 ] && command -v modprobe >/dev/null; then
+    modprobe -q overlay 2>/dev/null || :
+    [ "${SBX_REAL_NODE_ENFORCER:-}" != kube-router ] || modprobe -q br_netfilter 2>/dev/null || :
+  fi
   [ "$(uname -s)" = Linux ] || why+=("not Linux")
   [ "$(id -u)" -eq 0 ] || why+=("not root (containerd, runc and the kubelet need root)")
   for c in containerd containerd-shim-runc-v2 runc ctr iptables ip6tables ip buildah gcc busybox flock; do
@@ -151,19 +159,27 @@ rn_lock() {
 
 rn_cgroup_dirs() { # the node's cgroup root in every mounted hierarchy
   local h
+  # cgroup v2 alone (systemd's default, Debian 12): /sys/fs/cgroup is the one
+  # hierarchy and its subfolders are cgroups (system.slice, ...), not hierarchies.
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    echo "/sys/fs/cgroup/$RN_CGROUP"
+    return 0
+  fi
   for h in /sys/fs/cgroup/*/; do
     [ -d "$h" ] && [ -e "${h}cgroup.procs" ] && echo "${h}$RN_CGROUP"
   done
-  [ -f /sys/fs/cgroup/cgroup.controllers ] && echo "/sys/fs/cgroup/$RN_CGROUP"
   return 0
 }
 
+# The steps of realnode_up return non-zero on the first failure: realnode_up
+# runs with set -e off (hack/cluster.sh's up calls it in an || list).
 rn_cgroups_make() {
   local d
   for d in $(rn_cgroup_dirs); do
-    mkdir -p "$d"
+    mkdir -p "$d" || return 1
     case $d in
-      */cpuset/*) cat "$(dirname "$d")/cpuset.cpus" >"$d/cpuset.cpus"; cat "$(dirname "$d")/cpuset.mems" >"$d/cpuset.mems" ;;
+      */cpuset/*) cat "$(dirname "$d")/cpuset.cpus" >"$d/cpuset.cpus" &&
+        cat "$(dirname "$d")/cpuset.mems" >"$d/cpuset.mems" || return 1 ;;
     esac
   done
 }
@@ -187,16 +203,17 @@ rn_kube_chains() {
 rn_firewall_up() {
   local ipt
   for ipt in iptables ip6tables; do
-    rn_kube_chains "$ipt" >"$RN/kube-chains-before.$ipt"
-    "$ipt" -N SBX-REALNODE-FWD 2>/dev/null || "$ipt" -F SBX-REALNODE-FWD
-    "$ipt" -A SBX-REALNODE-FWD -i "$RN_BRIDGE" -o "$RN_BRIDGE" -j ACCEPT
-    "$ipt" -A SBX-REALNODE-FWD -i "$RN_BRIDGE" -j DROP
-    "$ipt" -A SBX-REALNODE-FWD -o "$RN_BRIDGE" -j DROP
-    "$ipt" -N SBX-REALNODE-IN 2>/dev/null || "$ipt" -F SBX-REALNODE-IN
-    "$ipt" -A SBX-REALNODE-IN -i "$RN_BRIDGE" -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
-    "$ipt" -A SBX-REALNODE-IN -i "$RN_BRIDGE" -j DROP
-    "$ipt" -C FORWARD -j SBX-REALNODE-FWD 2>/dev/null || "$ipt" -I FORWARD 1 -j SBX-REALNODE-FWD
-    "$ipt" -C INPUT -j SBX-REALNODE-IN 2>/dev/null || "$ipt" -I INPUT 1 -j SBX-REALNODE-IN
+    rn_kube_chains "$ipt" >"$RN/kube-chains-before.$ipt" || return 1
+    { "$ipt" -N SBX-REALNODE-FWD 2>/dev/null || "$ipt" -F SBX-REALNODE-FWD; } &&
+      "$ipt" -A SBX-REALNODE-FWD -i "$RN_BRIDGE" -o "$RN_BRIDGE" -j ACCEPT &&
+      "$ipt" -A SBX-REALNODE-FWD -i "$RN_BRIDGE" -j DROP &&
+      "$ipt" -A SBX-REALNODE-FWD -o "$RN_BRIDGE" -j DROP &&
+      { "$ipt" -N SBX-REALNODE-IN 2>/dev/null || "$ipt" -F SBX-REALNODE-IN; } &&
+      "$ipt" -A SBX-REALNODE-IN -i "$RN_BRIDGE" -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT &&
+      "$ipt" -A SBX-REALNODE-IN -i "$RN_BRIDGE" -j DROP &&
+      { "$ipt" -C FORWARD -j SBX-REALNODE-FWD 2>/dev/null || "$ipt" -I FORWARD 1 -j SBX-REALNODE-FWD; } &&
+      { "$ipt" -C INPUT -j SBX-REALNODE-IN 2>/dev/null || "$ipt" -I INPUT 1 -j SBX-REALNODE-IN; } ||
+      { rn_log "cannot set up the chains SBX-REALNODE-FWD and SBX-REALNODE-IN with $ipt"; return 1; }
   done
 }
 
@@ -239,13 +256,14 @@ rn_firewall_down() {
 
 rn_certs() {
   local p="$DIR/pki"
-  [ -f "$p/realnode-kubelet.crt" ] && return 0
-  cert realnode-kubelet "/CN=system:node:$RN_NODE" "IP:127.0.0.1,DNS:localhost,DNS:$RN_NODE"
-  cert realnode-client "/O=system:nodes/CN=system:node:$RN_NODE"
+  [ -f "$p/realnode-kubelet.crt" ] && [ -f "$p/realnode-client.crt" ] && return 0
+  cert realnode-kubelet "/CN=system:node:$RN_NODE" "IP:127.0.0.1,DNS:localhost,DNS:$RN_NODE" &&
+    cert realnode-client "/O=system:nodes/CN=system:node:$RN_NODE" ||
+    { rn_log "cannot make the kubelet's certificates in $p"; return 1; }
 }
 
 rn_containerd_config() {
-  cat >"$RN/containerd/config.toml" <<TOML
+  cat >"$RN/containerd/config.toml" <<TOML || return 1
 version = 2
 root = "$RN/containerd/root"
 state = "$RN/containerd/state"
@@ -326,7 +344,7 @@ rn_enforcer_start() {
 
 rn_kubelet_config() {
   local port=$1 hport=$2
-  cat >"$RN/kubelet/config.yaml" <<YAML
+  cat >"$RN/kubelet/config.yaml" <<YAML || return 1
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
@@ -389,18 +407,25 @@ realnode_up() {
   BIN=$("$HACK/build-control-plane.sh" kubelet) || return 1
   local images
   images=$("$HACK/realnode-images.sh") || return 1
-  mkdir -p "$RN"/{containerd,cni/net.d,cni/ipam,kubelet/root,kubelet/volume-plugins,pod-logs,runc}
+  mkdir -p "$RN"/{containerd,cni/net.d,cni/ipam,kubelet/root,kubelet/volume-plugins,pod-logs,runc} || return 1
   rn_lock || return 1
-  local s
-  : >"$RN/sysctls"
-  for s in "${RN_SYSCTLS[@]}"; do echo "$s $(cat "/proc/sys/$s")" >>"$RN/sysctls"; done
+  local s sysctls=("${RN_SYSCTLS[@]}")
+  # kube-router's rules see bridged pod traffic only with this on (br_netfilter
+  # sets it on when loaded; a machine's sysctl.d may not): set here, restored by down.
+  if [ "${SBX_REAL_NODE_ENFORCER:-}" = kube-router ]; then sysctls+=(net/bridge/bridge-nf-call-iptables); fi
+  : >"$RN/sysctls" || return 1
+  for s in "${sysctls[@]}"; do echo "$s $(cat "/proc/sys/$s")" >>"$RN/sysctls"; done
+  if [ "${SBX_REAL_NODE_ENFORCER:-}" = kube-router ]; then
+    echo 1 >/proc/sys/net/bridge/bridge-nf-call-iptables ||
+      { rn_log "cannot set net.bridge.bridge-nf-call-iptables=1 (the enforcer needs it)"; return 1; }
+  fi
   local d
   for d in "${RN_MACHINE_DIRS[@]}"; do [ -d "$d" ] || echo "$d" >>"$RN/made-dirs"; done
-  rn_cgroups_make
-  rn_firewall_up
+  rn_cgroups_make || { rn_log "cannot make the cgroups $(rn_cgroup_dirs | paste -sd' ')"; return 1; }
+  rn_firewall_up || return 1
   if command -v ipset >/dev/null; then ipset list -n >"$RN/ipsets-before" 2>/dev/null || :; fi
-  rn_certs
-  rn_containerd_config
+  rn_certs || return 1
+  rn_containerd_config || { rn_log "cannot write containerd's and CNI's configuration under $RN"; return 1; }
   # No registry is reachable and none may be tried: a pull (an image that was
   # not imported, a typo) goes to a proxy on 127.0.0.1 that is not there, so
   # it fails at once without a name lookup or a packet off the machine.
@@ -428,8 +453,8 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:k
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: kube-apiserver-kubelet-client}]
 YAML
   local port hport
-  port=$(free_port); hport=$(free_port)
-  rn_kubelet_config "$port" "$hport"
+  port=$(free_port) && hport=$(free_port) || return 1
+  rn_kubelet_config "$port" "$hport" || { rn_log "cannot write the kubelet's configuration under $RN/kubelet"; return 1; }
   start realnode-kubelet "$BIN/kubelet" --config="$RN/kubelet/config.yaml" --kubeconfig="$RN/kubelet/kubeconfig" \
     --root-dir="$RN/kubelet/root" --cert-dir="$RN/kubelet/pki" --hostname-override="$RN_NODE" \
     --cloud-provider=external --node-labels="$RN_LABEL=true" --v=1
