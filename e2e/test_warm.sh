@@ -152,6 +152,8 @@ crash_warm() {
 # (SBX_FAULT_DELAYS), so the take's completion sees the pod first.
 test_f_crash_after_warm_claim_member_finished() {
   local point=after-warm-claim uid p
+  # A template of its own: no other test's pool may serve c-fin.
+  local IMG=registry.local/agent-fin:1.0
   pool "$ALICE" team-a cp-fin 2 alice >/dev/null || fail "create pool cp-fin"
   wait_for 60 ready_is team-a cp-fin 2 || { fail "cp-fin not warm"; return; }
   sleep 3
