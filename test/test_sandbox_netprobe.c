@@ -18,14 +18,24 @@ static const char *sget(const cJSON *o, const char *a, const char *b)
 	return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-/* Port 8081 open, 8080 (every other) shut, for the target only. */
+/* One policy for both pods: ingress to them on 8081 and 8082 only, egress
+ * from them to the target pods on 8080 and 8081 only. The client reaching
+ * 8080 proves nothing of ingress unless ingress is denied there while egress
+ * allows it, and 8082 the other way round: each shut port is denied by one
+ * direction alone (an ingress-only policy said "enforced" on a cluster that
+ * enforces no egress rule, the floor's main one). */
 static void test_policy(void)
 {
 	cJSON *np = sbx_netprobe_policy("sandbox-system");
 	char *s = cJSON_PrintUnformatted(cJSON_GetObjectItem(np, "spec"));
-	CU_ASSERT_STRING_EQUAL(s, "{\"podSelector\":{\"matchLabels\":{\"sandbox.dev/netprobe\":\"target\"}},\"policyTypes\":"
-				  "[\"Ingress\"],\"ingress\":[{\"ports\":[{\"protocol\":\"TCP\",\"port\":8081}]}]}");
+	CU_ASSERT_STRING_EQUAL(
+	    s, "{\"podSelector\":{\"matchExpressions\":[{\"key\":\"sandbox.dev/netprobe\",\"operator\":\"In\",\"values\":"
+	       "[\"client\",\"target\"]}]},\"policyTypes\":[\"Ingress\",\"Egress\"],\"ingress\":[{\"ports\":[{\"protocol\":"
+	       "\"TCP\",\"port\":8081},{\"protocol\":\"TCP\",\"port\":8082}]}],\"egress\":[{\"to\":[{\"podSelector\":{"
+	       "\"matchLabels\":{\"sandbox.dev/netprobe\":\"target\"}}}],\"ports\":[{\"protocol\":\"TCP\",\"port\":8080},{"
+	       "\"protocol\":\"TCP\",\"port\":8081}]}]}");
 	CU_ASSERT_STRING_EQUAL(sget(np, "metadata", "name"), "sbx-netprobe");
+	CU_ASSERT_STRING_EQUAL(sget(np, "metadata", "namespace"), "sandbox-system");
 	free(s);
 	cJSON_Delete(np);
 }
@@ -69,9 +79,9 @@ static void test_pods(void)
 	CU_ASSERT_STRING_EQUAL(sget(t, "metadata", "name"), "sbx-netprobe-target-7");
 	CU_ASSERT_STRING_EQUAL(sget(cl, "metadata", "name"), "sbx-netprobe-client-7");
 	char *ts = cJSON_PrintUnformatted(t), *cs = cJSON_PrintUnformatted(cl);
-	CU_ASSERT_PTR_NOT_NULL(strstr(ts, "\"command\":[\"/sandbox-controller\",\"net-probe\",\"listen\",\"8080\",\"8081\"]"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ts, "\"command\":[\"/sandbox-controller\",\"net-probe\",\"listen\",\"8080\",\"8081\",\"8082\"]"));
 	CU_ASSERT_PTR_NOT_NULL(
-	    strstr(cs, "\"command\":[\"/sandbox-controller\",\"net-probe\",\"connect\",\"10.1.2.3\",\"8080\",\"8081\",\"10\"]"));
+	    strstr(cs, "\"command\":[\"/sandbox-controller\",\"net-probe\",\"connect\",\"10.1.2.3\",\"8080\",\"8082\",\"8081\",\"10\"]"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(ts, "\"runAsNonRoot\":true"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(ts, "\"automountServiceAccountToken\":false"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(ts, "\"drop\":[\"ALL\"]"));
@@ -86,14 +96,19 @@ static void test_pods(void)
 	sbx_config_release(&c);
 }
 
-static enum sbx_netprobe_result verdict(const char *json, int *done)
+static enum sbx_netprobe_result verdict_why(const char *json, int *done, char *why, size_t n)
 {
 	cJSON *p = cJSON_Parse(json);
-	char why[300];
-	enum sbx_netprobe_result r = sbx_netprobe_verdict(p, done, why, sizeof why);
+	enum sbx_netprobe_result r = sbx_netprobe_verdict(p, done, why, n);
 	CU_ASSERT_TRUE(*done == 0 || why[0] != '\0');
 	cJSON_Delete(p);
 	return r;
+}
+
+static enum sbx_netprobe_result verdict(const char *json, int *done)
+{
+	char why[300];
+	return verdict_why(json, done, why, sizeof why);
 }
 
 #define TERM(code) \
@@ -119,6 +134,27 @@ static void test_verdict(void)
 	CU_ASSERT_EQUAL(done, 1);
 }
 
+/* Each direction failing alone is NotEnforced, and the words name it: the
+ * client's exit 5 (the port only ingress denies answered), 6 (the one only
+ * egress denies answered), 3 (both). */
+static void test_verdict_directions(void)
+{
+	int done;
+	char why[300];
+	CU_ASSERT_EQUAL(verdict_why(TERM(0), &done, why, sizeof why), SBX_NETPROBE_ENFORCED);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "ingress and egress"));
+	CU_ASSERT_EQUAL(verdict_why(TERM(5), &done, why, sizeof why), SBX_NETPROBE_NOT_ENFORCED);
+	CU_ASSERT_EQUAL(done, 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "does not enforce NetworkPolicy on ingress"));
+	CU_ASSERT_PTR_NULL(strstr(why, "on egress"));
+	CU_ASSERT_EQUAL(verdict_why(TERM(6), &done, why, sizeof why), SBX_NETPROBE_NOT_ENFORCED);
+	CU_ASSERT_EQUAL(done, 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "does not enforce NetworkPolicy on egress"));
+	CU_ASSERT_PTR_NULL(strstr(why, "on ingress"));
+	CU_ASSERT_EQUAL(verdict_why(TERM(3), &done, why, sizeof why), SBX_NETPROBE_NOT_ENFORCED);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "on ingress nor on egress"));
+}
+
 /* The condition is written only when given, with its three states. */
 static void test_condition(void)
 {
@@ -139,5 +175,6 @@ static void test_condition(void)
 void register_sandbox_netprobe_tests(void)
 {
 	SBX_SUITE("sandbox_netprobe", { "policy", test_policy }, { "pods", test_pods }, { "pods: the operator's labels and annotations", test_pods_operator_metadata }, { "verdict", test_verdict },
+		  { "verdict: each direction", test_verdict_directions },
 		  { "condition", test_condition });
 }
