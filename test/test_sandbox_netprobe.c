@@ -153,6 +153,21 @@ static void test_verdict_directions(void)
 	CU_ASSERT_PTR_NULL(strstr(why, "on ingress"));
 	CU_ASSERT_EQUAL(verdict_why(TERM(3), &done, why, sizeof why), SBX_NETPROBE_NOT_ENFORCED);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "on ingress nor on egress"));
+	static const struct {
+		const char *pod;
+		unsigned dirs;
+	} cases[] = { { TERM(0), 0 },
+		      { TERM(3), SBX_NETPROBE_INGRESS | SBX_NETPROBE_EGRESS },
+		      { TERM(4), 0 },
+		      { TERM(5), SBX_NETPROBE_INGRESS },
+		      { TERM(6), SBX_NETPROBE_EGRESS },
+		      { "{\"status\":{\"phase\":\"Running\"}}", 0 } };
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		cJSON *p = cJSON_Parse(cases[i].pod);
+		CU_ASSERT_EQUAL(sbx_netprobe_unenforced(p), cases[i].dirs);
+		cJSON_Delete(p);
+	}
+	CU_ASSERT_EQUAL(sbx_netprobe_unenforced(NULL), 0);
 }
 
 /* The condition is written only when given, with its three states. */

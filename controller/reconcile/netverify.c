@@ -18,6 +18,7 @@
 #include "obs/metrics.h"
 #include "reconcile/state.h"
 #include "sandbox/netprobe.h"
+#include "sandbox/podbuild.h"
 
 /* How long a probe pod may take to run (image present, scheduled). */
 #define RUN_WAIT_S 60
@@ -31,7 +32,7 @@ struct sbx_netverify {
 	char why[400];
 	int rounds; /* finished so far */
 	pthread_t thread;
-	struct obs_metric *enforced, *verifications;
+	struct obs_metric *enforced, *verifications, *directions;
 	char image[512]; /* the probe pods' */
 };
 
@@ -101,6 +102,49 @@ static int post(struct sbx_netverify *v, const char *path, cJSON *obj, const cha
 	return -1;
 }
 
+/* Makes the probe's policy in ns, or rewrites one of that name in another
+ * shape: an older controller's selects the target alone, for ingress alone,
+ * so kept it would deny the egress port on ingress and read "enforced" on a
+ * cluster that enforces no egress rule. 0 when it is there as built, else -1
+ * with why (a tenant's of that name, without the managed-by label, is not
+ * rewritten: network-confinement-policy.yaml). */
+static int ensure_policy(struct sbx_netverify *v, const char *ns, char *why, size_t n)
+{
+	char path[512];
+	snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies", ns);
+	cJSON *want = sbx_netprobe_policy(ns);
+	char *body = cJSON_PrintUnformatted(want);
+	struct kube_error err;
+	enum kube_err e = kube_request(v->c->kc, "POST", path, NULL, body, NULL, NULL, &err);
+	free(body);
+	if (e == KUBE_ERR_ALREADY_EXISTS) {
+		cJSON *have = NULL;
+		size_t len = strlen(path);
+		snprintf(path + len, sizeof path - len, "/%s", SBX_NETPROBE_POLICY);
+		e = kube_request(v->c->kc, "GET", path, NULL, NULL, NULL, &have, &err);
+		const char *mb = jstr(jobj(jobj(have, "metadata"), "labels"), SBX_LABEL_MANAGED_BY);
+		const char *rv = jstr(jobj(have, "metadata"), "resourceVersion");
+		if (e == KUBE_OK && mb && !strcmp(mb, SBX_MANAGED_BY) &&
+		    cJSON_Compare(jobj(have, "spec"), jobj(want, "spec"), 1)) {
+			e = KUBE_OK;
+		} else if (e == KUBE_OK) {
+			if (rv)
+				cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(want, "metadata"), "resourceVersion", rv);
+			body = cJSON_PrintUnformatted(want);
+			e = kube_request(v->c->kc, "PUT", path, NULL, body, NULL, NULL, &err);
+			free(body);
+			if (e == KUBE_OK)
+				log_kv(LOG_INFO, "NetworkPolicy probe's policy rewritten in its shape", "namespace", ns);
+		}
+		cJSON_Delete(have);
+	}
+	cJSON_Delete(want);
+	if (e == KUBE_OK)
+		return 0;
+	snprintf(why, n, "cannot create or rewrite the probe's NetworkPolicy: %.300s", err.message);
+	return -1;
+}
+
 /* Polls the pod until done(pod) says so or secs pass; the last copy (caller
  * frees) or NULL. */
 static cJSON *await(struct sbx_netverify *v, const char *ns, const char *name, long secs,
@@ -160,17 +204,18 @@ static int finished(const cJSON *pod)
 	return done;
 }
 
-/* One round: the verdict, and why in why. */
-static enum sbx_netprobe_result round_once(struct sbx_netverify *v, char *why, size_t n)
+/* One round: the verdict, why in why, and in *unenforced the directions
+ * found not enforced. */
+static enum sbx_netprobe_result round_once(struct sbx_netverify *v, char *why, size_t n, unsigned *unenforced)
 {
 	struct sbx_controller *c = v->c;
 	const char *ns = probe_ns(c), *image = v->image;
 	unsigned long round = (unsigned long)time(NULL);
 	char path[512], name[64];
 	enum sbx_netprobe_result r = SBX_NETPROBE_UNKNOWN;
+	*unenforced = 0;
 	delete_probe_pods(v, ns);
-	snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies", ns);
-	if (post(v, path, sbx_netprobe_policy(ns), "the probe's NetworkPolicy", why, n) < 0)
+	if (ensure_policy(v, ns, why, n) < 0)
 		return SBX_NETPROBE_UNKNOWN;
 	pod_path(path, sizeof path, ns, NULL);
 	if (post(v, path, sbx_netprobe_pod(ns, "target", round, NULL, c->cfg, image), "the probe's target pod", why, n) < 0)
@@ -195,6 +240,7 @@ static enum sbx_netprobe_result round_once(struct sbx_netverify *v, char *why, s
 	cJSON *cl = await(v, ns, name, RUN_WAIT_S + SBX_NETPROBE_TRY_S, finished);
 	int done = 0;
 	r = sbx_netprobe_verdict(cl, &done, why, n);
+	*unenforced = sbx_netprobe_unenforced(cl);
 	if (!done)
 		snprintf(why, n, "the probe's client pod did not finish within %d s", RUN_WAIT_S + SBX_NETPROBE_TRY_S);
 	cJSON_Delete(cl);
@@ -221,19 +267,35 @@ static void requeue_all(struct sbx_controller *c)
 	cJSON_Delete(all);
 }
 
+/* A direction's state by the round's result r and unenforced bits. */
+static const char *direction_state(enum sbx_netprobe_result r, unsigned unenforced, unsigned dir, double *value)
+{
+	if (r == SBX_NETPROBE_UNKNOWN) {
+		*value = -1;
+		return "unknown";
+	}
+	*value = (unenforced & dir) ? 0 : 1;
+	return (unenforced & dir) ? "not_enforced" : "enforced";
+}
+
 static void *verify_main(void *arg)
 {
 	struct sbx_netverify *v = arg;
 	static const char *const names[] = { "unknown", "not_enforced", "enforced" };
 	for (;;) {
 		char why[400] = "";
-		enum sbx_netprobe_result r = round_once(v, why, sizeof why);
+		unsigned unenforced = 0;
+		enum sbx_netprobe_result r = round_once(v, why, sizeof why, &unenforced);
+		/* A NOT_ENFORCED verdict names at least one direction (an exit code it
+		 * does not know is no verdict). */
+		if (r == SBX_NETPROBE_NOT_ENFORCED && !unenforced)
+			unenforced = SBX_NETPROBE_INGRESS | SBX_NETPROBE_EGRESS;
 		pthread_mutex_lock(&v->mu);
 		/* A new verdict, or new words for it, is news to the Sandboxes (their
 		 * condition carries both) and to the log; the same again is neither,
 		 * so a probe that cannot run says so once, not every round. The
 		 * words never name a round's pods, so they repeat when the trouble
-		 * does. */
+		 * does; they name the direction not enforced. */
 		int changed = v->rounds == 0 || v->result != (int)r || strcmp(v->why, why);
 		v->result = (int)r;
 		snprintf(v->why, sizeof v->why, "%s", why);
@@ -243,11 +305,17 @@ static void *verify_main(void *arg)
 		if (stop)
 			break;
 		obs_metric_set(v->enforced, NULL, (double)r);
+		double in_v, out_v;
+		const char *in = direction_state(r, unenforced, SBX_NETPROBE_INGRESS, &in_v);
+		const char *out = direction_state(r, unenforced, SBX_NETPROBE_EGRESS, &out_v);
+		const char *in_l[] = { "ingress" }, *out_l[] = { "egress" };
+		obs_metric_set(v->directions, in_l, in_v);
+		obs_metric_set(v->directions, out_l, out_v);
 		const char *lv[] = { names[r + 1] };
 		obs_metric_add(v->verifications, lv, 1);
 		enum log_level level = r == SBX_NETPROBE_ENFORCED ? LOG_INFO : LOG_WARN;
-		log_kv(changed ? level : LOG_DEBUG, "NetworkPolicy enforcement probed", "result", names[r + 1], "why",
-		       why, "namespace", probe_ns(v->c));
+		log_kv(changed ? level : LOG_DEBUG, "NetworkPolicy enforcement probed", "result", names[r + 1], "ingress",
+		       in, "egress", out, "why", why, "namespace", probe_ns(v->c));
 		if (changed)
 			requeue_all(v->c);
 		if (nap(v, v->c->cfg->net.verify_interval_s))
@@ -272,7 +340,14 @@ int sbx_netverify_start(struct sbx_controller *c, const char *image)
 				NULL);
 	v->verifications = obs_counter("sandbox_network_verifications_total", "Probes of NetworkPolicy enforcement, by result.",
 				       "result");
+	v->directions = obs_gauge("sandbox_network_policy_direction_enforced",
+				  "Whether the cluster enforces NetworkPolicy on ingress and on egress, by the last probe: "
+				  "1 yes, 0 no, -1 not known.",
+				  "direction");
 	obs_metric_set(v->enforced, NULL, -1);
+	const char *in_l[] = { "ingress" }, *out_l[] = { "egress" };
+	obs_metric_set(v->directions, in_l, -1);
+	obs_metric_set(v->directions, out_l, -1);
 	c->netverify = v;
 	if (pthread_create(&v->thread, NULL, verify_main, v) != 0) {
 		v->thread = 0;

@@ -4,11 +4,13 @@
  * controller's own, POD_NAMESPACE, else sandbox-system). The verdict is
  *
  *   - the gauge sandbox_network_policy_enforced (1 enforced, 0 not, -1 not
- *     known yet or the probe could not tell) and the counter
+ *     known yet or the probe could not tell), the gauge
+ *     sandbox_network_policy_direction_enforced{direction} (ingress, egress:
+ *     the same values, each direction alone) and the counter
  *     sandbox_network_verifications_total{result};
  *   - the condition NetworkPolicyEnforced on every Sandbox (True/Verified,
- *     False/NotEnforced, Unknown/NotVerified with the probe's words): a
- *     change queues every Sandbox;
+ *     False/NotEnforced, Unknown/NotVerified with the probe's words, which
+ *     name the direction not enforced): a change queues every Sandbox;
  *   - with network.requireEnforced, no sandbox pod is created unless it is
  *     1 (the Sandbox waits and says why).
  *

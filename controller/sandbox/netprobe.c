@@ -16,6 +16,15 @@
 #include "base/jsonget.h"
 #include "sandbox/podbuild.h"
 
+/* Appends {protocol: TCP, port: port} to the array ports. */
+static void push_tcp(cJSON *ports, int port)
+{
+	cJSON *p = jb_obj();
+	jb_str(p, "protocol", "TCP");
+	jb_num(p, "port", port);
+	jb_push(ports, p);
+}
+
 cJSON *sbx_netprobe_policy(const char *ns)
 {
 	cJSON *np = jb_obj();
@@ -26,14 +35,33 @@ cJSON *sbx_netprobe_policy(const char *ns)
 	jb_str(md, "namespace", ns);
 	jb_str(jb_add_obj(md, "labels"), SBX_LABEL_MANAGED_BY, SBX_MANAGED_BY);
 	cJSON *spec = jb_add_obj(np, "spec");
-	jb_str(jb_add_obj(jb_add_obj(spec, "podSelector"), "matchLabels"), SBX_LABEL_NETPROBE, "target");
-	jb_push_str(jb_add_arr(spec, "policyTypes"), "Ingress");
-	cJSON *rule = jb_obj();
-	cJSON *port = jb_obj();
-	jb_str(port, "protocol", "TCP");
-	jb_num(port, "port", SBX_NETPROBE_OPEN);
-	jb_push(jb_add_arr(rule, "ports"), port);
-	jb_push(jb_add_arr(spec, "ingress"), rule);
+	/* Both pods: the target's ingress and the client's egress each deny a
+	 * port the other direction allows. */
+	cJSON *expr = jb_obj();
+	jb_str(expr, "key", SBX_LABEL_NETPROBE);
+	jb_str(expr, "operator", "In");
+	cJSON *values = jb_add_arr(expr, "values");
+	jb_push_str(values, "client");
+	jb_push_str(values, "target");
+	jb_push(jb_add_arr(jb_add_obj(spec, "podSelector"), "matchExpressions"), expr);
+	cJSON *types = jb_add_arr(spec, "policyTypes");
+	jb_push_str(types, "Ingress");
+	jb_push_str(types, "Egress");
+	cJSON *in = jb_obj();
+	cJSON *ports = jb_add_arr(in, "ports");
+	push_tcp(ports, SBX_NETPROBE_OPEN);
+	push_tcp(ports, SBX_NETPROBE_SHUT_OUT);
+	jb_push(jb_add_arr(spec, "ingress"), in);
+	/* Out to the target pods only: a pod given the client's label gains no
+	 * other address. */
+	cJSON *out = jb_obj();
+	cJSON *peer = jb_obj();
+	jb_str(jb_add_obj(jb_add_obj(peer, "podSelector"), "matchLabels"), SBX_LABEL_NETPROBE, "target");
+	jb_push(jb_add_arr(out, "to"), peer);
+	ports = jb_add_arr(out, "ports");
+	push_tcp(ports, SBX_NETPROBE_SHUT_IN);
+	push_tcp(ports, SBX_NETPROBE_OPEN);
+	jb_push(jb_add_arr(spec, "egress"), out);
 	return np;
 }
 
@@ -81,13 +109,15 @@ cJSON *sbx_netprobe_pod(const char *ns, const char *role, unsigned long round, c
 	if (client) {
 		jb_push_str(cmd, "connect");
 		jb_push_str(cmd, target_ip);
-		push_num(cmd, SBX_NETPROBE_SHUT);
+		push_num(cmd, SBX_NETPROBE_SHUT_IN);
+		push_num(cmd, SBX_NETPROBE_SHUT_OUT);
 		push_num(cmd, SBX_NETPROBE_OPEN);
 		push_num(cmd, SBX_NETPROBE_TRY_S);
 	} else {
 		jb_push_str(cmd, "listen");
-		push_num(cmd, SBX_NETPROBE_SHUT);
+		push_num(cmd, SBX_NETPROBE_SHUT_IN);
 		push_num(cmd, SBX_NETPROBE_OPEN);
+		push_num(cmd, SBX_NETPROBE_SHUT_OUT);
 	}
 	jb_bool(sc, "runAsNonRoot", 1);
 	jb_push_str(jb_add_arr(jb_add_obj(sc, "capabilities"), "drop"), "ALL");
@@ -97,17 +127,38 @@ cJSON *sbx_netprobe_pod(const char *ns, const char *role, unsigned long round, c
 	return pod;
 }
 
+/* The client's exit code, or -1 while it has none. */
+static int exit_code(const cJSON *client)
+{
+	const cJSON *st = jobj(client, "status");
+	const cJSON *cs = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(st, "containerStatuses"), 0);
+	const cJSON *code = cJSON_GetObjectItemCaseSensitive(jobj(jobj(cs, "state"), "terminated"), "exitCode");
+	return cJSON_IsNumber(code) && code->valueint >= 0 ? code->valueint : -1;
+}
+
+unsigned sbx_netprobe_unenforced(const cJSON *client)
+{
+	switch (exit_code(client)) {
+	case SBX_NETPROBE_EXIT_OPEN:
+		return SBX_NETPROBE_INGRESS | SBX_NETPROBE_EGRESS;
+	case SBX_NETPROBE_EXIT_INGRESS:
+		return SBX_NETPROBE_INGRESS;
+	case SBX_NETPROBE_EXIT_EGRESS:
+		return SBX_NETPROBE_EGRESS;
+	default:
+		return 0;
+	}
+}
+
 enum sbx_netprobe_result sbx_netprobe_verdict(const cJSON *client, int *done, char *why, size_t n)
 {
 	*done = 0;
 	if (n)
 		why[0] = '\0';
 	const cJSON *st = jobj(client, "status");
-	const cJSON *cs = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(st, "containerStatuses"), 0);
-	const cJSON *term = jobj(jobj(cs, "state"), "terminated");
-	const cJSON *code = cJSON_GetObjectItemCaseSensitive(term, "exitCode");
 	const char *phase = jstr(st, "phase");
-	if (!cJSON_IsNumber(code)) {
+	int code = exit_code(client);
+	if (code < 0) {
 		if (phase && !strcmp(phase, "Failed")) { /* e.g. its deadline, before it ran */
 			*done = 1;
 			snprintf(why, n, "the probe's client pod failed: %.200s",
@@ -117,20 +168,29 @@ enum sbx_netprobe_result sbx_netprobe_verdict(const cJSON *client, int *done, ch
 		return SBX_NETPROBE_UNKNOWN;
 	}
 	*done = 1;
-	switch (code->valueint) {
+	switch (code) {
 	case 0:
-		snprintf(why, n, "a pod denied by a NetworkPolicy was unreachable, one allowed was reachable");
+		snprintf(why, n, "NetworkPolicy is enforced on ingress and egress: a pod's ports denied by either were "
+				 "unreachable, one allowed by both was reachable");
 		return SBX_NETPROBE_ENFORCED;
 	case SBX_NETPROBE_EXIT_OPEN:
-		snprintf(why, n, "a pod denied by a NetworkPolicy stayed reachable for %d s: the cluster does not enforce "
-				 "NetworkPolicy",
+		snprintf(why, n, "a pod's ports denied by a NetworkPolicy's ingress rules and by its egress rules stayed "
+				 "reachable for %d s: the cluster enforces NetworkPolicy neither on ingress nor on egress",
 			 SBX_NETPROBE_TRY_S);
 		return SBX_NETPROBE_NOT_ENFORCED;
+	case SBX_NETPROBE_EXIT_INGRESS:
+	case SBX_NETPROBE_EXIT_EGRESS: {
+		int in = code == SBX_NETPROBE_EXIT_INGRESS;
+		snprintf(why, n, "a pod's port denied only by a NetworkPolicy's %s rules stayed reachable for %d s (one "
+				 "denied only by its %s rules did not): the cluster does not enforce NetworkPolicy on %s",
+			 in ? "ingress" : "egress", SBX_NETPROBE_TRY_S, in ? "egress" : "ingress", in ? "ingress" : "egress");
+		return SBX_NETPROBE_NOT_ENFORCED;
+	}
 	case SBX_NETPROBE_EXIT_NONET:
 		snprintf(why, n, "the probe's pods could not reach each other on an allowed port");
 		return SBX_NETPROBE_UNKNOWN;
 	default:
-		snprintf(why, n, "the probe's client exited with code %d", code->valueint);
+		snprintf(why, n, "the probe's client exited with code %d", code);
 		return SBX_NETPROBE_UNKNOWN;
 	}
 }
@@ -201,32 +261,39 @@ static int reaches(const char *ip, int port)
 	return ok;
 }
 
+/* Exits 0 once the open port answers and neither shut one does; at the end,
+ * by the last try, which shut port(s) still answered (see netprobe.h). */
 static int connect_main(int argc, char **argv)
 {
-	int shut, open_port;
+	int shut_in, shut_out, open_port;
 	long secs;
-	if (argc != 4 || (shut = port_arg(argv[1])) < 0 || (open_port = port_arg(argv[2])) < 0 ||
-	    (secs = strtol(argv[3], NULL, 10)) <= 0 || secs > 600) {
-		fprintf(stderr, "net-probe: connect IP SHUT_PORT OPEN_PORT SECONDS\n");
+	if (argc != 5 || (shut_in = port_arg(argv[1])) < 0 || (shut_out = port_arg(argv[2])) < 0 ||
+	    (open_port = port_arg(argv[3])) < 0 || (secs = strtol(argv[4], NULL, 10)) <= 0 || secs > 600) {
+		fprintf(stderr, "net-probe: connect IP SHUT_IN_PORT SHUT_OUT_PORT OPEN_PORT SECONDS\n");
 		return 2;
 	}
-	int open_seen = 0, shut_seen = 0;
+	int open_seen = 0, in_seen = 0, out_seen = 0;
 	for (long i = 0; i < secs; i++) {
 		time_t t0 = time(NULL);
-		int o = reaches(argv[0], open_port), s = reaches(argv[0], shut);
+		int o = reaches(argv[0], open_port), si = reaches(argv[0], shut_in), so = reaches(argv[0], shut_out);
 		open_seen |= o;
-		shut_seen = s;
-		printf("try %ld: open port %s, shut port %s\n", i + 1, o ? "reached" : "not reached",
-		       s ? "reached" : "not reached");
+		in_seen = si;
+		out_seen = so;
+		printf("try %ld: open port %s, port denied on ingress %s, port denied on egress %s\n", i + 1,
+		       o ? "reached" : "not reached", si ? "reached" : "not reached", so ? "reached" : "not reached");
 		fflush(stdout);
-		if (o && !s)
+		if (o && !si && !so)
 			return 0;
 		if (time(NULL) == t0)
 			sleep(1);
 	}
 	if (!open_seen)
 		return SBX_NETPROBE_EXIT_NONET;
-	return shut_seen ? SBX_NETPROBE_EXIT_OPEN : SBX_NETPROBE_EXIT_NONET;
+	if (in_seen && out_seen)
+		return SBX_NETPROBE_EXIT_OPEN;
+	if (in_seen)
+		return SBX_NETPROBE_EXIT_INGRESS;
+	return out_seen ? SBX_NETPROBE_EXIT_EGRESS : SBX_NETPROBE_EXIT_NONET;
 }
 
 int sbx_netprobe_main(int argc, char **argv)
@@ -236,6 +303,6 @@ int sbx_netprobe_main(int argc, char **argv)
 		return listen_main(argc - 2, argv + 2);
 	if (argc >= 2 && !strcmp(argv[1], "connect"))
 		return connect_main(argc - 2, argv + 2);
-	fprintf(stderr, "usage: sandbox-controller net-probe listen PORT... | connect IP SHUT OPEN SECONDS\n");
+	fprintf(stderr, "usage: sandbox-controller net-probe listen PORT... | connect IP SHUT_IN SHUT_OUT OPEN SECONDS\n");
 	return 2;
 }

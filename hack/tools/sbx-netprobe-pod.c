@@ -1,12 +1,14 @@
-/* sbx-netprobe-pod: prints a pod of the NetworkPolicy probe the controller
- * builds (controller/sandbox/netprobe.h), so the policy tests
- * (e2e/test_policy.sh) admit and refuse the controller's real shape, not a
- * copy of it. Not shipped.
+/* sbx-netprobe-pod: prints a pod, or the NetworkPolicy, of the
+ * NetworkPolicy probe the controller builds (controller/sandbox/netprobe.h),
+ * so the policy tests (e2e/test_policy.sh) admit and refuse the controller's
+ * real shape, not a copy of it. Not shipped.
  *
  *   sbx-netprobe-pod NAMESPACE target|client IMAGE   ->  the pod of round 1, JSON
+ *   sbx-netprobe-pod NAMESPACE policy                ->  the policy sbx-netprobe, JSON
  * (the client's target address is 10.0.0.2) */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 
@@ -15,13 +17,14 @@
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: sbx-netprobe-pod NAMESPACE target|client IMAGE\n");
+	int policy = argc == 3 && !strcmp(argv[2], "policy");
+	if (argc != 4 && !policy) {
+		fprintf(stderr, "usage: sbx-netprobe-pod NAMESPACE target|client IMAGE, or NAMESPACE policy\n");
 		return 2;
 	}
 	struct sbx_config cfg;
 	sbx_config_init(&cfg);
-	cJSON *pod = sbx_netprobe_pod(argv[1], argv[2], 1, "10.0.0.2", &cfg, argv[3]);
+	cJSON *pod = policy ? sbx_netprobe_policy(argv[1]) : sbx_netprobe_pod(argv[1], argv[2], 1, "10.0.0.2", &cfg, argv[3]);
 	sbx_config_release(&cfg);
 	if (!pod) {
 		fprintf(stderr, "no probe pod of role %s\n", argv[2]);
