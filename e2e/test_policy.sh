@@ -738,6 +738,10 @@ netpol_json() {
 NETPOL_FLOOR_LABELS='{"app.kubernetes.io/managed-by":"sandbox-controller","sandbox.dev/network-floor":"true"}'
 NETPOL_FLOOR_SPEC='{"podSelector":{"matchLabels":{"app.kubernetes.io/managed-by":"sandbox-controller"},"matchExpressions":[{"key":"app.kubernetes.io/name","operator":"In","values":["sandbox","sandbox-workspace-init"]}]},"policyTypes":["Ingress","Egress"],"egress":[{"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kube-system"}},"podSelector":{"matchLabels":{"k8s-app":"kube-dns"}}}],"ports":[{"protocol":"UDP","port":53},{"protocol":"TCP","port":53}]}]}'
 NETPOL_ALLOW_ALL='{"podSelector":{},"policyTypes":["Ingress","Egress"],"ingress":[{}],"egress":[{}]}'
+# The enforcement probe's policy before it probed egress: ingress to the
+# target on 8081 alone (it read "enforced" on a cluster enforcing no egress rule).
+NETPOL_PROBE_OLD_SPEC='{"podSelector":{"matchLabels":{"sandbox.dev/netprobe":"target"}},"policyTypes":["Ingress"],"ingress":[{"ports":[{"protocol":"TCP","port":8081}]}]}'
+NETPOL_MANAGED='{"app.kubernetes.io/managed-by":"sandbox-controller"}'
 # ctl_netpol VERB JSON: kubectl VERB (create, replace) --dry-run=server of JSON
 # as the controller's identity; prints kubectl's output.
 ctl_netpol() { as "$CONTROLLER" "$1" --dry-run=server -f - 2>&1 <<<"$2"; }
@@ -752,9 +756,13 @@ allow_all_refused() { netpol_refused "$(ctl_netpol create "$(netpol_json allow-a
 # labels, in team-a and kube-system, refused; deleting or rewriting a
 # tenant's policy (and kube-system's) refused; a policy named, labelled and
 # shaped like the floor, or like a set of profiles' policy, admitted, and so
-# is deleting the namespace's real floor when there is one.
+# is deleting the namespace's real floor when there is one. The enforcement
+# probe's policy sbx-netprobe (as the controller builds it, sbx-netprobe-pod
+# prints it): created, and written over an older ingress-only one, in its
+# shape only; that older shape or allow-everything under its name refused,
+# and so is rewriting a tenant's policy of that name (no managed-by label).
 test_9_d_controller_network_policies_are_its_own() {
-  local out tenant system profiles
+  local out tenant system profiles probe old
   tenant=$(netpol_json team-default-deny team-a '{}' '{"podSelector":{},"policyTypes":["Ingress","Egress"]}')
   system=$(netpol_json sbx-e2e-deny kube-system '{}' '{"podSelector":{"matchLabels":{"sbx-e2e":"none"}},"policyTypes":["Ingress"]}')
   kubectl apply -f - >/dev/null <<<"$tenant" || { fail "the admin's policy in team-a"; return; }
@@ -790,6 +798,27 @@ test_9_d_controller_network_policies_are_its_own() {
   else
     say "  no floor in team-a now: its delete not tried"
   fi
+  probe=$("$BUILD_DIR/sbx-netprobe-pod" team-a policy) || { fail "sbx-netprobe-pod policy failed"; return; }
+  old=$(netpol_json sbx-netprobe team-a "$NETPOL_MANAGED" "$NETPOL_PROBE_OLD_SPEC")
+  out=$(ctl_netpol create "$probe") || fail "the probe's policy refused: $out"
+  out=$(ctl_netpol create "$old") && fail "the controller's identity created the older ingress-only probe policy"
+  netpol_refused "$out" || fail "the older ingress-only probe policy: $out"
+  out=$(ctl_netpol create "$(netpol_json sbx-netprobe team-a "$NETPOL_MANAGED" "$NETPOL_ALLOW_ALL")") &&
+    fail "the controller's identity created an allow-everything policy under the probe's name"
+  netpol_refused "$out" || fail "allow-everything under the probe's name: $out"
+  # An older controller's policy is there: written over in the new shape only.
+  kubectl create -f - >/dev/null <<<"$old" || { fail "the admin's older probe policy in team-a"; return; }
+  out=$(ctl_netpol replace "$probe") || fail "the probe's policy over the older one refused: $out"
+  out=$(ctl_netpol replace "$old") && fail "the controller's identity rewrote the probe's policy ingress-only"
+  netpol_refused "$out" || fail "a rewrite to the older ingress-only shape: $out"
+  out=$(ctl_netpol replace "$(netpol_json sbx-netprobe team-a "$NETPOL_MANAGED" "$NETPOL_ALLOW_ALL")") &&
+    fail "the controller's identity rewrote the probe's policy to allow everything"
+  netpol_refused "$out" || fail "a rewrite of the probe's policy to allow everything: $out"
+  kubectl replace -f - >/dev/null <<<"$(netpol_json sbx-netprobe team-a '{}' "$NETPOL_PROBE_OLD_SPEC")" ||
+    fail "the admin's unlabelled policy sbx-netprobe"
+  out=$(ctl_netpol replace "$probe") && fail "the controller's identity rewrote a tenant's policy named sbx-netprobe"
+  netpol_refused "$out" || fail "a rewrite of a tenant's policy named sbx-netprobe: $out"
+  kubectl delete networkpolicy -n team-a sbx-netprobe --ignore-not-found >/dev/null 2>&1
   kubectl delete networkpolicy -n team-a team-default-deny --ignore-not-found >/dev/null 2>&1
   kubectl delete networkpolicy -n kube-system sbx-e2e-deny --ignore-not-found >/dev/null 2>&1
   return 0
