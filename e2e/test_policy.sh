@@ -757,12 +757,14 @@ allow_all_refused() { netpol_refused "$(ctl_netpol create "$(netpol_json allow-a
 # tenant's policy (and kube-system's) refused; a policy named, labelled and
 # shaped like the floor, or like a set of profiles' policy, admitted, and so
 # is deleting the namespace's real floor when there is one. The enforcement
-# probe's policy sbx-netprobe (as the controller builds it, sbx-netprobe-pod
-# prints it): created, and written over an older ingress-only one, in its
-# shape only; that older shape or allow-everything under its name refused,
-# and so is rewriting a tenant's policy of that name (no managed-by label).
+# probe's policies sbx-netprobe and sbx-netprobe-egress (as the controller
+# builds them, sbx-netprobe-pod prints them): created, and sbx-netprobe
+# written over an older ingress-only one, in their shapes only; that older
+# shape, allow-everything under either name, or the one's shape under the
+# other's name refused, and so is rewriting a tenant's policy named
+# sbx-netprobe (no managed-by label).
 test_9_d_controller_network_policies_are_its_own() {
-  local out tenant system profiles probe old
+  local out tenant system profiles probe egress old
   tenant=$(netpol_json team-default-deny team-a '{}' '{"podSelector":{},"policyTypes":["Ingress","Egress"]}')
   system=$(netpol_json sbx-e2e-deny kube-system '{}' '{"podSelector":{"matchLabels":{"sbx-e2e":"none"}},"policyTypes":["Ingress"]}')
   kubectl apply -f - >/dev/null <<<"$tenant" || { fail "the admin's policy in team-a"; return; }
@@ -800,7 +802,15 @@ test_9_d_controller_network_policies_are_its_own() {
   fi
   probe=$("$BUILD_DIR/sbx-netprobe-pod" team-a policy) || { fail "sbx-netprobe-pod policy failed"; return; }
   old=$(netpol_json sbx-netprobe team-a "$NETPOL_MANAGED" "$NETPOL_PROBE_OLD_SPEC")
+  egress=$("$BUILD_DIR/sbx-netprobe-pod" team-a egress-policy) || { fail "sbx-netprobe-pod egress-policy failed"; return; }
   out=$(ctl_netpol create "$probe") || fail "the probe's policy refused: $out"
+  out=$(ctl_netpol create "$egress") || fail "the probe's egress policy refused: $out"
+  out=$(ctl_netpol create "$(netpol_json sbx-netprobe-egress team-a "$NETPOL_MANAGED" "$NETPOL_ALLOW_ALL")") &&
+    fail "the controller's identity created an allow-everything policy under the probe's egress name"
+  netpol_refused "$out" || fail "allow-everything under the probe's egress name: $out"
+  out=$(ctl_netpol create "${probe//\"sbx-netprobe\"/\"sbx-netprobe-egress\"}") &&
+    fail "the controller's identity created the probe's ingress policy under its egress name"
+  netpol_refused "$out" || fail "the probe's ingress policy under its egress name: $out"
   out=$(ctl_netpol create "$old") && fail "the controller's identity created the older ingress-only probe policy"
   netpol_refused "$out" || fail "the older ingress-only probe policy: $out"
   out=$(ctl_netpol create "$(netpol_json sbx-netprobe team-a "$NETPOL_MANAGED" "$NETPOL_ALLOW_ALL")") &&

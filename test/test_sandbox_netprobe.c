@@ -18,26 +18,35 @@ static const char *sget(const cJSON *o, const char *a, const char *b)
 	return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-/* One policy for both pods: ingress to them on 8081 and 8082 only, egress
- * from them to the target pods on 8080 and 8081 only. The client reaching
- * 8080 proves nothing of ingress unless ingress is denied there while egress
- * allows it, and 8082 the other way round: each shut port is denied by one
- * direction alone (an ingress-only policy said "enforced" on a cluster that
- * enforces no egress rule, the floor's main one). */
+/* Two policies: the target's ingress on 8081 and 8082 only, the client's
+ * egress to the target pods on 8080 and 8081 only. Each shut port is denied
+ * by one direction alone (an ingress-only policy said "enforced" on a
+ * cluster that enforces no egress rule, the floor's main one); one policy
+ * selecting both pods for both directions reads "not enforced" on
+ * kube-router, which runs a policy's ingress and egress rules as one chain. */
 static void test_policy(void)
 {
 	cJSON *np = sbx_netprobe_policy("sandbox-system");
+	cJSON *eg = sbx_netprobe_egress_policy("sandbox-system");
 	char *s = cJSON_PrintUnformatted(cJSON_GetObjectItem(np, "spec"));
-	CU_ASSERT_STRING_EQUAL(
-	    s, "{\"podSelector\":{\"matchExpressions\":[{\"key\":\"sandbox.dev/netprobe\",\"operator\":\"In\",\"values\":"
-	       "[\"client\",\"target\"]}]},\"policyTypes\":[\"Ingress\",\"Egress\"],\"ingress\":[{\"ports\":[{\"protocol\":"
-	       "\"TCP\",\"port\":8081},{\"protocol\":\"TCP\",\"port\":8082}]}],\"egress\":[{\"to\":[{\"podSelector\":{"
-	       "\"matchLabels\":{\"sandbox.dev/netprobe\":\"target\"}}}],\"ports\":[{\"protocol\":\"TCP\",\"port\":8080},{"
-	       "\"protocol\":\"TCP\",\"port\":8081}]}]}");
+	char *e = cJSON_PrintUnformatted(cJSON_GetObjectItem(eg, "spec"));
+	CU_ASSERT_STRING_EQUAL(s, "{\"podSelector\":{\"matchLabels\":{\"sandbox.dev/netprobe\":\"target\"}},\"policyTypes\":"
+				  "[\"Ingress\"],\"ingress\":[{\"ports\":[{\"protocol\":\"TCP\",\"port\":8081},{\"protocol\":"
+				  "\"TCP\",\"port\":8082}]}]}");
+	CU_ASSERT_STRING_EQUAL(e, "{\"podSelector\":{\"matchLabels\":{\"sandbox.dev/netprobe\":\"client\"}},\"policyTypes\":"
+				  "[\"Egress\"],\"egress\":[{\"to\":[{\"podSelector\":{\"matchLabels\":{\"sandbox.dev/"
+				  "netprobe\":\"target\"}}}],\"ports\":[{\"protocol\":\"TCP\",\"port\":8080},{\"protocol\":"
+				  "\"TCP\",\"port\":8081}]}]}");
 	CU_ASSERT_STRING_EQUAL(sget(np, "metadata", "name"), "sbx-netprobe");
-	CU_ASSERT_STRING_EQUAL(sget(np, "metadata", "namespace"), "sandbox-system");
+	CU_ASSERT_STRING_EQUAL(sget(eg, "metadata", "name"), "sbx-netprobe-egress");
+	CU_ASSERT_STRING_EQUAL(sget(eg, "metadata", "namespace"), "sandbox-system");
+	const cJSON *l = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(eg, "metadata"), "labels"),
+					     "app.kubernetes.io/managed-by");
+	CU_ASSERT_TRUE(cJSON_IsString(l) && !strcmp(l->valuestring, "sandbox-controller"));
 	free(s);
+	free(e);
 	cJSON_Delete(np);
+	cJSON_Delete(eg);
 }
 
 /* The operator's pod labels and annotations go on the probe's pods too (the

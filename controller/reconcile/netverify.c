@@ -102,17 +102,17 @@ static int post(struct sbx_netverify *v, const char *path, cJSON *obj, const cha
 	return -1;
 }
 
-/* Makes the probe's policy in ns, or rewrites one of that name in another
- * shape: an older controller's selects the target alone, for ingress alone,
- * so kept it would deny the egress port on ingress and read "enforced" on a
- * cluster that enforces no egress rule. 0 when it is there as built, else -1
- * with why (a tenant's of that name, without the managed-by label, is not
- * rewritten: network-confinement-policy.yaml). */
-static int ensure_policy(struct sbx_netverify *v, const char *ns, char *why, size_t n)
+/* Makes the probe's policy want (freed here) in ns, or rewrites one of its
+ * name in another shape: an older controller's sbx-netprobe lets in 8081
+ * alone, so kept it would deny the egress port on ingress and read
+ * "enforced" on a cluster that enforces no egress rule. 0 when it is there
+ * as built, else -1 with why (a tenant's of that name, without the
+ * managed-by label, is not rewritten: network-confinement-policy.yaml). */
+static int ensure_policy(struct sbx_netverify *v, const char *ns, cJSON *want, char *why, size_t n)
 {
 	char path[512];
+	const char *name = jstr(jobj(want, "metadata"), "name");
 	snprintf(path, sizeof path, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies", ns);
-	cJSON *want = sbx_netprobe_policy(ns);
 	char *body = cJSON_PrintUnformatted(want);
 	struct kube_error err;
 	enum kube_err e = kube_request(v->c->kc, "POST", path, NULL, body, NULL, NULL, &err);
@@ -120,7 +120,7 @@ static int ensure_policy(struct sbx_netverify *v, const char *ns, char *why, siz
 	if (e == KUBE_ERR_ALREADY_EXISTS) {
 		cJSON *have = NULL;
 		size_t len = strlen(path);
-		snprintf(path + len, sizeof path - len, "/%s", SBX_NETPROBE_POLICY);
+		snprintf(path + len, sizeof path - len, "/%s", name);
 		e = kube_request(v->c->kc, "GET", path, NULL, NULL, NULL, &have, &err);
 		const char *mb = jstr(jobj(jobj(have, "metadata"), "labels"), SBX_LABEL_MANAGED_BY);
 		const char *rv = jstr(jobj(have, "metadata"), "resourceVersion");
@@ -134,15 +134,15 @@ static int ensure_policy(struct sbx_netverify *v, const char *ns, char *why, siz
 			e = kube_request(v->c->kc, "PUT", path, NULL, body, NULL, NULL, &err);
 			free(body);
 			if (e == KUBE_OK)
-				log_kv(LOG_INFO, "NetworkPolicy probe's policy rewritten in its shape", "namespace", ns);
+				log_kv(LOG_INFO, "NetworkPolicy probe's policy rewritten in its shape", "name", name, "namespace",
+				       ns);
 		}
 		cJSON_Delete(have);
 	}
+	if (e != KUBE_OK)
+		snprintf(why, n, "cannot create or rewrite the probe's NetworkPolicy %s: %.300s", name, err.message);
 	cJSON_Delete(want);
-	if (e == KUBE_OK)
-		return 0;
-	snprintf(why, n, "cannot create or rewrite the probe's NetworkPolicy: %.300s", err.message);
-	return -1;
+	return e == KUBE_OK ? 0 : -1;
 }
 
 /* Polls the pod until done(pod) says so or secs pass; the last copy (caller
@@ -215,7 +215,8 @@ static enum sbx_netprobe_result round_once(struct sbx_netverify *v, char *why, s
 	enum sbx_netprobe_result r = SBX_NETPROBE_UNKNOWN;
 	*unenforced = 0;
 	delete_probe_pods(v, ns);
-	if (ensure_policy(v, ns, why, n) < 0)
+	if (ensure_policy(v, ns, sbx_netprobe_policy(ns), why, n) < 0 ||
+	    ensure_policy(v, ns, sbx_netprobe_egress_policy(ns), why, n) < 0)
 		return SBX_NETPROBE_UNKNOWN;
 	pod_path(path, sizeof path, ns, NULL);
 	if (post(v, path, sbx_netprobe_pod(ns, "target", round, NULL, c->cfg, image), "the probe's target pod", why, n) < 0)

@@ -25,40 +25,46 @@ static void push_tcp(cJSON *ports, int port)
 	jb_push(ports, p);
 }
 
-cJSON *sbx_netprobe_policy(const char *ns)
+/* A policy named name in ns, labelled managed-by, selecting the probe's
+ * pods of role, of policyType type (its spec, borrowed, in *spec). */
+static cJSON *probe_policy(const char *ns, const char *name, const char *role, const char *type, cJSON **spec)
 {
 	cJSON *np = jb_obj();
 	jb_str(np, "apiVersion", "networking.k8s.io/v1");
 	jb_str(np, "kind", "NetworkPolicy");
 	cJSON *md = jb_add_obj(np, "metadata");
-	jb_str(md, "name", SBX_NETPROBE_POLICY);
+	jb_str(md, "name", name);
 	jb_str(md, "namespace", ns);
 	jb_str(jb_add_obj(md, "labels"), SBX_LABEL_MANAGED_BY, SBX_MANAGED_BY);
-	cJSON *spec = jb_add_obj(np, "spec");
-	/* Both pods: the target's ingress and the client's egress each deny a
-	 * port the other direction allows. */
-	cJSON *expr = jb_obj();
-	jb_str(expr, "key", SBX_LABEL_NETPROBE);
-	jb_str(expr, "operator", "In");
-	cJSON *values = jb_add_arr(expr, "values");
-	jb_push_str(values, "client");
-	jb_push_str(values, "target");
-	jb_push(jb_add_arr(jb_add_obj(spec, "podSelector"), "matchExpressions"), expr);
-	cJSON *types = jb_add_arr(spec, "policyTypes");
-	jb_push_str(types, "Ingress");
-	jb_push_str(types, "Egress");
+	*spec = jb_add_obj(np, "spec");
+	jb_str(jb_add_obj(jb_add_obj(*spec, "podSelector"), "matchLabels"), SBX_LABEL_NETPROBE, role);
+	jb_push_str(jb_add_arr(*spec, "policyTypes"), type);
+	return np;
+}
+
+cJSON *sbx_netprobe_policy(const char *ns)
+{
+	cJSON *spec;
+	cJSON *np = probe_policy(ns, SBX_NETPROBE_POLICY, "target", "Ingress", &spec);
 	cJSON *in = jb_obj();
 	cJSON *ports = jb_add_arr(in, "ports");
 	push_tcp(ports, SBX_NETPROBE_OPEN);
 	push_tcp(ports, SBX_NETPROBE_SHUT_OUT);
 	jb_push(jb_add_arr(spec, "ingress"), in);
+	return np;
+}
+
+cJSON *sbx_netprobe_egress_policy(const char *ns)
+{
+	cJSON *spec;
+	cJSON *np = probe_policy(ns, SBX_NETPROBE_EGRESS_POLICY, "client", "Egress", &spec);
 	/* Out to the target pods only: a pod given the client's label gains no
 	 * other address. */
 	cJSON *out = jb_obj();
 	cJSON *peer = jb_obj();
 	jb_str(jb_add_obj(jb_add_obj(peer, "podSelector"), "matchLabels"), SBX_LABEL_NETPROBE, "target");
 	jb_push(jb_add_arr(out, "to"), peer);
-	ports = jb_add_arr(out, "ports");
+	cJSON *ports = jb_add_arr(out, "ports");
 	push_tcp(ports, SBX_NETPROBE_SHUT_IN);
 	push_tcp(ports, SBX_NETPROBE_OPEN);
 	jb_push(jb_add_arr(spec, "egress"), out);

@@ -2,14 +2,18 @@
  * item 4), on ingress and on egress, found out by a probe, never assumed.
  * One round, in the probe namespace (network.verifyNamespace):
  *
- *   1. the policy sbx-netprobe selects both probe pods (policyTypes Ingress
- *      and Egress): ingress to them on SBX_NETPROBE_OPEN and
- *      SBX_NETPROBE_SHUT_OUT only, egress from them to the target pods on
- *      SBX_NETPROBE_SHUT_IN and SBX_NETPROBE_OPEN only. So OPEN is allowed
- *      both ways, SHUT_IN is denied by the target's ingress alone and
- *      SHUT_OUT by the client's egress alone: each shut port proves one
+ *   1. the policy sbx-netprobe selects the probe's target pod and lets in
+ *      SBX_NETPROBE_OPEN and SBX_NETPROBE_SHUT_OUT only; the policy
+ *      sbx-netprobe-egress selects the client pod and lets out, to the
+ *      target pods, SBX_NETPROBE_SHUT_IN and SBX_NETPROBE_OPEN only. So OPEN
+ *      is allowed both ways, SHUT_IN is denied by the target's ingress alone
+ *      and SHUT_OUT by the client's egress alone: each shut port proves one
  *      direction (the floor is mostly an egress deny, so ingress alone
- *      proves too little);
+ *      proves too little). Two policies, not one selecting both pods for
+ *      both directions: kube-router runs a policy's ingress and egress rules
+ *      as one chain for every pod it selects, so between two pods of one
+ *      policy either rule lets a connection through both ways and the
+ *      probe would read "not enforced" on a cluster that enforces both;
  *   2. the target pod sbx-netprobe-target-<round> listens on all three;
  *   3. the client pod sbx-netprobe-client-<round> connects to the target's
  *      address on the three, once a second for SBX_NETPROBE_TRY_S, and exits
@@ -35,7 +39,8 @@
 
 #include "sandbox/config.h"
 
-#define SBX_NETPROBE_POLICY "sbx-netprobe"
+#define SBX_NETPROBE_POLICY "sbx-netprobe"		 /* ingress, the target */
+#define SBX_NETPROBE_EGRESS_POLICY "sbx-netprobe-egress" /* egress, the client */
 #define SBX_NETPROBE_PREFIX "sbx-netprobe-"
 /* The label of the probe's pods: "target" or "client". */
 #define SBX_LABEL_NETPROBE "sandbox.dev/netprobe"
@@ -59,8 +64,11 @@ enum sbx_netprobe_result {
 	SBX_NETPROBE_ENFORCED = 1
 };
 
-/* The probe's policy in namespace ns (new; caller frees). */
+/* The probe's policies in namespace ns: sbx-netprobe (the target's
+ * ingress) and sbx-netprobe-egress (the client's egress). New; caller
+ * frees. */
 cJSON *sbx_netprobe_policy(const char *ns);
+cJSON *sbx_netprobe_egress_policy(const char *ns);
 /* The target pod (role "target") or the client pod (role "client", which
  * connects to target_ip) of round (new; caller frees; NULL for a role,
  * round or address it does not know). */
