@@ -305,11 +305,14 @@ YAML
 }
 
 # Enforcement verified, not assumed (network.verify): the controller's probe
-# (two pods of its image in sandbox-system, one denied by a NetworkPolicy)
-# reports NetworkPolicyEnforced=True on the Sandboxes and the gauge 1 within
-# a minute of start; with the enforcer stopped, False/NotEnforced and 0; with
-# network.requireEnforced, a new Sandbox gets no pod until enforcement is
-# verified again.
+# (two pods of its image in sandbox-system, a port of the one denied to the
+# other by ingress rules alone, another by egress rules alone) reports
+# NetworkPolicyEnforced=True on the Sandboxes and the gauges 1 within a
+# minute of start; with one direction let through by an admin's policy (as a
+# plugin enforcing the other direction alone would), False/NotEnforced, 0 and
+# words naming that direction, the other's gauge still 1; with the enforcer
+# stopped, both; with network.requireEnforced, a new Sandbox gets no pod until
+# enforcement is verified again.
 test_05_enforcement_verified() {
   cat "$E2E_DIR/config.yaml" - >"$E2E_DIR/verify-config.yaml" <<YAML
   verify: true
@@ -320,9 +323,14 @@ YAML
   ctl_restart "$E2E_DIR/verify-config.yaml" || return
   wait_for 60 enforced_is 1 || fail "sandbox_network_policy_enforced after a minute: '$(enforced)', want 1 ($(grep -i probed "$E2E_DIR/ctl.log" | tail -2))"
   wait_for 20 net_condition_is bob-1 True Verified || fail "bob-1's NetworkPolicyEnforced: $(net_condition bob-1)"
+  expect_eq "$(directions)" 1/1 "sandbox_network_policy_direction_enforced ingress/egress"
+  one_direction_open egress '{podSelector: {matchLabels: {sandbox.dev/netprobe: client}}, policyTypes: [Egress], egress: [{}]}' 1/0
+  one_direction_open ingress '{podSelector: {matchLabels: {sandbox.dev/netprobe: target}}, policyTypes: [Ingress], ingress: [{}]}' 0/1
   "$E2E_ROOT/hack/cluster.sh" realnode-enforcer "$E2E_DIR" stop || { fail "cannot stop the enforcer"; return; }
   wait_for 90 enforced_is 0 || fail "sandbox_network_policy_enforced with the enforcer stopped: '$(enforced)', want 0"
   wait_for 20 net_condition_is bob-1 False NotEnforced || fail "bob-1's NetworkPolicyEnforced: $(net_condition bob-1)"
+  expect_eq "$(directions)" 0/0 "sandbox_network_policy_direction_enforced ingress/egress with the enforcer stopped"
+  expect_match "$(net_message bob-1)" "neither on ingress nor on egress" "bob-1's NetworkPolicyEnforced message"
   ctl_restart "$E2E_DIR/require-config.yaml" || return
   real_sandbox "$BOB" bob-2 bob >/dev/null || fail "cannot create bob-2"
   wait_for 60 enforced_is 0 || fail "not probed again: '$(enforced)'"
@@ -462,6 +470,36 @@ ctl_restart() {
 }
 enforced() { curl -s "http://127.0.0.1:$MPORT/metrics" | awk '$1 == "sandbox_network_policy_enforced" {print $2}'; }
 enforced_is() { [ "$(enforced)" = "$1" ]; }
+# directions: sandbox_network_policy_direction_enforced, "INGRESS/EGRESS".
+directions() {
+  curl -s "http://127.0.0.1:$MPORT/metrics" | awk '
+    $1 == "sandbox_network_policy_direction_enforced{direction=\"ingress\"}" {i = $2}
+    $1 == "sandbox_network_policy_direction_enforced{direction=\"egress\"}" {e = $2}
+    END {print i "/" e}'
+}
+net_message() { jp "$NS" sandbox "$1" '{.status.conditions[?(@.type=="NetworkPolicyEnforced")].message}'; }
+net_message_has() { [[ "$(net_message "$1")" == *"$2"* ]]; }
+# one_direction_open DIRECTION SPEC GAUGES: with the admin's policy SPEC (of
+# the probe's pods, in sandbox-system) letting DIRECTION through, the probe
+# says DIRECTION is not enforced (the gauge 0, the directions' gauges GAUGES,
+# bob-1's condition False naming it); enforced again once it is gone.
+one_direction_open() {
+  kubectl apply -f - >/dev/null <<YAML || { fail "the admin's policy opening $1"; return; }
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: probe-$1-open, namespace: sandbox-system}
+spec: $2
+YAML
+  wait_for 90 enforced_is 0 || fail "sandbox_network_policy_enforced with $1 let through: '$(enforced)', want 0"
+  wait_for 20 net_message_has bob-1 "does not enforce NetworkPolicy on $1" ||
+    fail "bob-1's NetworkPolicyEnforced with $1 let through: $(net_condition bob-1) '$(net_message bob-1)'"
+  expect_eq "$(net_condition bob-1)" False/NotEnforced "bob-1's NetworkPolicyEnforced with $1 let through"
+  expect_eq "$(directions)" "$3" "sandbox_network_policy_direction_enforced ingress/egress with $1 let through"
+  grep -q "NetworkPolicy enforcement probed\".*\"$1\":\"not_enforced\"" "$E2E_DIR/ctl.log" ||
+    fail "the log does not name $1: $(grep -i probed "$E2E_DIR/ctl.log" | tail -1)"
+  kubectl delete networkpolicy -n sandbox-system "probe-$1-open" >/dev/null || fail "cannot delete probe-$1-open"
+  wait_for 90 enforced_is 1 || fail "not verified again once $1 is no longer let through: '$(enforced)'"
+}
 net_condition() { jp "$NS" sandbox "$1" '{.status.conditions[?(@.type=="NetworkPolicyEnforced")].status}/{.status.conditions[?(@.type=="NetworkPolicyEnforced")].reason}'; }
 net_condition_is() { [ "$(net_condition "$1")" = "$2/$3" ]; }
 
