@@ -208,6 +208,9 @@ static void on_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 /* A pod appeared (or left) in the cache: it no longer lags behind our create. */
 static void pod_changed(struct sbx_controller *c, const cJSON *pod)
 {
+	const char *d = jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_DIGEST);
+	if (d)
+		sbx_strset_del(c->pods_made, d);
 	sbx_written_lagging(c->created_pods, meta_str(pod, "uid"), NULL);
 	enqueue_pod_owners(c, pod);
 }
@@ -544,6 +547,7 @@ int sbx_controller_start_caches(struct sbx_controller *c, long timeout_ms, char 
 	c->inflight = sbx_strset_new();
 	c->announced = sbx_strset_new();
 	c->pods_gone = sbx_strset_new();
+	c->pods_made = sbx_strset_new();
 	c->released = sbx_strset_new();
 	c->written = sbx_written_new();
 	c->created_pods = sbx_written_new();
@@ -749,6 +753,8 @@ void sbx_controller_release(struct sbx_controller *c)
 	c->announced = NULL;
 	sbx_strset_free(c->pods_gone);
 	c->pods_gone = NULL;
+	sbx_strset_free(c->pods_made);
+	c->pods_made = NULL;
 	sbx_strset_free(c->released);
 	c->released = NULL;
 	sbx_written_free(c->written);

@@ -270,10 +270,14 @@ static cJSON *take_listed(struct generations *g, const char *name)
 static int cache_has_no_generation(struct sbx_controller *c, const struct sbx_view *v)
 {
 	/* A pod of the digest left lately: released, its record may not have
-	 * reached the record cache yet (live reads see it, see claim). */
+	 * reached the record cache yet (live reads see it, see claim). One we
+	 * made lately and the cache does not show yet: a reconcile whose status
+	 * write failed after the create comes back at once, and must find its
+	 * pod rather than create it again (answered 409). */
 	if (c->cfg->key_lifetime_s < CACHED_CLAIM_MIN_LIFETIME_S || !informer_wait_synced(c->pods, 0) ||
 	    (c->claims && !informer_wait_synced(c->claims, 0)) ||
-	    (c->pods_gone && sbx_strset_has(c->pods_gone, v->scope.digest)))
+	    (c->pods_gone && sbx_strset_has(c->pods_gone, v->scope.digest)) ||
+	    (c->pods_made && sbx_strset_has(c->pods_made, v->scope.digest)))
 		return 0;
 	cJSON *pods = informer_list_by_index(c->pods, v->scope.digest);
 	int none = cJSON_GetArraySize(pods) == 0;

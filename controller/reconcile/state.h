@@ -76,6 +76,7 @@ struct sbx_controller {
 	struct sbx_strset *inflight;	  /* scope digests being claimed */
 	struct sbx_strset *announced;	  /* Sandbox uids whose binding was reported */
 	struct sbx_strset *pods_gone;	  /* scope digests whose pod left the pod cache lately */
+	struct sbx_strset *pods_made;	  /* scope digests whose pod we made, not yet in the pod cache */
 	struct sbx_strset *released;	  /* pod uids whose release DELETE was answered lately */
 	struct sbx_written *written;	  /* our status writes the Sandbox cache has not shown */
 	struct sbx_written *created_pods; /* our pod creates the pod cache has not shown */

@@ -33,6 +33,10 @@ static double since(time_t t)
 	return d > 0 ? d : 0;
 }
 
+/* How long after our pod create its scope's claims read live unless the pod
+ * cache shows the pod first: far longer than the cache lags while current. */
+#define PODS_MADE_MS 30000
+
 void sbx_rc_path(char *out, size_t n, const struct sbx_view *v)
 {
 	snprintf(out, n, "/apis/" SBX_API "/namespaces/%s/sandboxes/%s", v->ns, v->name);
@@ -391,8 +395,13 @@ enum kube_err sbx_rc_create_pod(struct sbx_controller *c, const struct sbx_view 
 	fault_point("before-pod-create");
 	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, out, err);
 	free(body);
-	if (e == KUBE_OK)
+	if (e == KUBE_OK) {
 		sbx_written_put(c->created_pods, meta_str(*out, "uid"), meta_str(*out, "resourceVersion"));
+		/* Until the pod cache shows it, claims of the digest read live
+		 * (reconcile.c, cache_has_no_generation). */
+		if (c->pods_made)
+			sbx_strset_add_for(c->pods_made, v->scope.digest, PODS_MADE_MS);
+	}
 	fault_point("after-pod-create");
 	return e;
 }
