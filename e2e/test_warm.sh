@@ -265,6 +265,67 @@ test_m_an_orphaned_pool_takes_its_warm_pods() {
 # pod create's response 1.5 s). Before: that create was counted as in flight
 # after its pod was seen, so the pool stalled for the in-flight window (30 s)
 # before replacing a member.
+# A pool in a namespace whose network floor cannot be made (here a policy
+# refuses NetworkPolicy creates there) makes no warm pod; each of its
+# reconciles tries the floor once and gives its refill turn back. The loop
+# over its missing members tried the floor again for each (ten refused POSTs
+# in one reconcile) and spent a turn of the refill budget every pool shares
+# on each. Pool reconciles are held 3 s, so two attempts within 2 s are one
+# reconcile's.
+test_n_a_pool_whose_floor_is_refused_tries_it_once() {
+  local ns=team-nf
+  new_namespace $ns
+  kubectl label namespace $ns e2e-refuse=nf-floor >/dev/null
+  kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: nf-floor}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [networking.k8s.io], apiVersions: [v1], operations: [CREATE], resources: [networkpolicies]}]
+  validations: [{expression: "false", message: "e2e: no NetworkPolicy here"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: nf-floor}
+spec:
+  policyName: nf-floor
+  validationActions: [Deny]
+  matchResources: {namespaceSelector: {matchLabels: {e2e-refuse: nf-floor}}}
+YAML
+  refused() {
+    ! kubectl apply --dry-run=server -f - >/dev/null 2>&1 <<'YAML'
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: probe, namespace: team-nf}
+spec: {podSelector: {}, policyTypes: [Ingress]}
+YAML
+  }
+  wait_for 30 refused || fail "the policy refusing NetworkPolicies is not enforced"
+  controller_stop "$MAIN_CTL"
+  SBX_FAULT_DELAYS=pool-reconcile=3000 main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+  pool "$KUBECONFIG" $ns nf-pool 10 - >/dev/null || fail "create nf-pool"
+  attempts() { grep '"msg":"the network floor cannot be made"' "$E2E_DIR/main.log" | grep '"pool":"nf-pool"'; }
+  wait_for 30 attempts || fail "no attempt at nf-pool's floor: $(pool_diag $ns nf-pool)"
+  sleep 2
+  local first
+  first=$(attempts | python3 -c 'import json, sys
+from datetime import datetime
+ts = [datetime.fromisoformat(json.loads(l)["ts"].replace("Z", "+00:00")) for l in sys.stdin]
+print(sum(1 for t in ts if (t - ts[0]).total_seconds() < 2))')
+  say "  a pool of 10 whose floor is refused: $first attempts at the floor in its first reconcile"
+  expect_eq "$first" 1 "attempts at the floor in one reconcile of a pool of 10"
+  expect_eq "$(pool_pods $ns nf-pool)" 0 "warm pods without a floor"
+  kubectl delete swp -n $ns nf-pool --wait=false >/dev/null
+  kubectl delete validatingadmissionpolicybinding nf-floor >/dev/null
+  kubectl delete validatingadmissionpolicy nf-floor >/dev/null
+  controller_stop "$MAIN_CTL"
+  main_start
+  install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
+}
+
 test_k_refill_when_the_event_beats_the_response() {
   controller_stop "$MAIN_CTL"
   SBX_FAULT_DELAYS=warm-create-response=1500 main_start
