@@ -550,7 +550,8 @@ int sbx_pool_authorized(struct sbx_controller *c, const cJSON *pool, const char 
 
 enum create { CREATED,
 	      CREATE_UNKNOWN, /* no answer: the pod may exist (counted in flight) */
-	      CREATE_REFUSED  /* no pod: the API refused it (why says why) */
+	      CREATE_REFUSED, /* no pod: the API refused it (why says why) */
+	      CREATE_NOT_NOW  /* nothing sent: no floor, or not enforced (why says why) */
 };
 
 /* Creates one warm pod of p. */
@@ -563,17 +564,18 @@ static enum create create_member(struct sbx_controller *c, const struct pool_vie
 	ktime_format_rfc3339(time(NULL), now);
 	struct kube_error err;
 	/* Not yet (network.requireEnforced, or the floor cannot be made: never
-	 * a pod without its floor): no pod, and the caller looks again later
-	 * as after an unknown answer. */
+	 * a pod without its floor): nothing sent, and the caller looks again
+	 * later. */
 	if (sbx_netverify_gate(c, why, whylen) < 0)
-		return CREATE_UNKNOWN;
+		return CREATE_NOT_NOW;
 	enum kube_err fe = sbx_netkeep_ensure(c, p->ns, &err);
 	if (fe == KUBE_OK) /* the policy of the profiles it names, as a Sandbox's pod */
 		fe = sbx_netkeep_ensure_profiles(c, p->ns, p->spec, &err);
 	if (fe != KUBE_OK) {
 		log_kv(LOG_WARN, "the network floor cannot be made", "pool", p->name, "namespace", p->ns, "error",
 		       err.message);
-		return CREATE_UNKNOWN;
+		snprintf(why, whylen, "the network floor cannot be made: %.240s", err.message);
+		return CREATE_NOT_NOW;
 	}
 	cJSON *pod = sbx_pool_pod_build(c->cfg, c->seal_keys, p->ns, p->name, p->uid, name, p->spec, p->fp, now);
 	if (!pod)
@@ -766,6 +768,14 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 				break;
 			}
 			enum create cr = create_member(c, &p, why, sizeof why);
+			if (cr == CREATE_NOT_NOW) {
+				/* Nothing sent, and the next member would meet the same
+				 * floor: the turn goes back to the other pools, and the
+				 * pool is looked at again after a backoff. */
+				sbx_refill_refund(c->pool_state->refill, ns, p.uid);
+				r = -1;
+				break;
+			}
 			if (cr == CREATE_REFUSED) {
 				/* No pod: the token goes back to the others. */
 				sbx_refill_refund(c->pool_state->refill, ns, p.uid);
