@@ -254,6 +254,27 @@ test_f_warm_pods_stop_at_max_warm() {
   stop_racing
 }
 
+# A lowered maxWarm applies to the pools it governs at once, a full pool's
+# too: its extras go. The quota's change queued the owners' waiting
+# Sandboxes but no pool, so a full pool with nothing else to look at (no
+# author to ask about again: --owner-authorization namespace) kept what it
+# had. Raised again, the pool fills up to its replicas.
+warm_count() { kubectl get pods -n "$1" -l sandbox.dev/pool --field-selector=status.phase!=Failed --no-headers 2>/dev/null |
+  awk '$3 != "Terminating"' | grep -c .; }
+test_f_b_a_changed_max_warm_applies_at_once() {
+  new_namespace qfb
+  quota qfb alice alice - Queue 2
+  racing_controllers --warm-pool-settle 1s || return
+  warm_pool qfb 2
+  wait_for 60 eval '[ "$(jp qfb swp pool "{.status.readyReplicas}")" = 2 ]' || fail "the pool is not full: $(jp qfb swp pool '{.status}')"
+  sleep 3
+  quota qfb alice alice - Queue 1
+  wait_for 20 eval '[ "$(warm_count qfb)" -eq 1 ]' || fail "warm pods 20 s after maxWarm went to 1: $(warm_count qfb)"
+  quota qfb alice alice - Queue 2
+  wait_for 20 eval '[ "$(warm_count qfb)" -eq 2 ]' || fail "warm pods 20 s after maxWarm went back to 2: $(warm_count qfb)"
+  stop_racing
+}
+
 test_g_namespace_quota_and_the_controllers_default() {
   new_namespace qg
   printf 'quota:\n  maxActive: 1\n  mode: Queue\n' >"$E2E_DIR/quota-default.yaml"
