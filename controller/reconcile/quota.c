@@ -548,6 +548,20 @@ void sbx_quota_on_quota(struct sbx_controller *c, const cJSON *quota)
 	pthread_mutex_unlock(&s->mu);
 	for (size_t i = 0; i < n; i++)
 		wake(c, keys[i], WAKE_FIRST);
+	/* maxWarm changed, or who it governs: the namespace's pools look
+	 * again (a full pool has nothing else that would make it look: its
+	 * extras would stay, or it would not fill to a raised limit). */
+	cJSON *pools = c->pools ? informer_list_by_index(c->pools, ns) : NULL;
+	const cJSON *p;
+	cJSON_ArrayForEach(p, pools)
+	{
+		const char *pname = meta_str(p, "name"), *owner = jstr(jobj(p, "spec"), "workspaceOwner");
+		if (!pname)
+			continue;
+		snprintf(item, sizeof item, "%s/%s", ns, pname);
+		workqueue_add_flow(c->queue, SBX_WORK_POOL, item, owner ? owner : "");
+	}
+	cJSON_Delete(pools);
 }
 
 /* ---- the slots of an owner, from the cache ---- */
