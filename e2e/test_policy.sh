@@ -601,6 +601,52 @@ test_7_c_owner_references_of_sandbox_pods_are_the_controllers() {
   expect_eq "$(jp team-a pod "$pod" '{.metadata.ownerReferences[*].name}')" ws-7c "the owner references of $pod"
 }
 
+# owners POD: the names of the owners of pod POD in team-a.
+owners() { jp team-a pod "$1" '{.metadata.ownerReferences[*].name}'; }
+# pod_state POD: its phase, deletion and owners, for a failure message.
+pod_state() { jp team-a pod "$1" '{.status.phase} deleting "{.metadata.deletionTimestamp}" owners "{.metadata.ownerReferences[*].name}"'; }
+
+# Contract 4 and 5a: a pod runs while a Sandbox bound to it is active, and
+# goes with the last one. A Sandbox deleted with its dependents orphaned
+# (--cascade=orphan): the garbage collector removes its owner reference and
+# leaves the pod running, alice's command over her folders past any
+# revocation, and nothing would ever lifecycle it. The controller deletes a
+# sandbox pod no Sandbox holds; one another Sandbox still holds stays.
+test_7_d_a_sandbox_deleted_orphaning_takes_its_pod() {
+  sandbox_as_alice ws-7d task-ws7d alice || fail "ws-7d refused"
+  sandbox_as_alice ws-7d2 task-ws7d alice || fail "ws-7d2 refused"
+  wait_for 60 bound team-a ws-7d || { fail "ws-7d not bound"; return; }
+  wait_for 60 bound team-a ws-7d2 || { fail "ws-7d2 not bound"; return; }
+  local pod
+  pod=$(pod_of team-a ws-7d)
+  expect_eq "$(pod_of team-a ws-7d2)" "$pod" "ws-7d2 shares ws-7d's pod"
+  as "$ALICE" delete sandbox -n team-a ws-7d --cascade=orphan --wait=true >/dev/null || fail "alice's orphaning delete of ws-7d"
+  wait_for 30 eval '[ "$(owners "$pod")" = ws-7d2 ]' || fail "$pod after ws-7d went: $(pod_state "$pod")"
+  sleep 2
+  expect_eq "$(jp team-a pod "$pod" '{.metadata.deletionTimestamp}')" "" "$pod while ws-7d2 holds it: deleting"
+  as "$ALICE" delete sandbox -n team-a ws-7d2 --cascade=orphan --wait=true >/dev/null || fail "alice's orphaning delete of ws-7d2"
+  wait_for 60 pod_gone team-a "$pod" || fail "$pod outlives its Sandboxes (--cascade=orphan): $(pod_state "$pod")"
+}
+
+# The same by a tenant who may patch pods: removing owner references passes
+# admission (test_7_c; the garbage collector does so), so mallory strips
+# every reference from alice's pod, then alice deletes her Sandbox as usual:
+# the garbage collector had nothing to collect. While ws-7e is active the
+# controller puts its reference back; once it is gone, the pod goes.
+test_7_e_owner_references_removed_then_the_sandbox_deleted() {
+  sandbox_as_alice ws-7e task-ws7e alice || fail "ws-7e refused"
+  wait_for 60 bound team-a ws-7e || { fail "ws-7e not bound"; return; }
+  local pod out
+  pod=$(pod_of team-a ws-7e)
+  out=$(as "$MALLORY" patch pod -n team-a "$pod" --type json -p '[{"op":"remove","path":"/metadata/ownerReferences"}]' 2>&1) ||
+    fail "mallory's removal of $pod's owner references: $out"
+  wait_for 30 eval '[ "$(owners "$pod")" = ws-7e ]' || fail "$pod's reference to active ws-7e not restored: $(pod_state "$pod")"
+  out=$(as "$MALLORY" patch pod -n team-a "$pod" --type json -p '[{"op":"remove","path":"/metadata/ownerReferences"}]' 2>&1) ||
+    fail "mallory's second removal of $pod's owner references: $out"
+  as "$ALICE" delete sandbox -n team-a ws-7e --wait=true >/dev/null || fail "alice's delete of ws-7e"
+  wait_for 60 pod_gone team-a "$pod" || fail "$pod outlives ws-7e (owner references removed): $(pod_state "$pod")"
+}
+
 # Updates of a Sandbox being deleted skip both webhooks (finalizer removals
 # must never wait for them): its reserved metadata is still the controller's,
 # and its finalizers and garbage collection still go through. The status

@@ -14,6 +14,7 @@
 #include "sandbox/poolspec.h"
 #include "sandbox/scope.h"
 #include "sandbox/seal.h"
+#include "sandbox/trim.h"
 #include "sandbox/verify.h"
 #include "test_suites.h"
 
@@ -384,6 +385,108 @@ static void test_orphaned_warm_pod(void)
 	pool_release(&f);
 }
 
+/* Removes metadata member k of pod. */
+static void drop_meta(cJSON *pod, const char *k)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItem(pod, "metadata"), k);
+}
+
+/* A sandbox pod whose Sandbox owner references are gone (the Sandbox
+ * deleted with --cascade=orphan, or the references removed) is an orphan:
+ * the garbage collector never takes it. A cold pod and a taken warm pod
+ * alike, full or as the pod cache trims it. Not one a Sandbox still holds
+ * (alive or gone: that is the garbage collector's), one going, a warm pool's
+ * member (its pool's), nor any pod that does not verify as the
+ * controller's (unsealed, sealed with another key, its labels changed). */
+static void test_orphaned_sandbox_pod(void)
+{
+	struct pool_fixture f;
+	pool_init(&f);
+	struct sbx_scope sc;
+	char err[128], seal[65], sealed[128], claim[80];
+	cJSON *s = cJSON_Parse("{\"image\":\"registry.local/agent:1.0\",\"command\":[\"sleep\",\"infinity\"],"
+			       "\"workspaceOwner\":\"alice\",\"idempotencyKey\":\"k\"}");
+	CU_ASSERT_EQUAL_FATAL(sbx_scope_compute("team-a", "uid-1", s, &sc, err, sizeof err), 0);
+	sbx_pod_name(&sc, 0, claim, sizeof claim);
+	CU_ASSERT_EQUAL_FATAL(sbx_seal_sign(&f.keys, "team-a", claim, sc.digest, "alice", sc.fingerprint, CREATED, seal), 0);
+	struct sbx_pod_params p = { .ns = "team-a", .pod_name = claim, .sandbox_name = "s1", .sandbox_uid = "uid-1", .spec = s, .scope = &sc, .claimed_at = CREATED, .seal = seal, .cfg = &f.cfg };
+	cJSON *cold = sbx_pod_build(&p);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cold);
+	CU_ASSERT_FALSE(sbx_pod_orphaned(cold, &f.keys)); /* as created: its Sandbox holds it */
+	cJSON *md = cJSON_GetObjectItem(cold, "metadata");
+	/* another Sandbox, of any uid (one deleted: the garbage collector's) */
+	cJSON *refs = cJSON_GetObjectItem(md, "ownerReferences");
+	cJSON_ReplaceItemInObject(cJSON_GetArrayItem(refs, 0), "uid", cJSON_CreateString("uid-gone"));
+	CU_ASSERT_FALSE(sbx_pod_orphaned(cold, &f.keys));
+	drop_meta(cold, "ownerReferences");
+	CU_ASSERT_TRUE(sbx_pod_orphaned(cold, &f.keys));
+	cJSON *trimmed = sbx_trim_pod(cold);
+	CU_ASSERT_TRUE(sbx_pod_orphaned(trimmed, &f.keys)); /* as the pod cache holds it */
+	cJSON_Delete(trimmed);
+	cJSON_AddItemToObject(md, "ownerReferences", cJSON_CreateArray()); /* emptied */
+	CU_ASSERT_TRUE(sbx_pod_orphaned(cold, &f.keys));
+	cJSON_AddItemToArray(cJSON_GetObjectItem(md, "ownerReferences"),
+			     cJSON_Parse("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"name\":\"x\",\"uid\":\"u\"}"));
+	CU_ASSERT_TRUE(sbx_pod_orphaned(cold, &f.keys)); /* no Sandbox among its owners */
+	cJSON_AddItemToArray(cJSON_GetObjectItem(md, "ownerReferences"),
+			     cJSON_Parse("{\"apiVersion\":\"example.com/v1\",\"kind\":\"Sandbox\",\"name\":\"s1\",\"uid\":\"u\"}"));
+	CU_ASSERT_TRUE(sbx_pod_orphaned(cold, &f.keys)); /* another group's Sandbox */
+	cJSON_AddStringToObject(md, "deletionTimestamp", "2026-12-07T00:00:00Z");
+	CU_ASSERT_FALSE(sbx_pod_orphaned(cold, &f.keys)); /* going */
+	drop_meta(cold, "deletionTimestamp");
+	/* not verified as the controller's: never touched */
+	struct sbx_seal_keys other;
+	sbx_seal_keys_init(&other);
+	CU_ASSERT_EQUAL_FATAL(sbx_seal_keys_add(&other, (const unsigned char *)"fedcba9876543210fedcba9876543210", 32, 16,
+						err, sizeof err),
+			      0);
+	CU_ASSERT_FALSE(sbx_pod_orphaned(cold, &other));
+	CU_ASSERT_FALSE(sbx_pod_orphaned(cold, NULL));
+	sbx_seal_keys_release(&other);
+	cJSON *x = cJSON_Duplicate(cold, 1);
+	cJSON *xl = cJSON_GetObjectItem(cJSON_GetObjectItem(x, "metadata"), "labels");
+	cJSON_ReplaceItemInObject(xl, SBX_LABEL_DIGEST, cJSON_CreateString("0123456789abcdef0123456789abcdef"));
+	CU_ASSERT_FALSE(sbx_pod_orphaned(x, &f.keys)); /* the seal is over another digest */
+	cJSON_DeleteItemFromObject(xl, SBX_LABEL_DIGEST);
+	CU_ASSERT_FALSE(sbx_pod_orphaned(x, &f.keys));
+	cJSON_Delete(x);
+	x = cJSON_Duplicate(cold, 1);
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(cJSON_GetObjectItem(x, "metadata"), "labels"),
+				   "app.kubernetes.io/managed-by");
+	CU_ASSERT_FALSE(sbx_pod_orphaned(x, &f.keys)); /* not managed by the controller */
+	cJSON_Delete(x);
+	x = cJSON_Duplicate(cold, 1);
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(cJSON_GetObjectItem(x, "metadata"), "annotations"), SBX_ANN_OWNER);
+	CU_ASSERT_FALSE(sbx_pod_orphaned(x, &f.keys)); /* the seal names its owner */
+	cJSON_Delete(x);
+	/* a taken warm pod: named for the pool, claimed for the scope */
+	sbx_seal_pod_name(WARM, claim, sealed, sizeof sealed);
+	CU_ASSERT_EQUAL_FATAL(sbx_seal_sign(&f.keys, "team-a", sealed, sc.digest, "alice", sc.fingerprint, CREATED, seal), 0);
+	p.pod_name = WARM;
+	p.claim = claim;
+	cJSON *taken = sbx_pod_build(&p);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(taken);
+	CU_ASSERT_FALSE(sbx_pod_orphaned(taken, &f.keys));
+	drop_meta(taken, "ownerReferences");
+	CU_ASSERT_TRUE(sbx_pod_orphaned(taken, &f.keys));
+	cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(taken, "metadata"), "labels"), SBX_LABEL_POOL,
+				POOL_UID);
+	CU_ASSERT_FALSE(sbx_pod_orphaned(taken, &f.keys)); /* labelled a pool's: the pool's to judge */
+	/* a pool's member without its pool: sbx_pool_orphaned's, not this */
+	cJSON *member =
+	    sbx_pool_pod_build(&f.cfg, &f.keys, "team-a", "agents", POOL_UID, WARM, f.spec, f.fp, CREATED);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(member);
+	drop_meta(member, "ownerReferences");
+	CU_ASSERT_TRUE(sbx_pool_orphaned(member));
+	CU_ASSERT_FALSE(sbx_pod_orphaned(member, &f.keys));
+	CU_ASSERT_FALSE(sbx_pod_orphaned(NULL, &f.keys));
+	cJSON_Delete(member);
+	cJSON_Delete(taken);
+	cJSON_Delete(cold);
+	cJSON_Delete(s);
+	pool_release(&f);
+}
+
 void register_sandbox_pool_tests(void)
 {
 	SBX_SUITE("sandbox/pool", { "template fingerprint", test_template_fingerprint },
@@ -391,5 +494,6 @@ void register_sandbox_pool_tests(void)
 		  { "a warm-bound pod's claim is sealed", test_warm_bound_claim_sealed },
 		  { "the pool cache's trim", test_pool_trim }, { "warm pod names", test_pool_pod_names },
 		  { "a pool naming network profiles: its pods, fingerprint and record", test_pool_profiles },
-		  { "an orphaned warm pod", test_orphaned_warm_pod });
+		  { "an orphaned warm pod", test_orphaned_warm_pod },
+		  { "an orphaned sandbox pod", test_orphaned_sandbox_pod });
 }

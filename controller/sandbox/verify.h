@@ -46,6 +46,17 @@ struct sbx_verify_expect {
  * OK. */
 enum sbx_verify sbx_pod_verify(const cJSON *pod, const struct sbx_verify_expect *e);
 
+/* 1 when pod (full or trimmed) is a sandbox pod this controller made for
+ * Sandboxes that no Sandbox holds: not a warm pool's member (no
+ * sandbox.dev/pool label: those are their pool's), none of its owner
+ * references a Sandbox (its Sandbox deleted with --cascade=orphan, or the
+ * references removed), not being deleted, and genuine under its own
+ * namespace, scope digest label and owner (sbx_pod_verify with keys: the
+ * labels and the seal). Nothing would ever delete it but the controller. A
+ * reference to a Sandbox that is gone still counts: the garbage collector
+ * takes that pod. */
+int sbx_pod_orphaned(const cJSON *pod, const struct sbx_seal_keys *keys);
+
 /* ---- The payload certificate: what makes a pod adoptable (contract 4) ----
  *
  * The seal covers the pod's identity, not its payload: whoever may delete and
