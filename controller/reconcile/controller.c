@@ -33,6 +33,7 @@
 #include "sandbox/poolspec.h"
 #include "sandbox/quota.h"
 #include "sandbox/trim.h"
+#include "sandbox/verify.h"
 #include "sandbox/wsprep.h"
 
 /* How long after a pod left the pod cache its scope reads records live:
@@ -88,6 +89,19 @@ static void enqueue_key(struct sbx_controller *c, const char *ns, const char *na
 	workqueue_add_flow(c->queue, SBX_WORK_SANDBOX, key, owner ? owner : "");
 }
 
+/* Queues pod when it is a sandbox pod no Sandbox holds (sandbox/verify.h,
+ * sbx_pod_orphaned: its Sandbox deleted with --cascade=orphan, or its
+ * owner references removed), for sbx_lc_collect_orphan. */
+static void enqueue_pod_orphan(struct sbx_controller *c, const cJSON *pod)
+{
+	if (!c->queue || !pod || !sbx_pod_orphaned(pod, c->seal_keys))
+		return;
+	char item[600];
+	const char *owner = annotation(pod, SBX_ANN_OWNER);
+	snprintf(item, sizeof item, "%s/%s", meta_str(pod, "namespace"), meta_str(pod, "name"));
+	workqueue_add_flow(c->queue, SBX_WORK_POD_ORPHAN, item, owner ? owner : "");
+}
+
 /* Moves the Sandbox gauge by phase: +d for obj's status.phase. */
 static void count_phase(const cJSON *obj, double d)
 {
@@ -141,11 +155,14 @@ static void on_sandbox_delete(void *ctx, const cJSON *obj)
 		}
 	}
 	/* The other Sandboxes holding its pod may now hold it alone while
-	 * suspended or expired: they decide whether it is released. */
+	 * suspended or expired: they decide whether it is released. Its
+	 * references gone before it, its pod is no one's any more. */
 	const char *pod = jstr(jobj(obj, "status"), "podName");
 	cJSON *p = pod && c->pods ? informer_get(c->pods, meta_str(obj, "namespace"), pod) : NULL;
-	if (p)
+	if (p) {
 		enqueue_pod_owners(c, p);
+		enqueue_pod_orphan(c, p);
+	}
 	cJSON_Delete(p);
 }
 
@@ -202,6 +219,7 @@ static void on_pod_update(void *ctx, const cJSON *old_obj, const cJSON *new_obj)
 	if (!same_but_version(old_obj, new_obj)) {
 		sbx_quota_on_pod(ctx, new_obj, 0);
 		enqueue_pod_owners(ctx, new_obj);
+		enqueue_pod_orphan(ctx, new_obj);
 	}
 }
 
@@ -220,6 +238,7 @@ static void on_pod_add(void *ctx, const cJSON *pod)
 	sbx_netkeep_pod(ctx, pod, 0);
 	sbx_quota_on_pod(ctx, pod, 0);
 	pod_changed(ctx, pod);
+	enqueue_pod_orphan(ctx, pod); /* also those left while the controller was down */
 }
 
 /* A pod left: for a while its scope's claims read the records live (its
@@ -424,11 +443,12 @@ static int work(struct sbx_controller *c, int kind, const char *key, struct sbx_
 		return 0;
 	char *ns = xstrndup(key, (size_t)(slash - key));
 	res->timer = kind == SBX_WORK_CLAIM; /* collections wait for a key's expiry: never before other work */
-	int r = kind == SBX_WORK_CLAIM	  ? sbx_rec_collect(c, ns, slash + 1)
-		: kind == SBX_WORK_QUOTA  ? sbx_quota_reconcile(c, ns, slash + 1)
-		: kind == SBX_WORK_SLOT	  ? sbx_quota_collect_slot(c, ns, slash + 1)
-		: kind == SBX_WORK_ORPHAN ? sbx_pool_collect_orphan(c, ns, slash + 1)
-					  : sbx_pool_reconcile(c, ns, slash + 1);
+	int r = kind == SBX_WORK_CLAIM	      ? sbx_rec_collect(c, ns, slash + 1)
+		: kind == SBX_WORK_QUOTA      ? sbx_quota_reconcile(c, ns, slash + 1)
+		: kind == SBX_WORK_SLOT	      ? sbx_quota_collect_slot(c, ns, slash + 1)
+		: kind == SBX_WORK_ORPHAN     ? sbx_pool_collect_orphan(c, ns, slash + 1)
+		: kind == SBX_WORK_POD_ORPHAN ? sbx_lc_collect_orphan(c, ns, slash + 1)
+					      : sbx_pool_reconcile(c, ns, slash + 1);
 	free(ns);
 	return r;
 }

@@ -22,6 +22,7 @@
 #include "reconcile/strset.h"
 #include "reconcile/warm.h"
 #include "reconcile/writes.h"
+#include "reconcile/written.h"
 #include "reconcile/wsgate.h"
 #include "sandbox/authz.h"
 #include "sandbox/claimrec.h"
@@ -31,6 +32,7 @@
 #include "sandbox/scope.h"
 #include "sandbox/spec.h"
 #include "sandbox/trim.h"
+#include "sandbox/verify.h"
 
 enum holder { H_ACTIVE,
 	      H_SUSPENDED,
@@ -1024,4 +1026,126 @@ enum sbx_examine sbx_lc_claim_record(struct sbx_controller *c, struct sbx_view *
 	enum sbx_examine x = sbx_rc_examine(c, v, pod, delay);
 	cJSON_Delete(pod);
 	return x;
+}
+
+/* ---- sandbox pods no Sandbox holds ---- */
+
+/* Puts refs (the Sandboxes bound to pod, in the shape count_holders
+ * builds) back among pod's owner references, non-controller as an
+ * adopter's, guarded by the pod's uid and resourceVersion: a pod changed
+ * meanwhile (a joiner's reference, a delete) is looked at again. 0,
+ * REQUEUE_BUSY_MS, or -1. */
+static int restore_owners(struct sbx_controller *c, const char *ns, const cJSON *pod, cJSON *refs)
+{
+	cJSON *r;
+	cJSON_ArrayForEach(r, refs)
+	{
+		cJSON_AddFalseToObject(r, "controller");
+		cJSON_AddTrueToObject(r, "blockOwnerDeletion");
+	}
+	cJSON *patch = cJSON_CreateObject();
+	cJSON *m = cJSON_AddObjectToObject(patch, "metadata");
+	cJSON_AddStringToObject(m, "uid", meta_str(pod, "uid"));
+	cJSON_AddStringToObject(m, "resourceVersion", meta_str(pod, "resourceVersion"));
+	cJSON_AddItemToObject(m, "ownerReferences", cJSON_Duplicate(refs, 1));
+	char *body = cJSON_PrintUnformatted(patch);
+	cJSON_Delete(patch);
+	char path[600];
+	sbx_rc_pod_path(path, sizeof path, ns, meta_str(pod, "name"));
+	struct kube_error err;
+	enum kube_err e =
+	    kube_request(c->kc, "PATCH", path, NULL, body, "application/strategic-merge-patch+json", NULL, &err);
+	free(body);
+	if (e == KUBE_OK)
+		return 0;
+	if (e == KUBE_ERR_CONFLICT || e == KUBE_ERR_NOT_FOUND)
+		return REQUEUE_BUSY_MS;
+	log_kv(LOG_WARN, "restoring a sandbox pod's owner references failed", "namespace", ns, "pod",
+	       meta_str(pod, "name"), "error", err.message);
+	return -1;
+}
+
+int sbx_lc_collect_orphan(struct sbx_controller *c, const char *ns, const char *name)
+{
+	if (!c->sandboxes || !informer_wait_synced(c->sandboxes, 0))
+		return REQUEUE_WAIT_MS; /* who is bound to it cannot be told yet */
+	cJSON *pod = NULL;
+	if (sbx_rc_get_pod(c, ns, name, &pod) < 0)
+		return -1;
+	const char *uid = meta_str(pod, "uid"), *rv = meta_str(pod, "resourceVersion");
+	const char *digest = jstr(jobj(jobj(pod, "metadata"), "labels"), SBX_LABEL_DIGEST);
+	if (!pod || !uid || !rv || !sbx_pod_orphaned(pod, c->seal_keys)) {
+		cJSON_Delete(pod);
+		return 0; /* gone, going, held again, or not the controller's */
+	}
+	/* A claim of its scope in flight here may have just made or taken it
+	 * and not yet said so in its status: looked at once that is done. */
+	if (c->inflight && sbx_strset_has(c->inflight, digest)) {
+		cJSON_Delete(pod);
+		return REQUEUE_WAIT_MS;
+	}
+	/* The Sandboxes bound to this very pod (status podName and podUID: one
+	 * bound to an earlier pod of the name holds nothing of this one), by
+	 * the cache's index of scope digests. */
+	cJSON *sandboxes = informer_list_by_index(c->sandboxes, digest), *refs = cJSON_CreateArray();
+	const cJSON *o;
+	int active = 0, lagging = 0;
+	time_t now = time(NULL);
+	char names[512] = "";
+	cJSON_ArrayForEach(o, sandboxes)
+	{
+		const char *sn = meta_str(o, "name"), *su = meta_str(o, "uid"), *sns = meta_str(o, "namespace");
+		const char *pn = jstr(jobj(o, "status"), "podName"), *pu = jstr(jobj(o, "status"), "podUID");
+		if (!sn || !su || !sns || strcmp(sns, ns))
+			continue;
+		if (!pn || !pu || strcmp(pn, name) || strcmp(pu, uid)) {
+			/* Our status write binding it may not be in the cache yet. */
+			lagging |= sbx_written_lagging(c->written, su, meta_str(o, "resourceVersion"));
+			continue;
+		}
+		enum holder h = holder_state(c, ns, sn, su, now, digest);
+		if (h == H_GONE)
+			continue; /* being deleted (--cascade=orphan is), or another scope's */
+		active += h == H_ACTIVE;
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "apiVersion", SBX_API);
+		cJSON_AddStringToObject(r, "kind", "Sandbox");
+		cJSON_AddStringToObject(r, "name", sn);
+		cJSON_AddStringToObject(r, "uid", su);
+		cJSON_AddItemToArray(refs, r);
+		size_t used = strlen(names);
+		snprintf(names + used, sizeof names - used, "%s%s", used ? "," : "", sn);
+	}
+	int r;
+	if (cJSON_GetArraySize(refs) > 0) {
+		/* Someone removed the references of Sandboxes still bound to it
+		 * (admission lets anyone who may patch pods remove them): put back,
+		 * the lifecycle goes on deciding by them, and the pod goes with
+		 * its last Sandbox again. A suspended or expired one is put back
+		 * too, so that its release writes the record a resume or a retry
+		 * of its key reads; the release follows at once (the restored
+		 * references' event queues each). */
+		r = restore_owners(c, ns, pod, refs);
+		if (r == 0)
+			log_kv(LOG_WARN, "sandbox pod's owner references restored", "namespace", ns, "pod", name,
+			       "sandboxes", names, "active", active ? "yes" : "no");
+	} else if (lagging) {
+		r = WRITTEN_RECHECK_MS;
+	} else {
+		/* It runs its requester's command over its owner's folders, and
+		 * nothing else would ever delete it: not the garbage collector (no
+		 * owner), not the lifecycle (no Sandbox), not a revocation. Guarded
+		 * by its uid and resourceVersion, so a Sandbox that adopted it
+		 * meanwhile keeps it. */
+		char path[600];
+		sbx_rc_pod_path(path, sizeof path, ns, name);
+		r = sbx_rc_delete(c, path, uid, rv);
+		if (r == 0)
+			log_kv(LOG_INFO, "sandbox pod without its Sandbox deleted", "namespace", ns, "pod", name, "owner",
+			       annotation(pod, SBX_ANN_OWNER));
+	}
+	cJSON_Delete(refs);
+	cJSON_Delete(sandboxes);
+	cJSON_Delete(pod);
+	return r;
 }

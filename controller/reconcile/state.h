@@ -18,13 +18,14 @@
  * "<ns>/<name>": a Sandbox's reconcile; a claim record's collection, queued
  * for when its key's lifetime ends (a timer, no poll); a warm pool's
  * reconcile; a SandboxQuota's status; a quota slot whose pod is gone; a
- * warm pod no pool owns. */
+ * warm pod no pool owns; a sandbox pod no Sandbox holds. */
 enum sbx_work { SBX_WORK_SANDBOX,
 		SBX_WORK_CLAIM,
 		SBX_WORK_POOL,
 		SBX_WORK_QUOTA,
 		SBX_WORK_SLOT,
-		SBX_WORK_ORPHAN };
+		SBX_WORK_ORPHAN,
+		SBX_WORK_POD_ORPHAN };
 
 struct sbx_strset;	/* a set of short strings (digests, uids) */
 struct sbx_quota_state; /* per-owner quota bookkeeping (reconcile/quota.h) */

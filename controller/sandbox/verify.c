@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sandbox/podbuild.h"
+#include "sandbox/poolspec.h"
 #include "sandbox/seal.h"
 #include "sandbox/claimrec.h"
 #include "base/xmalloc.h"
@@ -91,7 +92,31 @@ enum sbx_verify sbx_pod_verify(const cJSON *pod, const struct sbx_verify_expect 
 
 int sbx_pod_orphaned(const cJSON *pod, const struct sbx_seal_keys *keys)
 {
-	return 0;
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(pod, "metadata"), *ref;
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(md, "labels");
+	const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
+	const char *digest = str_member(labels, SBX_LABEL_DIGEST);
+	if (!cJSON_IsObject(md) || !digest || cJSON_GetObjectItemCaseSensitive(labels, SBX_LABEL_POOL))
+		return 0;
+	cJSON_ArrayForEach(ref, cJSON_GetObjectItemCaseSensitive(md, "ownerReferences"))
+	{
+		const char *kind = str_member(ref, "kind"), *api = str_member(ref, "apiVersion");
+		if (same(kind, "Sandbox") && api && !strncmp(api, "sandbox.dev/", 12))
+			return 0;
+	}
+	/* Checked last, on pods no Sandbox holds (rare): the seal costs an
+	 * HMAC per key, and the pod cache calls this on every pod event. Its
+	 * own digest and owner are expected: whatever scope it is of, it must
+	 * be the controller's own, or it is left alone. */
+	struct sbx_scope sc = { 0 };
+	snprintf(sc.digest, sizeof sc.digest, "%s", digest); /* one too long is cut: no match */
+	const cJSON *ow = cJSON_GetObjectItemCaseSensitive(ann, SBX_ANN_OWNER);
+	struct sbx_verify_expect e = { .ns = str_member(md, "namespace"),
+				       .owner = cJSON_IsString(ow) ? ow->valuestring : NULL,
+				       .scope = &sc,
+				       .keys = keys,
+				       .check_fingerprint = 0 };
+	return keys && sbx_pod_verify(pod, &e) == SBX_VERIFY_OK;
 }
 
 const char *sbx_verify_str(enum sbx_verify v)
