@@ -649,8 +649,11 @@ test_7_e_owner_references_removed_then_the_sandbox_deleted() {
 
 # Updates of a Sandbox being deleted skip both webhooks (finalizer removals
 # must never wait for them): its reserved metadata is still the controller's,
-# and its finalizers and garbage collection still go through. The status
-# (lifecycle facts) is written by the controller alone.
+# and its finalizers and garbage collection still go through. A Sandbox
+# being deleted is not active (contract section 5a), though a tenant's
+# finalizer holds it: its pod runs on only while another Sandbox of the
+# intent (term-2) is active, and goes once none is. The status (lifecycle
+# facts) is written by the controller alone.
 test_8_terminating_sandboxes_and_status() {
   as "$ALICE" apply -f - >/dev/null <<YAML || fail "create term-1"
 apiVersion: sandbox.dev/v1alpha1
@@ -659,9 +662,13 @@ metadata: {name: term-1, namespace: team-a, finalizers: [example.com/hold]}
 spec: {image: $IMG, idempotencyKey: task-term, workspaceOwner: alice}
 YAML
   wait_for 60 bound team-a term-1 || fail "term-1 not bound"
-  local digest out
+  local digest out pod
   digest=$(jp team-a sandbox term-1 '{.metadata.labels.sandbox\.dev/scope-digest}')
   expect_match "$digest" '^[0-9a-f]{32}$' "term-1's digest label"
+  sandbox_as_alice term-2 task-term alice || fail "term-2 refused"
+  wait_for 60 bound team-a term-2 || fail "term-2 not bound"
+  pod=$(pod_of team-a term-1)
+  expect_eq "$(pod_of team-a term-2)" "$pod" "term-2's pod (the same intent as term-1)"
   as "$ALICE" delete sandbox -n team-a term-1 --wait=false >/dev/null || fail "delete term-1"
   out=$(as "$ALICE" annotate sandbox -n team-a term-1 sandbox.dev/requested-by=bob --overwrite 2>&1) &&
     fail "alice rewrote requested-by of a terminating Sandbox"
@@ -679,6 +686,15 @@ YAML
   refused_by sandbox-controller-sandboxes "$out" || fail "reserved annotation added: $out"
   expect_eq "$(jp team-a sandbox term-1 '{.metadata.labels.sandbox\.dev/scope-digest}')" "$digest" "term-1's digest label"
   out=$(as "$ALICE" annotate sandbox -n team-a term-1 example.com/note=bye 2>&1) || fail "an ordinary annotation refused: $out"
+  # term-2 is active: the pod it shares with term-1 stays
+  sleep 5
+  expect_eq "$(kubectl get pod -n team-a "$pod" -o jsonpath='{.metadata.name} {.metadata.deletionTimestamp}' 2>&1)" "$pod " \
+    "$pod (held by term-2) 5 s after term-1's delete"
+  bound team-a term-2 || fail "term-2 unbound while term-1 terminates: $(jp team-a sandbox term-2 '{.status.conditions}')"
+  # term-2 gone: term-1, terminating, holds the pod alone and does not keep it
+  as "$ALICE" delete sandbox -n team-a term-2 --wait=false >/dev/null || fail "delete term-2"
+  wait_for 60 pod_gone team-a "$pod" ||
+    fail "term-1's pod $pod stays 60 s after the other holder went (term-1 terminating): $(kubectl get pod -n team-a "$pod" -o jsonpath='{.status.phase} owners {.metadata.ownerReferences[*].name}' 2>&1)"
   out=$(as "$ALICE" patch sandbox -n team-a term-1 --type json -p '[{"op":"remove","path":"/metadata/finalizers"}]' 2>&1) ||
     fail "finalizer removal refused: $out"
   wait_for 30 sh -c '! kubectl get sandbox -n team-a term-1' || fail "term-1 not deleted"
