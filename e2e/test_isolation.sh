@@ -3,7 +3,8 @@
 # bob with client certificates) with the admission webhook in force:
 # - a pool's author who loses "use" on its owner keeps no warm pod: scaling
 #   the pool creates none, its members go, the pool says why; a warm take
-#   cut short by a crash is not completed after the revocation;
+#   cut short by a crash is not completed after the revocation; a pool
+#   being deleted but held by a finalizer keeps no warm pod either;
 # - a Sandbox admitted (or resumed) while its requester could use the
 #   owner (or an allow profile), whose pod comes late (a quota wait), gets
 #   none after the right was taken away, and holds back no one in the
@@ -120,6 +121,32 @@ test_1_c_a_backing_off_pool_stops_for_a_revoked_author() {
   say "  a backing-off pool's members gone $((SECONDS - t0)) s after its author's revocation"
   allow_pod_creates iso-no-more-warm
   as "$BOB" delete swp -n team-a bobs-slow >/dev/null
+}
+
+# A pool being deleted, held by a tenant's finalizer, serves no warm bind
+# (warm.c) and the garbage collector takes its pods only once it is gone:
+# its warm pods, running bob's command over alice's folders, must not
+# outlive his right to her owner meanwhile. The controller deletes them as
+# the pool's deletion starts, and makes none.
+test_1_i_a_pool_being_deleted_keeps_no_warm_pods() {
+  bob_uses_alice
+  as "$BOB" apply -f - >/dev/null <<YAML || fail "bob's pool for alice, while he may use her owner"
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxWarmPool
+metadata: {name: bobs-held, namespace: team-a, finalizers: [example.com/hold]}
+spec:
+  replicas: 1
+  workspaceOwner: alice
+  template: {image: $IMG, command: [sleep, infinity]}
+YAML
+  wait_for 60 ready_is team-a bobs-held 1 || fail "bobs-held not warm: $(pool_diag team-a bobs-held)"
+  as "$BOB" delete swp -n team-a bobs-held --wait=false >/dev/null || fail "bob's delete of bobs-held"
+  kubectl delete rolebinding bob-uses-alice -n team-a >/dev/null || fail "revoke bob's use of alice"
+  wait_for 45 eval '[ "$(pool_pods team-a bobs-held)" = 0 ]' ||
+    fail "bobs-held, being deleted, keeps warm pods 45 s after bob's revocation: $(pool_diag team-a bobs-held)"
+  kubectl patch swp -n team-a bobs-held --type json -p '[{"op":"remove","path":"/metadata/finalizers"}]' >/dev/null ||
+    fail "remove bobs-held's finalizer"
+  wait_for 30 sh -c '! kubectl get swp -n team-a bobs-held' || fail "bobs-held not deleted"
 }
 
 # A warm take cut short by a crash (after its claim, before the take) is
