@@ -123,7 +123,10 @@ static void count_holders(struct sbx_controller *c, const struct sbx_view *v, en
  * any more (v itself being self): the claim record first (keyed Sandboxes:
  * only they can be shared or retried), then the delete, guarded by the pod's
  * uid and resourceVersion so that a Sandbox adopting it meanwhile keeps it.
- * Returns 0, a delay, -1. */
+ * A pod no Sandbox holds at all (v, being deleted, held it alone) gets no
+ * record: as when the garbage collector takes a deleted Sandbox's pod, a
+ * later Sandbox of the key is a new claim, not the stored outcome of an
+ * expiry. Returns 0, a delay, -1. */
 static int release_pod(struct sbx_controller *c, struct sbx_view *v, enum holder self, const char *pod_name,
 		       const char *pod_uid)
 {
@@ -157,7 +160,7 @@ static int release_pod(struct sbx_controller *c, struct sbx_view *v, enum holder
 	if (h.active) {
 		r = 0; /* another Sandbox still uses it */
 	} else {
-		if (v->key) {
+		if (v->key && (self != H_GONE || h.suspended || h.expired)) {
 			int susp = h.suspended > 0;
 			r = sbx_rec_put_released(c, v, pod, susp ? SBX_CLAIM_SUSPENDED : SBX_CLAIM_EXPIRED,
 						 susp || !h.expired_name[0] ? v->name : h.expired_name, h.refs);
@@ -413,6 +416,25 @@ int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound)
 	if (r == 0)
 		sbx_quota_release_unused(c, v); /* a resume's slot whose pod was never made */
 	return r;
+}
+
+int sbx_lc_terminating(struct sbx_controller *c, struct sbx_view *v)
+{
+	char msg[256];
+	if (!cJSON_IsObject(v->spec) || sbx_scope_compute(v->ns, v->uid, v->spec, &v->scope, msg, sizeof msg) < 0)
+		return 0; /* no scope: it never had a pod */
+	/* Nothing is written to v: its status keeps naming the pod, which a
+	 * release retried after a 409 reads. A pod another Sandbox still holds
+	 * is looked at again when that changes: the pod's events (the garbage
+	 * collector dropping a gone holder's reference) requeue its owners. */
+	int r = bound_here(v) ? release(c, v, H_GONE) : release_unreported(c, v, H_GONE);
+	if (r)
+		return r;
+	/* A slot v took before its pod existed is v's until then: the garbage
+	 * collector would take it with v, but a finalizer may hold v for ever. */
+	sbx_quota_release_pending(c, v);
+	sbx_lc_resume_forget(c, v->uid);
+	return 0;
 }
 
 /* ---- resume latency: from the resume seen to Ready, per Sandbox uid ---- */

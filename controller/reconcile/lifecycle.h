@@ -34,6 +34,13 @@ int sbx_lc_expire(struct sbx_controller *c, struct sbx_view *v);
 /* A suspended Sandbox: releases its pod if no active Sandbox holds it,
  * marks it Suspended (suspendedGeneration, event SandboxSuspended). */
 int sbx_lc_suspend(struct sbx_controller *c, struct sbx_view *v, int bound);
+/* A Sandbox being deleted (a tenant's finalizer may hold it for ever): not
+ * active, so it holds its pod no more, as a Sandbox gone: the pod is
+ * released unless another active Sandbox holds it (no claim record when no
+ * Sandbox holds it at all), and a quota slot v took before its pod existed
+ * is given back. Nothing is written to v. Returns the reconcile's result
+ * (0, a delay, -1). */
+int sbx_lc_terminating(struct sbx_controller *c, struct sbx_view *v);
 /* A bound Sandbox that is active again (resumed, or its pod released while
  * it was not looked at): authorized anew (a record of a later run than the
  * suspension), then its pod re-created under the same name with the same

@@ -570,10 +570,17 @@ int sbx_reconcile_ex(struct sbx_controller *c, const char *key, struct sbx_recon
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	struct sbx_view v;
 	int r = 0;
-	if (view_init(&v, obj) < 0 || meta_str(obj, "deletionTimestamp"))
+	if (view_init(&v, obj) < 0)
 		goto out;
 	if (sbx_written_lagging(c->written, v.uid, meta_str(obj, "resourceVersion"))) {
 		r = WRITTEN_RECHECK_MS; /* our own write's event requeues it sooner */
+		goto out;
+	}
+	/* Being deleted is not active (contract section 5a): the garbage
+	 * collector takes the pod only once v is gone, which a tenant's
+	 * finalizer may put off for ever, so v lets go of it now. */
+	if (meta_str(obj, "deletionTimestamp")) {
+		r = sbx_lc_terminating(c, &v);
 		goto out;
 	}
 	char msg[512];
