@@ -648,13 +648,44 @@ int sbx_pool_collect_orphan(struct sbx_controller *c, const char *ns, const char
 	return r;
 }
 
+/* Deletes the members of pool obj, which is being deleted: none of them
+ * serves any more (warm binds skip such a pool), and a tenant's finalizer
+ * may hold the pool, and so keep the garbage collector from its pods, for
+ * ever, while they run its author's command over its owner's folders and
+ * nothing would ask whether the author still may. A pod a warm bind took
+ * is no member (its pool label went with the take), and delete_member's
+ * preconditions spare one taken since the cache showed it. Returns the
+ * reconcile's result. */
+static int empty_pool_being_deleted(struct sbx_controller *c, const char *ns, const cJSON *obj)
+{
+	const char *uid = meta_str(obj, "uid");
+	cJSON *members = uid && c->pool_pods ? informer_list_by_index(c->pool_pods, uid) : NULL;
+	const cJSON *m;
+	int r = 0;
+	cJSON_ArrayForEach(m, members)
+	{
+		if (meta_str(m, "deletionTimestamp"))
+			continue;
+		int d = delete_member(c, ns, m);
+		if (d == 0)
+			log_kv(LOG_INFO, "warm pod deleted: its pool is being deleted", "namespace", ns, "pod",
+			       meta_str(m, "name"), "pool", meta_str(obj, "name"));
+		r = merge_result(r, d);
+	}
+	cJSON_Delete(members);
+	return r;
+}
+
 int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *name)
 {
 	fault_delay("pool-reconcile"); /* tests: the pools look late */
 	cJSON *obj = c->pools ? informer_get(c->pools, ns, name) : NULL;
-	if (!obj || meta_str(obj, "deletionTimestamp")) {
-		cJSON_Delete(obj);
+	if (!obj)
 		return 0; /* gone: the garbage collector takes its pods */
+	if (meta_str(obj, "deletionTimestamp")) {
+		int r = empty_pool_being_deleted(c, ns, obj);
+		cJSON_Delete(obj);
+		return r; /* nothing is made for it any more */
 	}
 	struct pool_view p = { .obj = obj, .ns = ns, .name = name, .uid = meta_str(obj, "uid") };
 	const cJSON *g = jobj(jobj(obj, "metadata"), "generation"), *rep = jobj(jobj(obj, "spec"), "replicas");

@@ -13,7 +13,8 @@ struct sbx_controller;
 /* The pool's reconcile (the queue's pool items): authorizes its owner,
  * deletes outdated and extra warm pods, creates missing ones (never more
  * than replicas in flight, at the controller's refill rate) and writes its
- * status. Returns 0, a delay, or -1. */
+ * status; a pool being deleted (a finalizer may hold it) only has its warm
+ * pods deleted. Returns 0, a delay, or -1. */
 int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *name);
 /* The queue's orphan items: deletes the warm pod name of ns when, read
  * live, no pool owns it any more (sbx_pool_orphaned: its pool deleted with
