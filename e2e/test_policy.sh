@@ -576,7 +576,9 @@ test_7_b_floor_labels_of_sandbox_pods_are_the_controllers() {
 # Sandbox of an expired generation gets the stored outcome). A tenant who may
 # patch pods must not add or change them: naming a Sandbox of hers would keep
 # alice's pod (and workspace) running past alice's suspend, or make alice's
-# retries Expired. Removing one passes, as the garbage collector does.
+# retries Expired. Removing one passes, as the garbage collector does (the
+# controller then puts back those of Sandboxes still bound to the pod, or
+# deletes a pod none holds: test_7_d, test_7_e).
 test_7_c_owner_references_of_sandbox_pods_are_the_controllers() {
   sandbox_as_alice ws-7c task-ws7c alice || fail "ws-7c refused"
   wait_for 60 bound team-a ws-7c || fail "ws-7c not bound"
