@@ -404,6 +404,13 @@ count_bound() {
 # (labelled e2e-refuse=NAME) for which the CEL EXPRESSION is false. The API
 # server takes a few seconds to enforce it: the caller waits.
 refuse_pod_creates() {
+  REFUSE_RULE='{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}' refuse_requests "$@"
+}
+
+# refuse_requests NS NAME EXPRESSION MESSAGE: refuse_pod_creates for the
+# requests REFUSE_RULE names (a resourceRules item, e.g. UPDATE of
+# sandboxes/status); allow_pod_creates NAME ends it.
+refuse_requests() {
   kubectl label namespace "$1" "e2e-refuse=$2" >/dev/null
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: admissionregistration.k8s.io/v1
@@ -412,7 +419,7 @@ metadata: {name: $2}
 spec:
   failurePolicy: Fail
   matchConstraints:
-    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+    resourceRules: [$REFUSE_RULE]
   validations:
   - expression: "$3"
     message: "$4"

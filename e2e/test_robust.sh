@@ -275,25 +275,8 @@ test_d_restart_writes_no_status() {
 test_e_a_failed_status_write_posts_no_second_pod() {
   new_namespace sw
   sandbox sw s1 $IMG >/dev/null
-  kubectl label namespace sw e2e-refuse=sw-status >/dev/null
-  kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {name: sw-status}
-spec:
-  failurePolicy: Fail
-  matchConstraints:
-    resourceRules: [{apiGroups: [sandbox.dev], apiVersions: ["*"], operations: [UPDATE], resources: [sandboxes/status]}]
-  validations: [{expression: "false", message: "e2e: status writes refused for a while"}]
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: {name: sw-status}
-spec:
-  policyName: sw-status
-  validationActions: [Deny]
-  matchResources: {namespaceSelector: {matchLabels: {e2e-refuse: sw-status}}}
-YAML
+  REFUSE_RULE='{apiGroups: [sandbox.dev], apiVersions: ["*"], operations: [UPDATE], resources: [sandboxes/status]}' \
+    refuse_requests sw sw-status false "e2e: status writes refused for a while"
   refused() { ! kubectl patch sbx -n sw s1 --subresource=status --type=merge -p '{"status":{"phase":"Pending"}}' --dry-run=server >/dev/null 2>&1; }
   wait_for 30 refused || fail "the policy refusing status writes is not enforced"
   SBX_FAULT_DELAYS=watch-add:pods=3000 ctl sw --log-level debug

@@ -275,25 +275,8 @@ test_m_an_orphaned_pool_takes_its_warm_pods() {
 test_n_a_pool_whose_floor_is_refused_tries_it_once() {
   local ns=team-nf
   new_namespace $ns
-  kubectl label namespace $ns e2e-refuse=nf-floor >/dev/null
-  kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {name: nf-floor}
-spec:
-  failurePolicy: Fail
-  matchConstraints:
-    resourceRules: [{apiGroups: [networking.k8s.io], apiVersions: [v1], operations: [CREATE], resources: [networkpolicies]}]
-  validations: [{expression: "false", message: "e2e: no NetworkPolicy here"}]
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: {name: nf-floor}
-spec:
-  policyName: nf-floor
-  validationActions: [Deny]
-  matchResources: {namespaceSelector: {matchLabels: {e2e-refuse: nf-floor}}}
-YAML
+  REFUSE_RULE='{apiGroups: [networking.k8s.io], apiVersions: [v1], operations: [CREATE], resources: [networkpolicies]}' \
+    refuse_requests $ns nf-floor false "e2e: no NetworkPolicy here"
   refused() {
     ! kubectl apply --dry-run=server -f - >/dev/null 2>&1 <<'YAML'
 apiVersion: networking.k8s.io/v1
@@ -319,8 +302,7 @@ print(sum(1 for t in ts if (t - ts[0]).total_seconds() < 2))')
   expect_eq "$first" 1 "attempts at the floor in one reconcile of a pool of 10"
   expect_eq "$(pool_pods $ns nf-pool)" 0 "warm pods without a floor"
   kubectl delete swp -n $ns nf-pool --wait=false >/dev/null
-  kubectl delete validatingadmissionpolicybinding nf-floor >/dev/null
-  kubectl delete validatingadmissionpolicy nf-floor >/dev/null
+  allow_pod_creates nf-floor
   controller_stop "$MAIN_CTL"
   main_start
   install_admission "$WEBHOOK_PORT" sandbox-controller >/dev/null || fail "admission not back"
