@@ -735,5 +735,28 @@ YAML
   controller_stop "$pid"
 }
 
+# A pod whose command ended (Succeeded or Failed: restartPolicy Never, it
+# never runs again) is no longer counted (issue 25 counts Pending and
+# Running pods): its slot goes and the owner's next waiting Sandbox is
+# bound. The slot went only when the pod was deleted, so a finished sandbox
+# kept its owner's quota until someone deleted its Sandbox.
+test_u_a_finished_pod_frees_its_slot() {
+  new_namespace qu
+  quota qu alice alice 1 Queue
+  racing_controllers || return
+  sandbox qu s1 $IMG ku1 alice >/dev/null
+  wait_for 60 eval '[ "$(phase_of qu s1)" = Running ]' || fail "s1 not Running: $(phase_of qu s1)"
+  sandbox qu s2 $IMG ku2 alice >/dev/null
+  wait_for 30 eval '[ "$(reason_of qu s2)" = QuotaWaiting ]' || fail "s2 not waiting for the slot: $(reason_of qu s2)"
+  local pod; pod=$(jp qu sandbox s1 '{.status.podName}')
+  kubectl patch pod -n qu "$pod" --subresource=status --type merge \
+    -p '{"status":{"phase":"Succeeded","conditions":[{"type":"Ready","status":"False"}]}}' >/dev/null ||
+    fail "mark $pod Succeeded"
+  wait_for 30 eval '[ "$(phase_of qu s2)" = Running ]' ||
+    fail "s2 30 s after s1's pod Succeeded: $(reason_of qu s2), s1's pod $(jp qu pod "$pod" '{.status.phase}'), slots $(slots qu)"
+  expect_eq "$(slots qu)" 1 "slots once s2 runs"
+  stop_racing
+}
+
 setup
 e2e_main
