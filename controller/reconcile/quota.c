@@ -482,6 +482,10 @@ static void pod_ref_remove(struct owner_stat *o, const char *uid)
 void sbx_quota_on_pod(struct sbx_controller *c, const cJSON *pod, int gone)
 {
 	struct sbx_quota_state *s = c->quota_state;
+	/* Finished (restartPolicy Never: it never runs again), a pod counts no
+	 * more: its slot goes as a deleted pod's does. */
+	if (!gone && sbx_pod_finished(pod))
+		sbx_quota_on_pod_gone(c, pod);
 	const char *uid = meta_str(pod, "uid"), *ns = meta_str(pod, "namespace"), *owner = annotation(pod, SBX_ANN_OWNER);
 	char key[33] = "", left[33] = "";
 	if (!s || !uid || strlen(uid) >= 64 || !ns || strlen(ns) >= 64)
@@ -1127,12 +1131,13 @@ int sbx_quota_collect_slot(struct sbx_controller *c, const char *ns, const char 
 	int r = 0;
 	if (p) {
 		/* The pod named in the reference, read live: the slot goes only
-		 * when that very pod is gone. */
+		 * when that very pod is gone or finished (Succeeded or Failed: it
+		 * never runs again, and holds its owner's quota no more). */
 		const char *pod_name = jstr(ref_of(sl, "Pod"), "name");
 		cJSON *pod = NULL;
 		if (!pod_name || sbx_rc_get_pod(c, ns, pod_name, &pod) < 0) {
 			r = -1;
-		} else if (!pod || !meta_str(pod, "uid") || strcmp(meta_str(pod, "uid"), p)) {
+		} else if (!pod || !meta_str(pod, "uid") || strcmp(meta_str(pod, "uid"), p) || sbx_pod_finished(pod)) {
 			char path[600];
 			sbx_rec_path(path, sizeof path, ns, name);
 			/* As cached: one handed to a pod since is not this one to free. */

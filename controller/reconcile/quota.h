@@ -42,7 +42,7 @@ void sbx_quota_state_free(struct sbx_quota_state *s);
 
 /* Informer events: a Sandbox added or changed (obj) or deleted (gone 1); a
  * quota slot added (d 1) or deleted (d -1); a warm pod added or deleted; a
- * sandbox pod deleted (its slot is freed); a SandboxQuota changed. Each
+ * sandbox pod deleted or finished (its slot is freed); a SandboxQuota changed. Each
  * keeps the bookkeeping and queues what must look again. */
 void sbx_quota_on_sandbox(struct sbx_controller *c, const cJSON *obj, int gone);
 void sbx_quota_on_slot(struct sbx_controller *c, const cJSON *slot, int d);
