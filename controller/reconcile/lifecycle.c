@@ -1111,7 +1111,7 @@ int sbx_lc_collect_orphan(struct sbx_controller *c, const char *ns, const char *
 	 * the cache's index of scope digests. */
 	cJSON *sandboxes = informer_list_by_index(c->sandboxes, digest), *refs = cJSON_CreateArray();
 	const cJSON *o;
-	int active = 0, lagging = 0;
+	int active = 0, lagging = 0, others = 0;
 	time_t now = time(NULL);
 	char names[512] = "";
 	cJSON_ArrayForEach(o, sandboxes)
@@ -1121,8 +1121,14 @@ int sbx_lc_collect_orphan(struct sbx_controller *c, const char *ns, const char *
 		if (!sn || !su || !sns || strcmp(sns, ns))
 			continue;
 		if (!pn || !pu || strcmp(pn, name) || strcmp(pu, uid)) {
-			/* Our status write binding it may not be in the cache yet. */
+			/* Our status write binding it may not be in the cache yet. A
+			 * Sandbox of its scope that is not bound to this very pod
+			 * speaks for its name all the same: it adopts a pod of ours
+			 * (putting its reference back) or, for a forged one that
+			 * replays a genuine seal, reports ForeignPodConflict; the
+			 * controller deletes no pod it cannot certify as its own. */
 			lagging |= sbx_written_lagging(c->written, su, meta_str(o, "resourceVersion"));
+			others += !meta_str(o, "deletionTimestamp");
 			continue;
 		}
 		enum holder h = holder_state(c, ns, sn, su, now, digest);
@@ -1153,6 +1159,8 @@ int sbx_lc_collect_orphan(struct sbx_controller *c, const char *ns, const char *
 			       "sandboxes", names, "active", active ? "yes" : "no");
 	} else if (lagging) {
 		r = WRITTEN_RECHECK_MS;
+	} else if (others) {
+		r = 0; /* the Sandboxes of its scope decide (see above) */
 	} else {
 		/* It runs its requester's command over its owner's folders, and
 		 * nothing else would ever delete it: not the garbage collector (no

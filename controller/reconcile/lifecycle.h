@@ -119,8 +119,10 @@ int sbx_lc_network_authorized(struct sbx_controller *c, struct sbx_view *v, int 
  * sbx_pod_orphaned): the pod name of ns is read live and, still one, its
  * owner references are put back for the Sandboxes of its namespace bound
  * to it (status podName and podUID) that are not being deleted; with none,
- * it is deleted with its uid and resourceVersion as preconditions, so a
- * Sandbox that adopted it meanwhile keeps it. Waits while a claim of its
+ * and no other Sandbox of its scope that is not being deleted (that one
+ * adopts it, or finds it foreign: a seal replayed onto a forged pod), it is
+ * deleted with its uid and resourceVersion as preconditions, so a Sandbox
+ * that adopted it meanwhile keeps it. Waits while a claim of its
  * scope is in flight or our status write is not in the cache. 0, a delay,
  * or -1. */
 int sbx_lc_collect_orphan(struct sbx_controller *c, const char *ns, const char *name);
