@@ -78,15 +78,21 @@ static void wq_tenants(void *ctx, size_t namespaces, size_t flows)
 
 /* ---- wiring: informers, queue, workers ---- */
 
-/* Queues the Sandbox "ns/name" (names are DNS subdomains, so 600 bytes hold
- * any key) in its owner's flow (NULL: ownerless, one flow per namespace). */
-static void enqueue_key(struct sbx_controller *c, const char *ns, const char *name, const char *owner)
+void sbx_controller_enqueue(struct sbx_controller *c, enum sbx_work kind, const char *ns, const char *name,
+			    const char *owner, long after_ms)
 {
 	if (!ns || !name)
 		return;
-	char key[600];
+	char key[600]; /* names are DNS subdomains: 600 bytes hold any key */
 	snprintf(key, sizeof key, "%s/%s", ns, name);
-	workqueue_add_flow(c->queue, SBX_WORK_SANDBOX, key, owner ? owner : "");
+	workqueue_add_flow_after(c->queue, (int)kind, key, owner ? owner : "", after_ms);
+}
+
+/* Queues the Sandbox "ns/name" in its owner's flow (NULL: ownerless, one
+ * flow per namespace). */
+static void enqueue_key(struct sbx_controller *c, const char *ns, const char *name, const char *owner)
+{
+	sbx_controller_enqueue(c, SBX_WORK_SANDBOX, ns, name, owner, 0);
 }
 
 /* Queues pod when it is a sandbox pod no Sandbox holds (sandbox/verify.h,
@@ -96,10 +102,8 @@ static void enqueue_pod_orphan(struct sbx_controller *c, const cJSON *pod)
 {
 	if (!c->queue || !pod || !sbx_pod_orphaned(pod, c->seal_keys))
 		return;
-	char item[600];
-	const char *owner = annotation(pod, SBX_ANN_OWNER);
-	snprintf(item, sizeof item, "%s/%s", meta_str(pod, "namespace"), meta_str(pod, "name"));
-	workqueue_add_flow(c->queue, SBX_WORK_POD_ORPHAN, item, owner ? owner : "");
+	sbx_controller_enqueue(c, SBX_WORK_POD_ORPHAN, meta_str(pod, "namespace"), meta_str(pod, "name"),
+			       annotation(pod, SBX_ANN_OWNER), 0);
 }
 
 /* Moves the Sandbox gauge by phase: +d for obj's status.phase. */
@@ -294,11 +298,7 @@ static void on_claim_update(void *ctx, const cJSON *old_obj, const cJSON *new_ob
 static void enqueue_pool_after(struct sbx_controller *c, const char *ns, const char *name, const char *owner,
 			       long after_ms)
 {
-	if (!ns || !name)
-		return;
-	char key[600];
-	snprintf(key, sizeof key, "%s/%s", ns, name);
-	workqueue_add_flow_after(c->queue, SBX_WORK_POOL, key, owner ? owner : "", after_ms);
+	sbx_controller_enqueue(c, SBX_WORK_POOL, ns, name, owner, after_ms);
 }
 
 static void on_pool(void *ctx, const cJSON *obj)
@@ -346,11 +346,9 @@ static void on_pool_delete(void *ctx, const cJSON *obj)
 static void enqueue_pod_pool(struct sbx_controller *c, const cJSON *pod)
 {
 	if (sbx_pool_orphaned(pod)) {
-		char item[600];
-		const char *owner = annotation(pod, SBX_ANN_OWNER);
-		snprintf(item, sizeof item, "%s/%s", meta_str(pod, "namespace"), meta_str(pod, "name"));
 		if (c->queue)
-			workqueue_add_flow(c->queue, SBX_WORK_ORPHAN, item, owner ? owner : "");
+			sbx_controller_enqueue(c, SBX_WORK_ORPHAN, meta_str(pod, "namespace"), meta_str(pod, "name"),
+					       annotation(pod, SBX_ANN_OWNER), 0);
 		return;
 	}
 	const cJSON *ref;

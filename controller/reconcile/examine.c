@@ -12,6 +12,7 @@
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "reconcile/ctlmetrics.h"
+#include "reconcile/records.h"
 #include "reconcile/state.h"
 #include "reconcile/writes.h"
 #include "sandbox/podbuild.h"
@@ -53,11 +54,7 @@ static enum kube_err add_owner(struct sbx_controller *c, const struct sbx_view *
 	cJSON_AddStringToObject(m, "uid", meta_str(pod, "uid"));
 	cJSON_AddStringToObject(m, "resourceVersion", meta_str(pod, "resourceVersion"));
 	cJSON *refs = cJSON_AddArrayToObject(m, "ownerReferences");
-	cJSON *ref = cJSON_CreateObject();
-	cJSON_AddStringToObject(ref, "apiVersion", SBX_API);
-	cJSON_AddStringToObject(ref, "kind", "Sandbox");
-	cJSON_AddStringToObject(ref, "name", v->name);
-	cJSON_AddStringToObject(ref, "uid", v->uid);
+	cJSON *ref = sbx_rec_sandbox_ref(v->name, v->uid);
 	cJSON_AddFalseToObject(ref, "controller");
 	cJSON_AddTrueToObject(ref, "blockOwnerDeletion");
 	cJSON_AddItemToArray(refs, ref);

@@ -16,6 +16,7 @@
 #include "kube/workqueue.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
+#include "reconcile/controller.h"
 #include "reconcile/state.h"
 #include "sandbox/netprobe.h"
 #include "sandbox/podbuild.h"
@@ -257,13 +258,8 @@ static void requeue_all(struct sbx_controller *c)
 	const cJSON *s;
 	cJSON_ArrayForEach(s, all)
 	{
-		char key[600];
-		const char *ns = meta_str(s, "namespace"), *name = meta_str(s, "name");
-		const char *owner = jstr(jobj(s, "spec"), "workspaceOwner");
-		if (!ns || !name)
-			continue;
-		snprintf(key, sizeof key, "%s/%s", ns, name);
-		workqueue_add_flow(c->queue, SBX_WORK_SANDBOX, key, owner ? owner : "");
+		sbx_controller_enqueue(c, SBX_WORK_SANDBOX, meta_str(s, "namespace"), meta_str(s, "name"),
+				       jstr(jobj(s, "spec"), "workspaceOwner"), 0);
 	}
 	cJSON_Delete(all);
 }

@@ -16,6 +16,7 @@
 #include "base/xmalloc.h"
 #include "kube/informer.h"
 #include "obs/log.h"
+#include "reconcile/controller.h"
 #include "reconcile/records.h"
 #include "reconcile/state.h"
 #include "reconcile/writes.h"
@@ -559,11 +560,8 @@ void sbx_quota_on_quota(struct sbx_controller *c, const cJSON *quota)
 	const cJSON *p;
 	cJSON_ArrayForEach(p, pools)
 	{
-		const char *pname = meta_str(p, "name"), *owner = jstr(jobj(p, "spec"), "workspaceOwner");
-		if (!pname)
-			continue;
-		snprintf(item, sizeof item, "%s/%s", ns, pname);
-		workqueue_add_flow(c->queue, SBX_WORK_POOL, item, owner ? owner : "");
+		sbx_controller_enqueue(c, SBX_WORK_POOL, ns, meta_str(p, "name"), jstr(jobj(p, "spec"), "workspaceOwner"),
+				       0);
 	}
 	cJSON_Delete(pools);
 }
@@ -736,12 +734,8 @@ static enum kube_err create_slot(struct sbx_controller *c, const struct sbx_view
 	char name[80];
 	sbx_quota_slot_name(key, n, name, sizeof name);
 	/* Until its pod exists the slot is the Sandbox's: it goes with it. */
-	cJSON *refs = cJSON_CreateArray(), *ref = cJSON_CreateObject();
-	cJSON_AddStringToObject(ref, "apiVersion", SBX_API);
-	cJSON_AddStringToObject(ref, "kind", "Sandbox");
-	cJSON_AddStringToObject(ref, "name", v->name);
-	cJSON_AddStringToObject(ref, "uid", v->uid);
-	cJSON_AddItemToArray(refs, ref);
+	cJSON *refs = cJSON_CreateArray();
+	cJSON_AddItemToArray(refs, sbx_rec_sandbox_ref(v->name, v->uid));
 	enum kube_err e = post_record(c, v, SBX_CLAIM_SLOT, name, claim, refs, err);
 	cJSON_Delete(refs);
 	return e;
