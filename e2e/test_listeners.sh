@@ -9,7 +9,10 @@
 # endpoint answers only on its own listener, and SIGTERM with keep-alive
 # clients connected exits cleanly, with no report from the ASan and the TSan
 # builds when they exist (SBX_ASAN_BIN, SBX_TSAN_BIN override their paths).
+# SIGTERM to a controller serving the admission webhook fails /readyz at once
+# and drains the webhook (--webhook-drain) before its listener closes.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_admission.sh"
 
 IMG=registry.local/agent:1.0
 SLOW="$E2E_ROOT/e2e/slowclients.py"
@@ -60,6 +63,7 @@ setup() {
   cluster_up
   grant_controller_rbac
   new_namespace slow
+  webhook_certs
   start_limited ctl "$CONTROLLER_BIN"
   MAIN_PID=$CTL_PID
   wait_for 60 ready || say "controller not ready"
@@ -259,6 +263,88 @@ test_sigterm_while_caches_sync() {
   say "  SIGTERM while the caches could not sync: exited in $((SECONDS - t0))s"
   grep -q '"msg":"stopped"' "$E2E_DIR/nosync.log" || fail "no clean stop in the log"
   kill -KILL "$pid" 2>/dev/null
+}
+
+# A Sandbox CREATE review as the API server posts it (no owner: namespace
+# mode allows it without a SubjectAccessReview).
+review_json() {
+  cat <<'JSON'
+{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+ "request": {"uid": "drain-1", "operation": "CREATE", "namespace": "slow", "name": "drain",
+  "kind": {"group": "sandbox.dev", "version": "v1alpha1", "kind": "Sandbox"},
+  "resource": {"group": "sandbox.dev", "version": "v1alpha1", "resource": "sandboxes"},
+  "userInfo": {"username": "alice"},
+  "object": {"apiVersion": "sandbox.dev/v1alpha1", "kind": "Sandbox",
+   "metadata": {"name": "drain", "namespace": "slow"}, "spec": {"image": "registry.local/agent:1.0"}}}}
+JSON
+}
+# review_code PORT: the HTTP status of that review posted to the webhook on
+# PORT (000: no answer).
+review_code() {
+  curl -sk -o /dev/null -w '%{http_code}' --max-time 2 -H 'Content-Type: application/json' \
+    --data-binary @"$E2E_DIR/review.json" "https://127.0.0.1:$1/validate-sandbox"
+}
+now_ms() { date +%s%3N; }
+
+# webhook_drain BIN: a controller serving the webhook (default drain, 5 s)
+# gets SIGTERM. The API server keeps calling a terminating pod until its
+# endpoints catch up, and every webhook fails closed: /readyz must fail within
+# a second while the webhook still answers reviews 2 s after the signal, and
+# the process exits within the drain and 3 s.
+webhook_drain() {
+  local bin=$1 build name wport
+  build=$(basename "$(dirname "$bin")"); name="drain-$build"
+  wport=$(free_port)
+  review_json >"$E2E_DIR/review.json"
+  start_other "$name" "$bin" --webhook-bind-address "127.0.0.1:$wport" --webhook-cert-dir "$WEBHOOK_CERT_DIR"
+  local pid=$CTL_PID pport=$OTHER_P
+  wait_for 120 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" = 200 ]' || fail "$build controller not ready"
+  wait_for 10 eval '[ "$(review_code "$wport")" = 200 ]' || fail "$build webhook not answering before SIGTERM"
+  local t0 el start c unready="" unready_code="" last_ok=-1 after=""
+  t0=$(now_ms)
+  kill -TERM "$pid"
+  while kill -0 "$pid" 2>/dev/null && [ $(($(now_ms) - t0)) -lt 20000 ]; do
+    if [ -z "$unready" ]; then
+      c=$(code "http://127.0.0.1:$pport/readyz")
+      el=$(($(now_ms) - t0))
+      if [ "$c" != 200 ]; then unready=$el unready_code=$c; say "  /readyz $c ${el} ms after SIGTERM"; fi
+    fi
+    start=$(($(now_ms) - t0))
+    c=$(review_code "$wport")
+    if [ "$c" = 200 ]; then last_ok=$start; elif [ -z "$after" ]; then after="$c at ${start} ms"; fi
+    sleep 0.1
+  done
+  el=$(($(now_ms) - t0))
+  say "  SIGTERM ($build): last review answered 200 when posted ${last_ok} ms after it, first other answer: ${after:-none}, exit after ${el} ms"
+  [ -n "$unready" ] && [ "$unready" -le 1000 ] ||
+    fail "/readyz answered 200 until ${unready:-the exit, ${el}} ms after SIGTERM, want 503 within 1000 ($build)"
+  [[ "$unready_code" =~ ^(503|000)$ ]] || fail "/readyz answered $unready_code after SIGTERM, want 503 (or refused)"
+  [ "$last_ok" -ge 2000 ] ||
+    fail "no review answered 200 when posted 2000 ms or more after SIGTERM (last: ${last_ok} ms; then ${after:-none}) ($build)"
+  wait_dead "$pid" 1 || fail "$build controller did not exit within 20 s of SIGTERM"
+  [ "$el" -le 8000 ] || fail "$build controller exited ${el} ms after SIGTERM, want <= 8000 (drain 5 s + 3 s)"
+  clean_stop "$name" "SIGTERM with the webhook ($build)"
+}
+
+test_sigterm_drains_the_webhook() { each_build webhook_drain; }
+
+# A second SIGTERM during the drain (an operator's ^C twice) ends it at once.
+test_second_sigterm_ends_the_drain() {
+  local wport; wport=$(free_port)
+  review_json >"$E2E_DIR/review.json"
+  start_other drain-twice "$CONTROLLER_BIN" --webhook-bind-address "127.0.0.1:$wport" \
+    --webhook-cert-dir "$WEBHOOK_CERT_DIR" --webhook-drain 60s
+  local pid=$CTL_PID pport=$OTHER_P
+  wait_for 120 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" = 200 ]' || fail "controller not ready"
+  wait_for 10 eval '[ "$(review_code "$wport")" = 200 ]' || fail "webhook not answering before SIGTERM"
+  kill -TERM "$pid"
+  sleep 1
+  expect_eq "$(review_code "$wport")" 200 "a review 1 s into a 60 s drain"
+  local t0=$SECONDS
+  kill -TERM "$pid"
+  wait_dead "$pid" 5 || fail "a second SIGTERM did not end the 60 s drain within 5 s"
+  say "  second SIGTERM: exited in $((SECONDS - t0))s"
+  clean_stop drain-twice "a second SIGTERM during the drain"
 }
 
 setup
