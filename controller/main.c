@@ -64,6 +64,7 @@ struct options {
 	const char *cert_dns_names, *cert_ips, *service_name, *config_name;
 	const char *webhook_addr;
 	const char *webhook_client_ca, *webhook_client_names;
+	long drain_s; /* SIGTERM: the webhook keeps serving this long, not Ready */
 	const char *owner_authz;
 	long warm_settle_s;
 	double warm_refill_qps;
@@ -134,6 +135,10 @@ static void usage(FILE *f)
 		"  --webhook-service-name NAME        Service in front of the webhook (default sandbox-controller-webhook)\n"
 		"  --webhook-cert-dns-names A,B       certificate DNS names (default NAME.NS.svc,NAME.NS.svc.cluster.local)\n"
 		"  --webhook-cert-ips A,B             certificate IP addresses (default none)\n"
+		"  --webhook-drain DUR                on SIGTERM, /readyz fails at once and the webhook keeps answering\n"
+		"                                     for DUR before the listeners close, while the API server still\n"
+		"                                     calls this replica (default 5s; 0: none; at most 5m; a second\n"
+		"                                     SIGTERM/SIGINT ends it; keep it below terminationGracePeriodSeconds)\n"
 		"  --webhook-config-name NAME         the webhook configurations: self-managed mode keeps their caBundle\n"
 		"                                     current, and an owner is mounted only for a Sandbox whose creation\n"
 		"                                     the MutatingWebhookConfiguration of this name covered (default\n"
@@ -156,7 +161,7 @@ enum flag_kind {
 	F_LONG,	    /* an integer of at least min */
 	F_INT,	    /* an integer between min and max */
 	F_NUMBER,   /* a number; above min and at most max when bounded */
-	F_DURATION, /* 24h, 90m, 60s (sbx_parse_duration) into a long */
+	F_DURATION, /* 24h, 90m, 60s (sbx_parse_duration) into a long; at most max when set */
 	F_CHOICE,   /* one of choices ("a|b|c") */
 	F_HELP,
 	F_VERSION,
@@ -169,6 +174,7 @@ struct flag {
 	size_t off; /* the field of struct options */
 	double min, max;
 	int bounded; /* F_NUMBER: min (exclusive) and max apply */
+	int zero_ok; /* F_DURATION: "0" (or "0s") is accepted */
 	const char *choices;
 	const char *refused; /* the message when the value is refused */
 };
@@ -214,6 +220,7 @@ static const struct flag flags[] = {
 	{ .name = "webhook-bind-address", .kind = F_STR, .off = OPT(webhook_addr) },
 	{ .name = "webhook-client-ca-file", .kind = F_STR, .off = OPT(webhook_client_ca) },
 	{ .name = "webhook-client-names", .kind = F_STR, .off = OPT(webhook_client_names) },
+	{ .name = "webhook-drain", .kind = F_DURATION, .off = OPT(drain_s), .zero_ok = 1, .max = 300, .refused = "--webhook-drain must be a duration such as 5s or 1m, at most 5m (0: none)" },
 	{ .name = "owner-authorization", .kind = F_CHOICE, .off = OPT(owner_authz), .choices = "accessReview|namespace", .refused = "--owner-authorization must be accessReview or namespace" },
 	{ .name = "warm-pool-settle", .kind = F_DURATION, .off = OPT(warm_settle_s), .refused = "--warm-pool-settle must be a duration such as 90s or 2m" },
 	{ .name = "warm-pool-refill-qps", .kind = F_NUMBER, .off = OPT(warm_refill_qps), .min = 0, .max = 10000, .bounded = 1, .refused = "--warm-pool-refill-qps must be a number above 0 (at most 10000)" },
@@ -268,10 +275,14 @@ static int set_flag(const struct flag *f, const char *arg, struct options *o)
 		*(double *)field = v;
 		return 0;
 	}
-	case F_DURATION:
-		if (sbx_parse_duration(arg, (long *)field) < 0)
+	case F_DURATION: {
+		long v = 0;
+		if (!(f->zero_ok && (!strcmp(arg, "0") || !strcmp(arg, "0s"))) &&
+		    (sbx_parse_duration(arg, &v) < 0 || (f->max > 0 && v > (long)f->max)))
 			break;
+		*(long *)field = v;
 		return 0;
+	}
 	case F_CHOICE:
 		if (!one_of(f->choices, arg))
 			break;
@@ -290,7 +301,7 @@ static int set_flag(const struct flag *f, const char *arg, struct options *o)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64, .key_lifetime_s = -1, .qps = 0, .burst = 100, .warm_settle_s = 90, .warm_refill_qps = 10, .queue_order = "fair", .per_ns = -1, .per_owner = -1, .shared_ns = -1, .shared_owner = -1, .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key", .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400, .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller", .webhook_addr = "0" };
+	*o = (struct options){ .metrics_addr = ":8080", .probe_addr = ":8081", .log_level = "info", .workers = 64, .key_lifetime_s = -1, .qps = 0, .burst = 100, .warm_settle_s = 90, .warm_refill_qps = 10, .queue_order = "fair", .per_ns = -1, .per_owner = -1, .shared_ns = -1, .shared_owner = -1, .le_id = "sandbox-controller-leader", .cert_mode = "external", .metrics_cert_name = "tls.crt", .metrics_cert_key = "tls.key", .cert_dir = "/tmp/k8s-webhook-server/serving-certs", .cert_validity_s = 86400, .service_name = "sandbox-controller-webhook", .config_name = "sandbox-controller", .webhook_addr = "0", .drain_s = 5 };
 	struct option longopts[NFLAGS + 1];
 	for (size_t i = 0; i < NFLAGS; i++) {
 		int has_arg = flags[i].kind == F_SET || flags[i].kind == F_HELP || flags[i].kind == F_VERSION
@@ -628,7 +639,8 @@ static int start_serving(struct app *a)
 	}
 	scrape.leader_elect = o->leader_elect;
 	a->scrape_src = (struct obs_scrape){ refresh_scrape, NULL };
-	a->readiness = (struct obs_readiness){ caches_synced, &a->ctl };
+	a->readiness.ready = caches_synced; /* field by field: stopping is atomic */
+	a->readiness.arg = &a->ctl;
 	a->mauth = (struct kube_authfilter){ .kc = a->kc, .next = obs_serve_metrics, .next_ctx = &a->scrape_src, .cache = o->metrics_secure ? kube_authcache_new() : NULL };
 	a->mroutes[0] = o->metrics_secure ? (struct obs_http_route){ "/metrics", kube_authfilter_serve, &a->mauth }
 					  : (struct obs_http_route){ "/metrics", obs_serve_metrics, &a->scrape_src };
@@ -765,13 +777,39 @@ static int run(struct app *a)
 	return 0;
 }
 
+/* After SIGTERM/SIGINT with the webhook serving: /readyz fails at once, and
+ * the webhook (and every other listener, and the controller its handlers
+ * read) keeps serving for --webhook-drain. The API server goes on calling a
+ * terminating replica until the endpoints and kube-proxy catch up, and every
+ * webhook fails closed: a port closed at once would refuse Sandbox creates
+ * and execs on every rolling upgrade. A second signal ends the drain. Without
+ * a signal (an error, a lost Lease) or without the webhook there is nothing
+ * to drain: /readyz fails and the shutdown goes on. */
+static void drain(struct app *a)
+{
+	if (a->sig)
+		log_kv(LOG_INFO, "shutting down", "signal", a->sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	obs_readiness_stop(&a->readiness);
+	if (!a->sig || !a->whs || a->o.drain_s <= 0)
+		return;
+	char secs[24];
+	snprintf(secs, sizeof secs, "%ld", a->o.drain_s);
+	log_kv(LOG_INFO, "not ready; draining the webhook", "seconds", secs);
+	int64_t end = ktime_mono_ms() + a->o.drain_s * 1000;
+	for (int64_t left; (left = end - ktime_mono_ms()) > 0;) {
+		int sig = wait_signal(&a->sigs, (long)left);
+		if (sig) {
+			log_kv(LOG_INFO, "drain cut short", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+			break;
+		}
+	}
+}
+
 /* Stops whatever started, in order: the listeners first (their handlers
  * read the controller, so no handler may run once it is being released),
  * the lease after the workers stopped (then it is given up). */
 static void shutdown_all(struct app *a)
 {
-	if (a->sig)
-		log_kv(LOG_INFO, "shutting down", "signal", a->sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	wh_server_free(a->whs);
 	kube_client_free(a->wkc);
 	for (size_t i = 0; a->client_names[i]; i++)
@@ -817,6 +855,7 @@ int main(int argc, char **argv)
 		rc = await_leadership(&a) < 0 ? 1 : 0;
 	if (rc == 0 && !a.sig)
 		rc = run(&a);
+	drain(&a);
 	shutdown_all(&a);
 	return rc;
 }

@@ -21,6 +21,7 @@ int main(void)
 	register_obs_tests();
 	register_webhook_certs_tests();
 	register_obs_httpserver_tests();
+	register_obs_probes_tests();
 	register_webhook_tests();
 #endif
 	CU_basic_set_mode(CU_BRM_VERBOSE);

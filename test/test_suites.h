@@ -13,6 +13,7 @@ void register_reconcile_tests(void);
 void register_obs_tests(void);
 void register_webhook_certs_tests(void);
 void register_obs_httpserver_tests(void);
+void register_obs_probes_tests(void);
 void register_webhook_tests(void);
 
 /* Adds a suite with its tests; aborts the run if CUnit cannot register it. */

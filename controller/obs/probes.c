@@ -7,10 +7,18 @@ void obs_serve_healthz(void *ctx, const struct obs_http_req *req, struct obs_htt
 	buf_appends(&resp->body, "ok\n");
 }
 
+void obs_readiness_stop(struct obs_readiness *r)
+{
+	atomic_store(&r->stopping, 1);
+}
+
 void obs_serve_readyz(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
 {
-	const struct obs_readiness *r = ctx;
-	if (r->ready(r->arg)) {
+	struct obs_readiness *r = ctx;
+	if (atomic_load(&r->stopping)) {
+		resp->status = 503;
+		buf_appends(&resp->body, "shutting down\n");
+	} else if (r->ready(r->arg)) {
 		buf_appends(&resp->body, "ok\n");
 	} else {
 		resp->status = 503;
