@@ -80,8 +80,14 @@ controller_start() {
   [ -n "${E2E_ADMISSION:-}" ] && authz=()
   local ident=()
   controller_identity_args ident
+  # No webhook drain on SIGTERM (the product's default is 5 s): the suites
+  # restart controllers serving the webhook many times, and no API server
+  # routes to them through endpoints. E2E_KEEP_DRAIN=1 (or a --webhook-drain
+  # of the test's, which comes later and wins) keeps it.
+  local drain=(--webhook-drain 0)
+  [ -n "${E2E_KEEP_DRAIN:-}" ] && drain=()
   env "${ident[@]}" "$CONTROLLER_BIN" --seal-key-file "$E2E_DIR/seal.key" \
-    --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 "${authz[@]}" "$@" \
+    --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 "${authz[@]}" "${drain[@]}" "$@" \
     >>"$E2E_DIR/$name.log" 2>&1 &
   CTL_PID=$!
   disown "$CTL_PID" 2>/dev/null || true

@@ -71,7 +71,7 @@ PY
   [ "$groups" != - ] && gargs=(--groups="$groups")
   setpriv --reuid="$uid" --regid="$gid" "${gargs[@]}" -- "$CONTROLLER_BIN" --kubeconfig "$d/run/kubeconfig" \
     --seal-key-file "$d/run/seal.key" --owner-authorization namespace --webhook-cert-mode cert-manager \
-    --webhook-cert-dir "$c" --webhook-bind-address "127.0.0.1:$wp" \
+    --webhook-cert-dir "$c" --webhook-bind-address "127.0.0.1:$wp" --webhook-drain 0 \
     --metrics-bind-address "127.0.0.1:$mp" --metrics-cert-path "$c" --metrics-secure \
     --health-probe-bind-address 127.0.0.1:0 >"$E2E_DIR/certmount-$name.log" 2>&1 &
   local pid=$! want ok=0

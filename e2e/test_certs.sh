@@ -153,7 +153,7 @@ rot_start() {
     --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 --leader-elect \
     --webhook-bind-address "127.0.0.1:$2" --webhook-cert-dir "$E2E_DIR/$1-certs" \
     --webhook-cert-mode self-managed --webhook-cert-validity 30s --webhook-ca-lifetime 300s \
-    --webhook-cert-ips 127.0.0.1 >>"$E2E_DIR/$1.log" 2>&1 &
+    --webhook-cert-ips 127.0.0.1 --webhook-drain 0 >>"$E2E_DIR/$1.log" 2>&1 &
   CTL_PID=$!
   disown "$CTL_PID" 2>/dev/null || true
   track_pid "$CTL_PID"

@@ -296,7 +296,8 @@ webhook_drain() {
   build=$(basename "$(dirname "$bin")"); name="drain-$build"
   wport=$(free_port)
   review_json >"$E2E_DIR/review.json"
-  start_other "$name" "$bin" --webhook-bind-address "127.0.0.1:$wport" --webhook-cert-dir "$WEBHOOK_CERT_DIR"
+  E2E_KEEP_DRAIN=1 start_other "$name" "$bin" --webhook-bind-address "127.0.0.1:$wport" \
+    --webhook-cert-dir "$WEBHOOK_CERT_DIR" # the default drain, 5 s
   local pid=$CTL_PID pport=$OTHER_P
   wait_for 120 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" = 200 ]' || fail "$build controller not ready"
   wait_for 10 eval '[ "$(review_code "$wport")" = 200 ]' || fail "$build webhook not answering before SIGTERM"
