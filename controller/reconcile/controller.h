@@ -48,11 +48,6 @@ int sbx_controller_start(struct sbx_controller *c, long timeout_ms, char *err, s
 /* Stops the informers, drains the queue, joins the workers and frees what
  * start created. Safe on a controller that never started. */
 void sbx_controller_release(struct sbx_controller *c);
-/* Queues the object ns/name as an item of kind, after after_ms (0: now),
- * in owner's flow (NULL or "": ownerless, the namespace's own flow); a NULL
- * ns or name queues nothing. Any thread. */
-void sbx_controller_enqueue(struct sbx_controller *c, enum sbx_work kind, const char *ns, const char *name,
-			    const char *owner, long after_ms);
 /* 1 once both caches have synced (for /readyz). Safe to call from any thread
  * at any time between init and release, also while start or release runs. */
 int sbx_controller_synced(struct sbx_controller *c);

@@ -12,7 +12,6 @@
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "reconcile/ctlmetrics.h"
-#include "reconcile/records.h"
 #include "reconcile/state.h"
 #include "reconcile/writes.h"
 #include "sandbox/podbuild.h"
@@ -54,7 +53,7 @@ static enum kube_err add_owner(struct sbx_controller *c, const struct sbx_view *
 	cJSON_AddStringToObject(m, "uid", meta_str(pod, "uid"));
 	cJSON_AddStringToObject(m, "resourceVersion", meta_str(pod, "resourceVersion"));
 	cJSON *refs = cJSON_AddArrayToObject(m, "ownerReferences");
-	cJSON *ref = sbx_rec_sandbox_ref(v->name, v->uid);
+	cJSON *ref = sbx_rc_sandbox_ref(v->name, v->uid);
 	cJSON_AddFalseToObject(ref, "controller");
 	cJSON_AddTrueToObject(ref, "blockOwnerDeletion");
 	cJSON_AddItemToArray(refs, ref);

@@ -109,7 +109,7 @@ static void count_holders(struct sbx_controller *c, const struct sbx_view *v, en
 		else if (s == H_EXPIRED && ++h->expired == 1)
 			snprintf(h->expired_name, sizeof h->expired_name, "%s", name);
 		if (s != H_GONE)
-			cJSON_AddItemToArray(h->refs, sbx_rec_sandbox_ref(name, uid));
+			cJSON_AddItemToArray(h->refs, sbx_rc_sandbox_ref(name, uid));
 	}
 }
 
@@ -1129,7 +1129,7 @@ int sbx_lc_collect_orphan(struct sbx_controller *c, const char *ns, const char *
 		if (h == H_GONE)
 			continue; /* being deleted (--cascade=orphan is), or another scope's */
 		active += h == H_ACTIVE;
-		cJSON_AddItemToArray(refs, sbx_rec_sandbox_ref(sn, su));
+		cJSON_AddItemToArray(refs, sbx_rc_sandbox_ref(sn, su));
 		size_t used = strlen(names);
 		snprintf(names + used, sizeof names - used, "%s%s", used ? "," : "", sn);
 	}

@@ -16,7 +16,6 @@
 #include "kube/workqueue.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
-#include "reconcile/controller.h"
 #include "reconcile/state.h"
 #include "sandbox/netprobe.h"
 #include "sandbox/podbuild.h"

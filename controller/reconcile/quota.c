@@ -16,7 +16,6 @@
 #include "base/xmalloc.h"
 #include "kube/informer.h"
 #include "obs/log.h"
-#include "reconcile/controller.h"
 #include "reconcile/records.h"
 #include "reconcile/state.h"
 #include "reconcile/writes.h"
@@ -735,7 +734,7 @@ static enum kube_err create_slot(struct sbx_controller *c, const struct sbx_view
 	sbx_quota_slot_name(key, n, name, sizeof name);
 	/* Until its pod exists the slot is the Sandbox's: it goes with it. */
 	cJSON *refs = cJSON_CreateArray();
-	cJSON_AddItemToArray(refs, sbx_rec_sandbox_ref(v->name, v->uid));
+	cJSON_AddItemToArray(refs, sbx_rc_sandbox_ref(v->name, v->uid));
 	enum kube_err e = post_record(c, v, SBX_CLAIM_SLOT, name, claim, refs, err);
 	cJSON_Delete(refs);
 	return e;

@@ -169,21 +169,11 @@ static cJSON *bound_record(struct sbx_controller *c, const struct sbx_view *v, c
 	cJSON *refs = NULL;
 	if (!owner_refs) {
 		refs = cJSON_CreateArray();
-		cJSON_AddItemToArray(refs, sbx_rec_sandbox_ref(v->name, v->uid));
+		cJSON_AddItemToArray(refs, sbx_rc_sandbox_ref(v->name, v->uid));
 	}
 	cJSON *obj = sbx_claimrec_build(&rec, v->ns, c->seal_keys, owner_refs ? owner_refs : refs);
 	cJSON_Delete(refs);
 	return obj;
-}
-
-cJSON *sbx_rec_sandbox_ref(const char *name, const char *uid)
-{
-	cJSON *r = cJSON_CreateObject();
-	cJSON_AddStringToObject(r, "apiVersion", SBX_API);
-	cJSON_AddStringToObject(r, "kind", "Sandbox");
-	cJSON_AddStringToObject(r, "name", name);
-	cJSON_AddStringToObject(r, "uid", uid);
-	return r;
 }
 
 /* The ownerReferences of a stored (or trimmed) record, whole again (a new
@@ -197,7 +187,7 @@ cJSON *sbx_rec_refs(const cJSON *obj)
 		const char *name = jstr(ref, "name"), *uid = jstr(ref, "uid"), *kind = jstr(ref, "kind");
 		if (!name || !uid || (kind && strcmp(kind, "Sandbox")))
 			continue;
-		cJSON_AddItemToArray(refs, sbx_rec_sandbox_ref(name, uid));
+		cJSON_AddItemToArray(refs, sbx_rc_sandbox_ref(name, uid));
 	}
 	return refs;
 }

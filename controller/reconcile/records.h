@@ -44,9 +44,6 @@ int sbx_rec_put_expired(struct sbx_controller *c, const struct sbx_view *v, cons
 /* The ownerReferences of a stored (or trimmed) record, whole again (a new
  * array; caller frees). */
 cJSON *sbx_rec_refs(const cJSON *obj);
-/* A new owner reference to the Sandbox name (uid): apiVersion, kind, name
- * and uid, no controller or blockOwnerDeletion (caller owns it). */
-cJSON *sbx_rec_sandbox_ref(const char *name, const char *uid);
 /* Creates v's Bound record of claim naming pod_name, claimed at claimed:
  * KUBE_OK with *rv (32 bytes) its resourceVersion, or what the API said. A
  * lost response is read back: the record that names pod_name and is owned by

@@ -95,4 +95,11 @@ struct sbx_controller {
 	pthread_t *threads;
 };
 
+/* Queues the object ns/name as an item of kind, after after_ms (0: now),
+ * in owner's flow (NULL or "": ownerless, the namespace's own flow); a NULL
+ * ns or name queues nothing. Any thread. (reconcile/controller.c, which
+ * owns the queue; declared here so that its parts need not include it.) */
+void sbx_controller_enqueue(struct sbx_controller *c, enum sbx_work kind, const char *ns, const char *name,
+			    const char *owner, long after_ms);
+
 #endif

@@ -435,3 +435,13 @@ int sbx_rc_delete(struct sbx_controller *c, const char *path, const char *uid, c
 	log_kv(LOG_WARN, "delete failed", "path", path, "error", err.message);
 	return -1;
 }
+
+cJSON *sbx_rc_sandbox_ref(const char *name, const char *uid)
+{
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddStringToObject(r, "apiVersion", SBX_API);
+	cJSON_AddStringToObject(r, "kind", "Sandbox");
+	cJSON_AddStringToObject(r, "name", name);
+	cJSON_AddStringToObject(r, "uid", uid);
+	return r;
+}

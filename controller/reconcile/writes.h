@@ -13,6 +13,9 @@
 
 struct sbx_controller;
 
+/* A new owner reference to the Sandbox name (uid): apiVersion, kind, name
+ * and uid, no controller or blockOwnerDeletion (caller owns it). */
+cJSON *sbx_rc_sandbox_ref(const char *name, const char *uid);
 /* status.binding as SBX_BIND_* (absent or unknown: Adopted). */
 int sbx_rc_binding_how(const char *binding);
 /* Records an Event on v. */
