@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +40,10 @@ static void h_hello(void *ctx, const struct obs_http_req *req, struct obs_http_r
 	buf_appendf(&resp->body, "hello %s %s q=%s", req->method, req->path, req->query ? req->query : "-");
 }
 
+static atomic_int echo_calls;
 static void h_echo(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
 {
+	atomic_fetch_add(&echo_calls, 1);
 	resp->status = 201;
 	resp->content_type = "application/json";
 	const char *h = obs_http_req_header(req, "X-Test");
@@ -74,8 +77,21 @@ static void h_wait(void *ctx, const struct obs_http_req *req, struct obs_http_re
 	buf_appends(&resp->body, "waited");
 }
 
+/* A handler that holds its thread until block_release is set (10 s at
+ * most, so a failing test cannot hang the run): a SubjectAccessReview to an
+ * API server that does not answer. */
+static atomic_int block_release, block_calls;
+static void h_block(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp)
+{
+	atomic_fetch_add(&block_calls, 1);
+	for (int i = 0; i < 1000 && !atomic_load(&block_release); i++)
+		usleep(10 * 1000);
+	buf_appends(&resp->body, "released");
+}
+
 static const struct obs_http_route routes[] = {
 	{ "/slow", h_slow, NULL },
+	{ "/block", h_block, NULL },
 	{ "/wait", h_wait, NULL },
 	{ "/hello", h_hello, NULL },
 	{ "/echo", h_echo, NULL },
@@ -1004,6 +1020,144 @@ static void test_handler_threads(void)
 	}
 }
 
+/* Sends a POST of a 40 kB body to path on a new connection; its socket. */
+static int post_40k(int port, const char *path)
+{
+	static char body[40000];
+	memset(body, 'b', sizeof body);
+	int fd = dial(port, 0);
+	char head[256];
+	snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", path,
+		 sizeof body);
+	send_str(fd, head);
+	send(fd, body, sizeof body, MSG_NOSIGNAL);
+	return fd;
+}
+
+/* The one handler thread is held (a SubjectAccessReview to a busy API
+ * server): requests queued behind it are cut by their deadline, and each cut
+ * frees its connection's share of the in-flight byte cap, so more are read
+ * in. A request whose connection is gone is dropped, never decided: its
+ * caller is not waiting for the answer, and deciding it would keep the
+ * handler from the requests whose callers are. */
+static void test_handler_queue_drops_closed(void)
+{
+	struct obs_http_server *s =
+	    start((struct obs_http_opts){ .threads = 1, .handler_threads = 1, .request_timeout_s = 1, .max_inflight_bytes = 100000, .max_body = 1 << 20 });
+	int port = obs_http_port(s);
+	atomic_store(&block_release, 0);
+	atomic_store(&block_calls, 0);
+	int b = dial(port, 0);
+	CU_ASSERT_FATAL(b >= 0);
+	send_str(b, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n");
+	for (int i = 0; i < 100 && !atomic_load(&block_calls); i++)
+		usleep(10 * 1000);
+	CU_ASSERT_EQUAL_FATAL(atomic_load(&block_calls), 1);
+	atomic_store(&echo_calls, 0);
+	for (int i = 0; i < 5; i++) { /* one after the other: each fits the byte cap */
+		int fd = post_40k(port, "/echo");
+		CU_ASSERT_FATAL(fd >= 0);
+		CU_ASSERT(closed_within(fd, 3000)); /* cut by its deadline, unanswered */
+		close(fd);
+	}
+	CU_ASSERT(closed_within(b, 1000));
+	close(b);
+	struct obs_http_stats st;
+	obs_http_stats(s, &st);
+	CU_ASSERT_EQUAL(st.timeouts, 6);
+	CU_ASSERT_EQUAL(st.overbudget, 0);
+	atomic_store(&block_release, 1);
+	usleep(300 * 1000);
+	CU_ASSERT_EQUAL(atomic_load(&echo_calls), 0); /* the 5 stale requests were dropped */
+	char out[4096];
+	CU_ASSERT_EQUAL(request(port, "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", out, sizeof out),
+			201);
+	CU_ASSERT_EQUAL(atomic_load(&echo_calls), 1);
+	obs_http_free(s);
+}
+
+/* A request being decided holds its copy of the body until the handler
+ * returns, so its bytes stay counted in the in-flight cap after its
+ * connection is cut: with 40 kB held by a handler whose caller has gone,
+ * two more 40 kB bodies pass the 100,000-byte cap, and the second is refused.
+ * Once the handler returns the bytes are free again. */
+static void test_handler_job_bytes_counted(void)
+{
+	struct obs_http_server *s =
+	    start((struct obs_http_opts){ .threads = 1, .handler_threads = 1, .request_timeout_s = 1, .max_inflight_bytes = 100000, .max_body = 1 << 20 });
+	int port = obs_http_port(s);
+	atomic_store(&block_release, 0);
+	atomic_store(&block_calls, 0);
+	int b = post_40k(port, "/block");
+	CU_ASSERT_FATAL(b >= 0);
+	for (int i = 0; i < 100 && !atomic_load(&block_calls); i++)
+		usleep(10 * 1000);
+	CU_ASSERT_EQUAL_FATAL(atomic_load(&block_calls), 1);
+	CU_ASSERT(closed_within(b, 3000)); /* cut by its deadline while the handler runs */
+	close(b);
+	atomic_store(&echo_calls, 0);
+	int e1 = post_40k(port, "/echo");
+	usleep(100 * 1000);
+	int e2 = post_40k(port, "/echo");
+	CU_ASSERT(closed_within(e2, 500)); /* 3 x 40 kB: over the cap */
+	close(e2);
+	struct obs_http_stats st;
+	obs_http_stats(s, &st);
+	CU_ASSERT_EQUAL(st.overbudget, 1);
+	atomic_store(&block_release, 1);
+	char out[65536];
+	CU_ASSERT(read_reply(e1, out, sizeof out, 3000) > 0);
+	CU_ASSERT_EQUAL(status_of(out), 201);
+	close(e1);
+	CU_ASSERT_EQUAL(atomic_load(&echo_calls), 1);
+	/* the stale request's bytes went with it: two bodies fit again */
+	e1 = post_40k(port, "/echo");
+	e2 = post_40k(port, "/echo");
+	CU_ASSERT(read_reply(e1, out, sizeof out, 3000) > 0 && status_of(out) == 201);
+	CU_ASSERT(read_reply(e2, out, sizeof out, 3000) > 0 && status_of(out) == 201);
+	close(e1);
+	close(e2);
+	obs_http_free(s);
+	CU_ASSERT_EQUAL(atomic_load(&block_calls), 1);
+}
+
+static void *free_server(void *arg)
+{
+	obs_http_free(arg);
+	return NULL;
+}
+
+/* Stopping, a request no handler thread can take any more is answered 503
+ * with Retry-After at once, not left to its deadline: the caller tries again
+ * (another replica of the webhook) instead of waiting. */
+static void test_handler_stopping_retry_after(void)
+{
+	struct obs_http_server *s = start((struct obs_http_opts){ .threads = 1, .handler_threads = 1 });
+	int port = obs_http_port(s);
+	atomic_store(&block_release, 0);
+	atomic_store(&block_calls, 0);
+	int b = dial(port, 0);
+	CU_ASSERT_FATAL(b >= 0);
+	send_str(b, "GET /block HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	for (int i = 0; i < 100 && !atomic_load(&block_calls); i++)
+		usleep(10 * 1000);
+	CU_ASSERT_EQUAL_FATAL(atomic_load(&block_calls), 1);
+	pthread_t stopper;
+	CU_ASSERT_FATAL(pthread_create(&stopper, NULL, free_server, s) == 0);
+	usleep(200 * 1000); /* obs_http_free waits for the handler */
+	int fd = dial(port, 0);
+	CU_ASSERT_FATAL(fd >= 0);
+	send_str(fd, "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	char out[4096];
+	CU_ASSERT(read_reply(fd, out, sizeof out, 1000) > 0);
+	CU_ASSERT_EQUAL(status_of(out), 503);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\r\nRetry-After: 1\r\n"));
+	close(fd);
+	atomic_store(&block_release, 1);
+	pthread_join(stopper, NULL);
+	close(b);
+}
+
 /* A series of the rendered registry: the value of the line that starts
  * with prefix (up to its space), -1 when there is none. */
 static double rendered(const char *prefix)
@@ -1297,6 +1451,9 @@ void register_obs_httpserver_tests(void)
 		  { "connection cap: a busy server cuts no written request", test_connection_cap_busy_server_cuts_nothing },
 		  { "connection cap: verified clients are never shed", test_connection_cap_spares_verified_clients },
 		  { "handler threads: waiting handlers hold no loop", test_handler_threads },
+		  { "handler threads: a request whose connection closed is dropped", test_handler_queue_drops_closed },
+		  { "handler threads: a request's bytes count until it is done", test_handler_job_bytes_counted },
+		  { "handler threads: stopping answers 503 with Retry-After", test_handler_stopping_retry_after },
 		  { "request phases: where a request's time goes", test_request_phases },
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },
 		  { "free with connections open", test_free_with_open_connections },
