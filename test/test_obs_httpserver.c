@@ -1241,6 +1241,49 @@ static void test_request_phases(void)
 	obs_http_free(s);
 }
 
+/* At most max_queued requests wait for a handler thread; the next is
+ * answered 503 with Retry-After at once, and counted. */
+static void test_handler_queue_bound(void)
+{
+	struct obs_http_server *s =
+	    start_named((struct obs_http_opts){ .threads = 1, .handler_threads = 1, .max_queued = 2 }, "queue");
+	int port = obs_http_port(s);
+	atomic_store(&block_release, 0);
+	atomic_store(&block_calls, 0);
+	int b = dial(port, 0);
+	CU_ASSERT_FATAL(b >= 0);
+	send_str(b, "GET /block HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	for (int i = 0; i < 100 && !atomic_load(&block_calls); i++)
+		usleep(10 * 1000);
+	CU_ASSERT_EQUAL_FATAL(atomic_load(&block_calls), 1);
+	atomic_store(&echo_calls, 0);
+	int q[2];
+	for (int i = 0; i < 2; i++) {
+		q[i] = dial(port, 0);
+		CU_ASSERT_FATAL(q[i] >= 0);
+		send_str(q[i], "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	}
+	usleep(100 * 1000);
+	char out[4096];
+	double t0 = now_s();
+	CU_ASSERT_EQUAL(request(port, "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", out, sizeof out), 503);
+	CU_ASSERT(now_s() - t0 < 0.5);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\r\nRetry-After: 1\r\n"));
+	struct obs_http_stats st;
+	obs_http_stats(s, &st);
+	CU_ASSERT_EQUAL(st.queue_full, 1);
+	CU_ASSERT_EQUAL(rendered("http_server_handler_queue_full_total{listener=\"queue\"}"), 1);
+	atomic_store(&block_release, 1);
+	for (int i = 0; i < 2; i++) {
+		CU_ASSERT(read_reply(q[i], out, sizeof out, 3000) > 0 && status_of(out) == 201);
+		close(q[i]);
+	}
+	CU_ASSERT_EQUAL(atomic_load(&echo_calls), 2);
+	CU_ASSERT(read_reply(b, out, sizeof out, 3000) > 0 && status_of(out) == 200);
+	close(b);
+	obs_http_free(s);
+}
+
 /* One header byte every 300 ms keeps evhttp's per-read timeout happy; the
  * whole-request deadline cuts it anyway. */
 static void test_request_deadline(void)
@@ -1454,6 +1497,7 @@ void register_obs_httpserver_tests(void)
 		  { "handler threads: a request whose connection closed is dropped", test_handler_queue_drops_closed },
 		  { "handler threads: a request's bytes count until it is done", test_handler_job_bytes_counted },
 		  { "handler threads: stopping answers 503 with Retry-After", test_handler_stopping_retry_after },
+		  { "handler threads: at most max_queued wait", test_handler_queue_bound },
 		  { "request phases: where a request's time goes", test_request_phases },
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },
 		  { "free with connections open", test_free_with_open_connections },

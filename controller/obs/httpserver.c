@@ -50,6 +50,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <uthash.h>
+#include <utlist.h>
 
 #include "base/xmalloc.h"
 #include "obs/log.h"
@@ -106,11 +107,19 @@ struct job {
 	char peer[64], client_name[256];
 	struct evkeyvalq headers;
 	struct obs_http_resp resp;
-	int cancelled; /* the server stopped before a handler took it: 503 */
+	int refused; /* answered 503 without its handler: JOB_STOPPING, JOB_FULL (or 0) */
 	/* microseconds: read whole (queued for a handler), taken by one, answered */
 	int64_t read_us, taken_us, done_us;
-	struct job *next;
+	/* Loop thread only: the bytes of its request, counted in s->inflight,
+	 * that it took over from its connection when that closed while a
+	 * handler ran it (its copy of the body lives until the handler returns). */
+	size_t inflight;
+	int queued;		   /* pool_mu: waiting for a handler thread, in s->pool_q */
+	struct job *qprev, *qnext; /* s->pool_q (utlist DL), under pool_mu */
+	struct job *next;	   /* t->done */
 };
+#define JOB_STOPPING 1 /* the server stopped before a handler took it */
+#define JOB_FULL 2     /* max_queued requests were waiting for a handler already */
 
 struct http_thread {
 	struct obs_http_server *s;
@@ -158,11 +167,14 @@ struct obs_http_server {
 	struct http_thread *threads;
 	int nthreads;
 
-	/* handler threads (handler_threads > 0): a FIFO of requests */
+	/* Handler threads (handler_threads > 0): a FIFO of at most max_queued
+	 * requests, each with its connection open (one closing takes its request
+	 * out). The loops and the handler threads hand jobs over only under
+	 * pool_mu. */
 	pthread_mutex_t pool_mu;
 	pthread_cond_t pool_cv;
-	struct job *pool_head, *pool_tail;
-	int pool_stopping, npool;
+	struct job *pool_q; /* utlist DL: pool_q->qprev is the tail */
+	int pool_stopping, npool, nqueued, max_queued;
 	pthread_t *pool;
 
 	/* TLS: the context for new connections, swapped when the files change */
@@ -182,12 +194,12 @@ struct obs_http_server {
 	atomic_ulong warn_dropped;
 
 	atomic_ulong accepted, deferred, shed, timeouts, accept_errors, tls_reloads, tls_reload_errors, open,
-	    overbudget;
+	    overbudget, queue_full;
 
 	/* the same counts in the metrics registry, labelled with the name */
 	const char *label[1];
 	struct obs_metric *m_accepted, *m_deferred, *m_shed, *m_timeouts, *m_accept_errors, *m_tls_reloads,
-	    *m_open, *m_requests, *m_overbudget, *m_phase;
+	    *m_open, *m_requests, *m_overbudget, *m_queue_full, *m_phase;
 };
 
 /* Counts in both the plain counter (obs_http_stats) and the registry. */
@@ -217,6 +229,10 @@ static void register_metrics(struct obs_http_server *s)
 				    "listener,code");
 	s->m_overbudget = obs_counter("http_server_inflight_cap_closes_total",
 				      "Connections closed because the bytes of unanswered requests passed the cap.",
+				      "listener");
+	s->m_queue_full = obs_counter("http_server_handler_queue_full_total",
+				      "Requests answered 503 because max_queued requests were already waiting for a "
+				      "handler thread.",
 				      "listener");
 	/* Fine below 100 ms, where a webhook call's budget is. */
 	static const double phase_buckets[] = { .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10 };
@@ -524,6 +540,8 @@ static void resume_accepting(struct http_thread *t)
 		evconnlistener_enable(t->lev);
 }
 
+static void job_orphan(struct job *j, struct conn *c); /* with the requests, below */
+
 /* evhttp_connection_free is ending the connection: forget it. */
 static void on_close(struct evhttp_connection *evcon, void *arg)
 {
@@ -539,7 +557,7 @@ static void on_close(struct evhttp_connection *evcon, void *arg)
 	else
 		t->conns_tail = c->prev;
 	if (c->job)
-		c->job->c = NULL; /* its answer is dropped: evhttp frees the request with the connection */
+		job_orphan(c->job, c); /* may take over c->inflight */
 	evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->incb);
 	event_free(c->deadline);
 	event_free(c->kill);
@@ -788,12 +806,40 @@ static void job_free(struct job *j)
 	free(j);
 }
 
-/* Runs the job's handler (or its 404) on the calling thread. */
+/* c is closing with j still with the handler threads (loop thread). A job
+ * still queued is taken out and freed, never decided: its caller has gone,
+ * and deciding it would keep a handler from callers still waiting. One a
+ * handler has taken keeps its copy of the body until on_done frees it, so it
+ * takes over c's bytes in the in-flight cap until then. Its answer is
+ * dropped either way: evhttp frees the request with the connection. */
+static void job_orphan(struct job *j, struct conn *c)
+{
+	struct obs_http_server *s = c->t->s;
+	pthread_mutex_lock(&s->pool_mu);
+	int queued = j->queued;
+	if (queued) {
+		DL_DELETE2(s->pool_q, j, qprev, qnext);
+		j->queued = 0;
+		s->nqueued--;
+	}
+	pthread_mutex_unlock(&s->pool_mu);
+	c->job = NULL;
+	if (queued) {
+		job_free(j);
+		return;
+	}
+	j->c = NULL;
+	j->inflight = c->inflight;
+	c->inflight = 0;
+}
+
+/* Runs the job's handler (or its 404, or its 503) on the calling thread. */
 static void job_run(struct job *j)
 {
-	if (j->cancelled) {
+	if (j->refused) {
 		j->resp.status = 503;
-		buf_appends(&j->resp.body, "shutting down\n");
+		j->resp.retry_after_s = 1;
+		buf_appends(&j->resp.body, j->refused == JOB_STOPPING ? "shutting down\n" : "too many requests waiting\n");
 	} else if (j->rt) {
 		j->rt->fn(j->rt->ctx, &j->r, &j->resp);
 	} else {
@@ -850,6 +896,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 			j->c->job = NULL;
 			job_reply(j, j->c);
 		}
+		atomic_fetch_sub(&t->s->inflight, j->inflight); /* its connection's, had it closed */
 		job_free(j);
 	}
 }
@@ -859,17 +906,19 @@ static void *pool_main(void *arg)
 	struct obs_http_server *s = arg;
 	for (;;) {
 		pthread_mutex_lock(&s->pool_mu);
-		while (!s->pool_head && !s->pool_stopping)
+		while (!s->pool_q && !s->pool_stopping)
 			pthread_cond_wait(&s->pool_cv, &s->pool_mu);
-		struct job *j = s->pool_head;
+		/* Every queued job's connection is open: one closing took its
+		 * job out (job_orphan). */
+		struct job *j = s->pool_q;
 		if (!j) {
 			pthread_mutex_unlock(&s->pool_mu);
 			return NULL;
 		}
-		s->pool_head = j->next;
-		if (!s->pool_head)
-			s->pool_tail = NULL;
-		j->cancelled = s->pool_stopping;
+		DL_DELETE2(s->pool_q, j, qprev, qnext);
+		j->queued = 0;
+		s->nqueued--;
+		j->refused = s->pool_stopping ? JOB_STOPPING : 0;
 		pthread_mutex_unlock(&s->pool_mu);
 		j->taken_us = now_us();
 		job_run(j);
@@ -948,25 +997,33 @@ static void on_request(struct evhttp_request *req, void *arg)
 		if (!strcmp(s->routes[i].path, j->path))
 			j->rt = &s->routes[i];
 	if (s->npool && c && j->rt) {
-		/* A handler thread answers; the loop goes on serving. */
-		j->c = c;
-		c->job = j;
+		/* A handler thread answers; the loop goes on serving. With
+		 * max_queued requests waiting already, or the handler threads
+		 * stopping (they take no more), it is answered 503 here. */
 		pthread_mutex_lock(&s->pool_mu);
-		if (s->pool_tail)
-			s->pool_tail->next = j;
-		else
-			s->pool_head = j;
-		s->pool_tail = j;
-		pthread_cond_signal(&s->pool_cv);
+		int refused = s->pool_stopping ? JOB_STOPPING : s->nqueued >= s->max_queued ? JOB_FULL
+											    : 0;
+		if (!refused) {
+			j->c = c;
+			c->job = j;
+			j->queued = 1;
+			DL_APPEND2(s->pool_q, j, qprev, qnext);
+			s->nqueued++;
+			pthread_cond_signal(&s->pool_cv);
+		}
 		pthread_mutex_unlock(&s->pool_mu);
-		return;
+		if (!refused)
+			return; /* j is the handler threads' now */
+		j->refused = refused;
+		if (refused == JOB_FULL)
+			count(s, &s->queue_full, s->m_queue_full);
 	}
 	int64_t t0 = now_ms();
 	j->taken_us = now_us();
 	job_run(j);
-	if (j->rt)
+	if (j->rt && !j->refused)
 		phase(s, "handle", j->taken_us, now_us());
-	if (j->rt && now_ms() - t0 >= 10)
+	if (j->rt && !j->refused && now_ms() - t0 >= 10)
 		t->quiet_from = now_ms();
 	job_reply(j, c);
 	job_free(j);
@@ -1156,6 +1213,7 @@ struct obs_http_server *obs_http_start(const struct obs_http_opts *o, char *err,
 	s->max_body = o->max_body ? o->max_body : 64 << 10;
 	s->max_headers = o->max_headers ? o->max_headers : 16 << 10;
 	s->max_inflight = o->max_inflight_bytes;
+	s->max_queued = o->max_queued > 0 ? o->max_queued : maxc;
 	s->nroutes = o->nroutes;
 	s->routes = xcalloc(o->nroutes ? o->nroutes : 1, sizeof *s->routes);
 	for (size_t i = 0; i < o->nroutes; i++)
@@ -1265,6 +1323,7 @@ void obs_http_stats(const struct obs_http_server *s, struct obs_http_stats *out)
 		.tls_reload_errors = atomic_load(&m->tls_reload_errors),
 		.open = atomic_load(&m->open),
 		.overbudget = atomic_load(&m->overbudget),
+		.queue_full = atomic_load(&m->queue_full),
 	};
 }
 
@@ -1273,7 +1332,8 @@ void obs_http_free(struct obs_http_server *s)
 	if (!s)
 		return;
 	/* The handler threads first: what they run is answered (the loops still
-	 * run), what they had not taken yet gets 503; no handler runs after. */
+	 * run), what they had not taken yet, or the loops hand over after, gets
+	 * 503 with Retry-After; no handler runs after. */
 	pthread_mutex_lock(&s->pool_mu);
 	s->pool_stopping = 1;
 	pthread_cond_broadcast(&s->pool_cv);

@@ -41,7 +41,15 @@
  *   requests not yet answered, summed over every connection of the server,
  *   stay under that cap; the connection whose bytes would pass it is closed
  *   (a body is buffered whole before its handler runs, so this is what bounds
- *   the memory of many large bodies at once).
+ *   the memory of many large bodies at once). A request a handler thread is
+ *   deciding holds its copy of the body until the handler returns: its bytes
+ *   stay counted until then, even once its connection has closed;
+ * - requests waiting for a handler thread (handler_threads > 0): at most
+ *   max_queued, the whole server (a connection has one request at a time,
+ *   so the default, max_connections, never refuses); past it a request is
+ *   answered 503 with Retry-After: 1 at once. A waiting request whose
+ *   connection closes (its deadline, its client) is dropped then, never
+ *   decided: the handlers' time goes to callers still waiting.
  * With a certificate and key, the listener speaks TLS 1.2+ only, and TLS 1.2
  * only with ECDHE key exchange and AEAD ciphers (AES-GCM, ChaCha20-Poly1305;
  * TLS 1.3 suites are all AEAD); both files are checked for changes (at most
@@ -129,6 +137,7 @@ struct obs_http_opts {
 	size_t max_body;			  /* request body cap (default 64 KiB) */
 	size_t max_headers;			  /* request line + headers cap (default 16 KiB) */
 	size_t max_inflight_bytes;		  /* bytes of unanswered requests, whole server (0 = no cap) */
+	int max_queued;				  /* requests waiting for a handler thread (default max_connections) */
 	const struct obs_http_route *routes;
 	size_t nroutes;
 	const char *name; /* for logs (default "http") */
@@ -156,12 +165,14 @@ struct obs_http_stats {
 	unsigned long tls_reload_errors;
 	unsigned long open;	  /* connections open now */
 	unsigned long overbudget; /* connections closed at the in-flight byte cap */
+	unsigned long queue_full; /* requests answered 503: max_queued were waiting for a handler */
 };
 void obs_http_stats(const struct obs_http_server *s, struct obs_http_stats *out);
 
 /* Stops accepting, closes every connection, stops and joins the loops: after
- * it returns no handler runs and nothing from the routes is used. NULL is a
- * no-op. */
+ * it returns no handler runs and nothing from the routes is used. Requests no
+ * handler thread had taken are answered 503 (Retry-After: 1) where the loops
+ * still can. NULL is a no-op. */
 void obs_http_free(struct obs_http_server *s);
 
 #endif
