@@ -1180,6 +1180,64 @@ static void test_informer_unsynced_during_retry_after(void)
 	fake_stop(f);
 }
 
+/* A watch answered 503 after SLOW_REFUSAL_MS: a failure that takes more
+ * than a second, as a refusing proxy, an overloaded API server or a connect
+ * timeout can. */
+#define SLOW_REFUSAL_MS 1200
+
+static void refuse_late(evutil_socket_t fd, short what, void *u)
+{
+	struct evhttp_request *req = u;
+	char *st = status_json(503, "ServiceUnavailable", "overloaded");
+	reply(req, 503, st, NULL, NULL);
+	free(st);
+}
+
+/* LIST answers at once (an empty list at resourceVersion 5); every watch is
+ * answered 503 after SLOW_REFUSAL_MS. ctx is the struct inf_script whose
+ * lists and watches count the requests. */
+static void h_watch_refused_late(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	struct inf_script *s = f->ctx;
+	if (!q(r, "watch")) {
+		atomic_fetch_add(&s->lists, 1);
+		reply(req, 200, "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[]}", NULL, NULL);
+		return;
+	}
+	atomic_fetch_add(&s->watches, 1);
+	struct timeval tv = { .tv_sec = SLOW_REFUSAL_MS / 1000, .tv_usec = (SLOW_REFUSAL_MS % 1000) * 1000 };
+	if (event_base_once(f->base, -1, EV_TIMEOUT, refuse_late, req, &tv) < 0)
+		refuse_late(-1, EV_TIMEOUT, req);
+}
+
+/* A watch that fails slowly has not kept the cache current: however long
+ * each attempt took, no 2xx answer came, so the stale threshold passes and
+ * the informer stops counting as synced (readiness drops), as it does for
+ * watches refused at once. */
+static void test_informer_unsynced_while_watches_fail_slowly(void)
+{
+	static struct inf_script s;
+	memset(&s, 0, sizeof s);
+	informer_set_stale_after_ms(2000);
+	struct fake *f = fake_start(h_watch_refused_late, &s);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct informer *inf = informer_new(c, "/api/v1/pods", NULL, NULL, NULL, NULL, NULL);
+	CU_ASSERT_EQUAL_FATAL(informer_start(inf), 0);
+	CU_ASSERT_EQUAL(informer_wait_synced(inf, 5000), 1);
+	int64_t deadline = ktime_mono_ms() + 8000;
+	while (informer_wait_synced(inf, 0) && ktime_mono_ms() < deadline)
+		ktime_sleep_ms(10);
+	CU_ASSERT_EQUAL(informer_wait_synced(inf, 0), 0);
+	CU_ASSERT(atomic_load(&s.watches) >= 2);
+	informer_free(inf);
+	informer_set_stale_after_ms(0);
+	/* The last watch's late answer is sent (and its request freed) before
+	 * the server stops. */
+	ktime_sleep_ms(SLOW_REFUSAL_MS + 300);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
 /* ---- events ---- */
 
 static void h_events(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
@@ -1802,6 +1860,8 @@ void register_kube_client_tests(void)
 			 test_informer_unsynced_on_failed_relist) ||
 	    !CU_add_test(s, "informer unsynced while a long Retry-After is waited out",
 			 test_informer_unsynced_during_retry_after) ||
+	    !CU_add_test(s, "informer unsynced while watches fail slowly",
+			 test_informer_unsynced_while_watches_fail_slowly) ||
 	    !CU_add_test(s, "events: per-object spam filter", test_events_spam_filter) ||
 	    !CU_add_test(s, "events: 1,000 at once keep up", test_events_keep_up))
 		abort();
