@@ -570,10 +570,12 @@ static enum kube_err attempt(struct kube_client *c, CURL *h, const struct call *
 }
 
 /* The request path shared by kube_request_ex and kube_stream: rate limit,
- * credentials, one attempt, and a second one after a curable 401. */
+ * credentials, one attempt, and a second one after a curable 401.
+ * *status_out (NULL ok) receives the last attempt's HTTP status (0 without
+ * an answer); it is left untouched when no attempt was made. */
 static enum kube_err do_call(struct kube_client *c, const char *path, const char *const *query,
 			     struct call *k, kube_data_fn cb, void *cb_ctx, const atomic_int *stop,
-			     cJSON **out, struct kube_error *err)
+			     cJSON **out, long *status_out, struct kube_error *err)
 {
 	if (out)
 		*out = NULL;
@@ -625,6 +627,8 @@ static enum kube_err do_call(struct kube_client *c, const char *path, const char
 	}
 	kube_creds_put(cr);
 	put_handle(c, h, slot);
+	if (status_out)
+		*status_out = status;
 	if (r != KUBE_OK) {
 		char st[16], ms[24];
 		snprintf(st, sizeof st, "%ld", status);
@@ -645,7 +649,7 @@ enum kube_err kube_request_ex(struct kube_client *c, const char *method, const c
 			  .body = body,
 			  .content_type = content_type,
 			  .timeout_ms = ro && ro->timeout_ms > 0 ? ro->timeout_ms : c->timeout_ms };
-	return do_call(c, path, query, &k, NULL, NULL, ro ? ro->abort : NULL, out, err);
+	return do_call(c, path, query, &k, NULL, NULL, ro ? ro->abort : NULL, out, NULL, err);
 }
 
 enum kube_err kube_request(struct kube_client *c, const char *method, const char *path,
@@ -661,7 +665,15 @@ enum kube_err kube_stream(struct kube_client *c, const char *path, const char *c
 {
 	struct kube_stream_opts none = { 0 };
 	struct call k = { .method = "GET", .stream = so ? so : &none };
-	return do_call(c, path, query, &k, cb, ctx, k.stream->stop, NULL, err);
+	long status = 0;
+	enum kube_err r = do_call(c, path, query, &k, cb, ctx, k.stream->stop, NULL, &status, err);
+	if (r == KUBE_OK)
+		kube_error_set(err, KUBE_OK, "the stream ended");
+	/* Also after a 2xx answer whose stream then broke: the caller tells a
+	 * watch the server accepted from one it never answered by this. */
+	if (err)
+		err->http_status = status;
+	return r;
 }
 
 enum kube_err kube_list_ex(struct kube_client *c, const char *path, const char *label_selector,

@@ -107,7 +107,11 @@ struct kube_stream_opts {
 /* A streaming GET (watch): the 2xx body is handed to cb as it arrives, over a
  * connection with TCP keepalive. Returns KUBE_OK when the server ended the
  * stream, cb returned non-zero, or *stop was set; otherwise the typed error
- * (a non-2xx answer is decoded like kube_request's). */
+ * (a non-2xx answer is decoded like kube_request's). *err (err may be NULL)
+ * is filled in every case, and its http_status is the answer's status, 0
+ * when none came: also on KUBE_OK, and on a TRANSPORT error after a 2xx
+ * answer (the stream broke), so a caller can tell a stream the server
+ * accepted from one it never answered. */
 enum kube_err kube_stream(struct kube_client *c, const char *path, const char *const *query,
 			  const struct kube_stream_opts *so, kube_data_fn cb, void *ctx,
 			  struct kube_error *err);

@@ -27,10 +27,10 @@
 /* Bookmarks arrive about once a minute; a watch silent for longer than this is
  * presumed dead (a half-open connection) and re-established. */
 #define WATCH_LOW_SPEED_S 150
-#define WATCH_HEALTHY_MS 1000 /* a watch that lasted this long resets the backoff */
-/* A cache that could not be brought up to date (no successful LIST, no
- * healthy watch) for this long is no longer "synced": readiness drops until a
- * relist succeeds. */
+#define WATCH_HEALTHY_MS 1000 /* an accepted watch that lasted this long resets the backoff */
+/* A cache that could not be brought up to date (no successful LIST, no watch
+ * the API server accepted) for this long is no longer "synced": readiness
+ * drops until a relist succeeds. */
 #define STALE_AFTER_MS 60000
 
 /* informer_set_stale_after_ms (tests): 0 means STALE_AFTER_MS. */
@@ -617,12 +617,18 @@ static int watch_once(struct informer *inf, int *retry_after)
 		inf->relist = 1;
 		return -1;
 	}
-	/* A healthy watch ends (server timeout) and is simply resumed; one that
-	 * fails at once backs off, so a server that keeps refusing cannot make us
-	 * relist in a tight loop. */
-	int healthy = lasted >= WATCH_HEALTHY_MS || ws.events > 1;
-	if (healthy)
+	/* Only a watch the API server accepted (a 2xx answer; any event implies
+	 * one) kept the cache current. An attempt that got no answer or an
+	 * error proves nothing however long it took (a 5 s connect timeout, a
+	 * 503 after a slow proxy, a server that accepts and never answers): the
+	 * stale clock keeps running, or readiness would never drop. */
+	int accepted = (err.http_status >= 200 && err.http_status < 300) || ws.events > 0;
+	if (accepted)
 		inf->current_ms = ktime_mono_ms(); /* it kept the cache current until now */
+	/* A healthy watch ends (server timeout) and is simply resumed; one that
+	 * fails, or is accepted and ends at once, backs off, so a server that
+	 * keeps refusing (or hanging up) cannot make us relist in a tight loop. */
+	int healthy = accepted && (lasted >= WATCH_HEALTHY_MS || ws.events > 1);
 	if (inf->relist)
 		return healthy ? 0 : -1; /* an ERROR event (usually 410 Expired) */
 	if (r == KUBE_ERR_GONE) {

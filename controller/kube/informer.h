@@ -53,9 +53,9 @@ int informer_set_field_selector(struct informer *inf, const char *selector);
  * already was). */
 int informer_start(struct informer *inf);
 /* Returns 1 while the cache is current: after a successful LIST, until a
- * relist fails or no watch could be established for a minute (then 0 until
- * the next successful relist). Waits up to timeout_ms for it (< 0 waits
- * forever, 0 only looks). */
+ * relist fails or no watch was accepted (a 2xx answer) for a minute, however
+ * long the failed attempts took (then 0 until the next successful relist).
+ * Waits up to timeout_ms for it (< 0 waits forever, 0 only looks). */
 int informer_wait_synced(struct informer *inf, long timeout_ms);
 /* Returns 1 once the handlers have been told of every object of the first
  * successful LIST (informer_wait_synced turns 1 just before they are): a
@@ -93,7 +93,7 @@ void informer_stop(struct informer *inf);
 /* Stops (if needed) and frees the informer and its cache. */
 void informer_free(struct informer *inf);
 /* For tests: sets how long (ms) every informer's cache may go without a
- * successful LIST or healthy watch before it stops counting as synced
+ * successful LIST or an accepted watch before it stops counting as synced
  * (default a minute); ms <= 0 restores the default. The controller never
  * calls it. */
 void informer_set_stale_after_ms(int ms);
