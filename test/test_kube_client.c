@@ -1516,7 +1516,8 @@ static void test_tls(void)
 
 /* Answers SubjectAccessReviews: "alice" may use workspace alice; a review
  * naming "broken" gets a 500; "denied" is allowed by one authorizer and
- * explicitly denied by another. TokenReviews: token "good" is alice. */
+ * explicitly denied by another; "slow" and "late" are allowed after 0.3 and
+ * 1.5 s. TokenReviews: token "good" is alice. */
 static void h_access(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
 {
 	cJSON *b = cJSON_Parse(r->body ? r->body : "");
@@ -1556,6 +1557,9 @@ static void h_access(struct fake *f, struct evhttp_request *req, const struct fa
 		reply(req, 201, "{\"status\":{}}", NULL, NULL);
 	else if (!strcmp(n, "slow")) {
 		usleep(300 * 1000);
+		reply(req, 201, "{\"status\":{\"allowed\":true}}", NULL, NULL);
+	} else if (!strcmp(n, "late")) {
+		usleep(1500 * 1000);
 		reply(req, 201, "{\"status\":{\"allowed\":true}}", NULL, NULL);
 	} else
 		reply(req, 201, !strcmp(n, "alice") ? "{\"status\":{\"allowed\":true,\"reason\":\"RBAC: rolebinding\"}}" : "{\"status\":{\"allowed\":false}}",
@@ -1665,6 +1669,37 @@ static void test_access_cache(void)
 	}
 	cJSON_Delete(ui);
 	cJSON_Delete(ui2);
+	kube_accesscache_free(ac);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
+/* An answer's time runs from when its question was sent, not from when the
+ * answer came: the authorizer may have looked as soon as it was asked, and a
+ * review can take seconds, so a revoked grant would stand for the review's
+ * time beyond the TTL. A review answered after 1.5 s, allowed for 1 s, has
+ * expired by the time its answer arrives: the same question asked again
+ * 0.2 s later is asked anew. */
+static void test_access_cache_time_from_question(void)
+{
+	struct fake *f = fake_start(h_access, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct kube_accesscache *ac = kube_accesscache_new(1000, 1000, 0);
+	cJSON *ui = cJSON_Parse("{\"username\":\"alice\",\"uid\":\"u-1\",\"groups\":[\"team\"]}");
+	struct kube_access_attrs a = { .ns = "team-a", .verb = "use", .group = "sandbox.dev", .resource = "workspaces", .name = "late" };
+	int allowed = -1;
+	struct kube_error err;
+	enum kube_access_source src;
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, NULL, 0, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 1);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	usleep(200 * 1000);
+	allowed = -1;
+	CU_ASSERT_EQUAL(kube_access_review_cached(ac, c, ui, &a, &allowed, NULL, 0, &err, &src), KUBE_OK);
+	CU_ASSERT_EQUAL(allowed, 1);
+	CU_ASSERT_EQUAL(src, KUBE_ACCESS_ASKED);
+	CU_ASSERT_EQUAL(fake_count(f), 2);
+	cJSON_Delete(ui);
 	kube_accesscache_free(ac);
 	kube_client_free(c);
 	fake_stop(f);
@@ -1853,6 +1888,8 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "events aggregate, never block", test_events) ||
 	    !CU_add_test(s, "SubjectAccessReview and TokenReview", test_access_review) ||
 	    !CU_add_test(s, "SubjectAccessReview answers cached and shared", test_access_cache) ||
+	    !CU_add_test(s, "SubjectAccessReview answers expire from the question",
+			 test_access_cache_time_from_question) ||
 	    !CU_add_test(s, "auth filter (secure /metrics)", test_authfilter) ||
 	    !CU_add_test(s, "auth filter answers cached", test_authfilter_cache) ||
 	    !CU_add_test(s, "LIST adapts its page size to the body cap", test_list_adapts_page_size) ||
