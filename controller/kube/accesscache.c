@@ -19,7 +19,7 @@ struct answer {
 	int pending; /* a caller is asking the API server now */
 	int allowed;
 	char reason[256];
-	int64_t expires_ms;
+	int64_t expires_ms; /* its TTL from when the question was sent */
 	UT_hash_handle hh;
 };
 
@@ -155,7 +155,12 @@ enum kube_err kube_access_review_cached(struct kube_accesscache *ac, struct kube
 	for (;;) {
 		HASH_FIND_STR(ac->map, key, a);
 		int64_t now = ktime_mono_ms();
-		if (a && !a->pending && a->expires_ms > now) {
+		/* A caller that waited takes the answer it waited for even if its
+		 * time ran out while the review was on its way (one slower than
+		 * the TTL): that review was sent before this caller asked, so the
+		 * answer is as recent as one it would ask for itself, and askers
+		 * of one question still share one review. */
+		if (a && !a->pending && (a->expires_ms > now || src == KUBE_ACCESS_SHARED)) {
 			*allowed = a->allowed;
 			if (reason && reasonlen)
 				snprintf(reason, reasonlen, "%s", a->reason);
@@ -182,6 +187,10 @@ enum kube_err kube_access_review_cached(struct kube_accesscache *ac, struct kube
 	}
 	pthread_mutex_unlock(&ac->mu);
 	char why[256] = "";
+	/* The TTL runs from here, not from the answer: the authorizer may look
+	 * as soon as it is asked, and a review can take KUBE_ACCESS_TIMEOUT_MS,
+	 * which would otherwise let a revoked grant stand that much longer. */
+	int64_t sent_ms = ktime_mono_ms();
 	enum kube_err e = kube_access_review(c, user_info, attrs, allowed, why, sizeof why, err);
 	if (reason && reasonlen)
 		snprintf(reason, reasonlen, "%s", why);
@@ -192,7 +201,7 @@ enum kube_err kube_access_review_cached(struct kube_accesscache *ac, struct kube
 		if (e == KUBE_OK) {
 			a->allowed = *allowed;
 			snprintf(a->reason, sizeof a->reason, "%s", why);
-			a->expires_ms = ktime_mono_ms() + (*allowed ? ac->allow_ms : ac->deny_ms);
+			a->expires_ms = sent_ms + (*allowed ? ac->allow_ms : ac->deny_ms);
 		} else {
 			drop(ac, a); /* errors are never cached: the next caller asks */
 		}

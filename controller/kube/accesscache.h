@@ -5,8 +5,12 @@
  * key is a SHA-256 over the whole identity (username, uid, groups, extra, in
  * the order given) and every attribute, so two questions share an answer
  * only when they are the same question about the same identity. Errors are
- * never cached. Revocation therefore takes effect within the allow TTL: an
- * answer given before a grant was removed may stand that long.
+ * never cached. An answer's TTL runs from when its question was sent (the
+ * authorizer may have looked then), not from when the answer came: a review
+ * can take KUBE_ACCESS_TIMEOUT_MS. Revocation therefore takes effect within
+ * the allow TTL of the last question answered before it: an answer given
+ * before a grant was removed stands no longer. A caller that waited for
+ * another's review takes its answer even if the TTL ran out on the way.
  *
  * At most `max` answers are held: past it, the expired ones go, and if none
  * has expired the cache is emptied (a flood of identities costs reviews,

@@ -14,7 +14,7 @@
 #include "sandbox/authz.h"
 
 /* An answer kept: given to a question asked at asked_ms, it stands until
- * until_ms (ktime_mono_ms). */
+ * until_ms (ktime_mono_ms), its time from asked_ms. */
 struct answer {
 	int64_t asked_ms, until_ms;
 	int allowed;
@@ -67,7 +67,11 @@ int sbx_reauthz_keep(struct sbx_reauthz *ra, const char *key, int allowed, const
 	int kept = a && (created || a->asked_ms <= asked_ms);
 	if (kept) {
 		a->asked_ms = asked_ms;
-		a->until_ms = now_ms + (allowed ? SBX_REAUTHZ_ALLOW_MS : SBX_REAUTHZ_DENY_MS);
+		/* From the question, not the answer: the authorizer may have
+		 * looked as soon as it was asked, and a review can take
+		 * KUBE_ACCESS_TIMEOUT_MS, which would stretch a revocation's
+		 * delay by as much. */
+		a->until_ms = asked_ms + (allowed ? SBX_REAUTHZ_ALLOW_MS : SBX_REAUTHZ_DENY_MS);
 		a->allowed = allowed;
 		snprintf(a->why, sizeof a->why, "%s", why ? why : "");
 	}

@@ -5,7 +5,8 @@
  * workspace. Asked as a SubjectAccessReview for the recorded identity, whole
  * (username, uid, groups, extra; sandbox/authz.h), about `use` on
  * workspaces.sandbox.dev/<owner> in the namespace. An answer is kept for
- * SBX_REAUTHZ_ALLOW_MS when allowed and SBX_REAUTHZ_DENY_MS when refused;
+ * SBX_REAUTHZ_ALLOW_MS when allowed and SBX_REAUTHZ_DENY_MS when refused,
+ * counted from when its question was asked (not answered);
  * an error is never kept and never means allowed. Of two checks of one
  * question at once, the answer to the later-asked stands, whichever comes
  * back last. Thread-safe. */
@@ -46,7 +47,7 @@ int sbx_reauthz_check_profile(struct sbx_reauthz *ra, struct kube_client *kc, co
 /* The answers kept, by the key of their question (the checks' own; tests):
  * keeps `allowed` (1 or 0) and the authorizer's reason why (NULL: none) as
  * the answer to the question of key asked at asked_ms and answered at
- * now_ms (ktime_mono_ms), for its time from now_ms. 1 kept, 0 not. */
+ * now_ms (ktime_mono_ms), for its time from asked_ms. 1 kept, 0 not. */
 int sbx_reauthz_keep(struct sbx_reauthz *ra, const char *key, int allowed, const char *why, int64_t asked_ms,
 		     int64_t now_ms);
 /* The answer kept for key at now_ms: 1, 0, or -1 (none, or its time is up);
