@@ -1084,6 +1084,65 @@ static void test_list_adapts_page_size(void)
 	fake_stop(f);
 }
 
+#define LABELLED_ITEMS 100
+#define LABELS_PER_ITEM 3000
+
+/* A LIST of LABELLED_ITEMS objects that each carry LABELS_PER_ITEM tiny
+ * labels (36 KB, 6,000 JSON values each: 100 of them are 3.6 MB, well
+ * within the body cap, and 600,000 values), paged by limit and continue
+ * (the continue token is the offset). */
+static void h_labelled_list(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	int limit = q(r, "limit") ? atoi(q(r, "limit")) : 0;
+	int from = q(r, "continue") ? atoi(q(r, "continue")) : 0;
+	if (limit <= 0)
+		limit = LABELLED_ITEMS;
+	int to = from + limit < LABELLED_ITEMS ? from + limit : LABELLED_ITEMS;
+	struct buf b;
+	buf_init(&b, 1 << 24);
+	buf_appends(&b, "{\"metadata\":{\"resourceVersion\":\"9\"");
+	if (to < LABELLED_ITEMS)
+		buf_appendf(&b, ",\"continue\":\"%d\"", to);
+	buf_appends(&b, "},\"items\":[");
+	for (int i = from; i < to; i++) {
+		buf_appendf(&b, "%s{\"metadata\":{\"name\":\"o%d\",\"labels\":{", i > from ? "," : "", i);
+		for (int j = 0; j < LABELS_PER_ITEM; j++)
+			buf_appendf(&b, "%s\"l%04d\":\"v\"", j ? "," : "", j);
+		buf_appends(&b, "}}}");
+	}
+	buf_appends(&b, "]}");
+	reply(req, 200, b.data, NULL, NULL);
+	buf_release(&b);
+}
+
+/* A page within the body cap whose JSON is mostly tiny values (a tenant's
+ * objects with thousands of labels: metadata has no count limit) would
+ * parse into a tree many times its bytes: it is asked again with fewer
+ * items before it is parsed, and the list still comes whole. */
+static void test_list_bounds_values_per_page(void)
+{
+	struct fake *f = fake_start(h_labelled_list, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	int n = 0;
+	char *rv = NULL;
+	struct kube_error err;
+	CU_ASSERT_EQUAL(kube_list(c, "/apis/sandbox.dev/v1alpha1/sandboxes", NULL, count_items, &n, &rv, &err), KUBE_OK);
+	CU_ASSERT_EQUAL(n, LABELLED_ITEMS);
+	CU_ASSERT_PTR_NOT_NULL(rv);
+	if (rv)
+		CU_ASSERT_STRING_EQUAL(rv, "9");
+	free(rv);
+	int smaller = 0;
+	for (int i = 0; i < fake_count(f); i++) {
+		const char *l = q(fake_log(f, i), "limit");
+		if (l && atoi(l) < LABELLED_ITEMS)
+			smaller = 1;
+	}
+	CU_ASSERT_TRUE(smaller);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
 /* LIST fails (500) while f->counter is 0 after the first LIST; the first
  * watch ends with ERROR 410, so a relist is needed. */
 static void h_relist_fails(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
@@ -1893,6 +1952,7 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "auth filter (secure /metrics)", test_authfilter) ||
 	    !CU_add_test(s, "auth filter answers cached", test_authfilter_cache) ||
 	    !CU_add_test(s, "LIST adapts its page size to the body cap", test_list_adapts_page_size) ||
+	    !CU_add_test(s, "LIST bounds the JSON values a page parses", test_list_bounds_values_per_page) ||
 	    !CU_add_test(s, "informer unsynced while relists fail",
 			 test_informer_unsynced_on_failed_relist) ||
 	    !CU_add_test(s, "informer unsynced while a long Retry-After is waited out",
