@@ -6,6 +6,7 @@
 #include <CUnit/CUnit.h>
 
 #include "base/buf.h"
+#include "base/jsoncount.h"
 #include "base/strmap.h"
 #include "base/yamljson.h"
 #include "base/zpack.h"
@@ -169,9 +170,35 @@ static void test_strmap(void)
 	strmap_free(NULL);
 }
 
+/* Values are counted without parsing, strings (with escapes) as one, an
+ * object's key as a string; a text need not be valid, nor end in NUL. */
+static void test_json_count_values(void)
+{
+	static const struct {
+		const char *json;
+		size_t n;
+	} cases[] = {
+		{ "0", 1 },
+		{ "[0,0,0]", 4 },
+		{ "{\"a\":1}", 3 },	 /* the object, its key, its value */
+		{ "\"a,b:[{\\\"\"", 1 }, /* separators inside a string */
+		{ "[true, false, null, -1.5e3]", 5 },
+		{ "{\"labels\":{\"a\":\"\",\"b\":\"\"}}", 7 },
+		{ "", 0 },
+		{ "[[[", 3 }, /* not JSON: counted all the same */
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		CU_ASSERT_EQUAL(json_count_values(cases[i].json, strlen(cases[i].json)), cases[i].n);
+	/* only len bytes are looked at */
+	CU_ASSERT_EQUAL(json_count_values("[0,0,0]", 4), 3);
+	/* an escape at the very end does not read past it */
+	CU_ASSERT_EQUAL(json_count_values("\"\\", 2), 1);
+}
+
 void register_base_tests(void)
 {
 	SBX_SUITE("base", { "buf cap", test_buf_cap }, { "strmap", test_strmap }, { "buf overflow arithmetic", test_buf_overflow_arith },
 		  { "yaml scalar types", test_yaml_types }, { "yaml errors", test_yaml_errors },
-		  { "zpack round trip", test_zpack_roundtrip }, { "zpack refuses bad input", test_zpack_refuses_bad_input });
+		  { "zpack round trip", test_zpack_roundtrip }, { "zpack refuses bad input", test_zpack_refuses_bad_input },
+		  { "JSON values counted unparsed", test_json_count_values });
 }

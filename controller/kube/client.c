@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 
 #include "base/buf.h"
+#include "base/jsoncount.h"
 #include "base/xmalloc.h"
 #include "base/ktime.h"
 #include "kube/ratelimit.h"
@@ -22,8 +23,9 @@
 #define DEF_UA "sandbox-controller/" SBX_VERSION " (linux)"
 #define DEF_MAX_BODY ((size_t)16 << 20)
 #define ERR_BODY_MAX ((size_t)1 << 20) /* body kept to decode a failed stream */
-/* Items per LIST page, halved while an answer exceeds the body cap. A parsed
- * page is the largest transient of a restart: 100 full pods, about 4 MiB. */
+/* Items per LIST page, halved while an answer exceeds the body cap or
+ * KUBE_LIST_PAGE_MAX_VALUES. A parsed page is the largest transient of a
+ * restart: 100 full pods, about 4 MiB. */
 #define LIST_PAGE 100L
 #define LIST_RESTARTS 3
 
@@ -385,6 +387,7 @@ struct call {
 	const char *content_type;
 	long timeout_ms;
 	const struct kube_stream_opts *stream;
+	size_t max_values; /* a 2xx body with more JSON values is TOO_LARGE, unparsed; 0 = any */
 };
 
 #define SETOPT(h, opt, val)                                       \
@@ -548,6 +551,15 @@ static enum kube_err attempt(struct kube_client *c, CURL *h, const struct call *
 	if (*status >= 200 && *status < 300) {
 		if (k->stream || !out || x->body.len == 0)
 			return KUBE_OK;
+		/* Counted before it is parsed: the tree would cost ~128 bytes a
+		 * value, whatever the body's bytes. */
+		if (k->max_values && json_count_values(x->body.data, x->body.len) > k->max_values) {
+			kube_error_set(err, KUBE_ERR_TOO_LARGE, "%s %s: response body holds more than %zu JSON values",
+				       k->method, k->url, k->max_values);
+			if (err)
+				err->http_status = *status;
+			return KUBE_ERR_TOO_LARGE;
+		}
 		*out = cJSON_ParseWithLength(x->body.data, x->body.len);
 		if (!*out) {
 			kube_error_set(err, KUBE_ERR_DECODE,
@@ -640,16 +652,27 @@ static enum kube_err do_call(struct kube_client *c, const char *path, const char
 	return r;
 }
 
+/* kube_request_ex whose 2xx body, when it holds more than max_values JSON
+ * values (0: any number), is not parsed but answered KUBE_ERR_TOO_LARGE. */
+static enum kube_err request_capped(struct kube_client *c, const char *method, const char *path,
+				    const char *const *query, const char *body, const char *content_type,
+				    const struct kube_request_opts *ro, size_t max_values, cJSON **out,
+				    struct kube_error *err)
+{
+	struct call k = { .method = method ? method : "GET",
+			  .body = body,
+			  .content_type = content_type,
+			  .timeout_ms = ro && ro->timeout_ms > 0 ? ro->timeout_ms : c->timeout_ms,
+			  .max_values = max_values };
+	return do_call(c, path, query, &k, NULL, NULL, ro ? ro->abort : NULL, out, NULL, err);
+}
+
 enum kube_err kube_request_ex(struct kube_client *c, const char *method, const char *path,
 			      const char *const *query, const char *body, const char *content_type,
 			      const struct kube_request_opts *ro, cJSON **out,
 			      struct kube_error *err)
 {
-	struct call k = { .method = method ? method : "GET",
-			  .body = body,
-			  .content_type = content_type,
-			  .timeout_ms = ro && ro->timeout_ms > 0 ? ro->timeout_ms : c->timeout_ms };
-	return do_call(c, path, query, &k, NULL, NULL, ro ? ro->abort : NULL, out, NULL, err);
+	return request_capped(c, method, path, query, body, content_type, ro, 0, out, err);
 }
 
 enum kube_err kube_request(struct kube_client *c, const char *method, const char *path,
@@ -694,14 +717,18 @@ enum kube_err kube_list_ex(struct kube_client *c, const char *path, const char *
 		const char *q[] = { "limit", lim, "labelSelector", label_selector, "fieldSelector",
 				    ro ? ro->field_selector : NULL, "continue", cont, NULL };
 		cJSON *page = NULL;
-		r = kube_request_ex(c, "GET", path, q, NULL, NULL, ro, &page, err);
+		/* One object is parsed whatever its values: etcd caps its size. */
+		r = request_capped(c, "GET", path, q, NULL, NULL, ro,
+				   limit > 1 ? KUBE_LIST_PAGE_MAX_VALUES : 0, &page, err);
 		if (r == KUBE_ERR_TOO_LARGE && limit > 1) {
-			/* Tenant-sized objects: the same page in halves, down to one
-			 * object per answer (an object always fits: etcd caps it far
-			 * below the body cap). The continue token stays valid. */
+			/* Tenant-sized objects (over the body cap), or objects of
+			 * tiny values (over the values a page may parse into): the
+			 * same page in halves, down to one object per answer (an
+			 * object always fits: etcd caps it far below the body cap).
+			 * The continue token stays valid. */
 			limit /= 2;
-			log_kv(LOG_INFO, "LIST page over the body cap, asking for fewer items", "path",
-			       path, "limit", lim);
+			log_kv(LOG_INFO, "LIST page too large, asking for fewer items", "path", path,
+			       "limit", lim, "error", err ? err->message : "");
 			continue;
 		}
 		if (r == KUBE_ERR_GONE && cont && restarts < LIST_RESTARTS) {

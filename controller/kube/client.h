@@ -81,11 +81,25 @@ enum kube_err kube_request_ex(struct kube_client *c, const char *method, const c
 			      const struct kube_request_opts *ro, cJSON **out,
 			      struct kube_error *err);
 
-/* Paginated LIST (limit 500 + continue). Calls item_cb for each item (borrowed
- * for the call). On 410 for an expired continue token the list restarts from
- * scratch (up to 3 times), so item_cb may see an item twice; use kube_list_ex to
- * be told. On KUBE_OK, *rv_out (if non-NULL) receives the list's
- * resourceVersion (caller frees); on error it is left NULL. */
+/* Most JSON values (base/jsoncount.h) a LIST page may hold to be parsed
+ * whole. A parse costs about 128 bytes a value (a 64-byte cJSON node, its
+ * key and its string, each allocated), so this keeps a page's tree within
+ * about 25 MiB of the controller's 256 MiB. The body cap alone does not: a
+ * tenant's objects may be mostly tiny values (metadata has no count limit,
+ * only the object's size: ten Sandboxes of tens of thousands of labels fill
+ * a 16 MiB page whose tree is 150-180 MiB). A page of 100 ordinary pods or
+ * Sandboxes (about 4 MiB parsed) holds a fraction of it. */
+#define KUBE_LIST_PAGE_MAX_VALUES 200000
+
+/* Paginated LIST (limit 100 + continue). A page over the body cap, or
+ * holding more than KUBE_LIST_PAGE_MAX_VALUES values (counted before it is
+ * parsed), is asked again with half the items from the same continue token,
+ * down to one item (parsed whatever its values: etcd caps an object's size).
+ * Calls item_cb for each item (borrowed for the call). On 410 for an expired
+ * continue token the list restarts from scratch (up to 3 times), so item_cb
+ * may see an item twice; use kube_list_ex to be told. On KUBE_OK, *rv_out (if
+ * non-NULL) receives the list's resourceVersion (caller frees); on error it
+ * is left NULL. */
 enum kube_err kube_list(struct kube_client *c, const char *path, const char *label_selector,
 			void (*item_cb)(void *ctx, const cJSON *item), void *ctx, char **rv_out,
 			struct kube_error *err);

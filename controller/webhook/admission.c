@@ -7,6 +7,7 @@
 
 #include <openssl/evp.h>
 
+#include "base/jsoncount.h"
 #include "base/xmalloc.h"
 
 static const char *str_at(const cJSON *o, const char *k)
@@ -25,48 +26,6 @@ static int dfail(char *err, size_t errlen, const char *msg)
 {
 	snprintf(err, errlen, "%s", msg);
 	return -1;
-}
-
-size_t wh_json_values(const char *body, size_t len)
-{
-	size_t n = 0;
-	int in_string = 0, value = 0;
-	for (size_t i = 0; i < len; i++) {
-		char ch = body[i];
-		if (in_string) {
-			if (ch == '\\')
-				i++;
-			else if (ch == '"')
-				in_string = 0;
-			continue;
-		}
-		switch (ch) {
-		case '"':
-			in_string = 1;
-			/* fall through */
-		case '{':
-		case '[':
-			n++;
-			value = 0;
-			break;
-		case ',':
-		case ':':
-		case ']':
-		case '}':
-			value = 0;
-			break;
-		case ' ':
-		case '\t':
-		case '\n':
-		case '\r':
-			break;
-		default: /* a number or literal: one value per run */
-			if (!value)
-				n++;
-			value = 1;
-		}
-	}
-	return n;
 }
 
 /* Adds the bytes of string s to *total; 1 when s is not a string. */
@@ -135,7 +94,7 @@ int wh_review_decode(const char *body, size_t len, struct wh_review *out, char *
 		return dfail(err, errlen, "empty AdmissionReview");
 	if (len > WH_REVIEW_MAX)
 		return dfail(err, errlen, "AdmissionReview larger than a Sandbox review can be");
-	if (wh_json_values(body, len) > WH_REVIEW_MAX_NODES)
+	if (json_count_values(body, len) > WH_REVIEW_MAX_NODES)
 		return dfail(err, errlen, "AdmissionReview holds more JSON values than a Sandbox review can");
 	cJSON *root = cJSON_ParseWithLength(body, len);
 	if (!root)

@@ -29,17 +29,11 @@
  * are ~37,000 pairs, named again in managedFields, in two objects. A review
  * over it is refused (413) before it is parsed: each value costs a cJSON
  * node (64 bytes) and an allocation, so values per byte, not bytes, decide
- * what a body costs to parse. */
+ * what a body costs to parse (counted by base/jsoncount.h). */
 #define WH_REVIEW_MAX_NODES 160000
 /* What a parse is charged against the webhook's memory budget: the body,
  * and this per value (node, key and small string allocations). */
 #define WH_NODE_COST 128
-
-/* The number of JSON values (objects, arrays, strings, numbers, literals;
- * members count once) in body[0..len), counted without parsing: structural
- * characters outside strings. An upper bound for valid JSON, cheap for
- * anything. */
-size_t wh_json_values(const char *body, size_t len);
 
 /* Caps on the identity in request.userInfo that the webhook forwards as a
  * SubjectAccessReview (its size is the caller's choice): */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/jsoncount.h"
 #include "base/xmalloc.h"
 #include "kube/access.h"
 #include "kube/accesscache.h"
@@ -251,7 +252,7 @@ static void serve(struct wh_server *s, const char *which, const struct obs_http_
 	}
 	/* Bounded before anything is parsed: values per byte decide what a
 	 * parse costs, and the budget is shared by every loop. */
-	size_t values = wh_json_values(req->body, req->body_len);
+	size_t values = json_count_values(req->body, req->body_len);
 	if (values > WH_REVIEW_MAX_NODES) {
 		refuse_unparsed(s, which, req, resp, 413, "AdmissionReview holds more JSON values than a Sandbox review can");
 		return;
