@@ -586,6 +586,94 @@ static void test_client_qps(void)
 	fake_stop(f);
 }
 
+/* A request's deadline covers its wait for the client-side rate limit: a
+ * wait longer than the request's timeout is not waited out (the caller asked
+ * for an answer by then, the lease elector for one before its renew
+ * deadline), and nothing is sent. */
+static void test_client_qps_wait_bounded_by_timeout(void)
+{
+	struct fake *f = fake_start(h_basics, NULL);
+	struct kube_client_opts o = { .qps = 0.5, .burst = 1 }; /* a token every 2 s */
+	struct kube_client *c = client_for(f, "{token: t}", &o);
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/empty", NULL, NULL, NULL, NULL, NULL), KUBE_OK);
+	int sent = fake_count(f);
+	struct kube_request_opts ro = { .timeout_ms = 300 };
+	struct kube_error err;
+	int64_t t0 = ktime_mono_ms();
+	enum kube_err r = kube_request_ex(c, "GET", "/empty", NULL, NULL, NULL, &ro, NULL, &err);
+	long long took = (long long)(ktime_mono_ms() - t0);
+	printf("\n    a 2 s rate-limit wait, 300 ms timeout: %s after %lld ms\n", kube_err_str(r), took);
+	CU_ASSERT_EQUAL(r, KUBE_ERR_TRANSPORT);
+	CU_ASSERT(took < 300 + 200);
+	CU_ASSERT_EQUAL(fake_count(f), sent); /* not sent */
+	/* The refused wait took no token: the next one is still due at the
+	 * same time, not 2 s later. */
+	t0 = ktime_mono_ms();
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/empty", NULL, NULL, NULL, NULL, NULL), KUBE_OK);
+	CU_ASSERT(ktime_mono_ms() - t0 < 2000 + 200);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
+static int ignore_data(void *ctx, const char *data, size_t n)
+{
+	(void)ctx;
+	(void)data;
+	(void)n;
+	return 0;
+}
+
+struct aborter {
+	atomic_int flag;
+	long after_ms;
+};
+
+static void *abort_later(void *u)
+{
+	struct aborter *a = u;
+	ktime_sleep_ms(a->after_ms);
+	atomic_store(&a->flag, 1);
+	return NULL;
+}
+
+/* The abort (a request's) and stop (a stream's) flags end a wait for the
+ * client-side rate limit too: stopping an informer, or the process, does not
+ * wait out a long queue of reservations. Nothing is sent. */
+static void test_client_qps_wait_aborts(void)
+{
+	struct fake *f = fake_start(h_basics, NULL);
+	struct kube_client_opts o = { .qps = 0.2, .burst = 1 }; /* a token every 5 s */
+	struct kube_client *c = client_for(f, "{token: t}", &o);
+	CU_ASSERT_EQUAL(kube_request(c, "GET", "/empty", NULL, NULL, NULL, NULL, NULL), KUBE_OK);
+	int sent = fake_count(f);
+	struct aborter a = { .after_ms = 200 };
+	pthread_t t;
+	CU_ASSERT_FATAL(pthread_create(&t, NULL, abort_later, &a) == 0);
+	struct kube_request_opts ro = { .abort = &a.flag };
+	struct kube_error err;
+	int64_t t0 = ktime_mono_ms();
+	enum kube_err r = kube_request_ex(c, "GET", "/empty", NULL, NULL, NULL, &ro, NULL, &err);
+	long long took = (long long)(ktime_mono_ms() - t0);
+	pthread_join(t, NULL);
+	printf("\n    a 5 s rate-limit wait, aborted at 200 ms: %s after %lld ms\n", kube_err_str(r), took);
+	CU_ASSERT_EQUAL(r, KUBE_ERR_TRANSPORT);
+	CU_ASSERT(took < 200 + 300);
+	/* A stream stopped while it waits. */
+	struct aborter s = { .after_ms = 200 };
+	CU_ASSERT_FATAL(pthread_create(&t, NULL, abort_later, &s) == 0);
+	struct kube_stream_opts so = { .stop = &s.flag };
+	t0 = ktime_mono_ms();
+	r = kube_stream(c, "/empty", NULL, &so, ignore_data, NULL, &err);
+	took = (long long)(ktime_mono_ms() - t0);
+	pthread_join(t, NULL);
+	printf("    a stream stopped while it waits: %s after %lld ms\n", kube_err_str(r), took);
+	CU_ASSERT(took < 200 + 300);
+	CU_ASSERT_EQUAL(err.http_status, 0);
+	CU_ASSERT_EQUAL(fake_count(f), sent); /* neither was sent */
+	kube_client_free(c);
+	fake_stop(f);
+}
+
 struct observed {
 	pthread_mutex_t mu;
 	int n, n429;
@@ -1940,6 +2028,9 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "TLS: CA, client certificates, server name", test_tls) ||
 	    !CU_add_test(s, "401 re-reads the token file once", test_401_rereads_token) ||
 	    !CU_add_test(s, "client-side qps", test_client_qps) ||
+	    !CU_add_test(s, "client-side qps: the wait ends at the request's timeout",
+			 test_client_qps_wait_bounded_by_timeout) ||
+	    !CU_add_test(s, "client-side qps: the wait ends on abort or stop", test_client_qps_wait_aborts) ||
 	    !CU_add_test(s, "defaults, observer, Retry-After", test_client_defaults) ||
 	    !CU_add_test(s, "LIST pages, 410 restart", test_list_pagination) ||
 	    !CU_add_test(s, "informer list/watch/relist", test_informer) ||

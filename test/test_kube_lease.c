@@ -240,8 +240,9 @@ static char *fake_holder(struct fake *f)
 	return s;
 }
 
-/* A client for f with the default 30 s request timeout. */
-static struct kube_client *client_for(struct fake *f)
+/* A client for f with the default 30 s request timeout and opts (NULL: the
+ * defaults). */
+static struct kube_client *client_with_opts(struct fake *f, const struct kube_client_opts *opts)
 {
 	char *yaml = xasprintf("clusters:\n- name: fake\n  cluster: {server: 'http://127.0.0.1:%d'}\n"
 			       "users:\n- name: u\n  user: {token: t}\n"
@@ -254,9 +255,15 @@ static struct kube_client *client_for(struct fake *f)
 	if (!cfg)
 		fprintf(stderr, "%s\n", err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
-	struct kube_client *c = kube_client_new(cfg, NULL);
+	struct kube_client *c = kube_client_new(cfg, opts);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(c);
 	return c;
+}
+
+/* A client for f with the defaults (no client-side rate limit). */
+static struct kube_client *client_for(struct fake *f)
+{
+	return client_with_opts(f, NULL);
 }
 
 /* Short timings keep the tests short: duration 6 s, renew deadline 4 s,
@@ -358,6 +365,71 @@ static void test_free_is_bounded_when_hung(void)
 	fake_stop(f);
 }
 
+/* Workers keeping the client's rate limit busy (test_renewal_not_throttled). */
+struct load {
+	struct kube_client *c;
+	int64_t until_ms;
+	atomic_int sent;
+};
+
+static void *load_main(void *u)
+{
+	struct load *l = u;
+	while (ktime_mono_ms() < l->until_ms) {
+		kube_request(l->c, "GET", "/x", NULL, NULL, NULL, NULL, NULL);
+		atomic_fetch_add(&l->sent, 1);
+	}
+	return NULL;
+}
+
+/* main.c's wiring: with --kube-api-qps the elector shares the client, and so
+ * its token bucket, with the workers, the informers and the event senders.
+ * Under a steady backlog every thread holds a reservation, so a request
+ * waits about threads/qps before it is sent (6/2 = 3 s here, 85/5 = 17 s in
+ * the controller); a renewal that queued behind them would miss the renew
+ * deadline (2 s) and end leadership. The elector's requests never wait
+ * behind the workers' rate limit. */
+static void test_renewal_not_throttled(void)
+{
+	struct fake *f = fake_start();
+	struct kube_client_opts co = { .qps = 2, .burst = 1 };
+	struct kube_client *c = client_with_opts(f, &co);
+	const struct lease_opts lo = {
+		.ns = "ns1",
+		.name = "ctl",
+		.identity = "me",
+		.lease_duration_s = 3,
+		.renew_deadline_s = 2,
+		.retry_period_s = 1,
+	};
+	struct lease_elector *e = lease_elector_start(c, &lo);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+	CU_ASSERT_FATAL(wait_leader(e, 1, 5000) >= 0);
+	enum { THREADS = 6 };
+	struct load l = { .c = c, .until_ms = ktime_mono_ms() + 5000 };
+	pthread_t t[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		CU_ASSERT_FATAL(pthread_create(&t[i], NULL, load_main, &l) == 0);
+	int64_t lost_at = -1, t0 = ktime_mono_ms();
+	while (ktime_mono_ms() < l.until_ms) {
+		if (lost_at < 0 && (!lease_is_leader(e) || lease_lost(e)))
+			lost_at = ktime_mono_ms() - t0;
+		ktime_sleep_ms(20);
+	}
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	printf("\n    throttled workers: %d requests in 5 s; leadership lost after %lld ms (-1: kept)\n",
+	       atomic_load(&l.sent), (long long)lost_at);
+	CU_ASSERT_EQUAL(lost_at, -1);
+	CU_ASSERT_EQUAL(lease_lost(e), 0);
+	/* The workers were throttled: 2 a second and the burst, give or take
+	 * the edges. */
+	CU_ASSERT(atomic_load(&l.sent) <= 2 * 5 + 1 + THREADS);
+	lease_elector_free(e);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
 void register_kube_lease_tests(void)
 {
 	SBX_SUITE("kube/lease", { "who may take the lease", test_can_take },
@@ -365,5 +437,6 @@ void register_kube_lease_tests(void)
 		    test_hung_renewal_steps_down_at_deadline },
 		  { "a lease taken by another ends leadership at once",
 		    test_taken_lease_steps_down_at_once },
-		  { "stopping over a hung connection is bounded", test_free_is_bounded_when_hung });
+		  { "stopping over a hung connection is bounded", test_free_is_bounded_when_hung },
+		  { "renewals never wait behind the workers' rate limit", test_renewal_not_throttled });
 }
