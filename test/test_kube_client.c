@@ -33,6 +33,7 @@
 #include "kube/authfilter.h"
 #include "kube/client.h"
 #include "kube/events.h"
+#include "kube/ratelimit.h"
 #include "kube/informer.h"
 #include "base/ktime.h"
 #include "test_suites.h"
@@ -613,6 +614,33 @@ static void test_client_qps_wait_bounded_by_timeout(void)
 	CU_ASSERT(ktime_mono_ms() - t0 < 2000 + 200);
 	kube_client_free(c);
 	fake_stop(f);
+}
+
+/* The token bucket behind those: a reservation refused for its deadline
+ * takes nothing, and one given back returns its token unless a later
+ * reservation has counted on it (x/time/rate's Cancel). 10 tokens a second:
+ * one every 100 ms. */
+static void test_token_bucket_within_and_cancel(void)
+{
+	struct token_bucket tb;
+	token_bucket_init(&tb, 10, 1);
+	CU_ASSERT_EQUAL(token_bucket_reserve(&tb), 0);
+	CU_ASSERT_EQUAL(token_bucket_reserve_within(&tb, 50), -1); /* due in 100 ms */
+	int64_t t = ktime_mono_ms();
+	int64_t w1 = token_bucket_reserve_within(&tb, 150);
+	CU_ASSERT(w1 > 70 && w1 <= 100); /* not 200: the refusal took nothing */
+	int64_t w2 = token_bucket_reserve(&tb);
+	CU_ASSERT(w2 > 170 && w2 <= 200);
+	/* The first is given back while the second counts on it: nothing comes
+	 * back, the next is due after the second. */
+	token_bucket_cancel(&tb, t + w1);
+	int64_t w3 = token_bucket_reserve(&tb);
+	CU_ASSERT(w3 > 270 && w3 <= 300);
+	/* The latest given back: its token returns, the next takes its place. */
+	token_bucket_cancel(&tb, t + w3);
+	int64_t w4 = token_bucket_reserve(&tb);
+	CU_ASSERT(w4 > 270 && w4 <= 300);
+	token_bucket_release(&tb);
 }
 
 static int ignore_data(void *ctx, const char *data, size_t n)
@@ -2031,6 +2059,8 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "client-side qps: the wait ends at the request's timeout",
 			 test_client_qps_wait_bounded_by_timeout) ||
 	    !CU_add_test(s, "client-side qps: the wait ends on abort or stop", test_client_qps_wait_aborts) ||
+	    !CU_add_test(s, "token bucket: a deadline, a reservation given back",
+			 test_token_bucket_within_and_cancel) ||
 	    !CU_add_test(s, "defaults, observer, Retry-After", test_client_defaults) ||
 	    !CU_add_test(s, "LIST pages, 410 restart", test_list_pagination) ||
 	    !CU_add_test(s, "informer list/watch/relist", test_informer) ||

@@ -28,6 +28,8 @@
  * restart: 100 full pods, about 4 MiB. */
 #define LIST_PAGE 100L
 #define LIST_RESTARTS 3
+/* A wait for the rate limit looks at its abort/stop flag this often. */
+#define RATE_WAIT_SLICE_MS 50
 
 /* One curl handle per calling thread, found by thread id. Handles of threads
  * that have exited stay until the client is freed (a new thread may inherit
@@ -388,6 +390,11 @@ struct call {
 	long timeout_ms;
 	const struct kube_stream_opts *stream;
 	size_t max_values; /* a 2xx body with more JSON values is TOO_LARGE, unparsed; 0 = any */
+	/* The caller's deadline for the wait for the rate limit and the
+	 * transfer together (a per-call timeout, a stream's max_time_ms); -1:
+	 * none, the wait is not bounded and timeout_ms is the transfer's. */
+	long deadline_ms;
+	int unthrottled; /* not held by the client-side rate limit */
 };
 
 #define SETOPT(h, opt, val)                                       \
@@ -581,14 +588,54 @@ static enum kube_err attempt(struct kube_client *c, CURL *h, const struct call *
 	return e.code;
 }
 
-/* The request path shared by kube_request_ex and kube_stream: rate limit,
- * credentials, one attempt, and a second one after a curable 401.
+/* Sleeps ms in slices; returns 1 as soon as *stop (NULL: never) is set,
+ * else 0 after the whole wait. */
+static int sleep_unless_stopped(int64_t ms, const atomic_int *stop)
+{
+	int64_t end = ktime_mono_ms() + ms;
+	for (int64_t left; (left = end - ktime_mono_ms()) > 0;) {
+		if (stop && atomic_load(stop))
+			return 1;
+		ktime_sleep_ms(left < RATE_WAIT_SLICE_MS ? left : RATE_WAIT_SLICE_MS);
+	}
+	return 0;
+}
+
+/* Waits for the client-side rate limit, as client-go's Wait with a context:
+ * at most deadline_ms (-1: as long as it takes) and no longer once *stop
+ * (NULL: never) is set. Returns 0 when the request may go (*waited_ms: the
+ * milliseconds spent), -1 when the wait would reach the deadline (no token
+ * is taken), 1 when stop was set (the reservation is given back). */
+static int rate_wait(struct kube_client *c, long deadline_ms, const atomic_int *stop,
+		     int64_t *waited_ms)
+{
+	int64_t t0 = ktime_mono_ms();
+	*waited_ms = 0;
+	if (stop && atomic_load(stop))
+		return 1;
+	/* The wait must leave the transfer some of the deadline. */
+	int64_t wait = token_bucket_reserve_within(&c->rl, deadline_ms >= 0 ? deadline_ms - 1 : -1);
+	if (wait < 0)
+		return -1;
+	if (sleep_unless_stopped(wait, stop)) {
+		token_bucket_cancel(&c->rl, t0 + wait);
+		return 1;
+	}
+	*waited_ms = ktime_mono_ms() - t0;
+	return 0;
+}
+
+/* The request path shared by kube_request_ex and kube_stream: rate limit
+ * (bounded by k->deadline_ms and stop; what is left of the deadline then
+ * bounds the transfer), credentials, one attempt, and a second one after a
+ * curable 401.
  * *status_out (NULL ok) receives the last attempt's HTTP status (0 without
  * an answer); it is left untouched when no attempt was made. */
 static enum kube_err do_call(struct kube_client *c, const char *path, const char *const *query,
-			     struct call *k, kube_data_fn cb, void *cb_ctx, const atomic_int *stop,
+			     const struct call *call, kube_data_fn cb, void *cb_ctx, const atomic_int *stop,
 			     cJSON **out, long *status_out, struct kube_error *err)
 {
+	struct call own = *call, *k = &own; /* its timeouts shrink by the wait below */
 	if (out)
 		*out = NULL;
 	struct handle *slot;
@@ -604,7 +651,36 @@ static enum kube_err do_call(struct kube_client *c, const char *path, const char
 		return KUBE_ERR_TRANSPORT;
 	}
 	k->url = url;
-	ktime_sleep_ms(token_bucket_reserve(&c->rl));
+	struct kube_stream_opts so_left;
+	if (!k->unthrottled) {
+		int64_t waited = 0;
+		int w = rate_wait(c, k->deadline_ms, stop, &waited);
+		long left = k->deadline_ms - (long)waited;
+		if (w == 0 && k->deadline_ms >= 0 && left < 1)
+			w = -1; /* the sleep overran the deadline: send nothing */
+		if (w != 0) {
+			put_handle(c, h, slot);
+			enum kube_err r = KUBE_ERR_TRANSPORT;
+			if (w > 0 && k->stream)
+				r = KUBE_OK; /* a stream ended by *stop, as below */
+			else if (w > 0)
+				kube_error_set(err, r, "%s %s: aborted", k->method, url);
+			else
+				kube_error_set(err, r,
+					       "%s %s: the client-side rate limit would hold it past its %ld ms deadline",
+					       k->method, url, k->deadline_ms);
+			free(url);
+			return r;
+		}
+		/* What is left of the deadline is the transfer's. */
+		if (k->deadline_ms >= 0 && k->stream) {
+			so_left = *k->stream;
+			so_left.max_time_ms = left;
+			k->stream = &so_left;
+		} else if (k->deadline_ms >= 0) {
+			k->timeout_ms = left;
+		}
+	}
 	char cerr[512];
 	struct kube_creds *cr = kube_config_creds(c->cfg, NULL, cerr, sizeof cerr);
 	if (!cr) {
@@ -663,7 +739,13 @@ static enum kube_err request_capped(struct kube_client *c, const char *method, c
 			  .body = body,
 			  .content_type = content_type,
 			  .timeout_ms = ro && ro->timeout_ms > 0 ? ro->timeout_ms : c->timeout_ms,
-			  .max_values = max_values };
+			  .max_values = max_values,
+			  /* The client's timeout is the transfer's alone, as
+			   * client-go's rest.Config.Timeout, which starts after the
+			   * throttle: a throttled client does not fail requests it
+			   * never sent. A caller's own timeout is a deadline. */
+			  .deadline_ms = ro && ro->timeout_ms > 0 ? ro->timeout_ms : -1,
+			  .unthrottled = ro && ro->unthrottled };
 	return do_call(c, path, query, &k, NULL, NULL, ro ? ro->abort : NULL, out, NULL, err);
 }
 
@@ -688,6 +770,7 @@ enum kube_err kube_stream(struct kube_client *c, const char *path, const char *c
 {
 	struct kube_stream_opts none = { 0 };
 	struct call k = { .method = "GET", .stream = so ? so : &none };
+	k.deadline_ms = k.stream->max_time_ms > 0 ? k.stream->max_time_ms : -1;
 	long status = 0;
 	enum kube_err r = do_call(c, path, query, &k, cb, ctx, k.stream->stop, NULL, &status, err);
 	if (r == KUBE_OK)

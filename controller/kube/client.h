@@ -6,7 +6,10 @@
  * credentials come from the kube_config under its lock.
  * An optional client-side token bucket (qps/burst) spaces requests as
  * client-go does; it is off by default, as in controller-runtime, leaving the
- * server's API Priority and Fairness to decide. */
+ * server's API Priority and Fairness to decide. A wait for it ends, and the
+ * request answers without being sent, at the caller's deadline (a per-call
+ * timeout, a stream's max_time_ms) and when its abort/stop flag is set; a
+ * request may skip it (kube_request_opts.unthrottled). */
 #ifndef SBX_KUBE_CLIENT_H
 #define SBX_KUBE_CLIENT_H
 
@@ -71,9 +74,22 @@ enum kube_err kube_request(struct kube_client *c, const char *method, const char
 
 /* Per-call overrides for kube_request_ex. */
 struct kube_request_opts {
-	long timeout_ms;	    /* 0 = the client's */
-	const atomic_int *abort;    /* NULL, or a flag that aborts the call when set (-> TRANSPORT) */
+	/* 0 = the client's, which bounds the transfer alone (as client-go's
+	 * rest.Config.Timeout: a throttled client does not fail a request it
+	 * never sent). A timeout given here is a deadline for the wait for the
+	 * client-side rate limit and the transfer together: a wait that would
+	 * reach it is not begun, and TRANSPORT is answered at once, nothing
+	 * sent and no token taken. */
+	long timeout_ms;
+	/* NULL, or a flag that aborts the call when set (-> TRANSPORT), also
+	 * while it waits for the client-side rate limit (nothing is sent then) */
+	const atomic_int *abort;
 	const char *field_selector; /* kube_list_ex only: a fieldSelector for every page (NULL = none) */
+	/* 1: not held by the client-side rate limit, nor counted in it. For
+	 * the few requests that must never queue behind the workers' (the
+	 * lease elector's: a renewal that waited would miss the renew deadline;
+	 * controller-runtime gives leader election a client of its own). */
+	int unthrottled;
 };
 /* kube_request with overrides (ro may be NULL). */
 enum kube_err kube_request_ex(struct kube_client *c, const char *method, const char *path,
@@ -114,13 +130,18 @@ enum kube_err kube_list_ex(struct kube_client *c, const char *path, const char *
 /* Receives streamed body bytes; returns non-zero to end the stream. */
 typedef int (*kube_data_fn)(void *ctx, const char *data, size_t n);
 struct kube_stream_opts {
-	long low_speed_time_s;	/* drop the stream after this long below 1 byte/s; 0 = never */
-	long max_time_ms;	/* hard limit on the whole stream; 0 = none */
-	const atomic_int *stop; /* NULL, or a flag checked at least once a second */
+	long low_speed_time_s; /* drop the stream after this long below 1 byte/s; 0 = never */
+	/* hard limit on the whole stream, a wait for the client-side rate
+	 * limit included; 0 = none */
+	long max_time_ms;
+	/* NULL, or a flag checked at least once a second (every 50 ms while
+	 * waiting for the client-side rate limit) */
+	const atomic_int *stop;
 };
 /* A streaming GET (watch): the 2xx body is handed to cb as it arrives, over a
  * connection with TCP keepalive. Returns KUBE_OK when the server ended the
- * stream, cb returned non-zero, or *stop was set; otherwise the typed error
+ * stream, cb returned non-zero, or *stop was set (also before it was sent:
+ * http_status 0); otherwise the typed error
  * (a non-2xx answer is decoded like kube_request's). *err (err may be NULL)
  * is filled in every case, and its http_status is the answer's status, 0
  * when none came: also on KUBE_OK, and on a TRANSPORT error after a 2xx

@@ -66,7 +66,12 @@ static char *path_of(const struct lease_elector *e, int item)
 /* kube_request that gives up at until_ms (monotonic), and at once when abort
  * is set, so a hung connection cannot hold the lease thread past the renew
  * deadline (client-go cancels its renewal requests at RenewDeadline the same
- * way). At or past until_ms nothing is sent and KUBE_ERR_TRANSPORT returned. */
+ * way). At or past until_ms nothing is sent and KUBE_ERR_TRANSPORT returned.
+ * The client-side rate limit (--kube-api-qps) does not hold it: the lease
+ * shares the client with the workers, the informers and the event senders,
+ * whose reservations queue a request for about threads/qps (17 s at 64
+ * workers and 5 qps), past any renew deadline; a few requests every retry
+ * period do not need the limit. */
 static enum kube_err request_until(struct lease_elector *e, const char *method, const char *path,
 				   const char *body, int64_t until_ms, const atomic_int *abort,
 				   cJSON **out)
@@ -77,7 +82,7 @@ static enum kube_err request_until(struct lease_elector *e, const char *method, 
 			*out = NULL;
 		return KUBE_ERR_TRANSPORT;
 	}
-	struct kube_request_opts ro = { .timeout_ms = (long)left, .abort = abort };
+	struct kube_request_opts ro = { .timeout_ms = (long)left, .abort = abort, .unthrottled = 1 };
 	return kube_request_ex(e->c, method, path, NULL, body, NULL, &ro, out, NULL);
 }
 

@@ -7,8 +7,10 @@
  * of an attempt times out when the deadline comes (a hung connection cannot
  * stretch it), and lease_is_leader turns 0 at the deadline itself, even while
  * a request is in flight. A read that shows another identity holding a lease
- * that has not expired ends leadership at once. Knows nothing about what the
- * leader does. */
+ * that has not expired ends leadership at once. Its requests skip the
+ * client's rate limit (kube_request_opts.unthrottled), so the client may be
+ * the workers' own: a renewal never queues behind their requests. Knows
+ * nothing about what the leader does. */
 #ifndef SBX_KUBE_LEASE_H
 #define SBX_KUBE_LEASE_H
 

@@ -17,6 +17,7 @@ void token_bucket_init(struct token_bucket *tb, double rate, int burst)
 	tb->burst = burst > 0 ? burst : 1;
 	tb->tokens = tb->burst;
 	tb->last_ms = ktime_mono_ms();
+	tb->last_act_ms = tb->last_ms;
 }
 
 void token_bucket_release(struct token_bucket *tb)
@@ -34,14 +35,47 @@ static void refill(struct token_bucket *tb, int64_t now)
 
 int64_t token_bucket_reserve(struct token_bucket *tb)
 {
+	return token_bucket_reserve_within(tb, -1);
+}
+
+int64_t token_bucket_reserve_within(struct token_bucket *tb, int64_t max_wait_ms)
+{
 	if (tb->rate <= 0)
 		return 0;
 	pthread_mutex_lock(&tb->mu);
-	refill(tb, ktime_mono_ms());
-	tb->tokens -= 1.0;
-	int64_t wait = tb->tokens >= 0 ? 0 : (int64_t)ceil(-tb->tokens * 1000.0 / tb->rate);
+	int64_t now = ktime_mono_ms();
+	refill(tb, now);
+	double left = tb->tokens - 1.0;
+	int64_t wait = left >= 0 ? 0 : (int64_t)ceil(-left * 1000.0 / tb->rate);
+	if (max_wait_ms >= 0 && wait > max_wait_ms) {
+		pthread_mutex_unlock(&tb->mu);
+		return -1;
+	}
+	tb->tokens = left;
+	if (now + wait > tb->last_act_ms)
+		tb->last_act_ms = now + wait;
 	pthread_mutex_unlock(&tb->mu);
 	return wait;
+}
+
+void token_bucket_cancel(struct token_bucket *tb, int64_t act_ms)
+{
+	if (tb->rate <= 0)
+		return;
+	pthread_mutex_lock(&tb->mu);
+	int64_t now = ktime_mono_ms();
+	if (act_ms > now) {
+		/* Reservations made after this one were spaced behind it: as much
+		 * of its token as they have counted on stays taken. */
+		double restore = 1.0 - (double)(tb->last_act_ms - act_ms) * tb->rate / 1000.0;
+		if (restore > 0) {
+			refill(tb, now);
+			tb->tokens = fmin(tb->burst, tb->tokens + restore);
+			if (tb->last_act_ms == act_ms)
+				tb->last_act_ms = act_ms - (int64_t)(1000.0 / tb->rate);
+		}
+	}
+	pthread_mutex_unlock(&tb->mu);
 }
 
 int token_bucket_try(struct token_bucket *tb)

@@ -14,6 +14,7 @@ struct token_bucket {
 	double burst;  /* bucket size */
 	double tokens; /* may go negative: reserved future tokens */
 	int64_t last_ms;
+	int64_t last_act_ms; /* when the latest reservation may act */
 };
 
 /* Fills a caller-owned bucket, initially full. */
@@ -23,6 +24,17 @@ void token_bucket_release(struct token_bucket *tb);
 /* Takes one token, reserving a future one if the bucket is empty. Returns the
  * milliseconds the caller must wait before acting (0 = now). */
 int64_t token_bucket_reserve(struct token_bucket *tb);
+/* token_bucket_reserve that takes the token only if the wait is at most
+ * max_wait_ms (x/time/rate's Wait with a context deadline): returns the
+ * milliseconds to wait, or -1 when the wait would be longer (nothing is
+ * taken then). A max_wait_ms below 0 takes it whatever the wait. */
+int64_t token_bucket_reserve_within(struct token_bucket *tb, int64_t max_wait_ms);
+/* Gives back a reservation that will not be used (its caller gave up
+ * waiting), due at act_ms (monotonic: the reservation time plus its wait),
+ * as x/time/rate's Reservation.Cancel: the token comes back, less what later
+ * reservations have counted on since; nothing comes back once act_ms has
+ * passed. */
+void token_bucket_cancel(struct token_bucket *tb, int64_t act_ms);
 /* Takes one token only if one is available now; returns 1 if taken, else 0
  * (and nothing is changed). */
 int token_bucket_try(struct token_bucket *tb);
