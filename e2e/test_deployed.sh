@@ -114,14 +114,21 @@ test_2_runs_in_cluster() {
 
 # /metrics as the manifests serve it (--metrics-secure): HTTPS, and only for a
 # token the API server authenticates and authorizes for get /metrics.
-test_3_metrics_secure() {
-  local d=$E2E_DIR/metrics-certs p=$E2E_DIR/pki
+# metrics_certs DIR: a serving pair for 127.0.0.1 in DIR (tls.crt, tls.key),
+# signed by the cluster's CA ($E2E_DIR/pki).
+metrics_certs() {
+  local d=$1 p=$E2E_DIR/pki
   mkdir -p "$d"
   openssl ecparam -name prime256v1 -genkey -noout -out "$d/tls.key" 2>/dev/null
   openssl req -new -key "$d/tls.key" -subj "/CN=sandbox-controller-metrics" -out "$d/tls.csr" 2>/dev/null
   printf 'extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n' >"$d/ext"
   openssl x509 -req -in "$d/tls.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial -days 1 \
     -extfile "$d/ext" -out "$d/tls.crt" 2>/dev/null
+}
+
+test_3_metrics_secure() {
+  local d=$E2E_DIR/metrics-certs p=$E2E_DIR/pki
+  metrics_certs "$d"
   local mp
   mp=$(free_port)
   controller_start metrics --metrics-bind-address "127.0.0.1:$mp" --metrics-cert-path "$d" --metrics-secure
@@ -175,6 +182,56 @@ test_4_webhook_reviews_have_a_level_of_their_own() {
     fail "no SubjectAccessReview in the FlowSchema sandbox-controller-webhook ($wb before, $(flow_dispatched sandbox-controller-webhook) after)"
   [ "$(flow_dispatched)" -gt "$rb" ] || fail "no reconcile request in the FlowSchema sandbox-controller"
   uninstall_admission
+  controller_stop "$c"
+}
+
+# A TokenReview that answers late (a busy API server; a random token, which
+# no cache holds, costs one every time and anyone who reaches the port can
+# send one) must not hold the guarded /metrics listener: its handlers run on
+# threads of their own, so while one waits on the API server a scrape with a
+# cached token and quick refusals are answered at once. Each request below
+# is a new connection, which the kernel gives one of the listener's two
+# loops at random: handlers run on the loops, the slow review would hold its
+# loop and about half of them.
+test_5_slow_metrics_auth_does_not_hold_the_listener() {
+  local d=$E2E_DIR/metrics-certs-slow p=$E2E_DIR/pki
+  metrics_certs "$d"
+  local mp
+  mp=$(free_port)
+  SBX_FAULT_DELAYS=token-review=4000 controller_start slowauth --metrics-bind-address "127.0.0.1:$mp" \
+    --metrics-cert-path "$d" --metrics-secure
+  local c=$CTL_PID
+  kubectl create serviceaccount slow-scraper -n dep >/dev/null
+  kubectl create clusterrolebinding e2e-slow-scraper --clusterrole=sandbox-controller-metrics-reader \
+    --serviceaccount=dep:slow-scraper >/dev/null
+  local good
+  good=$(kubectl create token slow-scraper -n dep)
+  # code SECONDS [curl args]: "STATUS SECONDS-TAKEN" of one GET /metrics
+  code() {
+    curl -s -o /dev/null -w '%{http_code} %{time_total}' --max-time "$1" --cacert "$p/ca.crt" "${@:2}" \
+      "https://127.0.0.1:$mp/metrics"
+  }
+  wait_for 30 eval '[ "$(code 2 | cut -d" " -f1)" = 401 ]' || fail "the metrics listener did not answer"
+  # The scraper's token, once (4 s in its review), and then cached.
+  expect_eq "$(code 15 -H "Authorization: Bearer $good" | cut -d' ' -f1)" 200 "the first scrape"
+  local reviews
+  reviews=$(grep -c '"point":"token-review"' "$E2E_DIR/slowauth.log")
+  curl -s -o /dev/null --max-time 15 --cacert "$p/ca.crt" -H "Authorization: Bearer random-$RANDOM$RANDOM" \
+    "https://127.0.0.1:$mp/metrics" &
+  local slow=$!
+  wait_for 5 eval '[ "$(grep -c "\"point\":\"token-review\"" "$E2E_DIR/slowauth.log")" -gt "$reviews" ]' ||
+    fail "the random token's review did not start"
+  local i r slowest=0 bad=()
+  for i in 1 2 3 4 5 6 7 8; do
+    r=$(code 2)
+    [ "${r%% *}" = 401 ] || bad+=("no token: $r")
+    r=$(code 2 -H "Authorization: Bearer $good")
+    [ "${r%% *}" = 200 ] || bad+=("cached token: $r")
+  done
+  say "  16 requests while a review waits 4 s: ${#bad[@]} late or refused${bad[*]:+: ${bad[*]}}"
+  [ ${#bad[@]} = 0 ] || fail "requests held behind a slow TokenReview (2 s allowed each): ${bad[*]}"
+  wait "$slow"
+  kubectl delete clusterrolebinding e2e-slow-scraper >/dev/null
   controller_stop "$c"
 }
 

@@ -13,7 +13,8 @@ void fault_point(const char *name);
  * list, "list:<resource>", or each of its watch events, "watch:<resource>",
  * or each of its deletions or additions, "watch-delete:<resource>",
  * "watch-add:<resource>", arriving late; "gone:<resource>", a deletion out
- * of the cache before its handler hears of it). Each delay logs a line naming its
+ * of the cache before its handler hears of it; "token-review", a guarded
+ * listener's TokenReview for a token not in its cache, answering late). Each delay logs a line naming its
  * point to stderr first, so a test can tell the process is held there.
  * Unset, a no-op. */
 void fault_delay(const char *name);

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/fault.h"
 #include "kube/access.h"
 #include "obs/log.h"
 
@@ -55,6 +56,7 @@ void kube_authfilter_serve(void *ctx, const struct obs_http_req *req, struct obs
 	}
 	cJSON *user = NULL;
 	struct kube_error ke;
+	fault_delay("token-review"); /* tests: a slow API server, a token no cache holds */
 	if (kube_token_review(f->kc, token, NULL, &user, &ke) != KUBE_OK) {
 		log_kv(LOG_WARN, "token review failed", "path", req->path, "error", ke.message);
 		deny(resp, 503, "authentication is unavailable");
