@@ -394,6 +394,9 @@ static int caches_synced(void *ctl)
 	return sbx_controller_synced(ctl);
 }
 
+/* Handler threads of a guarded metrics listener: a scraper or two at once. */
+#define METRICS_AUTH_THREADS 2
+
 /* Connections each listener may hold: a share of the descriptor limit, so
  * that slow clients can never take the descriptors the API connections need. */
 static int listener_cap(void)
@@ -405,17 +408,19 @@ static int listener_cap(void)
 				       : (int)cap;
 }
 
-/* Starts one listener; addr "0" disables it (*out stays NULL). */
+/* Starts one listener; addr "0" disables it (*out stays NULL). With
+ * handler_threads, its handlers run on threads of their own (they may wait on
+ * the API server); without, on its loops (they must be quick). */
 static int start_listener(struct obs_http_server **out, const char *name, const char *addr,
-			  const struct obs_http_route *routes, size_t nroutes, const char *cert_dir,
-			  const char *cert_name, const char *key_name)
+			  const struct obs_http_route *routes, size_t nroutes, int handler_threads,
+			  const char *cert_dir, const char *cert_name, const char *key_name)
 {
 	if (!strcmp(addr, "0"))
 		return 0;
 	char err[512];
 	char *cert = cert_dir ? xasprintf("%s/%s", cert_dir, cert_name) : NULL;
 	char *key = cert_dir ? xasprintf("%s/%s", cert_dir, key_name) : NULL;
-	struct obs_http_opts ho = { .addr = addr, .tls_cert_file = cert, .tls_key_file = key, .threads = 2, .max_connections = listener_cap(), .request_timeout_s = 10, .idle_timeout_s = 60, .max_body = 4096, .max_headers = 16384, .routes = routes, .nroutes = nroutes, .name = name };
+	struct obs_http_opts ho = { .addr = addr, .tls_cert_file = cert, .tls_key_file = key, .threads = 2, .handler_threads = handler_threads, .max_connections = listener_cap(), .request_timeout_s = 10, .idle_timeout_s = 60, .max_body = 4096, .max_headers = 16384, .routes = routes, .nroutes = nroutes, .name = name };
 	*out = obs_http_start(&ho, err, sizeof err);
 	free(cert);
 	free(key);
@@ -646,9 +651,18 @@ static int start_serving(struct app *a)
 					  : (struct obs_http_route){ "/metrics", obs_serve_metrics, &a->scrape_src };
 	a->proutes[0] = (struct obs_http_route){ "/healthz", obs_serve_healthz, NULL };
 	a->proutes[1] = (struct obs_http_route){ "/readyz", obs_serve_readyz, &a->readiness };
-	if (start_listener(&a->msrv, "metrics", o->metrics_addr, a->mroutes, 1, o->metrics_cert_path,
+	/* A guarded /metrics waits on a TokenReview and a SubjectAccessReview
+	 * (up to 5 s each) for a token not in its cache, and anyone who reaches
+	 * the port can send a new random one each time: on the loops, two such
+	 * requests would hold both, and with them every other connection (no
+	 * answer, no deadline cut). On handler threads the loops go on serving
+	 * while they wait (the queue of requests waiting for a thread is
+	 * bounded). The probes and an unguarded /metrics never wait: they run
+	 * on the loops. */
+	if (start_listener(&a->msrv, "metrics", o->metrics_addr, a->mroutes, 1,
+			   o->metrics_secure ? METRICS_AUTH_THREADS : 0, o->metrics_cert_path,
 			   o->metrics_cert_name, o->metrics_cert_key) < 0 ||
-	    start_listener(&a->psrv, "probe", o->probe_addr, a->proutes, 2, NULL, NULL, NULL) < 0)
+	    start_listener(&a->psrv, "probe", o->probe_addr, a->proutes, 2, 0, NULL, NULL, NULL) < 0)
 		return -1;
 	return 0;
 }
