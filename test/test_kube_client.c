@@ -1480,6 +1480,83 @@ static void test_events_keep_up(void)
 	fake_stop(f);
 }
 
+/* Event POSTs are answered 201 after SLOW_POST_MS, PATCHes 200 at once; ctx
+ * is the struct slow_events counting them. */
+#define SLOW_POST_MS 800
+
+struct slow_events {
+	atomic_int posts, patches, answered;
+};
+
+struct late_post {
+	struct evhttp_request *req;
+	struct slow_events *n;
+};
+
+static void answer_post(evutil_socket_t fd, short what, void *u)
+{
+	struct late_post *p = u;
+	reply(p->req, 201, "{}", NULL, NULL);
+	atomic_fetch_add(&p->n->answered, 1);
+	free(p);
+}
+
+static void h_events_slow(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	struct slow_events *n = f->ctx;
+	if (strcmp(r->method, "POST")) {
+		atomic_fetch_add(&n->patches, 1);
+		reply(req, 200, r->body, NULL, NULL);
+		return;
+	}
+	atomic_fetch_add(&n->posts, 1);
+	struct late_post *p = xcalloc(1, sizeof *p);
+	p->req = req;
+	p->n = n;
+	struct timeval tv = { .tv_sec = SLOW_POST_MS / 1000, .tv_usec = (SLOW_POST_MS % 1000) * 1000 };
+	if (event_base_once(f->base, -1, EV_TIMEOUT, answer_post, p, &tv) < 0)
+		answer_post(-1, EV_TIMEOUT, p);
+}
+
+/* The aggregation window passes while an Event's create is still on its
+ * way: the same event again is counted into that Event, not given a second
+ * create beside the pending one (whose answer would then be taken for the
+ * new one's, and a count PATCHed to an Event not yet created). Once the
+ * create is answered and the window is over, a new Event is created. */
+static void test_events_window_ends_while_sending(void)
+{
+	static struct slow_events n;
+	memset(&n, 0, sizeof n);
+	event_recorder_set_window_ms(200);
+	struct fake *f = fake_start(h_events_slow, &n);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct event_recorder *r = event_recorder_new(c, "sandbox-controller");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	event_record(r, "v1", "Pod", "ns1", "p", "uid-p", "Warning", "Failed", "same");
+	ktime_sleep_ms(400); /* the window is over; the create is not answered */
+	CU_ASSERT_EQUAL(atomic_load(&n.answered), 0);
+	event_record(r, "v1", "Pod", "ns1", "p", "uid-p", "Warning", "Failed", "same");
+	int64_t deadline = ktime_mono_ms() + 5000;
+	while (event_recorder_sent(r) < 1 && ktime_mono_ms() < deadline)
+		ktime_sleep_ms(10);
+	ktime_sleep_ms(300); /* past the window of anything the second record began */
+	event_record(r, "v1", "Pod", "ns1", "p", "uid-p", "Warning", "Failed", "same");
+	deadline = ktime_mono_ms() + 5000;
+	while (event_recorder_sent(r) < 2 && ktime_mono_ms() < deadline)
+		ktime_sleep_ms(10);
+	ktime_sleep_ms(SLOW_POST_MS + 300); /* whatever else was sent is answered */
+	CU_ASSERT_EQUAL(atomic_load(&n.posts), 2);
+	CU_ASSERT_EQUAL(atomic_load(&n.patches), 0);
+	CU_ASSERT_EQUAL(event_recorder_sent(r), 2);
+	CU_ASSERT_EQUAL(event_recorder_dropped(r), 0);
+	event_recorder_free(r);
+	event_recorder_set_window_ms(0);
+	while (atomic_load(&n.answered) < atomic_load(&n.posts) && ktime_mono_ms() < deadline + 5000)
+		ktime_sleep_ms(10);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
 static void test_events(void)
 {
 	struct fake *f = fake_start(h_events, NULL);
@@ -2081,6 +2158,8 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "informer unsynced while watches fail slowly",
 			 test_informer_unsynced_while_watches_fail_slowly) ||
 	    !CU_add_test(s, "events: per-object spam filter", test_events_spam_filter) ||
-	    !CU_add_test(s, "events: 1,000 at once keep up", test_events_keep_up))
+	    !CU_add_test(s, "events: 1,000 at once keep up", test_events_keep_up) ||
+	    !CU_add_test(s, "events: the window ends while a create is pending",
+			 test_events_window_ends_while_sending))
 		abort();
 }

@@ -36,6 +36,15 @@
 #define MESSAGE_MAX 1024
 #define NAME_PREFIX_MAX 200
 
+/* event_recorder_set_window_ms (tests): 0 means WINDOW_MS. */
+static atomic_int window_override_ms;
+
+static int64_t window_ms(void)
+{
+	int ms = atomic_load(&window_override_ms);
+	return ms > 0 ? ms : WINDOW_MS;
+}
+
 /* What was sent for one (uid, type, reason, message). */
 struct seen {
 	char *key;
@@ -102,7 +111,7 @@ static void cache_trim(struct event_recorder *r, int64_t now)
 	struct seen *s, *t;
 	HASH_ITER(hh, r->cache, s, t)
 	{
-		if (now - s->first_ms < WINDOW_MS && HASH_COUNT(r->cache) < CACHE_MAX)
+		if (now - s->first_ms < window_ms() && HASH_COUNT(r->cache) < CACHE_MAX)
 			break;
 		if (s->queued) /* the sender will look it up */
 			continue;
@@ -208,7 +217,7 @@ void event_record(struct event_recorder *r, const char *api_version, const char 
 	cache_trim(r, now);
 	struct seen *s;
 	HASH_FIND_STR(r->cache, key, s);
-	if (s && now - s->first_ms < WINDOW_MS) {
+	if (s && now - s->first_ms < window_ms()) {
 		/* Aggregate: count it, and write the count now and then. */
 		s->count++;
 		if (s->created && !s->queued && now - s->last_write_ms >= PATCH_INTERVAL_MS) {
@@ -399,6 +408,11 @@ size_t event_recorder_dropped(struct event_recorder *r)
 	size_t n = r->dropped;
 	pthread_mutex_unlock(&r->mu);
 	return n;
+}
+
+void event_recorder_set_window_ms(int ms)
+{
+	atomic_store(&window_override_ms, ms > 0 ? ms : 0);
 }
 
 size_t event_recorder_sent(struct event_recorder *r)

@@ -34,5 +34,8 @@ size_t event_recorder_dropped(struct event_recorder *r);
 size_t event_recorder_sent(struct event_recorder *r);
 /* Flushes what it can within about 2 s, then stops the thread and frees. */
 void event_recorder_free(struct event_recorder *r);
+/* For tests: sets every recorder's aggregation window in ms (default 10
+ * minutes); ms <= 0 restores the default. The controller never calls it. */
+void event_recorder_set_window_ms(int ms);
 
 #endif
