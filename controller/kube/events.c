@@ -217,7 +217,11 @@ void event_record(struct event_recorder *r, const char *api_version, const char 
 	cache_trim(r, now);
 	struct seen *s;
 	HASH_FIND_STR(r->cache, key, s);
-	if (s && now - s->first_ms < window_ms()) {
+	/* An entry with a job pending is kept past its window, as cache_trim
+	 * keeps it: the sender finds its entry by key, so a new entry (and a
+	 * second job) under that key would be taken for its own, marked
+	 * created before its create ran or deleted. One job per key at most. */
+	if (s && (now - s->first_ms < window_ms() || s->queued)) {
 		/* Aggregate: count it, and write the count now and then. */
 		s->count++;
 		if (s->created && !s->queued && now - s->last_write_ms >= PATCH_INTERVAL_MS) {
@@ -233,7 +237,7 @@ void event_record(struct event_recorder *r, const char *api_version, const char 
 		free(msg);
 		return;
 	}
-	if (s)
+	if (s) /* out of its window, no job pending */
 		seen_del(r, s);
 	char *prefix = utf8_cut(name && *name ? name : "event", NAME_PREFIX_MAX);
 	struct timespec wall;

@@ -2,12 +2,13 @@
  * client-go's meaning: each involved object has its own token bucket (burst
  * 25, then one per 5 minutes; the spam filter), so a noisy object is cut off
  * while a thousand new ones are each reported at once; an identical (object
- * uid, type, reason, message) seen again within a 10-minute window is
- * aggregated into the existing Event (its count is PATCHed at most every
- * 30 s) or skipped; a global safety cap (500/s, burst 500) sits well above the
- * controller's own rate. Sending happens on eight background threads behind a
- * bounded queue; an event the spam filter refuses, or that finds the queue
- * full or fails to send, is dropped and counted. */
+ * uid, type, reason, message) seen again within a 10-minute window (or
+ * later while that Event's write is still pending) is aggregated into the
+ * existing Event (its count is PATCHed at most every 30 s) or skipped; a
+ * global safety cap (500/s, burst 500) sits well above the controller's own
+ * rate. Sending happens on eight background threads behind a bounded queue;
+ * an event the spam filter refuses, or that finds the queue full or fails to
+ * send, is dropped and counted. */
 #ifndef SBX_KUBE_EVENTS_H
 #define SBX_KUBE_EVENTS_H
 
