@@ -405,6 +405,25 @@ static void test_rate_limited_min(void)
 	workqueue_free(q);
 }
 
+/* A Retry-After beyond the backoff's cap (1000 s), such as a day from an
+ * admission webhook's retryAfterSeconds, waits no longer than that cap: one
+ * answer does not park a key for a day. A shorter one is still a floor. */
+static void test_retry_after_capped(void)
+{
+	struct workqueue *q = workqueue_new();
+	CU_ASSERT_EQUAL(workqueue_wait_ms(q, 0, "ns/k"), -1);
+	workqueue_add_rate_limited_min(q, 0, "ns/k", 86400L * 1000);
+	long w = workqueue_wait_ms(q, 0, "ns/k");
+	CU_ASSERT(w > 1000L * 1000 - 5000 && w <= 1000L * 1000);
+	CU_ASSERT_EQUAL(workqueue_wait_ms(q, 1, "ns/k"), -1); /* another kind's item */
+	workqueue_add_rate_limited_min(q, 0, "ns/short", 300);
+	w = workqueue_wait_ms(q, 0, "ns/short");
+	CU_ASSERT(w > 200 && w <= 300);
+	expect_get(q, "ns/short");
+	CU_ASSERT_EQUAL(workqueue_wait_ms(q, 0, "ns/short"), -1);
+	workqueue_free(q);
+}
+
 struct wq_counts {
 	size_t depth;
 	int adds, retries, queued, worked;
@@ -1011,6 +1030,7 @@ void register_kube_workqueue_tests(void)
 		  { "overall buckets forgotten once full", test_buckets_forgotten_when_full },
 		  { "Retry-After is a floor", test_rate_limited_min },
 		  { "Retry-After floor, metrics callbacks", test_retry_after_min },
+		  { "Retry-After capped at the backoff's maximum", test_retry_after_capped },
 		  { "token bucket: full once all came back", test_token_bucket_full },
 		  { "per-key token buckets (spam filter)", test_bucket_set });
 }

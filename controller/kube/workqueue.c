@@ -1169,6 +1169,22 @@ int workqueue_num_requeues(struct workqueue *q, int kind, const char *key)
 	return n;
 }
 
+long workqueue_wait_ms(struct workqueue *q, int kind, const char *key)
+{
+	char *k = item_key(kind, key);
+	pthread_mutex_lock(&q->mu);
+	struct delayed *d;
+	HASH_FIND_STR(q->waiting, k, d);
+	long ms = -1;
+	if (d) {
+		int64_t left = d->ready_ms - ktime_mono_ms();
+		ms = left > 0 ? (long)left : 0;
+	}
+	pthread_mutex_unlock(&q->mu);
+	free(k);
+	return ms;
+}
+
 char *workqueue_get(struct workqueue *q, int *kind)
 {
 	char *k = get(q);

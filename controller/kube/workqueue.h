@@ -125,6 +125,11 @@ size_t workqueue_buckets(struct workqueue *q);
 void workqueue_forget(struct workqueue *q, int kind, const char *key);
 /* Number of rate-limited requeues of key since the last forget. */
 int workqueue_num_requeues(struct workqueue *q, int kind, const char *key);
+/* How long (ms; 0 once due) until key, added with a delay (add_after or a
+ * rate-limited add), is queued; -1 when no delayed add of it is pending (it
+ * was never added with one, is ready or being processed already, or the
+ * queue is shut down). */
+long workqueue_wait_ms(struct workqueue *q, int kind, const char *key);
 /* Blocks until an item is ready and returns its key (caller frees, then
  * calls workqueue_done with its kind and key), its kind in *kind (NULL ok);
  * returns NULL once shut down. */
