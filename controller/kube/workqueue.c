@@ -914,8 +914,13 @@ static long next_backoff_ms(struct workqueue *q, const char *key)
 	return overall > per ? (long)overall : per;
 }
 
+/* min_ms is capped at BACKOFF_MAX_MS: the API's Retry-After can ask for a day
+ * (errors.c's clamp), and one such answer, say from an admission webhook,
+ * would park the key that long unless another event came. */
 static void add_rate_limited(struct workqueue *q, const char *key, long min_ms)
 {
+	if (min_ms > BACKOFF_MAX_MS)
+		min_ms = BACKOFF_MAX_MS;
 	long d = next_backoff_ms(q, key);
 	pthread_mutex_lock(&q->mu);
 	if (q->m.retries)

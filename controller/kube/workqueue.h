@@ -113,7 +113,8 @@ void workqueue_set_low_limit(struct workqueue *q, int max_concurrent);
  * retries. */
 void workqueue_add_rate_limited(struct workqueue *q, int kind, const char *key);
 /* workqueue_add_rate_limited, but never sooner than min_delay_ms (the API's
- * Retry-After). */
+ * Retry-After) capped at the backoff's maximum (1000 s): a Retry-After of a
+ * day (a webhook's retryAfterSeconds) does not park the key for a day. */
 void workqueue_add_rate_limited_min(struct workqueue *q, int kind, const char *key, long min_delay_ms);
 /* Computes and records the delay workqueue_add_rate_limited would use (the
  * failure count is incremented), in milliseconds. */

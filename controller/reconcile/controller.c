@@ -470,7 +470,8 @@ static void *worker_main(void *arg)
 			(res.timer ? workqueue_add_after_low : workqueue_add_after)(c->queue, kind, key, r);
 		} else {
 			/* Per-Sandbox exponential backoff, never sooner than the API
-			 * asked (a 429's Retry-After on any request of the reconcile). */
+			 * asked (a 429's Retry-After on any request of the reconcile),
+			 * up to the backoff's cap (workqueue.h). */
 			long ra = kube_retry_after_take_ms();
 			workqueue_add_rate_limited_min(c->queue, kind, key, ra > retry_after_ms ? ra : retry_after_ms);
 		}
