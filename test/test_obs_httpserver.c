@@ -795,6 +795,42 @@ static void test_inflight_cap(void)
 	obs_http_free(s);
 }
 
+/* At the in-flight byte cap the connection holding the most unanswered bytes
+ * is closed, not the one whose bytes crossed the cap: a client trickling a
+ * body that keeps the total just under the cap must not get every small
+ * request (an AdmissionReview from the API server) after it cut. */
+static void test_inflight_cap_closes_biggest(void)
+{
+	struct obs_http_server *s = start((struct obs_http_opts){ .threads = 1, .max_body = 1 << 20, .max_inflight_bytes = 100000 });
+	int port = obs_http_port(s);
+	static char hogged[95000], body[10000];
+	memset(hogged, 'h', sizeof hogged);
+	memset(body, 'b', sizeof body);
+	int hog = dial(port, 0);
+	CU_ASSERT_FATAL(hog >= 0);
+	send_str(hog, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 500000\r\n\r\n");
+	CU_ASSERT_EQUAL(send(hog, hogged, sizeof hogged, MSG_NOSIGNAL), (ssize_t)sizeof hogged);
+	usleep(200 * 1000);
+	CU_ASSERT_FALSE(closed_within(hog, 10)); /* under the cap: kept */
+	int fd = dial(port, 0);
+	CU_ASSERT_FATAL(fd >= 0);
+	char head[256];
+	snprintf(head, sizeof head, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+		 sizeof body);
+	send_str(fd, head);
+	CU_ASSERT_EQUAL(send(fd, body, sizeof body, MSG_NOSIGNAL), (ssize_t)sizeof body);
+	static char out[16384];
+	CU_ASSERT(read_reply(fd, out, sizeof out, 3000) > 0);
+	CU_ASSERT_EQUAL(status_of(out), 201);
+	close(fd);
+	CU_ASSERT(closed_within(hog, 1000));
+	close(hog);
+	struct obs_http_stats st;
+	obs_http_stats(s, &st);
+	CU_ASSERT_EQUAL(st.overbudget, 1);
+	obs_http_free(s);
+}
+
 /* ---- bounds ---- */
 
 /* At the cap, connections busy answering are never closed to make room: the
@@ -1486,6 +1522,7 @@ void register_obs_httpserver_tests(void)
 		  { "client certificates: CA and names", test_client_certificates },
 		  { "client certificates: a TLS 1.2 session resumed", test_client_certificates_resumed },
 		  { "in-flight request bytes cap", test_inflight_cap },
+		  { "in-flight request bytes cap: the biggest holder is closed", test_inflight_cap_closes_biggest },
 		  { "connection cap: busy connections hold", test_connection_cap_busy },
 		  { "connection cap: slow senders make room", test_connection_cap_sheds_slow },
 		  { "connection cap: a client that writes late is answered", test_connection_cap_spares_late_writer },
