@@ -617,9 +617,66 @@ static void on_kill(evutil_socket_t fd, short what, void *arg)
 		evhttp_connection_free(c->evcon); /* calls on_close */
 }
 
+/* 1 when closing c at the in-flight cap would free its bytes: it is open, not
+ * already being closed (its bytes are as good as gone), and no handler thread
+ * has its request (whole, it is answered soon, which frees them; one a handler
+ * runs would only pass them to its job, see job_orphan). */
+static int closable(struct conn *c)
+{
+	return c->evcon && c->inflight && !c->job && !event_pending(c->kill, EV_TIMEOUT, NULL);
+}
+
+/* The total of unanswered bytes passed the cap as bytes arrived on c: closes
+ * (after this callback returns) the closable connections of this loop holding
+ * the most, biggest first, until the rest fits. Not simply c: a client
+ * holding the total just under the cap with a few slow large bodies would
+ * then get every small request after it cut (the API server's admission
+ * reviews, when it cannot be told apart), while it kept its own. A
+ * connection of a verified client (spared) is picked only when no other is
+ * left; on equal bytes c goes. Bytes this loop cannot free (jobs whose
+ * connection closed while a handler ran them, and other loops' connections,
+ * which only their own thread touches) stay counted: when nothing here is
+ * left to pick and the total still passes the cap, c is closed, so the
+ * bound holds as before. */
+static void over_cap(struct conn *c, size_t total)
+{
+	struct http_thread *t = c->t;
+	struct obs_http_server *s = t->s;
+	size_t going = 0;
+	for (struct conn *o = t->conns; o; o = o->next)
+		if (o->evcon && event_pending(o->kill, EV_TIMEOUT, NULL))
+			going += o->inflight;
+	while (total > going && total - going > s->max_inflight) {
+		struct conn *pick = NULL;
+		int pick_spared = 0;
+		for (struct conn *o = t->conns;; o = o->next) {
+			if (!o)
+				o = c; /* last, winning ties (it may not be adopted yet) */
+			if (closable(o)) {
+				int sp = spared(o);
+				if (!pick || sp < pick_spared ||
+				    (sp == pick_spared &&
+				     (o->inflight > pick->inflight || (o == c && o->inflight == pick->inflight)))) {
+					pick = o;
+					pick_spared = sp;
+				}
+			}
+			if (o == c)
+				break;
+		}
+		if (!pick && !event_pending(c->kill, EV_TIMEOUT, NULL))
+			pick = c; /* nothing here frees bytes: the bound must hold */
+		if (!pick)
+			return;
+		count(s, &s->overbudget, s->m_overbudget);
+		event_active(pick->kill, EV_TIMEOUT, 1);
+		going += pick->inflight;
+	}
+}
+
 /* Bytes arrived: on an idle keep-alive connection a new request starts. They
- * count against the server's in-flight cap until the request is answered; the
- * connection that would pass it is closed (after this callback returns). */
+ * count against the server's in-flight cap until the request is answered;
+ * past it the biggest holders are closed (over_cap). */
 static void on_input(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
 {
 	struct conn *c = arg;
@@ -641,10 +698,8 @@ static void on_input(struct evbuffer *b, const struct evbuffer_cb_info *info, vo
 	c->arriving = 1;
 	c->inflight += info->n_added;
 	size_t total = atomic_fetch_add(&s->inflight, info->n_added) + info->n_added;
-	if (s->max_inflight && total > s->max_inflight && !event_pending(c->kill, EV_TIMEOUT, NULL)) {
-		count(s, &s->overbudget, s->m_overbudget);
-		event_active(c->kill, EV_TIMEOUT, 1);
-	}
+	if (s->max_inflight && total > s->max_inflight)
+		over_cap(c, total);
 }
 
 /* The response is written; the connection waits for the next request. */

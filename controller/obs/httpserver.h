@@ -39,11 +39,21 @@
  *   closed instead, so a quick client still gets in.
  * - request bytes in flight: with max_inflight_bytes, the bytes received for
  *   requests not yet answered, summed over every connection of the server,
- *   stay under that cap; the connection whose bytes would pass it is closed
- *   (a body is buffered whole before its handler runs, so this is what bounds
- *   the memory of many large bodies at once). A request a handler thread is
- *   deciding holds its copy of the body until the handler returns: its bytes
- *   stay counted until then, even once its connection has closed;
+ *   stay under that cap (a body is buffered whole before its handler runs,
+ *   so this is what bounds the memory of many large bodies at once). When
+ *   bytes arriving pass it, the loop they arrived on closes its connection
+ *   holding the most unanswered bytes (the one they arrived on on a tie),
+ *   and the next biggest while the rest still passes the cap: a client that
+ *   holds the total just under the cap with slow large bodies loses those,
+ *   never a small request arriving after it. A connection whose client
+ *   presented a certificate the client CA verified goes only when no other
+ *   is left; one whose request a handler thread has is passed over (it is
+ *   answered soon; closing it would free nothing while a handler runs it).
+ *   A request a handler thread is deciding holds its copy of the body until
+ *   the handler returns: its bytes stay counted until then, even once its
+ *   connection has closed, and nothing can free them sooner; neither can a
+ *   loop close another loop's connections. When nothing else is left to
+ *   close, the connection the bytes arrived on is;
  * - requests waiting for a handler thread (handler_threads > 0): at most
  *   max_queued, the whole server (a connection has one request at a time,
  *   so the default, max_connections, never refuses); past it a request is

@@ -21,8 +21,9 @@
  * Bounds on what a caller costs (contract section 6), before a body is
  * parsed: a body over WH_REVIEW_MAX is refused unread (413); the bytes of
  * unanswered requests on all connections together stay under
- * WH_INFLIGHT_MAX (the connection that would pass it is closed); a body with
- * more than WH_REVIEW_MAX_NODES JSON values is refused (413); and each parse
+ * WH_INFLIGHT_MAX (past it the connection holding the most is closed, see
+ * obs/httpserver.h); a body with more than WH_REVIEW_MAX_NODES JSON values
+ * is refused (413); and each parse
  * is charged twice its body (the copy the handler gets, the parsed strings)
  * and WH_NODE_COST per value against WH_PARSE_BUDGET,
  * shared by every loop: a review that does not fit is answered 429 with
