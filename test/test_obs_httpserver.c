@@ -964,6 +964,63 @@ static void shed_spares_young(int partial)
 	close(b);
 	obs_http_free(s);
 }
+/* At the cap, clients that keep every connection busy with quick requests
+ * (each one answered long before shed_min_age_ms) never leave one to shed:
+ * a queued client still gets in, as the next answer tells its client the
+ * connection closes ("Connection: close"), so no request is ever cut and no
+ * idle connection is closed under its client. */
+static void test_connection_cap_declines_keepalive(void)
+{
+	struct obs_http_server *s =
+	    start((struct obs_http_opts){ .threads = 1, .max_connections = 2, .shed_min_age_ms = 1000 });
+	int port = obs_http_port(s);
+	char out[4096];
+	int h[2], answered = 0, cut = 0, told = 0;
+	for (int i = 0; i < 2; i++) {
+		h[i] = dial(port, 0);
+		CU_ASSERT_FATAL(h[i] >= 0);
+		send_str(h[i], "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+		CU_ASSERT_FATAL(read_reply(h[i], out, sizeof out, 1000) > 0 && status_of(out) == 200);
+	}
+	int q = dial(port, 0); /* queued behind the cap */
+	CU_ASSERT_FATAL(q >= 0);
+	send_str(q, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	double start_s = now_s(), got_s = 0;
+	while (now_s() - start_s < 3 && !got_s) {
+		for (int i = 0; i < 2; i++) { /* a request each every 20 ms */
+			if (h[i] < 0)
+				continue;
+			send_str(h[i], "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+			if (read_reply(h[i], out, sizeof out, 1000) <= 0 || status_of(out) != 200) {
+				cut++;
+				continue;
+			}
+			answered++;
+			if (strcasestr(out, "Connection: close")) {
+				told++;
+				CU_ASSERT(closed_within(h[i], 1000));
+				close(h[i]);
+				h[i] = -1;
+			}
+		}
+		struct pollfd p = { q, POLLIN, 0 };
+		if (poll(&p, 1, 20) > 0 && read_reply(q, out, sizeof out, 1000) > 0 && status_of(out) == 200)
+			got_s = now_s();
+	}
+	CU_ASSERT(got_s > 0 && got_s - start_s < 1); /* before any connection is old enough to shed */
+	CU_ASSERT_EQUAL(cut, 0);
+	CU_ASSERT(answered >= 2);
+	CU_ASSERT_EQUAL(told, 1);
+	struct obs_http_stats st;
+	obs_http_stats(s, &st);
+	CU_ASSERT_EQUAL(st.shed, 1);
+	CU_ASSERT_EQUAL(st.timeouts, 0);
+	for (int i = 0; i < 2; i++)
+		if (h[i] >= 0)
+			close(h[i]);
+	close(q);
+	obs_http_free(s);
+}
 static void test_connection_cap_spares_just_idle(void)
 {
 	shed_spares_young(0);
@@ -1586,6 +1643,7 @@ void register_obs_httpserver_tests(void)
 		  { "connection cap: slow senders make room", test_connection_cap_sheds_slow },
 		  { "connection cap: a client that writes late is answered", test_connection_cap_spares_late_writer },
 		  { "connection cap: a just-idle connection is spared", test_connection_cap_spares_just_idle },
+		  { "connection cap: busy keep-alive clients make room by closing after an answer", test_connection_cap_declines_keepalive },
 		  { "connection cap: a request arriving is spared", test_connection_cap_spares_request_arriving },
 		  { "connection cap: a busy server cuts no written request", test_connection_cap_busy_server_cuts_nothing },
 		  { "connection cap: verified clients are never shed", test_connection_cap_spares_verified_clients },
