@@ -130,6 +130,9 @@ struct http_thread {
 	struct event *adopt, *retry, *watch, *reshed, *stop;
 	int cap, nconns;
 	int paused; /* at the cap */
+	/* At the cap with a client queued and no connection to shed: the next
+	 * answer tells its client the connection closes (see on_queued). */
+	int decline;
 	/* When the loop last came back from a handler that held it: time a
 	 * client spent waiting for us to read it is not its own. */
 	int64_t quiet_from;
@@ -217,7 +220,9 @@ static void register_metrics(struct obs_http_server *s)
 	s->m_deferred = obs_counter("http_server_connection_cap_pauses_total",
 				    "Times a listener stopped accepting at its connection cap.", "listener");
 	s->m_shed = obs_counter("http_server_connections_shed_total",
-				"Waiting connections closed to make room for a queued client at the cap.", "listener");
+				"Connections closed to make room for a queued client at the cap: waiting ones, and ones "
+				"whose answer said they close.",
+				"listener");
 	s->m_timeouts = obs_counter("http_server_deadline_closes_total",
 				    "Connections closed by the whole-request or idle keep-alive deadline.", "listener");
 	s->m_accept_errors = obs_counter("http_server_accept_errors_total",
@@ -535,6 +540,7 @@ static void resume_accepting(struct http_thread *t)
 	if (!t->paused || t->stopping)
 		return;
 	t->paused = 0;
+	t->decline = 0;
 	event_del(t->watch);
 	if (!t->backing_off)
 		evconnlistener_enable(t->lev);
@@ -723,7 +729,14 @@ static void on_complete(struct evhttp_request *req, void *arg)
 
 /* Someone is queued while we are at the cap: make room by closing the
  * connection that has waited longest for a request, once it has waited
- * shed_min_age_ms. */
+ * shed_min_age_ms. With none that old, the next answer sent on this loop
+ * carries "Connection: close" and its connection closes once it is written
+ * (job_reply), unless its client is spared: clients that keep every
+ * connection busy with quick requests, each younger than shed_min_age_ms,
+ * would otherwise hold the cap for as long as they liked. That cuts no
+ * request and closes no idle connection under a client that may be writing
+ * into it: the client reads that it closes before it could reuse it (RFC
+ * 9112, section 9.6). */
 static void on_queued(evutil_socket_t fd, short what, void *arg)
 {
 	struct http_thread *t = arg;
@@ -732,7 +745,8 @@ static void on_queued(evutil_socket_t fd, short what, void *arg)
 	if (!c || !c->evcon) {
 		/* all busy: wait for a close (on_close resumes) or an answer
 		 * (on_complete watches again); all young: look again when the
-		 * oldest is old enough */
+		 * oldest is old enough; either way the next answer makes room */
+		t->decline = 1;
 		event_del(t->watch);
 		if (wait_ms > 0) {
 			struct timeval tv = { (time_t)(wait_ms / 1000), (suseconds_t)(wait_ms % 1000) * 1000 };
@@ -740,6 +754,7 @@ static void on_queued(evutil_socket_t fd, short what, void *arg)
 		}
 		return;
 	}
+	t->decline = 0;
 	count(t->s, &t->s->shed, t->s->m_shed);
 	evhttp_connection_free(c->evcon);
 }
@@ -919,6 +934,17 @@ static void job_reply(struct job *j, struct conn *c)
 		char ra[16];
 		snprintf(ra, sizeof ra, "%d", resp->retry_after_s);
 		evhttp_add_header(oh, "Retry-After", ra);
+	}
+	const char *conn_hdr = evhttp_find_header(evhttp_request_get_input_headers(req), "Connection");
+	if (c && j->t->decline && j->t->paused && !(conn_hdr && !evutil_ascii_strcasecmp(conn_hdr, "close")) &&
+	    !spared(c)) {
+		/* a client is queued at the cap (on_queued); one asking to close
+		 * makes room already, and a verified client (spared) keeps its
+		 * connections: queued clients must not make the API server
+		 * reconnect behind them */
+		j->t->decline = 0;
+		evhttp_add_header(oh, "Connection", "close");
+		count(s, &s->shed, s->m_shed);
 	}
 	if (resp->body.len)
 		evbuffer_add(evhttp_request_get_output_buffer(req), resp->body.data, resp->body.len);

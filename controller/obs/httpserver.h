@@ -26,7 +26,13 @@
  *   known client has just written on a kept-alive connection is then not
  *   cut, and the queued client waits instead. Bytes that arrived while the
  *   loop was busy are read before a queued client is looked at. Busy
- *   connections (a request being answered) are never closed for this;
+ *   connections (a request being answered) are never closed for this. With
+ *   none to close, the next answer the loop sends to a client that is not
+ *   spared so says "Connection: close" and its connection closes once it is
+ *   written (a verified client keeps its connections), making room without
+ *   cutting a request or closing an idle connection its client may be
+ *   writing into: clients that keep every connection busy with quick
+ *   requests, each younger than shed_min_age_ms, cannot hold the cap;
  * - a whole-request deadline: request_timeout_s from the connection's first
  *   byte (TLS handshake included) or from the first byte of a later request on
  *   a keep-alive connection until the request is complete, however slowly the
@@ -168,7 +174,7 @@ int obs_http_port(const struct obs_http_server *s);
 struct obs_http_stats {
 	unsigned long accepted;	     /* connections accepted */
 	unsigned long deferred;	     /* times accepting paused at the connection cap */
-	unsigned long shed;	     /* waiting connections closed to make room at the cap */
+	unsigned long shed;	     /* connections closed to make room at the cap (waiting, or told on an answer) */
 	unsigned long timeouts;	     /* connections cut by the request or idle deadline */
 	unsigned long accept_errors; /* accept() failures (EMFILE, ENFILE, ...) */
 	unsigned long tls_reloads;   /* certificate pairs (re)loaded after start */
