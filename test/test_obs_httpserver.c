@@ -1143,18 +1143,27 @@ static void test_handler_threads(void)
 	}
 }
 
+/* Sends a POST of len body bytes (of at most 60,000) to path on a new
+ * connection, announcing content_length (0: len); its socket. */
+static int post_partial(int port, const char *path, size_t len, size_t content_length)
+{
+	static char body[60000];
+	memset(body, 'b', sizeof body);
+	int fd = dial(port, 0);
+	if (fd < 0)
+		return -1;
+	char head[256];
+	snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", path,
+		 content_length ? content_length : len);
+	send_str(fd, head);
+	send(fd, body, len < sizeof body ? len : sizeof body, MSG_NOSIGNAL);
+	return fd;
+}
+
 /* Sends a POST of a 40 kB body to path on a new connection; its socket. */
 static int post_40k(int port, const char *path)
 {
-	static char body[40000];
-	memset(body, 'b', sizeof body);
-	int fd = dial(port, 0);
-	char head[256];
-	snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", path,
-		 sizeof body);
-	send_str(fd, head);
-	send(fd, body, sizeof body, MSG_NOSIGNAL);
-	return fd;
+	return post_partial(port, path, 40000, 0);
 }
 
 /* The one handler thread is held (a SubjectAccessReview to a busy API
@@ -1242,23 +1251,6 @@ static void test_handler_job_bytes_counted(void)
 	close(e2);
 	obs_http_free(s);
 	CU_ASSERT_EQUAL(atomic_load(&block_calls), 1);
-}
-
-/* Sends a POST of len body bytes (of at most 60,000) to path on a new
- * connection, announcing content_length (0: len); its socket. */
-static int post_partial(int port, const char *path, size_t len, size_t content_length)
-{
-	static char body[60000];
-	memset(body, 'b', sizeof body);
-	int fd = dial(port, 0);
-	if (fd < 0)
-		return -1;
-	char head[256];
-	snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", path,
-		 content_length ? content_length : len);
-	send_str(fd, head);
-	send(fd, body, len < sizeof body ? len : sizeof body, MSG_NOSIGNAL);
-	return fd;
 }
 
 /* At the in-flight cap the biggest holder may be a request whose connection
