@@ -348,5 +348,38 @@ test_second_sigterm_ends_the_drain() {
   clean_stop drain-twice "a second SIGTERM during the drain"
 }
 
+# two_reviews PORT: the review posted twice in one curl, which keeps the
+# connection alive between them as the API server does; for each,
+# "CODE/NEW-CONNECTIONS/CONNECTION-HEADER" (e.g. "200/0/": the second
+# reused the first's connection).
+two_reviews() {
+  local u="https://127.0.0.1:$1/validate-sandbox"
+  curl -sk -o /dev/null -o /dev/null -w '%{http_code}/%{num_connects}/%header{connection} ' --max-time 4 \
+    -H 'Content-Type: application/json' --data-binary @"$E2E_DIR/review.json" "$u" "$u"
+}
+
+# During the drain the API server keeps reusing its kept-alive connections to
+# the terminating replica (conntrack keeps them on the old pod), and the calls
+# on them fail when the listener closes: every answer of the drain must say
+# "Connection: close" and close its connection, so the next call connects
+# again (through the Service, to a ready replica). Before SIGTERM, keep-alive
+# is kept.
+test_drain_answers_close_keepalive() {
+  local wport; wport=$(free_port)
+  review_json >"$E2E_DIR/review.json"
+  start_other drain-close "$CONTROLLER_BIN" --webhook-bind-address "127.0.0.1:$wport" \
+    --webhook-cert-dir "$WEBHOOK_CERT_DIR" --webhook-drain 3s
+  local pid=$CTL_PID pport=$OTHER_P
+  wait_for 120 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" = 200 ]' || fail "controller not ready"
+  wait_for 10 eval '[ "$(review_code "$wport")" = 200 ]' || fail "webhook not answering before SIGTERM"
+  expect_eq "$(two_reviews "$wport")" "200/1/ 200/0/ " "two reviews on one keep-alive connection before SIGTERM"
+  kill -TERM "$pid"
+  wait_for 2 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" != 200 ]' || fail "/readyz still 200 after SIGTERM"
+  expect_eq "$(two_reviews "$wport")" "200/1/close 200/1/close " \
+    "two reviews during the drain: each answered, saying Connection: close, the second on a new connection"
+  wait_dead "$pid" 10 || fail "controller did not exit within 10 s of SIGTERM (drain 3 s)"
+  clean_stop drain-close "answers closing their connections during the drain"
+}
+
 setup
 e2e_main

@@ -1501,6 +1501,41 @@ static void test_keepalive_idle(void)
 	obs_http_free(s);
 }
 
+/* Draining (a replica on its way out): from obs_http_drain on, every answer,
+ * on a connection kept alive from before or a new one, on the loop or from a
+ * handler thread, is still answered and says "Connection: close", and its
+ * connection closes once it is written, so the client reconnects elsewhere
+ * instead of reusing it until the listener closes under its next request.
+ * Before it, keep-alive connections are kept. */
+static void test_drain_closes_kept_connections(void)
+{
+	for (int ht = 0; ht < 2; ht++) {
+		struct obs_http_server *s = start((struct obs_http_opts){ .threads = 1, .handler_threads = ht });
+		int port = obs_http_port(s);
+		char out[4096];
+		int kept = dial(port, 0);
+		CU_ASSERT_FATAL(kept >= 0);
+		send_str(kept, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+		CU_ASSERT(read_reply(kept, out, sizeof out, 2000) > 0 && status_of(out) == 200);
+		CU_ASSERT_PTR_NULL(strcasestr(out, "Connection: close"));
+		CU_ASSERT_FALSE(closed_within(kept, 200));
+		obs_http_drain(s);
+		send_str(kept, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+		CU_ASSERT(read_reply(kept, out, sizeof out, 2000) > 0 && status_of(out) == 200);
+		CU_ASSERT_PTR_NOT_NULL(strcasestr(out, "Connection: close"));
+		CU_ASSERT(closed_within(kept, 1000));
+		close(kept);
+		int fresh = dial(port, 0);
+		CU_ASSERT_FATAL(fresh >= 0);
+		send_str(fresh, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+		CU_ASSERT(read_reply(fresh, out, sizeof out, 2000) > 0 && status_of(out) == 200);
+		CU_ASSERT_PTR_NOT_NULL(strcasestr(out, "Connection: close"));
+		CU_ASSERT(closed_within(fresh, 1000));
+		close(fresh);
+		obs_http_free(s);
+	}
+}
+
 /* Freeing with keep-alive and half-sent connections open: it returns, the
  * clients see the connections close, and no handler runs afterwards. */
 static void test_free_with_open_connections(void)
@@ -1672,6 +1707,7 @@ void register_obs_httpserver_tests(void)
 		  { "handler threads: at most max_queued wait", test_handler_queue_bound },
 		  { "request phases: where a request's time goes", test_request_phases },
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },
+		  { "draining: every answer closes its connection", test_drain_closes_kept_connections },
 		  { "free with connections open", test_free_with_open_connections },
 		  { "out of descriptors", test_emfile },
 		  { "bad options", test_bad_options }, { "a port in use is refused", test_port_in_use });

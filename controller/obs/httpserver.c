@@ -1391,6 +1391,11 @@ int obs_http_port(const struct obs_http_server *s)
 	return s->port;
 }
 
+void obs_http_drain(struct obs_http_server *s)
+{
+	(void)s; /* not yet: answers keep their connections */
+}
+
 void obs_http_stats(const struct obs_http_server *s, struct obs_http_stats *out)
 {
 	struct obs_http_server *m = (struct obs_http_server *)s; /* atomics are read-only here */

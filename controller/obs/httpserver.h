@@ -185,6 +185,13 @@ struct obs_http_stats {
 };
 void obs_http_stats(const struct obs_http_server *s, struct obs_http_stats *out);
 
+/* Draining (the process is on its way out): from now on every answer says
+ * "Connection: close" and its connection closes once it is written, so a
+ * client kept alive reconnects (to another replica) rather than reusing a
+ * connection the listener will close under it. Requests are still answered
+ * as before. Thread-safe; there is no way back. */
+void obs_http_drain(struct obs_http_server *s);
+
 /* Stops accepting, closes every connection, stops and joins the loops: after
  * it returns no handler runs and nothing from the routes is used. Requests no
  * handler thread had taken are answered 503 (Retry-After: 1) where the loops
