@@ -796,7 +796,10 @@ static int run(struct app *a)
  * read) keeps serving for --webhook-drain. The API server goes on calling a
  * terminating replica until the endpoints and kube-proxy catch up, and every
  * webhook fails closed: a port closed at once would refuse Sandbox creates
- * and execs on every rolling upgrade. A second signal ends the drain. Without
+ * and execs on every rolling upgrade. Each answer of the drain closes its
+ * connection: the API server's kept-alive connections (which conntrack keeps
+ * on this pod) would otherwise carry calls until the listener closes under
+ * them. A second signal ends the drain. Without
  * a signal (an error, a lost Lease) or without the webhook there is nothing
  * to drain: /readyz fails and the shutdown goes on. */
 static void drain(struct app *a)
@@ -809,6 +812,7 @@ static void drain(struct app *a)
 	char secs[24];
 	snprintf(secs, sizeof secs, "%ld", a->o.drain_s);
 	log_kv(LOG_INFO, "not ready; draining the webhook", "seconds", secs);
+	wh_server_drain(a->whs);
 	int64_t end = ktime_mono_ms() + a->o.drain_s * 1000;
 	for (int64_t left; (left = end - ktime_mono_ms()) > 0;) {
 		int sig = wait_signal(&a->sigs, (long)left);

@@ -192,6 +192,9 @@ struct obs_http_server {
 	size_t max_inflight;
 	int64_t tls_checked_ms;
 
+	/* obs_http_drain was called: every answer closes its connection */
+	atomic_int draining;
+
 	/* a warning at most once a second, with the number left out */
 	atomic_llong warn_next_ms;
 	atomic_ulong warn_dropped;
@@ -936,8 +939,13 @@ static void job_reply(struct job *j, struct conn *c)
 		evhttp_add_header(oh, "Retry-After", ra);
 	}
 	const char *conn_hdr = evhttp_find_header(evhttp_request_get_input_headers(req), "Connection");
-	if (c && j->t->decline && j->t->paused && !(conn_hdr && !evutil_ascii_strcasecmp(conn_hdr, "close")) &&
-	    !spared(c)) {
+	if (atomic_load(&s->draining)) {
+		/* the process is on its way out (obs_http_drain): every client,
+		 * a verified one too, reconnects elsewhere rather than reusing a
+		 * connection the listener will close under its next request */
+		evhttp_add_header(oh, "Connection", "close");
+	} else if (c && j->t->decline && j->t->paused && !(conn_hdr && !evutil_ascii_strcasecmp(conn_hdr, "close")) &&
+		   !spared(c)) {
 		/* a client is queued at the cap (on_queued); one asking to close
 		 * makes room already, and a verified client (spared) keeps its
 		 * connections: queued clients must not make the API server
@@ -1393,7 +1401,7 @@ int obs_http_port(const struct obs_http_server *s)
 
 void obs_http_drain(struct obs_http_server *s)
 {
-	(void)s; /* not yet: answers keep their connections */
+	atomic_store(&s->draining, 1);
 }
 
 void obs_http_stats(const struct obs_http_server *s, struct obs_http_stats *out)

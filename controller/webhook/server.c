@@ -407,6 +407,11 @@ int wh_server_port(const struct wh_server *s)
 	return obs_http_port(s->http);
 }
 
+void wh_server_drain(struct wh_server *s)
+{
+	obs_http_drain(s->http);
+}
+
 void wh_server_free(struct wh_server *s)
 {
 	if (!s)

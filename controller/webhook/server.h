@@ -85,6 +85,11 @@ struct wh_server;
 struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, size_t errlen);
 /* The port bound. */
 int wh_server_port(const struct wh_server *s);
+/* The process is on its way out: reviews are still answered, each closing
+ * its connection, so the API server's next call connects again (through the
+ * Service, to a ready replica) instead of reusing a kept-alive connection
+ * the listener will close under it (obs_http_drain). */
+void wh_server_drain(struct wh_server *s);
 /* Stops accepting, finishes, joins; no handler runs after it returns. */
 void wh_server_free(struct wh_server *s);
 
