@@ -286,21 +286,28 @@ review_code() {
 }
 now_ms() { date +%s%3N; }
 
+# start_webhook NAME BIN [FLAGS...]: a controller beside the main one
+# serving the webhook on a fresh port (WPORT), ready and answering the
+# review (review_json); its pid in CTL_PID, its probe port in OTHER_P.
+start_webhook() {
+  local name=$1 bin=$2; shift 2
+  WPORT=$(free_port)
+  review_json >"$E2E_DIR/review.json"
+  start_other "$name" "$bin" --webhook-bind-address "127.0.0.1:$WPORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" "$@"
+  wait_for 120 eval '[ "$(code "http://127.0.0.1:$OTHER_P/readyz")" = 200 ]' || fail "$name: controller not ready"
+  wait_for 10 eval '[ "$(review_code "$WPORT")" = 200 ]' || fail "$name: webhook not answering before SIGTERM"
+}
+
 # webhook_drain BIN: a controller serving the webhook (default drain, 5 s)
 # gets SIGTERM. The API server keeps calling a terminating pod until its
 # endpoints catch up, and every webhook fails closed: /readyz must fail within
 # a second while the webhook still answers reviews 2 s after the signal, and
 # the process exits within the drain and 3 s.
 webhook_drain() {
-  local bin=$1 build name wport
+  local bin=$1 build name
   build=$(basename "$(dirname "$bin")"); name="drain-$build"
-  wport=$(free_port)
-  review_json >"$E2E_DIR/review.json"
-  E2E_KEEP_DRAIN=1 start_other "$name" "$bin" --webhook-bind-address "127.0.0.1:$wport" \
-    --webhook-cert-dir "$WEBHOOK_CERT_DIR" # the default drain, 5 s
-  local pid=$CTL_PID pport=$OTHER_P
-  wait_for 120 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" = 200 ]' || fail "$build controller not ready"
-  wait_for 10 eval '[ "$(review_code "$wport")" = 200 ]' || fail "$build webhook not answering before SIGTERM"
+  E2E_KEEP_DRAIN=1 start_webhook "$name" "$bin" # the default drain, 5 s
+  local pid=$CTL_PID pport=$OTHER_P wport=$WPORT
   local t0 el start c unready="" unready_code="" last_ok=-1 after=""
   t0=$(now_ms)
   kill -TERM "$pid"
@@ -331,13 +338,8 @@ test_sigterm_drains_the_webhook() { each_build webhook_drain; }
 
 # A second SIGTERM during the drain (an operator's ^C twice) ends it at once.
 test_second_sigterm_ends_the_drain() {
-  local wport; wport=$(free_port)
-  review_json >"$E2E_DIR/review.json"
-  start_other drain-twice "$CONTROLLER_BIN" --webhook-bind-address "127.0.0.1:$wport" \
-    --webhook-cert-dir "$WEBHOOK_CERT_DIR" --webhook-drain 60s
-  local pid=$CTL_PID pport=$OTHER_P
-  wait_for 120 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" = 200 ]' || fail "controller not ready"
-  wait_for 10 eval '[ "$(review_code "$wport")" = 200 ]' || fail "webhook not answering before SIGTERM"
+  start_webhook drain-twice "$CONTROLLER_BIN" --webhook-drain 60s
+  local pid=$CTL_PID wport=$WPORT
   kill -TERM "$pid"
   sleep 1
   expect_eq "$(review_code "$wport")" 200 "a review 1 s into a 60 s drain"
@@ -365,13 +367,8 @@ two_reviews() {
 # again (through the Service, to a ready replica). Before SIGTERM, keep-alive
 # is kept.
 test_drain_answers_close_keepalive() {
-  local wport; wport=$(free_port)
-  review_json >"$E2E_DIR/review.json"
-  start_other drain-close "$CONTROLLER_BIN" --webhook-bind-address "127.0.0.1:$wport" \
-    --webhook-cert-dir "$WEBHOOK_CERT_DIR" --webhook-drain 3s
-  local pid=$CTL_PID pport=$OTHER_P
-  wait_for 120 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" = 200 ]' || fail "controller not ready"
-  wait_for 10 eval '[ "$(review_code "$wport")" = 200 ]' || fail "webhook not answering before SIGTERM"
+  start_webhook drain-close "$CONTROLLER_BIN" --webhook-drain 3s
+  local pid=$CTL_PID pport=$OTHER_P wport=$WPORT
   expect_eq "$(two_reviews "$wport")" "200/1/ 200/0/ " "two reviews on one keep-alive connection before SIGTERM"
   kill -TERM "$pid"
   wait_for 2 eval '[ "$(code "http://127.0.0.1:$pport/readyz")" != 200 ]' || fail "/readyz still 200 after SIGTERM"

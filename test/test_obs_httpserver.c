@@ -1501,6 +1501,21 @@ static void test_keepalive_idle(void)
 	obs_http_free(s);
 }
 
+/* A keep-alive request on fd is answered 200; with closes, the answer says
+ * "Connection: close" and the connection closes (fd is closed then),
+ * without, neither. */
+static void keepalive_answer(int fd, int closes)
+{
+	char out[4096];
+	CU_ASSERT_FATAL(fd >= 0);
+	send_str(fd, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+	CU_ASSERT(read_reply(fd, out, sizeof out, 2000) > 0 && status_of(out) == 200);
+	CU_ASSERT_EQUAL(strcasestr(out, "Connection: close") != NULL, closes);
+	CU_ASSERT_EQUAL(closed_within(fd, closes ? 1000 : 200), closes);
+	if (closes)
+		close(fd);
+}
+
 /* Draining (a replica on its way out): from obs_http_drain on, every answer,
  * on a connection kept alive from before or a new one, on the loop or from a
  * handler thread, is still answered and says "Connection: close", and its
@@ -1512,26 +1527,11 @@ static void test_drain_closes_kept_connections(void)
 	for (int ht = 0; ht < 2; ht++) {
 		struct obs_http_server *s = start((struct obs_http_opts){ .threads = 1, .handler_threads = ht });
 		int port = obs_http_port(s);
-		char out[4096];
 		int kept = dial(port, 0);
-		CU_ASSERT_FATAL(kept >= 0);
-		send_str(kept, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
-		CU_ASSERT(read_reply(kept, out, sizeof out, 2000) > 0 && status_of(out) == 200);
-		CU_ASSERT_PTR_NULL(strcasestr(out, "Connection: close"));
-		CU_ASSERT_FALSE(closed_within(kept, 200));
+		keepalive_answer(kept, 0);
 		obs_http_drain(s);
-		send_str(kept, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
-		CU_ASSERT(read_reply(kept, out, sizeof out, 2000) > 0 && status_of(out) == 200);
-		CU_ASSERT_PTR_NOT_NULL(strcasestr(out, "Connection: close"));
-		CU_ASSERT(closed_within(kept, 1000));
-		close(kept);
-		int fresh = dial(port, 0);
-		CU_ASSERT_FATAL(fresh >= 0);
-		send_str(fresh, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
-		CU_ASSERT(read_reply(fresh, out, sizeof out, 2000) > 0 && status_of(out) == 200);
-		CU_ASSERT_PTR_NOT_NULL(strcasestr(out, "Connection: close"));
-		CU_ASSERT(closed_within(fresh, 1000));
-		close(fresh);
+		keepalive_answer(kept, 1);
+		keepalive_answer(dial(port, 0), 1);
 		obs_http_free(s);
 	}
 }
