@@ -5,7 +5,7 @@
 # and the figures are printed side by side.
 #
 #   hack/bench-admission.sh [--count N] [--rate R] [--concurrency C] [--rounds K] [--no-build] [--capture]
-#                            [--without-policies] [--trace] [--alternate]
+#                            [--without-policies] [--trace] [--alternate] [--empty-webhook]
 #
 #   1. without: the controller in --owner-authorization namespace mode, no
 #      webhook configurations; Sandboxes created in adm-off-K;
@@ -56,6 +56,17 @@
 # webhooks' spans and their HTTP round trips. Tracing costs the API server
 # CPU in both phases alike; the ratios of a traced run are its own.
 #
+# --empty-webhook: a third phase in each round, after the one without
+# admission: the controller as without it, and two webhook configurations
+# shaped like the product's Sandbox webhooks (the same rules, match
+# conditions and timeouts, no policies) calling hack/mutator's /allow-all,
+# which allows every review at once and does nothing else (Go's net/http,
+# TLS, keep-alive). Its figures are what any webhook costs the API server
+# on this machine: its bound rate against the phase without, and the API
+# server's call to it (with --trace, each call exact). If a webhook that
+# does nothing misses a latency goal here, the machine misses it, not the
+# webhook.
+#
 # Another version's controller (a before/after pair, each run on its own):
 # SBX_CONTROLLER_BIN=<its binary> SBX_WEBHOOK_MANIFESTS=<its manifests/webhook>
 # (the admission objects and pod policies of that version: today's may refuse
@@ -68,6 +79,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COUNT=1000 RATE=100 CONC=64 ROUNDS=3 BUILD=1 CAPTURE=0 WITHOUT_POLICIES= TRACE=0 TRACE_ARG= ALTERNATE=0 ALT_ARG=
+EMPTY=0 EMPTY_ARG=
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -80,6 +92,7 @@ while [ $# -gt 0 ]; do
     --without-policies) WITHOUT_POLICIES=" --without-policies"; shift ;;
     --trace) TRACE=1 TRACE_ARG=" --trace"; shift ;;
     --alternate) ALTERNATE=1 ALT_ARG=" --alternate"; shift ;;
+    --empty-webhook) EMPTY=1 EMPTY_ARG=" --empty-webhook"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -97,6 +110,9 @@ TARGETS=(sbx-bench)
 [ -n "${SBX_CONTROLLER_BIN:-}" ] || TARGETS+=(sandbox-controller)
 bench_build "${TARGETS[@]}"
 MANIFESTS=${SBX_WEBHOOK_MANIFESTS:-$ROOT/manifests/webhook}
+if [ "$EMPTY" = 1 ]; then
+  go build -C "$ROOT/hack/mutator" -o "$BUILD_DIR/mutator" . || { echo "hack/mutator build failed" >&2; exit 1; }
+fi
 [ "$CAPTURE" = 0 ] || command -v tcpdump >/dev/null || { echo "--capture needs tcpdump" >&2; exit 1; }
 for b in "$CONTROLLER_BIN" "$BENCH_BIN"; do [ -x "$b" ] || { echo "missing $b" >&2; exit 1; }; done
 [ -f "$MANIFESTS/webhooks.yaml" ] || { echo "no webhooks.yaml in $MANIFESTS (SBX_WEBHOOK_MANIFESTS)" >&2; exit 1; }
@@ -112,6 +128,8 @@ over() {
     }
     END { if (!tot) print "n/a"; else printf "%.1f%%", 100 * (tot - below) / tot }'
 }
+# secs OUT: the seconds of a load (sbx-bench: first create to last Bound).
+secs() { awk -F= '$1 == "seconds" { print $2 }' "$1"; }
 # schedstat PID: seconds its threads ran and waited runnable for a CPU
 # (/proc/PID/task/*/schedstat: the kernel's run queue, threads alive now).
 schedstat() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ r += $1; w += $2 } END { printf "%.3f %.3f", r / 1e9, w / 1e9 }'; }
@@ -188,6 +206,56 @@ grant_controller_rbac
 webhook_certs
 say "load $(load)"
 
+# The empty webhook (--empty-webhook): hack/mutator, its own self-signed
+# certificate, for the whole run.
+if [ "$EMPTY" = 1 ]; then
+  mkdir -p "$E2E_DIR/empty-webhook"
+  "$BUILD_DIR/mutator" -cert-dir "$E2E_DIR/empty-webhook" -port-file "$E2E_DIR/empty-webhook/port" \
+    >"$E2E_DIR/empty-webhook.log" 2>&1 &
+  track_pid "$!" # stopped with the control plane
+  disown "$!"    # quietly
+  wait_for 20 test -s "$E2E_DIR/empty-webhook/port" || { say "the empty webhook did not start"; exit 1; }
+  EMPTY_PORT=$(cat "$E2E_DIR/empty-webhook/port")
+fi
+# empty_calls: the reviews the empty webhook has allowed so far.
+empty_calls() { curl -sk "https://127.0.0.1:$EMPTY_PORT/healthz" | awk '{ print $3 + 0 }'; }
+# install_empty: the product's two Sandbox webhooks (mutating and
+# validating, as rendered for this run) pointed at the empty webhook, and
+# nothing else of the product's admission; returns once the API server
+# calls both for a Sandbox create (a server-side dry run).
+install_empty() {
+  render_admission "$EMPTY_PORT" sandbox-controller | python3 -c '
+import base64, json, sys
+port, ca = sys.argv[1:3]
+bundle = base64.b64encode(open(ca, "rb").read()).decode()
+doc = json.load(sys.stdin)
+keep = ("mutate.sandboxes.sandbox.dev", "validate.sandboxes.sandbox.dev")
+items = []
+for x in doc["items"]:
+    if x["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        continue
+    x["webhooks"] = [w for w in x["webhooks"] if w["name"] in keep]
+    for w in x["webhooks"]:
+        w["clientConfig"] = {"url": "https://127.0.0.1:%s/allow-all" % port, "caBundle": bundle}
+    items.append(x)
+doc["items"] = items
+print(json.dumps(doc))' "$EMPTY_PORT" "$E2E_DIR/empty-webhook/tls.crt" | kubectl apply -f - >/dev/null || return 1
+  local i n0
+  for i in $(seq 1 100); do
+    n0=$(empty_calls)
+    kubectl create --dry-run=server -f - >/dev/null 2>&1 <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: Sandbox
+metadata: {name: empty-probe, namespace: default}
+spec: {image: probe}
+YAML
+    [ "$(empty_calls)" -ge $((n0 + 2)) ] && return 0
+    sleep 0.2
+  done
+  say "the API server never called the empty webhook for both configurations"
+  return 1
+}
+
 run_load() { # run_load NS OUT METRICS_PORT PID
   "$BENCH_BIN" controller --namespace "$1" --count "$COUNT" --rate "$RATE" --concurrency "$CONC" \
     --scopes "$COUNT" --owners 50 --wait bound --pid "$4" --metrics-url "http://127.0.0.1:$3/metrics" \
@@ -204,22 +272,53 @@ apimetrics() { curl -s --cacert "$E2E_DIR/pki/ca.crt" --cert "$E2E_DIR/pki/admin
 # deletions) weighs on both alike. The figures of the last round's phase with
 # admission are the ones detailed below.
 R_OFF=() R_ON=() R_WH=() R_TR=() C_OFF=() C_ON=() ORDER=()
+R_EMPTY=() R_EWH=() R_ETR=() C_EMPTY=()
+# start_plain NAME: a controller without admission (owner authorization by
+# namespace), its metrics on MP, serving once start_plain returns (CTL_PID).
+start_plain() {
+  MP=$(free_port)
+  # shellcheck disable=SC2086 # SBX_BENCH_CTL_FLAGS: split on spaces
+  controller_start "$1" --metrics-bind-address "127.0.0.1:$MP" ${SBX_BENCH_CTL_FLAGS:-}
+  wait_for 60 curl -sf "http://127.0.0.1:$MP/metrics" || { say "controller did not start"; exit 1; }
+}
 phase_without() {
   uninstall_admission
   sleep 2 # the API server's lag in dropping a webhook configuration
   say "round $ROUND of $ROUNDS: without admission"
   LOAD_OFF=$(load)
-  MP=$(free_port)
-  # shellcheck disable=SC2086 # SBX_BENCH_CTL_FLAGS: split on spaces
-  controller_start off --metrics-bind-address "127.0.0.1:$MP" ${SBX_BENCH_CTL_FLAGS:-}
+  start_plain off
   OFF_PID=$CTL_PID
-  wait_for 60 curl -sf "http://127.0.0.1:$MP/metrics" || { say "controller did not start"; exit 1; }
   sampler_start "$E2E_DIR/off-$ROUND.cpu" "$OFF_PID"
   T0_OFF=$(date +%s.%N)
   run_load "adm-off-$ROUND" "$E2E_DIR/off-$ROUND.out" "$MP" "$OFF_PID"
   sampler_stop
   delete_namespace "adm-off-$ROUND" # its pods gone before the next phase
   controller_stop "$OFF_PID"
+}
+phase_empty() {
+  uninstall_admission
+  install_empty || exit 1
+  say "round $ROUND of $ROUNDS: with the empty webhook"
+  LOAD_EMPTY=$(load)
+  start_plain empty
+  EMPTY_PID=$CTL_PID
+  apimetrics >"$E2E_DIR/empty-api-before.txt"
+  sampler_start "$E2E_DIR/empty-$ROUND.cpu" "$EMPTY_PID"
+  [ "$TRACE" = 0 ] || TL0=$(trace_lines)
+  T0_EMPTY=$(date +%s.%N)
+  run_load "adm-empty-$ROUND" "$E2E_DIR/empty-$ROUND.out" "$MP" "$EMPTY_PID"
+  sampler_stop
+  apimetrics >"$E2E_DIR/empty-api-after.txt"
+  delete_namespace "adm-empty-$ROUND"
+  controller_stop "$EMPTY_PID"
+  uninstall_admission
+  series_delta "$E2E_DIR/empty-api-before.txt" "$E2E_DIR/empty-api-after.txt" \
+    '^apiserver_admission_webhook_admission_duration_seconds_bucket' >"$E2E_DIR/empty-api-delta.txt"
+  R_EWH+=("$(quantile 0.99 apiserver_admission_webhook_admission_duration_seconds 'name="mutate.sandboxes.sandbox.dev"' <"$E2E_DIR/empty-api-delta.txt")")
+  if [ "$TRACE" = 1 ]; then
+    sleep 6 # the API server exports its spans in batches, every 5 s
+    R_ETR+=("$(spans "$TL0" "$(trace_lines)" mutating CREATE Resource=sandboxes | span_figures 5)")
+  fi
 }
 phase_with() {
   say "round $ROUND of $ROUNDS: with admission"
@@ -279,14 +378,20 @@ phase_with() {
 for ROUND in $(seq 1 "$ROUNDS"); do
   new_namespace "adm-off-$ROUND"
   new_namespace "adm-on-$ROUND"
+  [ "$EMPTY" = 0 ] || new_namespace "adm-empty-$ROUND"
   if [ "$ALTERNATE" = 1 ] && [ $((ROUND % 2)) = 0 ]; then
     phase_with
     phase_without
+    [ "$EMPTY" = 0 ] || phase_empty
     ORDER+=("with first")
   else
     phase_without
+    [ "$EMPTY" = 0 ] || phase_empty
     phase_with
     ORDER+=("")
+  fi
+  if [ "$EMPTY" = 1 ]; then
+    R_EMPTY+=("$(value "$E2E_DIR/empty-$ROUND.out" rate)") C_EMPTY+=("$(value "$E2E_DIR/empty-$ROUND.out" create_rate)")
   fi
   R_OFF+=("$(value "$E2E_DIR/off-$ROUND.out" rate)") R_ON+=("$(value "$E2E_DIR/on-$ROUND.out" rate)")
   C_OFF+=("$(value "$E2E_DIR/off-$ROUND.out" create_rate)") C_ON+=("$(value "$E2E_DIR/on-$ROUND.out" create_rate)")
@@ -295,7 +400,7 @@ done
 OFF=$E2E_DIR/off-$ROUNDS.out ON=$E2E_DIR/on-$ROUNDS.out
 echo
 echo "== admission cost: $(date -u +%FT%TZ), $(nproc) CPUs, load $(load) at the end"
-echo "== command: ${SBX_BENCH_CTL_FLAGS:+SBX_BENCH_CTL_FLAGS=\"$SBX_BENCH_CTL_FLAGS\" }${SBX_CONTROLLER_BIN:+SBX_CONTROLLER_BIN=$SBX_CONTROLLER_BIN }${SBX_WEBHOOK_MANIFESTS:+SBX_WEBHOOK_MANIFESTS=$SBX_WEBHOOK_MANIFESTS }hack/bench-admission.sh --count $COUNT --rate $RATE --concurrency $CONC --rounds $ROUNDS$WITHOUT_POLICIES$TRACE_ARG$ALT_ARG"
+echo "== command: ${SBX_BENCH_CTL_FLAGS:+SBX_BENCH_CTL_FLAGS=\"$SBX_BENCH_CTL_FLAGS\" }${SBX_CONTROLLER_BIN:+SBX_CONTROLLER_BIN=$SBX_CONTROLLER_BIN }${SBX_WEBHOOK_MANIFESTS:+SBX_WEBHOOK_MANIFESTS=$SBX_WEBHOOK_MANIFESTS }hack/bench-admission.sh --count $COUNT --rate $RATE --concurrency $CONC --rounds $ROUNDS$WITHOUT_POLICIES$TRACE_ARG$ALT_ARG$EMPTY_ARG"
 echo "== controller: $CONTROLLER_BIN (sha256 $(sha256sum "$CONTROLLER_BIN" | cut -c1-12)), admission objects of $MANIFESTS"
 echo "== load at the start of the last round's phases: without $LOAD_OFF; with $LOAD_ON"
 echo "Sandboxes bound per second, each round (without, with webhook, ratio; the API server's call to the mutating webhook, p99;"
@@ -311,6 +416,29 @@ fi
 RATIOS=$(for i in "${!R_ON[@]}"; do ratio "${R_ON[i]}" "${R_OFF[i]}"; echo; done)
 MEDIAN=$(median %.2f <<<"$RATIOS")
 [ -z "$MEDIAN" ] || printf '  median ratio of %d rounds: %s\n' "$(grep -vc n/a <<<"$RATIOS")" "$MEDIAN"
+if [ "$EMPTY" = 1 ]; then
+  echo "the empty webhook (hack/mutator /allow-all in the product's two Sandbox webhook configurations, no policies), each round:"
+  echo "Sandboxes bound per second, ratio against without; the API server's call to it, p99 (histogram); creates answered per second:"
+  for i in "${!R_EMPTY[@]}"; do
+    printf '  round %d: %10s %8s   %-10s  creates/s %s%s\n' $((i + 1)) "${R_EMPTY[i]}" \
+      "$(ratio "${R_EMPTY[i]}" "${R_OFF[i]}")" "${R_EWH[i]}" "${C_EMPTY[i]}" \
+      "${R_ETR[i]:+$'\n'           traced: ${R_ETR[i]}}"
+  done
+  ERATIOS=$(for i in "${!R_EMPTY[@]}"; do ratio "${R_EMPTY[i]}" "${R_OFF[i]}"; echo; done)
+  EMEDIAN=$(median %.2f <<<"$ERATIOS")
+  [ -z "$EMEDIAN" ] || printf '  median ratio of %d rounds: %s\n' "$(grep -vc n/a <<<"$ERATIOS")" "$EMEDIAN"
+  EOUT=$E2E_DIR/empty-$ROUNDS.out
+  printf '  last round: create p50 / p99 %s / %s ms, Bound p50 / p99 %s / %s ms\n' "$(value "$EOUT" create_p50_ms)" \
+    "$(value "$EOUT" create_p99_ms)" "$(value "$EOUT" bound_p50_ms)" "$(value "$EOUT" bound_p99_ms)"
+  AHE=apiserver_admission_webhook_admission_duration_seconds
+  for w in mutate.sandboxes.sandbox.dev validate.sandboxes.sandbox.dev; do
+    sel="name=\"$w\",operation=\"CREATE\""
+    printf '  last round, %-32s CREATE n=%-6s >5ms %-6s >25ms %-6s >100ms %s\n' "$w" \
+      "$(observations $AHE "$sel" <"$E2E_DIR/empty-api-delta.txt")" "$(over $AHE "$sel" 0.005 <"$E2E_DIR/empty-api-delta.txt")" \
+      "$(over $AHE "$sel" 0.025 <"$E2E_DIR/empty-api-delta.txt")" "$(over $AHE "$sel" 0.1 <"$E2E_DIR/empty-api-delta.txt")"
+  done
+  echo "  last round, while binding: $(while_binding "$E2E_DIR/empty-$ROUNDS.cpu" "$T0_EMPTY" "$(secs "$E2E_DIR/empty-$ROUNDS.out")")"
+fi
 echo "the last round in detail:"
 printf '%-40s %14s %14s %8s\n' "" "without" "with webhook" "ratio"
 row() { # row LABEL KEY: KEY without and with the webhook, and their ratio
@@ -407,7 +535,6 @@ awk -v ar="$ARUN0 $ARUN1" -v aw="$AWAIT0 $AWAIT1" -v cr="$CRUN0 $CRUN1" -v cw="$
     ra = a[2] - a[1]; wa = b[2] - b[1]; rc = c[2] - c[1]; wc = d[2] - d[1]
     printf "threads runnable but waiting for a CPU (kernel run queue), per second run: kube-apiserver %.2f s (%.1f s waited, %.1f s ran), controller %.2f s (%.1f s, %.1f s)\n",
       (ra > 0 ? wa / ra : 0), wa, ra, (rc > 0 ? wc / rc : 0), wc, rc }'
-secs() { awk -F= '$1 == "seconds" { print $2 }' "$1"; }
 echo "while binding (the load's first create to its last Bound; 0.5 s samples):"
 echo "  without: $(while_binding "$E2E_DIR/off-$ROUNDS.cpu" "$T0_OFF" "$(secs "$E2E_DIR/off-$ROUNDS.out")")"
 echo "  with:    $(while_binding "$E2E_DIR/on-$ROUNDS.cpu" "$T0" "$(secs "$E2E_DIR/on-$ROUNDS.out")")"

@@ -10,6 +10,11 @@
 // It serves HTTPS with a self-signed certificate for 127.0.0.1 and localhost
 // that it writes to -cert-dir/tls.crt (the caBundle of the webhook
 // configuration). Standard library only.
+//
+// It also serves /allow-all: every review allowed, no patch, nothing else
+// done. hack/bench-admission.sh --empty-webhook points webhook
+// configurations shaped like the product's there, to measure what any
+// webhook costs the API server on the machine at hand.
 package main
 
 import (
@@ -46,7 +51,7 @@ var (
 	pin          = flag.Bool("pin-digests", true, "pin container images to a digest")
 )
 
-var mutated atomic.Int64
+var mutated, allowed atomic.Int64
 
 // Only the parts of AdmissionReview v1 this webhook reads or writes.
 type review struct {
@@ -123,19 +128,37 @@ func patchFor(p *pod) []patchOp {
 	return append(ops, patchOp{"add", "/spec/containers/-", sidecar})
 }
 
-func mutate(w http.ResponseWriter, r *http.Request) {
+// readReview reads an AdmissionReview request (at most 4 MiB) and returns
+// it with an allowed answer to fill in, or answers 400 itself and returns
+// nil.
+func readReview(w http.ResponseWriter, r *http.Request) (*review, *review) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
 	if err != nil {
 		http.Error(w, "read: "+err.Error(), http.StatusBadRequest)
-		return
+		return nil, nil
 	}
 	var in review
 	if err := json.Unmarshal(body, &in); err != nil || in.Request == nil {
 		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+		return nil, nil
+	}
+	return &in, &review{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview",
+		Response: &response{UID: in.Request.UID, Allowed: true}}
+}
+
+// writeReview sends the answer.
+func writeReview(w http.ResponseWriter, out *review) {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(out); err != nil {
+		log.Printf("write: %v", err)
+	}
+}
+
+func mutate(w http.ResponseWriter, r *http.Request) {
+	in, out := readReview(w, r)
+	if in == nil {
 		return
 	}
-	out := review{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview",
-		Response: &response{UID: in.Request.UID, Allowed: true}}
 	var p pod
 	if in.Request.Operation == "CREATE" && json.Unmarshal(in.Request.Object, &p) == nil {
 		if ops := patchFor(&p); len(ops) > 0 {
@@ -149,9 +172,14 @@ func mutate(w http.ResponseWriter, r *http.Request) {
 			mutated.Add(1)
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	if err := json.NewEncoder(w).Encode(out); err != nil {
-		log.Printf("write: %v", err)
+	writeReview(w, out)
+}
+
+// allowAll answers every AdmissionReview allowed, without a patch.
+func allowAll(w http.ResponseWriter, r *http.Request) {
+	if in, out := readReview(w, r); in != nil {
+		allowed.Add(1)
+		writeReview(w, out)
 	}
 }
 
@@ -218,8 +246,9 @@ func main() {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mutate", mutate)
+	mux.HandleFunc("/allow-all", allowAll)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, "ok %d\n", mutated.Load())
+		fmt.Fprintf(w, "ok %d %d\n", mutated.Load(), allowed.Load())
 	})
 	srv := &http.Server{
 		Handler:           mux,
