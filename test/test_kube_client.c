@@ -1486,6 +1486,7 @@ static void test_events_keep_up(void)
 
 struct slow_events {
 	atomic_int posts, patches, answered;
+	atomic_int last_count; /* the count of the last POST or PATCH received */
 };
 
 struct late_post {
@@ -1504,6 +1505,11 @@ static void answer_post(evutil_socket_t fd, short what, void *u)
 static void h_events_slow(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
 {
 	struct slow_events *n = f->ctx;
+	cJSON *body = r->body ? cJSON_Parse(r->body) : NULL;
+	cJSON *count = cJSON_GetObjectItemCaseSensitive(body, "count");
+	if (cJSON_IsNumber(count))
+		atomic_store(&n->last_count, count->valueint);
+	cJSON_Delete(body);
 	if (strcmp(r->method, "POST")) {
 		atomic_fetch_add(&n->patches, 1);
 		reply(req, 200, r->body, NULL, NULL);
@@ -1553,6 +1559,45 @@ static void test_events_window_ends_while_sending(void)
 	event_recorder_set_window_ms(0);
 	while (atomic_load(&n.answered) < atomic_load(&n.posts) && ktime_mono_ms() < deadline + 5000)
 		ktime_sleep_ms(10);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
+/* waits up to ms for the server to have seen count for the event */
+static int saw_count(struct slow_events *n, int count, int ms)
+{
+	int64_t deadline = ktime_mono_ms() + ms;
+	while (atomic_load(&n->last_count) != count && ktime_mono_ms() < deadline)
+		ktime_sleep_ms(10);
+	return atomic_load(&n->last_count);
+}
+
+/* Repeats are written even when nothing else comes: those counted while the
+ * create waited go with it (or right after it), and one counted after the
+ * create is PATCHed once the patch interval is over, not only when yet
+ * another occurrence comes; a count nobody writes would leave the Event
+ * saying 1 for good. */
+static void test_events_counts_are_written(void)
+{
+	static struct slow_events n;
+	memset(&n, 0, sizeof n);
+	event_recorder_set_patch_interval_ms(300);
+	struct fake *f = fake_start(h_events_slow, &n);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct event_recorder *r = event_recorder_new(c, "sandbox-controller");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	for (int i = 0; i < 3; i++) /* the create is answered after 800 ms */
+		event_record(r, "v1", "Pod", "ns1", "p", "uid-p", "Warning", "Failed", "same");
+	CU_ASSERT_EQUAL(saw_count(&n, 3, SLOW_POST_MS + 2000), 3);
+	int64_t deadline = ktime_mono_ms() + SLOW_POST_MS + 2000;
+	while (event_recorder_sent(r) < 1 && ktime_mono_ms() < deadline)
+		ktime_sleep_ms(1);
+	/* within the patch interval of the create: counted, written later */
+	event_record(r, "v1", "Pod", "ns1", "p", "uid-p", "Warning", "Failed", "same");
+	CU_ASSERT_EQUAL(saw_count(&n, 4, 2000), 4);
+	CU_ASSERT_EQUAL(atomic_load(&n.posts), 1);
+	event_recorder_free(r);
+	event_recorder_set_patch_interval_ms(0);
 	kube_client_free(c);
 	fake_stop(f);
 }
@@ -2160,6 +2205,8 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "events: per-object spam filter", test_events_spam_filter) ||
 	    !CU_add_test(s, "events: 1,000 at once keep up", test_events_keep_up) ||
 	    !CU_add_test(s, "events: the window ends while a create is pending",
-			 test_events_window_ends_while_sending))
+			 test_events_window_ends_while_sending) ||
+	    !CU_add_test(s, "events: counted repeats are written without another one",
+			 test_events_counts_are_written))
 		abort();
 }

@@ -45,6 +45,15 @@ static int64_t window_ms(void)
 	return ms > 0 ? ms : WINDOW_MS;
 }
 
+/* event_recorder_set_patch_interval_ms (tests): 0 means PATCH_INTERVAL_MS. */
+static atomic_int patch_override_ms;
+
+static int64_t patch_interval_ms(void)
+{
+	int ms = atomic_load(&patch_override_ms);
+	return ms > 0 ? ms : PATCH_INTERVAL_MS;
+}
+
 /* What was sent for one (uid, type, reason, message). */
 struct seen {
 	char *key;
@@ -224,7 +233,7 @@ void event_record(struct event_recorder *r, const char *api_version, const char 
 	if (s && (now - s->first_ms < window_ms() || s->queued)) {
 		/* Aggregate: count it, and write the count now and then. */
 		s->count++;
-		if (s->created && !s->queued && now - s->last_write_ms >= PATCH_INTERVAL_MS) {
+		if (s->created && !s->queued && now - s->last_write_ms >= patch_interval_ms()) {
 			struct job *j = xcalloc(1, sizeof *j);
 			j->key = xstrdup(key);
 			j->ns = xstrdup(s->ns);
@@ -417,6 +426,11 @@ size_t event_recorder_dropped(struct event_recorder *r)
 void event_recorder_set_window_ms(int ms)
 {
 	atomic_store(&window_override_ms, ms > 0 ? ms : 0);
+}
+
+void event_recorder_set_patch_interval_ms(int ms)
+{
+	atomic_store(&patch_override_ms, ms > 0 ? ms : 0);
 }
 
 size_t event_recorder_sent(struct event_recorder *r)

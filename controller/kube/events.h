@@ -38,5 +38,8 @@ void event_recorder_free(struct event_recorder *r);
 /* For tests: sets every recorder's aggregation window in ms (default 10
  * minutes); ms <= 0 restores the default. The controller never calls it. */
 void event_recorder_set_window_ms(int ms);
+/* For tests: sets every recorder's least time between two writes of one
+ * Event's count in ms (default 30 s); ms <= 0 restores the default. */
+void event_recorder_set_patch_interval_ms(int ms);
 
 #endif
