@@ -1631,7 +1631,16 @@ static void test_events(void)
 		CU_ASSERT_PTR_NOT_NULL_FATAL(ev);
 		cJSON *io = cJSON_GetObjectItem(ev, "involvedObject");
 		CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(io, "uid"));
-		CU_ASSERT_EQUAL(cJSON_GetObjectItem(ev, "count")->valueint, 1);
+		/* sb1's PodCreated carries what was counted by the time its
+		 * create was sent (the rest would follow in a PATCH after 30 s:
+		 * test_events_counts_are_written) */
+		int count = cJSON_GetObjectItem(ev, "count")->valueint;
+		if (!strcmp(cJSON_GetObjectItem(io, "name")->valuestring, "sb1") &&
+		    !strcmp(cJSON_GetObjectItem(ev, "reason")->valuestring, "PodCreated")) {
+			CU_ASSERT(count >= 1 && count <= 5);
+		} else {
+			CU_ASSERT_EQUAL(count, 1);
+		}
 		CU_ASSERT_STRING_EQUAL(
 		    cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "source"), "component")
 			->valuestring,

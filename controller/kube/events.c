@@ -59,7 +59,8 @@ struct seen {
 	char *key;
 	char *ns;
 	char *event_name;
-	int count; /* occurrences so far */
+	int count;   /* occurrences so far */
+	int written; /* the count the Event on the server says */
 	int64_t first_ms;
 	int64_t last_write_ms;
 	int queued;  /* a job for it is in the queue */
@@ -86,6 +87,7 @@ struct event_recorder {
 	struct job *head, *tail;
 	size_t qlen;
 	struct seen *cache; /* insertion-ordered: oldest first */
+	int64_t flush_at;   /* a count not yet written is due then (0: none) */
 	size_t dropped, sent;
 	uint64_t seq;
 	int closing;
@@ -145,6 +147,52 @@ static int enqueue(struct event_recorder *r, struct job *j)
 	r->qlen++;
 	pthread_cond_signal(&r->cv);
 	return 0;
+}
+
+/* Queues a PATCH of s's count. Caller holds mu. Returns 0 or -1 (dropped). */
+static int queue_patch(struct event_recorder *r, struct seen *s)
+{
+	struct job *j = xcalloc(1, sizeof *j);
+	j->key = xstrdup(s->key);
+	j->ns = xstrdup(s->ns);
+	j->event_name = xstrdup(s->event_name);
+	if (enqueue(r, j) < 0)
+		return -1;
+	s->queued = 1;
+	return 0;
+}
+
+/* Notes that created Event s counts more than it says: its count is written
+ * once its patch interval is over, whether or not it occurs again. Caller
+ * holds mu. */
+static void note_unwritten(struct event_recorder *r, const struct seen *s)
+{
+	int64_t due = s->last_write_ms + patch_interval_ms();
+	if (!r->flush_at || due < r->flush_at) {
+		r->flush_at = due;
+		pthread_cond_broadcast(&r->cv); /* the idle senders wait for it */
+	}
+}
+
+/* Queues a count PATCH for each created Event that counts more than it says
+ * and whose patch interval is over, and notes when the next is due: not
+ * sooner than a second from now, so the cache is walked once a second at
+ * most. Caller holds mu. */
+static void flush_counts(struct event_recorder *r, int64_t now)
+{
+	int64_t next = 0;
+	struct seen *s, *t;
+	HASH_ITER(hh, r->cache, s, t)
+	{
+		if (!s->created || s->queued || s->count <= s->written)
+			continue;
+		int64_t due = s->last_write_ms + patch_interval_ms();
+		if (due <= now && queue_patch(r, s) == 0)
+			continue;
+		if (due > now && (!next || due < next))
+			next = due;
+	}
+	r->flush_at = next && next < now + 1000 ? now + 1000 : next;
 }
 
 /* Cuts s to at most max bytes on a UTF-8 character boundary (caller frees). */
@@ -233,13 +281,11 @@ void event_record(struct event_recorder *r, const char *api_version, const char 
 	if (s && (now - s->first_ms < window_ms() || s->queued)) {
 		/* Aggregate: count it, and write the count now and then. */
 		s->count++;
-		if (s->created && !s->queued && now - s->last_write_ms >= patch_interval_ms()) {
-			struct job *j = xcalloc(1, sizeof *j);
-			j->key = xstrdup(key);
-			j->ns = xstrdup(s->ns);
-			j->event_name = xstrdup(s->event_name);
-			if (enqueue(r, j) == 0)
-				s->queued = 1;
+		if (s->created && !s->queued) {
+			if (now - s->last_write_ms >= patch_interval_ms())
+				queue_patch(r, s);
+			else
+				note_unwritten(r, s);
 		}
 		pthread_mutex_unlock(&r->mu);
 		free(key);
@@ -286,6 +332,8 @@ static enum kube_err send_job(struct event_recorder *r, const struct job *j, int
 	struct kube_error err;
 	enum kube_err rc;
 	if (j->body) {
+		/* what was counted while the create waited goes with it */
+		cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(j->body, "count"), count);
 		char *path = xasprintf("/api/v1/namespaces/%s/events", j->ns);
 		char *body = cJSON_PrintUnformatted(j->body);
 		if (!body)
@@ -314,8 +362,15 @@ static void *sender_main(void *u)
 	struct event_recorder *r = u;
 	pthread_mutex_lock(&r->mu);
 	for (;;) {
-		while (!r->head && !r->closing)
-			pthread_cond_wait(&r->cv, &r->mu);
+		while (!r->head && !r->closing) {
+			int64_t now = ktime_mono_ms();
+			if (r->flush_at && now >= r->flush_at)
+				flush_counts(r, now);
+			else if (r->flush_at)
+				ktime_cond_wait_until(&r->cv, &r->mu, r->flush_at);
+			else
+				pthread_cond_wait(&r->cv, &r->mu);
+		}
 		if (!r->head || (r->closing && ktime_mono_ms() >= r->deadline_ms))
 			break;
 		struct job *j = r->head;
@@ -352,10 +407,16 @@ static void *sender_main(void *u)
 		if (s) {
 			s->queued = 0;
 			s->last_write_ms = ktime_mono_ms();
-			if (rc == KUBE_OK)
+			if (rc == KUBE_OK) {
 				s->created = 1;
-			else if (j->body || rc == KUBE_ERR_NOT_FOUND)
+				s->written = count;
+			} else if (j->body || rc == KUBE_ERR_NOT_FOUND) {
 				seen_del(r, s); /* start afresh next time */
+				s = NULL;
+			}
+			/* counted while it was sent, or a count patch failed */
+			if (s && s->count > s->written)
+				note_unwritten(r, s);
 		}
 		job_free(j);
 	}

@@ -4,7 +4,8 @@
  * while a thousand new ones are each reported at once; an identical (object
  * uid, type, reason, message) seen again within a 10-minute window (or
  * later while that Event's write is still pending) is aggregated into the
- * existing Event (its count is PATCHed at most every 30 s) or skipped; a
+ * existing Event (its count is PATCHed at most every 30 s, and once the 30 s
+ * are over whether or not it occurs again) or skipped; a
  * global safety cap (500/s, burst 500) sits well above the controller's own
  * rate. Sending happens on eight background threads behind a bounded queue;
  * an event the spam filter refuses, or that finds the queue full or fails to
