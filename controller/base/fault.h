@@ -14,9 +14,10 @@ void fault_point(const char *name);
  * or each of its deletions or additions, "watch-delete:<resource>",
  * "watch-add:<resource>", arriving late; "gone:<resource>", a deletion out
  * of the cache before its handler hears of it; "token-review", a guarded
- * listener's TokenReview for a token not in its cache, answering late). Each delay logs a line naming its
- * point to stderr first, so a test can tell the process is held there.
- * Unset, a no-op. */
+ * listener's TokenReview for a token not in its cache, answering late;
+ * "webhook-start", the webhook's listener binding late). Each delay logs a
+ * line naming its point to stderr first, so a test can tell the process is
+ * held there. Unset, a no-op. */
 void fault_delay(const char *name);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/fault.h"
 #include "base/jsoncount.h"
 #include "base/xmalloc.h"
 #include "kube/access.h"
@@ -392,6 +393,7 @@ struct wh_server *wh_server_start(const struct wh_server_opts *o, char *err, siz
 		.nroutes = 3,
 		.name = "webhook",
 	};
+	fault_delay("webhook-start"); /* tests: a listener that binds late */
 	s->http = obs_http_start(&ho, err, errlen);
 	if (!s->http) {
 		kube_accesscache_free(s->answers);
