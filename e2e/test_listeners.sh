@@ -10,7 +10,8 @@
 # clients connected exits cleanly, with no report from the ASan and the TSan
 # builds when they exist (SBX_ASAN_BIN, SBX_TSAN_BIN override their paths).
 # SIGTERM to a controller serving the admission webhook fails /readyz at once
-# and drains the webhook (--webhook-drain) before its listener closes.
+# and drains the webhook (--webhook-drain) before its listener closes; one
+# whose webhook listener binds late is not Ready until it listens.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_admission.sh"
 
@@ -376,6 +377,37 @@ test_drain_answers_close_keepalive() {
     "two reviews during the drain: each answered, saying Connection: close, the second on a new connection"
   wait_dead "$pid" 10 || fail "controller did not exit within 10 s of SIGTERM (drain 3 s)"
   clean_stop drain-close "answers closing their connections during the drain"
+}
+
+# A replica serving the webhook is Ready only once its webhook listens: the
+# Service sends the API server's admission calls to every Ready replica, and
+# every webhook fails closed, so a Ready replica whose port refuses them
+# refuses Sandbox creates during a rollout. The listener is held 3 s before it
+# binds (SBX_FAULT_DELAYS=webhook-start); /readyz and the port are polled
+# every 100 ms: /readyz must not answer 200 while a connection to the port is
+# refused, and must answer 200 once it listens.
+test_not_ready_before_the_webhook_listens() {
+  local wport; wport=$(free_port)
+  review_json >"$E2E_DIR/review.json"
+  SBX_FAULT_DELAYS=webhook-start=3000 start_other wstart "$CONTROLLER_BIN" \
+    --webhook-bind-address "127.0.0.1:$wport" --webhook-cert-dir "$WEBHOOK_CERT_DIR"
+  local pid=$CTL_PID pport=$OTHER_P t0 el early="" ready=""
+  t0=$(now_ms)
+  while [ -z "$ready" ] && [ $(($(now_ms) - t0)) -lt 60000 ] && kill -0 "$pid" 2>/dev/null; do
+    if [ "$(code "http://127.0.0.1:$pport/readyz")" = 200 ]; then
+      el=$(($(now_ms) - t0))
+      # /readyz first, then the port: a listener that binds in between hides
+      # an early Ready, never makes one up.
+      if listening "$wport"; then ready=$el; elif [ -z "$early" ]; then early=$el; fi
+    fi
+    sleep 0.1
+  done
+  say "  /readyz 200 while the webhook port refused: ${early:-never}; Ready with the webhook listening: ${ready:-never} (ms after start)"
+  grep -q '"point":"webhook-start"' "$E2E_DIR/wstart.log" || fail "the webhook listener was never held (webhook-start)"
+  [ -z "$early" ] || fail "/readyz answered 200 ${early} ms after start while the webhook port refused connections"
+  [ -n "$ready" ] || fail "/readyz never answered 200 with the webhook listening (60 s)"
+  expect_eq "$(review_code "$wport")" 200 "a review once Ready"
+  controller_stop "$pid"
 }
 
 setup
