@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <sys/resource.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,12 +389,6 @@ static void scrape_set(struct sbx_controller *ctl, struct lease_elector *elector
 	pthread_mutex_unlock(&scrape.mu);
 }
 
-/* /readyz: the caches are current (struct obs_readiness). */
-static int caches_synced(void *ctl)
-{
-	return sbx_controller_synced(ctl);
-}
-
 /* Handler threads of a guarded metrics listener: a scraper or two at once. */
 #define METRICS_AUTH_THREADS 2
 
@@ -533,11 +528,22 @@ struct app {
 	struct obs_http_route mroutes[1], proutes[2];
 	struct obs_http_server *msrv, *psrv;
 	struct wh_server *whs;
+	atomic_int webhook_pending; /* configured, its listener not bound yet: not Ready */
 	struct lease_elector *elector;
 	char *client_names[MAX_CLIENT_NAMES + 1];
 	char wh_cert[4096], wh_key[4096];
 	int sig; /* the SIGTERM/SIGINT that ends the run, 0 before */
 };
+
+/* /readyz (struct obs_readiness): the caches are current and the webhook, when
+ * this replica serves it, listens. The Service sends the API server's
+ * admission calls to every Ready replica and every webhook fails closed: a
+ * Ready replica whose port refuses them refuses Sandbox creates. */
+static int replica_ready(void *app)
+{
+	struct app *a = app;
+	return sbx_controller_synced(&a->ctl) && !atomic_load(&a->webhook_pending);
+}
 
 /* Logging, signals (taken synchronously by main; every thread inherits the
  * mask) and cJSON's allocation policy. Returns 0 or the exit code. */
@@ -644,8 +650,10 @@ static int start_serving(struct app *a)
 	}
 	scrape.leader_elect = o->leader_elect;
 	a->scrape_src = (struct obs_scrape){ refresh_scrape, NULL };
-	a->readiness.ready = caches_synced; /* field by field: stopping is atomic */
-	a->readiness.arg = &a->ctl;
+	/* Not Ready before start_webhook bound its listener, when there is one. */
+	atomic_store(&a->webhook_pending, strcmp(o->webhook_addr, "0") != 0);
+	a->readiness.ready = replica_ready; /* field by field: stopping is atomic */
+	a->readiness.arg = a;
 	a->mauth = (struct kube_authfilter){ .kc = a->kc, .next = obs_serve_metrics, .next_ctx = &a->scrape_src, .cache = o->metrics_secure ? kube_authcache_new() : NULL };
 	a->mroutes[0] = o->metrics_secure ? (struct obs_http_route){ "/metrics", kube_authfilter_serve, &a->mauth }
 					  : (struct obs_http_route){ "/metrics", obs_serve_metrics, &a->scrape_src };
@@ -735,6 +743,7 @@ static int start_webhook(struct app *a)
 		log_kv(LOG_ERROR, "webhook server", "error", err);
 		return -1;
 	}
+	atomic_store(&a->webhook_pending, 0);
 	log_kv(LOG_INFO, "serving the admission webhook", "address", o->webhook_addr, "certDir", o->cert_dir,
 	       "clients",
 	       o->webhook_client_ca ? "the API server (client certificate required)"

@@ -32,7 +32,7 @@ static void test_readyz_follows_readiness(void)
 	struct obs_readiness r = { .ready = answer, .arg = &synced };
 	char body[64];
 	CU_ASSERT_EQUAL(readyz(&r, body, sizeof body), 503);
-	CU_ASSERT_STRING_EQUAL(body, "caches not synced\n");
+	CU_ASSERT_STRING_EQUAL(body, "not ready\n");
 	synced = 1;
 	CU_ASSERT_EQUAL(readyz(&r, body, sizeof body), 200);
 	CU_ASSERT_STRING_EQUAL(body, "ok\n");

@@ -22,7 +22,7 @@ void obs_serve_readyz(void *ctx, const struct obs_http_req *req, struct obs_http
 		buf_appends(&resp->body, "ok\n");
 	} else {
 		resp->status = 503;
-		buf_appends(&resp->body, "caches not synced\n");
+		buf_appends(&resp->body, "not ready\n");
 	}
 }
 

@@ -31,8 +31,8 @@ struct obs_scrape {
 
 /* GET /healthz: the process serves ("ok"). ctx unused. */
 void obs_serve_healthz(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp);
-/* GET /readyz: "ok", or 503 "shutting down" (obs_readiness_stop) or
- * "caches not synced" (ctx: struct obs_readiness). */
+/* GET /readyz: "ok", or 503 "shutting down" (obs_readiness_stop) or "not
+ * ready" (ready said no; ctx: struct obs_readiness). */
 void obs_serve_readyz(void *ctx, const struct obs_http_req *req, struct obs_http_resp *resp);
 /* GET /metrics: the registry in the Prometheus text format (ctx: struct
  * obs_scrape, NULL ok). */
