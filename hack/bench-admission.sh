@@ -281,6 +281,22 @@ start_plain() {
   controller_start "$1" --metrics-bind-address "127.0.0.1:$MP" ${SBX_BENCH_CTL_FLAGS:-}
   wait_for 60 curl -sf "http://127.0.0.1:$MP/metrics" || { say "controller did not start"; exit 1; }
 }
+# call_figures PREFIX FROM: the API server's calls to the webhooks over a
+# phase. Its histogram, after minus before ($E2E_DIR/PREFIXapi-{before,after}.txt),
+# into PREFIXapi-delta.txt and its p99 for the mutating webhook in WH_P99;
+# with --trace, once the spans are exported, the traced calls to the mutating
+# webhook for Sandbox creates after trace line FROM in TR_FIG, and the
+# trace's last line in TL_END.
+call_figures() {
+  local p=$E2E_DIR/${1}api
+  series_delta "$p-before.txt" "$p-after.txt" '^apiserver_admission_webhook_admission_duration_seconds_bucket' \
+    >"$p-delta.txt"
+  WH_P99=$(quantile 0.99 apiserver_admission_webhook_admission_duration_seconds 'name="mutate.sandboxes.sandbox.dev"' <"$p-delta.txt")
+  [ "$TRACE" = 1 ] || return 0
+  sleep 6 # the API server exports its spans in batches, every 5 s
+  TL_END=$(trace_lines)
+  TR_FIG=$(spans "$2" "$TL_END" mutating CREATE Resource=sandboxes | span_figures 5)
+}
 phase_without() {
   uninstall_admission
   sleep 2 # the API server's lag in dropping a webhook configuration
@@ -304,7 +320,8 @@ phase_empty() {
   EMPTY_PID=$CTL_PID
   apimetrics >"$E2E_DIR/empty-api-before.txt"
   sampler_start "$E2E_DIR/empty-$ROUND.cpu" "$EMPTY_PID"
-  [ "$TRACE" = 0 ] || TL0=$(trace_lines)
+  local tl0=0 # its own: TL0 and TL1 are the phase with admission's
+  [ "$TRACE" = 0 ] || tl0=$(trace_lines)
   T0_EMPTY=$(date +%s.%N)
   run_load "adm-empty-$ROUND" "$E2E_DIR/empty-$ROUND.out" "$MP" "$EMPTY_PID"
   sampler_stop
@@ -312,13 +329,9 @@ phase_empty() {
   delete_namespace "adm-empty-$ROUND"
   controller_stop "$EMPTY_PID"
   uninstall_admission
-  series_delta "$E2E_DIR/empty-api-before.txt" "$E2E_DIR/empty-api-after.txt" \
-    '^apiserver_admission_webhook_admission_duration_seconds_bucket' >"$E2E_DIR/empty-api-delta.txt"
-  R_EWH+=("$(quantile 0.99 apiserver_admission_webhook_admission_duration_seconds 'name="mutate.sandboxes.sandbox.dev"' <"$E2E_DIR/empty-api-delta.txt")")
-  if [ "$TRACE" = 1 ]; then
-    sleep 6 # the API server exports its spans in batches, every 5 s
-    R_ETR+=("$(spans "$TL0" "$(trace_lines)" mutating CREATE Resource=sandboxes | span_figures 5)")
-  fi
+  call_figures empty- "$tl0"
+  R_EWH+=("$WH_P99")
+  [ "$TRACE" = 0 ] || R_ETR+=("$TR_FIG")
 }
 phase_with() {
   say "round $ROUND of $ROUNDS: with admission"
@@ -365,15 +378,9 @@ phase_with() {
   apimetrics >"$E2E_DIR/api-after.txt"
   delete_namespace "adm-on-$ROUND"
   controller_stop "$ON_PID"
-  # The API server's histogram over this phase only: after minus before.
-  series_delta "$E2E_DIR/api-before.txt" "$E2E_DIR/api-after.txt" '^apiserver_admission_webhook_admission_duration_seconds_bucket' \
-    >"$E2E_DIR/api-delta.txt"
-  R_WH+=("$(quantile 0.99 apiserver_admission_webhook_admission_duration_seconds 'name="mutate.sandboxes.sandbox.dev"' <"$E2E_DIR/api-delta.txt")")
-  if [ "$TRACE" = 1 ]; then
-    sleep 6 # the API server exports its spans in batches, every 5 s
-    TL1=$(trace_lines)
-    R_TR+=("$(spans "$TL0" "$TL1" mutating CREATE Resource=sandboxes | span_figures 5)")
-  fi
+  call_figures "" "${TL0:-0}"
+  R_WH+=("$WH_P99")
+  [ "$TRACE" = 0 ] || { TL1=$TL_END; R_TR+=("$TR_FIG"); }
 }
 for ROUND in $(seq 1 "$ROUNDS"); do
   new_namespace "adm-off-$ROUND"
