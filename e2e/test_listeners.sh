@@ -287,14 +287,19 @@ review_code() {
 }
 now_ms() { date +%s%3N; }
 
-# start_webhook NAME BIN [FLAGS...]: a controller beside the main one
-# serving the webhook on a fresh port (WPORT), ready and answering the
-# review (review_json); its pid in CTL_PID, its probe port in OTHER_P.
-start_webhook() {
+# launch_webhook NAME BIN [FLAGS...]: a controller beside the main one
+# serving the webhook on a fresh port (WPORT), the review to post in
+# $E2E_DIR/review.json (review_json); its pid in CTL_PID, its probe port in
+# OTHER_P. start_webhook: the same, once ready and answering the review.
+launch_webhook() {
   local name=$1 bin=$2; shift 2
   WPORT=$(free_port)
   review_json >"$E2E_DIR/review.json"
   start_other "$name" "$bin" --webhook-bind-address "127.0.0.1:$WPORT" --webhook-cert-dir "$WEBHOOK_CERT_DIR" "$@"
+}
+start_webhook() {
+  local name=$1
+  launch_webhook "$@"
   wait_for 120 eval '[ "$(code "http://127.0.0.1:$OTHER_P/readyz")" = 200 ]' || fail "$name: controller not ready"
   wait_for 10 eval '[ "$(review_code "$WPORT")" = 200 ]' || fail "$name: webhook not answering before SIGTERM"
 }
@@ -387,11 +392,8 @@ test_drain_answers_close_keepalive() {
 # every 100 ms: /readyz must not answer 200 while a connection to the port is
 # refused, and must answer 200 once it listens.
 test_not_ready_before_the_webhook_listens() {
-  local wport; wport=$(free_port)
-  review_json >"$E2E_DIR/review.json"
-  SBX_FAULT_DELAYS=webhook-start=3000 start_other wstart "$CONTROLLER_BIN" \
-    --webhook-bind-address "127.0.0.1:$wport" --webhook-cert-dir "$WEBHOOK_CERT_DIR"
-  local pid=$CTL_PID pport=$OTHER_P t0 el early="" ready=""
+  SBX_FAULT_DELAYS=webhook-start=3000 launch_webhook wstart "$CONTROLLER_BIN"
+  local pid=$CTL_PID pport=$OTHER_P wport=$WPORT t0 el early="" ready=""
   t0=$(now_ms)
   while [ -z "$ready" ] && [ $(($(now_ms) - t0)) -lt 60000 ] && kill -0 "$pid" 2>/dev/null; do
     if [ "$(code "http://127.0.0.1:$pport/readyz")" = 200 ]; then
