@@ -41,6 +41,25 @@ cluster_up() {
 track_pid() { CTL_PIDS+=("$1:$(proc_start "$1")"); }
 # proc_start PID: the kernel's start time of PID (/proc/PID/stat, field 22).
 proc_start() { awk '{ sub(/.*\) /, ""); print $20 }' "/proc/$1/stat" 2>/dev/null; }
+# faultproxy_start DROP [SEED]: hack/faultproxy in front of the API server,
+# losing the response to a share DROP of the requests (the server acted, the
+# client hears a reset; its log says "cut connection" for each). Sets
+# PROXY_PORT (point a controller at it with SBX_E2E_APISERVER_PORT) and
+# PROXY_PID (tracked); returns 1 with a failure when it cannot start.
+faultproxy_start() {
+  local proxy="$E2E_ROOT/build/faultproxy" port
+  [ -x "$proxy" ] || proxy="$BUILD_DIR/faultproxy"
+  [ -x "$proxy" ] || { fail "faultproxy not built (hack/test.sh builds it into build/)"; return 1; }
+  port=$(sed -n 's/^APISERVER_PORT=//p' "$E2E_DIR/state")
+  rm -f "$E2E_DIR/proxy.port"
+  "$proxy" -upstream "127.0.0.1:$port" -drop "$1" -seed "${2:-$RANDOM}" -port-file "$E2E_DIR/proxy.port" \
+    >>"$E2E_DIR/proxy.log" 2>&1 &
+  PROXY_PID=$!
+  disown "$PROXY_PID"
+  track_pid "$PROXY_PID"
+  wait_for 10 test -s "$E2E_DIR/proxy.port" || { fail "faultproxy did not start"; return 1; }
+  PROXY_PORT=$(cat "$E2E_DIR/proxy.port")
+}
 # still_ours PID: PID is still the process tracked under it (a PID never
 # tracked: yes, as before).
 still_ours() {

@@ -243,16 +243,8 @@ YAML
 
 test_lost_responses() {
   new_namespace lossy
-  local proxy="$E2E_ROOT/build/faultproxy"
-  [ -x "$proxy" ] || { fail "faultproxy not built"; return; }
-  local port
-  port=$(sed -n 's/^APISERVER_PORT=//p' "$E2E_DIR/state")
-  "$proxy" -upstream "127.0.0.1:$port" -drop 0.2 -seed 7 -port-file "$E2E_DIR/proxy.port" >"$E2E_DIR/proxy.log" 2>&1 &
-  local proxy_pid=$!
-  disown "$proxy_pid"
-  track_pid "$proxy_pid"
-  wait_for 10 test -s "$E2E_DIR/proxy.port"
-  SBX_E2E_APISERVER_PORT=$(cat "$E2E_DIR/proxy.port") controller_start lossy
+  faultproxy_start 0.2 7 || return
+  SBX_E2E_APISERVER_PORT=$PROXY_PORT controller_start lossy
   local c=$CTL_PID
   local i jobs=()
   for i in $(seq 0 59); do
@@ -268,7 +260,7 @@ test_lost_responses() {
   say "  the proxy cut $cuts connections after the server had answered"
   [ "$cuts" -gt 10 ] || fail "too few responses lost ($cuts) for the test to mean anything"
   controller_stop "$c"
-  kill "$proxy_pid" 2>/dev/null
+  kill "$PROXY_PID" 2>/dev/null
 }
 
 setup

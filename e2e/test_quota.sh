@@ -29,22 +29,10 @@ setup() {
 # racing_controllers [FLAGS...]: the faultproxy (a fifth of the answers
 # lost) and two controllers through it; sets RACE_PIDS.
 racing_controllers() {
-  local proxy="$E2E_ROOT/build/faultproxy" port
-  [ -x "$proxy" ] || proxy="$BUILD_DIR/faultproxy"
-  [ -x "$proxy" ] || { fail "faultproxy not built (hack/test.sh builds it into build/)"; return 1; }
-  port=$(sed -n 's/^APISERVER_PORT=//p' "$E2E_DIR/state")
-  rm -f "$E2E_DIR/proxy.port"
-  "$proxy" -upstream "127.0.0.1:$port" -drop 0.2 -seed "$RANDOM" -quiet -port-file "$E2E_DIR/proxy.port" \
-    >>"$E2E_DIR/proxy.log" 2>&1 &
-  PROXY_PID=$!
-  disown "$PROXY_PID"
-  track_pid "$PROXY_PID"
-  wait_for 10 test -s "$E2E_DIR/proxy.port" || { fail "faultproxy did not start"; return 1; }
-  local pp
-  pp=$(cat "$E2E_DIR/proxy.port")
-  SBX_E2E_APISERVER_PORT=$pp controller_start quota-a "$@"
+  faultproxy_start 0.2 || return
+  SBX_E2E_APISERVER_PORT=$PROXY_PORT controller_start quota-a "$@"
   RACE_PIDS=("$CTL_PID")
-  SBX_E2E_APISERVER_PORT=$pp controller_start quota-b "$@"
+  SBX_E2E_APISERVER_PORT=$PROXY_PORT controller_start quota-b "$@"
   RACE_PIDS+=("$CTL_PID")
 }
 
