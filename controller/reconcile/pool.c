@@ -588,7 +588,17 @@ static enum create create_member(struct sbx_controller *c, const struct pool_vie
 	expect_add(c->pool_state, p->uid, 1);
 	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
 	free(body);
-	fault_delay("warm-create-response");	     /* tests: the pod's event comes first */
+	fault_delay("warm-create-response"); /* tests: the pod's event comes first */
+	if (e == KUBE_ERR_ALREADY_EXISTS) {
+		/* Our own create: an earlier send made the pod and its answer
+		 * was lost (libcurl sends a request again on a new connection
+		 * when a kept-alive one dies before any answer). The name is
+		 * ours, drawn at random. A refusal would back the pool off for
+		 * it. */
+		log_kv(LOG_INFO, "warm pod create answered already exists: an earlier send of it, whose answer was lost, made it",
+		       "pool", p->name, "namespace", p->ns, "pod", name);
+		e = KUBE_OK;
+	}
 	if (e == KUBE_OK || kube_err_retriable(e)) { /* a lost response may have made it */
 		if (e == KUBE_OK)
 			obs_metric_add(sbx_m.warm_pods_created, NULL, 1);
