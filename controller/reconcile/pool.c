@@ -37,6 +37,9 @@
 /* How long a create we sent counts as in flight without the cache showing
  * its pod (a lost response, a pod refused after all). */
 #define EXPECT_TTL_MS 30000
+/* The creates of a pool whose answer was lost, kept by name to be sent
+ * again; more wait out the in-flight window. */
+#define LOST_MAX 16
 #define POOL_RECHECK_MS 1000
 
 /* ---- bookkeeping ---- */
@@ -61,6 +64,8 @@ struct book {
 	int64_t next_create_ms; /* no create before then */
 	int refused;		/* its last create was refused */
 	char why[320];		/* the last failure */
+	int nlost;
+	char lost[LOST_MAX][32]; /* names of its creates whose answer was lost */
 };
 
 /* Since when this process has seen a pool with its present template. */
@@ -137,6 +142,30 @@ static void set_refused(struct sbx_pool_state *s, const char *uid, int refused)
 	if (e)
 		e->refused = refused;
 	strmap_unlock(s->book);
+}
+
+/* Create name of pool uid got no answer: it is sent again (lost_take). */
+static void lost_add(struct sbx_pool_state *s, const char *uid, const char *name)
+{
+	strmap_lock(s->book);
+	struct book *e = strmap_put(s->book, uid, NULL);
+	if (e && e->nlost < LOST_MAX)
+		snprintf(e->lost[e->nlost++], sizeof e->lost[0], "%s", name);
+	strmap_unlock(s->book);
+}
+
+/* Takes the names of pool uid's creates whose answer was lost into out. */
+static int lost_take(struct sbx_pool_state *s, const char *uid, char out[LOST_MAX][32])
+{
+	strmap_lock(s->book);
+	struct book *e = strmap_get(s->book, uid);
+	int n = e ? e->nlost : 0;
+	if (n)
+		memcpy(out, e->lost, (size_t)n * sizeof e->lost[0]);
+	if (e)
+		e->nlost = 0;
+	strmap_unlock(s->book);
+	return n;
 }
 
 /* Pool uid failed (why): its next create waits a backoff that doubles with
@@ -554,13 +583,16 @@ enum create { CREATED,
 	      CREATE_NOT_NOW  /* nothing sent: no floor, or not enforced (why says why) */
 };
 
-/* Creates one warm pod of p. */
-static enum create create_member(struct sbx_controller *c, const struct pool_view *p, char *why, size_t whylen)
+/* Creates warm pod name of p; again (resend) for a create whose answer was
+ * lost, already counted in flight. A create that gets no answer is kept to
+ * be sent again under its name (lost_add): the name makes one pod of the
+ * two sends, and one whose request never arrived is made then, not after
+ * the in-flight window. */
+static enum create create_member(struct sbx_controller *c, const struct pool_view *p, const char *name, int resend,
+				 char *why, size_t whylen)
 {
-	char name[32], now[32], path[512];
+	char now[32], path[512];
 	snprintf(why, whylen, "the controller cannot build a warm pod of this template");
-	if (sbx_pool_pod_name(name) < 0)
-		return CREATE_REFUSED;
 	ktime_format_rfc3339(time(NULL), now);
 	struct kube_error err;
 	/* Not yet (network.requireEnforced, or the floor cannot be made: never
@@ -585,16 +617,17 @@ static enum create create_member(struct sbx_controller *c, const struct pool_vie
 	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", p->ns);
 	/* In flight before it is sent: the pod's watch event (which takes it
 	 * back out) may arrive before the response does. */
-	expect_add(c->pool_state, p->uid, 1);
+	if (!resend)
+		expect_add(c->pool_state, p->uid, 1);
 	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
 	free(body);
 	fault_delay("warm-create-response"); /* tests: the pod's event comes first */
 	if (e == KUBE_ERR_ALREADY_EXISTS) {
 		/* Our own create: an earlier send made the pod and its answer
-		 * was lost (libcurl sends a request again on a new connection
-		 * when a kept-alive one dies before any answer). The name is
-		 * ours, drawn at random. A refusal would back the pool off for
-		 * it. */
+		 * was lost (a resend of ours, or libcurl's own: it sends a
+		 * request again on a new connection when a kept-alive one dies
+		 * before any answer). The name is ours, drawn at random. A
+		 * refusal would back the pool off for it. */
 		log_kv(LOG_INFO, "warm pod create answered already exists: an earlier send of it, whose answer was lost, made it",
 		       "pool", p->name, "namespace", p->ns, "pod", name);
 		e = KUBE_OK;
@@ -602,12 +635,35 @@ static enum create create_member(struct sbx_controller *c, const struct pool_vie
 	if (e == KUBE_OK || kube_err_retriable(e)) { /* a lost response may have made it */
 		if (e == KUBE_OK)
 			obs_metric_add(sbx_m.warm_pods_created, NULL, 1);
+		else
+			lost_add(c->pool_state, p->uid, name);
 		return e == KUBE_OK ? CREATED : CREATE_UNKNOWN;
 	}
 	expect_add(c->pool_state, p->uid, -1); /* refused: no pod of it will come */
 	log_kv(LOG_WARN, "creating a warm pod failed", "pool", p->name, "namespace", p->ns, "error", err.message);
 	snprintf(why, whylen, "creating a warm pod was refused (%s): %.240s", kube_err_str(e), err.message);
 	return CREATE_REFUSED;
+}
+
+/* 1 when a pod of list is named name. */
+static int named_in(const cJSON *list, const char *name)
+{
+	const cJSON *m;
+	cJSON_ArrayForEach(m, list)
+	{
+		const char *n = meta_str(m, "name");
+		if (n && !strcmp(n, name))
+			return 1;
+	}
+	return 0;
+}
+
+/* Keeps lost[from..n) (creates whose answer was lost, not sent again now)
+ * to be sent again. */
+static void keep_lost(struct sbx_pool_state *s, const char *uid, char lost[LOST_MAX][32], long from, int n)
+{
+	for (long i = from; i < n; i++)
+		lost_add(s, uid, lost[i]);
 }
 
 /* Members not ready go first when there are too many, then the newest. */
@@ -803,17 +859,33 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 			want = 0;
 			r = prep < 0 ? -1 : merge_result(r, (int)ws.delay_ms);
 		}
-		for (long i = 0; i < want; i++) {
-			if (!sbx_refill_take(c->pool_state->refill, ns, p.uid, ktime_mono_ms())) {
-				r = merge_result(r, REFILL_WAIT_MS);
+		/* The creates whose answer was lost go again first (they are in
+		 * flight already), unless the cache shows their pod or the pool
+		 * no longer wants them; then new ones. */
+		char lost[LOST_MAX][32], pod_name[32];
+		int nlost = prep == 1 && have + inflight <= cap ? lost_take(c->pool_state, p.uid, lost) : 0, k = 0;
+		for (int i = 0; i < nlost; i++)
+			if (!named_in(members, lost[i]))
+				memmove(lost[k++], lost[i], sizeof lost[0]);
+		nlost = k;
+		for (long i = 0; i < nlost + want; i++) {
+			const char *pod = i < nlost ? lost[i] : pod_name;
+			if (i >= nlost && sbx_pool_pod_name(pod_name) < 0) {
+				r = -1; /* no random bytes: looked at again */
 				break;
 			}
-			enum create cr = create_member(c, &p, why, sizeof why);
+			if (!sbx_refill_take(c->pool_state->refill, ns, p.uid, ktime_mono_ms())) {
+				r = merge_result(r, REFILL_WAIT_MS);
+				keep_lost(c->pool_state, p.uid, lost, i, nlost);
+				break;
+			}
+			enum create cr = create_member(c, &p, pod, i < nlost, why, sizeof why);
 			if (cr == CREATE_NOT_NOW) {
 				/* Nothing sent, and the next member would meet the same
 				 * floor: the turn goes back to the other pools, and the
 				 * pool is looked at again after a backoff. */
 				sbx_refill_refund(c->pool_state->refill, ns, p.uid);
+				keep_lost(c->pool_state, p.uid, lost, i, nlost);
 				r = -1;
 				break;
 			}
@@ -824,6 +896,7 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 				set_refused(c->pool_state, p.uid, 1);
 				wait_ms = backoff_left(c->pool_state, p.uid, &failures, why, sizeof why);
 				r = merge_result(r, (int)wait_ms + 50);
+				keep_lost(c->pool_state, p.uid, lost, i + 1, nlost);
 				break;
 			}
 			if (cr == CREATE_UNKNOWN)
