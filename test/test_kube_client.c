@@ -573,6 +573,91 @@ static void test_401_rereads_token(void)
 	fake_stop(f);
 }
 
+/* The request whose connection is cut under it, and the client port each
+ * request came from. */
+struct cut_post {
+	int reset;	  /* cut with a TCP reset, else with a FIN */
+	atomic_int posts; /* POSTs read so far */
+	atomic_int n;	  /* requests read so far */
+	atomic_int port[8];
+};
+
+/* Answers every request with its number ({"answer":n}), but for the first
+ * POST: that one is read whole and never answered, its connection cut as a
+ * server (or a proxy) dropping a kept-alive connection would. */
+static void h_cut_first_post(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	struct cut_post *s = f->ctx;
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	char *addr;
+	ev_uint16_t port;
+	evhttp_connection_get_peer(conn, &addr, &port);
+	int i = atomic_fetch_add(&s->n, 1);
+	if (i < 8)
+		atomic_store(&s->port[i], port);
+	if (!strcmp(r->method, "POST") && atomic_fetch_add(&s->posts, 1) == 0) {
+		evutil_socket_t fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn));
+		if (s->reset) {
+			/* Linux drops an established TCP connection with a
+			 * reset when it is connected to AF_UNSPEC; the fd stays
+			 * libevent's to close. */
+			struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+			CU_ASSERT_EQUAL(connect(fd, &unspec, sizeof unspec), 0);
+		} else {
+			CU_ASSERT_EQUAL(shutdown(fd, SHUT_RDWR), 0);
+		}
+		hold(f, req, 0);
+		return;
+	}
+	char *body = xasprintf("{\"answer\":%d}", i + 1);
+	reply(req, !strcmp(r->method, "POST") ? 201 : 200, body, NULL, NULL);
+	free(body);
+}
+
+/* libcurl's "Connection died, retrying a fresh connect" (Curl_retry_request):
+ * a request sent on a kept-alive connection that is then reset or closed
+ * before any byte of the answer came back is sent again on a new connection,
+ * a POST too. So a create can reach the API server twice, and the caller
+ * sees the second answer only (AlreadyExists, when the first one did create
+ * it). kube_request makes one attempt; the second is libcurl's. */
+static void test_lost_answer_resends_post(void)
+{
+	for (int reset = 0; reset < 2; reset++) {
+		static struct cut_post s;
+		memset(&s, 0, sizeof s);
+		s.reset = reset;
+		struct fake *f = fake_start(h_cut_first_post, &s);
+		struct kube_client *c = client_for(f, "{token: t}", NULL);
+		cJSON *out = NULL;
+		struct kube_error err;
+		CU_ASSERT_EQUAL(kube_request(c, "GET", "/api", NULL, NULL, NULL, &out, &err), KUBE_OK);
+		cJSON_Delete(out);
+		out = NULL;
+		enum kube_err rc = kube_request(c, "POST", "/api/v1/namespaces/ns1/configmaps", NULL,
+						"{\"metadata\":{\"name\":\"cm\"}}", NULL, &out, &err);
+		CU_ASSERT_EQUAL(rc, KUBE_OK);
+		if (rc != KUBE_OK)
+			fprintf(stderr, "\n  POST after a %s: %s\n", reset ? "reset" : "close",
+				err.message);
+		/* the server saw the GET and the POST twice; the caller got
+		 * the answer to the second POST */
+		CU_ASSERT_EQUAL(fake_count(f), 3);
+		CU_ASSERT_EQUAL(atomic_load(&s.posts), 2);
+		CU_ASSERT_STRING_EQUAL(fake_log(f, 1)->method, "POST");
+		CU_ASSERT_STRING_EQUAL(fake_log(f, 2)->method, "POST");
+		CU_ASSERT_STRING_EQUAL(fake_log(f, 1)->body, fake_log(f, 2)->body);
+		CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(out, "answer")), 3);
+		cJSON_Delete(out);
+		/* the first POST went on the GET's connection, the second on a
+		 * new one; the client itself sent the POST once */
+		CU_ASSERT_EQUAL(atomic_load(&s.port[1]), atomic_load(&s.port[0]));
+		CU_ASSERT_NOT_EQUAL(atomic_load(&s.port[2]), atomic_load(&s.port[1]));
+		CU_ASSERT_EQUAL(kube_client_requests(c), 2);
+		kube_client_free(c);
+		fake_stop(f);
+	}
+}
+
 static void test_client_qps(void)
 {
 	struct fake *f = fake_start(h_basics, NULL);
@@ -2186,6 +2271,8 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "transport error", test_transport_error) ||
 	    !CU_add_test(s, "TLS: CA, client certificates, server name", test_tls) ||
 	    !CU_add_test(s, "401 re-reads the token file once", test_401_rereads_token) ||
+	    !CU_add_test(s, "a POST whose answer was lost is resent by libcurl",
+			 test_lost_answer_resends_post) ||
 	    !CU_add_test(s, "client-side qps", test_client_qps) ||
 	    !CU_add_test(s, "client-side qps: the wait ends at the request's timeout",
 			 test_client_qps_wait_bounded_by_timeout) ||
