@@ -1687,6 +1687,70 @@ static void test_events_counts_are_written(void)
 	fake_stop(f);
 }
 
+/* The first Event POST is answered 409 AlreadyExists, as libcurl's resend
+ * of a create whose first answer was lost is (test_lost_answer_resends_post):
+ * the Event is on the server, created by that first attempt. The rest are
+ * answered as stored. */
+static void h_events_resent(struct fake *f, struct evhttp_request *req, const struct fake_req *r)
+{
+	if (!strcmp(r->method, "POST") && atomic_fetch_add(&f->counter, 1) == 0) {
+		cJSON *ev = cJSON_Parse(r->body);
+		const char *name =
+		    cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "metadata"), "name"));
+		char *msg = xasprintf("events \\\"%s\\\" already exists", name ? name : "");
+		char *st = status_json(409, "AlreadyExists", msg);
+		reply(req, 409, st, NULL, NULL);
+		free(st);
+		free(msg);
+		cJSON_Delete(ev);
+		return;
+	}
+	reply(req, !strcmp(r->method, "POST") ? 201 : 200, r->body, NULL, NULL);
+}
+
+/* A create answered AlreadyExists is the recorder's own: an Event's name is a
+ * prefix, a nanosecond stamp and a sequence number, so only its own earlier
+ * attempt can have taken it. The Event is written, and the next occurrence
+ * PATCHes its count rather than creating a second Event beside it. */
+static void test_events_create_resent(void)
+{
+	event_recorder_set_patch_interval_ms(300);
+	struct fake *f = fake_start(h_events_resent, NULL);
+	struct kube_client *c = client_for(f, "{token: t}", NULL);
+	struct event_recorder *r = event_recorder_new(c, "sandbox-controller");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+	event_record(r, "v1", "Pod", "ns1", "p", "uid-p", "Warning", "Failed", "same");
+	int64_t deadline = ktime_mono_ms() + 5000;
+	while (event_recorder_sent(r) + event_recorder_dropped(r) < 1 && ktime_mono_ms() < deadline)
+		ktime_sleep_ms(10);
+	ktime_sleep_ms(400); /* past the patch interval: the next one is written at once */
+	event_record(r, "v1", "Pod", "ns1", "p", "uid-p", "Warning", "Failed", "same");
+	deadline = ktime_mono_ms() + 5000;
+	while (event_recorder_sent(r) + event_recorder_dropped(r) < 2 && ktime_mono_ms() < deadline)
+		ktime_sleep_ms(10);
+	ktime_sleep_ms(200); /* anything else it would send is sent */
+	CU_ASSERT_EQUAL_FATAL(fake_count(f), 2);
+	const struct fake_req *create = fake_log(f, 0), *next = fake_log(f, 1);
+	CU_ASSERT_STRING_EQUAL(create->method, "POST");
+	CU_ASSERT_STRING_EQUAL(next->method, "PATCH");
+	cJSON *ev = cJSON_Parse(create->body);
+	const char *name =
+	    cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "metadata"), "name"));
+	char *path = xasprintf("/api/v1/namespaces/ns1/events/%s", name ? name : "");
+	CU_ASSERT_STRING_EQUAL(next->path, path);
+	free(path);
+	cJSON_Delete(ev);
+	ev = cJSON_Parse(next->body);
+	CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(ev, "count")), 2);
+	cJSON_Delete(ev);
+	CU_ASSERT_EQUAL(event_recorder_sent(r), 2);
+	CU_ASSERT_EQUAL(event_recorder_dropped(r), 0);
+	event_recorder_free(r);
+	event_recorder_set_patch_interval_ms(0);
+	kube_client_free(c);
+	fake_stop(f);
+}
+
 static void test_events(void)
 {
 	struct fake *f = fake_start(h_events, NULL);
@@ -2303,6 +2367,8 @@ void register_kube_client_tests(void)
 	    !CU_add_test(s, "events: the window ends while a create is pending",
 			 test_events_window_ends_while_sending) ||
 	    !CU_add_test(s, "events: counted repeats are written without another one",
-			 test_events_counts_are_written))
+			 test_events_counts_are_written) ||
+	    !CU_add_test(s, "events: a create answered AlreadyExists (its own resend) was written",
+			 test_events_create_resent))
 		abort();
 }

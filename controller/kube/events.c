@@ -325,7 +325,8 @@ void event_record(struct event_recorder *r, const char *api_version, const char 
 	free(msg);
 }
 
-/* Sends one job (a create, or a count patch with count). Returns the outcome. */
+/* Sends one job (a create, or a count patch with count). Returns the outcome;
+ * a create answered AlreadyExists is KUBE_OK (see below). */
 static enum kube_err send_job(struct event_recorder *r, const struct job *j, int count)
 {
 	struct kube_request_opts ro = { .timeout_ms = SEND_TIMEOUT_MS, .abort = &r->abort };
@@ -341,6 +342,13 @@ static enum kube_err send_job(struct event_recorder *r, const struct job *j, int
 		rc = kube_request_ex(r->c, "POST", path, NULL, body, NULL, &ro, NULL, &err);
 		free(body);
 		free(path);
+		/* The name is ours alone (a prefix, a nanosecond stamp and a
+		 * sequence number), so AlreadyExists answers our own earlier
+		 * attempt: libcurl sends a POST again when the answer was lost
+		 * on a kept-alive connection. That Event is this one, written;
+		 * starting afresh would create a second one beside it. */
+		if (rc == KUBE_ERR_ALREADY_EXISTS)
+			rc = KUBE_OK;
 	} else {
 		char ts[21];
 		ktime_format_rfc3339(time(NULL), ts);
