@@ -860,10 +860,11 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 			r = prep < 0 ? -1 : merge_result(r, (int)ws.delay_ms);
 		}
 		/* The creates whose answer was lost go again first (they are in
-		 * flight already), unless the cache shows their pod or the pool
-		 * no longer wants them; then new ones. */
+		 * flight already), unless the cache shows their pod; then new
+		 * ones. While the owner's folders are not prepared, or the
+		 * creates in flight already fill the pool, they wait. */
 		char lost[LOST_MAX][32], pod_name[32];
-		int nlost = prep == 1 && have + inflight <= cap ? lost_take(c->pool_state, p.uid, lost) : 0, k = 0;
+		int nlost = prep == 1 && want >= 0 ? lost_take(c->pool_state, p.uid, lost) : 0, k = 0;
 		for (int i = 0; i < nlost; i++)
 			if (!named_in(members, lost[i]))
 				memmove(lost[k++], lost[i], sizeof lost[0]);
