@@ -746,5 +746,61 @@ test_u_a_finished_pod_frees_its_slot() {
   stop_racing
 }
 
+# live_max FILE: the most warm pods alive at once in a watch's lines
+# ("TYPE|NAME|DELETION-TIMESTAMP|PHASE"): a pod lives from its first event
+# until it is being deleted, is gone or has finished.
+live_max() {
+  awk '$1 == "ADDED" || $1 == "MODIFIED" {
+         if ($3 == "" && $4 != "Succeeded" && $4 != "Failed") live[$2] = 1; else delete live[$2]
+       }
+       $1 == "DELETED" { delete live[$2] }
+       { n = 0; for (k in live) n++; if (n > max) max = n }
+       END { print max + 0 }' FS='|' "$1"
+}
+
+# Two pools of one owner share its maxWarm: the warm pods alive at once,
+# watched (not polled: an extra lived a moment), never pass it, when both
+# pools fill together. A pool counted the other pools' pods from the cache
+# alone, so while one pool's creates were in flight another took the same
+# room, and the extras were deleted once seen. One controller: racing
+# replicas each know only their own creates in flight (docs/operations.md).
+test_v_pools_of_one_owner_never_pass_max_warm_together() {
+  new_namespace qv
+  quota qv alice alice - Queue 2
+  controller_start quota-v --warm-pool-settle 1s
+  local pid=$CTL_PID round pool
+  kubectl get pods -n qv -l sandbox.dev/pool --watch --output-watch-events \
+    -o jsonpath='{.type}|{.object.metadata.name}|{.object.metadata.deletionTimestamp}|{.object.status.phase}{"\n"}' \
+    >"$E2E_DIR/qv.watch" 2>&1 &
+  local watcher=$!
+  for pool in p1 p2 p3; do
+    kubectl apply -f - >/dev/null <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxWarmPool
+metadata: {name: $pool, namespace: qv}
+spec: {replicas: 0, workspaceOwner: alice, template: {image: $IMG}}
+YAML
+  done
+  # scale_all N: the three pools to N replicas, together.
+  scale_all() {
+    local jobs=() pool
+    for pool in p1 p2 p3; do
+      kubectl patch swp "$pool" -n qv --type merge -p "{\"spec\":{\"replicas\":$1}}" >/dev/null & jobs+=($!)
+    done
+    wait "${jobs[@]}"
+  }
+  for round in 1 2 3 4 5 6; do
+    scale_all 3
+    wait_for 60 eval '[ "$(warm_count qv)" -eq 2 ]' || fail "round $round: warm pods $(warm_count qv), want 2"
+    sleep 2
+    scale_all 0
+    wait_for 60 eval '[ "$(warm_count qv)" -eq 0 ]' || fail "round $round: warm pods left at replicas 0: $(warm_count qv)"
+  done
+  kill "$watcher" 2>/dev/null
+  echo "  warm pod events watched: $(grep -c . "$E2E_DIR/qv.watch"); created: $(grep -c '^ADDED|' "$E2E_DIR/qv.watch")"
+  expect_eq "$(live_max "$E2E_DIR/qv.watch")" 2 "the most warm pods of alice alive at once (maxWarm 2, three pools of 3)"
+  controller_stop "$pid"
+}
+
 setup
 e2e_main
