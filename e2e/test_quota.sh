@@ -6,7 +6,8 @@
 # quota of 5 give exactly 5 pods (never 6, watched throughout); freed slots
 # are taken in arrival order; Reject mode's refusal is the stored outcome of
 # the key (a later retry is refused too, a new key is not); a resume counts;
-# Sandboxes of one intent count once; warm pods stop at maxWarm; the
+# Sandboxes of one intent count once; warm pods stop at maxWarm, and pools
+# of one owner filling together never pass it (one controller); the
 # controller's default quota; the quota's status; with the webhook,
 # admission refuses early naming the owner, the limit and the count; a
 # resume never runs in the slot of the pod it replaces (going with it),

@@ -1,5 +1,7 @@
 #include "reconcile/pool.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,10 @@
 /* A pool whose turn of the refill budget has not come looks again then. */
 #define REFILL_WAIT_MS 200
 
+/* Pools of one namespace and owner take room under its quota of warm pods
+ * one at a time; owners are spread over this many locks. */
+#define QUOTA_STRIPES 16
+
 /* What the controller keeps of a pool between its reconciles (by pool uid):
  * its creates in flight, and its failures lately. */
 struct book {
@@ -75,12 +81,13 @@ struct seen {
 };
 
 struct sbx_pool_state {
-	struct strmap *warm;	   /* int by namespace: its warm pods (pool members) in the cache */
-	struct strmap *seen;	   /* struct seen by pool uid */
-	struct strmap *book;	   /* struct book by pool uid */
-	struct strmap *gone;	   /* time_t by namespace: when its last pool left the cache */
-	struct sbx_strset *exited; /* uids of members counted as exited */
-	struct sbx_refill *refill; /* the creates budget, in fair turns */
+	struct strmap *warm;			 /* int by namespace: its warm pods (pool members) in the cache */
+	struct strmap *seen;			 /* struct seen by pool uid */
+	struct strmap *book;			 /* struct book by pool uid */
+	struct strmap *gone;			 /* time_t by namespace: when its last pool left the cache */
+	struct sbx_strset *exited;		 /* uids of members counted as exited */
+	struct sbx_refill *refill;		 /* the creates budget, in fair turns */
+	pthread_mutex_t quota_mu[QUOTA_STRIPES]; /* by namespace and owner: taking room (reserve_creates) */
 };
 
 struct sbx_pool_state *sbx_pool_state_new(double refill_qps)
@@ -92,6 +99,8 @@ struct sbx_pool_state *sbx_pool_state_new(double refill_qps)
 	s->gone = strmap_new(sizeof(time_t));
 	s->exited = sbx_strset_new();
 	s->refill = sbx_refill_new(refill_qps, refill_qps >= 1 ? (int)refill_qps : 1, ktime_mono_ms());
+	for (int i = 0; i < QUOTA_STRIPES; i++)
+		pthread_mutex_init(&s->quota_mu[i], NULL);
 	return s;
 }
 
@@ -105,6 +114,8 @@ void sbx_pool_state_free(struct sbx_pool_state *s)
 	strmap_free(s->gone);
 	sbx_strset_free(s->exited);
 	sbx_refill_free(s->refill);
+	for (int i = 0; i < QUOTA_STRIPES; i++)
+		pthread_mutex_destroy(&s->quota_mu[i]);
 	free(s);
 }
 
@@ -577,19 +588,76 @@ int sbx_pool_authorized(struct sbx_controller *c, const cJSON *pool, const char 
 	return may;
 }
 
+/* The creates in flight of the other pools of p's namespace and owner
+ * (their pods are not in the cache yet). */
+static long others_inflight(struct sbx_controller *c, const struct pool_view *p)
+{
+	long n = 0;
+	cJSON *pools = c->pools ? informer_list_by_index(c->pools, p->ns) : NULL;
+	const cJSON *o;
+	cJSON_ArrayForEach(o, pools)
+	{
+		const char *uid = meta_str(o, "uid");
+		if (!uid || !strcmp(uid, p->uid))
+			continue;
+		cJSON *spec = sbx_pool_spec(o);
+		const char *owner = spec ? sbx_spec_owner(spec) : NULL;
+		if (spec && !owner == !p->owner && (!owner || !strcmp(owner, p->owner)))
+			n += pending(c->pool_state, uid);
+		cJSON_Delete(spec);
+	}
+	cJSON_Delete(pools);
+	return n;
+}
+
+static pthread_mutex_t *quota_lock(struct sbx_pool_state *s, const char *ns, const char *owner)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (const char *k = ns; *k; k++)
+		h = (h ^ (unsigned char)*k) * 16777619u;
+	for (const char *k = owner ? owner : ""; *k; k++)
+		h = (h ^ (unsigned char)*k) * 16777619u;
+	return &s->quota_mu[h % QUOTA_STRIPES];
+}
+
+/* Counts up to want new creates of p in flight before they are sent and
+ * returns how many: no more than the owner's quota of warm pods leaves once
+ * the pods of every pool of the owner in the cache and their creates in
+ * flight are counted. The count and the taking are one step under the
+ * owner's lock, so two pools of one owner never both take the last room.
+ * The creates in flight are read before the cache: a pod's event puts it
+ * in the cache before it leaves flight (sbx_pool_seen), so a pod is counted
+ * once or twice, never missed. */
+static long reserve_creates(struct sbx_controller *c, const struct pool_view *p, long want)
+{
+	if (want <= 0)
+		return 0;
+	struct sbx_pool_state *s = c->pool_state;
+	pthread_mutex_t *mu = quota_lock(s, p->ns, p->owner);
+	pthread_mutex_lock(mu);
+	long flying = pending(s, p->uid) + others_inflight(c, p), room = 0;
+	char why[320];
+	if (sbx_quota_warm_room(c, p->ns, p->owner, &room, why, sizeof why) && want > room - flying)
+		want = room - flying > 0 ? room - flying : 0;
+	if (want > 0)
+		expect_add(s, p->uid, (int)want);
+	pthread_mutex_unlock(mu);
+	return want;
+}
+
 enum create { CREATED,
 	      CREATE_UNKNOWN, /* no answer: the pod may exist (counted in flight) */
 	      CREATE_REFUSED, /* no pod: the API refused it (why says why) */
 	      CREATE_NOT_NOW  /* nothing sent: no floor, or not enforced (why says why) */
 };
 
-/* Creates warm pod name of p; again (resend) for a create whose answer was
- * lost, already counted in flight. A create that gets no answer is kept to
- * be sent again under its name (lost_add): the name makes one pod of the
- * two sends, and one whose request never arrived is made then, not after
- * the in-flight window. */
-static enum create create_member(struct sbx_controller *c, const struct pool_view *p, const char *name, int resend,
-				 char *why, size_t whylen)
+/* Creates warm pod name of p, counted in flight already (reserve_creates,
+ * or a create whose answer was lost, sent again). A create that gets no
+ * answer is kept to be sent again under its name (lost_add): the name makes
+ * one pod of the two sends, and one whose request never arrived is made
+ * then, not after the in-flight window. */
+static enum create create_member(struct sbx_controller *c, const struct pool_view *p, const char *name, char *why,
+				 size_t whylen)
 {
 	char now[32], path[512];
 	snprintf(why, whylen, "the controller cannot build a warm pod of this template");
@@ -615,10 +683,6 @@ static enum create create_member(struct sbx_controller *c, const struct pool_vie
 	char *body = cJSON_PrintUnformatted(pod);
 	cJSON_Delete(pod);
 	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", p->ns);
-	/* In flight before it is sent: the pod's watch event (which takes it
-	 * back out) may arrive before the response does. */
-	if (!resend)
-		expect_add(c->pool_state, p->uid, 1);
 	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, NULL, &err);
 	free(body);
 	fault_delay("warm-create-response"); /* tests: the pod's event comes first */
@@ -869,7 +933,11 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 			if (!named_in(members, lost[i]))
 				memmove(lost[k++], lost[i], sizeof lost[0]);
 		nlost = k;
-		for (long i = 0; i < nlost + want; i++) {
+		/* New creates count in flight before they are sent (the pod's
+		 * watch event, which takes one out, may arrive before the
+		 * answer); those not sent go out again after the loop. */
+		long reserved = reserve_creates(c, &p, want), used = 0;
+		for (long i = 0; i < nlost + reserved; i++) {
 			const char *pod = i < nlost ? lost[i] : pod_name;
 			if (i >= nlost && sbx_pool_pod_name(pod_name) < 0) {
 				r = -1; /* no random bytes: looked at again */
@@ -880,7 +948,8 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 				keep_lost(c->pool_state, p.uid, lost, i, nlost);
 				break;
 			}
-			enum create cr = create_member(c, &p, pod, i < nlost, why, sizeof why);
+			enum create cr = create_member(c, &p, pod, why, sizeof why);
+			used += i >= nlost && cr != CREATE_NOT_NOW;
 			if (cr == CREATE_NOT_NOW) {
 				/* Nothing sent, and the next member would meet the same
 				 * floor: the turn goes back to the other pools, and the
@@ -905,6 +974,8 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 			else
 				set_refused(c->pool_state, p.uid, 0);
 		}
+		if (reserved > used)
+			expect_add(c->pool_state, p.uid, (int)(used - reserved));
 	}
 	/* Backing off until a create goes through (the pool says why). */
 	backing_off = failures > 0 && have + inflight < cap;
