@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -179,7 +180,7 @@ static ssize_t read_reply(int fd, char *out, size_t cap, int timeout_ms)
 
 static int status_of(const char *reply)
 {
-	return !strncmp(reply, "HTTP/1.1 ", 9) ? atoi(reply + 9) : -1;
+	return !strncmp(reply, "HTTP/1.1 ", 9) || !strncmp(reply, "HTTP/1.0 ", 9) ? atoi(reply + 9) : -1;
 }
 
 /* One request on a fresh connection; returns the status, reply in out. */
@@ -1536,6 +1537,45 @@ static void test_drain_closes_kept_connections(void)
 	}
 }
 
+/* How many header lines of the answer out are named name (its head only). */
+static int header_lines(const char *out, const char *name)
+{
+	const char *end = strstr(out, "\r\n\r\n");
+	size_t len = strlen(name);
+	int n = 0;
+	for (const char *l = strstr(out, "\r\n"); l && (!end || l < end); l = strstr(l + 2, "\r\n"))
+		n += !strncasecmp(l + 2, name, len) && l[2 + len] == ':';
+	return n;
+}
+
+/* An HTTP/1.0 client that asks for keep-alive, answered while draining:
+ * one Connection header, "close", and the connection closes. libevent adds
+ * "Connection: keep-alive" to a 1.0 answer when the request asked for it,
+ * beside the drain's "close". */
+static void test_drain_http10_keepalive_one_connection_header(void)
+{
+	for (int ht = 0; ht < 2; ht++) {
+		struct obs_http_server *s = start((struct obs_http_opts){ .threads = 1, .handler_threads = ht });
+		int port = obs_http_port(s);
+		char out[4096];
+		int fd = dial(port, 0);
+		CU_ASSERT_FATAL(fd >= 0);
+		send_str(fd, "GET /hello HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\n");
+		CU_ASSERT(read_reply(fd, out, sizeof out, 2000) > 0 && status_of(out) == 200);
+		CU_ASSERT_EQUAL(header_lines(out, "Connection"), 1); /* keep-alive, before the drain */
+		CU_ASSERT_FALSE(closed_within(fd, 200));
+		obs_http_drain(s);
+		send_str(fd, "GET /hello HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\n");
+		CU_ASSERT(read_reply(fd, out, sizeof out, 2000) > 0 && status_of(out) == 200);
+		CU_ASSERT_EQUAL(header_lines(out, "Connection"), 1);
+		CU_ASSERT_PTR_NOT_NULL(strcasestr(out, "\r\nConnection: close\r\n"));
+		CU_ASSERT_PTR_NULL(strcasestr(out, "keep-alive"));
+		CU_ASSERT(closed_within(fd, 1000));
+		close(fd);
+		obs_http_free(s);
+	}
+}
+
 /* Freeing with keep-alive and half-sent connections open: it returns, the
  * clients see the connections close, and no handler runs afterwards. */
 static void test_free_with_open_connections(void)
@@ -1708,6 +1748,7 @@ void register_obs_httpserver_tests(void)
 		  { "request phases: where a request's time goes", test_request_phases },
 		  { "whole-request deadline", test_request_deadline }, { "keep-alive idle timeout", test_keepalive_idle },
 		  { "draining: every answer closes its connection", test_drain_closes_kept_connections },
+		  { "draining: an HTTP/1.0 keep-alive answer says close once", test_drain_http10_keepalive_one_connection_header },
 		  { "free with connections open", test_free_with_open_connections },
 		  { "out of descriptors", test_emfile },
 		  { "bad options", test_bad_options }, { "a port in use is refused", test_port_in_use });

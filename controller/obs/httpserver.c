@@ -921,6 +921,15 @@ static void job_run(struct job *j)
 	}
 }
 
+/* Req's answer closes its connection. libevent adds "Connection:
+ * keep-alive" to an HTTP/1.0 answer whose request asked for it, beside this
+ * "close": the request's wish is taken out once its answer is decided. */
+static void say_close(struct evhttp_request *req)
+{
+	evhttp_remove_header(evhttp_request_get_input_headers(req), "Connection");
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+}
+
 /* Sends the job's answer (loop thread; its connection, c when known, still
  * open). */
 static void job_reply(struct job *j, struct conn *c)
@@ -943,7 +952,7 @@ static void job_reply(struct job *j, struct conn *c)
 		/* the process is on its way out (obs_http_drain): every client,
 		 * a verified one too, reconnects elsewhere rather than reusing a
 		 * connection the listener will close under its next request */
-		evhttp_add_header(oh, "Connection", "close");
+		say_close(req);
 	} else if (c && j->t->decline && j->t->paused && !(conn_hdr && !evutil_ascii_strcasecmp(conn_hdr, "close")) &&
 		   !spared(c)) {
 		/* a client is queued at the cap (on_queued); one asking to close
@@ -951,7 +960,7 @@ static void job_reply(struct job *j, struct conn *c)
 		 * connections: queued clients must not make the API server
 		 * reconnect behind them */
 		j->t->decline = 0;
-		evhttp_add_header(oh, "Connection", "close");
+		say_close(req);
 		count(s, &s->shed, s->m_shed);
 	}
 	if (resp->body.len)
