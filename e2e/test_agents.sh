@@ -378,6 +378,36 @@ PY
 }
 pod_gone() { ! kubectl get pod -n "$1" "$2" >/dev/null 2>&1; }
 
+# A Sandbox object's delete is guarded by its uid: once that Sandbox is gone
+# and another was made under its name, delete() leaves the other alone and
+# returns False, as the client promises, with the API server's own words for
+# a failed uid precondition (the client looked for an older wording and
+# raised Conflict instead).
+test_a_stale_delete_leaves_the_sandbox_made_under_its_name_since() {
+  local out
+  out=$(py "$ALICE" <<'PY' 2>&1
+import sandbox_client as sbx
+c = sbx.Client()
+try:
+    old = c.create("registry.local/agent:1.0", ["sleep", "infinity"], owner="alice", key="redo-1", name="redo",
+                   wait=False)
+    print("first", c.get("redo").delete(wait=True, timeout=60))
+    new = c.create("registry.local/agent:1.0", ["sleep", "infinity"], owner="alice", key="redo-2", name="redo",
+                   wait=False)
+    print("stale", old.delete())
+    with old:
+        pass
+    print("left", c.get("redo").uid == new.uid)
+except sbx.SandboxError as e:
+    print("error", type(e).__name__, e.message)
+PY
+)
+  expect_eq "$(sed -n 's/^first //p' <<<"$out")" True "the first Sandbox deleted"
+  expect_eq "$(sed -n 's/^stale //p' <<<"$out")" False "a delete by the first Sandbox's object once the name holds another (out: $out)"
+  expect_eq "$(sed -n 's/^left //p' <<<"$out")" True "the second Sandbox is still there"
+  kubectl delete sbx -n team-a redo --wait=false >/dev/null 2>&1
+}
+
 test_plugin_lifecycle_commands() {
   local code out
   as_alice() { KUBECONFIG=$ALICE kubectl sandbox "$@"; }
