@@ -122,11 +122,18 @@ def test_delete_is_guarded_by_the_uid_it_was_read_with():
     assert d.body["preconditions"] == {"uid": "uid-s1"}
 
 
-def test_the_context_manager_never_deletes_a_sandbox_re_created_under_its_name():
+@pytest.mark.parametrize("words", [
+    # before Kubernetes 1.35
+    'Operation cannot be fulfilled on sandboxes.sandbox.dev "s1": '
+    "Precondition failed: UID in precondition: uid-s1, UID in object meta: uid-x",
+    # kube-apiserver v1.35.4, as e2e/test_agents.sh meets it
+    'Operation cannot be fulfilled on Sandbox.sandbox.dev "s1": the UID in the precondition (uid-s1) does not '
+    "match the UID in record (uid-x). The object might have been deleted and then recreated",
+])
+def test_the_context_manager_never_deletes_a_sandbox_re_created_under_its_name(words):
     # another Sandbox of the same name (another uid) stands there now: the
     # API server refuses the guarded delete, and it is not this one's to delete
-    refused = (409, status(409, "Conflict", 'Operation cannot be fulfilled on sandboxes.sandbox.dev "s1": '
-                                            "Precondition failed: UID in precondition: uid-s1, UID in object meta: uid-x"))
+    refused = (409, status(409, "Conflict", words))
     api = base_api().on("DELETE", ONE, refused)
     with client(api).get("s1") as sb:
         pass

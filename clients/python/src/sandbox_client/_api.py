@@ -178,7 +178,7 @@ class SandboxApi:
         except Exception as exc:  # noqa: BLE001
             if isinstance(exc, ApiException) and exc.status == 404:
                 return tried[0] > 1
-            if uid and isinstance(exc, ApiException) and exc.status == 409 and "UID in precondition" in str(exc.body):
+            if uid and isinstance(exc, ApiException) and exc.status == 409 and uid_precondition_failed(str(exc.body)):
                 return tried[0] > 1  # another object of the name: this one is gone
             raise typed_error(exc, ns, name) from None
 
@@ -207,6 +207,14 @@ class SandboxApi:
                 if _rest.retry_after(exc) is None:
                     raise typed_error(exc, ns, name) from None
                 self.retry.sleep(min(self.retry.initial, max(0.0, deadline.remaining())))
+
+
+def uid_precondition_failed(body: str) -> bool:
+    """A delete guarded by a uid was refused because the name holds another
+    object. The API server's words changed across releases: "Precondition
+    failed: UID in precondition: ..." before, "the UID in the precondition
+    (...) does not match the UID in record (...)" in 1.35."""
+    return "UID in the precondition" in body or "UID in precondition" in body
 
 
 def _event_error(st: Dict[str, Any]) -> ApiException:
