@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,14 +59,40 @@ func (c *Client) Extend(ctx context.Context, name string, d time.Duration) (*v1a
 // counts as deleted (the lost answer did it); a first attempt that finds it
 // gone returns false.
 func (c *Client) Delete(ctx context.Context, name string) (bool, error) {
+	return c.DeleteUID(ctx, name, "")
+}
+
+// DeleteUID is Delete for the Sandbox of that uid only, such as the one
+// Create returned (a uid precondition): once that Sandbox is gone and another
+// was made under the name, the other is left alone and DeleteUID reports
+// false, as when the name is empty (true after a retry: the lost answer
+// deleted it). An empty uid is Delete.
+func (c *Client) DeleteUID(ctx context.Context, name string, uid types.UID) (bool, error) {
 	attempts := 0
 	background := metav1.DeletePropagationBackground
+	opts := metav1.DeleteOptions{PropagationPolicy: &background}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
 	err := c.retry(ctx, func() error {
 		attempts++
-		return c.sandboxes.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &background})
+		return c.sandboxes.Delete(ctx, name, opts)
 	})
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || (uid != "" && uidPreconditionFailed(err)) {
 		return attempts > 1, nil
 	}
 	return err == nil, err
+}
+
+// uidPreconditionFailed: the API server refused a delete guarded by a uid
+// because the name holds another object. Its words changed across releases
+// ("Precondition failed: UID in precondition: ..." before, "the UID in the
+// precondition (...) does not match the UID in record (...)" in 1.35); both
+// are a Conflict naming the precondition.
+func uidPreconditionFailed(err error) bool {
+	if !apierrors.IsConflict(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "UID in the precondition") || strings.Contains(msg, "UID in precondition")
 }

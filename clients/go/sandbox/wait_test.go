@@ -336,3 +336,38 @@ func TestSuspendResumeDelete(t *testing.T) {
 		t.Fatalf("Delete of a missing Sandbox: %v %v", deleted, err)
 	}
 }
+
+// DeleteUID sends the uid as a precondition. When the name holds another
+// Sandbox the API server refuses it with a Conflict (in the words of 1.35 and
+// of the releases before): that Sandbox is left alone, and DeleteUID reports
+// false with no error. Delete sends no precondition.
+func TestDeleteUIDLeavesASandboxMadeUnderTheNameSince(t *testing.T) {
+	for _, words := range []string{
+		`the UID in the precondition (uid-1) does not match the UID in record (uid-2). The object might have been deleted and then recreated`,
+		`Precondition failed: UID in precondition: uid-1, UID in object meta: uid-2`,
+	} {
+		c, cs, _ := newClient(withStatus(v1alpha1.PhaseRunning, 1))
+		var sent []*metav1.Preconditions
+		cs.PrependReactor("delete", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			pre := a.(k8stesting.DeleteAction).GetDeleteOptions().Preconditions
+			sent = append(sent, pre)
+			if pre != nil && pre.UID != nil {
+				return true, nil, apierrors.NewConflict(v1alpha1.Resource("sandboxes"), "task", errors.New(words))
+			}
+			return false, nil, nil
+		})
+		deleted, err := c.DeleteUID(ctx(t), "task", "uid-1")
+		if deleted || err != nil {
+			t.Fatalf("DeleteUID with the name holding another Sandbox (%q): %v %v, want false, no error", words, deleted, err)
+		}
+		if len(sent) != 1 || sent[0] == nil || sent[0].UID == nil || *sent[0].UID != "uid-1" {
+			t.Fatalf("preconditions sent: %+v, want the uid uid-1 once", sent)
+		}
+		if _, err := c.Get(ctx(t), "task"); err != nil {
+			t.Fatalf("the other Sandbox: %v", err)
+		}
+		if deleted, err := c.Delete(ctx(t), "task"); !deleted || err != nil || sent[1] != nil {
+			t.Fatalf("Delete: %v %v, preconditions %+v", deleted, err, sent[1])
+		}
+	}
+}
