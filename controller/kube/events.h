@@ -34,7 +34,8 @@ void event_record(struct event_recorder *r, const char *api_version, const char 
 size_t event_recorder_dropped(struct event_recorder *r);
 /* Events written so far (creates and count patches that succeeded). */
 size_t event_recorder_sent(struct event_recorder *r);
-/* Flushes what it can within about 2 s, then stops the thread and frees. */
+/* Flushes what it can within about 2 s (the queue, and the counts waiting for
+ * their patch interval), then stops the thread and frees. */
 void event_recorder_free(struct event_recorder *r);
 /* For tests: sets every recorder's aggregation window in ms (default 10
  * minutes); ms <= 0 restores the default. The controller never calls it. */
