@@ -621,7 +621,7 @@ static pthread_mutex_t *quota_lock(struct sbx_pool_state *s, const char *ns, con
 }
 
 /* Counts up to want new creates of p in flight before they are sent and
- * returns how many: no more than the owner's quota of warm pods leaves once
+ * returns how many: under a quota of warm pods, no more than it leaves once
  * the pods of every pool of the owner in the cache and their creates in
  * flight are counted. The count and the taking are one step under the
  * owner's lock, so two pools of one owner never both take the last room.
@@ -634,11 +634,15 @@ static long reserve_creates(struct sbx_controller *c, const struct pool_view *p,
 		return 0;
 	struct sbx_pool_state *s = c->pool_state;
 	pthread_mutex_t *mu = quota_lock(s, p->ns, p->owner);
-	pthread_mutex_lock(mu);
-	long flying = pending(s, p->uid) + others_inflight(c, p), room = 0;
 	char why[320];
-	if (sbx_quota_warm_room(c, p->ns, p->owner, &room, why, sizeof why) && want > room - flying)
-		want = room - flying > 0 ? room - flying : 0;
+	long room = 0;
+	pthread_mutex_lock(mu);
+	if (sbx_quota_warm_room(c, p->ns, p->owner, &room, why, sizeof why)) {
+		long flying = pending(s, p->uid) + others_inflight(c, p);
+		sbx_quota_warm_room(c, p->ns, p->owner, &room, why, sizeof why); /* the cache after flight */
+		if (want > room - flying)
+			want = room - flying > 0 ? room - flying : 0;
+	}
 	if (want > 0)
 		expect_add(s, p->uid, (int)want);
 	pthread_mutex_unlock(mu);
@@ -935,7 +939,7 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 		nlost = k;
 		/* New creates count in flight before they are sent (the pod's
 		 * watch event, which takes one out, may arrive before the
-		 * answer); those not sent go out again after the loop. */
+		 * answer); those not sent leave flight after the loop. */
 		long reserved = reserve_creates(c, &p, want), used = 0;
 		for (long i = 0; i < nlost + reserved; i++) {
 			const char *pod = i < nlost ? lost[i] : pod_name;
