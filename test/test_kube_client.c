@@ -1609,6 +1609,17 @@ static void h_events_slow(struct fake *f, struct evhttp_request *req, const stru
 		answer_post(-1, EV_TIMEOUT, p);
 }
 
+/* A recorder writing to a new fake server of h_events_slow, which counts
+ * into n (zeroed); f and c are the server and the client, for the caller to
+ * free. */
+static struct event_recorder *slow_recorder(struct slow_events *n, struct fake **f, struct kube_client **c)
+{
+	memset(n, 0, sizeof *n);
+	*f = fake_start(h_events_slow, n);
+	*c = client_for(*f, "{token: t}", NULL);
+	return event_recorder_new(*c, "sandbox-controller");
+}
+
 /* The aggregation window passes while an Event's create is still on its
  * way: the same event again is counted into that Event, not given a second
  * create beside the pending one (whose answer would then be taken for the
@@ -1617,11 +1628,10 @@ static void h_events_slow(struct fake *f, struct evhttp_request *req, const stru
 static void test_events_window_ends_while_sending(void)
 {
 	static struct slow_events n;
-	memset(&n, 0, sizeof n);
 	event_recorder_set_window_ms(200);
-	struct fake *f = fake_start(h_events_slow, &n);
-	struct kube_client *c = client_for(f, "{token: t}", NULL);
-	struct event_recorder *r = event_recorder_new(c, "sandbox-controller");
+	struct fake *f;
+	struct kube_client *c;
+	struct event_recorder *r = slow_recorder(&n, &f, &c);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
 	event_record(r, "v1", "Pod", "ns1", "p", "uid-p", "Warning", "Failed", "same");
 	ktime_sleep_ms(400); /* the window is over; the create is not answered */
@@ -1665,11 +1675,10 @@ static int saw_count(struct slow_events *n, int count, int ms)
 static void test_events_counts_are_written(void)
 {
 	static struct slow_events n;
-	memset(&n, 0, sizeof n);
 	event_recorder_set_patch_interval_ms(300);
-	struct fake *f = fake_start(h_events_slow, &n);
-	struct kube_client *c = client_for(f, "{token: t}", NULL);
-	struct event_recorder *r = event_recorder_new(c, "sandbox-controller");
+	struct fake *f;
+	struct kube_client *c;
+	struct event_recorder *r = slow_recorder(&n, &f, &c);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
 	for (int i = 0; i < 3; i++) /* the create is answered after 800 ms */
 		event_record(r, "v1", "Pod", "ns1", "p", "uid-p", "Warning", "Failed", "same");
@@ -1693,11 +1702,10 @@ static void test_events_counts_are_written(void)
 static void test_events_counts_written_at_stop(void)
 {
 	static struct slow_events n;
-	memset(&n, 0, sizeof n);
 	event_recorder_set_patch_interval_ms(60000);
-	struct fake *f = fake_start(h_events_slow, &n);
-	struct kube_client *c = client_for(f, "{token: t}", NULL);
-	struct event_recorder *r = event_recorder_new(c, "sandbox-controller");
+	struct fake *f;
+	struct kube_client *c;
+	struct event_recorder *r = slow_recorder(&n, &f, &c);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(r);
 	event_record(r, "v1", "Pod", "ns1", "p", "uid-p", "Warning", "Failed", "same");
 	int64_t deadline = ktime_mono_ms() + SLOW_POST_MS + 2000;
