@@ -529,13 +529,9 @@ void event_recorder_free(struct event_recorder *r)
 		return;
 	pthread_mutex_lock(&r->mu);
 	/* Counts waiting for their patch interval are written now, within the
-	 * flush like everything queued: the process is going. */
-	struct seen *s, *t;
-	HASH_ITER(hh, r->cache, s, t)
-	{
-		if (s->created && !s->queued && s->count > s->written)
-			queue_patch(r, s);
-	}
+	 * flush like everything queued: the process is going (every interval
+	 * is over by a clock at its end). */
+	flush_counts(r, INT64_MAX);
 	r->closing = 1;
 	r->deadline_ms = ktime_mono_ms() + FLUSH_MS;
 	pthread_cond_broadcast(&r->cv);
