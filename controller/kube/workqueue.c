@@ -11,8 +11,9 @@
 #include <uthash.h>
 #include <utlist.h>
 
-#include "base/xmalloc.h"
+#include "base/fnv.h"
 #include "base/ktime.h"
+#include "base/xmalloc.h"
 #include "kube/ratelimit.h"
 
 #define BACKOFF_BASE_MS 5
@@ -165,12 +166,7 @@ static int64_t mono_us(void)
 
 int workqueue_ns_bucket(const char *ns)
 {
-	uint32_t h = 2166136261u; /* FNV-1a */
-	for (const unsigned char *p = (const unsigned char *)ns; p && *p; p++) {
-		h ^= *p;
-		h *= 16777619u;
-	}
-	return (int)(h % WORKQUEUE_NS_BUCKETS);
+	return (int)(fnv1a(FNV1A_START, ns) % WORKQUEUE_NS_BUCKETS);
 }
 
 static struct member *set_find(struct member *s, const char *key)

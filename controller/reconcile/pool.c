@@ -1,13 +1,13 @@
 #include "reconcile/pool.h"
 
 #include <pthread.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/fault.h"
+#include "base/fnv.h"
 #include "base/jsonget.h"
 #include "base/ktime.h"
 #include "base/strmap.h"
@@ -612,12 +612,7 @@ static long others_inflight(struct sbx_controller *c, const struct pool_view *p)
 
 static pthread_mutex_t *quota_lock(struct sbx_pool_state *s, const char *ns, const char *owner)
 {
-	uint32_t h = 2166136261u; /* FNV-1a */
-	for (const char *k = ns; *k; k++)
-		h = (h ^ (unsigned char)*k) * 16777619u;
-	for (const char *k = owner ? owner : ""; *k; k++)
-		h = (h ^ (unsigned char)*k) * 16777619u;
-	return &s->quota_mu[h % QUOTA_STRIPES];
+	return &s->quota_mu[fnv1a(fnv1a(FNV1A_START, ns), owner) % QUOTA_STRIPES];
 }
 
 /* Counts up to want new creates of p in flight before they are sent and
