@@ -588,23 +588,26 @@ int sbx_pool_authorized(struct sbx_controller *c, const cJSON *pool, const char 
 	return may;
 }
 
-/* The creates in flight of the other pools of p's namespace and owner
- * (their pods are not in the cache yet). */
-static long others_inflight(struct sbx_controller *c, const struct pool_view *p)
+/* A pool, for owner_inflight. */
+struct flight {
+	struct sbx_controller *c;
+	const struct pool_view *p;
+};
+
+/* The creates in flight of every pool of the namespace and owner of pool
+ * f (a struct flight): their pods are not in the cache yet. */
+static long owner_inflight(void *f)
 {
-	long n = 0;
+	struct sbx_controller *c = ((struct flight *)f)->c;
+	const struct pool_view *p = ((struct flight *)f)->p;
+	long n = pending(c->pool_state, p->uid);
 	cJSON *pools = c->pools ? informer_list_by_index(c->pools, p->ns) : NULL;
 	const cJSON *o;
 	cJSON_ArrayForEach(o, pools)
 	{
-		const char *uid = meta_str(o, "uid");
-		if (!uid || !strcmp(uid, p->uid))
-			continue;
-		cJSON *spec = sbx_pool_spec(o);
-		const char *owner = spec ? sbx_spec_owner(spec) : NULL;
-		if (spec && !owner == !p->owner && (!owner || !strcmp(owner, p->owner)))
+		const char *uid = meta_str(o, "uid"), *owner = sbx_spec_owner(jobj(o, "spec"));
+		if (uid && strcmp(uid, p->uid) && !owner == !p->owner && (!owner || !strcmp(owner, p->owner)))
 			n += pending(c->pool_state, uid);
-		cJSON_Delete(spec);
 	}
 	cJSON_Delete(pools);
 	return n;
@@ -629,15 +632,12 @@ static long reserve_creates(struct sbx_controller *c, const struct pool_view *p,
 		return 0;
 	struct sbx_pool_state *s = c->pool_state;
 	pthread_mutex_t *mu = quota_lock(s, p->ns, p->owner);
+	struct flight f = { c, p };
 	char why[320];
 	long room = 0;
 	pthread_mutex_lock(mu);
-	if (sbx_quota_warm_room(c, p->ns, p->owner, &room, why, sizeof why)) {
-		long flying = pending(s, p->uid) + others_inflight(c, p);
-		sbx_quota_warm_room(c, p->ns, p->owner, &room, why, sizeof why); /* the cache after flight */
-		if (want > room - flying)
-			want = room - flying > 0 ? room - flying : 0;
-	}
+	if (sbx_quota_warm_room(c, p->ns, p->owner, owner_inflight, &f, &room, why, sizeof why) && want > room)
+		want = room > 0 ? room : 0;
 	if (want > 0)
 		expect_add(s, p->uid, (int)want);
 	pthread_mutex_unlock(mu);
@@ -886,7 +886,7 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 	 * replicas both filled), the extras go. */
 	char quota_why[320] = "";
 	long room = 0, cap = p.replicas;
-	if (sbx_quota_warm_room(c, ns, p.owner, &room, quota_why, sizeof quota_why) && have + room < cap)
+	if (sbx_quota_warm_room(c, ns, p.owner, NULL, NULL, &room, quota_why, sizeof quota_why) && have + room < cap)
 		cap = have + room > 0 ? have + room : 0;
 	else
 		quota_why[0] = '\0';

@@ -1170,8 +1170,8 @@ static long owner_warm(struct sbx_controller *c, const char *ns, const char *own
 	return n;
 }
 
-int sbx_quota_warm_room(struct sbx_controller *c, const char *ns, const char *owner, long *room, char *why,
-			size_t whylen)
+int sbx_quota_warm_room(struct sbx_controller *c, const char *ns, const char *owner, long (*in_flight)(void *ctx),
+			void *ctx, long *room, char *why, size_t whylen)
 {
 	if (!c->quotas)
 		return 0;
@@ -1181,7 +1181,8 @@ int sbx_quota_warm_room(struct sbx_controller *c, const char *ns, const char *ow
 	cJSON_Delete(qs);
 	if (!applies || !q.has_warm)
 		return 0;
-	long have = owner_warm(c, ns, owner);
+	long flying = in_flight ? in_flight(ctx) : 0;
+	long have = flying + owner_warm(c, ns, owner);
 	snprintf(why, whylen, "%s%s holds %ld of %ld warm pods (%s)", owner ? "workspace owner " : "ownerless pools",
 		 owner ? owner : "", have, q.max_warm, q.source);
 	*room = q.max_warm - have;

@@ -112,9 +112,12 @@ void sbx_quota_release_unused(struct sbx_controller *c, const struct sbx_view *v
 /* How many more warm pods owner (NULL: none) may have in ns, every pool of
  * the owner's counted (the caches' pods not being deleted): 1 with *room
  * (negative when over the limit, e.g. after racing replicas both filled)
- * and why saying whose, or 0 when no limit applies. */
-int sbx_quota_warm_room(struct sbx_controller *c, const char *ns, const char *owner, long *room, char *why,
-			size_t whylen);
+ * and why saying whose, or 0 when no limit applies. What in_flight(ctx)
+ * returns (NULL: nothing) counts too: creates whose pods the caches do not
+ * show yet. It is called only when a limit applies, and before the caches
+ * are read, so a pod that leaves flight meanwhile is in them. */
+int sbx_quota_warm_room(struct sbx_controller *c, const char *ns, const char *owner, long (*in_flight)(void *ctx),
+			void *ctx, long *room, char *why, size_t whylen);
 
 /* The work queue's quota items: a SandboxQuota's status (what it counts)
  * written when it changed; a quota slot whose pod is gone deleted. Return
