@@ -7,7 +7,9 @@
 # are taken in arrival order; Reject mode's refusal is the stored outcome of
 # the key (a later retry is refused too, a new key is not); a resume counts;
 # Sandboxes of one intent count once; warm pods stop at maxWarm, and pools
-# of one owner filling together never pass it (one controller); the
+# of one owner filling together never pass it (one controller, and racing
+# replicas: each warm pod holds a warm slot; a warm slot whose pod never
+# came goes, and a warm pod taken frees its slot at once); the
 # controller's default quota; the quota's status; with the webhook,
 # admission refuses early naming the owner, the limit and the count; a
 # resume never runs in the slot of the pod it replaces (going with it),
@@ -820,6 +822,57 @@ test_w_racing_replicas_never_pass_max_warm() {
   racing_controllers --warm-pool-settle 1s || return
   pools_fill_rounds qw 4
   stop_racing
+}
+
+warm_slots() { kubectl get sbxclaim -n "$1" -o jsonpath='{range .items[*]}{.spec.state}{"\n"}{end}' | grep -cx WarmSlot; }
+
+# A warm slot taken by a controller that died before it made the pod names a
+# pod that never comes: the pool, looking again after the restart, frees it
+# once it is older than a create in flight (30 s), and fills. Kept, it would
+# hold the owner's only warm slot for good.
+test_x_a_warm_slot_whose_pod_never_came_goes() {
+  new_namespace qx
+  quota qx alice alice - Queue 1
+  local point=after-warm-slot pid
+  rm -f "$E2E_DIR/once-$point"
+  SBX_FAULT_POINTS=$point SBX_FAULT_ONCE_FILE="$E2E_DIR/once-$point" controller_start crash-x --warm-pool-settle 1s
+  pid=$CTL_PID
+  warm_pool qx 1
+  wait_dead "$pid" 30 || { fail "$point: fault point never reached"; controller_stop "$pid"; }
+  [ -f "$E2E_DIR/once-$point" ] || fail "$point: the controller died without reaching the point"
+  expect_eq "$(warm_slots qx)/$(warm_count qx)" 1/0 "warm slots/warm pods after the crash"
+  local orphan
+  orphan=$(kubectl get sbxclaim -n qx -o jsonpath='{.items[0].spec.podName}')
+  controller_start quota-x --warm-pool-settle 1s
+  pid=$CTL_PID
+  wait_for 60 eval '[ "$(warm_count qx)" -eq 1 ]' || fail "the pool did not fill after the restart: $(warm_count qx) warm pods, $(warm_slots qx) warm slots"
+  expect_eq "$(warm_slots qx)" 1 "warm slots"
+  local held
+  held=$(kubectl get sbxclaim -n qx -o jsonpath='{.items[*].spec.podName}')
+  [ "$held" != "$orphan" ] || fail "the orphan slot (pod $orphan) is still held"
+  expect_eq "$(kubectl get pods -n qx -l sandbox.dev/pool -o jsonpath='{.items[*].metadata.name}')" "$held" "the slot names the warm pod"
+  controller_stop "$pid"
+}
+
+# A warm pod a Sandbox takes is active from then on: its warm slot is freed
+# at once, so the pool fills again without waiting for the collection.
+test_y_a_taken_warm_pod_frees_its_warm_slot_at_once() {
+  new_namespace qy
+  quota qy alice alice - Queue 1
+  controller_start quota-y --warm-pool-settle 1s
+  local pid=$CTL_PID first
+  warm_pool qy 1
+  wait_for 60 eval '[ "$(jp qy sandboxwarmpool pool "{.status.readyReplicas}")" = 1 ]' || fail "the pool is not warm"
+  first=$(kubectl get pods -n qy -l sandbox.dev/pool -o jsonpath='{.items[0].metadata.name}')
+  sleep 2
+  sandbox qy s1 $IMG ky1 alice >/dev/null
+  wait_for 30 bound qy s1 || fail "s1 not bound: $(reason_of qy s1)"
+  expect_eq "$(jp qy sandbox s1 '{.status.podName}')" "$first" "s1 took the warm pod"
+  wait_for 15 eval '[ "$(warm_count qy)" -eq 1 ]' || fail "the pool did not fill again within 15 s: $(warm_count qy) warm pods, $(warm_slots qy) warm slots"
+  expect_eq "$(warm_slots qy)" 1 "warm slots"
+  expect_eq "$(kubectl get sbxclaim -n qy -o jsonpath='{range .items[?(@.spec.state=="WarmSlot")]}{.spec.podName}{end}')" \
+    "$(kubectl get pods -n qy -l sandbox.dev/pool -o jsonpath='{.items[*].metadata.name}')" "the slot names the new warm pod"
+  controller_stop "$pid"
 }
 
 setup

@@ -82,39 +82,66 @@ static void test_roundtrip_and_seal(void)
 	sbx_seal_keys_release(&both);
 }
 
-static void test_slot_record(void)
+/* A slot record of state (Slot or WarmSlot) of alice in team-a, owned by
+ * refs (JSON): labelled by the owner key, not the digest; trimmed, it
+ * verifies and keeps one owner reference, of kind; its state is sealed. */
+static void slot_record(enum sbx_claim_state state, const char *refs_json, const char *kind)
 {
 	struct sbx_seal_keys k;
 	char why[128], key[33];
 	load(&k, "0123456789abcdef0123456789abcdef-one");
 	CU_ASSERT_EQUAL_FATAL(sbx_quota_owner_key("team-a", "alice", key), 0);
-	/* a quota slot (sandbox/quota.h) held by a generation */
 	struct sbx_claimrec r = sample(), out;
-	r.state = SBX_CLAIM_SLOT;
-	sbx_quota_slot_name(key, 3, r.name, sizeof r.name);
-	cJSON *refs = cJSON_Parse("[{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"p\",\"uid\":\"pu\"},"
-				  "{\"apiVersion\":\"x/v1\",\"kind\":\"Secret\",\"name\":\"s\",\"uid\":\"su\"}]");
+	r.state = state;
+	if (state == SBX_CLAIM_WARM_SLOT) {
+		sbx_quota_warm_slot_name(key, 1, r.name, sizeof r.name);
+		snprintf(r.digest, sizeof r.digest, "%s", key);
+	} else {
+		sbx_quota_slot_name(key, 3, r.name, sizeof r.name);
+	}
+	cJSON *refs = cJSON_Parse(refs_json);
 	cJSON *o = sbx_claimrec_build(&r, "team-a", &k, refs);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(o);
-	/* labelled with the owner key, not the digest */
 	const cJSON *l = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "labels");
 	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(l, SBX_LABEL_QUOTA_OWNER)->valuestring, key);
 	CU_ASSERT_PTR_NULL(cJSON_GetObjectItem(l, SBX_LABEL_DIGEST));
 	cJSON *t = sbx_claimrec_trim(o);
 	CU_ASSERT_EQUAL(sbx_claimrec_parse(t, "team-a", &k, &out, why, sizeof why), 0);
-	CU_ASSERT_EQUAL(out.state, SBX_CLAIM_SLOT);
-	CU_ASSERT_STRING_EQUAL(sbx_claim_state_str(out.state), "Slot");
-	/* the Pod reference kept with its kind, the foreign one dropped */
+	CU_ASSERT_EQUAL(out.state, state);
 	const cJSON *kept = cJSON_GetObjectItem(cJSON_GetObjectItem(t, "metadata"), "ownerReferences");
-	CU_ASSERT_EQUAL(cJSON_GetArraySize(kept), 1);
-	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(cJSON_GetArrayItem(kept, 0), "kind")->valuestring, "Pod");
-	/* an unknown state is malformed */
+	CU_ASSERT_EQUAL_FATAL(cJSON_GetArraySize(kept), 1);
+	CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(cJSON_GetArrayItem(kept, 0), "kind")->valuestring, kind);
+	/* the other slot state is not believed (sealed), an unknown one is malformed */
+	const char *other = state == SBX_CLAIM_SLOT ? "WarmSlot" : "Slot";
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(t, "spec"), "state", cJSON_CreateString(other));
+	CU_ASSERT_EQUAL(sbx_claimrec_parse(t, "team-a", &k, &out, why, sizeof why), -1);
 	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(t, "spec"), "state", cJSON_CreateString("Slots"));
 	CU_ASSERT_EQUAL(sbx_claimrec_parse(t, "team-a", &k, &out, why, sizeof why), -1);
 	cJSON_Delete(t);
 	cJSON_Delete(o);
 	cJSON_Delete(refs);
 	sbx_seal_keys_release(&k);
+}
+
+static void test_slot_record(void)
+{
+	/* a quota slot (sandbox/quota.h) held by a generation: the Pod
+	 * reference kept, the foreign one dropped */
+	slot_record(SBX_CLAIM_SLOT,
+		    "[{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"p\",\"uid\":\"pu\"},"
+		    "{\"apiVersion\":\"x/v1\",\"kind\":\"Secret\",\"name\":\"s\",\"uid\":\"su\"}]",
+		    "Pod");
+	CU_ASSERT_STRING_EQUAL(sbx_claim_state_str(SBX_CLAIM_SLOT), "Slot");
+}
+
+static void test_warm_slot_record(void)
+{
+	/* a warm slot (maxWarm) held by a warm pod, owned by its pool */
+	slot_record(SBX_CLAIM_WARM_SLOT,
+		    "[{\"apiVersion\":\"sandbox.dev/v1alpha1\",\"kind\":\"SandboxWarmPool\",\"name\":\"pool\","
+		    "\"uid\":\"wu\"}]",
+		    "SandboxWarmPool");
+	CU_ASSERT_STRING_EQUAL(sbx_claim_state_str(SBX_CLAIM_WARM_SLOT), "WarmSlot");
 }
 
 static void test_released_pod_uid(void)
@@ -154,5 +181,6 @@ void register_sandbox_claimrec_tests(void)
 {
 	SBX_SUITE("sandbox/claimrec", { "built, sealed, trimmed, verified", test_roundtrip_and_seal },
 		  { "a quota slot: labelled by its owner key, its Pod owner kept", test_slot_record },
+		  { "a warm slot: labelled by its owner key, its pool owner kept, its state sealed", test_warm_slot_record },
 		  { "the pod released: sealed when named, records without it as before", test_released_pod_uid });
 }

@@ -138,6 +138,16 @@ static void test_keys_and_slot_names(void)
 	snprintf(bad, sizeof bad, "sbxq-%s-1x", a);
 	CU_ASSERT_EQUAL(sbx_quota_slot_index(bad, a), -1);
 	CU_ASSERT_EQUAL(sbx_quota_slot_index(NULL, a), -1);
+	/* warm slots (maxWarm) are named apart: neither is the other */
+	char warm[80];
+	sbx_quota_warm_slot_name(a, 7, warm, sizeof warm);
+	CU_ASSERT_EQUAL(strncmp(warm, "sbxw-", 5), 0);
+	CU_ASSERT_EQUAL(sbx_quota_warm_slot_index(warm, a), 7);
+	CU_ASSERT_EQUAL(sbx_quota_warm_slot_index(warm, n), -1);
+	CU_ASSERT_EQUAL(sbx_quota_slot_index(warm, a), -1);
+	CU_ASSERT_EQUAL(sbx_quota_warm_slot_index(name, a), -1);
+	snprintf(bad, sizeof bad, "sbxw-%s-07", a);
+	CU_ASSERT_EQUAL(sbx_quota_warm_slot_index(bad, a), -1);
 }
 
 /* A slot object of key n holding digest, as the cache keeps it. */

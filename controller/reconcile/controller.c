@@ -25,6 +25,7 @@
 #include "reconcile/reconcile.h"
 #include "reconcile/records.h"
 #include "reconcile/strset.h"
+#include "reconcile/warmslot.h"
 #include "reconcile/written.h"
 #include "reconcile/wsgate.h"
 #include "sandbox/api.h"
@@ -406,7 +407,7 @@ static void on_prep_pod_delete(void *ctx, const cJSON *pod)
 
 /* Quotas: a changed quota writes its status and wakes its waiters; a quota
  * slot taken or freed moves its owner's count (and a freed one wakes the
- * first waiters). */
+ * first waiters); a warm slot freed sends its owner's pools to look again. */
 static void on_quota(void *ctx, const cJSON *obj)
 {
 	sbx_quota_on_quota(ctx, obj);
@@ -421,11 +422,19 @@ static void on_quota_update(void *ctx, const cJSON *old_obj, const cJSON *new_ob
 
 static void on_slot_add(void *ctx, const cJSON *obj)
 {
+	if (sbx_warm_slot_is(obj)) {
+		sbx_warm_slot_event(ctx, obj, 1);
+		return;
+	}
 	sbx_quota_on_slot(ctx, obj, 1);
 }
 
 static void on_slot_delete(void *ctx, const cJSON *obj)
 {
+	if (sbx_warm_slot_is(obj)) {
+		sbx_warm_slot_event(ctx, obj, -1);
+		return;
+	}
 	sbx_quota_on_slot(ctx, obj, -1);
 }
 

@@ -24,6 +24,7 @@
 #include "reconcile/refill.h"
 #include "reconcile/state.h"
 #include "reconcile/strset.h"
+#include "reconcile/warmslot.h"
 #include "reconcile/writes.h"
 #include "reconcile/wsgate.h"
 #include "sandbox/authz.h"
@@ -415,6 +416,8 @@ static int delete_member(struct sbx_controller *c, const char *ns, const cJSON *
 		return POOL_RECHECK_MS; /* the cache always keeps both */
 	sbx_rc_pod_path(path, sizeof path, ns, meta_str(pod, "name"));
 	int r = sbx_rc_delete(c, path, uid, rv);
+	if (r == 0) /* its warm slot, if it took one, is free for another */
+		sbx_warm_slot_free(c, ns, annotation(pod, SBX_ANN_OWNER), meta_str(pod, "name"));
 	return r > 0 ? POOL_RECHECK_MS : r; /* its event brings the pool back sooner */
 }
 
@@ -647,14 +650,16 @@ static long reserve_creates(struct sbx_controller *c, const struct pool_view *p,
 enum create { CREATED,
 	      CREATE_UNKNOWN, /* no answer: the pod may exist (counted in flight) */
 	      CREATE_REFUSED, /* no pod: the API refused it (why says why) */
-	      CREATE_NOT_NOW  /* nothing sent: no floor, or not enforced (why says why) */
+	      CREATE_NOT_NOW, /* nothing sent: no floor, not enforced, no warm slot read (why says why) */
+	      CREATE_NO_SLOT  /* nothing sent: every warm slot of the owner is taken (why says whose) */
 };
 
 /* Creates warm pod name of p, counted in flight already (reserve_creates,
- * or a create whose answer was lost, sent again). A create that gets no
- * answer is kept to be sent again under its name (lost_add): the name makes
- * one pod of the two sends, and one whose request never arrived is made
- * then, not after the in-flight window. */
+ * or a create whose answer was lost, sent again), once it holds a warm slot
+ * (under a quota of warm pods: warmslot.h). A create that gets no answer is
+ * kept to be sent again under its name (lost_add): the name makes one pod
+ * of the two sends, and one whose request never arrived is made then, not
+ * after the in-flight window. */
 static enum create create_member(struct sbx_controller *c, const struct pool_view *p, const char *name, char *why,
 				 size_t whylen)
 {
@@ -676,9 +681,20 @@ static enum create create_member(struct sbx_controller *c, const struct pool_vie
 		snprintf(why, whylen, "the network floor cannot be made: %.240s", err.message);
 		return CREATE_NOT_NOW;
 	}
+	const struct sbx_warm_for wf = { p->ns, p->name, p->uid, p->owner, p->fp };
+	char slot[80], slot_uid[64];
+	int took = sbx_warm_slot_take(c, &wf, name, slot, sizeof slot, slot_uid, why, whylen);
+	if (took <= 0) {
+		if (took < 0)
+			snprintf(why, whylen, "the owner's warm slots cannot be read now");
+		return took < 0 ? CREATE_NOT_NOW : CREATE_NO_SLOT;
+	}
 	cJSON *pod = sbx_pool_pod_build(c->cfg, c->seal_keys, p->ns, p->name, p->uid, name, p->spec, p->fp, now);
-	if (!pod)
+	if (!pod) {
+		if (slot[0])
+			sbx_warm_slot_drop(c, p->ns, slot, slot_uid);
 		return CREATE_REFUSED;
+	}
 	char *body = cJSON_PrintUnformatted(pod);
 	cJSON_Delete(pod);
 	snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", p->ns);
@@ -703,6 +719,8 @@ static enum create create_member(struct sbx_controller *c, const struct pool_vie
 		return e == KUBE_OK ? CREATED : CREATE_UNKNOWN;
 	}
 	expect_add(c->pool_state, p->uid, -1); /* refused: no pod of it will come */
+	if (slot[0])
+		sbx_warm_slot_drop(c, p->ns, slot, slot_uid);
 	log_kv(LOG_WARN, "creating a warm pod failed", "pool", p->name, "namespace", p->ns, "error", err.message);
 	snprintf(why, whylen, "creating a warm pod was refused (%s): %.240s", kube_err_str(e), err.message);
 	return CREATE_REFUSED;
@@ -871,6 +889,9 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 	}
 	long have = cJSON_GetArraySize(current), ready = 0;
 	cJSON_ArrayForEach(m, current) ready += sbx_pool_pod_ready(m);
+	/* The warm slots of pods that are no members any more go. */
+	const struct sbx_warm_for wf = { ns, name, p.uid, p.owner, p.fp };
+	r = merge_result(r, sbx_warm_slot_collect(c, &wf, members));
 	if (authorized <= 0) {
 		int w = write_pool_status(c, &p, authorized ? have : 0, authorized ? ready : 0, since, 0,
 					  authorized ? "Waiting" : refusal, msg);
@@ -948,7 +969,22 @@ int sbx_pool_reconcile(struct sbx_controller *c, const char *ns, const char *nam
 				break;
 			}
 			enum create cr = create_member(c, &p, pod, why, sizeof why);
-			used += i >= nlost && cr != CREATE_NOT_NOW;
+			used += i >= nlost && cr != CREATE_NOT_NOW && cr != CREATE_NO_SLOT;
+			if (cr == CREATE_NO_SLOT) {
+				/* The owner's maxWarm is held (by another replica's pods,
+				 * perhaps not in the cache yet): nothing more for now; a
+				 * freed slot brings the pool back. A create whose answer
+				 * was lost is not sent again and leaves flight: its slot
+				 * went (then it made no pod: warmslot.h), or the cache
+				 * does not show its slot yet (then its pod holds that). */
+				sbx_refill_refund(c->pool_state->refill, ns, p.uid);
+				if (i < nlost)
+					expect_add(c->pool_state, p.uid, -1);
+				keep_lost(c->pool_state, p.uid, lost, i + 1, nlost);
+				if (!quota_why[0])
+					snprintf(quota_why, sizeof quota_why, "%s", why);
+				break;
+			}
 			if (cr == CREATE_NOT_NOW) {
 				/* Nothing sent, and the next member would meet the same
 				 * floor: the turn goes back to the other pools, and the

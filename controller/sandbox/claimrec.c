@@ -10,6 +10,7 @@
 #include "base/jsonget.h"
 #include "sandbox/mac.h"
 #include "sandbox/podbuild.h"
+#include "sandbox/poolspec.h"
 #include "sandbox/quota.h"
 
 #define CLAIM_MSG_CAP 4096
@@ -32,7 +33,8 @@ static const char *const STATES[] = { [SBX_CLAIM_SUSPENDED] = "Suspended",
 				      [SBX_CLAIM_EXPIRED] = "Expired",
 				      [SBX_CLAIM_BOUND] = "Bound",
 				      [SBX_CLAIM_REJECTED] = "Rejected",
-				      [SBX_CLAIM_SLOT] = "Slot" };
+				      [SBX_CLAIM_SLOT] = "Slot",
+				      [SBX_CLAIM_WARM_SLOT] = "WarmSlot" };
 
 const char *sbx_claim_state_str(enum sbx_claim_state s)
 {
@@ -89,7 +91,7 @@ cJSON *sbx_claimrec_build(const struct sbx_claimrec *r, const char *ns, const st
 	cJSON_AddStringToObject(m, "name", r->name);
 	cJSON_AddStringToObject(m, "namespace", ns);
 	cJSON *l = cJSON_AddObjectToObject(m, "labels");
-	if (r->state == SBX_CLAIM_SLOT) {
+	if (r->state == SBX_CLAIM_SLOT || r->state == SBX_CLAIM_WARM_SLOT) {
 		char key[33];
 		if (sbx_quota_owner_key(ns, r->has_owner ? r->owner : NULL, key) < 0) {
 			cJSON_Delete(o);
@@ -196,7 +198,7 @@ cJSON *sbx_claimrec_trim(const cJSON *obj)
 	cJSON_ArrayForEach(ref, jobj(om, "ownerReferences"))
 	{
 		const char *name = jstr(ref, "name"), *uid = jstr(ref, "uid"), *kind = jstr(ref, "kind");
-		if (!name || !uid || !kind || (strcmp(kind, "Sandbox") && strcmp(kind, "Pod")) || strlen(name) > 253 ||
+		if (!name || !uid || !kind || (strcmp(kind, "Sandbox") && strcmp(kind, "Pod") && strcmp(kind, SBX_POOL_KIND)) || strlen(name) > 253 ||
 		    strlen(uid) > 64 || ++n > CLAIM_OWNER_REFS_MAX)
 			continue;
 		cJSON *r = cJSON_CreateObject();

@@ -52,7 +52,8 @@ enum sbx_claim_state { SBX_CLAIM_SUSPENDED,
 		       SBX_CLAIM_EXPIRED,
 		       SBX_CLAIM_BOUND,
 		       SBX_CLAIM_REJECTED,
-		       SBX_CLAIM_SLOT };
+		       SBX_CLAIM_SLOT,
+		       SBX_CLAIM_WARM_SLOT };
 
 struct sbx_claimrec {
 	char name[80]; /* the claim name: sbx-<digest>[-<n>] */
@@ -77,8 +78,8 @@ struct sbx_claimrec {
 
 /* The SandboxClaim object of r in namespace ns, sealed with keys' newest key,
  * with owner_refs (an array, copied; NULL: none) as its ownerReferences
- * (caller frees): labelled with the digest, or (Slot) with the owner's quota
- * key. NULL when a field is missing or too long. */
+ * (caller frees): labelled with the digest, or (Slot, WarmSlot) with the
+ * owner's quota key. NULL when a field is missing or too long. */
 cJSON *sbx_claimrec_build(const struct sbx_claimrec *r, const char *ns, const struct sbx_seal_keys *keys,
 			  const cJSON *owner_refs);
 
@@ -99,7 +100,8 @@ cJSON *sbx_claimrec_trim(const cJSON *obj);
  * -1 when name is not one of digest's. */
 long sbx_claim_generation(const char *name, const char *digest);
 
-/* "Suspended", "Expired", "Bound", "Rejected" or "Slot" (a static string). */
+/* "Suspended", "Expired", "Bound", "Rejected", "Slot" or "WarmSlot" (a
+ * static string). */
 const char *sbx_claim_state_str(enum sbx_claim_state s);
 
 #endif

@@ -121,16 +121,32 @@ void sbx_quota_slot_name(const char *key, long n, char *out, size_t outlen)
 	snprintf(out, outlen, "sbxq-%s-%ld", key, n);
 }
 
-long sbx_quota_slot_index(const char *name, const char *key)
+void sbx_quota_warm_slot_name(const char *key, long n, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "sbxw-%s-%ld", key, n);
+}
+
+/* The number of name, a slot of key under prefix (5 bytes), or -1. */
+static long slot_index(const char *name, const char *prefix, const char *key)
 {
 	size_t kl = strlen(key);
-	if (!name || strncmp(name, "sbxq-", 5) || strncmp(name + 5, key, kl) || name[5 + kl] != '-')
+	if (!name || strncmp(name, prefix, 5) || strncmp(name + 5, key, kl) || name[5 + kl] != '-')
 		return -1;
 	const char *d = name + 6 + kl;
 	if (!*d || strlen(d) > 5 || strspn(d, "0123456789") != strlen(d) || (d[0] == '0' && d[1]))
 		return -1;
 	long n = strtol(d, NULL, 10);
 	return n < SBX_QUOTA_MAX ? n : -1;
+}
+
+long sbx_quota_slot_index(const char *name, const char *key)
+{
+	return slot_index(name, "sbxq-", key);
+}
+
+long sbx_quota_warm_slot_index(const char *name, const char *key)
+{
+	return slot_index(name, "sbxw-", key);
 }
 
 void sbx_quota_full_message(const struct sbx_quota_limits *q, const char *ns, const char *owner, long held,

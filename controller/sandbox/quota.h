@@ -64,6 +64,9 @@ int sbx_quota_owner_key(const char *ns, const char *owner, char out[33]);
 void sbx_quota_slot_name(const char *key, long n, char *out, size_t outlen);
 /* The slot number of name for key, or -1 when it is not one of key's. */
 long sbx_quota_slot_index(const char *name, const char *key);
+/* The same for warm slots (maxWarm): "sbxw-<key>-<n>". */
+void sbx_quota_warm_slot_name(const char *key, long n, char *out, size_t outlen);
+long sbx_quota_warm_slot_index(const char *name, const char *key);
 
 /* The words of a full quota, naming the owner (NULL: ownerless), the count
  * held, the limit, the namespace, the quota and its mode, and what follows

@@ -67,9 +67,11 @@ type SandboxClaimSpec struct {
 
 	// Bound (the generation's pod is podName: the claim of a scope that may go warm),
 	// Suspended (released, resumable), Expired (final for the key's lifetime), Rejected
-	// (refused by its owner's quota in mode Reject: final for the key's lifetime) or Slot (this
+	// (refused by its owner's quota in mode Reject: final for the key's lifetime), Slot (this
 	// record is one of its owner's quota slots, named sbxq-<owner key>-<n>, held by the
-	// generation while its pod is active).
+	// generation while its pod is active) or WarmSlot (one of its owner's warm slots, named
+	// sbxw-<owner key>-<n>, held by the warm pod podName of the pool that owns it while that
+	// pod is warm; scopeDigest is then the owner key).
 	State ClaimState `json:"state"`
 
 	// The Sandbox whose suspension or expiry released the pod (Rejected: the Sandbox refused;
@@ -97,7 +99,7 @@ type SandboxClaimSpec struct {
 }
 
 // ClaimState is what a generation of a key became.
-// +kubebuilder:validation:Enum=Bound;Suspended;Expired;Rejected;Slot
+// +kubebuilder:validation:Enum=Bound;Suspended;Expired;Rejected;Slot;WarmSlot
 type ClaimState string
 
 // The states of a claim record.
@@ -107,6 +109,7 @@ const (
 	ClaimExpired   ClaimState = "Expired"
 	ClaimRejected  ClaimState = "Rejected"
 	ClaimSlot      ClaimState = "Slot"
+	ClaimWarmSlot  ClaimState = "WarmSlot"
 )
 
 // SandboxClaimList is a list of SandboxClaims.
