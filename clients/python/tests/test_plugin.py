@@ -211,6 +211,25 @@ def test_delete_ignore_not_found():
     assert run(api, ["delete", "x", "--ignore-not-found"])[0] == 0
 
 
+def test_delete_exits_0_only_when_it_deleted_the_sandbox():
+    # --uid: only the Sandbox of that uid; the name holding another is "gone" (3), and nothing is sent
+    api = FakeApi().on("GET", ONE, (200, sandbox_obj("x")), repeat_last=True).on("DELETE", ONE, (200, {}))
+    code, _, err, _ = run(api, ["delete", "x", "--uid", "uid-old"])
+    assert code == plugin.EXIT_NOT_FOUND and "uid-old" in err and "uid-x" in err and not api.of("DELETE")
+    assert run(api, ["delete", "x", "--uid", "uid-old", "--ignore-not-found"])[0] == 0 and not api.of("DELETE")
+    assert run(api, ["delete", "x", "--uid", "uid-x"])[:2] == (0, "sandbox.sandbox.dev/x deleted\n")
+    (d,) = api.of("DELETE")
+    assert d.body["preconditions"] == {"uid": "uid-x"}
+    # gone between the read and the delete (404, or 409: another uid under the name since): 3, not "deleted"
+    gone = [(404, status(404, "NotFound", "gone")),
+            (409, status(409, "Conflict", "the UID in the precondition (uid-x) does not match the UID in record "
+                                          "(uid-y). The object might have been deleted and then recreated"))]
+    for answer in gone:
+        api = FakeApi().on("GET", ONE, (200, sandbox_obj("x")), repeat_last=True).on("DELETE", ONE, answer)
+        code, out, err, _ = run(api, ["delete", "x"])
+        assert (code, out) == (plugin.EXIT_NOT_FOUND, "") and "gone already" in err
+
+
 def test_exit_code_table():
     assert plugin.exit_code_for(sbx.WaitTimeout("t")) == plugin.EXIT_TIMEOUT
     assert plugin.exit_code_for(sbx.Expired("e")) == plugin.EXIT_UNAVAILABLE

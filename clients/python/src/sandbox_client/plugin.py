@@ -162,8 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("name", metavar="NAME")
     c.add_argument("--ttl", required=True, help="90s, 15m, 2h, 1d")
 
-    c = cmd("delete", "Delete a Sandbox (its pod goes when no other Sandbox holds it).")
+    c = cmd("delete", "Delete a Sandbox (its pod goes when no other Sandbox holds it).",
+            "Exits 0 when this run deleted it, 3 when it was gone already (--ignore-not-found: 0).\n"
+            "With --uid (the metadata.uid 'create -o json' printed) only that Sandbox is deleted:\n"
+            "another one made under NAME since is left alone, and the exit code is 3.")
     c.add_argument("name", metavar="NAME")
+    c.add_argument("--uid", help="only the Sandbox of this uid (a uid precondition)")
     c.add_argument("--wait", action="store_true", help="wait until it is gone")
     c.add_argument("--timeout", default="2m")
     c.add_argument("--ignore-not-found", action="store_true", help="exit 0 when it does not exist")
@@ -376,11 +380,19 @@ def _dispatch(args: argparse.Namespace, tail: List[str], client: Callable[[], Cl
         c = client()
         try:
             sb = c.get(args.name)
+            if args.uid and sb.uid != args.uid:
+                raise NotFound(f"Sandbox {sb.namespace}/{sb.name} of uid {args.uid} is gone; "
+                               f"the name holds another (uid {sb.uid}), left alone",
+                               namespace=sb.namespace, name=sb.name)
+            # The delete is guarded by the uid read (or given): False when
+            # that Sandbox went between the read and the delete.
+            if not sb.delete(wait=args.wait, timeout=_seconds(args.timeout)):
+                raise NotFound(f"Sandbox {sb.namespace}/{sb.name} (uid {sb.uid}) was gone already",
+                               namespace=sb.namespace, name=sb.name)
         except NotFound:
             if args.ignore_not_found:
                 return EXIT_OK
             raise
-        sb.delete(wait=args.wait, timeout=_seconds(args.timeout))
         if args.output == "name":
             stdout.write(f"sandbox.sandbox.dev/{sb.name}\n")
         else:
