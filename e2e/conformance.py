@@ -151,8 +151,18 @@ def harness(ns: str, kind: str, step: Dict[str, Any], defaults: Dict[str, Any]) 
 
 
 class Outcome:
-    def __init__(self, ok: bool, error: Any = None, obj: Optional[Dict[str, Any]] = None, message: str = ""):
+    """A client step's end: ok or an error (the client's name for it, the
+    plugin's exit code), the Sandbox it returned (obj; handle, the Python
+    client's own), and for a delete whether it deleted the Sandbox."""
+
+    def __init__(self, ok: bool, error: Any = None, obj: Optional[Dict[str, Any]] = None, message: str = "",
+                 handle: Any = None, deleted: Optional[bool] = None):
         self.ok, self.error, self.obj, self.message = ok, error, obj, message
+        self.handle, self.deleted = handle, deleted
+
+
+# What a create kept under its label for a delete: the identity it ran as and its outcome.
+Kept = Tuple[str, Outcome]
 
 
 class PythonDriver:
@@ -174,7 +184,7 @@ class PythonDriver:
     def _do(self, fn: Any) -> Outcome:
         try:
             sb = fn()
-            return Outcome(True, obj=sb.raw if sb is not None else None)
+            return Outcome(True, obj=sb.raw if sb is not None else None, handle=sb)
         except self.sbx.SandboxError as e:
             return Outcome(False, error=type(e).__name__, message=e.message)
 
@@ -196,6 +206,17 @@ class PythonDriver:
             sb = self.client(r["as"]).get(r["name"])
             return sb.wait_suspended(timeout=90) if r.get("for") == "suspended" else sb.wait_ready(timeout=120)
         return self._do(go)
+
+    def delete(self, r: Dict[str, Any], kept: Kept) -> Outcome:
+        """Sandbox.delete() of the Sandbox the create returned (its uid the precondition)."""
+        identity, made = kept
+        if identity != r["as"]:
+            raise AssertionError(f"the Sandbox was created as {identity}: Python deletes it through "
+                                 f"that client, not as {r['as']}")
+        try:
+            return Outcome(True, deleted=made.handle.delete(timeout=90))
+        except self.sbx.SandboxError as e:
+            return Outcome(False, error=type(e).__name__, message=e.message)
 
     def matches(self, out: Outcome, kind: str, errors: Dict[str, Any]) -> bool:
         return out.error == errors[kind]["python"]
@@ -244,6 +265,19 @@ class PluginDriver:
     def wait(self, r: Dict[str, Any]) -> Outcome:
         return self._run(r["as"], ["wait", r["name"], "--for", r.get("for", "ready")])
 
+    def delete(self, r: Dict[str, Any], kept: Kept) -> Outcome:
+        """delete NAME --uid UID (the uid create -o json printed): exit 0 when
+        it deleted the Sandbox, 3 when it was gone."""
+        uid = ((kept[1].obj or {}).get("metadata") or {}).get("uid")
+        if not uid:
+            raise AssertionError("the kept create printed no uid")
+        out = self._run(r["as"], ["delete", r["name"], "--uid", uid])
+        if out.ok:
+            out.deleted = True
+        elif out.error == 3:
+            out = Outcome(True, deleted=False, message=out.message)
+        return out
+
     def matches(self, out: Outcome, kind: str, errors: Dict[str, Any]) -> bool:
         return out.error == errors[kind]["plugin"]
 
@@ -254,6 +288,7 @@ class PluginDriver:
 def run_case(driver: Any, case: Dict[str, Any], table: Dict[str, Any], ns: str) -> None:
     defaults, errors = table["defaults"], table["errors"]
     precreated: Dict[str, str] = {}
+    kept: Dict[str, Kept] = {}
     for i, step in enumerate(case["steps"]):
         (kind, body), = [(k, v) for k, v in step.items() if k != "expect"]
         where = f"step {i + 1} ({kind} {body.get('name', '')})"
@@ -269,8 +304,16 @@ def run_case(driver: Any, case: Dict[str, Any], table: Dict[str, Any], ns: str) 
         runs = [body]
         if "repeat" in body:
             runs = [dict(body, name=f"{body['name']}-{n}", key=f"{body['key']}-{n}") for n in range(body["repeat"])]
+        runs += [body] * (body.get("times", 1) - 1)
         for r in runs:
-            out = driver.create(r, defaults) if kind == "create" else getattr(driver, kind)(r)
+            if kind == "create":
+                out = driver.create(r, defaults)
+            elif kind == "delete":
+                if r.get("uid") not in kept:
+                    raise AssertionError(f"{where}: no Sandbox kept as {r.get('uid')!r}")
+                out = driver.delete(r, kept[r["uid"]])
+            else:
+                out = getattr(driver, kind)(r)
             if expect == "ok":
                 if not out.ok:
                     raise AssertionError(f"{where}: {out.error}: {out.message}")
@@ -278,6 +321,10 @@ def run_case(driver: Any, case: Dict[str, Any], table: Dict[str, Any], ns: str) 
                 if kind == "create" and r["name"] in precreated and uid != precreated[r["name"]]:
                     raise AssertionError(f"{where}: returned uid {uid}, the stored object's is "
                                          f"{precreated[r['name']]}")
+                if kind == "create" and r.get("keep"):
+                    kept[r["keep"]] = (r["as"], out)
+                if kind == "delete" and "deleted" in r and out.deleted != r["deleted"]:
+                    raise AssertionError(f"{where}: deleted {out.deleted}, want {r['deleted']}")
             elif out.ok:
                 raise AssertionError(f"{where}: succeeded, want {expect}")
             elif not driver.matches(out, expect, errors):

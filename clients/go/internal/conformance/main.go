@@ -1,6 +1,6 @@
 // Command conformance runs the conformance table (clients/conformance.yaml)
 // with the Go helper (sandbox.dev/client-go/sandbox): the client steps
-// (create, suspend, resume, wait) through the helper, the harness steps
+// (create, suspend, resume, wait, delete) through the helper, the harness steps
 // (precreate, check, quota) through the suite's shared harness command, so every
 // driver is judged by the same checks (e2e/test_conformance.sh).
 //
@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
@@ -55,6 +56,17 @@ type step struct {
 	Wait                 *bool    `json:"wait"`
 	Repeat               int      `json:"repeat"`
 	For                  string   `json:"for"`
+	Keep                 string   `json:"keep"`
+	UID                  string   `json:"uid"`
+	Deleted              *bool    `json:"deleted"`
+	Times                int      `json:"times"`
+}
+
+// outcome is what a client step ended with: the uid of the Sandbox (create)
+// and whether a delete deleted it.
+type outcome struct {
+	uid     types.UID
+	deleted bool
 }
 
 // kinds names the helper's errors as the table does.
@@ -124,6 +136,7 @@ func (r *runner) client(identity string) (*sandbox.Client, error) {
 
 func (r *runner) runCase(steps []map[string]any) error {
 	precreated := map[string]string{}
+	kept := map[string]types.UID{} // the uids creates kept, by label
 	for i, raw := range steps {
 		expect := "ok"
 		if e, ok := raw["expect"].(string); ok {
@@ -165,14 +178,23 @@ func (r *runner) runCase(steps []map[string]any) error {
 				runs = append(runs, one)
 			}
 		}
+		for n := 1; n < s.Times; n++ {
+			runs = append(runs, s)
+		}
 		for _, one := range runs {
-			uid, err := r.do(kind, one)
+			res, err := r.do(kind, one, kept)
 			if expect == "ok" {
 				if err != nil {
 					return fmt.Errorf("%s: %v", where, err)
 				}
-				if want, ok := precreated[one.Name]; ok && kind == "create" && uid != want {
-					return fmt.Errorf("%s: returned uid %s, the stored object's is %s", where, uid, want)
+				if want, ok := precreated[one.Name]; ok && kind == "create" && string(res.uid) != want {
+					return fmt.Errorf("%s: returned uid %s, the stored object's is %s", where, res.uid, want)
+				}
+				if kind == "create" && one.Keep != "" {
+					kept[one.Keep] = res.uid
+				}
+				if kind == "delete" && one.Deleted != nil && res.deleted != *one.Deleted {
+					return fmt.Errorf("%s: deleted %v, want %v", where, res.deleted, *one.Deleted)
 				}
 				continue
 			}
@@ -193,11 +215,12 @@ func (r *runner) runCase(steps []map[string]any) error {
 	return nil
 }
 
-// do runs one client step; it returns the uid of the Sandbox it ended with.
-func (r *runner) do(kind string, s step) (string, error) {
+// do runs one client step (a delete with the uid a create kept under its
+// label).
+func (r *runner) do(kind string, s step, kept map[string]types.UID) (outcome, error) {
 	c, err := r.client(s.As)
 	if err != nil {
-		return "", err
+		return outcome{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -214,30 +237,36 @@ func (r *runner) do(kind string, s step) (string, error) {
 		}
 		sb, err := c.Create(ctx, req)
 		if err != nil {
-			return "", err
+			return outcome{}, err
 		}
-		uid := string(sb.UID)
 		if wait {
 			_, err = c.WaitReadyUID(ctx, s.Name, sb.UID)
 		}
-		return uid, err
+		return outcome{uid: sb.UID}, err
 	case "suspend":
 		sb, err := c.Suspend(ctx, s.Name)
 		if err != nil || !wait {
-			return "", err
+			return outcome{}, err
 		}
 		_, err = c.WaitSuspendedUID(ctx, s.Name, sb.UID)
-		return "", err
+		return outcome{}, err
 	case "resume":
 		_, err = c.Resume(ctx, s.Name)
-		return "", err
+		return outcome{}, err
 	case "wait":
 		if s.For == "suspended" {
 			_, err = c.WaitSuspended(ctx, s.Name)
 		} else {
 			_, err = c.WaitReady(ctx, s.Name)
 		}
-		return "", err
+		return outcome{}, err
+	case "delete":
+		uid, ok := kept[s.UID]
+		if !ok {
+			return outcome{}, fmt.Errorf("no Sandbox kept as %q", s.UID)
+		}
+		deleted, err := c.DeleteUID(ctx, s.Name, uid)
+		return outcome{deleted: deleted}, err
 	}
-	return "", fmt.Errorf("unknown step %q", kind)
+	return outcome{}, fmt.Errorf("unknown step %q", kind)
 }
