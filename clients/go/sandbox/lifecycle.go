@@ -55,9 +55,10 @@ func (c *Client) Extend(ctx context.Context, name string, d time.Duration) (*v1a
 }
 
 // Delete deletes the Sandbox (its pod goes with the last Sandbox bound to
-// it). It reports whether this call deleted it: a retry that finds it gone
-// counts as deleted (the lost answer did it); a first attempt that finds it
-// gone returns false.
+// it). It reports whether this call deleted it: false, with no error, when
+// there was none of the name when it was called; a retry that finds it gone
+// after a first attempt whose answer was lost counts as deleted (the lost
+// answer did it).
 func (c *Client) Delete(ctx context.Context, name string) (bool, error) {
 	return c.DeleteUID(ctx, name, "")
 }
@@ -65,16 +66,27 @@ func (c *Client) Delete(ctx context.Context, name string) (bool, error) {
 // DeleteUID is Delete for the Sandbox of that uid only, such as the one
 // Create returned (a uid precondition): once that Sandbox is gone and another
 // was made under the name, the other is left alone and DeleteUID reports
-// false, as when the name is empty (true after a retry: the lost answer
-// deleted it). An empty uid is Delete.
+// false, as when the name is empty. An empty uid is Delete.
+//
+// The Sandbox is read first, so that "gone" is decided by what stood there
+// when the call began: a delete of a Sandbox gone already whose refusal
+// (404, or the uid's Conflict) was lost meets the same refusal when sent
+// again, and without the read would count as deleted.
 func (c *Client) DeleteUID(ctx context.Context, name string, uid types.UID) (bool, error) {
+	sb, err := c.Get(ctx, name)
+	if apierrors.IsNotFound(err) || (err == nil && uid != "" && sb.UID != uid) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
 	attempts := 0
 	background := metav1.DeletePropagationBackground
 	opts := metav1.DeleteOptions{PropagationPolicy: &background}
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
 	}
-	err := c.retry(ctx, func() error {
+	err = c.retry(ctx, func() error {
 		attempts++
 		return c.sandboxes.Delete(ctx, name, opts)
 	})

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -337,8 +338,70 @@ func TestSuspendResumeDelete(t *testing.T) {
 	}
 }
 
+// lossyDeletes answers the fake's deletes as the API server does (a uid
+// precondition checked against the stored object: a Conflict in the words of
+// 1.35) and loses the answer of the first of every pair: the server acted
+// (deleted, or refused), the client saw a reset and sends it again.
+func lossyDeletes(cs *fake.Clientset) *int {
+	n := 0
+	cs.PrependReactor("delete", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		n++
+		d := a.(k8stesting.DeleteAction)
+		obj, err := cs.Tracker().Get(a.GetResource(), ns, d.GetName())
+		if err == nil {
+			stored := obj.(*v1alpha1.Sandbox).UID
+			if pre := d.GetDeleteOptions().Preconditions; pre != nil && pre.UID != nil && *pre.UID != stored {
+				err = apierrors.NewConflict(v1alpha1.Resource("sandboxes"), d.GetName(), fmt.Errorf(
+					"the UID in the precondition (%s) does not match the UID in record (%s). "+
+						"The object might have been deleted and then recreated", *pre.UID, stored))
+			} else {
+				err = cs.Tracker().Delete(a.GetResource(), ns, d.GetName())
+			}
+		}
+		if n%2 == 1 {
+			return true, nil, reset
+		}
+		return true, nil, err
+	})
+	return &n
+}
+
+// A delete reports true only for a Sandbox that was there when it was
+// called: once it is gone, or another was made under the name, a delete sent
+// again after its answer (404, or the uid's Conflict) was lost deletes
+// nothing and says false, as the first answer would have; the other Sandbox
+// stays. A delete whose success was lost and that finds it gone says true.
+func TestDeleteOfASandboxGoneBeforeIsFalseAcrossLostAnswers(t *testing.T) {
+	mine := withStatus(v1alpha1.PhaseRunning, 1)
+	mine.UID = "uid-1"
+	c, cs, _ := newClient(mine)
+	lossyDeletes(cs)
+	if deleted, err := c.DeleteUID(ctx(t), "task", "uid-1"); !deleted || err != nil {
+		t.Fatalf("DeleteUID of the Sandbox there, its answer lost: %v %v, want true", deleted, err)
+	}
+	if deleted, err := c.DeleteUID(ctx(t), "task", "uid-1"); deleted || err != nil {
+		t.Fatalf("DeleteUID once it is gone, its answer lost: %v %v, want false, no error", deleted, err)
+	}
+	if deleted, err := c.Delete(ctx(t), "task"); deleted || err != nil {
+		t.Fatalf("Delete once it is gone, its answer lost: %v %v, want false, no error", deleted, err)
+	}
+	other := withStatus(v1alpha1.PhaseRunning, 1)
+	other.UID = "uid-2"
+	if err := cs.Tracker().Create(v1alpha1.SchemeGroupVersion.WithResource("sandboxes"), other, ns); err != nil {
+		t.Fatal(err)
+	}
+	if deleted, err := c.DeleteUID(ctx(t), "task", "uid-1"); deleted || err != nil {
+		t.Fatalf("DeleteUID with the name holding another Sandbox, its answer lost: %v %v, want false, no error",
+			deleted, err)
+	}
+	if sb, err := c.Get(ctx(t), "task"); err != nil || sb.UID != "uid-2" {
+		t.Fatalf("the other Sandbox: %v %v", sb, err)
+	}
+}
+
 // DeleteUID sends the uid as a precondition. When the name holds another
-// Sandbox the API server refuses it with a Conflict (in the words of 1.35 and
+// Sandbox by then (made between DeleteUID's read, which saw uid-1, and its
+// delete) the API server refuses it with a Conflict (in the words of 1.35 and
 // of the releases before): that Sandbox is left alone, and DeleteUID reports
 // false with no error. Delete sends no precondition.
 func TestDeleteUIDLeavesASandboxMadeUnderTheNameSince(t *testing.T) {
@@ -346,7 +409,9 @@ func TestDeleteUIDLeavesASandboxMadeUnderTheNameSince(t *testing.T) {
 		`the UID in the precondition (uid-1) does not match the UID in record (uid-2). The object might have been deleted and then recreated`,
 		`Precondition failed: UID in precondition: uid-1, UID in object meta: uid-2`,
 	} {
-		c, cs, _ := newClient(withStatus(v1alpha1.PhaseRunning, 1))
+		read := withStatus(v1alpha1.PhaseRunning, 1)
+		read.UID = "uid-1"
+		c, cs, _ := newClient(read)
 		var sent []*metav1.Preconditions
 		cs.PrependReactor("delete", "sandboxes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			pre := a.(k8stesting.DeleteAction).GetDeleteOptions().Preconditions
