@@ -24,6 +24,11 @@ def base_api():
     return FakeApi().on("GET", ONE, (200, sandbox_obj("s1", status=ready_status())))
 
 
+def delete_api():
+    """base_api with the read a delete makes first: the same Sandbox there."""
+    return base_api().on("GET", ONE, (200, sandbox_obj("s1", status=ready_status())))
+
+
 def test_suspend_is_a_strict_merge_patch_of_lifecycle():
     api = base_api().on("PATCH", ONE, patched(None))
     sb = client(api).get("s1").suspend()
@@ -96,19 +101,38 @@ def test_a_lifecycle_patch_is_retried_and_its_refusal_typed():
 
 def test_delete_is_idempotent_across_a_lost_answer():
     reset = urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset"))
-    api = base_api().on("DELETE", ONE, reset, (404, status(404, "NotFound", "gone")))
+    api = delete_api().on("DELETE", ONE, reset, (404, status(404, "NotFound", "gone")))
     assert client(api).get("s1").delete() is True
     d1, d2 = api.of("DELETE")
     assert d1.body == {"propagationPolicy": "Background", "preconditions": {"uid": "uid-s1"}} and d1.path == d2.path
 
 
+@pytest.mark.parametrize("read,refused", [
+    # gone: the delete is refused with 404
+    ((404, status(404, "NotFound", "gone")), (404, status(404, "NotFound", "gone"))),
+    # another Sandbox made under the name since: refused for the uid precondition
+    ((200, sandbox_obj("s1", uid="uid-x")), (409, status(409, "Conflict", (
+        'Operation cannot be fulfilled on Sandbox.sandbox.dev "s1": the UID in the precondition (uid-s1) does not '
+        "match the UID in record (uid-x). The object might have been deleted and then recreated")))),
+])
+def test_a_delete_of_a_sandbox_gone_already_is_false_across_a_lost_answer(read, refused):
+    # the refusal's answer lost and the delete sent again: refused again,
+    # which is not the lost success of the test above; the other Sandbox stays
+    reset = urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset"))
+    api = base_api().on("GET", ONE, read).on("DELETE", ONE, reset, refused)
+    assert client(api).get("s1").delete() is False
+
+
 def test_delete_of_a_missing_sandbox_says_so():
-    api = base_api().on("DELETE", ONE, (404, status(404, "NotFound", "gone")))
+    # gone before the delete's read (nothing is sent), or between the read and the delete
+    api = base_api().on("GET", ONE, (404, status(404, "NotFound", "gone")))
+    assert client(api).get("s1").delete() is False and not api.of("DELETE")
+    api = delete_api().on("DELETE", ONE, (404, status(404, "NotFound", "gone")))
     assert client(api).get("s1").delete() is False
 
 
 def test_the_context_manager_deletes_on_exit_even_after_an_error():
-    api = base_api().on("DELETE", ONE, (200, {"kind": "Status", "status": "Success"}))
+    api = delete_api().on("DELETE", ONE, (200, {"kind": "Status", "status": "Success"}))
     with pytest.raises(RuntimeError):
         with client(api).get("s1"):
             raise RuntimeError("the agent failed")
@@ -116,7 +140,7 @@ def test_the_context_manager_deletes_on_exit_even_after_an_error():
 
 
 def test_delete_is_guarded_by_the_uid_it_was_read_with():
-    api = base_api().on("DELETE", ONE, (200, {"kind": "Status", "status": "Success"}))
+    api = delete_api().on("DELETE", ONE, (200, {"kind": "Status", "status": "Success"}))
     assert client(api).get("s1").delete() is True
     (d,) = api.of("DELETE")
     assert d.body["preconditions"] == {"uid": "uid-s1"}
@@ -131,16 +155,18 @@ def test_delete_is_guarded_by_the_uid_it_was_read_with():
     "match the UID in record (uid-x). The object might have been deleted and then recreated",
 ])
 def test_the_context_manager_never_deletes_a_sandbox_re_created_under_its_name(words):
-    # another Sandbox of the same name (another uid) stands there now: the
-    # API server refuses the guarded delete, and it is not this one's to delete
+    # another Sandbox of the same name (another uid) stands there now, made
+    # between the delete's read and the delete: the API server refuses the
+    # guarded delete, and it is not this one's to delete
     refused = (409, status(409, "Conflict", words))
-    api = base_api().on("DELETE", ONE, refused)
+    api = delete_api().on("DELETE", ONE, refused)
     with client(api).get("s1") as sb:
         pass
     (d,) = api.of("DELETE")
     assert d.body["preconditions"] == {"uid": "uid-s1"}
-    api.on("DELETE", ONE, refused)
-    assert sb.delete() is False
+    # made before the read: nothing is sent
+    api.on("GET", ONE, (200, sandbox_obj("s1", uid="uid-x")))
+    assert sb.delete() is False and len(api.of("DELETE")) == 1
 
 
 def test_lifecycle_patches_are_guarded_by_the_uid():

@@ -161,8 +161,19 @@ class SandboxApi:
         """Deletes; True when this call deleted it, False when it was gone.
         A retry that finds it gone counts as deleted (the lost answer did it).
         With ``uid``, only the Sandbox of that uid: another one re-created
-        under the name is left alone (False)."""
+        under the name is left alone (False).
+
+        The Sandbox is read first, so that "gone" is decided by what stood
+        there when the call began: a delete of one gone already whose refusal
+        (404, or the uid's 409) was lost meets the same refusal when sent
+        again, and without the read would count as deleted."""
         deadline = Deadline(timeout, self.retry.clock)
+        try:
+            stored = self.get_raw(ns, name, deadline)
+        except NotFound:
+            return False
+        if uid and (stored.get("metadata") or {}).get("uid") != uid:
+            return False
         tried = [0]
         body: Dict[str, Any] = {"propagationPolicy": "Background"}
         if uid:

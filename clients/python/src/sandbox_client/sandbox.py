@@ -314,8 +314,9 @@ class Sandbox:
 
     def delete(self, *, wait: bool = False, timeout: float = 120.0) -> bool:
         """Deletes the Sandbox (its pod goes once no other Sandbox holds it).
-        Returns False when it was already gone. With ``wait``, waits until
-        the object is gone."""
+        Returns True when this call deleted it, False when it was already
+        gone (or the name holds another Sandbox, left alone), however many
+        answers are lost. With ``wait``, waits until the object is gone."""
         done = self._api.delete(self.namespace, self.name, timeout, uid=self.uid)
         if wait:
             self._api.wait_gone(self.namespace, self.name, self.uid, timeout)
