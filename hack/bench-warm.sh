@@ -9,7 +9,8 @@
 #   hack/bench-warm.sh [--rate R] [--duration T] [--burst N] [--concurrency C]
 #                      [--ready-delay MS] [--ready-jitter MS]
 #                      [--peer BIN --peer-crds PATH] [--warm-pool-settle S]
-#                      [--controller-arg ARG]... [--no-cold] [--no-warm] [--no-build]
+#                      [--controller-arg ARG]... [--no-cold] [--no-warm] [--warm-quota]
+#                      [--no-build]
 #
 # kwok makes each pod Running and Ready a delay drawn from [MS, MS + JITTER)
 # after it sees it scheduled (default 3000 + up to 1000 ms; hack/cluster.sh,
@@ -25,6 +26,10 @@
 #          has passed (--warm-pool-settle S, given to the controller too;
 #          default its own 90 s): every Sandbox should be a warm hit
 #          (status.binding Warm);
+#   warm+quota (with --warm-quota) the same under a SandboxQuota of the
+#          owner with maxWarm the pool's size: each warm pod takes a warm
+#          slot (docs/api.md "Quota slots") before it is made, and frees it
+#          when a Sandbox takes it; the cost of that, against warm;
 #   claim  (with --peer) agent-sandbox built from source, run out of cluster
 #          with the admin kubeconfig (--extensions, webhooks off, no leader
 #          election as ours, its CRDs applied without conversion webhooks):
@@ -47,7 +52,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-RATE=20 DURATION=30 BURST=200 CONC=8 DELAY=3000 JITTER=1000 BUILD=1 COLD=1 WARM=1 WARM_SETTLE=90
+RATE=20 DURATION=30 BURST=200 CONC=8 DELAY=3000 JITTER=1000 BUILD=1 COLD=1 WARM=1 WARMQ=0 WARM_SETTLE=90
 PEER_BIN="" PEER_CRDS=""
 CTL_ARGS=()
 TIMEOUT=${SBX_BENCH_TIMEOUT:-900}
@@ -69,6 +74,7 @@ while [ $# -gt 0 ]; do
     --warm-pool-settle) WARM_SETTLE=${2:-}; CTL_ARGS+=(--warm-pool-settle "${2:-}s"); shift 2 ;;
     --no-cold) COLD=0; shift ;;
     --no-warm) WARM=0; shift ;;
+    --warm-quota) WARMQ=1; shift ;;
     --no-build) BUILD=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
@@ -150,6 +156,16 @@ spec:
 YAML
 }
 
+# warm_quota NS N: the owner's SandboxQuota of maxWarm N.
+warm_quota() {
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxQuota
+metadata: {name: $OWNER, namespace: $1}
+spec: {owner: $OWNER, maxWarm: $2}
+YAML
+}
+
 # prewarm API NS N: waits until the pool reports N Ready; prints the seconds.
 prewarm() {
   local t0 r=0
@@ -206,7 +222,7 @@ refill_summary() {
 }
 
 # phase NAME SYSTEM MODE NS COUNT: one load (MODE rate or burst) against
-# SYSTEM (cold, warm, claim). sbx-bench's figures go to $E2E_DIR/NAME.out,
+# SYSTEM (cold, warm, warmq: warm under a quota of maxWarm COUNT, claim). sbx-bench's figures go to $E2E_DIR/NAME.out,
 # this script's (pool, refill, the controller's requests, CPU and RSS from
 # before the load until its pool is full again and the controller is quiet)
 # to NAME.out.pool.
@@ -224,10 +240,11 @@ phase() {
   bench_namespace "$ns"
   : >"$out.pool"
   if [ "$system" != cold ]; then
-    if [ "$system" = warm ]; then our_pool "$ns" "$n"; else peer_pool "$ns" "$n"; fi || bench_fail "$name: the pool was not created"
+    if [ "$system" = warmq ]; then warm_quota "$ns" "$n" || bench_fail "$name: the quota was not created"; fi
+    if [ "$system" = claim ]; then peer_pool "$ns" "$n"; else our_pool "$ns" "$n"; fi || bench_fail "$name: the pool was not created"
     say "$name: pre-warming a pool of $n"
     echo "prewarm_s=$(prewarm "$api" "$ns" "$n")" >>"$out.pool"
-    [ "$system" = warm ] && settle_pool "$ns"
+    [ "$system" != claim ] && settle_pool "$ns"
   fi
   settle "$port"
   reset_hwm "$pid" || say "$name: VmHWM not reset: the peak RSS is the process's so far"
@@ -267,7 +284,7 @@ phase() {
   delete_namespace "$ns"
 }
 
-if [ "$COLD" = 1 ] || [ "$WARM" = 1 ]; then
+if [ "$COLD" = 1 ] || [ "$WARM" = 1 ] || [ "$WARMQ" = 1 ]; then
   start_ours ctl "${CTL_ARGS[@]}"
   wait_ready_ms "$PROBE_PORT" >/dev/null
   if [ "$COLD" = 1 ]; then
@@ -277,6 +294,10 @@ if [ "$COLD" = 1 ] || [ "$WARM" = 1 ]; then
   if [ "$WARM" = 1 ]; then
     phase warm-rate warm rate warm-rate "$SUSTAINED"
     phase warm-burst warm burst warm-burst "$BURST"
+  fi
+  if [ "$WARMQ" = 1 ]; then
+    phase warmq-rate warmq rate warmq-rate "$SUSTAINED"
+    phase warmq-burst warmq burst warmq-burst "$BURST"
   fi
   kill -0 "$CTL_PID" 2>/dev/null || bench_fail "the controller exited; see $E2E_DIR/ctl.log"
   controller_stop "$CTL_PID" || say "the controller did not stop on SIGTERM"
@@ -317,21 +338,21 @@ pool_of() {
 cat <<EOF
 
 === warm pool benchmark ===
-command:   hack/bench-warm.sh --rate $RATE --duration $DURATION --burst $BURST --concurrency $CONC --ready-delay $DELAY --ready-jitter $JITTER${PEER_BIN:+ --peer $PEER_BIN --peer-crds $PEER_CRDS}${CTL_ARGS[*]:+ --controller-arg ${CTL_ARGS[*]}}
+command:   hack/bench-warm.sh --rate $RATE --duration $DURATION --burst $BURST --concurrency $CONC --ready-delay $DELAY --ready-jitter $JITTER$([ "$WARMQ" = 1 ] && echo " --warm-quota")${PEER_BIN:+ --peer $PEER_BIN --peer-crds $PEER_CRDS}${CTL_ARGS[*]:+ --controller-arg ${CTL_ARGS[*]}}
 load:      kwok: every pod Running and Ready $DELAY ms + up to $JITTER ms after it is scheduled; Sandboxes with owner $OWNER, one key each; pools of the load's size
-host:      $(nproc) CPUs shared; loadavg $LOAD_START at start, $(load) at end; before each load: cold $(pool_of cold-rate load) / $(pool_of cold-burst load), warm $(pool_of warm-rate load) / $(pool_of warm-burst load), claim $(pool_of claim-rate load) / $(pool_of claim-burst load)
+host:      $(nproc) CPUs shared; loadavg $LOAD_START at start, $(load) at end; before each load: cold $(pool_of cold-rate load) / $(pool_of cold-burst load), warm $(pool_of warm-rate load) / $(pool_of warm-burst load), warm+quota $(pool_of warmq-rate load) / $(pool_of warmq-burst load), claim $(pool_of claim-rate load) / $(pool_of claim-burst load)
 
-$RATE/s for $DURATION s ($SUSTAINED)                    cold         warm  agent-sandbox claim
+$RATE/s for $DURATION s ($SUSTAINED)                    cold         warm   warm+quota  agent-sandbox claim
 EOF
-R=(cold-rate warm-rate claim-rate) U=(cold-burst warm-burst claim-burst)
+R=(cold-rate warm-rate warmq-rate claim-rate) U=(cold-burst warm-burst warmq-burst claim-burst)
 for set in R U; do
   declare -n P=$set
-  [ "$set" = U ] && printf '\nburst of %s (%s threads)                 cold         warm  agent-sandbox claim\n' "$BURST" "$CONC"
+  [ "$set" = U ] && printf '\nburst of %s (%s threads)                 cold         warm   warm+quota  agent-sandbox claim\n' "$BURST" "$CONC"
   row "pool pre-warmed in (s)" prewarm_s "${P[@]}"
   row "warm hits" hits "${P[@]}"
   row "Ready" ready "${P[@]}"
-  row "create -> Bound p50 (ms)" bound_p50_ms "${P[0]}" "${P[1]}"
-  row "create -> Bound p99 (ms)" bound_p99_ms "${P[0]}" "${P[1]}"
+  row "create -> Bound p50 (ms)" bound_p50_ms "${P[0]}" "${P[1]}" "${P[2]}"
+  row "create -> Bound p99 (ms)" bound_p99_ms "${P[0]}" "${P[1]}" "${P[2]}"
   row "create -> Ready p50 (ms)" ready_p50_ms "${P[@]}"
   row "create -> Ready p90 (ms)" ready_p90_ms "${P[@]}"
   row "create -> Ready p99 (ms)" ready_p99_ms "${P[@]}"
@@ -347,10 +368,13 @@ done
 cat <<EOF
 
 pools' readyReplicas from the load's start (sampled every 0.2 s):
-$(printf '  %-14s %s\n' "warm, $RATE/s:" "$(pool_of warm-rate refill)" "claim, $RATE/s:" "$(pool_of claim-rate refill)" \
-  "warm, burst:" "$(pool_of warm-burst refill)" "claim, burst:" "$(pool_of claim-burst refill)")
+$(printf '  %-20s %s\n' "warm, $RATE/s:" "$(pool_of warm-rate refill)" "warm+quota, $RATE/s:" "$(pool_of warmq-rate refill)" \
+  "claim, $RATE/s:" "$(pool_of claim-rate refill)" "warm, burst:" "$(pool_of warm-burst refill)" \
+  "warm+quota, burst:" "$(pool_of warmq-burst refill)" "claim, burst:" "$(pool_of claim-burst refill)")
 ratios (p99 create -> Ready):
   warm / agent-sandbox claim: $RATE/s $(ratio "$(pv warm-rate ready_p99_ms)" "$(pv claim-rate ready_p99_ms)"), burst $(ratio "$(pv warm-burst ready_p99_ms)" "$(pv claim-burst ready_p99_ms)")   (goal of issue 17: at most 0.50)
   warm / cold:                $RATE/s $(ratio "$(pv warm-rate ready_p99_ms)" "$(pv cold-rate ready_p99_ms)"), burst $(ratio "$(pv warm-burst ready_p99_ms)" "$(pv cold-burst ready_p99_ms)")
 EOF
+[ "$WARMQ" = 1 ] && [ "$WARM" = 1 ] &&
+  echo "  warm+quota / warm:          $RATE/s $(ratio "$(pv warmq-rate ready_p99_ms)" "$(pv warm-rate ready_p99_ms)"), burst $(ratio "$(pv warmq-burst ready_p99_ms)" "$(pv warm-burst ready_p99_ms)")   (the warm slots' cost; pre-warm time: $RATE/s $(ratio "$(pool_of warmq-rate prewarm_s)" "$(pool_of warm-rate prewarm_s)"), burst $(ratio "$(pool_of warmq-burst prewarm_s)" "$(pool_of warm-burst prewarm_s)"))"
 warn_if_busy "$LOAD_START"
