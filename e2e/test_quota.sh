@@ -9,7 +9,8 @@
 # Sandboxes of one intent count once; warm pods stop at maxWarm, and pools
 # of one owner filling together never pass it (one controller, and racing
 # replicas: each warm pod holds a warm slot; a warm slot whose pod never
-# came goes, and a warm pod taken frees its slot at once); the
+# came goes, the next warm pod takes over a taken one's slot, and one left
+# by a Sandbox that ended goes to another pool); the
 # controller's default quota; the quota's status; with the webhook,
 # admission refuses early naming the owner, the limit and the count; a
 # resume never runs in the slot of the pod it replaces (going with it),
@@ -854,16 +855,18 @@ test_x_a_warm_slot_whose_pod_never_came_goes() {
   controller_stop "$pid"
 }
 
-# A warm pod a Sandbox takes is active from then on: its warm slot is freed
-# at once, so the pool fills again without waiting for the collection.
-test_y_a_taken_warm_pod_frees_its_warm_slot_at_once() {
+# A warm pod a Sandbox takes is active from then on: the next warm pod takes
+# its warm slot over at once, so the pool fills again without waiting for a
+# collection.
+test_y_the_next_warm_pod_takes_over_a_taken_ones_slot() {
   new_namespace qy
   quota qy alice alice - Queue 1
   controller_start quota-y --warm-pool-settle 1s
-  local pid=$CTL_PID first
+  local pid=$CTL_PID first slot_uid
   warm_pool qy 1
   wait_for 60 eval '[ "$(jp qy sandboxwarmpool pool "{.status.readyReplicas}")" = 1 ]' || fail "the pool is not warm"
   first=$(kubectl get pods -n qy -l sandbox.dev/pool -o jsonpath='{.items[0].metadata.name}')
+  slot_uid=$(kubectl get sbxclaim -n qy -o jsonpath='{range .items[?(@.spec.state=="WarmSlot")]}{.metadata.uid}{end}')
   sleep 2
   sandbox qy s1 $IMG ky1 alice >/dev/null
   wait_for 30 bound qy s1 || fail "s1 not bound: $(reason_of qy s1)"
@@ -872,6 +875,42 @@ test_y_a_taken_warm_pod_frees_its_warm_slot_at_once() {
   expect_eq "$(warm_slots qy)" 1 "warm slots"
   expect_eq "$(kubectl get sbxclaim -n qy -o jsonpath='{range .items[?(@.spec.state=="WarmSlot")]}{.spec.podName}{end}')" \
     "$(kubectl get pods -n qy -l sandbox.dev/pool -o jsonpath='{.items[*].metadata.name}')" "the slot names the new warm pod"
+  expect_eq "$(kubectl get sbxclaim -n qy -o jsonpath='{range .items[?(@.spec.state=="WarmSlot")]}{.metadata.uid}{end}')" \
+    "$slot_uid" "the slot taken over, not made again"
+  controller_stop "$pid"
+}
+
+# A warm slot whose pod a Sandbox took waits to be taken over; when no pool
+# takes it over (its pool was scaled to 0) and the Sandbox's pod ends, the
+# slot names a pod gone. Another pool of the owner that needs the name
+# collects it: the pool that owns it is idle and would never look again.
+# The pools look late (SBX_FAULT_DELAYS=pool-reconcile), so the first pool
+# is at 0 before it could take the slot over.
+test_z_a_slot_left_by_an_ended_sandbox_goes_to_another_pool() {
+  new_namespace qz
+  quota qz alice alice - Queue 1
+  SBX_FAULT_DELAYS=pool-reconcile=3000 controller_start quota-z --warm-pool-settle 1s
+  local pid=$CTL_PID
+  warm_pool qz 1
+  wait_for 60 eval '[ "$(jp qz sandboxwarmpool pool "{.status.readyReplicas}")" = 1 ]' || fail "the pool is not warm"
+  sleep 2
+  sandbox qz s1 $IMG kz1 alice >/dev/null
+  kubectl patch swp pool -n qz --type merge -p '{"spec":{"replicas":0}}' >/dev/null
+  wait_for 30 bound qz s1 || fail "s1 not bound: $(reason_of qz s1)"
+  expect_eq "$(jp qz sandbox s1 '{.status.binding}')" Warm "s1 took the warm pod"
+  sleep 8 # the pool looks again, at 0: nothing takes the slot over
+  expect_eq "$(warm_slots qz)/$(warm_count qz)" 1/0 "warm slots/warm pods with the pool at 0"
+  kubectl delete sbx s1 -n qz --wait=false >/dev/null
+  wait_for 60 eval '[ "$(pod_count qz)" -eq 0 ]' || fail "s1's pod is still there"
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: sandbox.dev/v1alpha1
+kind: SandboxWarmPool
+metadata: {name: other, namespace: qz}
+spec: {replicas: 1, workspaceOwner: alice, template: {image: $IMG}}
+YAML
+  wait_for 60 eval '[ "$(warm_count qz)" -eq 1 ]' ||
+    fail "the other pool did not fill: $(warm_count qz) warm pods, $(warm_slots qz) warm slots: $(jp qz swp other '{.status.conditions[0].message}')"
+  expect_eq "$(warm_slots qz)" 1 "warm slots"
   controller_stop "$pid"
 }
 

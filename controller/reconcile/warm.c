@@ -22,7 +22,6 @@
 #include "reconcile/records.h"
 #include "reconcile/state.h"
 #include "reconcile/strset.h"
-#include "reconcile/warmslot.h"
 #include "reconcile/writes.h"
 #include "sandbox/claimrec.h"
 #include "sandbox/podbuild.h"
@@ -188,8 +187,6 @@ static enum take take(struct sbx_controller *c, struct sbx_view *v, const cJSON 
 	}
 	cJSON_Delete(cur);
 	cJSON_Delete(want);
-	if (t == TAKEN) /* active now (its quota slot counts it): its warm slot is free for another */
-		sbx_warm_slot_free(c, v->ns, v->owner, name);
 	return t;
 }
 

@@ -16,6 +16,7 @@
 #include "reconcile/state.h"
 #include "reconcile/writes.h"
 #include "sandbox/claimrec.h"
+#include "sandbox/podbuild.h"
 #include "sandbox/poolspec.h"
 #include "sandbox/podstate.h"
 #include "sandbox/quota.h"
@@ -81,12 +82,43 @@ static const char *pool_ref_uid(const cJSON *slot)
 	return NULL;
 }
 
+/* 1 when pod (a cached or live object) is a warm member of the pool uid:
+ * labelled with it, not going, not finished. */
+static int warm_in(const cJSON *pod, const char *pool_uid)
+{
+	const char *l = label(pod, SBX_LABEL_POOL);
+	return l && !strcmp(l, pool_uid) && !meta_str(pod, "deletionTimestamp") && !sbx_pod_finished(pod);
+}
+
+/* 1 when pod (a cached or live object) is a sandbox pod now, not going
+ * nor finished: a Sandbox took it, and its warm slot may be taken over
+ * for another warm pod (sbx_warm_slot_take). */
+static int taken_live(const cJSON *pod)
+{
+	return label(pod, SBX_LABEL_DIGEST) && !label(pod, SBX_LABEL_POOL) && !meta_str(pod, "deletionTimestamp") &&
+	       !sbx_pod_finished(pod);
+}
+
+/* The warm member of members named name, or NULL. */
+static const cJSON *member_named(const cJSON *members, const char *name)
+{
+	const cJSON *m;
+	cJSON_ArrayForEach(m, members)
+	{
+		const char *n = meta_str(m, "name");
+		if (n && !strcmp(n, name))
+			return m;
+	}
+	return NULL;
+}
+
 /* ---- taking one ---- */
 
-/* Creates warm slot name for pod of p: the API's answer, with the new
- * object's uid into uid. */
-static enum kube_err post_slot(struct sbx_controller *c, const struct sbx_warm_for *p, const char *key,
-			       const char *name, const char *pod, char uid[64], struct kube_error *err)
+/* Writes warm slot name for pod of p: creates it (rv NULL), or takes over
+ * the one of resourceVersion rv (a guarded update); the API's answer, with
+ * the object's uid into uid. */
+static enum kube_err write_slot(struct sbx_controller *c, const struct sbx_warm_for *p, const char *key,
+				const char *name, const char *pod, const char *rv, char uid[64], struct kube_error *err)
 {
 	struct sbx_claimrec r = { .state = SBX_CLAIM_WARM_SLOT, .has_owner = p->owner != NULL };
 	char now[32];
@@ -113,11 +145,13 @@ static enum kube_err post_slot(struct sbx_controller *c, const struct sbx_warm_f
 		kube_error_set(err, KUBE_ERR_OTHER, "%s", "cannot build the warm slot");
 		return KUBE_ERR_OTHER;
 	}
+	if (rv)
+		cJSON_AddStringToObject(cJSON_GetObjectItem(obj, "metadata"), "resourceVersion", rv);
 	char path[600], *body = cJSON_PrintUnformatted(obj);
 	cJSON_Delete(obj);
-	sbx_rec_path(path, sizeof path, p->ns, NULL);
+	sbx_rec_path(path, sizeof path, p->ns, rv ? name : NULL);
 	cJSON *resp = NULL;
-	enum kube_err e = kube_request(c->kc, "POST", path, NULL, body, NULL, &resp, err);
+	enum kube_err e = kube_request(c->kc, rv ? "PUT" : "POST", path, NULL, body, NULL, &resp, err);
 	free(body);
 	snprintf(uid, 64, "%s", meta_str(resp, "uid") ? meta_str(resp, "uid") : "");
 	cJSON_Delete(resp);
@@ -179,19 +213,39 @@ int sbx_warm_slot_take(struct sbx_controller *c, const struct sbx_warm_for *p, c
 			r = 1;
 		}
 	}
+	/* A slot whose pod a Sandbox took is taken over (one write, guarded by
+	 * its resourceVersion: one replica wins it), before a new name. */
+	long tries = 0;
+	for (size_t i = 0; i < n && !r && tries < TAKE_TRIES; i++) {
+		cJSON *was = ws[i].n < max && c->pods ? informer_get(c->pods, p->ns, ws[i].rec.pod_name) : NULL;
+		const char *rv = meta_str(ws[i].obj, "resourceVersion"), *name = meta_str(ws[i].obj, "name");
+		if (was && taken_live(was) && rv && name) {
+			struct kube_error err;
+			tries++;
+			enum kube_err e = write_slot(c, p, key, name, pod, rv, uid, &err);
+			if (e == KUBE_OK) {
+				snprintf(slot, slotlen, "%s", name);
+				r = 1;
+			} else if (kube_err_retriable(e) && live_slot(c, p, name, pod, uid) == WARM_MINE) {
+				snprintf(slot, slotlen, "%s", name); /* ours, its answer lost */
+				r = 1;
+			}
+		}
+		cJSON_Delete(was);
+	}
 	free(ws);
 	cJSON_Delete(all);
 	long held = 0;
 	for (long i = 0; i < max; i++)
 		held += used[i];
-	for (long i = 0, tries = 0; !r && i < max && tries < TAKE_TRIES; i++) {
+	for (long i = 0; !r && i < max && tries < TAKE_TRIES; i++) {
 		if (used[i])
 			continue;
 		tries++;
 		char name[80];
 		struct kube_error err;
 		sbx_quota_warm_slot_name(key, i, name, sizeof name);
-		enum kube_err e = post_slot(c, p, key, name, pod, uid, &err);
+		enum kube_err e = write_slot(c, p, key, name, pod, NULL, uid, &err);
 		if (e == KUBE_ERR_ALREADY_EXISTS || kube_err_retriable(e)) {
 			/* Another replica's (the cache is behind), or ours whose
 			 * answer was lost: read it. */
@@ -246,25 +300,49 @@ void sbx_warm_slot_free(struct sbx_controller *c, const char *ns, const char *ow
 	cJSON_Delete(all);
 }
 
-/* 1 when pod (a cached or live object) is a warm member of the pool uid:
- * labelled with it, not going, not finished. */
-static int warm_in(const cJSON *pod, const char *pool_uid)
+/* Deletes w (of pool_uid in ns) when its pod is neither a warm member of
+ * the pool (members: the cache's pods of the pool) nor a live sandbox pod (a
+ * Sandbox took it: its slot waits to be taken over), once w is older than a
+ * create in flight, its pod read live. Returns 0, -1, or the milliseconds
+ * until w may go. */
+static int settle_slot(struct sbx_controller *c, const char *ns, const struct wslot *w, const char *pool_uid,
+		       const cJSON *members, time_t now)
 {
-	const char *l = label(pod, SBX_LABEL_POOL);
-	return l && !strcmp(l, pool_uid) && !meta_str(pod, "deletionTimestamp") && !sbx_pod_finished(pod);
+	const char *pod_name = w->rec.pod_name;
+	const cJSON *m = member_named(members, pod_name);
+	if (m && warm_in(m, pool_uid))
+		return 0;
+	cJSON *pod = c->pods ? informer_get(c->pods, ns, pod_name) : NULL;
+	int taken = pod && taken_live(pod);
+	cJSON_Delete(pod);
+	if (taken)
+		return 0; /* its slot waits to be taken over */
+	time_t at = 0;
+	if (ktime_parse_rfc3339(w->rec.claimed_at, &at) < 0)
+		at = 0;
+	if (now - at < WARM_SLOT_GRACE_S) /* perhaps a create in flight */
+		return (int)(WARM_SLOT_GRACE_S - (now - at)) * 1000 + 100;
+	pod = NULL;
+	if (sbx_rc_get_pod(c, ns, pod_name, &pod) < 0)
+		return -1;
+	int keep = pod && (warm_in(pod, pool_uid) || taken_live(pod));
+	cJSON_Delete(pod);
+	if (keep)
+		return 0;
+	const char *name = meta_str(w->obj, "name");
+	log_kv(LOG_INFO, "warm slot freed", "namespace", ns, "slot", name, "pod", pod_name);
+	char path[600];
+	sbx_rec_path(path, sizeof path, ns, name);
+	return sbx_rc_delete(c, path, meta_str(w->obj, "uid"), meta_str(w->obj, "resourceVersion")) < 0 ? -1 : 0;
 }
 
-/* The warm member of members named name, or NULL. */
-static const cJSON *member_named(const cJSON *members, const char *name)
+/* The result of two steps: an error wins, then the sooner look again. */
+static int sooner(int a, int b)
 {
-	const cJSON *m;
-	cJSON_ArrayForEach(m, members)
-	{
-		const char *n = meta_str(m, "name");
-		if (n && !strcmp(n, name))
-			return m;
-	}
-	return NULL;
+	return a < 0 || b < 0 ? -1 : !a	 ? b
+				 : !b	 ? a
+				 : a < b ? a
+					 : b;
 }
 
 int sbx_warm_slot_collect(struct sbx_controller *c, const struct sbx_warm_for *p, const cJSON *members)
@@ -277,45 +355,24 @@ int sbx_warm_slot_collect(struct sbx_controller *c, const struct sbx_warm_for *p
 	struct wslot *ws = warm_slots(c, all, p->ns, key, &n, NULL, 0);
 	time_t now = time(NULL);
 	int r = 0;
+	/* Every pool of the owner collects the owner's slots, its own and the
+	 * others': a pool that needs a name does not wait for a full, idle
+	 * pool to look again. */
 	for (size_t i = 0; i < n; i++) {
-		const char *owner_uid = pool_ref_uid(ws[i].obj);
-		if (!owner_uid || strcmp(owner_uid, p->pool_uid))
-			continue; /* another pool's */
+		const char *pool_uid = pool_ref_uid(ws[i].obj);
+		if (!pool_uid)
+			continue;
 		int second = 0;
 		for (size_t j = 0; j < n && !second; j++)
 			second = j != i && ws[j].n < ws[i].n && !strcmp(ws[j].rec.pod_name, ws[i].rec.pod_name);
-		const char *name = meta_str(ws[i].obj, "name"), *uid = meta_str(ws[i].obj, "uid");
-		if (second) {
-			sbx_warm_slot_drop(c, p->ns, name, uid); /* the pod keeps its lower one */
+		if (second) { /* the pod keeps its lower one */
+			sbx_warm_slot_drop(c, p->ns, meta_str(ws[i].obj, "name"), meta_str(ws[i].obj, "uid"));
 			continue;
 		}
-		const cJSON *m = member_named(members, ws[i].rec.pod_name);
-		if (m && warm_in(m, p->pool_uid))
-			continue;
-		time_t at = 0;
-		if (ktime_parse_rfc3339(ws[i].rec.claimed_at, &at) < 0)
-			at = 0;
-		if (now - at < WARM_SLOT_GRACE_S) {
-			/* Perhaps a create in flight: looked at again when it may go. */
-			int wait_ms = (int)(WARM_SLOT_GRACE_S - (now - at)) * 1000 + 100;
-			r = r < 0 ? r : r == 0 || wait_ms < r ? wait_ms
-							      : r;
-			continue;
-		}
-		cJSON *pod = NULL;
-		if (sbx_rc_get_pod(c, p->ns, ws[i].rec.pod_name, &pod) < 0) {
-			r = -1;
-			continue;
-		}
-		if (!pod || !warm_in(pod, p->pool_uid)) {
-			log_kv(LOG_INFO, "warm slot freed", "namespace", p->ns, "slot", name, "pod", ws[i].rec.pod_name,
-			       "pool", p->pool);
-			char path[600];
-			sbx_rec_path(path, sizeof path, p->ns, name);
-			if (sbx_rc_delete(c, path, uid, meta_str(ws[i].obj, "resourceVersion")) < 0)
-				r = -1;
-		}
-		cJSON_Delete(pod);
+		int own = !strcmp(pool_uid, p->pool_uid);
+		cJSON *theirs = own || !c->pool_pods ? NULL : informer_list_by_index(c->pool_pods, pool_uid);
+		r = sooner(r, settle_slot(c, p->ns, &ws[i], pool_uid, own ? members : theirs, now));
+		cJSON_Delete(theirs);
 	}
 	free(ws);
 	cJSON_Delete(all);
