@@ -380,9 +380,11 @@ pod_gone() { ! kubectl get pod -n "$1" "$2" >/dev/null 2>&1; }
 
 # A Sandbox object's delete is guarded by its uid: once that Sandbox is gone
 # and another was made under its name, delete() leaves the other alone and
-# returns False, as the client promises, with the API server's own words for
-# a failed uid precondition (the client looked for an older wording and
-# raised Conflict instead).
+# returns False, as the client promises. (The client looked for an older
+# wording of the API server's refusal of a failed uid precondition and
+# raised Conflict instead. It now reads the Sandbox first and sends no
+# delete when the uid differs; the refusal's wording, both of them, is left
+# to the unit tests and to a Sandbox made between the read and the delete.)
 test_a_stale_delete_leaves_the_sandbox_made_under_its_name_since() {
   local out
   out=$(py "$ALICE" <<'PY' 2>&1
