@@ -516,6 +516,25 @@ test_n_a_slot_seen_late_counts_once() {
   controller_stop "$pid"
 }
 
+# A slot that reaches the cache after its pod still goes to its pod: the
+# handoff at the bind found no slot in the cache, and no later reconcile of
+# the Sandbox came; the slot's arrival in the cache sends its Sandbox to
+# look again.
+test_n_b_a_slot_seen_late_goes_to_its_pod() {
+  new_namespace qnb
+  quota qnb alice alice 1 Queue
+  SBX_FAULT_DELAYS=watch:sandboxclaims=10000 controller_start quota-nb
+  local pid=$CTL_PID
+  sleep 2
+  sandbox qnb r1 $IMG knb1 alice >/dev/null
+  wait_for 60 eval '[ "$(pods_live qnb)" = 1 ]' || fail "r1's pod not made: $(phase_of qnb r1) $(reason_of qnb r1)"
+  local pod_uid
+  pod_uid=$(kubectl get pods -n qnb -l app.kubernetes.io/managed-by=sandbox-controller,app.kubernetes.io/name!=sandbox-workspace-init -o jsonpath='{.items[*].metadata.uid}')
+  wait_for 40 eval '[ "$(kubectl get sbxclaim -n qnb -o jsonpath="{range .items[?(@.spec.state==\"Slot\")]}{.metadata.ownerReferences[0].uid}{end}")" = "$pod_uid" ]' ||
+    fail "the slot is not its pod's 40 s after the pod: owners $(kubectl get sbxclaim -n qnb -o jsonpath='{range .items[*]}{.metadata.ownerReferences[*].kind}{end}')"
+  controller_stop "$pid"
+}
+
 # A resume waits its turn: it arrived when it was resumed, so a Sandbox of
 # the owner that was already waiting (created after the resumed one, but
 # before its resume) takes the freed slot first; the resume takes the next.
