@@ -410,6 +410,25 @@ void sbx_quota_on_sandbox(struct sbx_controller *c, const cJSON *obj, int gone)
 		touch_quotas(c, ns);
 }
 
+/* The owner reference of kind (NULL: a Sandbox, as the cache keeps it) in
+ * the cached slot, or NULL; ref_uid: its uid. */
+static const cJSON *ref_of(const cJSON *slot, const char *kind)
+{
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, jobj(jobj(slot, "metadata"), "ownerReferences"))
+	{
+		const char *k = jstr(ref, "kind");
+		if ((!kind && (!k || !strcmp(k, "Sandbox"))) || (kind && k && !strcmp(k, kind)))
+			return ref;
+	}
+	return NULL;
+}
+
+static const char *ref_uid(const cJSON *slot, const char *kind)
+{
+	return jstr(ref_of(slot, kind), "uid");
+}
+
 /* The namespace and owner of a slot (its record's fields). */
 static void slot_owner(const cJSON *slot, const char **ns, const char **owner)
 {
@@ -433,6 +452,12 @@ void sbx_quota_on_slot(struct sbx_controller *c, const cJSON *slot, int d)
 	pthread_mutex_unlock(&s->mu);
 	if (d < 0)
 		wake(c, key, WAKE_FIRST); /* a slot freed: the first waiters try */
+	/* A slot no pod owns yet, seen after its pod was made: its Sandbox
+	 * hands it to the pod (sbx_quota_bound), which found it missing from
+	 * the cache at the bind, and may get no other event to look again. */
+	const cJSON *sb = d > 0 && !ref_uid(slot, "Pod") ? ref_of(slot, NULL) : NULL;
+	if (sb && jstr(sb, "name"))
+		sbx_controller_enqueue(c, SBX_WORK_SANDBOX, ns, jstr(sb, "name"), owner, 0);
 	touch_quotas(c, ns);
 }
 
@@ -757,25 +782,6 @@ static int live_held(struct sbx_controller *c, const struct sbx_view *v, const c
 	snprintf(holder, 33, "%s", slot ? rec.digest : "");
 	return e == KUBE_OK ? slot && rec_held_by(&rec, v, claim) : e == KUBE_ERR_NOT_FOUND ? 0
 											    : -1;
-}
-
-/* The owner reference of kind (NULL: a Sandbox, as the cache keeps it) in
- * the cached slot, or NULL; ref_uid: its uid. */
-static const cJSON *ref_of(const cJSON *slot, const char *kind)
-{
-	const cJSON *ref;
-	cJSON_ArrayForEach(ref, jobj(jobj(slot, "metadata"), "ownerReferences"))
-	{
-		const char *k = jstr(ref, "kind");
-		if ((!kind && (!k || !strcmp(k, "Sandbox"))) || (kind && k && !strcmp(k, kind)))
-			return ref;
-	}
-	return NULL;
-}
-
-static const char *ref_uid(const cJSON *slot, const char *kind)
-{
-	return jstr(ref_of(slot, kind), "uid");
 }
 
 /* Whether the pod that owns the cached slot (none yet: the Sandbox's) is
